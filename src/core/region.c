@@ -1,0 +1,251 @@
+#include "region.h"
+#include "procinfo.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static int init_lock(pthread_mutex_t *m)
+{
+    pthread_mutexattr_t a;
+    if (pthread_mutexattr_init(&a) != 0)
+        return -1;
+    int rc = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    if (rc == 0)
+        rc = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    if (rc == 0)
+        rc = pthread_mutex_init(m, &a);
+    pthread_mutexattr_destroy(&a);
+    return rc == 0 ? 0 : -1;
+}
+
+/* Called with flock held and the file still empty: lay the region out. */
+static void init_region(struct gs_region *r)
+{
+    memset(r, 0, sizeof *r);
+    r->version = GS_REGION_VERSION;
+    r->size = (uint32_t)sizeof *r;
+    r->created_unix = (uint64_t)time(NULL);
+    (void)init_lock(&r->lock);
+    /* Publish last: a reader that sees the magic sees a whole region. */
+    __atomic_store_n(&r->magic, GS_REGION_MAGIC, __ATOMIC_RELEASE);
+}
+
+struct gs_region *gs_region_open(const char *path, int create, char *err, size_t errlen)
+{
+    int fd = open(path, (create ? O_RDWR | O_CREAT : O_RDWR) | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open state file %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    /* flock serialises first-time initialisation and is dropped by the
+     * kernel if the initialiser dies, so a half-made file is redone. */
+    if (flock(fd, LOCK_EX) != 0) {
+        snprintf(err, errlen, "cannot lock state file %s: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    struct stat st;
+    struct gs_region *r = NULL;
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "cannot stat %s: %s", path, strerror(errno));
+        goto out;
+    }
+    int fresh = st.st_size == 0;
+    if (fresh && !create) {
+        snprintf(err, errlen, "state file %s is empty (no gpuslice process has run yet)", path);
+        goto out;
+    }
+    if (!fresh && (size_t)st.st_size != sizeof *r) {
+        snprintf(err, errlen, "state file %s has size %lld, expected %zu: another gpuslice version?",
+                 path, (long long)st.st_size, sizeof *r);
+        goto out;
+    }
+    if (fresh && ftruncate(fd, (off_t)sizeof *r) != 0) {
+        snprintf(err, errlen, "cannot size state file %s: %s", path, strerror(errno));
+        goto out;
+    }
+    void *m = mmap(NULL, sizeof *r, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        snprintf(err, errlen, "cannot map state file %s: %s", path, strerror(errno));
+        goto out;
+    }
+    r = m;
+    uint64_t magic = __atomic_load_n(&r->magic, __ATOMIC_ACQUIRE);
+    if (magic == 0) {
+        init_region(r);
+    } else if (magic != GS_REGION_MAGIC || r->version != GS_REGION_VERSION || r->size != sizeof *r) {
+        snprintf(err, errlen, "state file %s has layout version %u (magic %llx), this build uses %u",
+                 path, r->version, (unsigned long long)magic, GS_REGION_VERSION);
+        munmap(m, sizeof *r);
+        r = NULL;
+    }
+out:
+    flock(fd, LOCK_UN);
+    close(fd);
+    return r;
+}
+
+void gs_region_close(struct gs_region *r)
+{
+    if (r)
+        munmap(r, sizeof *r);
+}
+
+int gs_region_lock(struct gs_region *r)
+{
+    int rc = pthread_mutex_lock(&r->lock);
+    if (rc == EOWNERDEAD) {
+        /* The holder died mid-update: slots are the truth, rebuild totals. */
+        gs_region_reclaim_locked(r);
+        pthread_mutex_consistent(&r->lock);
+        return 0;
+    }
+    return rc == 0 ? 0 : -1;
+}
+
+void gs_region_unlock(struct gs_region *r)
+{
+    pthread_mutex_unlock(&r->lock);
+}
+
+int gs_region_reclaim_locked(struct gs_region *r)
+{
+    uint64_t my_ns = gs_proc_pidns();
+    int reclaimed = 0;
+    uint64_t used[GS_REGION_MAX_DEVICES] = {0};
+    for (int i = 0; i < GS_REGION_MAX_PROCS; i++) {
+        struct gs_region_proc *p = &r->proc[i];
+        if (p->pid == 0)
+            continue;
+        if (!gs_proc_alive(p->pid, p->start_time, p->pidns, my_ns)) {
+            memset(p, 0, sizeof *p);
+            reclaimed++;
+            continue;
+        }
+        for (int d = 0; d < GS_REGION_MAX_DEVICES; d++)
+            used[d] += p->mem_used[d];
+    }
+    for (int d = 0; d < GS_REGION_MAX_DEVICES; d++)
+        r->dev[d].mem_used = used[d];
+    return reclaimed;
+}
+
+int gs_region_device(struct gs_region *r, const char *uuid, uint64_t mem_limit)
+{
+    if (gs_region_lock(r) != 0)
+        return -1;
+    int idx = -1;
+    for (uint32_t d = 0; d < r->ndevices; d++) {
+        if (strncmp(r->dev[d].uuid, uuid, GS_REGION_UUID_LEN) == 0) {
+            idx = (int)d;
+            break;
+        }
+    }
+    if (idx >= 0) {
+        uint64_t cur = r->dev[idx].mem_limit;
+        if (mem_limit && (!cur || mem_limit < cur))
+            r->dev[idx].mem_limit = mem_limit;
+    } else if (r->ndevices < GS_REGION_MAX_DEVICES) {
+        idx = (int)r->ndevices;
+        struct gs_region_device *dv = &r->dev[idx];
+        snprintf(dv->uuid, sizeof dv->uuid, "%s", uuid);
+        dv->mem_limit = mem_limit;
+        r->ndevices++;
+    }
+    gs_region_unlock(r);
+    return idx;
+}
+
+int gs_region_attach(struct gs_region *r)
+{
+    uint64_t st = 0;
+    pid_t pid = getpid();
+    if (gs_proc_start_time(pid, &st) != 0)
+        return -1;
+    if (gs_region_lock(r) != 0)
+        return -1;
+    gs_region_reclaim_locked(r);
+    int slot = -1;
+    for (int i = 0; i < GS_REGION_MAX_PROCS && slot < 0; i++)
+        if (r->proc[i].pid == 0)
+            slot = i;
+    if (slot >= 0) {
+        struct gs_region_proc *p = &r->proc[slot];
+        memset(p, 0, sizeof *p);
+        p->start_time = st;
+        p->pidns = gs_proc_pidns();
+        p->pid = pid;
+    }
+    gs_region_unlock(r);
+    return slot;
+}
+
+void gs_region_detach(struct gs_region *r, int slot)
+{
+    if (slot < 0 || slot >= GS_REGION_MAX_PROCS || gs_region_lock(r) != 0)
+        return;
+    struct gs_region_proc *p = &r->proc[slot];
+    for (int d = 0; d < GS_REGION_MAX_DEVICES; d++) {
+        uint64_t u = p->mem_used[d];
+        r->dev[d].mem_used = r->dev[d].mem_used >= u ? r->dev[d].mem_used - u : 0;
+    }
+    memset(p, 0, sizeof *p);
+    gs_region_unlock(r);
+}
+
+static int fits(const struct gs_region_device *dv, uint64_t bytes)
+{
+    return dv->mem_limit == 0 ||
+           (dv->mem_used <= dv->mem_limit && bytes <= dv->mem_limit - dv->mem_used);
+}
+
+int gs_region_reserve(struct gs_region *r, int slot, int dev, uint64_t bytes)
+{
+    if (slot < 0 || dev < 0 || dev >= GS_REGION_MAX_DEVICES || gs_region_lock(r) != 0)
+        return -1;
+    struct gs_region_device *dv = &r->dev[dev];
+    /* Only when the limit is in the way do we pay for a scan of dead
+     * processes: usage left by a killed process is returned here at once. */
+    if (!fits(dv, bytes))
+        gs_region_reclaim_locked(r);
+    int ok = fits(dv, bytes);
+    if (ok) {
+        r->proc[slot].mem_used[dev] += bytes;
+        dv->mem_used += bytes;
+    }
+    gs_region_unlock(r);
+    return ok ? 0 : -1;
+}
+
+int gs_region_release(struct gs_region *r, int slot, int dev, uint64_t bytes)
+{
+    if (slot < 0 || dev < 0 || dev >= GS_REGION_MAX_DEVICES || gs_region_lock(r) != 0)
+        return -1;
+    int rc = 0;
+    uint64_t *mine = &r->proc[slot].mem_used[dev];
+    if (*mine < bytes) {
+        bytes = *mine;
+        rc = -1;
+    }
+    *mine -= bytes;
+    struct gs_region_device *dv = &r->dev[dev];
+    dv->mem_used = dv->mem_used >= bytes ? dv->mem_used - bytes : 0;
+    gs_region_unlock(r);
+    return rc;
+}
+
+uint64_t gs_region_free_bytes(const struct gs_region *r, int dev)
+{
+    const struct gs_region_device *dv = &r->dev[dev];
+    if (dv->mem_limit == 0)
+        return UINT64_MAX;
+    uint64_t used = __atomic_load_n(&dv->mem_used, __ATOMIC_RELAXED);
+    return used >= dv->mem_limit ? 0 : dv->mem_limit - used;
+}

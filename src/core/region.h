@@ -1,0 +1,97 @@
+/*
+ * The per-container shared state ("region"): one small versioned file mapped
+ * by every process of the container, by the `gpuslice` node view and by the
+ * node agent. It holds per-device limits and usage and one slot per process.
+ *
+ * Invariants
+ * - dev[d].mem_used == sum over live slots of proc[i].mem_used[d]; it is a
+ *   cache that gs_region_reclaim() rebuilds from the slots, so a process that
+ *   dies anywhere, even inside the lock, leaves nothing behind.
+ * - The lock is a robust process-shared mutex: a holder that dies hands the
+ *   next locker EOWNERDEAD, which repairs the region and carries on.
+ */
+#ifndef GPUSLICE_REGION_H
+#define GPUSLICE_REGION_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define GS_REGION_MAGIC 0x45434c5355504721ULL /* "!GPUSLCE" */
+#define GS_REGION_VERSION 1U
+#define GS_REGION_MAX_DEVICES 16
+#define GS_REGION_MAX_PROCS 1024
+#define GS_REGION_UUID_LEN 64
+
+struct gs_region_device {
+    char uuid[GS_REGION_UUID_LEN]; /* "" = slot unused */
+    uint64_t mem_limit;            /* bytes; 0 = unlimited */
+    uint64_t mem_used;             /* bytes, all live processes */
+    uint32_t sm_limit;             /* percent; 0 = unlimited */
+    uint32_t flags;
+    uint64_t compute[14];          /* reserved for the compute limiter */
+};
+
+struct gs_region_proc {
+    int32_t pid; /* 0 = slot free */
+    uint32_t flags;
+    uint64_t start_time;
+    uint64_t pidns;
+    uint64_t mem_used[GS_REGION_MAX_DEVICES];
+    uint64_t ctx_overhead[GS_REGION_MAX_DEVICES];
+    uint64_t compute[8]; /* reserved for the compute limiter */
+};
+
+struct gs_region {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t size;
+    uint64_t created_unix;
+    char container[128];
+    pthread_mutex_t lock;
+    uint32_t ndevices;
+    uint32_t pad;
+    struct gs_region_device dev[GS_REGION_MAX_DEVICES];
+    struct gs_region_proc proc[GS_REGION_MAX_PROCS];
+};
+
+/* Maps the region at path, creating and initialising it if needed
+ * (create != 0). Returns NULL and writes a reason into err on failure,
+ * including a file of another layout version. */
+struct gs_region *gs_region_open(const char *path, int create, char *err, size_t errlen);
+void gs_region_close(struct gs_region *r);
+
+/* Lock/unlock; lock repairs the region when the previous holder died.
+ * Returns 0, or -1 if the lock is unrecoverable. */
+int gs_region_lock(struct gs_region *r);
+void gs_region_unlock(struct gs_region *r);
+
+/* With the lock held: drop slots of dead processes and rebuild device
+ * totals from the slots. Returns the number of slots reclaimed. */
+int gs_region_reclaim_locked(struct gs_region *r);
+
+/* Finds or adds the device with this UUID. A new device takes mem_limit;
+ * an existing one keeps the smaller of the two non-zero limits. Returns the
+ * index or -1 when the table is full. */
+int gs_region_device(struct gs_region *r, const char *uuid, uint64_t mem_limit);
+
+/* Takes a slot for the calling process (pid + start time). Returns the
+ * slot index or -1 if every slot is held by a live process. */
+int gs_region_attach(struct gs_region *r);
+/* Releases everything the slot holds and frees it. */
+void gs_region_detach(struct gs_region *r, int slot);
+
+/* Reserves bytes on device dev for slot before the real allocation is made,
+ * so that concurrent processes can never overshoot the limit together.
+ * Returns 0 if reserved, -1 if it would exceed the limit. */
+int gs_region_reserve(struct gs_region *r, int slot, int dev, uint64_t bytes);
+/* Returns bytes to the pool (after a free, or a failed allocation). Clamps
+ * at zero: releasing more than the slot holds is a caller bug, reported by
+ * the return value -1, never an underflow. */
+int gs_region_release(struct gs_region *r, int slot, int dev, uint64_t bytes);
+
+/* free = limit - used, clamped at zero (limit 0 means unlimited: returns
+ * UINT64_MAX). */
+uint64_t gs_region_free_bytes(const struct gs_region *r, int dev);
+
+#endif
