@@ -1,0 +1,89 @@
+/* Name <-> slot mapping for configuration variables. */
+#include "config_keys.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const gs_family_names[GS_FAM_COUNT] = {
+    "CUDA_DEVICE_MEMORY_LIMIT",
+    "CUDA_DEVICE_SM_LIMIT",
+    "GPUSLICE_MEMORY_LIMIT",
+    "GPUSLICE_CORES",
+};
+
+static const char *const gs_scalar_names[GS_KEY_COUNT - GS_KEY_HAMI_CACHE] = {
+    "CUDA_DEVICE_MEMORY_SHARED_CACHE",
+    "GPU_CORE_UTILIZATION_POLICY",
+    "LIBCUDA_LOG_LEVEL",
+    "GPUSLICE_COMPUTE_MODE",
+    "GPUSLICE_SHARE_WEIGHT",
+    "GPUSLICE_REGION",
+    "GPUSLICE_MANAGED",
+    "GPUSLICE_CTX_OVERHEAD",
+    "GPUSLICE_LOG_LEVEL",
+    "GPUSLICE_CONTAINER",
+    "GPUSLICE_CONFIG",
+};
+
+/* Add GPUSLICE_* variables of other components here (not configuration, but legal). */
+const char *const gs_key_other_names[] = {
+    NULL,
+};
+
+void gs_key_name(int slot, char *buf, size_t len)
+{
+    if (len == 0)
+        return;
+    if (slot >= GS_KEY_HAMI_CACHE && slot < GS_KEY_COUNT) {
+        snprintf(buf, len, "%s", gs_scalar_names[slot - GS_KEY_HAMI_CACHE]);
+    } else if (slot >= 0 && slot < GS_KEY_HAMI_CACHE) {
+        int fam = slot / GS_FAM_SLOTS;
+        int dev = slot % GS_FAM_SLOTS - 1;
+
+        if (dev < 0)
+            snprintf(buf, len, "%s", gs_family_names[fam]);
+        else
+            snprintf(buf, len, "%s_%d", gs_family_names[fam], dev);
+    } else {
+        buf[0] = '\0';
+    }
+}
+
+/* Device index from a suffix: "0".."15", no sign or leading zero; -1 if not one. */
+static int parse_index(const char *s, size_t n)
+{
+    int v = 0;
+    size_t i;
+
+    if (n == 0 || n > 2 || (n == 2 && s[0] == '0'))
+        return -1;
+    for (i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v < GS_MAX_DEVICES ? v : -1;
+}
+
+int gs_key_lookup(const char *name, size_t len)
+{
+    int i;
+
+    for (i = 0; i < GS_KEY_COUNT - GS_KEY_HAMI_CACHE; i++)
+        if (strlen(gs_scalar_names[i]) == len && memcmp(gs_scalar_names[i], name, len) == 0)
+            return GS_KEY_HAMI_CACHE + i;
+    for (i = 0; i < GS_FAM_COUNT; i++) {
+        size_t bl = strlen(gs_family_names[i]);
+        int dev;
+
+        if (len < bl || memcmp(gs_family_names[i], name, bl) != 0)
+            continue;
+        if (len == bl)
+            return GS_KEY_FAM(i, -1);
+        if (name[bl] != '_')
+            continue; /* e.g. GPUSLICE_CORESX: not this family */
+        dev = parse_index(name + bl + 1, len - bl - 1);
+        return dev < 0 ? GS_KEY_BAD_INDEX : GS_KEY_FAM(i, dev);
+    }
+    return GS_KEY_UNKNOWN;
+}

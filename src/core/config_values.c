@@ -1,0 +1,48 @@
+/* Parsers for the non-size configuration values: small integers and keywords. */
+#include "config_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+int gs_cfg_parse_uint(const char *v, unsigned min, unsigned max, unsigned *out, char *why, size_t whylen)
+{
+    unsigned long long x = 0;
+    const char *p;
+
+    if (*v == '\0') {
+        snprintf(why, whylen, "empty value");
+        return -1;
+    }
+    for (p = v; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9') {
+            snprintf(why, whylen, "not a decimal integer (expected %u..%u)", min, max);
+            return -1;
+        }
+        if (x <= max) /* saturate: anything past max is out of range anyway */
+            x = x * 10 + (unsigned)(*p - '0');
+    }
+    if (x < min || x > max) {
+        snprintf(why, whylen, "out of range (expected %u..%u)", min, max);
+        return -1;
+    }
+    *out = (unsigned)x;
+    return 0;
+}
+
+int gs_cfg_parse_word(const char *v, const char *const *words, int n, int *out, char *why, size_t whylen)
+{
+    size_t o = 0;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        if (strcasecmp(v, words[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    }
+    o = (size_t)snprintf(why, whylen, "%s; expected one of:", *v ? "unknown value" : "empty value");
+    for (i = 0; i < n && o < whylen; i++)
+        o += (size_t)snprintf(why + o, whylen - o, "%s %s", i ? "," : "", words[i]);
+    return -1;
+}
