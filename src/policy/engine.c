@@ -1,0 +1,121 @@
+/* The decision: filter every node, score its candidate GPU choices under
+ * the engine's policy, keep the best (ties go to the lowest node index). */
+#include "policy_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const policy_names[GS_POLICY_COUNT] = {
+    [GS_POLICY_BINPACK] = "binpack",
+    [GS_POLICY_SPREAD] = "spread",
+    [GS_POLICY_BESTFIT] = "bestfit",
+    [GS_POLICY_FGD] = "fgd",
+    [GS_POLICY_FRAGLOOK] = "fraglook",
+};
+
+const char *gs_policy_name(gs_policy_kind k)
+{
+    return (unsigned)k < GS_POLICY_COUNT ? policy_names[k] : "unknown";
+}
+
+int gs_policy_parse(const char *name, gs_policy_kind *out)
+{
+    for (int i = 0; i < GS_POLICY_COUNT; i++) {
+        if (strcmp(name, policy_names[i]) == 0) {
+            *out = (gs_policy_kind)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+gs_engine *gs_engine_new(gs_policy_kind kind)
+{
+    if ((unsigned)kind >= GS_POLICY_COUNT)
+        return NULL;
+    gs_engine *e = calloc(1, sizeof(*e));
+    if (!e)
+        return NULL;
+    e->kind = kind;
+    gs_frag_init(&e->frag);
+    return e;
+}
+
+void gs_engine_free(gs_engine *e)
+{
+    if (!e)
+        return;
+    gs_frag_free(&e->frag);
+    free(e);
+}
+
+gs_policy_kind gs_engine_policy(const gs_engine *e)
+{
+    return e->kind;
+}
+
+int gs_engine_add_workload(gs_engine *e, const gs_request *r, double weight)
+{
+    return gs_frag_add(&e->frag, r, weight);
+}
+
+static double score_candidate(gs_engine *e, const gs_node *n, const gs_request *r,
+                              const gs_candidate *c)
+{
+    switch (e->kind) {
+    case GS_POLICY_FGD:
+        return gs_score_fgd(e, n, r, c);
+    case GS_POLICY_FRAGLOOK:
+        return gs_score_fraglook(e, n, r, c);
+    default:
+        return gs_score_basic(e->kind, n, r, c);
+    }
+}
+
+bool gs_engine_score_node(gs_engine *e, const gs_cluster *c, size_t idx, const gs_request *r,
+                          double *score, gs_placement *choice)
+{
+    if (idx >= c->num_nodes)
+        return false;
+    const gs_node *n = &c->nodes[idx];
+    gs_filter_report rep;
+    if (gs_filter_explain(n, r, &rep) != GS_FIT)
+        return false;
+    gs_candidate cands[GS_MAX_CANDIDATES];
+    int count = gs_candidates(n, r, rep.gpu, cands, GS_MAX_CANDIDATES);
+    int best = -1;
+    double best_score = 0.0;
+    for (int i = 0; i < count; i++) {
+        double s = score_candidate(e, n, r, &cands[i]);
+        if (best < 0 || s > best_score) {
+            best = i;
+            best_score = s;
+        }
+    }
+    if (best < 0)
+        return false;
+    *score = best_score;
+    choice->node = (int32_t)idx;
+    choice->num_gpus = cands[best].num_gpus;
+    memset(choice->gpus, -1, sizeof(choice->gpus));
+    memcpy(choice->gpus, cands[best].gpus, (size_t)cands[best].num_gpus);
+    return true;
+}
+
+bool gs_engine_decide(gs_engine *e, const gs_cluster *c, const gs_request *r, gs_placement *out)
+{
+    bool found = false;
+    double best = 0.0;
+    for (size_t i = 0; i < c->num_nodes; i++) {
+        double s;
+        gs_placement p;
+        if (!gs_engine_score_node(e, c, i, r, &s, &p))
+            continue;
+        if (!found || s > best) {
+            found = true;
+            best = s;
+            *out = p;
+        }
+    }
+    return found;
+}

@@ -1,0 +1,219 @@
+/* Expected fragmentation of a node against the workload distribution.
+ *
+ * Definition (after the FGD paper, our own implementation): for a typical
+ * request m, the node's free GPU compute that m could never use is a
+ * fragment. If m cannot run on the node at all (CPU, memory, model, too few
+ * GPUs with room) all free compute is fragment; otherwise the fragment is
+ * the free compute on GPUs too small for m. The node's fragmentation is the
+ * weight-averaged fragment over the workload. CPU-only requests are left
+ * out: they would count all free compute everywhere, a constant. */
+#include "policy_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MEMO_INITIAL (1u << 14)
+#define MEMO_LIMIT (1u << 20)
+
+void gs_frag_init(gs_frag_model *m)
+{
+    memset(m, 0, sizeof(*m));
+}
+
+void gs_frag_free(gs_frag_model *m)
+{
+    for (int i = 0; i < m->num_groups; i++)
+        free(m->groups[i].subs);
+    free(m->groups);
+    free(m->memo);
+    memset(m, 0, sizeof(*m));
+}
+
+static void memo_clear(gs_frag_model *m)
+{
+    if (m->memo)
+        memset(m->memo, 0, m->memo_cap * sizeof(*m->memo));
+    m->memo_used = 0;
+}
+
+static gs_frag_group *find_group(gs_frag_model *m, const gs_request *r)
+{
+    uint32_t mask = r->any_model ? 0 : r->model_mask;
+    for (int i = 0; i < m->num_groups; i++) {
+        gs_frag_group *g = &m->groups[i];
+        if (g->num_gpus == r->num_gpus && g->gpu_milli == r->gpu_milli &&
+            g->any_model == r->any_model && g->model_mask == mask)
+            return g;
+    }
+    if (m->num_groups == m->cap_groups) {
+        int cap = m->cap_groups ? m->cap_groups * 2 : 16;
+        gs_frag_group *grown = realloc(m->groups, (size_t)cap * sizeof(*grown));
+        if (!grown)
+            return NULL;
+        m->groups = grown;
+        m->cap_groups = cap;
+    }
+    gs_frag_group *g = &m->groups[m->num_groups++];
+    memset(g, 0, sizeof(*g));
+    g->num_gpus = r->num_gpus;
+    g->gpu_milli = r->gpu_milli;
+    g->any_model = r->any_model;
+    g->model_mask = mask;
+    return g;
+}
+
+static int add_sub(gs_frag_group *g, const gs_request *r, double weight)
+{
+    for (int i = 0; i < g->num_subs; i++) {
+        if (g->subs[i].cpu_milli == r->cpu_milli && g->subs[i].mem_mib == r->mem_mib) {
+            g->subs[i].weight += weight;
+            return 0;
+        }
+    }
+    if (g->num_subs == g->cap_subs) {
+        int cap = g->cap_subs ? g->cap_subs * 2 : 8;
+        gs_frag_sub *grown = realloc(g->subs, (size_t)cap * sizeof(*grown));
+        if (!grown)
+            return -1;
+        g->subs = grown;
+        g->cap_subs = cap;
+    }
+    g->subs[g->num_subs++] = (gs_frag_sub){r->cpu_milli, r->mem_mib, weight};
+    return 0;
+}
+
+int gs_frag_add(gs_frag_model *m, const gs_request *r, double weight)
+{
+    if (!gs_request_valid(r) || !(weight > 0.0))
+        return -1;
+    memo_clear(m);
+    if (r->num_gpus == 0) {
+        m->cpu_only_weight += weight;
+        m->sum_cpu_milli += weight * (double)r->cpu_milli;
+        m->sum_mem_mib += weight * (double)r->mem_mib;
+        return 0;
+    }
+    gs_frag_group *g = find_group(m, r);
+    if (!g || add_sub(g, r, weight) != 0)
+        return -1;
+    g->weight += weight;
+    m->total_weight += weight;
+    m->sum_gpu_milli += weight * (double)gs_request_gpu_milli(r);
+    m->gpu_pod_cpu_milli += weight * (double)r->cpu_milli;
+    m->gpu_pod_mem_mib += weight * (double)r->mem_mib;
+    m->sum_cpu_milli += weight * (double)r->cpu_milli;
+    m->sum_mem_mib += weight * (double)r->mem_mib;
+    return 0;
+}
+
+/* Free compute on GPUs too small for the group, or -1 if too few GPUs fit. */
+static int64_t gpu_fragment(const gs_frag_group *g, const gs_view *v)
+{
+    int fit = 0;
+    int64_t small = 0;
+    for (int i = 0; i < v->num_gpus; i++) {
+        bool ok = g->gpu_milli >= GS_MILLI_PER_GPU ? v->gpu_idle[i] : v->gpu_free[i] >= g->gpu_milli;
+        if (ok)
+            fit++;
+        else
+            small += v->gpu_free[i];
+    }
+    return fit >= g->num_gpus ? small : -1;
+}
+
+static double frag_compute(const gs_frag_model *m, const gs_view *v)
+{
+    int64_t free_total = 0;
+    for (int i = 0; i < v->num_gpus; i++)
+        free_total += v->gpu_free[i];
+    if (free_total == 0 || m->total_weight <= 0.0)
+        return 0.0;
+    double sum = 0.0;
+    for (int gi = 0; gi < m->num_groups; gi++) {
+        const gs_frag_group *g = &m->groups[gi];
+        bool access = g->any_model || (v->model >= 0 && (g->model_mask >> v->model & 1u));
+        int64_t frag = access ? gpu_fragment(g, v) : -1;
+        if (frag < 0) {
+            sum += g->weight * (double)free_total;
+            continue;
+        }
+        for (int s = 0; s < g->num_subs; s++) {
+            const gs_frag_sub *sub = &g->subs[s];
+            bool host_ok = sub->cpu_milli <= v->cpu_free && sub->mem_mib <= v->mem_free;
+            sum += sub->weight * (double)(host_ok ? frag : free_total);
+        }
+    }
+    return sum / m->total_weight;
+}
+
+/* Order GPUs so that equal node states give equal memo keys. */
+static void canonical(const gs_view *in, gs_view *out)
+{
+    *out = *in;
+    for (int i = 1; i < out->num_gpus; i++) {
+        int32_t f = out->gpu_free[i];
+        bool idle = out->gpu_idle[i];
+        int j = i - 1;
+        while (j >= 0 && (out->gpu_free[j] < f || (out->gpu_free[j] == f && out->gpu_idle[j] < idle))) {
+            out->gpu_free[j + 1] = out->gpu_free[j];
+            out->gpu_idle[j + 1] = out->gpu_idle[j];
+            j--;
+        }
+        out->gpu_free[j + 1] = f;
+        out->gpu_idle[j + 1] = idle;
+    }
+}
+
+static uint64_t hash_bytes(const void *p, size_t len)
+{
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < len; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h ^ (h >> 29);
+}
+
+static bool memo_grow(gs_frag_model *m)
+{
+    size_t cap = m->memo_cap ? m->memo_cap * 2 : MEMO_INITIAL;
+    if (cap > MEMO_LIMIT) {
+        memo_clear(m); /* bounded memory: start over rather than grow */
+        return m->memo != NULL;
+    }
+    gs_frag_memo_slot *fresh = calloc(cap, sizeof(*fresh));
+    if (!fresh)
+        return false;
+    for (size_t i = 0; i < m->memo_cap; i++) {
+        if (!m->memo[i].used)
+            continue;
+        size_t at = m->memo[i].hash & (cap - 1);
+        while (fresh[at].used)
+            at = (at + 1) & (cap - 1);
+        fresh[at] = m->memo[i];
+    }
+    free(m->memo);
+    m->memo = fresh;
+    m->memo_cap = cap;
+    return true;
+}
+
+double gs_frag_of(gs_frag_model *m, const gs_view *v)
+{
+    gs_view key;
+    canonical(v, &key);
+    if ((m->memo_used + 1) * 2 > m->memo_cap && !memo_grow(m))
+        return frag_compute(m, &key);
+    uint64_t h = hash_bytes(&key, sizeof(key));
+    size_t at = h & (m->memo_cap - 1);
+    while (m->memo[at].used) {
+        if (m->memo[at].hash == h && memcmp(&m->memo[at].key, &key, sizeof(key)) == 0)
+            return m->memo[at].value;
+        at = (at + 1) & (m->memo_cap - 1);
+    }
+    double value = frag_compute(m, &key);
+    m->memo[at] = (gs_frag_memo_slot){.hash = h, .key = key, .value = value, .used = true};
+    m->memo_used++;
+    return value;
+}

@@ -1,0 +1,89 @@
+/* Private interfaces shared by the engine's source files. */
+#ifndef GPUSLICE_POLICY_INTERNAL_H
+#define GPUSLICE_POLICY_INTERNAL_H
+
+#include "policy.h"
+
+#define GS_MAX_CANDIDATES 40
+
+/* One way to put a request on a node: which GPUs it takes. */
+typedef struct gs_candidate {
+    int num_gpus;
+    int8_t gpus[GS_MAX_GPUS_PER_NODE];
+} gs_candidate;
+
+/* Distinct GPU choices for a feasible node (GPUs with equal free compute
+ * and NUMA node are interchangeable, so only one of each is offered). */
+int gs_candidates(const gs_node *n, const gs_request *r, const gs_reject *gpu_fit,
+                  gs_candidate *out, int max);
+
+/* Node state after a hypothetical placement, as the scorers see it. */
+typedef struct gs_view {
+    int64_t cpu_free, cpu_total;
+    int64_t mem_free, mem_total;
+    int32_t model;
+    int32_t num_gpus;
+    int32_t gpu_free[GS_MAX_GPUS_PER_NODE];  /* usable compute left; 0 if unusable */
+    bool gpu_idle[GS_MAX_GPUS_PER_NODE];      /* can still take an exclusive pod */
+} gs_view;
+
+void gs_view_of(const gs_node *n, gs_view *v);
+void gs_view_place(gs_view *v, const gs_node *n, const gs_request *r, const gs_candidate *cand);
+
+/* Simple scorers (binpack, spread, best-fit); higher is better. */
+double gs_score_basic(gs_policy_kind kind, const gs_node *n, const gs_request *r,
+                      const gs_candidate *cand);
+
+/* ---- expected-workload fragmentation ------------------------------------ */
+
+typedef struct gs_frag_sub {
+    int64_t cpu_milli, mem_mib;
+    double weight;
+} gs_frag_sub;
+
+/* Requests sharing a GPU shape (count, milli, model constraint). */
+typedef struct gs_frag_group {
+    int32_t num_gpus, gpu_milli;
+    bool any_model;
+    uint32_t model_mask;
+    double weight;          /* sum of the subs */
+    gs_frag_sub *subs;
+    int num_subs, cap_subs;
+} gs_frag_group;
+
+typedef struct gs_frag_memo_slot {
+    uint64_t hash;
+    gs_view key;
+    double value;
+    bool used;
+} gs_frag_memo_slot;
+
+typedef struct gs_frag_model {
+    gs_frag_group *groups;
+    int num_groups, cap_groups;
+    double total_weight;    /* of GPU requests; CPU-only ones are kept apart */
+    double cpu_only_weight;
+    double sum_gpu_milli;              /* weighted sums over GPU requests */
+    double gpu_pod_cpu_milli, gpu_pod_mem_mib;
+    double sum_cpu_milli, sum_mem_mib;  /* over all requests */
+    gs_frag_memo_slot *memo;
+    size_t memo_cap, memo_used;
+} gs_frag_model;
+
+void gs_frag_init(gs_frag_model *m);
+void gs_frag_free(gs_frag_model *m);
+int gs_frag_add(gs_frag_model *m, const gs_request *r, double weight);
+/* Expected fragmented milli-GPU of a node state against the workload. */
+double gs_frag_of(gs_frag_model *m, const gs_view *v);
+
+struct gs_engine {
+    gs_policy_kind kind;
+    gs_frag_model frag;
+};
+
+/* Fragmentation-policy scorers; higher is better. */
+double gs_score_fgd(gs_engine *e, const gs_node *n, const gs_request *r, const gs_candidate *cand);
+double gs_score_fraglook(gs_engine *e, const gs_node *n, const gs_request *r,
+                         const gs_candidate *cand);
+
+#endif
