@@ -241,6 +241,16 @@ int gs_region_release(struct gs_region *r, int slot, int dev, uint64_t bytes)
     return rc;
 }
 
+void gs_region_charge_force(struct gs_region *r, int slot, int dev, uint64_t bytes)
+{
+    if (slot < 0 || dev < 0 || dev >= GS_REGION_MAX_DEVICES || gs_region_lock(r) != 0)
+        return;
+    r->proc[slot].mem_used[dev] += bytes;
+    r->proc[slot].ctx_overhead[dev] += bytes;
+    r->dev[dev].mem_used += bytes;
+    gs_region_unlock(r);
+}
+
 uint64_t gs_region_free_bytes(const struct gs_region *r, int dev)
 {
     const struct gs_region_device *dv = &r->dev[dev];

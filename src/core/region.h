@@ -90,6 +90,10 @@ int gs_region_reserve(struct gs_region *r, int slot, int dev, uint64_t bytes);
  * the return value -1, never an underflow. */
 int gs_region_release(struct gs_region *r, int slot, int dev, uint64_t bytes);
 
+/* Adds bytes already spent (e.g. a context's overhead, known only after it
+ * was created), even past the limit, and records them as overhead. */
+void gs_region_charge_force(struct gs_region *r, int slot, int dev, uint64_t bytes);
+
 /* free = limit - used, clamped at zero (limit 0 means unlimited: returns
  * UINT64_MAX). */
 uint64_t gs_region_free_bytes(const struct gs_region *r, int dev);

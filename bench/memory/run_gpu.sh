@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Memory-limit measurements on a real GPU (run through the device tool from
+# the repository root). Builds the interposer there, then measures each
+# scenario of the memory issue with a 4 GiB limit. Writes $OUT/memory.jsonl.
+set -uo pipefail
+OUT=${OUT:-/tmp/gpuslice-bench}
+mkdir -p "$OUT"
+LOG="$OUT/memory.jsonl"
+: > "$LOG"
+export PYTHONUNBUFFERED=1
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null && cmake --build build-gpu -j8 >/dev/null || exit 1
+LIB=$PWD/build-gpu/lib/libgpuslice.so
+REGION_DIR=$(mktemp -d)
+B=bench/memory
+note() { echo "{\"scenario\": \"$1\", \"result\": $2}" | tee -a "$LOG"; }
+limited() { # run "$@" under a 4 GiB limit sharing region $1
+  local region=$1; shift
+  LD_PRELOAD=$LIB CUDA_DEVICE_MEMORY_LIMIT=4GiB GPUSLICE_REGION=$region "$@"
+}
+
+note torch_native "$(python3 $B/torch_fill.py 2>&1 | tail -1)"
+note torch_4gib "$(limited $REGION_DIR/a.region python3 $B/torch_fill.py 2>&1 | tail -1)"
+note torch_4gib_expandable "$(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True limited $REGION_DIR/b.region python3 $B/torch_fill.py 2>&1 | tail -1)"
+note jax_native "$(python3 $B/jax_prealloc.py 2>/dev/null | tail -1)"
+note jax_4gib "$(limited $REGION_DIR/c.region python3 $B/jax_prealloc.py 2>/dev/null | tail -1)"
+note cupy_4gib "$(limited $REGION_DIR/d.region python3 $B/cupy_fill.py 2>&1 | tail -1)"
+SMI=$(limited $REGION_DIR/e.region nvidia-smi --query-gpu=memory.total,memory.used,memory.free --format=csv,noheader 2>&1 | head -1)
+note nvidia_smi_4gib "\"$SMI\""
+echo "--- nvidia-smi under the interposer ---"; limited $REGION_DIR/e.region nvidia-smi | head -12
+
+# Two processes share one limit; then kill -9 the holder.
+R=$REGION_DIR/f.region
+limited $R python3 $B/hold.py 2560 hold > $OUT/holder.txt 2>&1 &
+HOLDER=$!
+for i in $(seq 1 60); do grep -q got_mib $OUT/holder.txt 2>/dev/null && break; sleep 0.5; done
+note holder "$(cat $OUT/holder.txt | tail -1)"
+note second_while_held "$(limited $R python3 $B/torch_fill.py 2>&1 | tail -1)"
+nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | tee $OUT/apps_while_held.txt
+kill -9 $HOLDER; wait $HOLDER 2>/dev/null
+note after_kill9 "$(limited $R python3 $B/torch_fill.py 2>&1 | tail -1)"
+
+# Overhead: native and interposed side by side, alternating.
+nvcc -O2 -o /tmp/overhead $B/overhead.cu || exit 1
+for rep in 1 2 3; do
+  note overhead_native "$(/tmp/overhead)"
+  note overhead_interposed "$(limited $REGION_DIR/g.region /tmp/overhead)"
+done
+rm -rf "$REGION_DIR"

@@ -1,0 +1,79 @@
+#include "charge.h"
+#include "log.h"
+#include "runtime.h"
+
+CUresult gs_charge_reserve(struct gs_charge *c, int dev, uint64_t bytes)
+{
+    c->active = 0;
+    if (gs_mode() == GS_MODE_PASSTHROUGH || bytes == 0)
+        return CUDA_SUCCESS;
+    if (dev < 0)
+        return CUDA_SUCCESS; /* no current device: the real call fails on its own */
+    struct gs_region *r = gs_rt_region();
+    int s = gs_rt_slot();
+    if (gs_mode() == GS_MODE_BROKEN) {
+        gs_rt_report_broken();
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    if (!r || s < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY; /* cannot account for it, so refuse it */
+    if (gs_region_reserve(r, s, dev, bytes) != 0) {
+        gs_log(GS_LOG_INFO, "allocation of %llu bytes refused: %llu of %llu bytes in use on %s",
+               (unsigned long long)bytes, (unsigned long long)r->dev[dev].mem_used,
+               (unsigned long long)r->dev[dev].mem_limit, r->dev[dev].uuid);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    c->active = 1;
+    c->dev = dev;
+    c->slot = s;
+    c->bytes = bytes;
+    return CUDA_SUCCESS;
+}
+
+void gs_charge_commit(struct gs_charge *c, CUresult rc, enum gs_alloc_kind kind, uint64_t handle)
+{
+    if (!c->active)
+        return;
+    struct gs_region *r = gs_rt_region();
+    if (rc != CUDA_SUCCESS) {
+        gs_region_release(r, c->slot, c->dev, c->bytes);
+        return;
+    }
+    struct gs_alloc_rec rec = {.bytes = c->bytes, .dev = c->dev, .slot = c->slot};
+    struct gs_alloc_rec old;
+    int replaced = 0;
+    if (gs_alloc_put(kind, handle, rec, &old, &replaced) != 0) {
+        /* Out of host memory: we cannot remember it, so do not keep it
+         * charged forever either; the limit may be exceeded by this one. */
+        gs_region_release(r, c->slot, c->dev, c->bytes);
+        gs_log(GS_LOG_ERROR, "out of host memory tracking an allocation; it is not counted");
+    } else if (replaced) {
+        /* The driver handed out an address we still held: its free went
+         * around us. Drop the stale charge so it cannot leak. */
+        gs_region_release(r, old.slot, old.dev, old.bytes);
+    }
+}
+
+void gs_charge_release(enum gs_alloc_kind kind, uint64_t handle)
+{
+    if (gs_mode() == GS_MODE_PASSTHROUGH)
+        return;
+    struct gs_alloc_rec rec;
+    if (gs_alloc_take(kind, handle, &rec) != 0) {
+        gs_log(GS_LOG_DEBUG, "free of untracked handle 0x%llx (kind %d): nothing was charged",
+               (unsigned long long)handle, (int)kind);
+        return;
+    }
+    struct gs_region *r = gs_rt_region();
+    if (r && gs_region_release(r, rec.slot, rec.dev, rec.bytes) != 0)
+        gs_log(GS_LOG_WARN, "released more than was charged on device %d; usage clamped at zero", rec.dev);
+}
+
+void gs_charge_force(int dev, uint64_t bytes)
+{
+    struct gs_region *r = gs_rt_region();
+    int s = gs_rt_slot();
+    if (!r || s < 0 || dev < 0 || bytes == 0)
+        return;
+    gs_region_charge_force(r, s, dev, bytes);
+}

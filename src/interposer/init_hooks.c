@@ -1,0 +1,42 @@
+/* cuInit and cuGetProcAddress: the doors through which CUDA runtimes
+ * (cudart, PyTorch, JAX, CuPy, NCCL) find every other entry point. */
+#include "log.h"
+#include "real_driver.h"
+#include "runtime.h"
+
+CUresult cuInit(unsigned int flags)
+{
+    gs_pfn_cuInit real = GS_REAL_CU(cuInit);
+    if (!real)
+        return CUDA_ERROR_NOT_FOUND;
+    if (gs_mode() == GS_MODE_BROKEN) {
+        gs_rt_report_broken();
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    return real(flags);
+}
+
+/* The real driver picks the ABI variant for (symbol, version, flags); we
+ * only ever swap its answer for the wrapper of that very variant. */
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
+    gs_pfn_cuGetProcAddress real = GS_REAL_CU(cuGetProcAddress);
+    if (!real)
+        return CUDA_ERROR_NOT_FOUND;
+    CUresult rc = real(symbol, pfn, cudaVersion, flags);
+    if (rc == CUDA_SUCCESS && pfn)
+        *pfn = gs_wrapper_for(*pfn);
+    return rc;
+}
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *symbolStatus)
+{
+    gs_pfn_cuGetProcAddress_v2 real = GS_REAL_CU(cuGetProcAddress_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_FOUND;
+    CUresult rc = real(symbol, pfn, cudaVersion, flags, symbolStatus);
+    if (rc == CUDA_SUCCESS && pfn)
+        *pfn = gs_wrapper_for(*pfn);
+    return rc;
+}

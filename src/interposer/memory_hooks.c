@@ -1,0 +1,231 @@
+/* Every way a program takes device memory, each charged before the real
+ * call and released exactly after a successful free. */
+#include "../core/accounting.h"
+#include "charge.h"
+#include "log.h"
+#include "real_driver.h"
+#include "runtime.h"
+
+#define REAL_OR_NOT_FOUND(var, name)                                                               \
+    gs_pfn_##name var = GS_REAL_CU(name);                                                          \
+    if (GS_UNLIKELY(!var))                                                                         \
+    return CUDA_ERROR_NOT_FOUND
+
+/* Charge `bytes` on the current device, run `call`, keep or return. */
+#define CHARGED_CALL(bytes, kind, handle_expr, call)                                               \
+    do {                                                                                           \
+        if (gs_mode() == GS_MODE_PASSTHROUGH)                                                      \
+            return call;                                                                           \
+        struct gs_charge c_;                                                                       \
+        CUresult rc_ = gs_charge_reserve(&c_, gs_rt_dev_current(NULL), (bytes));                   \
+        if (rc_ != CUDA_SUCCESS)                                                                   \
+            return rc_;                                                                            \
+        rc_ = call;                                                                                \
+        gs_charge_commit(&c_, rc_, (kind), rc_ == CUDA_SUCCESS ? (uint64_t)(handle_expr) : 0);     \
+        return rc_;                                                                                \
+    } while (0)
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    REAL_OR_NOT_FOUND(real, cuMemAlloc_v2);
+    CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize));
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                            unsigned int ElementSizeBytes)
+{
+    REAL_OR_NOT_FOUND(real, cuMemAllocPitch_v2);
+    /* The pitch is chosen by the driver; 512-byte alignment bounds it. */
+    uint64_t row = ((uint64_t)WidthInBytes + 511) & ~(uint64_t)511;
+    uint64_t bytes = Height && row > UINT64_MAX / Height ? UINT64_MAX : row * Height;
+    CHARGED_CALL(gs_charge_linear(bytes), GS_ALLOC_PTR, *dptr,
+                 real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    REAL_OR_NOT_FOUND(real, cuMemAllocManaged);
+    if (gs_rt.cfg.managed_policy == GS_MANAGED_IGNORE)
+        return real(dptr, bytesize, flags);
+    CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize, flags));
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    REAL_OR_NOT_FOUND(real, cuMemFree_v2);
+    CUresult rc = real(dptr);
+    if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)
+        gs_charge_release(GS_ALLOC_PTR, dptr);
+    return rc;
+}
+
+/* ---- arrays ---- */
+
+CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d)
+{
+    REAL_OR_NOT_FOUND(real, cuArrayCreate_v2);
+    uint64_t bytes = d ? gs_charge_array(d->Width, d->Height, 1, d->NumChannels, d->Format) : 0;
+    CHARGED_CALL(bytes, GS_ALLOC_ARRAY, (uintptr_t)*pHandle, real(pHandle, d));
+}
+
+CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    REAL_OR_NOT_FOUND(real, cuArray3DCreate_v2);
+    uint64_t bytes = d ? gs_charge_array(d->Width, d->Height, d->Depth, d->NumChannels, d->Format) : 0;
+    CHARGED_CALL(bytes, GS_ALLOC_ARRAY, (uintptr_t)*pHandle, real(pHandle, d));
+}
+
+CUresult cuArrayDestroy(CUarray hArray)
+{
+    REAL_OR_NOT_FOUND(real, cuArrayDestroy);
+    CUresult rc = real(hArray);
+    if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)
+        gs_charge_release(GS_ALLOC_ARRAY, (uintptr_t)hArray);
+    return rc;
+}
+
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d,
+                                unsigned int numMipmapLevels)
+{
+    REAL_OR_NOT_FOUND(real, cuMipmappedArrayCreate);
+    uint64_t bytes =
+        d ? gs_charge_mipmapped(d->Width, d->Height, d->Depth, d->NumChannels, d->Format, numMipmapLevels) : 0;
+    CHARGED_CALL(bytes, GS_ALLOC_MIPMAP, (uintptr_t)*pHandle, real(pHandle, d, numMipmapLevels));
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
+{
+    REAL_OR_NOT_FOUND(real, cuMipmappedArrayDestroy);
+    CUresult rc = real(h);
+    if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)
+        gs_charge_release(GS_ALLOC_MIPMAP, (uintptr_t)h);
+    return rc;
+}
+
+/* ---- virtual memory management ---- */
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                     unsigned long long flags)
+{
+    REAL_OR_NOT_FOUND(real, cuMemCreate);
+    if (gs_mode() == GS_MODE_PASSTHROUGH)
+        return real(handle, size, prop, flags);
+    /* Physical memory lands where prop says, not on the current device;
+     * host-located (pinned host) handles take no device memory. */
+    if (prop && prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return real(handle, size, prop, flags);
+    int dev = prop ? gs_rt_dev_of_ordinal(prop->location.id) : -1;
+    struct gs_charge c;
+    CUresult rc = gs_charge_reserve(&c, dev, size);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = real(handle, size, prop, flags);
+    gs_charge_commit(&c, rc, GS_ALLOC_VMM, rc == CUDA_SUCCESS ? *handle : 0);
+    return rc;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    REAL_OR_NOT_FOUND(real, cuMemRelease);
+    CUresult rc = real(handle);
+    if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)
+        gs_charge_release(GS_ALLOC_VMM, handle);
+    return rc;
+}
+
+/* ---- stream-ordered allocation (charged at allocation, released when the
+ * free is enqueued: the pool may keep the pages cached after that, see
+ * docs/memory.md) ---- */
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    REAL_OR_NOT_FOUND(real, cuMemAllocAsync);
+    CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize, hStream));
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    REAL_OR_NOT_FOUND(real, cuMemAllocAsync_ptsz);
+    CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize, hStream));
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
+{
+    REAL_OR_NOT_FOUND(real, cuMemAllocFromPoolAsync);
+    CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize, pool, hStream));
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
+{
+    REAL_OR_NOT_FOUND(real, cuMemAllocFromPoolAsync_ptsz);
+    CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize, pool, hStream));
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    REAL_OR_NOT_FOUND(real, cuMemFreeAsync);
+    CUresult rc = real(dptr, hStream);
+    if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)
+        gs_charge_release(GS_ALLOC_PTR, dptr);
+    return rc;
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    REAL_OR_NOT_FOUND(real, cuMemFreeAsync_ptsz);
+    CUresult rc = real(dptr, hStream);
+    if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)
+        gs_charge_release(GS_ALLOC_PTR, dptr);
+    return rc;
+}
+
+/* ---- IPC imports: charged the size of the imported range ---- */
+
+static CUresult ipc_open(gs_pfn_cuIpcOpenMemHandle real, CUdeviceptr *pdptr, CUipcMemHandle handle,
+                         unsigned int flags)
+{
+    if (gs_mode() == GS_MODE_PASSTHROUGH)
+        return real(pdptr, handle, flags);
+    CUresult rc = real(pdptr, handle, flags);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    /* The size is only known once the range is mapped: map, then charge,
+     * and undo the mapping if the charge does not fit. */
+    gs_pfn_cuMemGetAddressRange_v2 range = GS_REAL_CU(cuMemGetAddressRange_v2);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (!range || range(&base, &size, *pdptr) != CUDA_SUCCESS)
+        size = 0;
+    struct gs_charge c;
+    CUresult crc = gs_charge_reserve(&c, gs_rt_dev_current(NULL), gs_charge_linear(size));
+    if (crc != CUDA_SUCCESS) {
+        gs_pfn_cuIpcCloseMemHandle close_fn = GS_REAL_CU(cuIpcCloseMemHandle);
+        if (close_fn)
+            close_fn(*pdptr);
+        *pdptr = 0;
+        return crc;
+    }
+    gs_charge_commit(&c, CUDA_SUCCESS, GS_ALLOC_IPC, *pdptr);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+    REAL_OR_NOT_FOUND(real, cuIpcOpenMemHandle);
+    return ipc_open(real, pdptr, handle, Flags);
+}
+
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+    REAL_OR_NOT_FOUND(real, cuIpcOpenMemHandle_v2);
+    return ipc_open(real, pdptr, handle, Flags);
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    REAL_OR_NOT_FOUND(real, cuIpcCloseMemHandle);
+    CUresult rc = real(dptr);
+    if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)
+        gs_charge_release(GS_ALLOC_IPC, dptr);
+    return rc;
+}

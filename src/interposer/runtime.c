@@ -1,0 +1,199 @@
+#define _GNU_SOURCE
+#include "runtime.h"
+#include "../core/alloc_table.h"
+#include "log.h"
+#include "real_driver.h"
+#include "../core/uuid_format.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+extern char **environ;
+
+struct gs_runtime gs_rt;
+
+static struct gs_region *region;
+static int slot = -1;
+static int dev_map[GS_MAX_DEVICES];
+static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
+static int broken_reported;
+
+static void set_broken(const char *why)
+{
+    snprintf(gs_rt.error, sizeof gs_rt.error, "%s", why);
+    __atomic_store_n(&gs_rt.mode, GS_MODE_BROKEN, __ATOMIC_RELEASE);
+}
+
+void gs_rt_report_broken(void)
+{
+    if (!__atomic_exchange_n(&broken_reported, 1, __ATOMIC_RELAXED))
+        gs_log(GS_LOG_ERROR, "%s; refusing GPU access rather than running without the configured limits",
+               gs_rt.error);
+}
+
+/* fork(): the child is a new process with no allocations and no slot. */
+static void before_fork(void)
+{
+    pthread_mutex_lock(&setup_lock);
+    gs_alloc_lock_all();
+}
+
+static void after_fork_parent(void)
+{
+    gs_alloc_unlock_all();
+    pthread_mutex_unlock(&setup_lock);
+}
+
+static void after_fork_child(void)
+{
+    gs_alloc_unlock_all();
+    gs_alloc_clear();
+    slot = -1;
+    pthread_mutex_unlock(&setup_lock);
+}
+
+__attribute__((constructor)) static void runtime_init(void)
+{
+    for (int i = 0; i < GS_MAX_DEVICES; i++)
+        dev_map[i] = -1;
+    char err[512];
+    if (gs_config_load(&gs_rt.cfg, gs_getenv_process, NULL, err, sizeof err) != 0 ||
+        gs_config_check_unknown(environ, err, sizeof err) != 0) {
+        set_broken(err);
+        return;
+    }
+    gs_log_threshold = gs_rt.cfg.log_level;
+    if (!gs_rt.cfg.any_limit && !gs_rt.cfg.region_path[0])
+        return; /* GS_MODE_PASSTHROUGH */
+    if (!gs_rt.cfg.region_path[0])
+        snprintf(gs_rt.cfg.region_path, sizeof gs_rt.cfg.region_path, "/tmp/gpuslice-%u.region",
+                 (unsigned)getuid());
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+    gs_rt.mode = GS_MODE_ENFORCE;
+}
+
+__attribute__((destructor)) static void runtime_fini(void)
+{
+    /* Hand our usage back now rather than waiting for a reclaim scan. */
+    if (region && slot >= 0)
+        gs_region_detach(region, slot);
+}
+
+struct gs_region *gs_rt_region(void)
+{
+    struct gs_region *r = __atomic_load_n(&region, __ATOMIC_ACQUIRE);
+    if (GS_LIKELY(r != NULL))
+        return r;
+    pthread_mutex_lock(&setup_lock);
+    if (!region && gs_mode() == GS_MODE_ENFORCE) {
+        char err[512];
+        r = gs_region_open(gs_rt.cfg.region_path, 1, err, sizeof err);
+        if (!r) {
+            set_broken(err);
+        } else {
+            if (!r->container[0] && gs_rt.cfg.container_name[0])
+                snprintf(r->container, sizeof r->container, "%s", gs_rt.cfg.container_name);
+            __atomic_store_n(&region, r, __ATOMIC_RELEASE);
+        }
+    }
+    r = region;
+    pthread_mutex_unlock(&setup_lock);
+    return r;
+}
+
+int gs_rt_slot(void)
+{
+    int s = __atomic_load_n(&slot, __ATOMIC_ACQUIRE);
+    if (GS_LIKELY(s >= 0))
+        return s;
+    struct gs_region *r = gs_rt_region();
+    if (!r)
+        return -1;
+    pthread_mutex_lock(&setup_lock);
+    if (slot < 0) {
+        s = gs_region_attach(r);
+        if (s < 0)
+            gs_log(GS_LOG_ERROR, "no free process slot in %s (%d processes alive)", gs_rt.cfg.region_path,
+                   GS_REGION_MAX_PROCS);
+        __atomic_store_n(&slot, s, __ATOMIC_RELEASE);
+    }
+    s = slot;
+    pthread_mutex_unlock(&setup_lock);
+    return s;
+}
+
+int gs_rt_dev_of_ordinal(CUdevice ordinal)
+{
+    if (ordinal < 0 || ordinal >= GS_MAX_DEVICES)
+        return -1;
+    int d = __atomic_load_n(&dev_map[ordinal], __ATOMIC_ACQUIRE);
+    if (GS_LIKELY(d >= 0))
+        return d;
+    struct gs_region *r = gs_rt_region();
+    gs_pfn_cuDeviceGetUuid get_uuid = GS_REAL_CU(cuDeviceGetUuid);
+    CUuuid u;
+    if (!r || !get_uuid || get_uuid(&u, ordinal) != CUDA_SUCCESS)
+        return -1;
+    char text[GS_UUID_TEXT_LEN];
+    gs_format_gpu_uuid(u.bytes, text, sizeof text);
+    d = gs_region_device(r, text, gs_rt.cfg.mem_limit[ordinal]);
+    if (d >= 0) {
+        __atomic_store_n(&dev_map[ordinal], d, __ATOMIC_RELEASE);
+        gs_log(GS_LOG_DEBUG, "device %d is %s, limit %llu bytes", ordinal, text,
+               (unsigned long long)r->dev[d].mem_limit);
+    }
+    return d;
+}
+
+int gs_rt_dev_current(CUdevice *ordinal_out)
+{
+    gs_pfn_cuCtxGetDevice get = GS_REAL_CU(cuCtxGetDevice);
+    CUdevice ord = -1;
+    if (!get || get(&ord) != CUDA_SUCCESS)
+        return -1;
+    if (ordinal_out)
+        *ordinal_out = ord;
+    return gs_rt_dev_of_ordinal(ord);
+}
+
+static int find_uuid(const struct gs_region *r, const char *uuid)
+{
+    uint32_t n = __atomic_load_n(&r->ndevices, __ATOMIC_ACQUIRE);
+    for (uint32_t d = 0; d < n && d < GS_REGION_MAX_DEVICES; d++)
+        if (strncmp(r->dev[d].uuid, uuid, GS_REGION_UUID_LEN) == 0)
+            return (int)d;
+    return -1;
+}
+
+/* An NVML-only process (nvidia-smi) has no CUDA ordinals of its own yet:
+ * ask the CUDA driver which devices this process sees, so the configured
+ * per-ordinal limits land on the right UUIDs. */
+static void register_cuda_devices(void)
+{
+    if (gs_real_resolve(GS_LIB_CUDA, 1) != 0)
+        return;
+    gs_pfn_cuInit init = GS_REAL_CU(cuInit);
+    gs_pfn_cuDeviceGetCount count = GS_REAL_CU(cuDeviceGetCount);
+    int n = 0;
+    if (!init || !count || init(0) != CUDA_SUCCESS || count(&n) != CUDA_SUCCESS)
+        return;
+    for (int i = 0; i < n && i < GS_MAX_DEVICES; i++)
+        (void)gs_rt_dev_of_ordinal(i);
+}
+
+int gs_rt_dev_of_nvml(nvmlDevice_t device)
+{
+    struct gs_region *r = gs_rt_region();
+    gs_pfn_nvmlDeviceGetUUID get_uuid = GS_REAL_NVML(nvmlDeviceGetUUID);
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    if (!r || !get_uuid || get_uuid(device, uuid, sizeof uuid) != NVML_SUCCESS)
+        return -1;
+    int d = find_uuid(r, uuid);
+    if (d < 0) {
+        register_cuda_devices();
+        d = find_uuid(r, uuid);
+    }
+    return d;
+}

@@ -1,0 +1,49 @@
+/*
+ * Process-wide interposer state: the configuration, the container's shared
+ * region, this process's slot in it, and the CUDA-ordinal -> region-device
+ * map. Everything here is set up lazily on the first driver call, so a
+ * program that never touches the GPU pays nothing but a getenv scan.
+ */
+#ifndef GPUSLICE_RUNTIME_H
+#define GPUSLICE_RUNTIME_H
+
+#include "../abi/cuda_abi.h"
+#include "../abi/nvml_abi.h"
+#include "../core/config.h"
+#include "../core/region.h"
+
+enum gs_mode {
+    GS_MODE_PASSTHROUGH = 0, /* nothing configured: every call goes straight through */
+    GS_MODE_ENFORCE = 1,     /* limits and accounting active */
+    GS_MODE_BROKEN = 2       /* invalid configuration or unusable state: fail closed */
+};
+
+struct gs_runtime {
+    int mode;
+    struct gs_config cfg;
+    char error[512]; /* why we are BROKEN */
+};
+
+extern struct gs_runtime gs_rt;
+
+static inline int gs_mode(void)
+{
+    return __atomic_load_n(&gs_rt.mode, __ATOMIC_RELAXED);
+}
+
+/* The region, opened on first use; NULL (and mode BROKEN) if it cannot be. */
+struct gs_region *gs_rt_region(void);
+
+/* This process's region slot, attached on first use. -1 on failure. */
+int gs_rt_slot(void);
+
+/* Region device index for a CUDA ordinal / for the current context's device
+ * / for an NVML device. -1 if unknown. */
+int gs_rt_dev_of_ordinal(CUdevice ordinal);
+int gs_rt_dev_current(CUdevice *ordinal_out);
+int gs_rt_dev_of_nvml(nvmlDevice_t device);
+
+/* Reports the configuration error once, on the first driver call. */
+void gs_rt_report_broken(void);
+
+#endif
