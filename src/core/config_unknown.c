@@ -12,7 +12,12 @@
 /* Names longer than this are not compared for suggestions (keeps the table small). */
 #define GS_SUGGEST_MAX 64
 
-/* Levenshtein distance between a[0..an) and b[0..bn), both <= GS_SUGGEST_MAX. */
+static char fold(char c)
+{
+    return (c >= 'a' && c <= 'z') ? (char)(c - 'a' + 'A') : c;
+}
+
+/* Case-blind Levenshtein distance between a[0..an) and b[0..bn), both <= GS_SUGGEST_MAX. */
 static size_t edit_distance(const char *a, size_t an, const char *b, size_t bn)
 {
     size_t row[GS_SUGGEST_MAX + 1];
@@ -27,7 +32,7 @@ static size_t edit_distance(const char *a, size_t an, const char *b, size_t bn)
         row[0] = i;
         for (j = 1; j <= bn; j++) {
             size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
+            size_t best = diag + (fold(a[i - 1]) != fold(b[j - 1]));
 
             if (up + 1 < best)
                 best = up + 1;

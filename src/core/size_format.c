@@ -33,8 +33,8 @@ int gs_format_size(uint64_t bytes, char *buf, size_t len)
             u++;
             d = 2;
             scaled = 100;
-        } else if (d > 0 && scaled >= 10 * pow10[d]) {
-            /* 9.999 rounds to 10.00: keep three significant digits. */
+        } else if (d > 0 && scaled >= 1000) {
+            /* 9.999 rounds to 10.00 (or 99.99 to 100.0): keep three significant digits. */
             d--;
             scaled = (scaled + 5) / 10;
         }
