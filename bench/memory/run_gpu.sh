@@ -26,17 +26,24 @@ note jax_4gib "$(limited $REGION_DIR/c.region python3 $B/jax_prealloc.py 2>/dev/
 note cupy_4gib "$(limited $REGION_DIR/d.region python3 $B/cupy_fill.py 2>&1 | tail -1)"
 SMI=$(limited $REGION_DIR/e.region nvidia-smi --query-gpu=memory.total,memory.used,memory.free --format=csv,noheader 2>&1 | head -1)
 note nvidia_smi_4gib "\"$SMI\""
+# nvidia-smi's usage column while a tenant of the same container holds memory.
+limited $REGION_DIR/e.region python3 $B/hold.py 1024 hold > $OUT/smi_holder.txt 2>&1 &
+for i in $(seq 1 60); do grep -q got_mib $OUT/smi_holder.txt 2>/dev/null && break; sleep 0.5; done
+SMI=$(limited $REGION_DIR/e.region nvidia-smi --query-gpu=memory.total,memory.used,memory.free --format=csv,noheader 2>&1 | head -1)
+note nvidia_smi_4gib_with_1gib_tenant "\"$SMI\""
+kill -9 $(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["pid"])' $OUT/smi_holder.txt)
 echo "--- nvidia-smi under the interposer ---"; limited $REGION_DIR/e.region nvidia-smi | head -12
 
 # Two processes share one limit; then kill -9 the holder.
 R=$REGION_DIR/f.region
 limited $R python3 $B/hold.py 2560 hold > $OUT/holder.txt 2>&1 &
-HOLDER=$!
 for i in $(seq 1 60); do grep -q got_mib $OUT/holder.txt 2>/dev/null && break; sleep 0.5; done
 note holder "$(cat $OUT/holder.txt | tail -1)"
+HOLDER=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["pid"])' $OUT/holder.txt)
 note second_while_held "$(limited $R python3 $B/torch_fill.py 2>&1 | tail -1)"
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | tee $OUT/apps_while_held.txt
-kill -9 $HOLDER; wait $HOLDER 2>/dev/null
+kill -9 $HOLDER; while kill -0 $HOLDER 2>/dev/null; do sleep 0.05; done
+nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | tee $OUT/apps_after_kill.txt
 note after_kill9 "$(limited $R python3 $B/torch_fill.py 2>&1 | tail -1)"
 
 # Overhead: native and interposed side by side, alternating.
