@@ -1,0 +1,79 @@
+/*
+ * Internal interface between the files of the simulated libcuda.so.1.
+ * Process-local objects (contexts, pools, streams) live here; anything other
+ * processes must see lives in the shared struct sim_state.
+ */
+#ifndef GPUSLICE_SIM_CUDA_H
+#define GPUSLICE_SIM_CUDA_H
+
+#include "sim_cuda_api.h"
+#include "sim_state.h"
+
+#define SIM_MAX_CTX 256
+#define SIM_MAX_POOLS 64
+#define SIM_CTX_MAGIC 0x43545853U  /* "SXTC" */
+#define SIM_POOL_MAGIC 0x4c4f4f50U /* "POOL" */
+
+struct sim_ctx {
+    uint32_t magic;
+    int in_use;
+    int dev;
+    int primary;  /* the device's primary context */
+    int refcount; /* primary only: retains minus releases */
+    unsigned int flags;
+};
+
+struct sim_pool {
+    uint32_t magic;
+    int in_use;
+    int dev;
+    int is_default;
+};
+
+/* Process-local tables; index = handle identity. Guarded by the state lock. */
+extern struct sim_ctx sim_ctxs[SIM_MAX_CTX];
+extern struct sim_pool sim_pools[SIM_MAX_POOLS];
+
+/*
+ * Every entry point that touches state brackets its work with these:
+ * sim_enter checks cuInit, locks, prunes the dead and finds our process slot.
+ */
+struct sim_call {
+    struct sim_state *st;
+    int proc;
+};
+CUresult sim_enter(struct sim_call *c);
+void sim_leave(struct sim_call *c);
+/* The calling thread's current context index, checked alive; lock held. */
+CUresult sim_current_ctx(int *ctx);
+/* The state after cuInit, or NULL (for calls that need no lock). */
+struct sim_state *sim_initialized_state(void);
+
+/* Context handles <-> table indices; -1 if not a live context. */
+int sim_ctx_index(CUcontext ctx);
+CUcontext sim_ctx_handle(int index);
+
+/* Memory accounting (sim_memory.c). Lock held for all of these. */
+uint64_t sim_round_up(uint64_t v, uint64_t to);
+/* Charges and records one allocation. kind SIM_KIND_DEVICE at most 1 MiB is
+ * carved from a chunk; kinds that hold no memory charge nothing. align: VA
+ * alignment (0 = 2 MiB). */
+CUresult sim_alloc_new(struct sim_call *c, int ctx, int dev, int kind, uint64_t size, int legacy,
+                       uint64_t align, struct sim_alloc **out);
+/* Uncharges and forgets one allocation (VMM mappings drop their reference). */
+void sim_alloc_drop(struct sim_state *st, struct sim_alloc *a);
+/* Our allocation of one of the kinds in kind_mask (1 << kind) starting at va. */
+struct sim_alloc *sim_alloc_at(struct sim_call *c, uint64_t va, unsigned kind_mask);
+struct sim_alloc *sim_alloc_by_id(struct sim_state *st, uint64_t id);
+/* Frees what a context owns, at its destruction. */
+void sim_drop_ctx_allocs(struct sim_call *c, int ctx);
+#define SIM_MASK(kind) (1U << (kind))
+
+/* NULL, the legacy and per-thread stream handles, or a live stream (sim_launch.c). */
+int sim_stream_valid(CUstream s);
+
+/* Resets process-local objects (a forked child starts without contexts). */
+void sim_ctx_reset_local(void);
+void sim_pool_reset_local(void);
+
+#endif

@@ -1,0 +1,153 @@
+/*
+ * Every entry point the simulated libcuda.so.1 exports, with the exact
+ * driver signature. The sim's sources include it so the compiler checks each
+ * definition; tests include it to call the sim directly.
+ */
+#ifndef GPUSLICE_SIM_CUDA_API_H
+#define GPUSLICE_SIM_CUDA_API_H
+
+#include "../../src/abi/cuda_abi.h"
+#include "sim_export.h"
+
+#define SIM_API SIM_EXPORT CUresult
+
+/* Initialisation and devices. */
+SIM_API cuInit(unsigned int flags);
+SIM_API cuDriverGetVersion(int *version);
+SIM_API cuDeviceGet(CUdevice *device, int ordinal);
+SIM_API cuDeviceGetCount(int *count);
+SIM_API cuDeviceGetName(char *name, int len, CUdevice dev);
+SIM_API cuDeviceGetUuid(CUuuid *uuid, CUdevice dev);
+SIM_API cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev);
+SIM_API cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
+SIM_API cuDeviceTotalMem(unsigned int *bytes, CUdevice dev);
+SIM_API cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
+
+/* Contexts. */
+SIM_API cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev);
+SIM_API cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
+SIM_API cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                       unsigned int flags, CUdevice dev);
+SIM_API cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
+                       CUdevice dev);
+SIM_API cuCtxDestroy(CUcontext ctx);
+SIM_API cuCtxDestroy_v2(CUcontext ctx);
+SIM_API cuCtxSetCurrent(CUcontext ctx);
+SIM_API cuCtxGetCurrent(CUcontext *pctx);
+SIM_API cuCtxGetDevice(CUdevice *device);
+SIM_API cuCtxSynchronize(void);
+SIM_API cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
+SIM_API cuDevicePrimaryCtxRelease(CUdevice dev);
+SIM_API cuDevicePrimaryCtxRelease_v2(CUdevice dev);
+
+/* Linear device memory. */
+SIM_API cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize);
+SIM_API cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);
+SIM_API cuMemFree(CUdeviceptr_v1 dptr);
+SIM_API cuMemFree_v2(CUdeviceptr dptr);
+SIM_API cuMemGetInfo(unsigned int *free, unsigned int *total);
+SIM_API cuMemGetInfo_v2(size_t *free, size_t *total);
+SIM_API cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
+                        unsigned int Height, unsigned int ElementSizeBytes);
+SIM_API cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                           unsigned int ElementSizeBytes);
+SIM_API cuMemGetAddressRange(CUdeviceptr_v1 *pbase, unsigned int *psize, CUdeviceptr_v1 dptr);
+SIM_API cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr);
+SIM_API cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
+
+/* Arrays. */
+SIM_API cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *pAllocateArray);
+SIM_API cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray);
+SIM_API cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *pAllocateArray);
+SIM_API cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray);
+SIM_API cuArrayDestroy(CUarray hArray);
+SIM_API cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pDesc,
+                               unsigned int numMipmapLevels);
+SIM_API cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray);
+
+/* Virtual memory management. */
+SIM_API cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                    const CUmemAllocationProp *prop, unsigned long long flags);
+SIM_API cuMemRelease(CUmemGenericAllocationHandle handle);
+SIM_API cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                      CUmemAllocationGranularity_flags option);
+SIM_API cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                            unsigned long long flags);
+SIM_API cuMemAddressFree(CUdeviceptr ptr, size_t size);
+SIM_API cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                 unsigned long long flags);
+SIM_API cuMemUnmap(CUdeviceptr ptr, size_t size);
+SIM_API cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count);
+
+/* Stream-ordered allocation. */
+SIM_API cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
+SIM_API cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
+SIM_API cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream);
+SIM_API cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
+SIM_API cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                CUstream hStream);
+SIM_API cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                     CUstream hStream);
+SIM_API cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps);
+SIM_API cuMemPoolDestroy(CUmemoryPool pool);
+SIM_API cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev);
+SIM_API cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep);
+
+/* IPC. */
+SIM_API cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr);
+SIM_API cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags);
+SIM_API cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags);
+SIM_API cuIpcCloseMemHandle(CUdeviceptr dptr);
+
+/* Streams, events, modules, launches. */
+SIM_API cuStreamCreate(CUstream *phStream, unsigned int Flags);
+SIM_API cuStreamDestroy(CUstream hStream);
+SIM_API cuStreamDestroy_v2(CUstream hStream);
+SIM_API cuStreamSynchronize(CUstream hStream);
+SIM_API cuEventCreate(CUevent *phEvent, unsigned int Flags);
+SIM_API cuEventRecord(CUevent hEvent, CUstream hStream);
+SIM_API cuEventSynchronize(CUevent hEvent);
+SIM_API cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd);
+SIM_API cuEventDestroy(CUevent hEvent);
+SIM_API cuEventDestroy_v2(CUevent hEvent);
+SIM_API cuModuleLoadData(CUmodule *module, const void *image);
+SIM_API cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
+SIM_API cuModuleUnload(CUmodule hmod);
+SIM_API cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                       unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                       unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                       void **kernelParams, void **extra);
+SIM_API cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                            unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                            unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                            void **kernelParams, void **extra);
+SIM_API cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                         void **extra);
+SIM_API cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                              void **extra);
+SIM_API cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                  unsigned int gridDimZ, unsigned int blockDimX,
+                                  unsigned int blockDimY, unsigned int blockDimZ,
+                                  unsigned int sharedMemBytes, CUstream hStream,
+                                  void **kernelParams);
+SIM_API cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                       unsigned int gridDimZ, unsigned int blockDimX,
+                                       unsigned int blockDimY, unsigned int blockDimZ,
+                                       unsigned int sharedMemBytes, CUstream hStream,
+                                       void **kernelParams);
+SIM_API cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
+SIM_API cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
+SIM_API cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData);
+SIM_API cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData);
+
+/* Errors, entry points, extras. */
+SIM_API cuGetErrorString(CUresult error, const char **pStr);
+SIM_API cuGetErrorName(CUresult error, const char **pStr);
+SIM_API cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId);
+SIM_API cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+SIM_API cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                            CUdriverProcAddressQueryResult *symbolStatus);
+/* Stands for an entry point newer than the interposer: *out = x * 2. */
+SIM_API cuSimFutureFeature(int x, int *out);
+
+#endif

@@ -1,0 +1,224 @@
+/*
+ * cuInit, the per-call bracket every stateful entry point uses, and the
+ * device queries (count, name, UUID, attributes, total memory).
+ */
+#include <limits.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sim_cuda.h"
+
+static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sim_state *g_st;
+static pid_t g_init_pid; /* a forked child must call cuInit again */
+
+struct sim_state *sim_initialized_state(void)
+{
+    struct sim_state *st = __atomic_load_n(&g_st, __ATOMIC_ACQUIRE);
+    if (!st || __atomic_load_n(&g_init_pid, __ATOMIC_ACQUIRE) != getpid())
+        return NULL;
+    return st;
+}
+
+SIM_API cuInit(unsigned int flags)
+{
+    if (flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_init_lock);
+    if (g_st && g_init_pid != getpid()) {
+        /* Forked child: nothing of the parent's CUDA state carries over. */
+        sim_ctx_reset_local();
+        sim_pool_reset_local();
+        sim_state_detach();
+        __atomic_store_n(&g_st, NULL, __ATOMIC_RELEASE);
+    }
+    if (!g_st) {
+        struct sim_state *st = sim_state_attach();
+        if (!st) {
+            rc = CUDA_ERROR_INVALID_VALUE;
+        } else {
+            __atomic_store_n(&g_init_pid, getpid(), __ATOMIC_RELEASE);
+            __atomic_store_n(&g_st, st, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&g_init_lock);
+    return rc;
+}
+
+CUresult sim_enter(struct sim_call *c)
+{
+    struct sim_state *st = sim_initialized_state();
+    if (!st)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (sim_state_lock(st) != 0)
+        return CUDA_ERROR_UNKNOWN;
+    c->st = st;
+    c->proc = sim_proc_self(st);
+    if (c->proc < 0) {
+        sim_state_unlock(st);
+        return CUDA_ERROR_OUT_OF_MEMORY; /* process table full */
+    }
+    return CUDA_SUCCESS;
+}
+
+void sim_leave(struct sim_call *c)
+{
+    sim_state_unlock(c->st);
+}
+
+SIM_API cuDriverGetVersion(int *version)
+{
+    if (!version)
+        return CUDA_ERROR_INVALID_VALUE;
+    *version = 13000;
+    return CUDA_SUCCESS;
+}
+
+static CUresult check_device(CUdevice dev, struct sim_state **out)
+{
+    struct sim_state *st = sim_initialized_state();
+    if (!st)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (dev < 0 || (uint32_t)dev >= st->ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (out)
+        *out = st;
+    return CUDA_SUCCESS;
+}
+
+SIM_API cuDeviceGetCount(int *count)
+{
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_state *st = sim_initialized_state();
+    if (!st)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    *count = (int)st->ndevices;
+    return CUDA_SUCCESS;
+}
+
+SIM_API cuDeviceGet(CUdevice *device, int ordinal)
+{
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = check_device(ordinal, NULL);
+    if (rc == CUDA_SUCCESS)
+        *device = ordinal;
+    return rc;
+}
+
+SIM_API cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = check_device(dev, NULL);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    /* Like the driver: truncate to the buffer. */
+    strncpy(name, SIM_DEVICE_NAME, (size_t)len - 1);
+    name[len - 1] = '\0';
+    return CUDA_SUCCESS;
+}
+
+static CUresult get_uuid(CUuuid *uuid, CUdevice dev)
+{
+    if (!uuid)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = check_device(dev, NULL);
+    if (rc == CUDA_SUCCESS)
+        sim_device_uuid_bytes(dev, (unsigned char *)uuid->bytes);
+    return rc;
+}
+
+SIM_API cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+    return get_uuid(uuid, dev);
+}
+
+SIM_API cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    return get_uuid(uuid, dev);
+}
+
+/* Values of an H100/H200-class part (sm_90, 132 SMs). */
+static const struct {
+    CUdevice_attribute attr;
+    int value;
+} k_attrs[] = {
+    {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, 1024},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, 1024},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 64},
+    {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, 2147483647},
+    {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, 65535},
+    {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, 65535},
+    {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 49152},
+    {CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, 65536},
+    {CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32},
+    {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, 65536},
+    {CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 1980000},
+    {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 132},
+    {CU_DEVICE_ATTRIBUTE_INTEGRATED, 0},
+    {CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, 0},
+    {CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, 3201000},
+    {CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, 6144},
+    {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 62914560},
+    {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 2048},
+    {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1},
+    {CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, 0},
+    {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9},
+    {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0},
+    {CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 1},
+    {CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 1},
+    {CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 1},
+    {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1},
+    {CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1},
+};
+
+SIM_API cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    if (!pi)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = check_device(dev, NULL);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (attrib == CU_DEVICE_ATTRIBUTE_PCI_BUS_ID) {
+        *pi = 0x18 + dev; /* distinct bus per device, stable */
+        return CUDA_SUCCESS;
+    }
+    for (size_t i = 0; i < sizeof(k_attrs) / sizeof(k_attrs[0]); i++) {
+        if (k_attrs[i].attr == attrib) {
+            *pi = k_attrs[i].value;
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult total_mem(size_t *bytes, CUdevice dev)
+{
+    struct sim_state *st = NULL;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = check_device(dev, &st);
+    if (rc == CUDA_SUCCESS)
+        *bytes = st->dev[dev].total;
+    return rc;
+}
+
+SIM_API cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    return total_mem(bytes, dev);
+}
+
+SIM_API cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    size_t v = 0;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = total_mem(&v, dev);
+    if (rc == CUDA_SUCCESS) /* the 32-bit ABI cannot say more than 4 GiB */
+        *bytes = v > UINT_MAX ? UINT_MAX : (unsigned int)v;
+    return rc;
+}

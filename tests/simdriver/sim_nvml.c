@@ -1,0 +1,379 @@
+/*
+ * The simulated libnvidia-ml.so.1: reads the same state as the simulated
+ * libcuda.so.1. Used memory is the sum of the live processes' usage (context
+ * overhead included) and the process list names every live process with a
+ * context or memory on the device, each with its own usage.
+ */
+#include <string.h>
+
+#include "sim_nvml_api.h"
+#include "sim_state.h"
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_init_count; /* nvmlInit/nvmlShutdown nest, as in NVML */
+static struct sim_state *g_st;
+
+struct sim_nvml_device {
+    unsigned int index;
+};
+static struct sim_nvml_device g_devices[SIM_MAX_DEVICES] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
+
+static nvmlReturn_t init(void)
+{
+    nvmlReturn_t rc = NVML_SUCCESS;
+    pthread_mutex_lock(&g_lock);
+    if (!g_st)
+        g_st = sim_state_attach();
+    if (g_st)
+        g_init_count++;
+    else
+        rc = NVML_ERROR_UNKNOWN;
+    pthread_mutex_unlock(&g_lock);
+    return rc;
+}
+
+SIM_NVML nvmlInit(void)
+{
+    return init();
+}
+
+SIM_NVML nvmlInit_v2(void)
+{
+    return init();
+}
+
+SIM_NVML nvmlInitWithFlags(unsigned int flags)
+{
+    return init();
+}
+
+SIM_NVML nvmlShutdown(void)
+{
+    nvmlReturn_t rc = NVML_SUCCESS;
+    pthread_mutex_lock(&g_lock);
+    if (g_init_count == 0)
+        rc = NVML_ERROR_UNINITIALIZED;
+    else
+        g_init_count--;
+    pthread_mutex_unlock(&g_lock);
+    return rc;
+}
+
+SIM_EXPORT const char *nvmlErrorString(nvmlReturn_t result)
+{
+    switch (result) {
+    case NVML_SUCCESS:
+        return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+        return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+        return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+        return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION:
+        return "Insufficient Permissions";
+    case NVML_ERROR_NOT_FOUND:
+        return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+        return "Insufficient Size";
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+        return "Function Not Found";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+        return "Argument version mismatch";
+    default:
+        return "Unknown Error";
+    }
+}
+
+/* The state once nvmlInit succeeded, else NULL. */
+static struct sim_state *state(void)
+{
+    pthread_mutex_lock(&g_lock);
+    struct sim_state *st = g_init_count > 0 ? g_st : NULL;
+    pthread_mutex_unlock(&g_lock);
+    return st;
+}
+
+static nvmlReturn_t copy_string(char *dst, unsigned int length, const char *src)
+{
+    if (!dst)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (strlen(src) + 1 > length)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(dst, src, strlen(src) + 1);
+    return NVML_SUCCESS;
+}
+
+SIM_NVML nvmlSystemGetDriverVersion(char *version, unsigned int length)
+{
+    if (!state())
+        return NVML_ERROR_UNINITIALIZED;
+    return copy_string(version, length, SIM_DRIVER_VERSION_STRING);
+}
+
+static nvmlReturn_t get_count(unsigned int *count)
+{
+    struct sim_state *st = state();
+    if (!st)
+        return NVML_ERROR_UNINITIALIZED;
+    if (!count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *count = st->ndevices;
+    return NVML_SUCCESS;
+}
+
+SIM_NVML nvmlDeviceGetCount(unsigned int *deviceCount)
+{
+    return get_count(deviceCount);
+}
+
+SIM_NVML nvmlDeviceGetCount_v2(unsigned int *deviceCount)
+{
+    return get_count(deviceCount);
+}
+
+static nvmlReturn_t by_index(unsigned int index, nvmlDevice_t *device)
+{
+    struct sim_state *st = state();
+    if (!st)
+        return NVML_ERROR_UNINITIALIZED;
+    if (!device || index >= st->ndevices)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *device = (nvmlDevice_t)(void *)&g_devices[index];
+    return NVML_SUCCESS;
+}
+
+SIM_NVML nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device)
+{
+    return by_index(index, device);
+}
+
+SIM_NVML nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
+{
+    return by_index(index, device);
+}
+
+SIM_NVML nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
+{
+    struct sim_state *st = state();
+    if (!st)
+        return NVML_ERROR_UNINITIALIZED;
+    if (!uuid || !device)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned int i = 0; i < st->ndevices; i++) {
+        char s[NVML_DEVICE_UUID_BUFFER_SIZE];
+        sim_device_uuid_string((int)i, s, sizeof(s));
+        if (strcmp(s, uuid) == 0) {
+            *device = (nvmlDevice_t)(void *)&g_devices[i];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+/* Checks init and the handle; gives the device index. */
+static nvmlReturn_t device_index(nvmlDevice_t device, struct sim_state **st_out, int *idx)
+{
+    struct sim_state *st = state();
+    if (!st)
+        return NVML_ERROR_UNINITIALIZED;
+    const struct sim_nvml_device *d = (const struct sim_nvml_device *)(void *)device;
+    if (d < g_devices || d >= g_devices + SIM_MAX_DEVICES || d->index >= st->ndevices)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *st_out = st;
+    *idx = (int)d->index;
+    return NVML_SUCCESS;
+}
+
+SIM_NVML nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
+{
+    struct sim_state *st;
+    int i;
+    nvmlReturn_t rc = device_index(device, &st, &i);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    char s[NVML_DEVICE_UUID_BUFFER_SIZE];
+    sim_device_uuid_string(i, s, sizeof(s));
+    return copy_string(uuid, length, s);
+}
+
+SIM_NVML nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
+{
+    struct sim_state *st;
+    int i;
+    nvmlReturn_t rc = device_index(device, &st, &i);
+    return rc != NVML_SUCCESS ? rc : copy_string(name, length, SIM_DEVICE_NAME);
+}
+
+SIM_NVML nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
+{
+    struct sim_state *st;
+    int i;
+    nvmlReturn_t rc = device_index(device, &st, &i);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!index)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *index = (unsigned int)i;
+    return NVML_SUCCESS;
+}
+
+/* total and used of one device, after dropping dead processes. */
+static nvmlReturn_t memory(nvmlDevice_t device, unsigned long long *total, unsigned long long *used)
+{
+    struct sim_state *st;
+    int i;
+    nvmlReturn_t rc = device_index(device, &st, &i);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (sim_state_lock(st) != 0)
+        return NVML_ERROR_UNKNOWN;
+    *total = st->dev[i].total;
+    *used = sim_device_used(st, i);
+    sim_state_unlock(st);
+    return NVML_SUCCESS;
+}
+
+SIM_NVML nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *mem)
+{
+    unsigned long long total = 0, used = 0;
+    if (!mem)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    nvmlReturn_t rc = memory(device, &total, &used);
+    if (rc == NVML_SUCCESS) {
+        mem->total = total;
+        mem->used = used;
+        mem->free = used >= total ? 0 : total - used;
+    }
+    return rc;
+}
+
+SIM_NVML nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *mem)
+{
+    unsigned long long total = 0, used = 0;
+    if (!mem)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (mem->version != nvmlMemory_v2)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    nvmlReturn_t rc = memory(device, &total, &used);
+    if (rc == NVML_SUCCESS) {
+        mem->total = total;
+        mem->reserved = 0; /* the sim reserves nothing for the driver */
+        mem->used = used;
+        mem->free = used >= total ? 0 : total - used;
+    }
+    return rc;
+}
+
+/*
+ * Fills pids/usage of the processes on a device. NVML's contract: *count in
+ * is the capacity; out, the number of processes, with
+ * NVML_ERROR_INSUFFICIENT_SIZE when they do not fit.
+ */
+static nvmlReturn_t processes(nvmlDevice_t device, unsigned int *count, unsigned int *pids,
+                              unsigned long long *usage)
+{
+    struct sim_state *st;
+    int d;
+    nvmlReturn_t rc = device_index(device, &st, &d);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (sim_state_lock(st) != 0)
+        return NVML_ERROR_UNKNOWN;
+    unsigned int n = 0;
+    for (int p = 0; p < SIM_MAX_PROCS; p++) {
+        const struct sim_proc *pr = &st->procs[p];
+        if (!pr->pid || (!pr->contexts[d] && !pr->used[d]))
+            continue;
+        if (n < *count && pids) {
+            pids[n] = (unsigned int)pr->pid;
+            usage[n] = pr->used[d];
+        }
+        n++;
+    }
+    sim_state_unlock(st);
+    if (n > *count)
+        rc = NVML_ERROR_INSUFFICIENT_SIZE;
+    else if (n > 0 && !pids)
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    *count = n;
+    return rc;
+}
+
+SIM_NVML nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                              nvmlProcessInfo_v1_t *infos)
+{
+    unsigned int pids[SIM_MAX_PROCS];
+    unsigned long long usage[SIM_MAX_PROCS];
+    unsigned int cap = infoCount ? *infoCount : 0, n = cap > SIM_MAX_PROCS ? SIM_MAX_PROCS : cap;
+    nvmlReturn_t rc = processes(device, infoCount ? &n : NULL, infos ? pids : NULL, usage);
+    if (infoCount)
+        *infoCount = n;
+    if (rc == NVML_SUCCESS)
+        for (unsigned int i = 0; i < n; i++)
+            infos[i] = (nvmlProcessInfo_v1_t){.pid = pids[i], .usedGpuMemory = usage[i]};
+    return rc;
+}
+
+static nvmlReturn_t processes_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                 nvmlProcessInfo_t *infos)
+{
+    unsigned int pids[SIM_MAX_PROCS];
+    unsigned long long usage[SIM_MAX_PROCS];
+    unsigned int cap = infoCount ? *infoCount : 0, n = cap > SIM_MAX_PROCS ? SIM_MAX_PROCS : cap;
+    nvmlReturn_t rc = processes(device, infoCount ? &n : NULL, infos ? pids : NULL, usage);
+    if (infoCount)
+        *infoCount = n;
+    if (rc == NVML_SUCCESS)
+        for (unsigned int i = 0; i < n; i++) /* not a MIG device: instance ids are "none" */
+            infos[i] = (nvmlProcessInfo_t){.pid = pids[i], .usedGpuMemory = usage[i],
+                                           .gpuInstanceId = 0xFFFFFFFFU,
+                                           .computeInstanceId = 0xFFFFFFFFU};
+    return rc;
+}
+
+SIM_NVML nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                 nvmlProcessInfo_t *infos)
+{
+    return processes_v2(device, infoCount, infos);
+}
+
+SIM_NVML nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                 nvmlProcessInfo_t *infos)
+{
+    return processes_v2(device, infoCount, infos);
+}
+
+SIM_NVML nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization)
+{
+    struct sim_state *st;
+    int i;
+    nvmlReturn_t rc = device_index(device, &st, &i);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!utilization)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    /* No kernel timeline yet: the device looks idle. */
+    utilization->gpu = 0;
+    utilization->memory = 0;
+    return NVML_SUCCESS;
+}
+
+SIM_NVML nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                         nvmlProcessUtilizationSample_t *utilization,
+                                         unsigned int *processSamplesCount,
+                                         unsigned long long lastSeenTimeStamp)
+{
+    struct sim_state *st;
+    int i;
+    nvmlReturn_t rc = device_index(device, &st, &i);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!processSamplesCount)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    /* No samples until the compute model exists; NVML says NOT_FOUND then. */
+    *processSamplesCount = 0;
+    return NVML_ERROR_NOT_FOUND;
+}

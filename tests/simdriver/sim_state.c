@@ -1,0 +1,423 @@
+/*
+ * Attaching to the simulated GPU's state, locking it, and keeping the process
+ * table true: a process that died (even by SIGKILL) loses its memory the next
+ * time anyone looks, like on a real driver.
+ */
+#include "sim_state.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sim_export.h"
+
+static struct sim_state *g_state;
+static pthread_mutex_t g_attach_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_private; /* g_state is ours alone (anonymous mapping) */
+
+/* ---- configuration ---- */
+
+int sim_parse_bytes(const char *text, uint64_t *out)
+{
+    static const struct {
+        const char *suffix;
+        uint64_t mult;
+    } units[] = {
+        {"", 1},           {"k", 1ULL << 10}, {"K", 1ULL << 10}, {"Ki", 1ULL << 10},
+        {"KiB", 1ULL << 10}, {"m", 1ULL << 20}, {"M", 1ULL << 20}, {"Mi", 1ULL << 20},
+        {"MiB", 1ULL << 20}, {"g", 1ULL << 30}, {"G", 1ULL << 30}, {"Gi", 1ULL << 30},
+        {"GiB", 1ULL << 30}, {"T", 1ULL << 40}, {"Ti", 1ULL << 40}, {"TiB", 1ULL << 40},
+    };
+    if (!text || text[0] < '0' || text[0] > '9')
+        return -1;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno != 0 || end == text)
+        return -1;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcmp(end, units[i].suffix) == 0) {
+            if (v > UINT64_MAX / units[i].mult)
+                return -1;
+            *out = v * units[i].mult;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int env_bytes(const char *name, uint64_t dflt, uint64_t min, uint64_t *out)
+{
+    const char *v = getenv(name);
+    if (!v) {
+        *out = dflt;
+        return 0;
+    }
+    if (sim_parse_bytes(v, out) != 0 || *out < min) {
+        fprintf(stderr,
+                "gpuslice-sim: invalid %s='%s': expected a byte count >= %llu "
+                "(digits, optional K/M/G/T, Ki/Mi/Gi/Ti or KiB/MiB/GiB/TiB)\n",
+                name, v, (unsigned long long)min);
+        return -1;
+    }
+    return 0;
+}
+
+int sim_config_from_env(struct sim_config *cfg)
+{
+    uint64_t n = 1;
+    const char *v = getenv("GPUSLICE_SIM_DEVICES");
+    if (v) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long d = strtoul(v, &end, 10);
+        if (errno || end == v || *end || v[0] < '0' || v[0] > '9' || d < 1 || d > SIM_MAX_DEVICES) {
+            fprintf(stderr, "gpuslice-sim: invalid GPUSLICE_SIM_DEVICES='%s': expected 1..%d\n", v,
+                    SIM_MAX_DEVICES);
+            return -1;
+        }
+        n = d;
+    }
+    cfg->ndevices = (uint32_t)n;
+    if (env_bytes("GPUSLICE_SIM_MEM", SIM_DEFAULT_MEM, SIM_GRANULE, &cfg->mem) != 0)
+        return -1;
+    if (env_bytes("GPUSLICE_SIM_CTX_OVERHEAD", SIM_DEFAULT_CTX_OVERHEAD, 0, &cfg->ctx_overhead) != 0)
+        return -1;
+    return 0;
+}
+
+/* ---- creating and mapping ---- */
+
+static int init_mutex(pthread_mutex_t *m, int shared)
+{
+    pthread_mutexattr_t a;
+    if (pthread_mutexattr_init(&a) != 0)
+        return -1;
+    int rc = 0;
+    if (shared)
+        rc |= pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    /* A holder killed mid-update must not wedge every other process. */
+    rc |= pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    rc |= pthread_mutex_init(m, &a);
+    pthread_mutexattr_destroy(&a);
+    return rc ? -1 : 0;
+}
+
+static void init_state(struct sim_state *st, const struct sim_config *cfg)
+{
+    st->version = SIM_STATE_VERSION;
+    st->size = (uint32_t)sizeof(*st);
+    st->ndevices = cfg->ndevices;
+    st->ctx_overhead = cfg->ctx_overhead;
+    st->next_id = 1;
+    for (uint32_t d = 0; d < cfg->ndevices; d++)
+        st->dev[d].total = cfg->mem;
+    for (int c = 0; c < SIM_MAX_CHUNKS; c++)
+        st->chunks[c].proc = -1;
+}
+
+static struct sim_state *attach_private(void)
+{
+    struct sim_config cfg;
+    if (sim_config_from_env(&cfg) != 0)
+        return NULL;
+    void *p = mmap(NULL, sizeof(struct sim_state), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        perror("gpuslice-sim: mmap");
+        return NULL;
+    }
+    struct sim_state *st = p;
+    init_state(st, &cfg);
+    if (init_mutex(&st->lock, 0) != 0) {
+        munmap(p, sizeof(*st));
+        return NULL;
+    }
+    st->magic = SIM_STATE_MAGIC;
+    return st;
+}
+
+static struct sim_state *attach_file(const char *path, int create)
+{
+    int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0666);
+    if (fd < 0) {
+        fprintf(stderr, "gpuslice-sim: cannot open GPUSLICE_SIM_STATE='%s': %s\n", path,
+                strerror(errno));
+        return NULL;
+    }
+    /* flock serialises creation; the robust mutex guards everything after. */
+    struct sim_state *st = NULL;
+    struct stat sb;
+    if (flock(fd, LOCK_EX) != 0 || fstat(fd, &sb) != 0) {
+        fprintf(stderr, "gpuslice-sim: cannot lock '%s': %s\n", path, strerror(errno));
+        goto out;
+    }
+    int fresh = sb.st_size == 0;
+    if (fresh && !create) {
+        fprintf(stderr, "gpuslice-sim: '%s' is empty: no process has used it yet\n", path);
+        goto out;
+    }
+    struct sim_config cfg;
+    if (fresh) {
+        if (sim_config_from_env(&cfg) != 0)
+            goto out;
+        if (ftruncate(fd, (off_t)sizeof(struct sim_state)) != 0) {
+            fprintf(stderr, "gpuslice-sim: cannot size '%s': %s\n", path, strerror(errno));
+            goto out;
+        }
+    } else if ((size_t)sb.st_size != sizeof(struct sim_state)) {
+        fprintf(stderr, "gpuslice-sim: '%s' is not a state file of this build (size %lld)\n", path,
+                (long long)sb.st_size);
+        goto out;
+    }
+    void *p = mmap(NULL, sizeof(struct sim_state), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "gpuslice-sim: cannot map '%s': %s\n", path, strerror(errno));
+        goto out;
+    }
+    st = p;
+    if (fresh) {
+        init_state(st, &cfg);
+        if (init_mutex(&st->lock, 1) != 0) {
+            munmap(p, sizeof(*st));
+            st = NULL;
+            goto out;
+        }
+        __atomic_store_n(&st->magic, SIM_STATE_MAGIC, __ATOMIC_RELEASE);
+    } else if (st->magic != SIM_STATE_MAGIC || st->version != SIM_STATE_VERSION ||
+               st->size != sizeof(*st)) {
+        fprintf(stderr, "gpuslice-sim: '%s' has a foreign magic or version\n", path);
+        munmap(p, sizeof(*st));
+        st = NULL;
+    }
+out:
+    close(fd); /* also drops the flock */
+    return st;
+}
+
+/*
+ * Without a state file, libcuda.so.1 and libnvidia-ml.so.1 of one process
+ * must still agree; each exports its private state so that the other, when
+ * already loaded, can use it instead of making its own.
+ */
+SIM_EXPORT void *gpusliceSimPrivateState(void);
+SIM_EXPORT void *gpusliceSimPrivateState(void)
+{
+    return g_private ? g_state : NULL;
+}
+
+static struct sim_state *find_sibling_private(void)
+{
+    void *h = dlopen(SIM_SIBLING_SONAME, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        return NULL;
+    void *(*fn)(void) = (void *(*)(void))dlsym(h, "gpusliceSimPrivateState");
+    struct sim_state *st = fn ? fn() : NULL;
+    dlclose(h);
+    return st;
+}
+
+struct sim_state *sim_state_attach(void)
+{
+    pthread_mutex_lock(&g_attach_lock);
+    if (!g_state) {
+        const char *path = getenv("GPUSLICE_SIM_STATE");
+        if (path && path[0]) {
+            g_state = attach_file(path, 1);
+        } else {
+            g_state = find_sibling_private();
+            if (!g_state) {
+                g_state = attach_private();
+                g_private = g_state != NULL;
+            }
+        }
+    }
+    struct sim_state *st = g_state;
+    pthread_mutex_unlock(&g_attach_lock);
+    return st;
+}
+
+struct sim_state *sim_state_open_existing(const char *path)
+{
+    return attach_file(path, 0);
+}
+
+void sim_state_detach(void)
+{
+    pthread_mutex_lock(&g_attach_lock);
+    /* The mapping is left in place: a sibling library may still point at it. */
+    g_state = NULL;
+    g_private = 0;
+    pthread_mutex_unlock(&g_attach_lock);
+}
+
+/* ---- processes ---- */
+
+uint64_t sim_proc_start_time(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* The command name may hold spaces and ')': fields count from the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ')
+        return 0;
+    /* A zombie has exited: the driver has freed its resources already. */
+    if (p[2] == 'Z' || p[2] == 'X')
+        return 0;
+    for (int field = 3; field <= 22; field++) { /* p ends on the space before field 22 */
+        p = strchr(p + 1, ' ');
+        if (!p)
+            return 0;
+    }
+    unsigned long long t = strtoull(p + 1, NULL, 10);
+    return t ? t : 1;
+}
+
+/* Our own start time, cached per pid (a forked child gets its own). */
+static uint64_t self_start_time(pid_t self)
+{
+    static pid_t cached_pid;
+    static uint64_t cached_start;
+    if (self != cached_pid) {
+        cached_start = sim_proc_start_time(self);
+        cached_pid = self;
+    }
+    return cached_start;
+}
+
+static int proc_alive(const struct sim_proc *p)
+{
+    return sim_proc_start_time(p->pid) == p->start_time;
+}
+
+void sim_proc_release(struct sim_state *st, int slot)
+{
+    for (uint32_t i = 0; i < st->alloc_hwm; i++)
+        if (st->allocs[i].id && st->allocs[i].proc == slot)
+            memset(&st->allocs[i], 0, sizeof(st->allocs[i]));
+    for (uint32_t c = 0; c < st->chunk_hwm; c++)
+        if (st->chunks[c].proc == slot) {
+            memset(&st->chunks[c], 0, sizeof(st->chunks[c]));
+            st->chunks[c].proc = -1;
+        }
+    memset(&st->procs[slot], 0, sizeof(st->procs[slot]));
+}
+
+/* Rebuilds the usage counters from the tables, after a holder died mid-update. */
+static void recount(struct sim_state *st)
+{
+    for (int p = 0; p < SIM_MAX_PROCS; p++) {
+        for (int d = 0; d < SIM_MAX_DEVICES; d++)
+            st->procs[p].used[d] = (uint64_t)st->procs[p].contexts[d] * st->ctx_overhead;
+    }
+    for (uint32_t i = 0; i < st->alloc_hwm; i++) {
+        const struct sim_alloc *a = &st->allocs[i];
+        if (a->id && a->proc >= 0 && a->proc < SIM_MAX_PROCS && a->dev < SIM_MAX_DEVICES)
+            st->procs[a->proc].used[a->dev] += a->charged;
+    }
+    for (uint32_t c = 0; c < st->chunk_hwm; c++) {
+        const struct sim_chunk *k = &st->chunks[c];
+        if (k->proc >= 0 && k->proc < SIM_MAX_PROCS && k->dev < SIM_MAX_DEVICES)
+            st->procs[k->proc].used[k->dev] += SIM_GRANULE;
+    }
+}
+
+static void prune_dead(struct sim_state *st)
+{
+    pid_t self = getpid();
+    for (int p = 0; p < SIM_MAX_PROCS; p++) {
+        const struct sim_proc *pr = &st->procs[p];
+        if (pr->pid == 0 || (pr->pid == self && pr->start_time == self_start_time(self)))
+            continue;
+        if (!proc_alive(pr))
+            sim_proc_release(st, p);
+    }
+}
+
+int sim_state_lock(struct sim_state *st)
+{
+    int rc = pthread_mutex_lock(&st->lock);
+    if (rc == EOWNERDEAD) {
+        /* Tables are written id-last, so entries are whole; counters may not be. */
+        recount(st);
+        pthread_mutex_consistent(&st->lock);
+        rc = 0;
+    }
+    if (rc != 0)
+        return -1;
+    prune_dead(st);
+    return 0;
+}
+
+void sim_state_unlock(struct sim_state *st)
+{
+    pthread_mutex_unlock(&st->lock);
+}
+
+int sim_proc_self(struct sim_state *st)
+{
+    pid_t self = getpid();
+    uint64_t start = self_start_time(self);
+    int free_slot = -1;
+    for (int p = 0; p < SIM_MAX_PROCS; p++) {
+        const struct sim_proc *pr = &st->procs[p];
+        if (pr->pid == self && pr->start_time == start)
+            return p;
+        if (pr->pid == 0 && free_slot < 0)
+            free_slot = p;
+    }
+    if (free_slot < 0)
+        return -1;
+    struct sim_proc *pr = &st->procs[free_slot];
+    memset(pr, 0, sizeof(*pr));
+    pr->start_time = start;
+    pr->va_next = SIM_VA_BASE;
+    pr->va32_next = SIM_VA32_BASE;
+    pr->pid = self;
+    return free_slot;
+}
+
+uint64_t sim_device_used(const struct sim_state *st, int dev)
+{
+    uint64_t sum = 0;
+    for (int p = 0; p < SIM_MAX_PROCS; p++)
+        if (st->procs[p].pid)
+            sum += st->procs[p].used[dev];
+    return sum;
+}
+
+/* ---- identity ---- */
+
+void sim_device_uuid_bytes(int dev, unsigned char out[16])
+{
+    /* GPU-00000000-5151-0000-0000-00000000000N */
+    memset(out, 0, 16);
+    out[4] = 0x51;
+    out[5] = 0x51;
+    out[15] = (unsigned char)dev;
+}
+
+void sim_device_uuid_string(int dev, char *out, size_t len)
+{
+    unsigned char b[16];
+    sim_device_uuid_bytes(dev, b);
+    snprintf(out, len,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+}

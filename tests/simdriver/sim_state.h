@@ -1,0 +1,158 @@
+/*
+ * The simulated GPU's state: devices, the processes using them and every
+ * allocation they hold. One instance is shared by all processes that set the
+ * same GPUSLICE_SIM_STATE file (mapped MAP_SHARED); without it the state is
+ * private to the process. Everything here is plain data with no pointers, so
+ * it means the same thing in every process that maps it.
+ *
+ * Compiled into both libcuda.so.1 and libnvidia-ml.so.1 (hidden symbols).
+ */
+#ifndef GPUSLICE_SIM_STATE_H
+#define GPUSLICE_SIM_STATE_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SIM_STATE_MAGIC 0x314d495345494c53ULL /* "SLIESIM1" */
+#define SIM_STATE_VERSION 1U
+
+#define SIM_MAX_DEVICES 8
+#define SIM_MAX_PROCS 128
+#define SIM_MAX_CHUNKS 4096
+#define SIM_MAX_ALLOCS 16384
+
+#define SIM_MIB (1024ULL * 1024ULL)
+#define SIM_GIB (1024ULL * SIM_MIB)
+#define SIM_GRANULE (2ULL * SIM_MIB)    /* physical page size of the device */
+#define SIM_SMALL_MAX (1ULL * SIM_MIB)  /* at most this is sub-allocated */
+#define SIM_SMALL_ALIGN 512ULL          /* alignment inside a 2 MiB chunk */
+#define SIM_DEFAULT_MEM (80ULL * SIM_GIB)
+#define SIM_DEFAULT_CTX_OVERHEAD (512ULL * SIM_MIB)
+
+/* Where fake device addresses live: far from anything the host maps. The
+ * legacy (pre-3.2) API has 32-bit pointers, so it gets a window below 4 GiB. */
+#define SIM_VA_BASE 0x200000000000ULL
+#define SIM_VA32_BASE 0x10000000ULL
+#define SIM_VA32_END 0xfff00000ULL
+
+enum sim_alloc_kind {
+    SIM_KIND_FREE = 0,
+    SIM_KIND_DEVICE,     /* cuMemAlloc, cuMemAllocPitch */
+    SIM_KIND_MANAGED,    /* cuMemAllocManaged */
+    SIM_KIND_ARRAY,      /* cuArrayCreate, cuArray3DCreate */
+    SIM_KIND_MIPMAP,     /* cuMipmappedArrayCreate */
+    SIM_KIND_VMM_PHYS,   /* cuMemCreate: physical memory behind a handle */
+    SIM_KIND_VA_RESERVE, /* cuMemAddressReserve: address space only */
+    SIM_KIND_VMM_MAP,    /* cuMemMap: a VA range backed by a VMM_PHYS */
+    SIM_KIND_POOL,       /* cuMemAllocAsync, cuMemAllocFromPoolAsync */
+    SIM_KIND_IPC_IMPORT  /* cuIpcOpenMemHandle: another process's memory */
+};
+
+/* One allocation (or reservation / mapping / import). id 0 = free slot. */
+struct sim_alloc {
+    uint64_t id;      /* unique over the state's lifetime, never 0 */
+    uint64_t va;      /* fake device address (handle value for arrays) */
+    uint64_t size;    /* size as the program sees it */
+    uint64_t charged; /* bytes charged to the process (0 when in a chunk) */
+    uint64_t link;    /* VMM_MAP: id of its VMM_PHYS; IPC_IMPORT: exporter's id */
+    int32_t proc;     /* process slot */
+    int32_t chunk;    /* sub-allocation chunk, or -1 */
+    int32_t ctx;      /* owning context (process-local index), or -1 */
+    int32_t refs;     /* VMM_PHYS: handle + mappings; IPC_IMPORT: opens */
+    uint8_t dev;
+    uint8_t kind;
+    uint8_t legacy;   /* allocated through the 32-bit API */
+    uint8_t released; /* VMM_PHYS: cuMemRelease called, waits for unmaps */
+};
+
+/* A 2 MiB chunk from which one context's small allocations are carved. */
+struct sim_chunk {
+    uint64_t va;
+    uint64_t top; /* bump offset; space is reused only once the chunk empties */
+    int32_t proc; /* -1 = free */
+    int32_t ctx;
+    int32_t live; /* allocations still inside */
+    uint8_t dev;
+    uint8_t legacy;
+    uint8_t pad[2];
+};
+
+struct sim_proc {
+    int32_t pid; /* 0 = free slot */
+    int32_t pad;
+    uint64_t start_time; /* /proc/<pid>/stat field 22: tells PID reuse apart */
+    uint64_t used[SIM_MAX_DEVICES];     /* bytes charged, overhead included */
+    uint32_t contexts[SIM_MAX_DEVICES]; /* live contexts per device */
+    uint64_t va_next;
+    uint64_t va32_next;
+};
+
+/* Per-device state. Room to grow: the compute work will add a kernel
+ * timeline here. */
+struct sim_device {
+    uint64_t total;
+    uint64_t reserved[15];
+};
+
+struct sim_state {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t size; /* sizeof(struct sim_state) of the creator */
+    pthread_mutex_t lock;
+    uint32_t ndevices;
+    uint32_t alloc_hwm; /* allocs[] is empty from here on */
+    uint32_t chunk_hwm;
+    uint32_t pad;
+    uint64_t ctx_overhead;
+    uint64_t next_id;
+    struct sim_device dev[SIM_MAX_DEVICES];
+    struct sim_proc procs[SIM_MAX_PROCS];
+    struct sim_chunk chunks[SIM_MAX_CHUNKS];
+    struct sim_alloc allocs[SIM_MAX_ALLOCS];
+};
+
+/* Configuration read from the environment when a state is created. */
+struct sim_config {
+    uint32_t ndevices;
+    uint64_t mem;
+    uint64_t ctx_overhead;
+};
+
+/* Reads GPUSLICE_SIM_*; prints a message naming the variable and returns -1
+ * on an invalid value. */
+int sim_config_from_env(struct sim_config *cfg);
+/* Parses "123", "80GiB", "512M", ...; binary units. 0 on success. */
+int sim_parse_bytes(const char *text, uint64_t *out);
+
+/* Attaches to the state named by GPUSLICE_SIM_STATE, or a process-private
+ * one. Returns NULL after printing why. Idempotent per process. */
+struct sim_state *sim_state_attach(void);
+/* Maps an existing state file without creating it (for tools). */
+struct sim_state *sim_state_open_existing(const char *path);
+/* Forgets the attachment (used after fork so the child starts afresh). */
+void sim_state_detach(void);
+
+/* Locks the state, repairing it when a holder died, and drops every process
+ * that has exited. Returns 0 or -1. */
+int sim_state_lock(struct sim_state *st);
+void sim_state_unlock(struct sim_state *st);
+
+/* Start time of a process, or 0 if it does not exist. */
+uint64_t sim_proc_start_time(pid_t pid);
+/* The calling process's slot (registered on first use), or -1 when full.
+ * Call with the lock held. */
+int sim_proc_self(struct sim_state *st);
+/* Frees everything a process slot holds. Lock held. */
+void sim_proc_release(struct sim_state *st, int slot);
+
+/* Device-wide bytes in use: all live processes. Lock held. */
+uint64_t sim_device_used(const struct sim_state *st, int dev);
+
+/* The one UUID of device i, as 16 raw bytes and as NVML's string. */
+void sim_device_uuid_bytes(int dev, unsigned char out[16]);
+void sim_device_uuid_string(int dev, char *out, size_t len);
+#define SIM_DEVICE_NAME "NVIDIA H200 (gpuslice sim)"
+#define SIM_DRIVER_VERSION_STRING "580.65.06"
+
+#endif

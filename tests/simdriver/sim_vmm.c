@@ -1,0 +1,199 @@
+/*
+ * Virtual memory management: cuMemCreate charges physical memory (multiples
+ * of the 2 MiB granularity) to the calling process; reservations and
+ * mappings charge nothing. As on the driver, physical memory is freed only
+ * when its handle is released AND every mapping of it is unmapped. VMM
+ * objects belong to the process, not to a context.
+ */
+#include "sim_cuda.h"
+
+static int prop_device(const struct sim_state *st, const CUmemAllocationProp *prop)
+{
+    if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id < 0 ||
+        (uint32_t)prop->location.id >= st->ndevices)
+        return -1;
+    return prop->location.id;
+}
+
+SIM_API cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                      CUmemAllocationGranularity_flags option)
+{
+    struct sim_state *st = sim_initialized_state();
+    if (!st)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!granularity || prop_device(st, prop) < 0 ||
+        (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+        return CUDA_ERROR_INVALID_VALUE;
+    *granularity = SIM_GRANULE;
+    return CUDA_SUCCESS;
+}
+
+SIM_API cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                    const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    if (!handle || size == 0 || size % SIM_GRANULE || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    int dev = prop_device(c.st, prop);
+    struct sim_alloc *a = NULL;
+    rc = dev < 0 ? CUDA_ERROR_INVALID_VALUE
+                 : sim_alloc_new(&c, -1, dev, SIM_KIND_VMM_PHYS, size, 0, 0, &a);
+    if (rc == CUDA_SUCCESS) {
+        a->refs = 1; /* the handle itself */
+        *handle = a->id;
+    }
+    sim_leave(&c);
+    return rc;
+}
+
+static struct sim_alloc *find_phys(struct sim_call *c, CUmemGenericAllocationHandle handle)
+{
+    struct sim_alloc *a = sim_alloc_by_id(c->st, handle);
+    if (!a || a->proc != c->proc || a->kind != SIM_KIND_VMM_PHYS || a->released)
+        return NULL;
+    return a;
+}
+
+SIM_API cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct sim_alloc *a = find_phys(&c, handle);
+    if (!a) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        a->released = 1;
+        if (--a->refs == 0)
+            sim_alloc_drop(c.st, a);
+    }
+    sim_leave(&c);
+    return rc;
+}
+
+SIM_API cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                            unsigned long long flags)
+{
+    if (!ptr || size == 0 || size % SIM_GRANULE || (alignment & (alignment - 1)))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    /* The address hint is ignored: we never hand out an address twice anyway. */
+    struct sim_alloc *a = NULL;
+    rc = sim_alloc_new(&c, -1, 0, SIM_KIND_VA_RESERVE, size, 0, alignment, &a);
+    if (rc == CUDA_SUCCESS)
+        *ptr = a->va;
+    sim_leave(&c);
+    return rc;
+}
+
+SIM_API cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct sim_alloc *a = sim_alloc_at(&c, ptr, SIM_MASK(SIM_KIND_VA_RESERVE));
+    if (!a || a->size != size)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else
+        sim_alloc_drop(c.st, a);
+    sim_leave(&c);
+    return rc;
+}
+
+/* Is [va, va+size) inside one reservation of ours and free of mappings? */
+static int range_mappable(struct sim_call *c, uint64_t va, uint64_t size)
+{
+    int inside = 0;
+    for (uint32_t i = 0; i < c->st->alloc_hwm; i++) {
+        const struct sim_alloc *a = &c->st->allocs[i];
+        if (!a->id || a->proc != c->proc)
+            continue;
+        if (a->kind == SIM_KIND_VA_RESERVE && va >= a->va && va - a->va <= a->size &&
+            size <= a->size - (va - a->va))
+            inside = 1;
+        if (a->kind == SIM_KIND_VMM_MAP && va < a->va + a->size && a->va < va + size)
+            return 0;
+    }
+    return inside;
+}
+
+SIM_API cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                 unsigned long long flags)
+{
+    if (size == 0 || flags != 0 || ptr % SIM_GRANULE || size % SIM_GRANULE)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct sim_alloc *phys = find_phys(&c, handle);
+    struct sim_alloc *m = NULL;
+    if (!phys || offset > phys->size || size > phys->size - offset) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else if (!range_mappable(&c, ptr, size)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        rc = sim_alloc_new(&c, -1, phys->dev, SIM_KIND_VMM_MAP, size, 0, 0, &m);
+        if (rc == CUDA_SUCCESS) {
+            m->va = ptr;
+            m->link = phys->id;
+            phys->refs++; /* each mapping keeps the memory alive */
+        }
+    }
+    sim_leave(&c);
+    return rc;
+}
+
+SIM_API cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    if (size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    int found = 0;
+    for (uint32_t i = 0; i < c.st->alloc_hwm; i++) {
+        struct sim_alloc *a = &c.st->allocs[i];
+        if (a->id && a->proc == c.proc && a->kind == SIM_KIND_VMM_MAP && a->va >= ptr &&
+            a->va - ptr < size) {
+            sim_alloc_drop(c.st, a);
+            found = 1;
+        }
+    }
+    if (!found)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    sim_leave(&c);
+    return rc;
+}
+
+SIM_API cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    if (!desc || count == 0 || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    /* Access rights are not modelled; the range must be mapped, though. */
+    uint64_t covered = 0;
+    for (uint32_t i = 0; i < c.st->alloc_hwm; i++) {
+        const struct sim_alloc *a = &c.st->allocs[i];
+        if (a->id && a->proc == c.proc && a->kind == SIM_KIND_VMM_MAP && a->va >= ptr &&
+            a->va - ptr < size)
+            covered += a->size;
+    }
+    if (covered < size)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    sim_leave(&c);
+    return rc;
+}
