@@ -1,0 +1,24 @@
+/* The gpuslice command line: one file per subcommand. Exit codes follow
+ * env(1)/timeout(1) so scripts can trust them:
+ *   0 success, 1 runtime error, 2 usage error, 125 gpuslice itself failed
+ *   before running the command, 126 command not executable, 127 not found;
+ *   `run` otherwise returns the command's own status (128+N for signal N). */
+#ifndef GPUSLICE_CLI_H
+#define GPUSLICE_CLI_H
+
+#include <stddef.h>
+
+#define GS_EXIT_USAGE 2
+#define GS_EXIT_SETUP 125
+
+int gs_cmd_run(int argc, char **argv);
+int gs_cmd_top(int argc, char **argv);
+
+/* The state directory for regions: $GPUSLICE_STATE_DIR, else /run/gpuslice
+ * when writable (root), else /tmp/gpuslice-<uid>. */
+void gs_cli_state_dir(char *buf, size_t len);
+
+/* Full path of this executable's directory. */
+int gs_cli_self_dir(char *buf, size_t len);
+
+#endif

@@ -1,0 +1,313 @@
+/* gpuslice run: start a command with the interposer preloaded and limits
+ * set, wait for it, and return its status. All processes started with the
+ * same --name share one set of limits (one "container"). */
+#define _GNU_SOURCE
+#include "cli.h"
+#include "config.h"
+#include "region.h"
+#include "size_parse.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char run_usage[] =
+    "Usage: gpuslice run [OPTIONS] -- COMMAND [ARGS...]\n"
+    "\n"
+    "Run COMMAND with libgpuslice.so preloaded, so that it and every process it\n"
+    "starts share the limits below. Runs started with the same --name share\n"
+    "one limit, like the processes of one container.\n"
+    "\n"
+    "Options:\n"
+    "  -m, --memory SIZE        GPU memory limit for every visible device, e.g.\n"
+    "                           4GiB, 512MiB, 8g; or per device: 0=4GiB,1=2GiB\n"
+    "  -c, --cores PERCENT      compute limit, 1-100 (% of the GPU's time)\n"
+    "      --mode cap|share     cap: never above PERCENT; share: a weight under\n"
+    "                           contention, idle time usable (default cap)\n"
+    "  -d, --device LIST        devices to expose (CUDA_VISIBLE_DEVICES syntax)\n"
+    "  -n, --name NAME          container name; runs with one name share limits\n"
+    "                           (default: run-<pid>, private to this run)\n"
+    "      --managed count|ignore  count managed memory against the limit (count)\n"
+    "      --state-dir DIR      where shared state lives (default: $GPUSLICE_STATE_DIR,\n"
+    "                           /run/gpuslice as root, else /tmp/gpuslice-<uid>)\n"
+    "      --lib PATH           interposer to preload (default: ../lib/libgpuslice.so\n"
+    "                           next to this program, or $GPUSLICE_LIB)\n"
+    "  -h, --help               show this help\n"
+    "\n"
+    "Exit status: COMMAND's own (128+N if killed by signal N); 2 bad options;\n"
+    "125 gpuslice could not set up; 126 COMMAND not executable; 127 not found.\n";
+
+static volatile sig_atomic_t child_pid;
+
+static void forward_signal(int sig)
+{
+    if (child_pid > 0)
+        kill((pid_t)child_pid, sig);
+}
+
+static int valid_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 64)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+              c == '_' || c == '.'))
+            return 0;
+    }
+    return s[0] != '.';
+}
+
+/* "4GiB" -> GPUSLICE_MEMORY_LIMIT; "0=4GiB,1=2GiB" -> GPUSLICE_MEMORY_LIMIT_<i>. */
+static int set_memory(const char *spec)
+{
+    char err[256];
+    uint64_t bytes;
+    if (!strchr(spec, '=')) {
+        if (gs_parse_size(spec, &bytes, err, sizeof err) != 0) {
+            fprintf(stderr, "gpuslice run: --memory '%s': %s\n", spec, err);
+            return -1;
+        }
+        return setenv("GPUSLICE_MEMORY_LIMIT", spec, 1);
+    }
+    char *copy = strdup(spec);
+    char *save = NULL;
+    int rc = 0;
+    for (char *item = strtok_r(copy, ",", &save); item && rc == 0; item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '=');
+        char *end = NULL;
+        long idx = eq ? strtol(item, &end, 10) : -1;
+        if (!eq || end != eq || eq == item || idx < 0 || idx >= GS_MAX_DEVICES) {
+            fprintf(stderr, "gpuslice run: --memory item '%s': expected INDEX=SIZE with INDEX 0-%d\n", item,
+                    GS_MAX_DEVICES - 1);
+            rc = -1;
+        } else if (gs_parse_size(eq + 1, &bytes, err, sizeof err) != 0) {
+            fprintf(stderr, "gpuslice run: --memory item '%s': %s\n", item, err);
+            rc = -1;
+        } else {
+            char var[64];
+            snprintf(var, sizeof var, "GPUSLICE_MEMORY_LIMIT_%ld", idx);
+            rc = setenv(var, eq + 1, 1);
+        }
+    }
+    free(copy);
+    return rc;
+}
+
+static int set_cores(const char *text)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || !end || *end || end == text || v < 1 || v > 100) {
+        fprintf(stderr, "gpuslice run: --cores '%s': expected a whole percentage from 1 to 100\n", text);
+        return -1;
+    }
+    return setenv("GPUSLICE_CORES", text, 1);
+}
+
+static int find_lib(const char *given, char *out, size_t len)
+{
+    const char *env = getenv("GPUSLICE_LIB");
+    if (given)
+        snprintf(out, len, "%s", given);
+    else if (env && *env)
+        snprintf(out, len, "%s", env);
+    else {
+        char dir[PATH_MAX];
+        if (gs_cli_self_dir(dir, sizeof dir) != 0 ||
+            (size_t)snprintf(out, len, "%.*s/../lib/libgpuslice.so", (int)(len - 32), dir) >= len)
+            return -1;
+    }
+    char resolved[PATH_MAX];
+    if (!realpath(out, resolved) || access(resolved, R_OK) != 0) {
+        fprintf(stderr, "gpuslice run: interposer library not found at %s (use --lib or GPUSLICE_LIB)\n", out);
+        return -1;
+    }
+    snprintf(out, len, "%s", resolved);
+    return 0;
+}
+
+static int prepend_preload(const char *lib)
+{
+    const char *old = getenv("LD_PRELOAD");
+    if (!old || !*old)
+        return setenv("LD_PRELOAD", lib, 1);
+    if (strstr(old, lib))
+        return 0;
+    size_t n = strlen(lib) + strlen(old) + 2;
+    char *v = malloc(n);
+    if (!v)
+        return -1;
+    snprintf(v, n, "%s:%s", lib, old);
+    int rc = setenv("LD_PRELOAD", v, 1);
+    free(v);
+    return rc;
+}
+
+/* Once the last process of a private run has gone, its state goes too. */
+static void remove_if_unused(const char *path)
+{
+    char err[256];
+    struct gs_region *r = gs_region_open(path, 0, err, sizeof err);
+    if (!r)
+        return;
+    int live = 0;
+    if (gs_region_lock(r) == 0) {
+        gs_region_reclaim_locked(r);
+        for (int i = 0; i < GS_REGION_MAX_PROCS; i++)
+            live += r->proc[i].pid != 0;
+        if (!live)
+            unlink(path);
+        gs_region_unlock(r);
+    }
+    gs_region_close(r);
+}
+
+static int run_child(char **cmd, const char *region_path, int private_region)
+{
+    struct sigaction sa = {.sa_handler = forward_signal};
+    sigemptyset(&sa.sa_mask);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("gpuslice run: fork");
+        return GS_EXIT_SETUP;
+    }
+    if (pid == 0) {
+        execvp(cmd[0], cmd);
+        int e = errno;
+        fprintf(stderr, "gpuslice run: cannot run '%s': %s\n", cmd[0], strerror(e));
+        _exit(e == ENOENT ? 127 : 126);
+    }
+    child_pid = pid;
+    /* The terminal signals the whole process group; the child gets those
+     * itself. Signals sent to us alone are passed on. */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGQUIT, SIG_IGN);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGUSR2, &sa, NULL);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            perror("gpuslice run: waitpid");
+            return GS_EXIT_SETUP;
+        }
+    }
+    if (private_region)
+        remove_if_unused(region_path);
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    return 128 + WTERMSIG(status);
+}
+
+int gs_cmd_run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"memory", required_argument, NULL, 'm'}, {"cores", required_argument, NULL, 'c'},
+        {"device", required_argument, NULL, 'd'}, {"name", required_argument, NULL, 'n'},
+        {"mode", required_argument, NULL, 'M'},   {"managed", required_argument, NULL, 'G'},
+        {"state-dir", required_argument, NULL, 'S'}, {"lib", required_argument, NULL, 'L'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    const char *name = NULL, *state_dir = NULL, *lib_arg = NULL;
+    int have_limit = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "+m:c:d:n:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            if (set_memory(optarg) != 0)
+                return GS_EXIT_USAGE;
+            have_limit = 1;
+            break;
+        case 'c':
+            if (set_cores(optarg) != 0)
+                return GS_EXIT_USAGE;
+            have_limit = 1;
+            break;
+        case 'd':
+            setenv("CUDA_VISIBLE_DEVICES", optarg, 1);
+            break;
+        case 'n':
+            if (!valid_name(optarg)) {
+                fprintf(stderr, "gpuslice run: --name '%s': use 1-64 letters, digits, '.', '_' or '-'\n", optarg);
+                return GS_EXIT_USAGE;
+            }
+            name = optarg;
+            break;
+        case 'M':
+            setenv("GPUSLICE_COMPUTE_MODE", optarg, 1);
+            break;
+        case 'G':
+            setenv("GPUSLICE_MANAGED", optarg, 1);
+            break;
+        case 'S':
+            state_dir = optarg;
+            break;
+        case 'L':
+            lib_arg = optarg;
+            break;
+        case 'h':
+            fputs(run_usage, stdout);
+            return 0;
+        default:
+            fputs(run_usage, stderr);
+            return GS_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "gpuslice run: no command given\n\n%s", run_usage);
+        return GS_EXIT_USAGE;
+    }
+    if (!have_limit)
+        fprintf(stderr, "gpuslice run: note: no --memory or --cores given; usage is tracked, not limited\n");
+
+    char dir[PATH_MAX], region[PATH_MAX + 80], lib[PATH_MAX], auto_name[32];
+    if (state_dir)
+        snprintf(dir, sizeof dir, "%s", state_dir);
+    else
+        gs_cli_state_dir(dir, sizeof dir);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "gpuslice run: cannot create state directory %s: %s\n", dir, strerror(errno));
+        return GS_EXIT_SETUP;
+    }
+    int private_region = name == NULL;
+    if (!name) {
+        snprintf(auto_name, sizeof auto_name, "run-%d", (int)getpid());
+        name = auto_name;
+    }
+    snprintf(region, sizeof region, "%s/%s.region", dir, name);
+    if (find_lib(lib_arg, lib, sizeof lib) != 0)
+        return GS_EXIT_SETUP;
+    if (setenv("GPUSLICE_REGION", region, 1) || setenv("GPUSLICE_CONTAINER", name, 1) || prepend_preload(lib))
+        return GS_EXIT_SETUP;
+
+    /* Check the whole configuration exactly as the interposer will, so a bad
+     * value (ours or one inherited from the environment) stops us here. */
+    struct gs_config cfg;
+    char err[512];
+    extern char **environ;
+    if (gs_config_load(&cfg, gs_getenv_process, NULL, err, sizeof err) != 0 ||
+        gs_config_check_unknown(environ, err, sizeof err) != 0) {
+        fprintf(stderr, "gpuslice run: %s\n", err);
+        return GS_EXIT_USAGE;
+    }
+    struct gs_region *r = gs_region_open(region, 1, err, sizeof err);
+    if (!r) {
+        fprintf(stderr, "gpuslice run: %s\n", err);
+        return GS_EXIT_SETUP;
+    }
+    if (!r->container[0])
+        snprintf(r->container, sizeof r->container, "%s", name);
+    gs_region_close(r);
+    return run_child(argv + optind, region, private_region);
+}

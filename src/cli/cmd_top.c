@@ -1,0 +1,198 @@
+/* gpuslice top: every container's GPU memory use against its limit, read
+ * from the shared regions without taking their locks. */
+#define _GNU_SOURCE
+#include "cli.h"
+#include "procinfo.h"
+#include "region.h"
+#include "size_parse.h"
+
+#include <dirent.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char top_usage[] =
+    "Usage: gpuslice top [OPTIONS] [STATE_FILE...]\n"
+    "\n"
+    "Show GPU memory use per container and per process against the limits.\n"
+    "Without STATE_FILEs, reads every *.region file in the state directory.\n"
+    "\n"
+    "Options:\n"
+    "      --state-dir DIR   state directory (default as for 'gpuslice run')\n"
+    "      --json            print JSON instead of a table\n"
+    "  -w, --watch SECONDS   refresh every SECONDS until interrupted\n"
+    "  -h, --help            show this help\n";
+
+static void fmt(uint64_t bytes, char *buf, size_t len)
+{
+    gs_format_size(bytes, buf, len);
+}
+
+static void print_table(const char *path, const struct gs_region *r)
+{
+    uint64_t my_ns = gs_proc_pidns();
+    char used[32], limit[32];
+    for (uint32_t d = 0; d < r->ndevices && d < GS_REGION_MAX_DEVICES; d++) {
+        int procs = 0;
+        uint64_t u = gs_region_live_used(r, (int)d, &procs);
+        fmt(u, used, sizeof used);
+        if (r->dev[d].mem_limit)
+            fmt(r->dev[d].mem_limit, limit, sizeof limit);
+        else
+            snprintf(limit, sizeof limit, "unlimited");
+        printf("%-20s %-42s %12s %12s %6d\n", r->container[0] ? r->container : path, r->dev[d].uuid, used, limit,
+               procs);
+        for (int i = 0; i < GS_REGION_MAX_PROCS; i++) {
+            const struct gs_region_proc *p = &r->proc[i];
+            if (!p->pid || !gs_proc_alive(p->pid, p->start_time, p->pidns, my_ns) || !p->mem_used[d])
+                continue;
+            char ctx[32];
+            fmt(p->mem_used[d], used, sizeof used);
+            fmt(p->ctx_overhead[d], ctx, sizeof ctx);
+            printf("  pid %-15d %-42s %12s %12s\n", p->pid, "", used, "");
+            printf("  %-19s %-42s %12s\n", "", "  of which context", ctx);
+        }
+    }
+    if (r->ndevices == 0)
+        printf("%-20s %-42s %12s %12s %6d\n", r->container[0] ? r->container : path, "(no GPU used yet)", "-", "-",
+               0);
+}
+
+static json_t *to_json(const char *path, const struct gs_region *r)
+{
+    uint64_t my_ns = gs_proc_pidns();
+    json_t *devs = json_array(), *procs = json_array();
+    for (uint32_t d = 0; d < r->ndevices && d < GS_REGION_MAX_DEVICES; d++) {
+        int n = 0;
+        uint64_t u = gs_region_live_used(r, (int)d, &n);
+        json_array_append_new(devs, json_pack("{s:s, s:I, s:I}", "uuid", r->dev[d].uuid, "memory_limit_bytes",
+                                              (json_int_t)r->dev[d].mem_limit, "memory_used_bytes", (json_int_t)u));
+    }
+    for (int i = 0; i < GS_REGION_MAX_PROCS; i++) {
+        const struct gs_region_proc *p = &r->proc[i];
+        if (!p->pid || !gs_proc_alive(p->pid, p->start_time, p->pidns, my_ns))
+            continue;
+        json_t *pd = json_array();
+        for (uint32_t d = 0; d < r->ndevices && d < GS_REGION_MAX_DEVICES; d++)
+            json_array_append_new(pd, json_pack("{s:s, s:I, s:I}", "uuid", r->dev[d].uuid, "memory_used_bytes",
+                                                (json_int_t)p->mem_used[d], "context_bytes",
+                                                (json_int_t)p->ctx_overhead[d]));
+        json_array_append_new(procs, json_pack("{s:i, s:o}", "pid", p->pid, "devices", pd));
+    }
+    return json_pack("{s:s, s:s, s:o, s:o}", "container", r->container, "state_file", path, "devices", devs,
+                     "processes", procs);
+}
+
+static int show(char **files, int nfiles, const char *dir, int as_json)
+{
+    char **list = files;
+    int n = nfiles;
+    char **found = NULL;
+    if (nfiles == 0) {
+        DIR *dh = opendir(dir);
+        if (!dh) {
+            if (as_json)
+                puts("{\"containers\": []}");
+            else
+                printf("no gpuslice containers (state directory %s does not exist)\n", dir);
+            return 0;
+        }
+        struct dirent *e;
+        while ((e = readdir(dh)) != NULL) {
+            size_t len = strlen(e->d_name);
+            if (len < 8 || strcmp(e->d_name + len - 7, ".region") != 0)
+                continue;
+            char **grown = realloc(found, sizeof *found * (size_t)(n + 1));
+            if (!grown)
+                break;
+            found = grown;
+            if (asprintf(&found[n], "%s/%s", dir, e->d_name) < 0)
+                break;
+            n++;
+        }
+        closedir(dh);
+        list = found;
+    }
+    json_t *all = json_array();
+    if (!as_json)
+        printf("%-20s %-42s %12s %12s %6s\n", "CONTAINER", "DEVICE", "USED", "LIMIT", "PROCS");
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        char err[256];
+        const struct gs_region *r = gs_region_open_readonly(list[i], err, sizeof err);
+        if (!r) {
+            fprintf(stderr, "gpuslice top: %s\n", err);
+            rc = 1;
+            continue;
+        }
+        if (as_json)
+            json_array_append_new(all, to_json(list[i], r));
+        else
+            print_table(list[i], r);
+        gs_region_close_readonly(r);
+    }
+    if (as_json) {
+        json_t *doc = json_pack("{s:o}", "containers", all);
+        json_dumpf(doc, stdout, JSON_INDENT(2));
+        putchar('\n');
+        json_decref(doc);
+    } else {
+        json_decref(all);
+    }
+    for (int i = 0; found && i < n; i++)
+        free(found[i]);
+    free(found);
+    fflush(stdout);
+    return rc;
+}
+
+int gs_cmd_top(int argc, char **argv)
+{
+    static const struct option opts[] = {{"state-dir", required_argument, NULL, 'S'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"watch", required_argument, NULL, 'w'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    char dir[PATH_MAX];
+    gs_cli_state_dir(dir, sizeof dir);
+    int as_json = 0;
+    long watch = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "w:h", opts, NULL)) != -1) {
+        char *end = NULL;
+        switch (c) {
+        case 'S':
+            snprintf(dir, sizeof dir, "%s", optarg);
+            break;
+        case 'j':
+            as_json = 1;
+            break;
+        case 'w':
+            watch = strtol(optarg, &end, 10);
+            if (!end || *end || watch < 1 || watch > 3600) {
+                fprintf(stderr, "gpuslice top: --watch '%s': expected whole seconds from 1 to 3600\n", optarg);
+                return GS_EXIT_USAGE;
+            }
+            break;
+        case 'h':
+            fputs(top_usage, stdout);
+            return 0;
+        default:
+            fputs(top_usage, stderr);
+            return GS_EXIT_USAGE;
+        }
+    }
+    for (;;) {
+        if (watch)
+            printf("\033[H\033[2J");
+        int rc = show(argv + optind, argc - optind, dir, as_json);
+        if (!watch)
+            return rc;
+        sleep((unsigned)watch);
+    }
+}
