@@ -31,6 +31,7 @@ void gs_frag_free(gs_frag_model *m)
 
 static void memo_clear(gs_frag_model *m)
 {
+    m->terminal_ready = false;
     if (m->memo)
         memset(m->memo, 0, m->memo_cap * sizeof(*m->memo));
     m->memo_used = 0;
@@ -216,4 +217,47 @@ double gs_frag_of(gs_frag_model *m, const gs_view *v)
     m->memo[at] = (gs_frag_memo_slot){.hash = h, .key = key, .value = value, .used = true};
     m->memo_used++;
     return value;
+}
+
+/* Chance that a gap is filled at all grows with the share of pods that fit
+ * it; FILL_RATE says how many future pods compete for each gap. */
+#define FILL_RATE 20.0
+
+static void build_terminal(gs_frag_model *m)
+{
+    /* mass[d]: share of GPUs requested in slices of d milli-GPU. */
+    double mass[GS_MILLI_PER_GPU + 1] = {0};
+    double total = 0.0;
+    for (int gi = 0; gi < m->num_groups; gi++) {
+        const gs_frag_group *g = &m->groups[gi];
+        int d = g->gpu_milli > GS_MILLI_PER_GPU ? GS_MILLI_PER_GPU : g->gpu_milli;
+        double w = g->weight * (g->num_gpus > 1 ? g->num_gpus : 1);
+        mass[d] += w;
+        total += w;
+    }
+    for (int f = 0; f <= GS_MILLI_PER_GPU; f++) {
+        double fits = 0.0, after = 0.0;
+        for (int d = 1; d <= f && total > 0.0; d++) {
+            if (mass[d] == 0.0)
+                continue;
+            fits += mass[d] / total;
+            after += mass[d] / total * m->terminal[f - d];
+        }
+        if (fits == 0.0) {
+            m->terminal[f] = f;
+            continue;
+        }
+        double filled = FILL_RATE * fits < 1.0 ? FILL_RATE * fits : 1.0;
+        m->terminal[f] = (1.0 - filled) * f + filled * after / fits;
+    }
+    m->terminal_ready = true;
+}
+
+double gs_frag_terminal(gs_frag_model *m, int32_t free_milli)
+{
+    if (!m->terminal_ready)
+        build_terminal(m);
+    if (free_milli <= 0)
+        return 0.0;
+    return m->terminal[free_milli > GS_MILLI_PER_GPU ? GS_MILLI_PER_GPU : free_milli];
 }

@@ -68,6 +68,8 @@ typedef struct gs_frag_model {
     double sum_cpu_milli, sum_mem_mib;  /* over all requests */
     gs_frag_memo_slot *memo;
     size_t memo_cap, memo_used;
+    bool terminal_ready;
+    double terminal[GS_MILLI_PER_GPU + 1]; /* see gs_frag_terminal */
 } gs_frag_model;
 
 void gs_frag_init(gs_frag_model *m);
@@ -75,6 +77,9 @@ void gs_frag_free(gs_frag_model *m);
 int gs_frag_add(gs_frag_model *m, const gs_request *r, double weight);
 /* Expected fragmented milli-GPU of a node state against the workload. */
 double gs_frag_of(gs_frag_model *m, const gs_view *v);
+/* Expected compute a GPU with free_milli left will still have free once
+ * future pods from the workload have filled it as far as they fit. */
+double gs_frag_terminal(gs_frag_model *m, int32_t free_milli);
 
 struct gs_engine {
     gs_policy_kind kind;

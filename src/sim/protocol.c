@@ -3,7 +3,6 @@
 #include "protocol.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -132,34 +131,6 @@ int sim_run(const gs_cluster *cluster, const gs_request *pods, size_t num_pods,
             progress(progress_ctx, i + 1, len);
     }
     out->seconds = now_seconds() - start;
-    if (getenv("GS_DEBUG_DUMP")) {
-        /* TEMP: loss breakdown */
-        double idle_cpu_starved = 0, partial = 0, idle_ok = 0;
-        long nodes_cpu_starved = 0;
-        for (size_t i = 0; i < work.num_nodes; i++) {
-            const gs_node *n = &work.nodes[i];
-            int64_t cpu_free = n->cpu_total_milli - n->cpu_used_milli;
-            for (int g = 0; g < n->num_gpus; g++) {
-                int32_t f = n->gpus[g].milli_total - n->gpus[g].milli_used;
-                if (f == 0) continue;
-                if (cpu_free < 2000) idle_cpu_starved += f;
-                else if (f < 1000) partial += f;
-                else idle_ok += f;
-            }
-            if (cpu_free < 2000 && n->num_gpus) nodes_cpu_starved++;
-        }
-        fprintf(stderr, "DUMP free GPUs: cpu-starved %.1f (nodes %ld) partial %.1f idle-with-cpu %.1f\n",
-                idle_cpu_starved / 1000, nodes_cpu_starved, partial / 1000, idle_ok / 1000);
-        for (int m = 0; m < work.num_models; m++) {
-            double tot = 0, fr = 0;
-            for (size_t i = 0; i < work.num_nodes; i++) {
-                const gs_node *n = &work.nodes[i];
-                if (n->model != m) continue;
-                for (int g = 0; g < n->num_gpus; g++) { tot += 1000; fr += n->gpus[g].milli_total - n->gpus[g].milli_used; }
-            }
-            fprintf(stderr, "DUMP model %s: %.0f GPUs, free %.1f\n", work.model_names[m], tot / 1000, fr / 1000);
-        }
-    }
     out->arrived = len;
     qsort(lat, len, sizeof(*lat), cmp_double);
     out->decision_p50_us = percentile(lat, len, 0.50);
