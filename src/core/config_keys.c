@@ -1,7 +1,6 @@
 /* Name <-> slot mapping for configuration variables. */
 #include "config_keys.h"
 
-#include <stdio.h>
 #include <string.h>
 
 static const char *const gs_family_names[GS_FAM_COUNT] = {
@@ -27,26 +26,45 @@ static const char *const gs_scalar_names[GS_KEY_COUNT - GS_KEY_HAMI_CACHE] = {
 
 /* Add GPUSLICE_* variables of other components here (not configuration, but legal). */
 const char *const gs_key_other_names[] = {
+    "GPUSLICE_STATE_DIR",         /* gpuslice CLI: where regions live */
+    "GPUSLICE_LIB",               /* gpuslice CLI: interposer to preload */
+    "GPUSLICE_SIM_STATE",         /* simulated driver (tests/simdriver) */
+    "GPUSLICE_SIM_DEVICES",
+    "GPUSLICE_SIM_MEM",
+    "GPUSLICE_SIM_CTX_OVERHEAD",
     NULL,
 };
+
+/* Copies src plus an optional "_<dev>" into buf, truncating to len. snprintf would do,
+ * but gs_config_load builds every name on each call and this keeps that cheap. */
+static void put_name(char *buf, size_t len, const char *src, int dev)
+{
+    char tmp[GS_KEY_NAME_MAX];
+    size_t n = strlen(src);
+
+    memcpy(tmp, src, n);
+    if (dev >= 0) {
+        tmp[n++] = '_';
+        if (dev >= 10)
+            tmp[n++] = (char)('0' + dev / 10);
+        tmp[n++] = (char)('0' + dev % 10);
+    }
+    if (n >= len)
+        n = len - 1;
+    memcpy(buf, tmp, n);
+    buf[n] = '\0';
+}
 
 void gs_key_name(int slot, char *buf, size_t len)
 {
     if (len == 0)
         return;
-    if (slot >= GS_KEY_HAMI_CACHE && slot < GS_KEY_COUNT) {
-        snprintf(buf, len, "%s", gs_scalar_names[slot - GS_KEY_HAMI_CACHE]);
-    } else if (slot >= 0 && slot < GS_KEY_HAMI_CACHE) {
-        int fam = slot / GS_FAM_SLOTS;
-        int dev = slot % GS_FAM_SLOTS - 1;
-
-        if (dev < 0)
-            snprintf(buf, len, "%s", gs_family_names[fam]);
-        else
-            snprintf(buf, len, "%s_%d", gs_family_names[fam], dev);
-    } else {
+    if (slot >= GS_KEY_HAMI_CACHE && slot < GS_KEY_COUNT)
+        put_name(buf, len, gs_scalar_names[slot - GS_KEY_HAMI_CACHE], -1);
+    else if (slot >= 0 && slot < GS_KEY_HAMI_CACHE)
+        put_name(buf, len, gs_family_names[slot / GS_FAM_SLOTS], slot % GS_FAM_SLOTS - 1);
+    else
         buf[0] = '\0';
-    }
 }
 
 /* Device index from a suffix: "0".."15", no sign or leading zero; -1 if not one. */

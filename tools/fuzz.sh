@@ -1,0 +1,44 @@
+#!/bin/sh
+# tools/fuzz.sh SECONDS: builds the libFuzzer targets with clang in build-fuzz/ and runs
+# each for SECONDS over the committed seed corpus. Exits non-zero if any target crashes,
+# fails an invariant, or does not build. New inputs go to build-fuzz/corpus/<target>/,
+# so the committed corpus only changes when someone copies interesting inputs back.
+set -eu
+
+secs=${1:-}
+case $secs in
+'' | *[!0-9]*) echo "usage: $0 SECONDS" >&2; exit 2 ;;
+esac
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/build-fuzz
+cc=$(command -v clang-14 || command -v clang || true)
+[ -n "$cc" ] || { echo "fuzz.sh: clang not found" >&2; exit 2; }
+targets="fuzz_size_parse fuzz_config"
+
+# BUILD_TESTING=OFF: the fuzz build needs neither cmocka nor the other test suites.
+cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Release \
+    -DGPUSLICE_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
+# shellcheck disable=SC2086 # targets is a list
+cmake --build "$build" -j2 --target $targets
+
+status=0
+for t in $targets; do
+    work=$build/corpus/$t
+    mkdir -p "$work"
+    log=$build/$t.log
+    echo "== $t: ${secs}s"
+    # config inputs carry a whole file; give them room past the 8 KiB line limit.
+    maxlen=4096
+    [ "$t" = fuzz_config ] && maxlen=20000
+    if "$build/tests/fuzz/$t" -max_total_time="$secs" -max_len="$maxlen" -print_final_stats=1 \
+        -dict="$root/tests/fuzz/$t.dict" \
+        -artifact_prefix="$build/crash-$t-" "$work" "$root/tests/fuzz/corpus/$t" >"$log" 2>&1; then
+        grep -E '^stat::(number_of_executed_units|new_units_added|peak_rss_mb)' "$log" || true
+    else
+        echo "$t FAILED; last lines of $log:" >&2
+        tail -n 30 "$log" >&2
+        status=1
+    fi
+done
+exit $status
