@@ -1,0 +1,124 @@
+/* `gpuslice sim` flags: usage errors exit 2, runtime errors 1, and a run on
+ * a tiny trace writes the CSV and summary it promises. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "sim_main.h"
+
+static int run(int argc, const char **argv)
+{
+    /* Silence the command's own output so the test log stays readable. */
+    fflush(stdout);
+    fflush(stderr);
+    FILE *null = fopen("/dev/null", "w");
+    assert_non_null(null);
+    int out = dup(1), err = dup(2);
+    dup2(fileno(null), 1);
+    dup2(fileno(null), 2);
+    int rc = gpuslice_sim_main(argc, (char **)argv);
+    fflush(stdout);
+    fflush(stderr);
+    dup2(out, 1);
+    dup2(err, 2);
+    close(out);
+    close(err);
+    fclose(null);
+    return rc;
+}
+
+#define RUN(...)                                                                                  \
+    run((int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)),                     \
+        (const char *[]){__VA_ARGS__})
+
+static void usage_errors_exit_2(void **state)
+{
+    (void)state;
+    assert_int_equal(RUN("sim", "--help"), 0);
+    assert_int_equal(RUN("sim", "--bogus", "x"), 2);
+    assert_int_equal(RUN("sim", "--policy", "firstfit"), 2);
+    assert_int_equal(RUN("sim", "--seeds", "51-42"), 2);
+    assert_int_equal(RUN("sim", "--seeds", "4x"), 2);
+    assert_int_equal(RUN("sim", "--load", "90"), 2);
+    assert_int_equal(RUN("sim", "--nodes"), 2);
+    assert_int_equal(RUN("sim", "--plot", "x.png"), 2); /* needs --csv */
+    assert_int_equal(RUN("sim", "stray"), 2);
+}
+
+static char *write_temp(const char *text)
+{
+    char *path = strdup("/tmp/gs_sim_cli_XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t len = strlen(text);
+    assert_int_equal(write(fd, text, len), (ssize_t)len);
+    close(fd);
+    return path;
+}
+
+static void runtime_errors_exit_1(void **state)
+{
+    (void)state;
+    assert_int_equal(RUN("sim", "--nodes", "/nonexistent/nodes.csv", "--pods", "/nonexistent/p.csv"), 1);
+    char *nodes = write_temp("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\n");
+    char *bad = write_temp("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,-5,1024,1,500\n");
+    assert_int_equal(RUN("sim", "--nodes", nodes, "--pods", bad, "--quiet"), 1);
+    unlink(nodes);
+    unlink(bad);
+    free(nodes);
+    free(bad);
+}
+
+static void tiny_run_writes_outputs(void **state)
+{
+    (void)state;
+    char *nodes = write_temp("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\n"
+                             "n1,64000,262144,2,T4\n");
+    char *pods = write_temp("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+                            "p0,1000,1024,1,500,\np1,1000,1024,1,1000,T4\np2,1000,1024,0,0,\n");
+    char csv[] = "/tmp/gs_sim_csv_XXXXXX", md[] = "/tmp/gs_sim_md_XXXXXX";
+    close(mkstemp(csv));
+    close(mkstemp(md));
+    assert_int_equal(RUN("sim", "--nodes", nodes, "--pods", pods, "--policy", "binpack,fraglook",
+                         "--seeds", "1,2", "--csv", csv, "--summary", md, "--quiet"),
+                     0);
+    FILE *fp = fopen(csv, "r");
+    assert_non_null(fp);
+    char line[256];
+    int rows = 0;
+    assert_non_null(fgets(line, sizeof(line), fp));
+    assert_string_equal(line, "workload,policy,seed,arrived_pct,alloc_pct\n");
+    while (fgets(line, sizeof(line), fp))
+        rows++;
+    fclose(fp);
+    assert_int_equal(rows, 2 * 2 * 130); /* policies x seeds x milestones */
+    fp = fopen(md, "r");
+    assert_non_null(fp);
+    int table_rows = 0;
+    while (fgets(line, sizeof(line), fp))
+        table_rows += strstr(line, "| binpack |") != NULL || strstr(line, "| fraglook |") != NULL;
+    fclose(fp);
+    assert_int_equal(table_rows, 2);
+    unlink(nodes);
+    unlink(pods);
+    unlink(csv);
+    unlink(md);
+    free(nodes);
+    free(pods);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(usage_errors_exit_2),
+        cmocka_unit_test(runtime_errors_exit_1),
+        cmocka_unit_test(tiny_run_writes_outputs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

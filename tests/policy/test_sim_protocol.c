@@ -1,0 +1,221 @@
+/* The replay protocol on tiny traces: inflation by sampling, shuffling,
+ * milestones, and strict CSV parsing with located errors. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "policy.h"
+#include "protocol.h"
+#include "trace_csv.h"
+
+static gs_request pod(int num_gpus, int gpu_milli)
+{
+    gs_request r;
+    memset(&r, 0, sizeof(r));
+    r.cpu_milli = 1000;
+    r.mem_mib = 1024;
+    r.num_gpus = num_gpus;
+    r.gpu_milli = gpu_milli;
+    r.any_model = true;
+    return r;
+}
+
+static void arrivals_keep_all_and_reach_load(void **state)
+{
+    (void)state;
+    gs_request pods[] = {pod(1, 1000), pod(1, 500), pod(0, 0), pod(2, 1000)};
+    size_t len = 0;
+    const int64_t cap = 10000;
+    size_t *order = sim_arrivals(pods, 4, cap, 130, 42, &len);
+    assert_non_null(order);
+    int seen[4] = {0};
+    int64_t total = 0;
+    for (size_t i = 0; i < len; i++) {
+        assert_true(order[i] < 4);
+        seen[order[i]]++;
+        total += gs_request_gpu_milli(&pods[order[i]]);
+    }
+    for (int i = 0; i < 4; i++)
+        assert_true(seen[i] >= 1); /* every trace pod arrives */
+    assert_true(total * 100 >= cap * 130);
+    assert_true((total - 2000) * 100 < cap * 130); /* stopped as soon as reached */
+    free(order);
+}
+
+static void arrivals_shuffle_depends_on_seed_only(void **state)
+{
+    (void)state;
+    gs_request pods[40];
+    for (int i = 0; i < 40; i++)
+        pods[i] = pod(1, 100 + 20 * i);
+    size_t la, lb, lc;
+    size_t *a = sim_arrivals(pods, 40, 20000, 130, 7, &la);
+    size_t *b = sim_arrivals(pods, 40, 20000, 130, 7, &lb);
+    size_t *c = sim_arrivals(pods, 40, 20000, 130, 8, &lc);
+    assert_int_equal(la, lb);
+    assert_memory_equal(a, b, la * sizeof(*a));
+    bool differs = la != lc || memcmp(a, c, la * sizeof(*a)) != 0;
+    assert_true(differs);
+    /* Shuffled: the kept trace pods are not simply first in trace order. */
+    bool in_order = true;
+    for (size_t i = 0; i < 40; i++)
+        in_order = in_order && a[i] == i;
+    assert_false(in_order);
+    free(a);
+    free(b);
+    free(c);
+}
+
+/* One node of 4 GPUs, whole-GPU pods only: the 5th and 6th pods fail and
+ * every milestone is known exactly. */
+static void milestones_exact_on_tiny_cluster(void **state)
+{
+    (void)state;
+    gs_cluster c;
+    gs_cluster_init(&c);
+    assert_int_equal(gs_cluster_model(&c, "T4"), 0);
+    assert_true(gs_cluster_add_node(&c, NULL, 100000, 100000, 0, 4, 1000) == 0);
+    gs_request pods[] = {pod(1, 1000)};
+    sim_result r;
+    assert_int_equal(sim_run(&c, pods, 1, GS_POLICY_BINPACK, 42, 130, NULL, NULL, &r), 0);
+    assert_int_equal(r.arrived, 6);
+    assert_int_equal(r.placed, 4);
+    assert_int_equal(r.failed, 2);
+    for (int k = 1; k <= 130; k++) {
+        /* Pod i arrives with 25*i % of capacity; milestone k is taken by pod ceil(k/25). */
+        int pods_in = (k + 24) / 25;
+        double want = 25.0 * (pods_in < 4 ? pods_in : 4);
+        assert_float_equal(r.alloc_pct[k], want, 1e-9);
+    }
+    assert_true(isnan(r.alloc_pct[131]));
+    gs_cluster_free(&c);
+}
+
+static void milestones_monotone_and_bounded(void **state)
+{
+    (void)state;
+    gs_cluster c;
+    gs_cluster_init(&c);
+    gs_cluster_model(&c, "G2");
+    for (int i = 0; i < 6; i++)
+        assert_true(gs_cluster_add_node(&c, NULL, 32000, 65536, 0, 4, 1000) >= 0);
+    gs_request pods[] = {pod(1, 470), pod(1, 810), pod(2, 1000), pod(0, 0), pod(1, 320)};
+    for (int k = 0; k < GS_POLICY_COUNT; k++) {
+        sim_result r;
+        assert_int_equal(sim_run(&c, pods, 5, (gs_policy_kind)k, 3, 130, NULL, NULL, &r), 0);
+        assert_int_equal(r.placed + r.failed, r.arrived);
+        for (int m = 1; m <= 130; m++) {
+            assert_false(isnan(r.alloc_pct[m]));
+            /* Allocated <= arrived, which passes m % by less than one pod (2 GPUs = 8.4 %). */
+            assert_true(r.alloc_pct[m] <= m + 100.0 * 2000 / 24000 + 1e-9);
+            assert_true(r.alloc_pct[m] <= 100.0);
+            if (m > 1)
+                assert_true(r.alloc_pct[m] >= r.alloc_pct[m - 1]);
+        }
+    }
+    gs_cluster_free(&c);
+}
+
+static void pod_rows_parse_and_fail_by_field(void **state)
+{
+    (void)state;
+    gs_cluster models;
+    gs_cluster_init(&models);
+    gs_cluster_model(&models, "T4");
+    gs_cluster_model(&models, "V100M16");
+    trace_pod_cols cols;
+    char err[256];
+    assert_int_equal(trace_pod_header("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec", &cols,
+                                      err, sizeof(err)),
+                     0);
+    gs_request r;
+    assert_int_equal(trace_parse_pod_row("p,6000,12288,1,460,", &cols, &models, &r, err, sizeof(err)), 0);
+    assert_int_equal(r.gpu_milli, 460);
+    assert_true(r.any_model);
+    assert_int_equal(trace_parse_pod_row("p,6000,12288,4,1000,V100M16|A100", &cols, &models, &r, err,
+                                         sizeof(err)),
+                     0);
+    assert_false(r.any_model);
+    assert_int_equal(r.model_mask, 1u << 1);
+    assert_int_equal(gs_request_gpu_milli(&r), 4000);
+    assert_int_equal(trace_parse_pod_row("p,6k,12288,1,460,", &cols, &models, &r, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "cpu_milli"));
+    assert_int_equal(trace_parse_pod_row("p,6000,12288,1,1460,", &cols, &models, &r, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "gpu_milli"));
+    assert_int_equal(trace_parse_pod_row("p,6000,12288,0,500,", &cols, &models, &r, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "num_gpu is 0"));
+    assert_int_equal(trace_parse_pod_row("p,6000,12288", &cols, &models, &r, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "fields"));
+    assert_int_equal(trace_parse_pod_row("p,6000,,1,100,", &cols, &models, &r, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "memory_mib"));
+    assert_int_equal(trace_pod_header("name,cpu_milli,num_gpu,gpu_milli", &cols, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "memory_mib"));
+    gs_cluster_free(&models);
+}
+
+static char *write_temp(const char *text)
+{
+    char *path = strdup("/tmp/gs_sim_test_XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t len = strlen(text);
+    assert_int_equal(write(fd, text, len), (ssize_t)len);
+    close(fd);
+    return path;
+}
+
+static void loader_errors_name_file_and_line(void **state)
+{
+    (void)state;
+    char *nodes = write_temp("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\n"
+                             "n1,64000,262144,2,\n");
+    gs_cluster c;
+    gs_cluster_init(&c);
+    char err[512];
+    assert_int_equal(trace_load_nodes(nodes, &c, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, nodes));
+    assert_non_null(strstr(err, ":3:"));
+    assert_non_null(strstr(err, "model"));
+    gs_cluster_free(&c);
+    unlink(nodes);
+    free(nodes);
+
+    nodes = write_temp("sn,cpu_milli,memory_mib,gpu,model\r\nn0,64000,262144,2,P100\r\n\n");
+    gs_cluster_init(&c);
+    assert_int_equal(trace_load_nodes(nodes, &c, err, sizeof(err)), 0);
+    assert_int_equal(c.num_nodes, 1);
+    assert_int_equal(gs_cluster_gpu_capacity(&c), 2000);
+    char *pods = write_temp("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,1,500\n"
+                            "p1,1000,1024,one,500\n");
+    trace_pods tp;
+    assert_int_equal(trace_load_pods(pods, &c, &tp, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, ":3:"));
+    assert_non_null(strstr(err, "num_gpu"));
+    assert_int_equal(trace_load_pods("/nonexistent/pods.csv", &c, &tp, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "cannot open"));
+    gs_cluster_free(&c);
+    unlink(nodes);
+    unlink(pods);
+    free(nodes);
+    free(pods);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(arrivals_keep_all_and_reach_load),
+        cmocka_unit_test(arrivals_shuffle_depends_on_seed_only),
+        cmocka_unit_test(milestones_exact_on_tiny_cluster),
+        cmocka_unit_test(milestones_monotone_and_bounded),
+        cmocka_unit_test(pod_rows_parse_and_fail_by_field),
+        cmocka_unit_test(loader_errors_name_file_and_line),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
