@@ -38,6 +38,7 @@ gs_engine *gs_engine_new(gs_policy_kind kind)
         return NULL;
     e->kind = kind;
     gs_frag_init(&e->frag);
+    gs_cache_init(&e->cache);
     return e;
 }
 
@@ -46,6 +47,7 @@ void gs_engine_free(gs_engine *e)
     if (!e)
         return;
     gs_frag_free(&e->frag);
+    gs_cache_free(&e->cache);
     free(e);
 }
 
@@ -56,7 +58,14 @@ gs_policy_kind gs_engine_policy(const gs_engine *e)
 
 int gs_engine_add_workload(gs_engine *e, const gs_request *r, double weight)
 {
+    gs_cache_invalidate(&e->cache);
     return gs_frag_add(&e->frag, r, weight);
+}
+
+void gs_engine_reset_cache(gs_engine *e)
+{
+    gs_cache_free(&e->cache);
+    gs_cache_init(&e->cache);
 }
 
 static double score_candidate(gs_engine *e, const gs_node *n, const gs_request *r,
@@ -102,14 +111,42 @@ bool gs_engine_score_node(gs_engine *e, const gs_cluster *c, size_t idx, const g
     return true;
 }
 
+/* Cached per-node score; recomputed when the node or workload changed. */
+static bool score_cached(gs_engine *e, const gs_cluster *c, size_t i, const gs_request *r,
+                         gs_cache_entry *entries, double *s, gs_placement *p)
+{
+    if (!entries)
+        return gs_engine_score_node(e, c, i, r, s, p);
+    gs_cache_entry *ce = &entries[i];
+    if (ce->epoch != e->cache.epoch || ce->version != c->nodes[i].version) {
+        ce->feasible = gs_engine_score_node(e, c, i, r, &ce->score, p);
+        ce->epoch = e->cache.epoch;
+        ce->version = c->nodes[i].version;
+        if (ce->feasible) {
+            ce->num_gpus = (int8_t)p->num_gpus;
+            memcpy(ce->gpus, p->gpus, sizeof(ce->gpus));
+        }
+        *s = ce->score;
+        return ce->feasible;
+    }
+    if (!ce->feasible)
+        return false;
+    *s = ce->score;
+    p->node = (int32_t)i;
+    p->num_gpus = ce->num_gpus;
+    memcpy(p->gpus, ce->gpus, sizeof(p->gpus));
+    return true;
+}
+
 bool gs_engine_decide(gs_engine *e, const gs_cluster *c, const gs_request *r, gs_placement *out)
 {
     bool found = false;
     double best = 0.0;
+    gs_cache_entry *entries = gs_cache_lookup(&e->cache, c, r);
     for (size_t i = 0; i < c->num_nodes; i++) {
         double s;
         gs_placement p;
-        if (!gs_engine_score_node(e, c, i, r, &s, &p))
+        if (!score_cached(e, c, i, r, entries, &s, &p))
             continue;
         if (!found || s > best) {
             found = true;

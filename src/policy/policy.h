@@ -40,7 +40,9 @@ typedef struct gs_node {
     int32_t model;         /* index into gs_cluster.model_names; -1 = no GPUs */
     int32_t num_gpus;
     bool healthy;
-    uint32_t version;      /* bumped on every change so policies may cache */
+    uint32_t version;      /* bumped on every change; callers that edit a node
+                            * directly (health, capacity) must bump it too,
+                            * since the engine caches scores per version */
     gs_gpu gpus[GS_MAX_GPUS_PER_NODE];
 } gs_node;
 
@@ -154,6 +156,10 @@ gs_policy_kind gs_engine_policy(const gs_engine *e);
  * policies measure against (identical requests are merged). Returns 0 or -1. */
 int gs_engine_add_workload(gs_engine *e, const gs_request *r, double weight);
 
+/* Drops cached per-node scores. The engine caches by cluster address and
+ * node version; call this before reusing an engine on a different cluster
+ * that may sit at a freed one's address. */
+void gs_engine_reset_cache(gs_engine *e);
 /* Scores one node: best placement of r on node idx under the engine's
  * policy. Returns false when the node is infeasible. Higher is better. */
 bool gs_engine_score_node(gs_engine *e, const gs_cluster *c, size_t idx, const gs_request *r,

@@ -81,9 +81,12 @@ double gs_frag_of(gs_frag_model *m, const gs_view *v);
  * future pods from the workload have filled it as far as they fit. */
 double gs_frag_terminal(gs_frag_model *m, int32_t free_milli);
 
+#include "score_cache.h"
+
 struct gs_engine {
     gs_policy_kind kind;
     gs_frag_model frag;
+    gs_score_cache cache;
 };
 
 /* Fragmentation-policy scorers; higher is better. */
