@@ -56,9 +56,13 @@ const char *gs_cfg_suggest(const char *name, size_t len, char *buf, size_t bufle
     buf[0] = '\0';
     for (slot = 0; slot < GS_KEY_COUNT; slot++) {
         size_t d;
+        size_t cl;
 
         gs_key_name(slot, cand, sizeof(cand));
-        d = edit_distance(name, len, cand, strlen(cand));
+        cl = strlen(cand);
+        if (cl + 2 < len || len + 2 < cl)
+            continue; /* the distance is at least the length difference */
+        d = edit_distance(name, len, cand, cl);
         if (d < best) {
             best = d;
             snprintf(buf, buflen, "%s", cand);
