@@ -198,7 +198,9 @@ static struct sim_state *attach_file(const char *path, int create)
         st = NULL;
     }
 out:
-    close(fd); /* also drops the flock */
+    /* Unlock explicitly: the mapping keeps the open file (and a flock) alive. */
+    flock(fd, LOCK_UN);
+    close(fd);
     return st;
 }
 
