@@ -1,1 +1,214 @@
-int main(void) { return 0; }
+/*
+ * Configuration from the environment (read when a state is created), invalid
+ * values failing closed, and the process-private state without a state file.
+ * Each case runs in a fresh child: the parent never attaches.
+ */
+#include <string.h>
+#include <sys/wait.h>
+
+#include "sim_state.h"
+#include "simtest.h"
+
+static void clear_env(void)
+{
+    unsetenv("GPUSLICE_SIM_STATE");
+    unsetenv("GPUSLICE_SIM_DEVICES");
+    unsetenv("GPUSLICE_SIM_MEM");
+    unsetenv("GPUSLICE_SIM_CTX_OVERHEAD");
+}
+
+static void parse_bytes(void **state)
+{
+    uint64_t v = 0;
+    assert_int_equal(sim_parse_bytes("123", &v), 0);
+    assert_int_equal(v, 123);
+    assert_int_equal(sim_parse_bytes("80GiB", &v), 0);
+    assert_int_equal(v, 80 * GIB);
+    assert_int_equal(sim_parse_bytes("512M", &v), 0);
+    assert_int_equal(v, 512 * MIB);
+    assert_int_equal(sim_parse_bytes("4Ki", &v), 0);
+    assert_int_equal(v, 4096);
+    assert_int_equal(sim_parse_bytes("1TiB", &v), 0);
+    assert_int_equal(v, 1024 * GIB);
+    assert_int_equal(sim_parse_bytes("", &v), -1);
+    assert_int_equal(sim_parse_bytes("abc", &v), -1);
+    assert_int_equal(sim_parse_bytes("-1", &v), -1);
+    assert_int_equal(sim_parse_bytes(" 1", &v), -1);
+    assert_int_equal(sim_parse_bytes("1.5G", &v), -1);
+    assert_int_equal(sim_parse_bytes("10GB", &v), -1);
+    assert_int_equal(sim_parse_bytes("99999999999999999999", &v), -1);
+    assert_int_equal(sim_parse_bytes("17179869184GiB", &v), -1); /* overflows */
+}
+
+/* Runs cuInit and nvmlInit in a child with one variable set; returns what
+ * the child's stderr said and checks both inits failed. */
+static void expect_invalid(const char *var, const char *value)
+{
+    int err[2];
+    assert_int_equal(pipe(err), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(err[1], 2);
+        clear_env();
+        setenv(var, value, 1);
+        CHILD_CHECK(cuInit(0) == CUDA_ERROR_INVALID_VALUE);
+        CHILD_CHECK(nvmlInit_v2() != NVML_SUCCESS);
+        int n = 0;
+        CHILD_CHECK(cuDeviceGetCount(&n) == CUDA_ERROR_NOT_INITIALIZED);
+        _exit(0);
+    }
+    close(err[1]);
+    char buf[1024] = {0};
+    size_t len = 0;
+    ssize_t r;
+    while ((r = read(err[0], buf + len, sizeof(buf) - 1 - len)) > 0)
+        len += (size_t)r;
+    close(err[0]);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("%s=%s: child failed: %s", var, value, buf);
+    if (!strstr(buf, var) || !strstr(buf, value))
+        fail_msg("%s=%s: message does not name the variable and value: %s", var, value, buf);
+}
+
+static void invalid_values_fail_closed(void **state)
+{
+    expect_invalid("GPUSLICE_SIM_MEM", "abc");
+    expect_invalid("GPUSLICE_SIM_MEM", "0");
+    expect_invalid("GPUSLICE_SIM_MEM", "8GB");
+    expect_invalid("GPUSLICE_SIM_DEVICES", "0");
+    expect_invalid("GPUSLICE_SIM_DEVICES", "9");
+    expect_invalid("GPUSLICE_SIM_DEVICES", "2x");
+    expect_invalid("GPUSLICE_SIM_CTX_OVERHEAD", "-1");
+}
+
+static int run_child(void (*fn)(void))
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        fn();
+        _exit(0);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+static char g_path[256];
+
+static void child_three_small_devices(void)
+{
+    clear_env();
+    setenv("GPUSLICE_SIM_STATE", g_path, 1);
+    setenv("GPUSLICE_SIM_DEVICES", "3", 1);
+    setenv("GPUSLICE_SIM_MEM", "1GiB", 1);
+    setenv("GPUSLICE_SIM_CTX_OVERHEAD", "0", 1);
+    int n = 0;
+    size_t total = 0;
+    CHILD_CHECK(cuInit(0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuDeviceGetCount(&n) == CUDA_SUCCESS && n == 3);
+    CHILD_CHECK(cuDeviceTotalMem_v2(&total, 2) == CUDA_SUCCESS && total == GIB);
+    unsigned int un = 0;
+    CHILD_CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    CHILD_CHECK(nvmlDeviceGetCount_v2(&un) == NVML_SUCCESS && un == 3);
+    CUcontext c;
+    CHILD_CHECK(cuCtxCreate_v2(&c, 0, 2) == CUDA_SUCCESS);
+    nvmlDevice_t d;
+    nvmlMemory_t m;
+    CHILD_CHECK(nvmlDeviceGetHandleByIndex_v2(2, &d) == NVML_SUCCESS);
+    CHILD_CHECK(nvmlDeviceGetMemoryInfo(d, &m) == NVML_SUCCESS && m.used == 0); /* overhead 0 */
+}
+
+static void child_later_env_is_ignored(void)
+{
+    clear_env();
+    setenv("GPUSLICE_SIM_STATE", g_path, 1);
+    setenv("GPUSLICE_SIM_DEVICES", "1", 1);
+    setenv("GPUSLICE_SIM_MEM", "garbage", 1); /* not read: the file exists */
+    int n = 0;
+    CHILD_CHECK(cuInit(0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuDeviceGetCount(&n) == CUDA_SUCCESS && n == 3);
+}
+
+static void config_is_read_when_the_state_is_created(void **state)
+{
+    snprintf(g_path, sizeof(g_path), "/tmp/gpuslice-simtest-config-%d", (int)getpid());
+    unlink(g_path);
+    assert_int_equal(run_child(child_three_small_devices), 0);
+    assert_int_equal(run_child(child_later_env_is_ignored), 0);
+    unlink(g_path);
+}
+
+static void child_foreign_file(void)
+{
+    clear_env();
+    setenv("GPUSLICE_SIM_STATE", g_path, 1);
+    CHILD_CHECK(cuInit(0) == CUDA_ERROR_INVALID_VALUE);
+}
+
+static void foreign_state_file_is_refused(void **state)
+{
+    snprintf(g_path, sizeof(g_path), "/tmp/gpuslice-simtest-config-foreign-%d", (int)getpid());
+    FILE *f = fopen(g_path, "w");
+    assert_non_null(f);
+    fputs("not a state file\n", f);
+    fclose(f);
+    assert_int_equal(run_child(child_foreign_file), 0);
+    unlink(g_path);
+}
+
+static void check_private_usage(void)
+{
+    nvmlDevice_t d;
+    nvmlMemory_t m;
+    CHILD_CHECK(nvmlDeviceGetHandleByIndex_v2(0, &d) == NVML_SUCCESS);
+    CHILD_CHECK(nvmlDeviceGetMemoryInfo(d, &m) == NVML_SUCCESS);
+    CHILD_CHECK(m.total == 80 * GIB);
+    CHILD_CHECK(m.used == 512 * MIB + 6 * MIB);
+}
+
+static void alloc_6mib(void)
+{
+    CUcontext c;
+    CUdeviceptr p;
+    CHILD_CHECK(cuDevicePrimaryCtxRetain(&c, 0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuCtxSetCurrent(c) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemAlloc_v2(&p, 5 * MIB + 1) == CUDA_SUCCESS);
+}
+
+static void child_private_cuda_first(void)
+{
+    clear_env();
+    CHILD_CHECK(cuInit(0) == CUDA_SUCCESS);
+    alloc_6mib();
+    CHILD_CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    check_private_usage();
+}
+
+static void child_private_nvml_first(void)
+{
+    clear_env();
+    CHILD_CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    CHILD_CHECK(cuInit(0) == CUDA_SUCCESS);
+    alloc_6mib();
+    check_private_usage();
+}
+
+static void private_state_is_shared_by_both_libraries(void **state)
+{
+    assert_int_equal(run_child(child_private_cuda_first), 0);
+    assert_int_equal(run_child(child_private_nvml_first), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(parse_bytes),
+        cmocka_unit_test(invalid_values_fail_closed),
+        cmocka_unit_test(config_is_read_when_the_state_is_created),
+        cmocka_unit_test(foreign_state_file_is_refused),
+        cmocka_unit_test(private_state_is_shared_by_both_libraries),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
