@@ -114,8 +114,12 @@ static void context_creation_can_run_out_of_memory(void **state)
     CUcontext c[20];
     int n = 0;
     CUresult rc;
-    while ((rc = cuCtxCreate_v2(&c[n], 0, 0)) == CUDA_SUCCESS && n < 19)
+    for (;;) {
+        rc = cuCtxCreate_v2(&c[n], 0, 0);
+        if (rc != CUDA_SUCCESS || n == 19)
+            break;
         n++;
+    }
     assert_int_equal(rc, CUDA_ERROR_OUT_OF_MEMORY);
     assert_int_equal(n, 13); /* 13 x 300 MiB fit in 4 GiB, the 14th does not */
     size_t f, t;
