@@ -308,6 +308,61 @@ static void simctl_prints_the_state(void **state)
     finish(&a);
 }
 
+/* Processes and threads allocating at once never overshoot and leave no residue. */
+static void *churn_thread(void *arg)
+{
+    CUcontext ctx = arg;
+    if (cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+        return (void *)1;
+    for (int i = 0; i < 300; i++) {
+        CUdeviceptr small, big;
+        if (cuMemAlloc_v2(&small, 1000) != CUDA_SUCCESS)
+            return (void *)2;
+        CUresult rc = cuMemAlloc_v2(&big, 3 * GIB); /* not all of these fit at once */
+        if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_OUT_OF_MEMORY)
+            return (void *)3;
+        size_t f, t;
+        if (cuMemGetInfo_v2(&f, &t) != CUDA_SUCCESS || f > t)
+            return (void *)4;
+        if (rc == CUDA_SUCCESS && cuMemFree_v2(big) != CUDA_SUCCESS)
+            return (void *)5;
+        if (cuMemFree_v2(small) != CUDA_SUCCESS)
+            return (void *)6;
+    }
+    return NULL;
+}
+
+static void concurrent_allocators_stay_consistent(void **state)
+{
+    pid_t pids[4];
+    for (int p = 0; p < 4; p++) {
+        pids[p] = fork();
+        if (pids[p] == 0) {
+            CUcontext ctx;
+            CHILD_CHECK(cuInit(0) == CUDA_SUCCESS);
+            CHILD_CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS);
+            pthread_t th[3];
+            for (int i = 0; i < 3; i++)
+                CHILD_CHECK(pthread_create(&th[i], NULL, churn_thread, ctx) == 0);
+            for (int i = 0; i < 3; i++) {
+                void *ret = (void *)1;
+                CHILD_CHECK(pthread_join(th[i], &ret) == 0);
+                CHILD_CHECK(ret == NULL);
+            }
+            CHILD_CHECK(cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS);
+            _exit(0);
+        }
+        assert_true(pids[p] > 0);
+    }
+    for (int p = 0; p < 4; p++) {
+        int status;
+        assert_int_equal(waitpid(pids[p], &status, 0), pids[p]);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+    assert_int_equal(nvml_used(), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -319,6 +374,7 @@ int main(void)
         cmocka_unit_test(ipc_import_charges_nothing_new),
         cmocka_unit_test(forked_child_starts_without_cuda_state),
         cmocka_unit_test(simctl_prints_the_state),
+        cmocka_unit_test(concurrent_allocators_stay_consistent),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
