@@ -1,0 +1,292 @@
+/*
+ * A CUDA "tenant" for integration tests. It reads one command per line on
+ * stdin, runs it against libcuda.so.1 (the simulated driver in CI, the real
+ * one on a GPU) and answers one line per command on stdout, so a test can
+ * hold allocations open while it inspects the shared state.
+ *
+ * Entry points are looked up the way real programs do (argv[1]):
+ *   getproc  cuGetProcAddress_v2, as every CUDA >= 12 runtime does
+ *   dlsym    dlsym() on the dlopen'ed driver handle, versioned names
+ *   default  dlsym(RTLD_DEFAULT), i.e. what direct linking binds to
+ */
+#define _GNU_SOURCE
+#include "../../src/abi/cuda_abi.h"
+#include "../../src/abi/nvml_abi.h"
+
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef CUresult (*gpa_t)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+
+static void *cuda, *nvml;
+static const char *mode = "getproc";
+
+/* name = base name for cuGetProcAddress; vname = exported versioned name. */
+static void *entry(const char *base, const char *vname, int per_thread)
+{
+    void *p = NULL;
+    if (!strcmp(mode, "getproc")) {
+        gpa_t gpa = (gpa_t)dlsym(cuda, "cuGetProcAddress_v2");
+        CUdriverProcAddressQueryResult st;
+        if (!gpa || gpa(base, &p, 13000, per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0, &st))
+            return NULL;
+        return p;
+    }
+    return dlsym(!strcmp(mode, "dlsym") ? cuda : RTLD_DEFAULT, vname);
+}
+#define CU(base, vname, pt, type) ((type)entry(base, vname, pt))
+
+enum kind { K_PTR, K_VMM, K_ARRAY, K_MIPMAP, K_IPC, K_ASYNC };
+struct held {
+    enum kind kind;
+    uint64_t handle;
+};
+static struct held held[65536];
+static int nheld;
+
+static void keep(enum kind k, uint64_t h)
+{
+    if (nheld < (int)(sizeof held / sizeof held[0]))
+        held[nheld++] = (struct held){k, h};
+}
+
+static CUresult free_one(struct held *h)
+{
+    switch (h->kind) {
+    case K_PTR:
+        return CU("cuMemFree", "cuMemFree_v2", 0, CUresult(*)(CUdeviceptr))(h->handle);
+    case K_ASYNC:
+        return CU("cuMemFreeAsync", "cuMemFreeAsync", 0, CUresult(*)(CUdeviceptr, CUstream))(h->handle, NULL);
+    case K_VMM:
+        return CU("cuMemRelease", "cuMemRelease", 0, CUresult(*)(CUmemGenericAllocationHandle))(h->handle);
+    case K_ARRAY:
+        return CU("cuArrayDestroy", "cuArrayDestroy", 0, CUresult(*)(CUarray))((CUarray)(uintptr_t)h->handle);
+    case K_MIPMAP:
+        return CU("cuMipmappedArrayDestroy", "cuMipmappedArrayDestroy", 0,
+                  CUresult(*)(CUmipmappedArray))((CUmipmappedArray)(uintptr_t)h->handle);
+    case K_IPC:
+        return CU("cuIpcCloseMemHandle", "cuIpcCloseMemHandle", 0, CUresult(*)(CUdeviceptr))(h->handle);
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+static unsigned long long num(const char *s)
+{
+    return strtoull(s, NULL, 0);
+}
+
+static void run(char *line)
+{
+    char *argv[8] = {0};
+    int argc = 0;
+    for (char *t = strtok(line, ": \n"); t && argc < 8; t = strtok(NULL, ": \n"))
+        argv[argc++] = t;
+    if (!argc)
+        return;
+    const char *c = argv[0];
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    if (!strcmp(c, "init")) {
+        CUdevice d;
+        CUcontext ctx;
+        int ord = argc > 1 ? (int)num(argv[1]) : 0;
+        rc = CU("cuInit", "cuInit", 0, CUresult(*)(unsigned))(0);
+        if (!rc)
+            rc = CU("cuDeviceGet", "cuDeviceGet", 0, CUresult(*)(CUdevice *, int))(&d, ord);
+        if (!rc)
+            rc = CU("cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 0,
+                    CUresult(*)(CUcontext *, CUdevice))(&ctx, d);
+        if (!rc)
+            rc = CU("cuCtxSetCurrent", "cuCtxSetCurrent", 0, CUresult(*)(CUcontext))(ctx);
+    } else if (!strcmp(c, "alloc") || !strcmp(c, "managed") || !strcmp(c, "async") || !strcmp(c, "asyncptsz") ||
+               !strcmp(c, "pool")) {
+        CUdeviceptr p = 0;
+        size_t n = (size_t)num(argv[1]);
+        enum kind k = K_PTR;
+        if (!strcmp(c, "alloc"))
+            rc = CU("cuMemAlloc", "cuMemAlloc_v2", 0, CUresult(*)(CUdeviceptr *, size_t))(&p, n);
+        else if (!strcmp(c, "managed"))
+            rc = CU("cuMemAllocManaged", "cuMemAllocManaged", 0, CUresult(*)(CUdeviceptr *, size_t, unsigned))(
+                &p, n, CU_MEM_ATTACH_GLOBAL);
+        else if (!strcmp(c, "pool")) {
+            CUmemoryPool pool;
+            rc = CU("cuDeviceGetDefaultMemPool", "cuDeviceGetDefaultMemPool", 0,
+                    CUresult(*)(CUmemoryPool *, CUdevice))(&pool, 0);
+            if (!rc)
+                rc = CU("cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", 0,
+                        CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))(&p, n, pool, NULL);
+            k = K_ASYNC;
+        } else {
+            int pt = !strcmp(c, "asyncptsz");
+            rc = CU("cuMemAllocAsync", pt ? "cuMemAllocAsync_ptsz" : "cuMemAllocAsync", pt,
+                    CUresult(*)(CUdeviceptr *, size_t, CUstream))(&p, n, NULL);
+            k = K_ASYNC;
+        }
+        if (!rc)
+            keep(k, p);
+    } else if (!strcmp(c, "pitch")) {
+        CUdeviceptr p = 0;
+        size_t pitch = 0;
+        rc = CU("cuMemAllocPitch", "cuMemAllocPitch_v2", 0,
+                CUresult(*)(CUdeviceptr *, size_t *, size_t, size_t, unsigned))(&p, &pitch, (size_t)num(argv[1]),
+                                                                              (size_t)num(argv[2]), 4);
+        if (!rc)
+            keep(K_PTR, p);
+    } else if (!strcmp(c, "array") || !strcmp(c, "array3d") || !strcmp(c, "mipmap")) {
+        CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = num(argv[1]), .Height = argc > 2 ? num(argv[2]) : 0,
+                                      .Depth = !strcmp(c, "array3d") && argc > 3 ? num(argv[3]) : 0,
+                                      .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+        if (!strcmp(c, "array")) {
+            CUDA_ARRAY_DESCRIPTOR d = {.Width = d3.Width, .Height = d3.Height, .Format = CU_AD_FORMAT_FLOAT,
+                                       .NumChannels = 1};
+            CUarray a;
+            rc = CU("cuArrayCreate", "cuArrayCreate_v2", 0, CUresult(*)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *))(
+                &a, &d);
+            if (!rc)
+                keep(K_ARRAY, (uintptr_t)a);
+        } else if (!strcmp(c, "array3d")) {
+            CUarray a;
+            rc = CU("cuArray3DCreate", "cuArray3DCreate_v2", 0,
+                    CUresult(*)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *))(&a, &d3);
+            if (!rc)
+                keep(K_ARRAY, (uintptr_t)a);
+        } else {
+            CUmipmappedArray m;
+            rc = CU("cuMipmappedArrayCreate", "cuMipmappedArrayCreate", 0,
+                    CUresult(*)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned))(
+                &m, &d3, argc > 3 ? (unsigned)num(argv[3]) : 1);
+            if (!rc)
+                keep(K_MIPMAP, (uintptr_t)m);
+        }
+    } else if (!strcmp(c, "vmm")) {
+        CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+        CUmemGenericAllocationHandle h;
+        rc = CU("cuMemCreate", "cuMemCreate", 0,
+                CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                            unsigned long long))(&h, (size_t)num(argv[1]), &prop, 0);
+        if (!rc)
+            keep(K_VMM, h);
+    } else if (!strcmp(c, "ipcget")) {
+        CUipcMemHandle h;
+        rc = nheld ? CU("cuIpcGetMemHandle", "cuIpcGetMemHandle", 0, CUresult(*)(CUipcMemHandle *, CUdeviceptr))(
+                         &h, held[nheld - 1].handle)
+                   : CUDA_ERROR_INVALID_VALUE;
+        if (!rc) {
+            printf("ipc ");
+            for (int i = 0; i < CU_IPC_HANDLE_SIZE; i++)
+                printf("%02x", (unsigned char)h.reserved[i]);
+            printf(" ");
+        }
+    } else if (!strcmp(c, "ipcopen")) {
+        CUipcMemHandle h;
+        for (int i = 0; i < CU_IPC_HANDLE_SIZE; i++) {
+            unsigned v = 0;
+            sscanf(argv[1] + 2 * i, "%2x", &v);
+            h.reserved[i] = (char)v;
+        }
+        CUdeviceptr p;
+        rc = CU("cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2", 0,
+                CUresult(*)(CUdeviceptr *, CUipcMemHandle, unsigned))(&p, h, 1);
+        if (!rc)
+            keep(K_IPC, p);
+    } else if (!strcmp(c, "fill")) {
+        size_t n = (size_t)num(argv[1]);
+        int count = 0;
+        CUdeviceptr p;
+        while ((rc = CU("cuMemAlloc", "cuMemAlloc_v2", 0, CUresult(*)(CUdeviceptr *, size_t))(&p, n)) == 0) {
+            keep(K_PTR, p);
+            count++;
+        }
+        printf("count=%d ", count);
+    } else if (!strcmp(c, "race")) {
+        /* Random allocations and frees: stress for concurrent reservation. */
+        size_t n = (size_t)num(argv[1]);
+        unsigned iters = (unsigned)num(argv[2]), seed = argc > 3 ? (unsigned)num(argv[3]) : 1;
+        unsigned ok = 0, oom = 0;
+        for (unsigned i = 0; i < iters; i++) {
+            CUdeviceptr p;
+            if (rand_r(&seed) % 3 != 0 || !nheld) {
+                CUresult r = CU("cuMemAlloc", "cuMemAlloc_v2", 0, CUresult(*)(CUdeviceptr *, size_t))(&p, n);
+                if (!r) {
+                    keep(K_PTR, p);
+                    ok++;
+                } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+                    oom++;
+                }
+            } else {
+                int j = (int)(rand_r(&seed) % (unsigned)nheld);
+                free_one(&held[j]);
+                held[j] = held[--nheld];
+            }
+        }
+        printf("ok=%u oom=%u ", ok, oom);
+        rc = CUDA_SUCCESS;
+    } else if (!strcmp(c, "freeall")) {
+        rc = CUDA_SUCCESS;
+        while (nheld && rc == CUDA_SUCCESS)
+            rc = free_one(&held[--nheld]);
+    } else if (!strcmp(c, "freelast")) {
+        rc = nheld ? free_one(&held[--nheld]) : CUDA_ERROR_INVALID_VALUE;
+    } else if (!strcmp(c, "info")) {
+        size_t f = 0, t = 0;
+        rc = CU("cuMemGetInfo", "cuMemGetInfo_v2", 0, CUresult(*)(size_t *, size_t *))(&f, &t);
+        printf("free=%zu total=%zu ", f, t);
+    } else if (!strcmp(c, "total")) {
+        size_t t = 0;
+        rc = CU("cuDeviceTotalMem", "cuDeviceTotalMem_v2", 0, CUresult(*)(size_t *, CUdevice))(&t, 0);
+        printf("total=%zu ", t);
+    } else if (!strcmp(c, "nvml")) {
+        nvmlReturn_t (*init)(void) = (nvmlReturn_t(*)(void))dlsym(nvml, "nvmlInit_v2");
+        nvmlReturn_t (*get)(unsigned, nvmlDevice_t *) =
+            (nvmlReturn_t(*)(unsigned, nvmlDevice_t *))dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2");
+        nvmlReturn_t (*info1)(nvmlDevice_t, nvmlMemory_t *) =
+            (nvmlReturn_t(*)(nvmlDevice_t, nvmlMemory_t *))dlsym(nvml, "nvmlDeviceGetMemoryInfo");
+        nvmlReturn_t (*info2)(nvmlDevice_t, nvmlMemory_v2_t *) =
+            (nvmlReturn_t(*)(nvmlDevice_t, nvmlMemory_v2_t *))dlsym(nvml, "nvmlDeviceGetMemoryInfo_v2");
+        nvmlDevice_t d;
+        nvmlMemory_t m1;
+        nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
+        int r = init() || get(0, &d) || info1(d, &m1) || info2(d, &m2);
+        rc = r ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+        if (!r)
+            printf("v1_total=%llu v1_used=%llu v1_free=%llu v2_total=%llu v2_used=%llu v2_free=%llu ", m1.total,
+                   m1.used, m1.free, m2.total, m2.used, m2.free);
+    } else if (!strcmp(c, "future")) {
+        int out = 0;
+        CUresult (*f)(int, int *) = CU("cuSimFutureFeature", "cuSimFutureFeature", 0, CUresult(*)(int, int *));
+        rc = f ? f(21, &out) : CUDA_ERROR_NOT_FOUND;
+        printf("out=%d ", out);
+    } else if (!strcmp(c, "hold")) {
+        printf("holding\n");
+        fflush(stdout);
+        for (;;)
+            pause();
+    } else if (!strcmp(c, "exit")) {
+        exit(0);
+    }
+    printf("%s rc=%d\n", c, (int)rc);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        mode = argv[1];
+    /* "default" stands for a program linked with -lcuda: the driver's
+     * symbols are global, and the preloaded interposer comes first. */
+    cuda = dlopen("libcuda.so.1", RTLD_NOW | (!strcmp(mode, "default") ? RTLD_GLOBAL : RTLD_LOCAL));
+    nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (!cuda || !nvml) {
+        fprintf(stderr, "gs_client: cannot load the driver: %s\n", dlerror());
+        return 1;
+    }
+    char line[512];
+    while (fgets(line, sizeof line, stdin))
+        run(line);
+    return 0;
+}
