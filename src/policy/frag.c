@@ -99,12 +99,22 @@ int gs_frag_add(gs_frag_model *m, const gs_request *r, double weight)
         return -1;
     g->weight += weight;
     m->total_weight += weight;
+    for (int i = 0; i < GS_MAX_MODELS && !r->any_model; i++)
+        if (r->model_mask >> i & 1u)
+            m->constrained[i] += weight;
     m->sum_gpu_milli += weight * (double)gs_request_gpu_milli(r);
     m->gpu_pod_cpu_milli += weight * (double)r->cpu_milli;
     m->gpu_pod_mem_mib += weight * (double)r->mem_mib;
     m->sum_cpu_milli += weight * (double)r->cpu_milli;
     m->sum_mem_mib += weight * (double)r->mem_mib;
     return 0;
+}
+
+bool gs_frag_model_wanted(const gs_frag_model *m, int model)
+{
+    if (model < 0 || model >= GS_MAX_MODELS || m->total_weight <= 0.0)
+        return false;
+    return m->constrained[model] >= 0.01 * m->total_weight;
 }
 
 /* Free compute on GPUs too small for the group, or -1 if too few GPUs fit. */

@@ -66,6 +66,8 @@ typedef struct gs_frag_model {
     double sum_gpu_milli;              /* weighted sums over GPU requests */
     double gpu_pod_cpu_milli, gpu_pod_mem_mib;
     double sum_cpu_milli, sum_mem_mib;  /* over all requests */
+    /* weight of GPU requests restricted to a model list that includes model i */
+    double constrained[GS_MAX_MODELS];
     gs_frag_memo_slot *memo;
     size_t memo_cap, memo_used;
     bool terminal_ready;
@@ -77,6 +79,9 @@ void gs_frag_free(gs_frag_model *m);
 int gs_frag_add(gs_frag_model *m, const gs_request *r, double weight);
 /* Expected fragmented milli-GPU of a node state against the workload. */
 double gs_frag_of(gs_frag_model *m, const gs_view *v);
+/* Whether a noticeable share (>= 1 %) of GPU requests is restricted to a
+ * model list that includes this model, i.e. the model is a scarce resource. */
+bool gs_frag_model_wanted(const gs_frag_model *m, int model);
 /* Expected compute a GPU with free_milli left will still have free once
  * future pods from the workload have filled it as far as they fit. */
 double gs_frag_terminal(gs_frag_model *m, int32_t free_milli);

@@ -140,9 +140,8 @@ static void multi_gpu_pod_stays_on_one_node(void **state)
     gs_cluster_free(&c);
 }
 
-/* A small pod should fill the gap an 810 left rather than open an idle GPU,
- * when the workload is mostly 810s that need idle GPUs. */
-static void fragmentation_policies_fill_dead_gaps(void **state)
+/* FGD fills the gap an 810 left rather than open an idle GPU. */
+static void fgd_fills_dead_gaps(void **state)
 {
     (void)state;
     gs_cluster c;
@@ -153,13 +152,34 @@ static void fragmentation_policies_fill_dead_gaps(void **state)
     fx_put(&c, &big, gap, 1, (int[]){0});
     fx_put(&c, &big, gap, 1, (int[]){1});
     gs_request workload[] = {big, big, big, small};
-    gs_policy_kind kinds[] = {GS_POLICY_FGD, GS_POLICY_FRAGLOOK};
-    for (int k = 0; k < 2; k++) {
-        gs_placement p = decide(kinds[k], &c, &small, workload, 4);
-        assert_int_equal(p.node, gap);
-    }
-    gs_placement p = decide(GS_POLICY_SPREAD, &c, &small, workload, 4);
+    gs_placement p = decide(GS_POLICY_FGD, &c, &small, workload, 4);
+    assert_int_equal(p.node, gap);
+    p = decide(GS_POLICY_SPREAD, &c, &small, workload, 4);
     assert_int_equal(p.node, idle); /* the contrast: spread opens the idle node */
+    gs_cluster_free(&c);
+}
+
+/* fraglook's seeding credit: when no pod needs a whole GPU, a small pod
+ * opens an idle GPU (a future 810 completes it to 970) instead of filling
+ * an 810's gap; when whole-GPU pods are common, breaking an idle GPU costs
+ * more than the credit and the small pod fills the gap. */
+static void fraglook_seeds_idle_gpu_only_without_whole_gpu_demand(void **state)
+{
+    (void)state;
+    gs_cluster c;
+    gs_cluster_init(&c);
+    int idle = fx_node(&c, "G2", 96000, 393216, 2);
+    int gap = fx_node(&c, "G2", 96000, 393216, 2);
+    gs_request big = fx_req(4000, 8192, 1, 810), small = fx_req(2000, 4096, 1, 160);
+    gs_request whole = fx_req(4000, 8192, 1, 1000);
+    fx_put(&c, &big, gap, 1, (int[]){0});
+    fx_put(&c, &big, gap, 1, (int[]){1});
+    gs_request shared_only[] = {big, big, big, small};
+    gs_placement p = decide(GS_POLICY_FRAGLOOK, &c, &small, shared_only, 4);
+    assert_int_equal(p.node, idle);
+    gs_request mostly_whole[] = {whole, whole, whole, whole, whole, whole, big, small};
+    p = decide(GS_POLICY_FRAGLOOK, &c, &small, mostly_whole, 8);
+    assert_int_equal(p.node, gap);
     gs_cluster_free(&c);
 }
 
@@ -225,7 +245,8 @@ int main(void)
         cmocka_unit_test(type_constraint_overrides_preference),
         cmocka_unit_test(numa_binding_picks_one_socket),
         cmocka_unit_test(multi_gpu_pod_stays_on_one_node),
-        cmocka_unit_test(fragmentation_policies_fill_dead_gaps),
+        cmocka_unit_test(fgd_fills_dead_gaps),
+        cmocka_unit_test(fraglook_seeds_idle_gpu_only_without_whole_gpu_demand),
         cmocka_unit_test(fraglook_sends_cpu_pods_to_spare_cpu),
         cmocka_unit_test(score_node_matches_filter),
         cmocka_unit_test(policy_names_round_trip),
