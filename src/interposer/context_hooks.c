@@ -2,7 +2,9 @@
  * A context takes device memory of its own (about 520 MiB on an H200 with
  * CUDA 13) that no cuMemAlloc reports. The first context a process makes on
  * a device is charged: a fixed size if GPUSLICE_CTX_OVERHEAD says so,
- * otherwise what NVML shows the device gaining across the creation.
+ * otherwise what NVML reports for this process right after the creation,
+ * or, where NVML cannot see our pid (pid namespaces), what the device as a
+ * whole gained across the creation.
  */
 #include "charge.h"
 #include "log.h"
@@ -12,6 +14,7 @@
 #include "../core/uuid_format.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 /* Used when the measurement is impossible or implausible. */
 #define FALLBACK_OVERHEAD (512ULL << 20)
@@ -53,6 +56,26 @@ static int device_used(nvmlDevice_t h, unsigned long long *used)
         return -1;
     *used = m.used;
     return 0;
+}
+
+/* What NVML says this very process holds on the device, when NVML sees our
+ * pid (same pid namespace as the driver: bare hosts, `gpuslice run`). In a
+ * container NVML reports host pids and this finds nothing. */
+static int own_usage(nvmlDevice_t h, unsigned long long *used)
+{
+    gs_pfn_nvmlDeviceGetComputeRunningProcesses_v3 list = GS_REAL_NVML(nvmlDeviceGetComputeRunningProcesses_v3);
+    nvmlProcessInfo_t infos[64];
+    unsigned int n = 64;
+    if (!h || !list || list(h, &n, infos) != NVML_SUCCESS)
+        return -1;
+    unsigned int me = (unsigned int)getpid();
+    for (unsigned int i = 0; i < n && i < 64; i++) {
+        if (infos[i].pid == me && infos[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL) {
+            *used = infos[i].usedGpuMemory;
+            return 0;
+        }
+    }
+    return -1;
 }
 
 struct ctx_probe {
@@ -97,6 +120,9 @@ static void probe_end(struct ctx_probe *p, CUdevice ordinal, CUresult rc)
         unsigned long long after = 0;
         if (gs_rt.cfg.ctx_overhead >= 0) {
             overhead = (uint64_t)gs_rt.cfg.ctx_overhead;
+        } else if (own_usage(p->nvml, &after) == 0 && after > 0 && after <= MAX_PLAUSIBLE_OVERHEAD) {
+            /* Exact: nothing else of ours is on the device yet. */
+            overhead = after;
         } else if (p->have_before && device_used(p->nvml, &after) == 0 && after > p->before &&
                    after - p->before <= MAX_PLAUSIBLE_OVERHEAD) {
             overhead = after - p->before;

@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include "../../src/abi/cuda_abi.h"
 #include "../../src/abi/nvml_abi.h"
+#include "../../src/core/region.h"
 
 #include <dlfcn.h>
 #include <signal.h>
@@ -261,6 +262,37 @@ static void run(char *line)
         CUresult (*f)(int, int *) = CU("cuSimFutureFeature", "cuSimFutureFeature", 0, CUresult(*)(int, int *));
         rc = f ? f(21, &out) : CUDA_ERROR_NOT_FOUND;
         printf("out=%d ", out);
+    } else if (!strcmp(c, "gpa") || !strcmp(c, "gpa1") || !strcmp(c, "sym")) {
+        /* Where does a lookup lead? "lib=<file> sym=<symbol>" via dladdr. */
+        void *p = NULL;
+        CUdriverProcAddressQueryResult st = -1;
+        if (!strcmp(c, "sym")) {
+            p = dlsym(cuda, argv[1]);
+            rc = p ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+        } else if (!strcmp(c, "gpa")) {
+            gpa_t gpa = (gpa_t)dlsym(cuda, "cuGetProcAddress_v2");
+            rc = gpa(argv[1], &p, (int)num(argv[2]), num(argv[3]), &st);
+        } else {
+            CUresult (*gpa1)(const char *, void **, int, cuuint64_t) =
+                (CUresult(*)(const char *, void **, int, cuuint64_t))dlsym(cuda, "cuGetProcAddress");
+            rc = gpa1(argv[1], &p, (int)num(argv[2]), num(argv[3]));
+        }
+        Dl_info di = {0};
+        if (p && dladdr(p, &di) && di.dli_fname) {
+            const char *base = strrchr(di.dli_fname, '/');
+            printf("lib=%s sym=%s ", base ? base + 1 : di.dli_fname, di.dli_sname ? di.dli_sname : "?");
+        }
+        printf("status=%d ", (int)st);
+    } else if (!strcmp(c, "lockdie")) {
+        /* Die inside the region's critical section, leaving a half-made
+         * update behind, as a SIGKILL at the worst moment would. */
+        char err[256];
+        struct gs_region *r = gs_region_open(getenv("GPUSLICE_REGION"), 1, err, sizeof err);
+        if (r && gs_region_lock(r) == 0) {
+            r->dev[0].mem_used += 123456789;
+            raise(SIGKILL);
+        }
+        printf("lockdie failed: %s ", err);
     } else if (!strcmp(c, "hold")) {
         printf("holding\n");
         fflush(stdout);

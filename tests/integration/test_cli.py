@@ -1,0 +1,81 @@
+"""`gpuslice run` and `gpuslice top` as a user drives them, on the
+simulated driver."""
+import json
+import os
+import subprocess
+
+from conftest import CLI, CLIENT, GiB, MiB, World
+
+
+def cli_env(w):
+    env = dict(w.env)
+    for k in ("LD_PRELOAD", "GPUSLICE_REGION", "CUDA_DEVICE_MEMORY_LIMIT", "GPUSLICE_CTX_OVERHEAD"):
+        env.pop(k, None)
+    env["GPUSLICE_STATE_DIR"] = str(w.tmp / "state")
+    env["GPUSLICE_CTX_OVERHEAD"] = "256MiB"
+    # The CLI preloads the interposer itself; ASan runs keep theirs first.
+    preload = [p for p in w.env["LD_PRELOAD"].split(":") if "gpuslice" not in p]
+    if preload:
+        env["LD_PRELOAD"] = ":".join(preload)
+    return env
+
+
+def run(w, args, stdin="", **kw):
+    return subprocess.run([CLI, *args], input=stdin, capture_output=True, text=True, env=cli_env(w), **kw)
+
+
+def test_run_limits_the_command(tmp_path):
+    w = World(tmp_path)
+    r = run(w, ["run", "--memory", "1GiB", "--", CLIENT], "init\ninfo\nfill 67108864\n")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "total=1073741824" in lines[1]
+    assert f"count={(GiB - 256 * MiB) // (64 * MiB)}" in lines[2]
+    # A private run cleans its state up when it ends.
+    assert os.listdir(tmp_path / "state") == []
+
+
+def test_runs_with_one_name_share_a_limit_and_top_shows_them(tmp_path):
+    w = World(tmp_path)
+    env = cli_env(w)
+    holder = subprocess.Popen([CLI, "run", "-m", "2GiB", "--name", "team-a", "--", CLIENT],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    holder.stdin.write("init\nalloc 1073741824\nhold\n")
+    holder.stdin.flush()
+    assert "alloc rc=0" in holder.stdout.readline() + holder.stdout.readline()
+    assert holder.stdout.readline().strip() == "holding"
+    try:
+        r = run(w, ["run", "-m", "2GiB", "-n", "team-a", "--", CLIENT], "init\ninfo\n")
+        info = r.stdout.splitlines()[1]
+        # 2 GiB minus the holder's 1 GiB + context, minus our own context.
+        assert f"free={2 * GiB - GiB - 2 * 256 * MiB} " in info, info
+        top = json.loads(run(w, ["top", "--json"]).stdout)
+        (c,) = [c for c in top["containers"] if c["container"] == "team-a"]
+        assert c["devices"][0]["memory_limit_bytes"] == 2 * GiB
+        assert c["devices"][0]["memory_used_bytes"] == GiB + 256 * MiB
+        assert [p["pid"] for p in c["processes"]] != []
+        table = run(w, ["top"]).stdout
+        assert "team-a" in table and "1.25 GiB" in table and "2.00 GiB" in table, table
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_exit_codes(tmp_path):
+    w = World(tmp_path)
+    assert run(w, ["run", "--memory", "4GB", "--", "true"]).returncode == 2
+    assert run(w, ["run", "--cores", "0", "--", "true"]).returncode == 2
+    assert run(w, ["run", "--", "/no/such/program"]).returncode == 127
+    assert run(w, ["run", "-m", "1GiB", "--", "sh", "-c", "exit 7"]).returncode == 7
+    assert run(w, ["run", "-m", "1GiB", "--", "sh", "-c", "kill -9 $$"]).returncode == 128 + 9
+    assert run(w, ["frobnicate"]).returncode == 2
+    h = run(w, ["run", "--help"])
+    assert h.returncode == 0 and "--memory" in h.stdout
+
+
+def test_bad_inherited_configuration_stops_run_before_the_command(tmp_path):
+    w = World(tmp_path)
+    env = cli_env(w)
+    env["CUDA_DEVICE_MEMORY_LIMIT"] = "12 parsecs"
+    r = subprocess.run([CLI, "run", "--", "true"], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "CUDA_DEVICE_MEMORY_LIMIT" in r.stderr

@@ -1,0 +1,53 @@
+"""What a tenant sees: the limit as total, free = limit - used, clamped at
+zero, through the CUDA and NVML views alike."""
+from conftest import GiB, MiB
+
+
+def test_cuda_and_nvml_views_show_the_limit(world):
+    w = world(limit="2GiB")
+    c = w.client()
+    c.ok("init")
+    c.ok("alloc 536870912")
+    used, limit = w.usage()
+    info = c.ok("info")
+    assert (info["total"], info["free"]) == (2 * GiB, 2 * GiB - used)
+    n = c.ok("nvml")
+    assert n["v1_total"] == n["v2_total"] == 2 * GiB
+    assert n["v1_used"] == n["v2_used"] == used
+    assert n["v1_free"] == n["v2_free"] == 2 * GiB - used
+    c.close()
+
+
+def test_nvml_only_process_sees_the_limit(world):
+    """nvidia-smi never creates a context: the limit must still apply."""
+    w = world(limit="3GiB")
+    c = w.client()
+    n = c.ok("nvml")
+    assert n["v1_total"] == 3 * GiB and n["v1_used"] == 0
+    c.close()
+
+
+def test_free_never_underflows(world):
+    # The context overhead alone (512 MiB here) is larger than the limit.
+    w = world(limit="256MiB", ctx_overhead="512MiB")
+    c = w.client()
+    c.ok("init")
+    info = c.ok("info")
+    assert info["total"] == 256 * MiB and info["free"] == 0
+    n = c.ok("nvml")
+    assert n["v1_free"] == 0 and n["v2_free"] == 0 and n["v1_used"] == 256 * MiB
+    assert c.cmd("alloc 4096")["rc"] == 2
+    c.close()
+
+
+def test_per_device_limit_applies_to_its_device_only(world):
+    w = world(limit=None, sim_mem=8 * GiB,
+              extra={"GPUSLICE_SIM_DEVICES": "2", "CUDA_DEVICE_MEMORY_LIMIT_1": "1GiB"})
+    c0 = w.client()
+    c0.ok("init 0")
+    assert c0.ok("info")["total"] == 8 * GiB  # device 0: no limit configured
+    c0.close()
+    c1 = w.client()
+    c1.ok("init 1")
+    assert c1.ok("info")["total"] == GiB
+    c1.close()

@@ -1,0 +1,17 @@
+#!/bin/sh
+# Installs what building and testing gpuslice needs, from Debian packages and
+# PyPI only. Safe to run again. Run as root (or through sudo).
+set -eu
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps.sh: run as root (sudo $0)" >&2
+    exit 2
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends \
+    build-essential cmake pkg-config clang-14 libclang-rt-14-dev cppcheck \
+    libcmocka-dev libjansson-dev python3-matplotlib >/dev/null
+# The test harness runs on whatever python3 is first on PATH.
+python3 -m pip install -q --disable-pip-version-check pytest pytest-timeout 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages pytest pytest-timeout
+echo "install-deps.sh: done"

@@ -1,0 +1,34 @@
+#!/bin/sh
+# The whole test suite, as CI runs it:
+#   1. Release build (-O2, -Werror) and every CTest test;
+#   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. cppcheck over src/ and tests/;
+#   4. each libFuzzer target for a short run over its corpus.
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+jobs=$(nproc)
+fuzz_secs=${GPUSLICE_FUZZ_SECONDS:-30}
+
+step() { printf '\n==== %s ====\n' "$*"; }
+
+step "release build"
+cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$root/build" -j"$jobs"
+step "release tests"
+ctest --test-dir "$root/build" -j"$jobs" --output-on-failure
+
+step "sanitizer build (ASan + UBSan)"
+cmake -S "$root" -B "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUSLICE_SANITIZE=ON >/dev/null
+cmake --build "$root/build-asan" -j"$jobs"
+step "sanitizer tests"
+ctest --test-dir "$root/build-asan" -j"$jobs" --output-on-failure
+
+step "cppcheck"
+cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
+    --inline-suppr --suppress=missingIncludeSystem -I "$root/src" \
+    "$root/src" "$root/tests"
+
+step "fuzz (${fuzz_secs}s per target)"
+"$root/tools/fuzz.sh" "$fuzz_secs"
+
+step "all checks passed"
