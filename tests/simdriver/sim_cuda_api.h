@@ -107,6 +107,10 @@ SIM_API cuStreamSynchronize(CUstream hStream);
 SIM_API cuEventCreate(CUevent *phEvent, unsigned int Flags);
 SIM_API cuEventRecord(CUevent hEvent, CUstream hStream);
 SIM_API cuEventSynchronize(CUevent hEvent);
+SIM_API cuEventQuery(CUevent hEvent);
+SIM_API cuStreamQuery(CUstream hStream);
+/* Sim only: an executable graph of count launches of f. */
+SIM_API gpusliceSimGraphCreate(CUgraphExec *out, CUfunction f, unsigned int count);
 SIM_API cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd);
 SIM_API cuEventDestroy(CUevent hEvent);
 SIM_API cuEventDestroy_v2(CUevent hEvent);

@@ -1,16 +1,26 @@
 /*
- * Streams, events, modules and every launch entry point. Work completes the
- * moment it is submitted: launches are validated and return, host functions
- * run on the calling thread. This file is where a per-device kernel timeline
- * (for compute limits) will hook in.
+ * Streams, events, modules and every launch entry point. A function named
+ * "sleep_us:N" runs for N microseconds of exclusive device time per launch,
+ * "wave_us:N" for N microseconds per wave of SIM_SMS blocks; any other name
+ * takes no time. Launches go onto the device timeline (sim_timeline.c):
+ * they return at once and the work completes later, time-sliced with other
+ * processes' work. Events complete when the work before them has; their
+ * timestamps are the timeline's. Synchronisation really waits.
  *
  * Handles point into fixed process-local tables, so a stale handle is
  * detected without touching freed memory.
  */
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "sim_cuda.h"
+#include "sim_export.h"
+#include "sim_timeline.h"
+
+#define SIM_SMS 132 /* blocks per wave for wave_us: functions */
+#define SIM_MAX_PENDING_NS 2000000000ULL /* a launch blocks beyond this much queued work */
+#define MAX_GRAPHS 256
 
 #define MAX_STREAMS 1024
 #define MAX_EVENTS 4096
@@ -27,6 +37,14 @@ struct sim_event {
     int recorded;
     unsigned int flags;
     uint64_t t_ns;
+    int pending; /* recorded behind work not done yet */
+    int dev;
+    uint64_t target; /* the process's submitted work when recorded */
+};
+struct sim_graph {
+    int in_use;
+    int func;
+    unsigned int count; /* launches of func per graph launch */
 };
 struct sim_module {
     int in_use;
@@ -35,6 +53,8 @@ struct sim_func {
     int in_use;
     int module;
     char name[NAME_LEN];
+    uint64_t dur_ns;
+    int per_wave;
 };
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -42,6 +62,7 @@ static struct sim_stream g_streams[MAX_STREAMS];
 static struct sim_event g_events[MAX_EVENTS];
 static struct sim_module g_modules[MAX_MODULES];
 static struct sim_func g_funcs[MAX_FUNCS];
+static struct sim_graph g_graphs[MAX_GRAPHS];
 
 /* Index of a live handle in its table, or -1. Every table entry starts with
  * its in_use flag. */
@@ -62,6 +83,110 @@ static CUresult need_ctx(void)
         return CUDA_ERROR_NOT_INITIALIZED;
     int ctx = -1;
     return sim_current_ctx(&ctx);
+}
+
+/* Device of the calling thread's current context, or -1. */
+static int current_dev(void)
+{
+    int ctx = -1;
+    if (sim_current_ctx(&ctx) != CUDA_SUCCESS)
+        return -1;
+    return sim_ctxs[ctx].dev;
+}
+
+/* Puts ns of work on the timeline; blocks while too much is queued, like a
+ * full push buffer. */
+static CUresult submit_work(uint64_t ns)
+{
+    int dev = current_dev();
+    if (ns == 0 || dev < 0)
+        return CUDA_SUCCESS;
+    for (;;) {
+        struct sim_call c;
+        CUresult rc = sim_enter(&c);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        uint64_t now = sim_now_ns();
+        sim_tl_advance(c.st, dev, now);
+        const struct sim_work *w = &c.st->procs[c.proc].work[dev];
+        if (w->submitted - w->done < SIM_MAX_PENDING_NS) {
+            sim_tl_submit(c.st, c.proc, dev, ns, now);
+            sim_leave(&c);
+            return CUDA_SUCCESS;
+        }
+        sim_leave(&c);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The process's submitted work on the current device (an event's target). */
+static CUresult work_mark(int *dev, uint64_t *target, int *done)
+{
+    *dev = current_dev();
+    *target = 0;
+    *done = 1;
+    if (*dev < 0)
+        return CUDA_SUCCESS;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    sim_tl_advance(c.st, *dev, sim_now_ns());
+    const struct sim_work *w = &c.st->procs[c.proc].work[*dev];
+    *target = w->submitted;
+    *done = w->done >= w->submitted;
+    sim_leave(&c);
+    return CUDA_SUCCESS;
+}
+
+/* Whether the process's work up to target on dev is done; if so, when. */
+static CUresult work_poll(int dev, uint64_t target, int *done, uint64_t *when, uint64_t *eta)
+{
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint64_t now = sim_now_ns();
+    sim_tl_advance(c.st, dev, now);
+    const struct sim_work *w = &c.st->procs[c.proc].work[dev];
+    *done = w->done >= target;
+    if (*done && when)
+        *when = sim_tl_done_time(w, target);
+    if (!*done && eta) {
+        int k = sim_tl_active(c.st, dev);
+        *eta = (target - w->done) * (uint64_t)(k > 0 ? k : 1);
+    }
+    sim_leave(&c);
+    return CUDA_SUCCESS;
+}
+
+static CUresult work_wait(int dev, uint64_t target, uint64_t *when)
+{
+    for (;;) {
+        int done = 0;
+        uint64_t eta = 0;
+        CUresult rc = work_poll(dev, target, &done, when, &eta);
+        if (rc != CUDA_SUCCESS || done)
+            return rc;
+        if (eta < 20000)
+            eta = 20000;
+        if (eta > 2000000)
+            eta = 2000000;
+        struct timespec ts = {0, (long)eta};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Waits for all of the process's work on the current device. */
+static CUresult drain_current(void)
+{
+    int dev, done;
+    uint64_t target;
+    CUresult rc = work_mark(&dev, &target, &done);
+    if (rc != CUDA_SUCCESS || done)
+        return rc;
+    return work_wait(dev, target, NULL);
 }
 
 int sim_stream_valid(CUstream s)
@@ -127,17 +252,26 @@ SIM_API cuStreamSynchronize(CUstream hStream)
     CUresult rc = need_ctx();
     if (rc == CUDA_SUCCESS && !sim_stream_valid(hStream))
         rc = CUDA_ERROR_INVALID_HANDLE;
+    if (rc == CUDA_SUCCESS)
+        rc = drain_current(); /* all of the process's streams form one queue */
     return rc;
+}
+
+SIM_API cuStreamQuery(CUstream hStream)
+{
+    CUresult rc = need_ctx();
+    if (rc == CUDA_SUCCESS && !sim_stream_valid(hStream))
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    int dev, done;
+    uint64_t target;
+    rc = work_mark(&dev, &target, &done);
+    return rc != CUDA_SUCCESS ? rc : done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 /* ---- events ---- */
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 SIM_API cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
@@ -166,24 +300,63 @@ SIM_API cuEventRecord(CUevent hEvent, CUstream hStream)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!sim_stream_valid(hStream))
         return CUDA_ERROR_INVALID_HANDLE;
+    int dev = -1, done = 1;
+    uint64_t target = 0;
+    if (work_mark(&dev, &target, &done) != CUDA_SUCCESS)
+        dev = -1, done = 1;
+    uint64_t now = sim_now_ns();
     pthread_mutex_lock(&g_lock);
     int i = HANDLE_INDEX(g_events, MAX_EVENTS, hEvent);
     if (i >= 0) {
         g_events[i].recorded = 1;
-        g_events[i].t_ns = now_ns();
+        g_events[i].t_ns = now; /* final when no work is ahead of it */
+        g_events[i].pending = !done;
+        g_events[i].dev = dev;
+        g_events[i].target = target;
     }
     pthread_mutex_unlock(&g_lock);
     return i >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-SIM_API cuEventSynchronize(CUevent hEvent)
+/* Settles a pending event: wait != 0 blocks until its work is done. */
+static CUresult event_settle(CUevent e, int wait)
 {
     if (!sim_initialized_state())
         return CUDA_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&g_lock);
-    int i = HANDLE_INDEX(g_events, MAX_EVENTS, hEvent);
+    int i = HANDLE_INDEX(g_events, MAX_EVENTS, e);
+    int pend = i >= 0 && g_events[i].pending;
+    int dev = i >= 0 ? g_events[i].dev : -1;
+    uint64_t target = i >= 0 ? g_events[i].target : 0;
     pthread_mutex_unlock(&g_lock);
-    return i >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    if (i < 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!pend)
+        return CUDA_SUCCESS;
+    uint64_t when = 0;
+    int done = 0;
+    CUresult rc = wait ? work_wait(dev, target, &when) : work_poll(dev, target, &done, &when, NULL);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!wait && !done)
+        return CUDA_ERROR_NOT_READY;
+    pthread_mutex_lock(&g_lock);
+    if (g_events[i].in_use && g_events[i].pending && g_events[i].target == target) {
+        g_events[i].pending = 0;
+        g_events[i].t_ns = when;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return CUDA_SUCCESS;
+}
+
+SIM_API cuEventSynchronize(CUevent hEvent)
+{
+    return event_settle(hEvent, 1);
+}
+
+SIM_API cuEventQuery(CUevent hEvent)
+{
+    return event_settle(hEvent, 0);
 }
 
 SIM_API cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
@@ -192,7 +365,11 @@ SIM_API cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
         return CUDA_ERROR_INVALID_VALUE;
     if (!sim_initialized_state())
         return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult rc = CUDA_SUCCESS;
+    CUresult rc = event_settle(hStart, 0);
+    if (rc == CUDA_SUCCESS)
+        rc = event_settle(hEnd, 0);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     pthread_mutex_lock(&g_lock);
     int a = HANDLE_INDEX(g_events, MAX_EVENTS, hStart);
     int b = HANDLE_INDEX(g_events, MAX_EVENTS, hEnd);
@@ -276,6 +453,11 @@ SIM_API cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
             if (!g_funcs[free_i].in_use) {
                 g_funcs[free_i] = (struct sim_func){.in_use = 1, .module = m};
                 strcpy(g_funcs[free_i].name, name);
+                unsigned long long us = 0;
+                if (sscanf(name, "sleep_us:%llu", &us) == 1)
+                    g_funcs[free_i].dur_ns = us * 1000ULL;
+                else if (sscanf(name, "wave_us:%llu", &us) == 1)
+                    g_funcs[free_i].dur_ns = us * 1000ULL, g_funcs[free_i].per_wave = 1;
             }
             *hfunc = (CUfunction)(void *)&g_funcs[free_i];
             rc = CUDA_SUCCESS;
@@ -311,6 +493,8 @@ static CUresult check_launch(CUfunction f, unsigned int gx, unsigned int gy, uns
         return rc;
     pthread_mutex_lock(&g_lock);
     int fi = HANDLE_INDEX(g_funcs, MAX_FUNCS, f);
+    uint64_t dur = fi >= 0 ? g_funcs[fi].dur_ns : 0;
+    int per_wave = fi >= 0 && g_funcs[fi].per_wave;
     pthread_mutex_unlock(&g_lock);
     if (fi < 0)
         return CUDA_ERROR_INVALID_HANDLE;
@@ -318,7 +502,9 @@ static CUresult check_launch(CUfunction f, unsigned int gx, unsigned int gy, uns
         return CUDA_ERROR_INVALID_HANDLE;
     if (!gx || !gy || !gz || !bx || !by || !bz || (uint64_t)bx * by * bz > 1024)
         return CUDA_ERROR_INVALID_VALUE;
-    return CUDA_SUCCESS;
+    if (per_wave)
+        dur *= ((uint64_t)gx * gy * gz + SIM_SMS - 1) / SIM_SMS;
+    return submit_work(dur);
 }
 
 SIM_API cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -380,10 +566,43 @@ static CUresult graph_launch(CUgraphExec g, CUstream s)
     CUresult rc = need_ctx();
     if (rc != CUDA_SUCCESS)
         return rc;
-    /* There is no graph API in the sim: any non-NULL executable graph runs. */
+    /* The sim has no graph-building API: gpusliceSimGraphCreate makes graphs
+     * that take time; any other non-NULL executable graph runs in no time. */
     if (!g || !sim_stream_valid(s))
         return CUDA_ERROR_INVALID_HANDLE;
-    return CUDA_SUCCESS;
+    uint64_t ns = 0;
+    pthread_mutex_lock(&g_lock);
+    int gi = HANDLE_INDEX(g_graphs, MAX_GRAPHS, g);
+    if (gi >= 0 && g_funcs[g_graphs[gi].func].in_use)
+        ns = g_funcs[g_graphs[gi].func].dur_ns * g_graphs[gi].count;
+    pthread_mutex_unlock(&g_lock);
+    return submit_work(ns);
+}
+
+/* Sim only: an executable graph of count launches of f (one wave each). */
+SIM_EXPORT CUresult gpusliceSimGraphCreate(CUgraphExec *out, CUfunction f, unsigned int count);
+SIM_EXPORT CUresult gpusliceSimGraphCreate(CUgraphExec *out, CUfunction f, unsigned int count)
+{
+    if (!out || !count)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = need_ctx();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_lock);
+    int fi = HANDLE_INDEX(g_funcs, MAX_FUNCS, f);
+    if (fi >= 0) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        for (int i = 0; i < MAX_GRAPHS; i++)
+            if (!g_graphs[i].in_use) {
+                g_graphs[i] = (struct sim_graph){.in_use = 1, .func = fi, .count = count};
+                *out = (CUgraphExec)(void *)&g_graphs[i];
+                rc = CUDA_SUCCESS;
+                break;
+            }
+    }
+    pthread_mutex_unlock(&g_lock);
+    return rc;
 }
 
 SIM_API cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
@@ -405,7 +624,10 @@ static CUresult host_func(CUstream s, CUhostFn fn, void *data)
         return rc;
     if (!sim_stream_valid(s))
         return CUDA_ERROR_INVALID_HANDLE;
-    fn(data); /* all earlier work on the stream is already done */
+    rc = drain_current(); /* runs once the work before it is done */
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    fn(data);
     return CUDA_SUCCESS;
 }
 

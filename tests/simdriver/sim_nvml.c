@@ -8,6 +8,7 @@
 
 #include "sim_nvml_api.h"
 #include "sim_state.h"
+#include "sim_timeline.h"
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_init_count; /* nvmlInit/nvmlShutdown nest, as in NVML */
@@ -355,9 +356,12 @@ SIM_NVML nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *u
         return rc;
     if (!utilization)
         return NVML_ERROR_INVALID_ARGUMENT;
-    /* No kernel timeline yet: the device looks idle. */
-    utilization->gpu = 0;
+    if (sim_state_lock(st) != 0)
+        return NVML_ERROR_UNKNOWN;
+    sim_tl_advance(st, i, sim_now_ns());
+    utilization->gpu = st->dev[i].tl_last_util; /* the last full sample period */
     utilization->memory = 0;
+    sim_state_unlock(st);
     return NVML_SUCCESS;
 }
 
@@ -373,7 +377,28 @@ SIM_NVML nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
         return rc;
     if (!processSamplesCount)
         return NVML_ERROR_INVALID_ARGUMENT;
-    /* No samples until the compute model exists; NVML says NOT_FOUND then. */
-    *processSamplesCount = 0;
-    return NVML_ERROR_NOT_FOUND;
+    /* Every sample newer than lastSeenTimeStamp still in the ring, oldest
+     * first: one per process per period in which its kernels ran. */
+    if (sim_state_lock(st) != 0)
+        return NVML_ERROR_UNKNOWN;
+    sim_tl_advance(st, i, sim_now_ns());
+    const struct sim_device *d = &st->dev[i];
+    uint32_t n = d->tl_sample_head < SIM_UTIL_SAMPLES ? d->tl_sample_head : SIM_UTIL_SAMPLES;
+    unsigned int want = 0, cap = *processSamplesCount;
+    for (uint32_t j = d->tl_sample_head - n; j != d->tl_sample_head; j++) {
+        const struct sim_util_sample *s = &d->samples[j % SIM_UTIL_SAMPLES];
+        if (s->ts_us <= lastSeenTimeStamp)
+            continue;
+        if (utilization && want < cap)
+            utilization[want] = (nvmlProcessUtilizationSample_t){
+                .pid = s->pid, .timeStamp = s->ts_us, .smUtil = s->sm_util};
+        want++;
+    }
+    sim_state_unlock(st);
+    *processSamplesCount = want;
+    if (want == 0)
+        return NVML_ERROR_NOT_FOUND;
+    if (!utilization || want > cap)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    return NVML_SUCCESS;
 }

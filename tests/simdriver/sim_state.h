@@ -15,7 +15,7 @@
 #include <sys/types.h>
 
 #define SIM_STATE_MAGIC 0x314d495345494c53ULL /* "SLIESIM1" */
-#define SIM_STATE_VERSION 1U
+#define SIM_STATE_VERSION 2U /* 2: kernel timeline (sim_timeline.h) */
 
 #define SIM_MAX_DEVICES 8
 #define SIM_MAX_PROCS 128
@@ -78,6 +78,21 @@ struct sim_chunk {
     uint8_t pad[2];
 };
 
+/* Per process and device: the work it has given the device and how much of
+ * it is done, both in nanoseconds of exclusive device time (sim_timeline.c). */
+#define SIM_BP_RING 32
+struct sim_work {
+    uint64_t submitted; /* ns of work launched, cumulative */
+    uint64_t done;      /* ns of work executed, cumulative; <= submitted */
+    uint64_t busy;      /* wall ns this process's kernels ran (time-sliced share) */
+    uint64_t period_busy; /* busy in the current NVML sample period */
+    uint32_t bp_head;   /* breakpoints written (ring index = bp_head % SIM_BP_RING) */
+    uint32_t pad;
+    /* (time, done) points: done(t) is linear between consecutive ones. */
+    uint64_t bp_t[SIM_BP_RING];
+    uint64_t bp_done[SIM_BP_RING];
+};
+
 struct sim_proc {
     int32_t pid; /* 0 = free slot */
     int32_t pad;
@@ -86,13 +101,29 @@ struct sim_proc {
     uint32_t contexts[SIM_MAX_DEVICES]; /* live contexts per device */
     uint64_t va_next;
     uint64_t va32_next;
+    struct sim_work work[SIM_MAX_DEVICES];
 };
 
-/* Per-device state. Room to grow: the compute work will add a kernel
- * timeline here. */
+/* One NVML per-process utilisation sample (nvmlDeviceGetProcessUtilization). */
+#define SIM_UTIL_SAMPLES 256
+#define SIM_UTIL_PERIOD_NS 100000000ULL /* NVML sample period of the sim: 100 ms */
+struct sim_util_sample {
+    uint32_t pid;
+    uint32_t sm_util; /* percent of the period the process's kernels ran */
+    uint64_t ts_us;   /* end of the period, CLOCK_MONOTONIC microseconds */
+};
+
+/* Per-device state: memory, and the kernel timeline (sim_timeline.c). */
 struct sim_device {
     uint64_t total;
     uint64_t reserved[15];
+    uint64_t tl_last_ns;      /* the timeline is computed up to here */
+    uint64_t tl_busy_ns;      /* wall ns with at least one kernel running */
+    uint64_t tl_period_start; /* start of the current sample period */
+    uint64_t tl_period_busy;  /* device busy ns in it */
+    uint32_t tl_last_util;    /* device utilisation of the last full period, percent */
+    uint32_t tl_sample_head;  /* samples written (ring index = head % SIM_UTIL_SAMPLES) */
+    struct sim_util_sample samples[SIM_UTIL_SAMPLES];
 };
 
 struct sim_state {

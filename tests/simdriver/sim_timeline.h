@@ -1,0 +1,36 @@
+/*
+ * The simulated device's kernel timeline, shared by every process that maps
+ * the state. A kernel carries a duration (exclusive device time); a process's
+ * kernels run one after another (all its streams form one queue); when k
+ * processes have work, the device time-slices between them: each progresses
+ * at 1/k of full speed (processor sharing, the limit of the real driver's
+ * round-robin time slices). Time is CLOCK_MONOTONIC; nothing runs in the
+ * background: the timeline is computed up to "now" whenever anyone looks.
+ *
+ * NVML per-process utilisation is derived from the same timeline: at the end
+ * of each SIM_UTIL_PERIOD_NS period every process whose kernels ran gets a
+ * sample (pid, timestamp, percent of the period its kernels ran).
+ *
+ * All functions here want the state lock held.
+ */
+#ifndef GPUSLICE_SIM_TIMELINE_H
+#define GPUSLICE_SIM_TIMELINE_H
+
+#include "sim_state.h"
+
+uint64_t sim_now_ns(void);
+
+/* Computes the timeline of device dev up to now. */
+void sim_tl_advance(struct sim_state *st, int dev, uint64_t now);
+
+/* Adds ns of work for process slot proc on dev at time now (advances first). */
+void sim_tl_submit(struct sim_state *st, int proc, int dev, uint64_t ns, uint64_t now);
+
+/* When the process's cumulative done work reached target (interpolated on
+ * its timeline). Only meaningful once done >= target. */
+uint64_t sim_tl_done_time(const struct sim_work *w, uint64_t target);
+
+/* Processes with work pending on dev (the current slowdown factor). */
+int sim_tl_active(const struct sim_state *st, int dev);
+
+#endif
