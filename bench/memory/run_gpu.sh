@@ -55,7 +55,7 @@ note after_kill9 "$(limited $R python3 $B/torch_fill.py 2>&1 | tail -1)"
 
 # Overhead: native and interposed side by side, alternating.
 nvcc -O2 -o /tmp/overhead $B/overhead.cu || exit 1
-for rep in 1 2 3; do
+for rep in 1 2 3 4 5 6 7; do
   note overhead_native "$(/tmp/overhead)"
   note overhead_interposed "$(limited $REGION_DIR/g.region /tmp/overhead)"
 done

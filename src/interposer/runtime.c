@@ -147,8 +147,26 @@ int gs_rt_dev_of_ordinal(CUdevice ordinal)
     return d;
 }
 
+/* 1 when the process sees exactly one device: then the current device is
+ * ordinal 0 and the hot path needs no driver query. */
+static int single_device = -1;
+
 int gs_rt_dev_current(CUdevice *ordinal_out)
 {
+    int single = __atomic_load_n(&single_device, __ATOMIC_RELAXED);
+    if (GS_LIKELY(single == 1)) {
+        int d = __atomic_load_n(&dev_map[0], __ATOMIC_ACQUIRE);
+        if (d >= 0) {
+            if (ordinal_out)
+                *ordinal_out = 0;
+            return d;
+        }
+    } else if (single < 0) {
+        gs_pfn_cuDeviceGetCount count = GS_REAL_CU(cuDeviceGetCount);
+        int n = 0;
+        if (count && count(&n) == CUDA_SUCCESS)
+            __atomic_store_n(&single_device, n == 1, __ATOMIC_RELAXED);
+    }
     gs_pfn_cuCtxGetDevice get = GS_REAL_CU(cuCtxGetDevice);
     CUdevice ord = -1;
     if (!get || get(&ord) != CUDA_SUCCESS)
