@@ -17,11 +17,21 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "limiter.h"
+
 #define GS_REGION_MAGIC 0x45434c5355504721ULL /* "!GPUSLCE" */
 #define GS_REGION_VERSION 1U
 #define GS_REGION_MAX_DEVICES 16
 #define GS_REGION_MAX_PROCS 1024
 #define GS_REGION_UUID_LEN 64
+
+/* Per-process compute counters, all devices together. */
+struct gs_lim_proc {
+    uint64_t charged_ns; /* GPU time charged to the container by this process */
+    uint64_t wait_ns;    /* time its threads waited for the container's tokens */
+    uint64_t windows;    /* duty-cycle windows closed */
+    uint64_t reserved[5];
+};
 
 struct gs_region_device {
     char uuid[GS_REGION_UUID_LEN]; /* "" = slot unused */
@@ -29,7 +39,10 @@ struct gs_region_device {
     uint64_t mem_used;             /* bytes, all live processes */
     uint32_t sm_limit;             /* percent; 0 = unlimited */
     uint32_t flags;
-    uint64_t compute[14];          /* reserved for the compute limiter */
+    union {
+        uint64_t compute[14];      /* the compute limiter's account (limiter.h) */
+        struct gs_lim_account lim;
+    };
 };
 
 struct gs_region_proc {
@@ -39,8 +52,14 @@ struct gs_region_proc {
     uint64_t pidns;
     uint64_t mem_used[GS_REGION_MAX_DEVICES];
     uint64_t ctx_overhead[GS_REGION_MAX_DEVICES];
-    uint64_t compute[8]; /* reserved for the compute limiter */
+    union {
+        uint64_t compute[8]; /* the compute limiter's per-process counters */
+        struct gs_lim_proc lim;
+    };
 };
+
+_Static_assert(sizeof(struct gs_lim_account) == 14 * sizeof(uint64_t), "limiter account must fill compute[]");
+_Static_assert(sizeof(struct gs_lim_proc) == 8 * sizeof(uint64_t), "per-process counters must fill compute[]");
 
 struct gs_region {
     uint64_t magic;

@@ -65,7 +65,7 @@ __attribute__((constructor)) static void runtime_init(void)
         return;
     }
     gs_log_threshold = gs_rt.cfg.log_level;
-    if (!gs_rt.cfg.any_limit && !gs_rt.cfg.region_path[0])
+    if (!gs_rt.cfg.any_limit && !gs_rt.cfg.region_path[0] && gs_rt.cfg.compute_mode != GS_COMPUTE_SHARE)
         return; /* GS_MODE_PASSTHROUGH */
     if (!gs_rt.cfg.region_path[0])
         snprintf(gs_rt.cfg.region_path, sizeof gs_rt.cfg.region_path, "/tmp/gpuslice-%u.region",

@@ -13,6 +13,7 @@
 #include "../../src/abi/cuda_abi.h"
 #include "../../src/abi/nvml_abi.h"
 #include "../../src/core/region.h"
+#include "gs_client_compute.h"
 
 #include <dlfcn.h>
 #include <signal.h>
@@ -41,6 +42,12 @@ static void *entry(const char *base, const char *vname, int per_thread)
     return dlsym(!strcmp(mode, "dlsym") ? cuda : RTLD_DEFAULT, vname);
 }
 #define CU(base, vname, pt, type) ((type)entry(base, vname, pt))
+
+/* entry(), and plain dlsym on the driver for sim-only helpers (base NULL). */
+static void *entry_any(const char *base, const char *vname, int per_thread)
+{
+    return base ? entry(base, vname, per_thread) : dlsym(cuda, vname);
+}
 
 enum kind { K_PTR, K_VMM, K_ARRAY, K_MIPMAP, K_IPC, K_ASYNC };
 struct held {
@@ -300,6 +307,8 @@ static void run(char *line)
             pause();
     } else if (!strcmp(c, "exit")) {
         exit(0);
+    } else if (gs_client_compute(argc, argv, &rc, entry_any)) {
+        /* compute commands: gs_client_compute.c */
     }
     printf("%s rc=%d\n", c, (int)rc);
     fflush(stdout);

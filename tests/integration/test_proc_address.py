@@ -49,7 +49,7 @@ def test_version_too_old_and_unknown_names_report_like_the_driver(world):
 
 
 @pytest.mark.parametrize("name,lib", [
-    ("cuMemAlloc_v2", LIB), ("cuMemAlloc", DRV), ("cuLaunchKernel", DRV),
+    ("cuMemAlloc_v2", LIB), ("cuMemAlloc", DRV), ("cuLaunchKernel", LIB),
     ("cuGetProcAddress_v2", LIB), ("cuSimFutureFeature", DRV), ("cuMemCreate", LIB),
 ])
 def test_dlsym_on_the_driver_handle(world, name, lib):

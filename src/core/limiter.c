@@ -1,0 +1,163 @@
+/* The compute limiter's maths; see limiter.h and docs/compute.md. */
+#include "limiter.h"
+
+#define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_RELAXED)
+
+void gs_lim_account_init(struct gs_lim_account *a, enum gs_lim_mode mode, unsigned limit_pct, unsigned weight,
+                         uint64_t period_ns, uint64_t now)
+{
+    uint8_t zero = 0;
+    /* configured: 0 -> 2 (initialising) -> 1; losers wait for 1 */
+    if (!__atomic_compare_exchange_n(&a->configured, &zero, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        while (__atomic_load_n(&a->configured, __ATOMIC_ACQUIRE) == 2)
+            ;
+        return;
+    }
+    a->mode = (uint8_t)mode;
+    a->limit_pct = limit_pct;
+    a->weight = (uint16_t)(weight > 65535 ? 65535 : weight);
+    a->period_ns = period_ns ? period_ns : GS_LIM_DEFAULT_PERIOD_NS;
+    a->corr_ppm = GS_LIM_PPM;
+    uint32_t rate = mode == GS_LIM_SHARE ? GS_LIM_PPM : (limit_pct >= 100 ? GS_LIM_PPM : limit_pct * 10000U);
+    ST(&a->rate_ppm, rate);
+    ST(&a->tokens, (int64_t)0);
+    ST(&a->refill_ns, now);
+    ST(&a->outer_last_ns, now);
+    ST(&a->outer_next_ns, now + GS_LIM_OUTER_NS);
+    __atomic_store_n(&a->configured, 1, __ATOMIC_RELEASE);
+}
+
+static int64_t burst_of(const struct gs_lim_account *a, uint32_t rate)
+{
+    return (int64_t)((unsigned __int128)LD(&a->period_ns) * rate / GS_LIM_PPM);
+}
+
+void gs_lim_refill(struct gs_lim_account *a, uint64_t now)
+{
+    uint64_t last = LD(&a->refill_ns);
+    if (now <= last)
+        return;
+    if (!__atomic_compare_exchange_n(&a->refill_ns, &last, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return; /* someone else refilled up to (at least) a moment ago */
+    uint32_t rate = LD(&a->rate_ppm);
+    int64_t add = (int64_t)((unsigned __int128)(now - last) * rate / GS_LIM_PPM);
+    int64_t burst = burst_of(a, rate);
+    int64_t t = ADD(&a->tokens, add);
+    while (t > burst && !__atomic_compare_exchange_n(&a->tokens, &t, burst, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t now)
+{
+    gs_lim_refill(a, now);
+    uint32_t rate = LD(&a->rate_ppm);
+    if (rate == 0)
+        rate = 1;
+    int64_t t = LD(&a->tokens);
+    if (t < 0) {
+        uint64_t wait = (uint64_t)((unsigned __int128)(uint64_t)(-t) * GS_LIM_PPM / rate);
+        return wait ? wait : 1;
+    }
+    uint64_t period = LD(&a->period_ns);
+    uint64_t quantum = (uint64_t)burst_of(a, rate) / 2;
+    uint64_t gpu = (uint64_t)t > quantum ? (uint64_t)t : quantum;
+    uint32_t c = LD(&a->corr_ppm);
+    if (c < GS_LIM_MIN_CORR)
+        c = GS_LIM_MIN_CORR;
+    uint64_t len = (uint64_t)((unsigned __int128)gpu * GS_LIM_PPM / c);
+    if (len > 2 * period)
+        len = 2 * period;
+    if (len == 0)
+        len = 1;
+    w->open = 1;
+    w->launches = 0;
+    w->start_ns = now;
+    w->end_ns = now + len;
+    w->max_launches = UINT32_MAX;
+    if (w->est_ns) {
+        uint64_t m = (len + w->est_ns - 1) / w->est_ns;
+        w->max_launches = m == 0 ? 1 : m > UINT32_MAX ? UINT32_MAX : (uint32_t)m;
+    }
+    return 0;
+}
+
+uint64_t gs_lim_close(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, int busy_to_end)
+{
+    if (!w->open)
+        return 0;
+    w->open = 0;
+    uint64_t occ = end_ns > w->start_ns ? end_ns - w->start_ns : 0;
+    uint32_t c = LD(&a->corr_ppm);
+    if (c < GS_LIM_MIN_CORR)
+        c = GS_LIM_MIN_CORR;
+    uint64_t charge = (uint64_t)((unsigned __int128)occ * c / GS_LIM_PPM);
+    ADD(&a->tokens, -(int64_t)charge);
+    ADD(&a->occ_ns, occ);
+    ADD(&a->charged_ns, charge);
+    if (w->launches > 0 && busy_to_end) {
+        /* only windows that were busy to the end say what a launch costs */
+        uint64_t per = occ / w->launches;
+        w->est_ns = w->est_ns ? (w->est_ns * 3 + per) / 4 : per;
+    }
+    return charge;
+}
+
+uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, int64_t others_ppm, uint64_t occ_ppm)
+{
+    if (old_corr == 0)
+        old_corr = GS_LIM_PPM;
+    if (our_ppm < 0 || occ_ppm < GS_LIM_BUSY_PPM)
+        return old_corr; /* nothing to learn from */
+    if (our_ppm == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM)
+        return old_corr; /* we were busy and NVML saw none of it: it does not see our pids */
+    uint64_t ratio = (uint64_t)our_ppm * GS_LIM_PPM / occ_ppm;
+    int64_t floor = others_ppm < 0 ? 0 : (int64_t)GS_LIM_PPM - others_ppm;
+    uint64_t c = ratio > (uint64_t)(floor > 0 ? floor : 0) ? ratio : (uint64_t)floor;
+    if (c > GS_LIM_PPM)
+        c = GS_LIM_PPM;
+    if (c < GS_LIM_MIN_CORR)
+        c = GS_LIM_MIN_CORR;
+    return (uint32_t)((old_corr + c) / 2);
+}
+
+uint32_t gs_lim_share_target(unsigned weight, uint64_t busy_others_weight)
+{
+    if (busy_others_weight == 0 || weight == 0)
+        return GS_LIM_PPM;
+    return (uint32_t)((uint64_t)weight * GS_LIM_PPM / (weight + busy_others_weight));
+}
+
+uint64_t gs_lim_aggregate(const struct gs_lim_sample *s, unsigned n, uint64_t since_us,
+                          int (*is_ours)(uint32_t pid, void *ctx), void *ctx, int64_t *our_ppm, int64_t *others_ppm)
+{
+    uint64_t newest = since_us;
+    uint64_t our_sum = 0, other_sum = 0;
+    unsigned stamps = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (s[i].ts_us <= since_us)
+            continue;
+        int seen = 0;
+        for (unsigned j = 0; j < i && !seen; j++)
+            seen = s[j].ts_us == s[i].ts_us;
+        if (!seen)
+            stamps++;
+        if (s[i].ts_us > newest)
+            newest = s[i].ts_us;
+        uint32_t u = s[i].sm_util > 100 ? 100 : s[i].sm_util;
+        if (is_ours(s[i].pid, ctx))
+            our_sum += u;
+        else
+            other_sum += u;
+    }
+    if (stamps == 0) {
+        *our_ppm = -1;
+        *others_ppm = -1;
+        return newest;
+    }
+    uint64_t o = our_sum * 10000U / stamps, x = other_sum * 10000U / stamps;
+    *our_ppm = (int64_t)(o > GS_LIM_PPM ? GS_LIM_PPM : o);
+    *others_ppm = (int64_t)(x > GS_LIM_PPM ? GS_LIM_PPM : x);
+    return newest;
+}

@@ -1,0 +1,114 @@
+/*
+ * The compute limiter's maths (docs/compute.md), free of any driver call so
+ * that unit tests can drive it in simulated time.
+ *
+ * A container's allowance on one device is a token account in GPU-nanoseconds
+ * shared by all its processes (struct gs_lim_account, in the region). Tokens
+ * accrue at rate p (ppm of wall time) up to one period's worth. Each thread
+ * that launches work runs duty-cycle windows: a window opens only when the
+ * account is not in debt, lasts tokens/c of wall time (at least half a
+ * period's allowance), and closes at the first launch after its end (or after
+ * as many launches as the measured cost per launch says fit). Closing drains
+ * the work launched in it, then charges its occupancy x c, so that no work
+ * spills into the off time and the next window waits until the debt is paid:
+ * busy / (busy + off) = p.
+ *
+ * c ("correction", ppm) is the fraction of our occupied time the GPU really
+ * spent on us. It is 1 when we are alone; when other contexts time-slice the
+ * GPU it drops (each of our kernels takes longer), measured by the slow outer
+ * loop from NVML per-process utilisation.
+ */
+#ifndef GPUSLICE_LIMITER_H
+#define GPUSLICE_LIMITER_H
+
+#include <stdint.h>
+
+#define GS_LIM_PPM 1000000U
+#define GS_LIM_DEFAULT_PERIOD_NS 50000000ULL /* 50 ms duty cycle */
+#define GS_LIM_OUTER_NS 250000000ULL         /* outer (NVML) loop every 250 ms */
+#define GS_LIM_MIN_CORR 50000U               /* c never below 0.05 */
+#define GS_LIM_BUSY_PPM 50000U               /* others above 5 % count as busy (share mode) */
+
+enum gs_lim_mode { GS_LIM_CAP = 0, GS_LIM_SHARE = 1 };
+
+/* Shared by all processes of a container, per device; exactly the 14 words
+ * reserved in struct gs_region_device. Updated with atomics only. */
+struct gs_lim_account {
+    int64_t tokens;          /* GPU ns we may still use; negative = debt */
+    uint64_t refill_ns;      /* clock of the last refill */
+    uint32_t rate_ppm;       /* allowed share now (cap, or share target); >= GS_LIM_PPM: unthrottled */
+    uint32_t corr_ppm;       /* c; 0 until initialised */
+    uint64_t period_ns;      /* duty-cycle period */
+    uint64_t occ_ns;         /* cumulative wall occupancy of closed windows */
+    uint64_t charged_ns;     /* cumulative charged GPU time (occupancy x c) */
+    uint64_t wait_ns;        /* cumulative time threads waited for tokens */
+    uint64_t outer_next_ns;  /* next outer-loop run; claimed by CAS */
+    uint64_t outer_last_ns;  /* clock of the last outer-loop run */
+    uint64_t outer_occ_mark; /* occ_ns at that run */
+    uint64_t nvml_seen_us;   /* NVML lastSeenTimeStamp */
+    uint32_t limit_pct;      /* configured percent (cap) or 0 */
+    uint16_t weight;         /* share weight */
+    uint8_t mode;            /* enum gs_lim_mode */
+    uint8_t configured;      /* 1 once set up */
+    uint32_t use_ppm;        /* measured use over the last outer interval (NVML or charged) */
+    uint32_t others_ppm;     /* others' use of the device, NVML */
+    uint64_t outer_charged_mark; /* charged_ns at the last outer run */
+};
+
+/* One thread's window on one device (process-private). */
+struct gs_lim_window {
+    int open;
+    uint32_t launches;
+    uint32_t max_launches;
+    uint32_t pad;
+    uint64_t start_ns;
+    uint64_t end_ns;
+    uint64_t est_ns; /* EMA of occupancy per launch; 0 = unknown */
+};
+
+/* Sets up the account once (first process of the container wins). */
+void gs_lim_account_init(struct gs_lim_account *a, enum gs_lim_mode mode, unsigned limit_pct, unsigned weight,
+                         uint64_t period_ns, uint64_t now);
+
+/* Adds the tokens accrued since the last refill (capped at one period's
+ * allowance). Safe to call from any number of processes at once. */
+void gs_lim_refill(struct gs_lim_account *a, uint64_t now);
+
+/* Fast path: may this thread launch now without closing its window? */
+static inline int gs_lim_in_window(const struct gs_lim_window *w, uint64_t now)
+{
+    return w->open && now < w->end_ns && w->launches < w->max_launches;
+}
+
+/* Tries to open a window at now. Returns 0 if opened, else the ns to wait
+ * before trying again (the account is in debt). */
+uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t now);
+
+/* Closes the window: the GPU was ours from its start to end_ns (the caller
+ * works that out: when the drain finished if work was pending, else when the
+ * last work launched in it completed). busy_to_end: work was pending at the
+ * close, so occupancy / launches is a fair cost per launch. Charges
+ * occupancy x c to the account and returns the charge. */
+uint64_t gs_lim_close(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, int busy_to_end);
+
+/* Outer loop, pure part. our_ppm/others_ppm: NVML-measured shares of the
+ * interval (-1 if unknown); occ_ppm: our occupancy share of it. Returns the
+ * new correction c in ppm. */
+uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, int64_t others_ppm, uint64_t occ_ppm);
+
+/* Share mode: our target share given the weights of the others that are busy
+ * (sum; 0 = none busy). GS_LIM_PPM means unthrottled. */
+uint32_t gs_lim_share_target(unsigned weight, uint64_t busy_others_weight);
+
+/* NVML sample aggregation: the mean, over distinct sample timestamps, of the
+ * summed smUtil of the samples whose pid is_ours() says belong to us, and of
+ * the others; in ppm. Returns the newest timestamp seen (or since_us). */
+struct gs_lim_sample {
+    uint32_t pid;
+    uint32_t sm_util;
+    uint64_t ts_us;
+};
+uint64_t gs_lim_aggregate(const struct gs_lim_sample *s, unsigned n, uint64_t since_us,
+                          int (*is_ours)(uint32_t pid, void *ctx), void *ctx, int64_t *our_ppm, int64_t *others_ppm);
+
+#endif

@@ -1,0 +1,227 @@
+/*
+ * The launch gate: duty-cycle windows per thread and device, charged to the
+ * container's token account in the region (src/core/limiter.c has the maths;
+ * docs/compute.md the why).
+ *
+ * Fast path (inside an open window): a clock read, two compares, a counter;
+ * every Nth launch an event record that marks how far the GPU got. Slow path
+ * (window over): drain what the window launched (an event per stream used),
+ * charge its occupancy, wait while the container is in debt, open the next.
+ */
+#define _GNU_SOURCE
+#include "compute_limiter.h"
+#include "log.h"
+#include "real_driver.h"
+#include "runtime.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_STREAMS 4
+#define MARK_EVERY 8              /* small kernels: a progress marker every 8 launches */
+#define MARK_ALWAYS_NS 50000ULL   /* kernels of 50 us and more: after every launch */
+#define MAX_SLEEP_NS 10000000ULL  /* re-check the account at least every 10 ms */
+
+int gs_compute_state;
+
+struct tdev {
+    pid_t pid;
+    int8_t limited; /* -1 unknown, 0 no, 1 yes */
+    uint8_t have_start, have_mark, overflow;
+    int nstreams;
+    uint32_t since_mark;
+    uint32_t tick;
+    struct gs_lim_window w;
+    CUstream streams[MAX_STREAMS];
+    CUevent drain[MAX_STREAMS];
+    CUevent ev_start, ev_mark;
+};
+static __thread struct tdev t_dev[GS_REGION_MAX_DEVICES];
+
+uint64_t gs_compute_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void decide(void)
+{
+    int on = 0;
+    if (gs_mode() == GS_MODE_ENFORCE && gs_rt.cfg.core_policy != GS_CORE_POLICY_DISABLE) {
+        if (gs_rt.cfg.compute_mode == GS_COMPUTE_SHARE)
+            on = 1;
+        for (int i = 0; i < GS_MAX_DEVICES; i++)
+            if (gs_rt.cfg.sm_limit[i] > 0 && gs_rt.cfg.sm_limit[i] < 100)
+                on = 1;
+    }
+    __atomic_store_n(&gs_compute_state, on ? GS_COMPUTE_ON : GS_COMPUTE_OFF, __ATOMIC_RELAXED);
+}
+
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL)};
+    nanosleep(&ts, NULL);
+}
+
+static CUevent make_event(unsigned flags)
+{
+    gs_pfn_cuEventCreate create = GS_REAL_CU(cuEventCreate);
+    CUevent e = NULL;
+    if (!create || create(&e, flags) != CUDA_SUCCESS)
+        return NULL;
+    return e;
+}
+
+/* Sets up this thread's view of device d (ordinal ord). */
+static void setup(struct tdev *t, struct gs_region *r, int d, CUdevice ord)
+{
+    *t = (struct tdev){.pid = getpid(), .limited = 0};
+    unsigned limit = ord >= 0 && ord < GS_MAX_DEVICES ? gs_rt.cfg.sm_limit[ord] : 0;
+    int share = gs_rt.cfg.compute_mode == GS_COMPUTE_SHARE;
+    if (!share && (limit == 0 || limit >= 100))
+        return;
+    gs_lim_account_init(&r->dev[d].lim, share ? GS_LIM_SHARE : GS_LIM_CAP, limit, gs_rt.cfg.share_weight,
+                        GS_LIM_DEFAULT_PERIOD_NS, gs_compute_now());
+    for (int i = 0; i < MAX_STREAMS; i++)
+        t->drain[i] = make_event(0x2); /* CU_EVENT_DISABLE_TIMING */
+    t->ev_start = make_event(0);
+    t->ev_mark = make_event(0);
+    t->limited = 1;
+    gs_log(GS_LOG_DEBUG, "compute limiter on device %d: %s %u%%, weight %u", ord, share ? "share" : "cap", limit,
+           gs_rt.cfg.share_weight);
+}
+
+/* Drains the window's work and charges it. */
+static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t close_ns)
+{
+    gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
+    gs_pfn_cuEventQuery query = GS_REAL_CU(cuEventQuery);
+    gs_pfn_cuEventSynchronize esync = GS_REAL_CU(cuEventSynchronize);
+    gs_pfn_cuEventElapsedTime elapsed = GS_REAL_CU(cuEventElapsedTime);
+    int pending = 0, recorded[MAX_STREAMS] = {0};
+    for (int i = 0; i < t->nstreams; i++)
+        recorded[i] = t->drain[i] && rec && rec(t->drain[i], t->streams[i]) == CUDA_SUCCESS;
+    for (int i = 0; i < t->nstreams; i++)
+        if (recorded[i] && query && query(t->drain[i]) == CUDA_ERROR_NOT_READY)
+            pending = 1;
+    if (t->overflow) { /* more streams than we track: drain the whole context */
+        gs_pfn_cuCtxSynchronize cs = GS_REAL_CU(cuCtxSynchronize);
+        if (cs)
+            cs();
+        pending = 1;
+    }
+    uint64_t end = close_ns;
+    if (pending) {
+        for (int i = 0; i < t->nstreams; i++)
+            if (recorded[i] && esync)
+                esync(t->drain[i]);
+        end = gs_compute_now();
+    }
+    float ms = 0;
+    int marked = t->have_start && t->have_mark && elapsed && elapsed(&ms, t->ev_start, t->ev_mark) == CUDA_SUCCESS;
+    if (pending && (end - close_ns > 100000ULL || !marked)) {
+        /* work was still running: the GPU was ours until it drained */
+    } else if (marked) {
+        /* it went idle: the last marker says when our work ended */
+        end = t->w.start_ns + (uint64_t)((double)ms * 1e6);
+        if (end > close_ns)
+            end = close_ns;
+        pending = 0;
+    } else {
+        end = close_ns < t->w.end_ns ? close_ns : t->w.end_ns; /* at most the window */
+        pending = 0;
+    }
+    uint64_t start = t->w.start_ns, wend = t->w.end_ns;
+    uint32_t nl = t->w.launches;
+    uint64_t charge = gs_lim_close(&t->w, &r->dev[d].lim, end, pending);
+    gs_log(GS_LOG_DEBUG, "tokens %lld window %llu us (planned %llu, closed at %llu, %u launches, %s): charged %llu us",
+           (long long)__atomic_load_n(&r->dev[d].lim.tokens, __ATOMIC_RELAXED), (unsigned long long)((end - start) / 1000), (unsigned long long)((wend - start) / 1000),
+           (unsigned long long)((close_ns - start) / 1000), nl, pending ? "drained" : marked ? "marker" : "idle",
+           (unsigned long long)(charge / 1000));
+    int s = gs_rt_slot();
+    if (s >= 0) {
+        __atomic_add_fetch(&r->proc[s].lim.charged_ns, charge, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&r->proc[s].lim.windows, 1, __ATOMIC_RELAXED);
+    }
+    t->nstreams = 0;
+    t->overflow = 0;
+    t->have_start = t->have_mark = 0;
+    t->since_mark = 0;
+}
+
+int gs_compute_before(CUstream s)
+{
+    if (__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) == GS_COMPUTE_UNKNOWN)
+        decide();
+    if (__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) != GS_COMPUTE_ON)
+        return -1;
+    CUdevice ord = -1;
+    int d = gs_rt_dev_current(&ord);
+    if (d < 0 || d >= GS_REGION_MAX_DEVICES)
+        return -1;
+    struct gs_region *r = gs_rt_region();
+    if (!r)
+        return -1;
+    struct tdev *t = &t_dev[d];
+    if (GS_UNLIKELY(t->limited < 0 || t->pid != getpid() || t->pid == 0))
+        setup(t, r, d, ord);
+    if (!t->limited)
+        return -1;
+    struct gs_lim_account *a = &r->dev[d].lim;
+    uint64_t now = gs_compute_now();
+    if (__atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED) >= GS_LIM_PPM) {
+        /* share mode with the GPU to ourselves: run free, keep watching */
+        if (t->w.open)
+            close_window(t, r, d, now);
+        if ((++t->tick & 63) == 0)
+            gs_compute_outer(r, d, now);
+        return -1;
+    }
+    if (GS_LIKELY(gs_lim_in_window(&t->w, now)))
+        return d;
+    if (t->w.open)
+        close_window(t, r, d, now);
+    gs_compute_outer(r, d, now);
+    for (;;) {
+        uint64_t t0 = gs_compute_now();
+        uint64_t wait = gs_lim_open(&t->w, a, t0);
+        if (!wait)
+            break;
+        sleep_ns(wait < MAX_SLEEP_NS ? wait : MAX_SLEEP_NS);
+        uint64_t slept = gs_compute_now() - t0;
+        __atomic_add_fetch(&a->wait_ns, slept, __ATOMIC_RELAXED);
+        int slot = gs_rt_slot();
+        if (slot >= 0)
+            __atomic_add_fetch(&r->proc[slot].lim.wait_ns, slept, __ATOMIC_RELAXED);
+        gs_compute_outer(r, d, gs_compute_now());
+        if (__atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED) >= GS_LIM_PPM)
+            return -1; /* share mode: the others went idle while we waited */
+    }
+    gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
+    t->have_start = t->ev_start && rec && rec(t->ev_start, s) == CUDA_SUCCESS;
+    return d;
+}
+
+void gs_compute_after(int d, CUstream s, CUresult rc)
+{
+    struct tdev *t = &t_dev[d];
+    if (rc != CUDA_SUCCESS || !t->w.open)
+        return;
+    t->w.launches++;
+    int i = 0;
+    while (i < t->nstreams && t->streams[i] != s)
+        i++;
+    if (i == t->nstreams) {
+        if (i < MAX_STREAMS)
+            t->streams[t->nstreams++] = s;
+        else
+            t->overflow = 1;
+    }
+    if (t->w.est_ns >= MARK_ALWAYS_NS || ++t->since_mark >= MARK_EVERY) {
+        gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
+        if (t->ev_mark && rec && rec(t->ev_mark, s) == CUDA_SUCCESS)
+            t->have_mark = 1;
+        t->since_mark = 0;
+    }
+}

@@ -1,0 +1,29 @@
+/*
+ * The compute limiter inside the interposer (docs/compute.md): the gate every
+ * launch wrapper passes through, and the outer NVML loop.
+ */
+#ifndef GPUSLICE_COMPUTE_LIMITER_H
+#define GPUSLICE_COMPUTE_LIMITER_H
+
+#include "../abi/cuda_abi.h"
+#include "../core/region.h"
+
+enum { GS_COMPUTE_UNKNOWN = 0, GS_COMPUTE_OFF = 1, GS_COMPUTE_ON = 2 };
+/* OFF when no compute limit is configured: the wrappers then tail-call the
+ * driver after one predictable branch. */
+extern int gs_compute_state;
+
+/* Before a launch on stream s: may wait for the container's tokens. Returns
+ * the region device to hand to gs_compute_after, or -1 (not limited). */
+int gs_compute_before(CUstream s);
+/* After the launch returned rc. */
+void gs_compute_after(int dev, CUstream s, CUresult rc);
+
+/* The slow outer loop (compute_outer.c): at most every GS_LIM_OUTER_NS per
+ * container and device, from any of its processes. */
+void gs_compute_outer(struct gs_region *r, int dev, uint64_t now);
+
+/* The limiter's clock (CLOCK_MONOTONIC, the simulated driver's too). */
+uint64_t gs_compute_now(void);
+
+#endif

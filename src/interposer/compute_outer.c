@@ -1,0 +1,234 @@
+/*
+ * The limiter's slow outer loop, run by one process of the container at a
+ * time (claimed by CAS on the account's outer_next_ns), at most every
+ * GS_LIM_OUTER_NS:
+ * - reads NVML per-process utilisation since the last run and splits it into
+ *   ours (pids of our region's live processes) and the others';
+ * - updates the contention correction c (limiter.c, gs_lim_correction);
+ * - in share mode, sets the target share from the weights of the busy others:
+ *   a busy pid that belongs to a sibling region (another container's state
+ *   file in the same directory, opened read-only) counts with that
+ *   container's weight, any other busy pid with the default weight 100.
+ * NVML reports pids of the namespace it runs in (the host's): where those do
+ * not match our region's pids, nothing here learns anything and c stays 1
+ * (docs/compute.md, "Limitations").
+ */
+#define _GNU_SOURCE
+#include "compute_limiter.h"
+#include "log.h"
+#include "real_driver.h"
+#include "runtime.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_SAMPLES 512
+#define MAX_BUSY 64
+
+static pthread_mutex_t nvml_lock = PTHREAD_MUTEX_INITIALIZER;
+static int nvml_state; /* 0 untried, 1 ready, -1 unusable */
+
+struct pidset {
+    int n;
+    uint32_t pid[GS_REGION_MAX_PROCS];
+};
+
+static int in_set(uint32_t pid, void *ctx)
+{
+    const struct pidset *s = ctx;
+    for (int i = 0; i < s->n; i++)
+        if (s->pid[i] == pid)
+            return 1;
+    return 0;
+}
+
+static void live_pids(const struct gs_region *r, struct pidset *s)
+{
+    s->n = 0;
+    for (int i = 0; i < GS_REGION_MAX_PROCS; i++) {
+        int32_t pid = __atomic_load_n(&r->proc[i].pid, __ATOMIC_RELAXED);
+        if (pid > 0)
+            s->pid[s->n++] = (uint32_t)pid;
+    }
+}
+
+/* Samples of device uuid since *seen; returns how many (0 if none/unusable). */
+static unsigned read_samples(const char *uuid, uint64_t seen, struct gs_lim_sample *out)
+{
+    static nvmlProcessUtilizationSample_t buf[MAX_SAMPLES];
+    unsigned got = 0;
+    pthread_mutex_lock(&nvml_lock);
+    if (nvml_state == 0) {
+        nvml_state = -1;
+        if (gs_real_resolve(GS_LIB_NVML, 1) == 0) {
+            gs_pfn_nvmlInit_v2 init = GS_REAL_NVML(nvmlInit_v2);
+            if (init && init() == NVML_SUCCESS)
+                nvml_state = 1;
+        }
+        if (nvml_state < 0)
+            gs_log(GS_LOG_INFO, "NVML unavailable: the compute limiter runs without its contention correction");
+    }
+    gs_pfn_nvmlDeviceGetHandleByUUID by_uuid = GS_REAL_NVML(nvmlDeviceGetHandleByUUID);
+    gs_pfn_nvmlDeviceGetProcessUtilization util = GS_REAL_NVML(nvmlDeviceGetProcessUtilization);
+    nvmlDevice_t h;
+    if (nvml_state == 1 && by_uuid && util && by_uuid(uuid, &h) == NVML_SUCCESS) {
+        unsigned n = MAX_SAMPLES;
+        nvmlReturn_t rc = util(h, buf, &n, seen);
+        if (rc == NVML_SUCCESS || (rc == NVML_ERROR_INSUFFICIENT_SIZE && n > 0)) {
+            got = n > MAX_SAMPLES ? MAX_SAMPLES : n;
+            for (unsigned i = 0; i < got; i++)
+                out[i] = (struct gs_lim_sample){buf[i].pid, buf[i].smUtil, buf[i].timeStamp};
+        }
+    }
+    pthread_mutex_unlock(&nvml_lock);
+    return got;
+}
+
+/* Sum of the weights of the busy others (share mode). */
+static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t since, const struct pidset *ours,
+                            const char *uuid)
+{
+    uint32_t pid[MAX_BUSY];
+    uint64_t sum[MAX_BUSY] = {0};
+    int np = 0;
+    unsigned stamps = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (s[i].ts_us <= since)
+            continue;
+        int seen = 0;
+        for (unsigned j = 0; j < i && !seen; j++)
+            seen = s[j].ts_us == s[i].ts_us;
+        stamps += !seen;
+        if (in_set(s[i].pid, (void *)ours))
+            continue;
+        int k = 0;
+        while (k < np && pid[k] != s[i].pid)
+            k++;
+        if (k == np) {
+            if (np == MAX_BUSY)
+                continue;
+            pid[np++] = s[i].pid;
+        }
+        sum[k] += s[i].sm_util;
+    }
+    int busy[MAX_BUSY], nb = 0;
+    for (int k = 0; k < np; k++)
+        if (stamps && sum[k] * 10000U / stamps >= GS_LIM_BUSY_PPM)
+            busy[nb++] = k;
+    if (nb == 0)
+        return 0;
+    /* Weights from sibling regions (read-only). */
+    int found[MAX_BUSY] = {0};
+    uint64_t total = 0;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", gs_rt.cfg.region_path);
+    char *slash = strrchr(dir, '/');
+    struct stat self;
+    if (slash && stat(gs_rt.cfg.region_path, &self) == 0) {
+        *slash = '\0';
+        DIR *dh = opendir(dir[0] ? dir : "/");
+        struct dirent *e;
+        while (dh && (e = readdir(dh)) != NULL) {
+            size_t len = strlen(e->d_name);
+            if (len < 8 || strcmp(e->d_name + len - 7, ".region") != 0)
+                continue;
+            char path[4096 + 256];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            struct stat sb;
+            if (stat(path, &sb) != 0 || (sb.st_ino == self.st_ino && sb.st_dev == self.st_dev))
+                continue;
+            char err[256];
+            const struct gs_region *o = gs_region_open_readonly(path, err, sizeof err);
+            if (!o)
+                continue;
+            int hit = 0;
+            for (int b = 0; b < nb; b++) {
+                if (found[b])
+                    continue;
+                for (int i = 0; i < GS_REGION_MAX_PROCS; i++)
+                    if ((uint32_t)__atomic_load_n(&o->proc[i].pid, __ATOMIC_RELAXED) == pid[busy[b]]) {
+                        found[b] = hit = 1;
+                        break;
+                    }
+            }
+            if (hit) {
+                uint64_t w = 100;
+                for (int dd = 0; dd < GS_REGION_MAX_DEVICES; dd++)
+                    if (strncmp(o->dev[dd].uuid, uuid, GS_REGION_UUID_LEN) == 0 &&
+                        __atomic_load_n(&o->dev[dd].lim.configured, __ATOMIC_ACQUIRE) == 1) {
+                        const struct gs_lim_account *oa = &o->dev[dd].lim;
+                        w = oa->mode == GS_LIM_SHARE ? oa->weight : oa->limit_pct;
+                        break;
+                    }
+                total += w;
+            }
+            gs_region_close_readonly(o);
+        }
+        if (dh)
+            closedir(dh);
+    }
+    for (int b = 0; b < nb; b++)
+        if (!found[b])
+            total += 100; /* not one of ours: default weight */
+    return total;
+}
+
+void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
+{
+    struct gs_lim_account *a = &r->dev[d].lim;
+    uint64_t next = __atomic_load_n(&a->outer_next_ns, __ATOMIC_RELAXED);
+    if (now < next ||
+        !__atomic_compare_exchange_n(&a->outer_next_ns, &next, now + GS_LIM_OUTER_NS, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED))
+        return;
+    uint64_t last = __atomic_exchange_n(&a->outer_last_ns, now, __ATOMIC_RELAXED);
+    uint64_t occ = __atomic_load_n(&a->occ_ns, __ATOMIC_RELAXED);
+    uint64_t occ_d = occ - __atomic_exchange_n(&a->outer_occ_mark, occ, __ATOMIC_RELAXED);
+    uint64_t ch = __atomic_load_n(&a->charged_ns, __ATOMIC_RELAXED);
+    uint64_t ch_d = ch - __atomic_exchange_n(&a->outer_charged_mark, ch, __ATOMIC_RELAXED);
+    uint64_t interval = now > last ? now - last : 1;
+    uint64_t occ_ppm = (uint64_t)((unsigned __int128)occ_d * GS_LIM_PPM / interval);
+
+    static struct gs_lim_sample samples[MAX_SAMPLES];
+    static struct pidset ours;
+    static pthread_mutex_t outer_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&outer_lock);
+    char uuid[GS_REGION_UUID_LEN];
+    memcpy(uuid, r->dev[d].uuid, sizeof uuid);
+    uuid[sizeof uuid - 1] = '\0';
+    uint64_t seen = __atomic_load_n(&a->nvml_seen_us, __ATOMIC_RELAXED);
+    unsigned n = read_samples(uuid, seen, samples);
+    live_pids(r, &ours);
+    int64_t our = -1, others = -1;
+    uint64_t newest = gs_lim_aggregate(samples, n, seen, in_set, &ours, &our, &others);
+    __atomic_store_n(&a->nvml_seen_us, newest, __ATOMIC_RELAXED);
+    if (seen == 0) {
+        /* first look: the samples are history from before we started */
+        pthread_mutex_unlock(&outer_lock);
+        return;
+    }
+
+    uint32_t corr = gs_lim_correction(__atomic_load_n(&a->corr_ppm, __ATOMIC_RELAXED), our, others, occ_ppm);
+    __atomic_store_n(&a->corr_ppm, corr, __ATOMIC_RELAXED);
+    uint64_t use = our >= 0 ? (uint64_t)our : (uint64_t)((unsigned __int128)ch_d * GS_LIM_PPM / interval);
+    __atomic_store_n(&a->use_ppm, (uint32_t)(use > GS_LIM_PPM ? GS_LIM_PPM : use), __ATOMIC_RELAXED);
+    __atomic_store_n(&a->others_ppm, (uint32_t)(others < 0 ? 0 : others), __ATOMIC_RELAXED);
+
+    if (a->mode == GS_LIM_SHARE && n > 0) {
+        uint32_t target = gs_lim_share_target(a->weight, busy_weight(samples, n, seen, &ours, uuid));
+        uint32_t old = __atomic_exchange_n(&a->rate_ppm, target, __ATOMIC_RELAXED);
+        if (old >= GS_LIM_PPM && target < GS_LIM_PPM) {
+            __atomic_store_n(&a->tokens, (int64_t)0, __ATOMIC_RELAXED);
+            __atomic_store_n(&a->refill_ns, now, __ATOMIC_RELAXED);
+        }
+        if (old != target)
+            gs_log(GS_LOG_DEBUG, "share mode on %s: target %u ppm (was %u)", uuid, target, old);
+    } else if (a->mode == GS_LIM_SHARE && n == 0 && seen != 0) {
+        /* no samples at all since last time: nobody ran, ourselves included */
+        __atomic_store_n(&a->rate_ppm, GS_LIM_PPM, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&outer_lock);
+}

@@ -1,0 +1,135 @@
+/*
+ * gs_client's compute commands (see gs_client.c for the protocol):
+ *   kernel US            current function = one that runs US microseconds per launch
+ *                        (the simulated driver's "sleep_us:US")
+ *   graph N              current graph = N launches of the current function
+ *                        (gpusliceSimGraphCreate: the sim has no graph-building API)
+ *   run PATH SECS [WARM] [DEPTH]
+ *                        launch through PATH (kernel, kernelptsz, ex, exptsz, coop,
+ *                        coopptsz, graph, graphptsz) for SECS seconds, DEPTH launches
+ *                        between stream synchronisations (default 8); reports
+ *                        launches and the wall time after the first WARM seconds
+ *   idle SECS            sleep (a tenant that stops launching)
+ */
+#define _GNU_SOURCE
+#include "gs_client_compute.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static CUfunction func;
+static CUmodule module;
+static CUgraphExec graph;
+static unsigned long long func_us;
+static unsigned graph_n;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+typedef CUresult (*launch_t)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void **, void **);
+typedef CUresult (*launch_ex_t)(const CUlaunchConfig *, CUfunction, void **, void **);
+typedef CUresult (*coop_t)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           CUstream, void **);
+typedef CUresult (*graph_t)(CUgraphExec, CUstream);
+
+static CUresult launch_once(const char *path, void *fn)
+{
+    if (!strcmp(path, "kernel") || !strcmp(path, "kernelptsz"))
+        return ((launch_t)fn)(func, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+    if (!strcmp(path, "ex") || !strcmp(path, "exptsz")) {
+        CUlaunchConfig cfg = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 32, .blockDimY = 1,
+                              .blockDimZ = 1};
+        return ((launch_ex_t)fn)(&cfg, func, NULL, NULL);
+    }
+    if (!strcmp(path, "coop") || !strcmp(path, "coopptsz"))
+        return ((coop_t)fn)(func, 1, 1, 1, 32, 1, 1, 0, NULL, NULL);
+    return ((graph_t)fn)(graph, NULL);
+}
+
+int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
+{
+    const char *c = argv[0];
+    if (!strcmp(c, "kernel") && argc > 1) {
+        if (!module)
+            *rc = ((CUresult(*)(CUmodule *, const void *))entry("cuModuleLoadData", "cuModuleLoadData", 0))(
+                &module, "image");
+        else
+            *rc = CUDA_SUCCESS;
+        char name[64];
+        func_us = strtoull(argv[1], NULL, 0);
+        snprintf(name, sizeof name, "sleep_us:%llu", func_us);
+        if (!*rc)
+            *rc = ((CUresult(*)(CUfunction *, CUmodule, const char *))entry("cuModuleGetFunction",
+                                                                           "cuModuleGetFunction", 0))(
+                &func, module, name);
+        return 1;
+    }
+    if (!strcmp(c, "graph") && argc > 1) {
+        graph_n = (unsigned)strtoul(argv[1], NULL, 0);
+        CUresult (*mk)(CUgraphExec *, CUfunction, unsigned) =
+            (CUresult(*)(CUgraphExec *, CUfunction, unsigned))entry(NULL, "gpusliceSimGraphCreate", 0);
+        *rc = mk ? mk(&graph, func, graph_n) : CUDA_ERROR_NOT_FOUND;
+        return 1;
+    }
+    if (!strcmp(c, "idle") && argc > 1) {
+        double secs = atof(argv[1]);
+        struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)};
+        nanosleep(&ts, NULL);
+        *rc = CUDA_SUCCESS;
+        return 1;
+    }
+    if (!strcmp(c, "run") && argc > 2) {
+        const char *path = argv[1];
+        double secs = atof(argv[2]), warm = argc > 3 ? atof(argv[3]) : 0;
+        unsigned depth = argc > 4 ? (unsigned)strtoul(argv[4], NULL, 0) : 8;
+        int pt = strstr(path, "ptsz") != NULL;
+        const char *base = !strncmp(path, "kernel", 6) ? "cuLaunchKernel"
+                           : !strncmp(path, "ex", 2)   ? "cuLaunchKernelEx"
+                           : !strncmp(path, "coop", 4) ? "cuLaunchCooperativeKernel"
+                                                       : "cuGraphLaunch";
+        char vname[64];
+        snprintf(vname, sizeof vname, "%s%s", base, pt ? "_ptsz" : "");
+        void *fn = entry(base, vname, pt);
+        CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
+        if (!fn || !sync || !func || (!strncmp(path, "graph", 5) && !graph)) {
+            *rc = CUDA_ERROR_NOT_FOUND;
+            return 1;
+        }
+        double t0 = now_s(), tw = t0 + warm, end = t0 + secs, tm = 0;
+        unsigned long long n = 0, counted = 0;
+        int measuring = warm <= 0;
+        if (measuring)
+            tm = t0;
+        *rc = CUDA_SUCCESS;
+        while (!*rc) {
+            for (unsigned i = 0; i < depth && !*rc; i++)
+                *rc = launch_once(path, fn);
+            if (!*rc)
+                *rc = sync(NULL);
+            n += depth;
+            double t = now_s();
+            if (measuring)
+                counted += depth;
+            else if (t >= tw) {
+                measuring = 1;
+                tm = t;
+            }
+            if (t >= end)
+                break;
+        }
+        double el = now_s() - tm;
+        unsigned long long per = !strncmp(path, "graph", 5) ? func_us * graph_n : func_us;
+        printf("launches=%llu counted=%llu elapsed_us=%llu work_us=%llu ratio_ppm=%llu ", n, counted,
+               (unsigned long long)(el * 1e6), counted * per,
+               el > 0 ? (unsigned long long)((double)(counted * per) / (el * 1e6) * 1e6) : 0ULL);
+        return 1;
+    }
+    return 0;
+}
