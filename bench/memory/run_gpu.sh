@@ -38,6 +38,8 @@ limited $REGION_DIR/e.region python3 $B/hold.py 1024 hold > $OUT/smi_holder.txt 
 for i in $(seq 1 60); do grep -q got_mib $OUT/smi_holder.txt 2>/dev/null && break; sleep 0.5; done
 SMI=$(limited $REGION_DIR/e.region nvidia-smi --query-gpu=memory.total,memory.used,memory.free --format=csv,noheader 2>&1 | head -1)
 note nvidia_smi_4gib_with_1gib_tenant "\"$SMI\""
+APPS=$(limited $REGION_DIR/e.region nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader 2>&1 | tr '\n' ';')
+note nvidia_smi_apps_in_container "\"$APPS\""
 kill -9 $(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["pid"])' $OUT/smi_holder.txt)
 echo "--- nvidia-smi under the interposer ---"; limited $REGION_DIR/e.region nvidia-smi | head -12
 

@@ -264,6 +264,28 @@ static void run(char *line)
         if (!r)
             printf("v1_total=%llu v1_used=%llu v1_free=%llu v2_total=%llu v2_used=%llu v2_free=%llu ", m1.total,
                    m1.used, m1.free, m2.total, m2.used, m2.free);
+    } else if (!strcmp(c, "procs")) {
+        /* NVML's process list through v1 and v3, and its sizing protocol. */
+        nvmlReturn_t (*init)(void) = (nvmlReturn_t(*)(void))dlsym(nvml, "nvmlInit_v2");
+        nvmlReturn_t (*get)(unsigned, nvmlDevice_t *) =
+            (nvmlReturn_t(*)(unsigned, nvmlDevice_t *))dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2");
+        nvmlReturn_t (*v1)(nvmlDevice_t, unsigned *, nvmlProcessInfo_v1_t *) =
+            (nvmlReturn_t(*)(nvmlDevice_t, unsigned *, nvmlProcessInfo_v1_t *))dlsym(
+                nvml, "nvmlDeviceGetComputeRunningProcesses");
+        nvmlReturn_t (*v3)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *) =
+            (nvmlReturn_t(*)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *))dlsym(
+                nvml, "nvmlDeviceGetComputeRunningProcesses_v3");
+        nvmlDevice_t d;
+        nvmlProcessInfo_t p3[64];
+        nvmlProcessInfo_v1_t p1[64];
+        unsigned n0 = 0, n1 = 64, n3 = 64;
+        int r = init() || get(0, &d);
+        nvmlReturn_t sz = r ? 0 : v3(d, &n0, NULL);
+        r = r || v1(d, &n1, p1) || v3(d, &n3, p3);
+        rc = r ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+        printf("sizing_rc=%d needed=%u n1=%u n3=%u ", (int)sz, n0, n1, n3);
+        for (unsigned i = 0; !r && i < n3 && i < 64; i++)
+            printf("p%u=%u:%llu:%llu ", i, p3[i].pid, p3[i].usedGpuMemory, i < n1 ? p1[i].usedGpuMemory : 0ULL);
     } else if (!strcmp(c, "future")) {
         int out = 0;
         CUresult (*f)(int, int *) = CU("cuSimFutureFeature", "cuSimFutureFeature", 0, CUresult(*)(int, int *));

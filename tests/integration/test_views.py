@@ -51,3 +51,20 @@ def test_per_device_limit_applies_to_its_device_only(world):
     c1.ok("init 1")
     assert c1.ok("info")["total"] == GiB
     c1.close()
+
+
+def test_process_list_shows_this_container_with_charged_usage(world):
+    w = world(limit="4GiB")
+    a, b = w.client(), w.client()
+    a.ok("init")
+    a.ok("alloc 268435456")
+    b.ok("init")
+    r = b.ok("procs")
+    assert r["needed"] == 2 and r["sizing_rc"] == 7  # NVML_ERROR_INSUFFICIENT_SIZE with 0 capacity
+    assert r["n1"] == r["n3"] == 2
+    seen = {int(v.split(":")[0]): (int(v.split(":")[1]), int(v.split(":")[2]))
+            for k, v in r.items() if k.startswith("p") and ":" in str(v)}
+    assert seen == {a.p.pid: (256 * MiB + 256 * MiB, 256 * MiB + 256 * MiB),
+                    b.p.pid: (256 * MiB, 256 * MiB)}
+    a.close()
+    b.close()
