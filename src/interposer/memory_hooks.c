@@ -11,6 +11,16 @@
     if (GS_UNLIKELY(!var))                                                                         \
     return CUDA_ERROR_NOT_FOUND
 
+/* Free through `call`; on success release exactly what (kind, handle) was
+ * charged. */
+#define RELEASING_CALL(kind, handle, call)                                                         \
+    do {                                                                                           \
+        CUresult rc_ = call;                                                                       \
+        if (rc_ == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)                               \
+            gs_charge_release((kind), (uint64_t)(handle));                                         \
+        return rc_;                                                                                \
+    } while (0)
+
 /* Charge `bytes` on the current device, run `call`, keep or return. */
 #define CHARGED_CALL(bytes, kind, handle_expr, call)                                               \
     do {                                                                                           \
@@ -53,10 +63,7 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     REAL_OR_NOT_FOUND(real, cuMemFree_v2);
-    CUresult rc = real(dptr);
-    if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)
-        gs_charge_release(GS_ALLOC_PTR, dptr);
-    return rc;
+    RELEASING_CALL(GS_ALLOC_PTR, dptr, real(dptr));
 }
 
 /* ---- arrays ---- */
@@ -78,10 +85,7 @@ CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d)
 CUresult cuArrayDestroy(CUarray hArray)
 {
     REAL_OR_NOT_FOUND(real, cuArrayDestroy);
-    CUresult rc = real(hArray);
-    if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)
-        gs_charge_release(GS_ALLOC_ARRAY, (uintptr_t)hArray);
-    return rc;
+    RELEASING_CALL(GS_ALLOC_ARRAY, (uintptr_t)hArray, real(hArray));
 }
 
 CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d,
@@ -96,10 +100,7 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DE
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
 {
     REAL_OR_NOT_FOUND(real, cuMipmappedArrayDestroy);
-    CUresult rc = real(h);
-    if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)
-        gs_charge_release(GS_ALLOC_MIPMAP, (uintptr_t)h);
-    return rc;
+    RELEASING_CALL(GS_ALLOC_MIPMAP, (uintptr_t)h, real(h));
 }
 
 /* ---- virtual memory management ---- */
@@ -127,10 +128,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     REAL_OR_NOT_FOUND(real, cuMemRelease);
-    CUresult rc = real(handle);
-    if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)
-        gs_charge_release(GS_ALLOC_VMM, handle);
-    return rc;
+    RELEASING_CALL(GS_ALLOC_VMM, handle, real(handle));
 }
 
 /* ---- stream-ordered allocation (charged at allocation, released when the
@@ -164,19 +162,13 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemo
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
     REAL_OR_NOT_FOUND(real, cuMemFreeAsync);
-    CUresult rc = real(dptr, hStream);
-    if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)
-        gs_charge_release(GS_ALLOC_PTR, dptr);
-    return rc;
+    RELEASING_CALL(GS_ALLOC_PTR, dptr, real(dptr, hStream));
 }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
     REAL_OR_NOT_FOUND(real, cuMemFreeAsync_ptsz);
-    CUresult rc = real(dptr, hStream);
-    if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)
-        gs_charge_release(GS_ALLOC_PTR, dptr);
-    return rc;
+    RELEASING_CALL(GS_ALLOC_PTR, dptr, real(dptr, hStream));
 }
 
 /* ---- IPC imports: charged the size of the imported range ---- */
@@ -224,8 +216,5 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsign
 CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 {
     REAL_OR_NOT_FOUND(real, cuIpcCloseMemHandle);
-    CUresult rc = real(dptr);
-    if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)
-        gs_charge_release(GS_ALLOC_IPC, dptr);
-    return rc;
+    RELEASING_CALL(GS_ALLOC_IPC, dptr, real(dptr));
 }

@@ -12,25 +12,13 @@ int gs_lib_ready[2];
 static const char *const entry_name[GS_E_COUNT] = {
 #define CU_ENTRY(name, params) #name,
 #define NVML_ENTRY(name, params) #name,
-#define CU_CALL CU_ENTRY
-#define NVML_CALL NVML_ENTRY
 #include "entry_points.def"
-#undef CU_ENTRY
-#undef NVML_ENTRY
-#undef CU_CALL
-#undef NVML_CALL
 };
 
 static const unsigned char entry_lib[GS_E_COUNT] = {
 #define CU_ENTRY(name, params) GS_LIB_CUDA,
 #define NVML_ENTRY(name, params) GS_LIB_NVML,
-#define CU_CALL CU_ENTRY
-#define NVML_CALL NVML_ENTRY
 #include "entry_points.def"
-#undef CU_ENTRY
-#undef NVML_ENTRY
-#undef CU_CALL
-#undef NVML_CALL
 };
 
 static void *const entry_wrapper[GS_E_COUNT] = {
@@ -39,10 +27,6 @@ static void *const entry_wrapper[GS_E_COUNT] = {
 #define CU_CALL(name, params) NULL,
 #define NVML_CALL(name, params) NULL,
 #include "entry_points.def"
-#undef CU_ENTRY
-#undef NVML_ENTRY
-#undef CU_CALL
-#undef NVML_CALL
 };
 
 static const char *const lib_soname[2] = {"libcuda.so.1", "libnvidia-ml.so.1"};

@@ -15,25 +15,13 @@
 enum gs_entry_id {
 #define CU_ENTRY(name, params) GS_E_##name,
 #define NVML_ENTRY(name, params) GS_E_##name,
-#define CU_CALL CU_ENTRY
-#define NVML_CALL NVML_ENTRY
 #include "entry_points.def"
-#undef CU_ENTRY
-#undef NVML_ENTRY
-#undef CU_CALL
-#undef NVML_CALL
     GS_E_COUNT
 };
 
 #define CU_ENTRY(name, params) typedef CUresult (*gs_pfn_##name) params;
 #define NVML_ENTRY(name, params) typedef nvmlReturn_t (*gs_pfn_##name) params;
-#define CU_CALL CU_ENTRY
-#define NVML_CALL NVML_ENTRY
 #include "entry_points.def"
-#undef CU_ENTRY
-#undef NVML_ENTRY
-#undef CU_CALL
-#undef NVML_CALL
 
 /* Our wrappers carry the real names and are exported, so that programs
  * linked directly against libcuda/libnvidia-ml reach them too. */
@@ -42,10 +30,6 @@ enum gs_entry_id {
 #define CU_CALL(name, params)
 #define NVML_CALL(name, params)
 #include "entry_points.def"
-#undef CU_ENTRY
-#undef NVML_ENTRY
-#undef CU_CALL
-#undef NVML_CALL
 
 enum gs_lib { GS_LIB_CUDA = 0, GS_LIB_NVML = 1 };
 
