@@ -28,6 +28,7 @@ limited() { # run "$@" under a 4 GiB limit sharing region $1
 note torch_native "$(python3 $B/torch_fill.py 2>&1 | tail -1)"
 note torch_4gib "$(limited $REGION_DIR/a.region python3 $B/torch_fill.py 2>&1 | tail -1)"
 note torch_4gib_expandable "$(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True limited $REGION_DIR/b.region python3 $B/torch_fill.py 2>&1 | tail -1)"
+note torch_4gib_after_training_steps "$(limited $REGION_DIR/b2.region python3 $B/torch_fill.py --warm 2>&1 | tail -1)"
 note jax_native "$(python3 $B/jax_prealloc.py 2>/dev/null | tail -1)"
 note jax_4gib "$(limited $REGION_DIR/c.region python3 $B/jax_prealloc.py 2>/dev/null | tail -1)"
 note cupy_4gib "$(limited $REGION_DIR/d.region python3 $B/cupy_fill.py 2>&1 | tail -1)"
