@@ -6,19 +6,30 @@
 #define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_RELAXED)
 
 void gs_lim_account_init(struct gs_lim_account *a, enum gs_lim_mode mode, unsigned limit_pct, unsigned weight,
-                         uint64_t period_ns, uint64_t now)
+                         uint64_t now)
 {
     uint8_t zero = 0;
     /* configured: 0 -> 2 (initialising) -> 1; losers wait for 1 */
     if (!__atomic_compare_exchange_n(&a->configured, &zero, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         while (__atomic_load_n(&a->configured, __ATOMIC_ACQUIRE) == 2)
             ;
+        uint64_t last = LD(&a->outer_last_ns);
+        if (now > last + 4 * GS_LIM_OUTER_NS) {
+            /* left over from processes long gone: start afresh (a share-mode
+             * target learnt then says nothing about now) */
+            if (a->mode == GS_LIM_SHARE)
+                ST(&a->rate_ppm, GS_LIM_PPM);
+            ST(&a->tokens, (int64_t)0);
+            ST(&a->refill_ns, now);
+            ST(&a->outer_last_ns, now);
+            ST(&a->outer_next_ns, now + GS_LIM_OUTER_NS);
+            ST(&a->nvml_seen_us, (uint64_t)0);
+        }
         return;
     }
     a->mode = (uint8_t)mode;
     a->limit_pct = limit_pct;
     a->weight = (uint16_t)(weight > 65535 ? 65535 : weight);
-    a->period_ns = period_ns ? period_ns : GS_LIM_DEFAULT_PERIOD_NS;
     a->corr_ppm = GS_LIM_PPM;
     uint32_t rate = mode == GS_LIM_SHARE ? GS_LIM_PPM : (limit_pct >= 100 ? GS_LIM_PPM : limit_pct * 10000U);
     ST(&a->rate_ppm, rate);
@@ -31,7 +42,7 @@ void gs_lim_account_init(struct gs_lim_account *a, enum gs_lim_mode mode, unsign
 
 static int64_t burst_of(const struct gs_lim_account *a, uint32_t rate)
 {
-    return (int64_t)((unsigned __int128)LD(&a->period_ns) * rate / GS_LIM_PPM);
+    return (int64_t)((unsigned __int128)GS_LIM_DEFAULT_PERIOD_NS * rate / GS_LIM_PPM);
 }
 
 void gs_lim_refill(struct gs_lim_account *a, uint64_t now)
@@ -60,7 +71,7 @@ uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t
         uint64_t wait = (uint64_t)((unsigned __int128)(uint64_t)(-t) * GS_LIM_PPM / rate);
         return wait ? wait : 1;
     }
-    uint64_t period = LD(&a->period_ns);
+    uint64_t period = GS_LIM_DEFAULT_PERIOD_NS;
     uint64_t quantum = (uint64_t)burst_of(a, rate) / 2;
     uint64_t gpu = (uint64_t)t > quantum ? (uint64_t)t : quantum;
     uint32_t c = LD(&a->corr_ppm);
@@ -83,12 +94,18 @@ uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t
     return 0;
 }
 
-uint64_t gs_lim_close(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, int busy_to_end)
+uint64_t gs_lim_close(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, int measured)
 {
     if (!w->open)
         return 0;
     w->open = 0;
-    uint64_t occ = end_ns > w->start_ns ? end_ns - w->start_ns : 0;
+    uint64_t own = end_ns > w->start_ns ? end_ns - w->start_ns : 0;
+    uint64_t done = LD(&a->union_end_ns);
+    while (done < end_ns &&
+           !__atomic_compare_exchange_n(&a->union_end_ns, &done, end_ns, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+    uint64_t from = done > w->start_ns ? done : w->start_ns;
+    uint64_t occ = end_ns > from ? end_ns - from : 0;
     uint32_t c = LD(&a->corr_ppm);
     if (c < GS_LIM_MIN_CORR)
         c = GS_LIM_MIN_CORR;
@@ -96,9 +113,8 @@ uint64_t gs_lim_close(struct gs_lim_window *w, struct gs_lim_account *a, uint64_
     ADD(&a->tokens, -(int64_t)charge);
     ADD(&a->occ_ns, occ);
     ADD(&a->charged_ns, charge);
-    if (w->launches > 0 && busy_to_end) {
-        /* only windows that were busy to the end say what a launch costs */
-        uint64_t per = occ / w->launches;
+    if (w->launches > 0 && measured) {
+        uint64_t per = own / w->launches;
         w->est_ns = w->est_ns ? (w->est_ns * 3 + per) / 4 : per;
     }
     return charge;

@@ -38,7 +38,7 @@ struct gs_lim_account {
     uint64_t refill_ns;      /* clock of the last refill */
     uint32_t rate_ppm;       /* allowed share now (cap, or share target); >= GS_LIM_PPM: unthrottled */
     uint32_t corr_ppm;       /* c; 0 until initialised */
-    uint64_t period_ns;      /* duty-cycle period */
+    uint64_t union_end_ns;   /* end of the container's occupancy charged so far */
     uint64_t occ_ns;         /* cumulative wall occupancy of closed windows */
     uint64_t charged_ns;     /* cumulative charged GPU time (occupancy x c) */
     uint64_t wait_ns;        /* cumulative time threads waited for tokens */
@@ -68,7 +68,7 @@ struct gs_lim_window {
 
 /* Sets up the account once (first process of the container wins). */
 void gs_lim_account_init(struct gs_lim_account *a, enum gs_lim_mode mode, unsigned limit_pct, unsigned weight,
-                         uint64_t period_ns, uint64_t now);
+                         uint64_t now);
 
 /* Adds the tokens accrued since the last refill (capped at one period's
  * allowance). Safe to call from any number of processes at once. */
@@ -86,10 +86,12 @@ uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t
 
 /* Closes the window: the GPU was ours from its start to end_ns (the caller
  * works that out: when the drain finished if work was pending, else when the
- * last work launched in it completed). busy_to_end: work was pending at the
- * close, so occupancy / launches is a fair cost per launch. Charges
- * occupancy x c to the account and returns the charge. */
-uint64_t gs_lim_close(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, int busy_to_end);
+ * last work launched in it completed). measured: end_ns was measured, so
+ * occupancy / launches is a fair cost per launch. Charges the part of
+ * [start, end] that no other window of the container (other threads and
+ * processes) has charged already -- the container's occupancy is the union
+ * of its windows -- times c, and returns the charge. */
+uint64_t gs_lim_close(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, int measured);
 
 /* Outer loop, pure part. our_ppm/others_ppm: NVML-measured shares of the
  * interval (-1 if unknown); occ_ppm: our occupancy share of it. Returns the

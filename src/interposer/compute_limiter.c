@@ -82,7 +82,7 @@ static void setup(struct tdev *t, struct gs_region *r, int d, CUdevice ord)
     if (!share && (limit == 0 || limit >= 100))
         return;
     gs_lim_account_init(&r->dev[d].lim, share ? GS_LIM_SHARE : GS_LIM_CAP, limit, gs_rt.cfg.share_weight,
-                        GS_LIM_DEFAULT_PERIOD_NS, gs_compute_now());
+                        gs_compute_now());
     for (int i = 0; i < MAX_STREAMS; i++)
         t->drain[i] = make_event(0x2); /* CU_EVENT_DISABLE_TIMING */
     t->ev_start = make_event(0);
@@ -127,7 +127,7 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
         end = t->w.start_ns + (uint64_t)((double)ms * 1e6);
         if (end > close_ns)
             end = close_ns;
-        pending = 0;
+        pending = 1; /* measured */
     } else {
         end = close_ns < t->w.end_ns ? close_ns : t->w.end_ns; /* at most the window */
         pending = 0;
@@ -137,7 +137,7 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     uint64_t charge = gs_lim_close(&t->w, &r->dev[d].lim, end, pending);
     gs_log(GS_LOG_DEBUG, "tokens %lld window %llu us (planned %llu, closed at %llu, %u launches, %s): charged %llu us",
            (long long)__atomic_load_n(&r->dev[d].lim.tokens, __ATOMIC_RELAXED), (unsigned long long)((end - start) / 1000), (unsigned long long)((wend - start) / 1000),
-           (unsigned long long)((close_ns - start) / 1000), nl, pending ? "drained" : marked ? "marker" : "idle",
+           (unsigned long long)((close_ns - start) / 1000), nl, pending ? "measured" : "idle",
            (unsigned long long)(charge / 1000));
     int s = gs_rt_slot();
     if (s >= 0) {
@@ -218,7 +218,7 @@ void gs_compute_after(int d, CUstream s, CUresult rc)
         else
             t->overflow = 1;
     }
-    if (t->w.est_ns >= MARK_ALWAYS_NS || ++t->since_mark >= MARK_EVERY) {
+    if (t->w.est_ns == 0 || t->w.est_ns >= MARK_ALWAYS_NS || ++t->since_mark >= MARK_EVERY) {
         gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
         if (t->ev_mark && rec && rec(t->ev_mark, s) == CUDA_SUCCESS)
             t->have_mark = 1;

@@ -1,0 +1,168 @@
+"""Compute limits on the simulated driver's kernel timeline.
+
+Kernels take the time they were created with (sleep_us:N) on a per-device
+timeline shared by every process; two processes with work time-slice the
+device. A tenant's ratio is the device time its completed launches took
+exclusively, divided by the wall time it ran: 1.0 means it had the device to
+itself. Wall time is real (CLOCK_MONOTONIC): tolerances cover a loaded CI
+machine, and every window is long enough to hold many duty cycles."""
+import threading
+
+import pytest
+
+TOL = 0.05
+
+
+def world_env(world, **extra):
+    w = world(limit=None, extra={k: str(v) for k, v in extra.items()})
+    return w
+
+
+def run(client, path, secs, warm=0.0, depth=8):
+    r = client.ok(f"run {path} {secs} {warm} {depth}")
+    return r["ratio_ppm"] / 1e6
+
+
+def start(w, us, env=None, graph=None):
+    c = w.client(env=env)
+    c.ok("init")
+    c.ok(f"kernel {us}")
+    if graph:
+        c.ok(f"graph {graph}")
+    return c
+
+
+def together(*jobs):
+    """Runs (client, path, secs, warm, depth) jobs at once; their ratios."""
+    out = [None] * len(jobs)
+
+    def go(i, job):
+        out[i] = run(*job)
+
+    ts = [threading.Thread(target=go, args=(i, j)) for i, j in enumerate(jobs)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return out
+
+
+@pytest.mark.parametrize("cap", [30, 60])
+def test_cap_holds_for_long_kernels(world, cap):
+    w = world_env(world, GPUSLICE_CORES=cap)
+    c = start(w, 2000)
+    ratio = run(c, "kernel", 2.0, 0.5, 4)
+    c.close()
+    assert abs(ratio - cap / 100) <= TOL, ratio
+
+
+def test_cap_holds_for_short_kernels_against_their_exclusive_rate(world):
+    """10 us kernels are launch-bound: the cap is a share of what the tenant
+    gets alone, measured in the same test."""
+    base = start(world_env(world), 10)
+    alone = run(base, "kernel", 1.0, 0.2, 64)
+    base.close()
+    w = world_env(world, GPUSLICE_CORES=30, GPUSLICE_REGION=str(w_path(world, "short")))
+    c = start(w, 10)
+    capped = run(c, "kernel", 2.0, 0.5, 64)
+    c.close()
+    assert alone > 0.3, alone
+    assert abs(capped / alone - 0.30) <= TOL, (capped, alone)
+
+
+def w_path(world, name):
+    return world().tmp / f"{name}.region"
+
+
+@pytest.mark.parametrize("path", ["kernel", "kernelptsz", "ex", "exptsz", "coop", "coopptsz", "graph", "graphptsz"])
+def test_every_launch_path_is_throttled(world, path):
+    w = world_env(world, GPUSLICE_CORES=40)
+    c = start(w, 100, graph=10)  # a graph launch = 10 kernels of 100 us
+    ratio = run(c, path, 1.0, 0.25, 8 if path.startswith("graph") else 16)
+    c.close()
+    assert abs(ratio - 0.40) <= 0.07, ratio
+
+
+def test_no_limit_or_policy_disable_runs_free(world):
+    c = start(world_env(world), 1000)
+    free = run(c, "kernel", 0.5, 0.1, 8)
+    c.close()
+    c = start(world_env(world, GPUSLICE_CORES=30, GPU_CORE_UTILIZATION_POLICY="disable"), 1000)
+    disabled = run(c, "kernel", 0.5, 0.1, 8)
+    c.close()
+    assert free >= 0.95 and disabled >= 0.95, (free, disabled)
+
+
+def test_hami_sm_limit_is_a_cap_under_the_default_policy(world):
+    """HAMi-core leaves a lone process unlimited under the default policy;
+    gpuslice caps it."""
+    c = start(world_env(world, CUDA_DEVICE_SM_LIMIT=25), 2000)
+    ratio = run(c, "kernel", 2.0, 0.5, 4)
+    c.close()
+    assert abs(ratio - 0.25) <= TOL, ratio
+
+
+def test_two_processes_of_one_container_share_its_cap(world):
+    w = world_env(world, GPUSLICE_CORES=40)
+    a, b = start(w, 1000), start(w, 1000)
+    ra, rb = together((a, "kernel", 3.0, 1.0, 4), (b, "kernel", 3.0, 1.0, 4))
+    a.close()
+    b.close()
+    assert ra + rb <= 0.43, (ra, rb)
+    assert ra + rb >= 0.33, (ra, rb)
+    assert min(ra, rb) >= 0.10, (ra, rb)  # neither starves
+
+
+def two_containers(world, env_a, env_b, secs=4.0, warm=2.0):
+    w = world_env(world)
+    a = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "a.region"), **env_a})
+    b = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "b.region"), **env_b})
+    ra, rb = together((a, "kernel", secs, warm, 8), (b, "kernel", secs, warm, 8))
+    a.close()
+    b.close()
+    return ra, rb
+
+
+def test_two_containers_capped_30_and_70_get_30_and_70(world):
+    """Time-slicing doubles each kernel's wall time while both run: without
+    the NVML correction the 30 % tenant would get ~0.2."""
+    ra, rb = two_containers(world, {"GPUSLICE_CORES": "30"}, {"GPUSLICE_CORES": "70"})
+    assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
+
+
+def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world):
+    share = {"GPUSLICE_COMPUTE_MODE": "share"}
+    ra, rb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
+                            {**share, "GPUSLICE_SHARE_WEIGHT": "70"})
+    assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
+    assert ra + rb >= 0.93, (ra, rb)
+
+
+def test_lone_share_tenant_uses_the_whole_gpu(world):
+    c = start(world_env(world, GPUSLICE_COMPUTE_MODE="share", GPUSLICE_SHARE_WEIGHT=10), 1000)
+    ratio = run(c, "kernel", 1.0, 0.2, 8)
+    c.close()
+    assert ratio >= 0.95, ratio
+
+
+def test_share_tenant_takes_the_gpu_back_within_a_second_when_the_other_stops(world):
+    w = world_env(world, GPUSLICE_COMPUTE_MODE="share")
+    a = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "a.region"), "GPUSLICE_SHARE_WEIGHT": "30"})
+    b = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "b.region"), "GPUSLICE_SHARE_WEIGHT": "70"})
+    # a runs 4 s and is measured over its last 1.5 s; b runs only the first 1.5 s
+    late, rb = together((a, "kernel", 4.0, 2.5, 8), (b, "kernel", 1.5, 0.5, 8))
+    a.close()
+    b.close()
+    assert rb <= 0.80, rb  # b was held to its share while a competed
+    assert late >= 0.90, late
+
+
+def test_cap_holds_across_idle_and_busy_phases(world):
+    """An idle second must not bank a second of budget: after it the cap
+    holds again at once (at most one period of burst)."""
+    c = start(world_env(world, GPUSLICE_CORES=50), 1000)
+    first = run(c, "kernel", 1.0, 0.0, 8)
+    c.ok("idle 1.0")
+    second = run(c, "kernel", 1.0, 0.0, 8)
+    c.close()
+    assert abs(first - 0.50) <= 0.06 and abs(second - 0.50) <= 0.06, (first, second)
