@@ -14,7 +14,6 @@
 #include "../../src/abi/nvml_abi.h"
 #include "../../src/core/region.h"
 #include "gs_client_compute.h"
-#include "gs_client_compute.h"
 
 #include <dlfcn.h>
 #include <signal.h>
@@ -43,12 +42,6 @@ static void *entry(const char *base, const char *vname, int per_thread)
     return dlsym(!strcmp(mode, "dlsym") ? cuda : RTLD_DEFAULT, vname);
 }
 #define CU(base, vname, pt, type) ((type)entry(base, vname, pt))
-
-/* entry(), and plain dlsym on the driver for sim-only helpers (base NULL). */
-static void *entry_any(const char *base, const char *vname, int per_thread)
-{
-    return base ? entry(base, vname, per_thread) : dlsym(cuda, vname);
-}
 
 /* entry(), and plain dlsym on the driver for sim-only helpers (base NULL). */
 static void *entry_any(const char *base, const char *vname, int per_thread)
@@ -336,8 +329,6 @@ static void run(char *line)
             pause();
     } else if (!strcmp(c, "exit")) {
         exit(0);
-    } else if (gs_client_compute(argc, argv, &rc, entry_any)) {
-        /* compute commands: gs_client_compute.c */
     } else if (gs_client_compute(argc, argv, &rc, entry_any)) {
         /* compute commands: gs_client_compute.c */
     }
