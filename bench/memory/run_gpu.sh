@@ -16,7 +16,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 python3 -c "import torch, jax, cupy; print('torch', torch.__version__, 'jax', jax.__version__, 'cupy', cupy.__version__)" 2>/dev/null | tee -a "$OUT/device.txt"
 
 # The lookup paths on the real driver: which library each answer lands in.
-gcc -O2 -o /tmp/gs_client tests/integration/gs_client.c src/core/region.c src/core/procinfo.c -ldl -lpthread || exit 1
+gcc -O2 -o /tmp/gs_client tests/integration/gs_client*.c src/core/region.c src/core/procinfo.c -ldl -lpthread -lm || exit 1
 printf 'gpa cuMemAlloc 13000 0\ngpa cuMemAlloc 2000 0\ngpa cuMemAllocAsync 13000 2\ngpa cuCtxCreate 12000 0\ngpa cuGetProcAddress 13000 0\ngpa cuLaunchKernel 13000 2\nsym cuMemAlloc_v2\nsym cuMemFree_v2\ninit\ninfo\nnvml\n' |
   LD_PRELOAD=$LIB CUDA_DEVICE_MEMORY_LIMIT=4GiB GPUSLICE_REGION=$REGION_DIR/lookup.region /tmp/gs_client dlsym | tee "$OUT/lookups.txt"
 note() { echo "{\"scenario\": \"$1\", \"result\": $2}" | tee -a "$LOG"; }
