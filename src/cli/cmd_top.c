@@ -32,6 +32,21 @@ static void fmt(uint64_t bytes, char *buf, size_t len)
     gs_format_size(bytes, buf, len);
 }
 
+/* Compute use against the limit, e.g. "31%/30%cap", "12%/w70" (share weight 70) or "-". */
+static void fmt_compute(const struct gs_region_device *dv, char *buf, size_t len)
+{
+    const struct gs_lim_account *a = &dv->lim;
+    if (__atomic_load_n(&a->configured, __ATOMIC_ACQUIRE) != 1) {
+        snprintf(buf, len, "-");
+        return;
+    }
+    unsigned use = (__atomic_load_n(&a->use_ppm, __ATOMIC_RELAXED) + 5000) / 10000;
+    if (a->mode == GS_LIM_SHARE)
+        snprintf(buf, len, "%u%%/w%u", use, (unsigned)a->weight);
+    else
+        snprintf(buf, len, "%u%%/%u%%cap", use, a->limit_pct);
+}
+
 static void print_table(const char *path, const struct gs_region *r)
 {
     uint64_t my_ns = gs_proc_pidns();
@@ -44,8 +59,10 @@ static void print_table(const char *path, const struct gs_region *r)
             fmt(r->dev[d].mem_limit, limit, sizeof limit);
         else
             snprintf(limit, sizeof limit, "unlimited");
-        printf("%-20s %-42s %12s %12s %6d\n", r->container[0] ? r->container : path, r->dev[d].uuid, used, limit,
-               procs);
+        char compute[40];
+        fmt_compute(&r->dev[d], compute, sizeof compute);
+        printf("%-20s %-42s %12s %12s %6d %14s\n", r->container[0] ? r->container : path, r->dev[d].uuid, used,
+               limit, procs, compute);
         for (int i = 0; i < GS_REGION_MAX_PROCS; i++) {
             const struct gs_region_proc *p = &r->proc[i];
             if (!p->pid || !gs_proc_alive(p->pid, p->start_time, p->pidns, my_ns) || !p->mem_used[d])
@@ -69,8 +86,26 @@ static json_t *to_json(const char *path, const struct gs_region *r)
     for (uint32_t d = 0; d < r->ndevices && d < GS_REGION_MAX_DEVICES; d++) {
         int n = 0;
         uint64_t u = gs_region_live_used(r, (int)d, &n);
-        json_array_append_new(devs, json_pack("{s:s, s:I, s:I}", "uuid", r->dev[d].uuid, "memory_limit_bytes",
-                                              (json_int_t)r->dev[d].mem_limit, "memory_used_bytes", (json_int_t)u));
+        json_t *dev = json_pack("{s:s, s:I, s:I}", "uuid", r->dev[d].uuid, "memory_limit_bytes",
+                                (json_int_t)r->dev[d].mem_limit, "memory_used_bytes", (json_int_t)u);
+        const struct gs_lim_account *a = &r->dev[d].lim;
+        if (__atomic_load_n(&a->configured, __ATOMIC_ACQUIRE) == 1) {
+            /* compute: mode, limit (cap) or weight (share), the share allowed now,
+             * the measured use over the last outer interval, and totals */
+            json_object_set_new(dev, "compute_mode", json_string(a->mode == GS_LIM_SHARE ? "share" : "cap"));
+            json_object_set_new(dev, "compute_limit_percent", json_integer(a->mode == GS_LIM_SHARE ? 0 : a->limit_pct));
+            json_object_set_new(dev, "compute_weight", json_integer(a->weight));
+            json_object_set_new(dev, "compute_allowed_ppm",
+                                json_integer(__atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED)));
+            json_object_set_new(dev, "compute_used_ppm", json_integer(__atomic_load_n(&a->use_ppm, __ATOMIC_RELAXED)));
+            json_object_set_new(dev, "compute_correction_ppm",
+                                json_integer(__atomic_load_n(&a->corr_ppm, __ATOMIC_RELAXED)));
+            json_object_set_new(dev, "compute_charged_ns",
+                                json_integer((json_int_t)__atomic_load_n(&a->charged_ns, __ATOMIC_RELAXED)));
+            json_object_set_new(dev, "compute_waited_ns",
+                                json_integer((json_int_t)__atomic_load_n(&a->wait_ns, __ATOMIC_RELAXED)));
+        }
+        json_array_append_new(devs, dev);
     }
     for (int i = 0; i < GS_REGION_MAX_PROCS; i++) {
         const struct gs_region_proc *p = &r->proc[i];
@@ -81,7 +116,9 @@ static json_t *to_json(const char *path, const struct gs_region *r)
             json_array_append_new(pd, json_pack("{s:s, s:I, s:I}", "uuid", r->dev[d].uuid, "memory_used_bytes",
                                                 (json_int_t)p->mem_used[d], "context_bytes",
                                                 (json_int_t)p->ctx_overhead[d]));
-        json_array_append_new(procs, json_pack("{s:i, s:o}", "pid", p->pid, "devices", pd));
+        json_array_append_new(procs, json_pack("{s:i, s:o, s:I, s:I}", "pid", p->pid, "devices", pd,
+                                               "compute_charged_ns", (json_int_t)p->lim.charged_ns,
+                                               "compute_waited_ns", (json_int_t)p->lim.wait_ns));
     }
     return json_pack("{s:s, s:s, s:o, s:o}", "container", r->container, "state_file", path, "devices", devs,
                      "processes", procs);
@@ -119,7 +156,7 @@ static int show(char **files, int nfiles, const char *dir, int as_json)
     }
     json_t *all = json_array();
     if (!as_json)
-        printf("%-20s %-42s %12s %12s %6s\n", "CONTAINER", "DEVICE", "USED", "LIMIT", "PROCS");
+        printf("%-20s %-42s %12s %12s %6s %14s\n", "CONTAINER", "DEVICE", "USED", "LIMIT", "PROCS", "COMPUTE");
     int rc = 0;
     for (int i = 0; i < n; i++) {
         char err[256];

@@ -166,3 +166,23 @@ def test_cap_holds_across_idle_and_busy_phases(world):
     second = run(c, "kernel", 1.0, 0.0, 8)
     c.close()
     assert abs(first - 0.50) <= 0.06 and abs(second - 0.50) <= 0.06, (first, second)
+
+
+def test_node_view_shows_compute_use_against_the_limit(world):
+    import json
+    import subprocess
+    from conftest import CLI
+    w = world_env(world, GPUSLICE_CORES=30, GPUSLICE_CONTAINER="capped")
+    c = start(w, 1000)
+    ratio = run(c, "kernel", 1.5, 0.0, 8)
+    doc = json.loads(subprocess.run([CLI, "top", "--json", w.region], check=True, capture_output=True,
+                                    text=True).stdout)
+    table = subprocess.run([CLI, "top", w.region], check=True, capture_output=True, text=True).stdout
+    c.close()
+    dev = doc["containers"][0]["devices"][0]
+    assert dev["compute_mode"] == "cap" and dev["compute_limit_percent"] == 30, dev
+    assert abs(dev["compute_used_ppm"] / 1e6 - ratio) <= 0.08, (dev, ratio)
+    assert dev["compute_charged_ns"] >= 0.3 * 1.2e9, dev
+    proc = doc["containers"][0]["processes"][0]
+    assert proc["compute_charged_ns"] > 0 and proc["compute_waited_ns"] > 0, proc
+    assert "COMPUTE" in table and "%/30%cap" in table, table
