@@ -1,0 +1,74 @@
+"""One tenant of the compute benchmark: runs a GPU load for --secs after
+--warm seconds and prints one JSON line: work units completed per window."""
+import argparse
+import json
+import time
+
+import torch
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--load", choices=["matmul", "small", "graph", "launch"], required=True)
+    ap.add_argument("--secs", type=float, default=20)
+    ap.add_argument("--warm", type=float, default=2)
+    ap.add_argument("--window", type=float, default=0.5)
+    ap.add_argument("--start-at", type=float, default=0, help="time.time() at which to start (align tenants)")
+    a = ap.parse_args()
+    dev = torch.device("cuda")
+    if a.load in ("matmul", "graph"):
+        x = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
+        y = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
+        batch = 10
+    elif a.load == "small":
+        x = torch.randn(1024, 1024, device=dev, dtype=torch.bfloat16)
+        y = torch.randn(1024, 1024, device=dev, dtype=torch.bfloat16)
+        batch = 200
+    else:
+        x = torch.zeros(1, device=dev)
+        batch = 1000
+    if a.load == "graph":
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                z = x @ y
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(20):
+                z = x @ y
+        step = g.replay
+        batch = 1  # one replay = 20 matmuls
+    elif a.load == "launch":
+        def step():
+            x.add_(1)
+    else:
+        def step():
+            return x @ y
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    while a.start_at and time.time() < a.start_at:
+        time.sleep(0.005)
+    t0 = time.monotonic()
+    t_meas = t0 + a.warm
+    t_end = t_meas + a.secs
+    nwin = int(a.secs / a.window)
+    wins = [0] * nwin
+    while True:
+        for _ in range(batch):
+            step()
+        torch.cuda.synchronize()
+        now = time.monotonic()
+        if now >= t_end:
+            break
+        if now >= t_meas:
+            i = int((now - t_meas) / a.window)
+            if i < nwin:
+                wins[i] += batch
+    print(json.dumps({"load": a.load, "window_s": a.window, "units": wins}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
