@@ -58,8 +58,10 @@ note after_kill9 "$(limited $R python3 $B/torch_fill.py 2>&1 | tail -1)"
 
 # Overhead: native and interposed side by side, alternating.
 nvcc -O2 -o /tmp/overhead $B/overhead.cu || exit 1
-for rep in 1 2 3 4 5 6 7; do
-  note overhead_native "$(/tmp/overhead)"
-  note overhead_interposed "$(limited $REGION_DIR/g.region /tmp/overhead)"
+# Both sides pinned to one core: host-side launch cost is what is measured,
+# and an unpinned VM moves it by +-10 % from run to run.
+for rep in 1 2 3 4 5 6 7 8 9; do
+  note overhead_native "$(taskset -c 3 /tmp/overhead 100000 10000)"
+  note overhead_interposed "$(limited $REGION_DIR/g.region taskset -c 3 /tmp/overhead 100000 10000)"
 done
 rm -rf "$REGION_DIR"
