@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Memory-limit measurements on a real GPU (run through the device tool from
-# the repository root). Builds the interposer there, then measures each
+# the repository root). `run_gpu.sh overhead` runs only the overhead pairs. Builds the interposer there, then measures each
 # scenario of the memory issue with a 4 GiB limit. Writes $OUT/memory.jsonl.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpuslice-bench}
@@ -15,6 +15,7 @@ B=bench/memory
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 python3 -c "import torch, jax, cupy; print('torch', torch.__version__, 'jax', jax.__version__, 'cupy', cupy.__version__)" 2>/dev/null | tee -a "$OUT/device.txt"
 
+if [ "${1:-all}" != overhead ]; then
 # The lookup paths on the real driver: which library each answer lands in.
 gcc -O2 -o /tmp/gs_client tests/integration/gs_client*.c src/core/region.c src/core/procinfo.c -ldl -lpthread -lm || exit 1
 printf 'gpa cuMemAlloc 13000 0\ngpa cuMemAlloc 2000 0\ngpa cuMemAllocAsync 13000 2\ngpa cuCtxCreate 12000 0\ngpa cuGetProcAddress 13000 0\ngpa cuLaunchKernel 13000 2\nsym cuMemAlloc_v2\nsym cuMemFree_v2\ninit\ninfo\nnvml\n' |
@@ -55,6 +56,8 @@ nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | tee $OUT
 kill -9 $HOLDER; while kill -0 $HOLDER 2>/dev/null; do sleep 0.05; done
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | tee $OUT/apps_after_kill.txt
 note after_kill9 "$(limited $R python3 $B/torch_fill.py 2>&1 | tail -1)"
+
+fi
 
 # Overhead: native and interposed side by side, alternating.
 nvcc -O2 -o /tmp/overhead $B/overhead.cu || exit 1
