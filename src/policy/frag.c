@@ -99,6 +99,8 @@ int gs_frag_add(gs_frag_model *m, const gs_request *r, double weight)
         return -1;
     g->weight += weight;
     m->total_weight += weight;
+    if (r->gpu_milli >= GS_MILLI_PER_GPU)
+        m->whole_weight += weight;
     for (int i = 0; i < GS_MAX_MODELS && !r->any_model; i++)
         if (r->model_mask >> i & 1u)
             m->constrained[i] += weight;
@@ -115,6 +117,11 @@ bool gs_frag_model_wanted(const gs_frag_model *m, int model)
     if (model < 0 || model >= GS_MAX_MODELS || m->total_weight <= 0.0)
         return false;
     return m->constrained[model] >= 0.01 * m->total_weight;
+}
+
+double gs_frag_whole_share(const gs_frag_model *m)
+{
+    return m->total_weight > 0.0 ? m->whole_weight / m->total_weight : 0.0;
 }
 
 /* Free compute on GPUs too small for the group, or -1 if too few GPUs fit. */

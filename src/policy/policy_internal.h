@@ -63,6 +63,7 @@ typedef struct gs_frag_model {
     int num_groups, cap_groups;
     double total_weight;    /* of GPU requests; CPU-only ones are kept apart */
     double cpu_only_weight;
+    double whole_weight;    /* of requests for whole GPUs (one or more) */
     double sum_gpu_milli;              /* weighted sums over GPU requests */
     double gpu_pod_cpu_milli, gpu_pod_mem_mib;
     double sum_cpu_milli, sum_mem_mib;  /* over all requests */
@@ -82,6 +83,8 @@ double gs_frag_of(gs_frag_model *m, const gs_view *v);
 /* Whether a noticeable share (>= 1 %) of GPU requests is restricted to a
  * model list that includes this model, i.e. the model is a scarce resource. */
 bool gs_frag_model_wanted(const gs_frag_model *m, int model);
+/* Share of GPU requests (by weight) that take whole GPUs; 0 if none. */
+double gs_frag_whole_share(const gs_frag_model *m);
 /* Expected compute a GPU with free_milli left will still have free once
  * future pods from the workload have filled it as far as they fit. */
 double gs_frag_terminal(gs_frag_model *m, int32_t free_milli);

@@ -21,7 +21,14 @@
  *     gaps only rare small pods fit. With the credit, small and mid pods
  *     seed GPUs and the plentiful big pods complete them. When whole-GPU
  *     pods are common, term 1 charges far more than the credit for
- *     breaking an idle GPU, so the credit changes nothing there.
+ *     breaking an idle GPU, so the flat credit changes nothing there.
+ *     The credit therefore grows with the share of whole-GPU requests
+ *     (420 + 700 x share: about 815 on default). There, shared pods that
+ *     open idle GPUs early use up the idle GPUs sooner, so fewer 810 pods
+ *     (each leaving a 190 gap only rare pods fit) get placed; the oracle
+ *     bound in docs/scheduling.md shows this is where the headroom is.
+ *     The extra part is not given on models that constrained pods want,
+ *     where opening idle GPUs takes them from those pods (gpuspec33).
  *
  * Weights from sweeps over seeds 42-51 (docs/scheduling.md). */
 #include "policy_internal.h"
@@ -31,6 +38,10 @@
 #define W_TERMINAL 2.0
 /* Above about 460 gpushare100 tips over: 470s open GPUs instead of pairing. */
 #define SEED_CREDIT 420.0
+/* Extra credit per unit of whole-GPU share; above about 850 (effective
+ * credit about 900 on default) shared pods break up idle GPUs that whole
+ * pods needed and default falls to 95.8 % (sweep in docs/scheduling.md). */
+#define WHOLE_SHARE_CREDIT 700.0
 
 /* Free GPU compute beyond what the node's free CPU can feed, in milli-GPU. */
 static double cpu_stranded(const gs_frag_model *m, const gs_view *v)
@@ -78,8 +89,11 @@ double gs_score_fraglook(gs_engine *e, const gs_node *n, const gs_request *r,
     after = before;
     gs_view_place(&after, n, r, cand);
     gs_frag_model *m = &e->frag;
+    double credit = SEED_CREDIT;
+    if (!gs_frag_model_wanted(m, n->model))
+        credit += WHOLE_SHARE_CREDIT * gs_frag_whole_share(m);
     return W_FRAG * (gs_frag_of(m, &before) - gs_frag_of(m, &after)) +
            W_STRAND * (cpu_stranded(m, &before) - cpu_stranded(m, &after)) +
            W_TERMINAL * (terminal_waste(m, &before) - terminal_waste(m, &after)) +
-           SEED_CREDIT * seeds_idle_gpu(n, r, cand);
+           credit * seeds_idle_gpu(n, r, cand);
 }

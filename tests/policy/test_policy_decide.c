@@ -161,9 +161,11 @@ static void fgd_fills_dead_gaps(void **state)
 
 /* fraglook's seeding credit: when no pod needs a whole GPU, a small pod
  * opens an idle GPU (a future 810 completes it to 970) instead of filling
- * an 810's gap; when whole-GPU pods are common, breaking an idle GPU costs
- * more than the credit and the small pod fills the gap. */
-static void fraglook_seeds_idle_gpu_only_without_whole_gpu_demand(void **state)
+ * an 810's gap. The credit grows with the whole-GPU share, so it still
+ * wins when whole-GPU pods are common (fewer idle GPUs are left for 810s),
+ * but not on a model that constrained whole-GPU pods want: there breaking
+ * an idle GPU costs more than the flat credit and the pod fills the gap. */
+static void fraglook_seeds_idle_gpu_unless_model_is_wanted(void **state)
 {
     (void)state;
     gs_cluster c;
@@ -172,6 +174,9 @@ static void fraglook_seeds_idle_gpu_only_without_whole_gpu_demand(void **state)
     int gap = fx_node(&c, "G2", 96000, 393216, 2);
     gs_request big = fx_req(4000, 8192, 1, 810), small = fx_req(2000, 4096, 1, 160);
     gs_request whole = fx_req(4000, 8192, 1, 1000);
+    gs_request pinned = whole;
+    pinned.any_model = false;
+    pinned.model_mask = 1u << c.nodes[idle].model;
     fx_put(&c, &big, gap, 1, (int[]){0});
     fx_put(&c, &big, gap, 1, (int[]){1});
     gs_request shared_only[] = {big, big, big, small};
@@ -179,6 +184,9 @@ static void fraglook_seeds_idle_gpu_only_without_whole_gpu_demand(void **state)
     assert_int_equal(p.node, idle);
     gs_request mostly_whole[] = {whole, whole, whole, whole, whole, whole, big, small};
     p = decide(GS_POLICY_FRAGLOOK, &c, &small, mostly_whole, 8);
+    assert_int_equal(p.node, idle);
+    gs_request mostly_pinned[] = {pinned, pinned, pinned, pinned, pinned, pinned, big, small};
+    p = decide(GS_POLICY_FRAGLOOK, &c, &small, mostly_pinned, 8);
     assert_int_equal(p.node, gap);
     gs_cluster_free(&c);
 }
@@ -246,7 +254,7 @@ int main(void)
         cmocka_unit_test(numa_binding_picks_one_socket),
         cmocka_unit_test(multi_gpu_pod_stays_on_one_node),
         cmocka_unit_test(fgd_fills_dead_gaps),
-        cmocka_unit_test(fraglook_seeds_idle_gpu_only_without_whole_gpu_demand),
+        cmocka_unit_test(fraglook_seeds_idle_gpu_unless_model_is_wanted),
         cmocka_unit_test(fraglook_sends_cpu_pods_to_spare_cpu),
         cmocka_unit_test(score_node_matches_filter),
         cmocka_unit_test(policy_names_round_trip),
