@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Memory-limit measurements on a real GPU (run through the device tool from
-# the repository root). `run_gpu.sh overhead` runs only the overhead pairs. Builds the interposer there, then measures each
-# scenario of the memory issue with a 4 GiB limit. Writes $OUT/memory.jsonl.
+# the repository root). Builds the interposer there, then measures each
+# scenario of the memory issue with a 4 GiB limit; `run_gpu.sh overhead`
+# runs only the overhead pairs. Writes $OUT/memory.jsonl.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpuslice-bench}
 mkdir -p "$OUT"
@@ -15,16 +16,17 @@ B=bench/memory
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 python3 -c "import torch, jax, cupy; print('torch', torch.__version__, 'jax', jax.__version__, 'cupy', cupy.__version__)" 2>/dev/null | tee -a "$OUT/device.txt"
 
-if [ "${1:-all}" != overhead ]; then
-# The lookup paths on the real driver: which library each answer lands in.
-gcc -O2 -o /tmp/gs_client tests/integration/gs_client*.c src/core/region.c src/core/procinfo.c -ldl -lpthread -lm || exit 1
-printf 'gpa cuMemAlloc 13000 0\ngpa cuMemAlloc 2000 0\ngpa cuMemAllocAsync 13000 2\ngpa cuCtxCreate 12000 0\ngpa cuGetProcAddress 13000 0\ngpa cuLaunchKernel 13000 2\nsym cuMemAlloc_v2\nsym cuMemFree_v2\ninit\ninfo\nnvml\n' |
-  LD_PRELOAD=$LIB CUDA_DEVICE_MEMORY_LIMIT=4GiB GPUSLICE_REGION=$REGION_DIR/lookup.region /tmp/gs_client dlsym | tee "$OUT/lookups.txt"
 note() { echo "{\"scenario\": \"$1\", \"result\": $2}" | tee -a "$LOG"; }
 limited() { # run "$@" under a 4 GiB limit sharing region $1
   local region=$1; shift
   LD_PRELOAD=$LIB CUDA_DEVICE_MEMORY_LIMIT=4GiB GPUSLICE_REGION=$region "$@"
 }
+
+if [ "${1:-all}" != overhead ]; then
+# The lookup paths on the real driver: which library each answer lands in.
+gcc -O2 -o /tmp/gs_client tests/integration/gs_client*.c src/core/region.c src/core/procinfo.c -ldl -lpthread -lm || exit 1
+printf 'gpa cuMemAlloc 13000 0\ngpa cuMemAlloc 2000 0\ngpa cuMemAllocAsync 13000 2\ngpa cuCtxCreate 12000 0\ngpa cuGetProcAddress 13000 0\ngpa cuLaunchKernel 13000 2\nsym cuMemAlloc_v2\nsym cuMemFree_v2\ninit\ninfo\nnvml\n' |
+  LD_PRELOAD=$LIB CUDA_DEVICE_MEMORY_LIMIT=4GiB GPUSLICE_REGION=$REGION_DIR/lookup.region /tmp/gs_client dlsym | tee "$OUT/lookups.txt"
 
 note torch_native "$(python3 $B/torch_fill.py 2>&1 | tail -1)"
 note torch_4gib "$(limited $REGION_DIR/a.region python3 $B/torch_fill.py 2>&1 | tail -1)"
