@@ -10,7 +10,10 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
     build-essential cmake pkg-config clang-14 libclang-rt-14-dev cppcheck \
-    libcmocka-dev libjansson-dev python3-matplotlib >/dev/null
+    libcmocka-dev libjansson-dev python3-matplotlib \
+    libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler \
+    libcurl4-openssl-dev libmicrohttpd-dev python3-grpcio python3-grpc-tools \
+    python3-protobuf python3-pytest >/dev/null
 # The test harness runs on whatever python3 is first on PATH.
 python3 -m pip install -q --disable-pip-version-check pytest pytest-timeout 2>/dev/null ||
     python3 -m pip install -q --break-system-packages pytest pytest-timeout

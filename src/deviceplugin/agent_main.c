@@ -1,0 +1,349 @@
+/*
+ * gpuslice-node-agent: the device plugin (kubelet device-plugin API
+ * v1beta1), GPU inventory and health, the node's inventory annotation and
+ * the metrics endpoint. See docs/device-plugin.md.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "deviceplugin_v1beta1.pb-c.h"
+#include "grpc_server.h"
+#include "metrics.h"
+#include "plugin.h"
+
+static volatile int g_stop;
+
+static void on_signal(int sig)
+{
+    g_stop = 1;
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: gpuslice-node-agent [options]\n"
+          "  --node NAME             this node's name (default: $NODE_NAME)\n"
+          "  --resource NAME         extended resource (default gpuslice.io/gpu)\n"
+          "  --replicas N            schedulable replicas per GPU, 1..1000 (default 10)\n"
+          "  --plugin-dir DIR        kubelet's device-plugin dir (default /var/lib/kubelet/device-plugins)\n"
+          "  --endpoint NAME         our socket in that dir (default gpuslice.sock)\n"
+          "  --api-server URL        API server base URL (development/tests)\n"
+          "  --kubeconfig PATH       kubeconfig (default: $KUBECONFIG, else in-cluster)\n"
+          "  --no-api                run without an API server (Allocate then fails closed)\n"
+          "  --state-root DIR        per-pod state dirs (default /var/lib/gpuslice/containers)\n"
+          "  --lib-host PATH         interposer on the host (default /usr/local/gpuslice/lib/libgpuslice.so)\n"
+          "  --lib-container PATH    where containers see it (default: same as --lib-host)\n"
+          "  --preload-host PATH     file mounted as /etc/ld.so.preload (default /usr/local/gpuslice/ld.so.preload)\n"
+          "  --cdi                   name devices with CDI (nvidia.com/gpu=<uuid>) instead of NVIDIA_VISIBLE_DEVICES\n"
+          "  --metrics-addr ADDR     metrics listen address (default 0.0.0.0)\n"
+          "  --metrics-port PORT     metrics port, 0 = off (default 9400)\n"
+          "  --recovery-seconds N    quiet time before an unhealthy GPU is healthy again (default 300)\n"
+          "  --ignore-xids LIST      benign XIDs (default 13,31,43,45,68)\n"
+          "  --log-level L           error|warn|info|debug (default info)\n"
+          "  --help\n",
+          f);
+}
+
+static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "gpuslice-node-agent: %s '%s': expected an integer in %d..%d\n", opt, s,
+                lo, hi);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_xids(const char *s, struct gs_health_opts *h)
+{
+    h->nignore = 0;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", s);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int v;
+        if (h->nignore >= 32 || parse_int("--ignore-xids", t, 0, 100000, &v) != 0)
+            return -1;
+        h->ignore[h->nignore++] = (unsigned long long)v;
+    }
+    return 0;
+}
+
+static int do_register(const char *kubelet_sock, const char *endpoint, const char *resource,
+                       char *err, size_t errlen)
+{
+    V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+    o.get_preferred_allocation_available = 1;
+    V1beta1__RegisterRequest r = V1BETA1__REGISTER_REQUEST__INIT;
+    r.version = "v1beta1";
+    r.endpoint = (char *)endpoint;
+    r.resource_name = (char *)resource;
+    r.options = &o;
+    size_t len = v1beta1__register_request__get_packed_size(&r);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf)
+        return -1;
+    v1beta1__register_request__pack(&r, buf);
+    uint8_t *out = NULL;
+    size_t outlen = 0;
+    int st = gs_rpc_call(kubelet_sock, "/v1beta1.Registration/Register", buf, len, &out, &outlen,
+                         5000, err, errlen);
+    free(buf);
+    free(out);
+    return st;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int publish_inventory(struct gs_plugin *p)
+{
+    json_t *inv = gs_inventory_json(p->inv, p->replicas);
+    char *text = json_dumps(inv, JSON_COMPACT);
+    json_decref(inv);
+    if (!text)
+        return -1;
+    json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", GS_ANN_INVENTORY, text);
+    free(text);
+    char path[400], err[512];
+    snprintf(path, sizeof path, "/api/v1/nodes/%s", p->node);
+    int st = kube_merge_patch(p->kc, path, patch, NULL, err, sizeof err);
+    json_decref(patch);
+    if (st < 200 || st >= 300) {
+        kube_log(1, "node %s: cannot publish %s: %s", p->node, GS_ANN_INVENTORY, err);
+        return -1;
+    }
+    kube_log(2, "node %s: published %s", p->node, GS_ANN_INVENTORY);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static struct gs_plugin plug;
+    static struct gs_inventory inv;
+    static struct gs_podcache pods;
+    struct gs_plugin *p = &plug;
+    const char *plugin_dir = "/var/lib/kubelet/device-plugins", *endpoint = "gpuslice.sock";
+    const char *api = NULL, *kubeconfig = NULL, *metrics_addr = "0.0.0.0";
+    const char *node = getenv("NODE_NAME");
+    int no_api = 0, metrics_port = 9400;
+    struct gs_health_opts hopts = {.recovery_s = 300};
+    parse_xids("13,31,43,45,68", &hopts);
+    snprintf(p->resource, sizeof p->resource, "gpuslice.io/gpu");
+    p->replicas = 10;
+    snprintf(p->lib_host, sizeof p->lib_host, "/usr/local/gpuslice/lib/libgpuslice.so");
+    snprintf(p->preload_host, sizeof p->preload_host, "/usr/local/gpuslice/ld.so.preload");
+    snprintf(p->state_root, sizeof p->state_root, "/var/lib/gpuslice/containers");
+    const char *lib_container = NULL;
+    kube_log_set_prefix("gpuslice-node-agent");
+    static const struct option opts[] = {
+        {"node", 1, 0, 'n'},         {"resource", 1, 0, 'r'},      {"replicas", 1, 0, 'R'},
+        {"plugin-dir", 1, 0, 'd'},   {"endpoint", 1, 0, 'e'},      {"api-server", 1, 0, 'a'},
+        {"kubeconfig", 1, 0, 'k'},   {"no-api", 0, 0, 'N'},        {"state-root", 1, 0, 's'},
+        {"lib-host", 1, 0, 'l'},     {"lib-container", 1, 0, 'L'}, {"preload-host", 1, 0, 'p'},
+        {"cdi", 0, 0, 'c'},          {"metrics-addr", 1, 0, 'm'},  {"metrics-port", 1, 0, 'M'},
+        {"recovery-seconds", 1, 0, 'h'}, {"ignore-xids", 1, 0, 'x'}, {"log-level", 1, 0, 'v'},
+        {"help", 0, 0, 'H'},         {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'n': node = optarg; break;
+        case 'r': snprintf(p->resource, sizeof p->resource, "%s", optarg); break;
+        case 'R':
+            if (parse_int("--replicas", optarg, 1, 1000, &p->replicas))
+                return 2;
+            break;
+        case 'd': plugin_dir = optarg; break;
+        case 'e': endpoint = optarg; break;
+        case 'a': api = optarg; break;
+        case 'k': kubeconfig = optarg; break;
+        case 'N': no_api = 1; break;
+        case 's': snprintf(p->state_root, sizeof p->state_root, "%s", optarg); break;
+        case 'l': snprintf(p->lib_host, sizeof p->lib_host, "%s", optarg); break;
+        case 'L': lib_container = optarg; break;
+        case 'p': snprintf(p->preload_host, sizeof p->preload_host, "%s", optarg); break;
+        case 'c': p->cdi = 1; break;
+        case 'm': metrics_addr = optarg; break;
+        case 'M':
+            if (parse_int("--metrics-port", optarg, 0, 65535, &metrics_port))
+                return 2;
+            break;
+        case 'h':
+            if (parse_int("--recovery-seconds", optarg, 0, 86400, &hopts.recovery_s))
+                return 2;
+            break;
+        case 'x':
+            if (parse_xids(optarg, &hopts))
+                return 2;
+            break;
+        case 'v': {
+            static const char *const lv[] = {"error", "warn", "info", "debug"};
+            int l = -1;
+            for (int i = 0; i < 4; i++)
+                if (strcmp(optarg, lv[i]) == 0)
+                    l = i;
+            if (l < 0) {
+                fprintf(stderr, "gpuslice-node-agent: --log-level '%s': use error, warn, info "
+                                "or debug\n", optarg);
+                return 2;
+            }
+            kube_log_set_level(l);
+            break;
+        }
+        case 'H': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gpuslice-node-agent: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (!node || !*node) {
+        fprintf(stderr, "gpuslice-node-agent: no node name: pass --node or set NODE_NAME "
+                        "(the DaemonSet sets it from spec.nodeName)\n");
+        return 2;
+    }
+    if (strlen(endpoint) == 0 || strchr(endpoint, '/') ||
+        strlen(plugin_dir) + strlen(endpoint) + 2 > 200) {
+        fprintf(stderr, "gpuslice-node-agent: --endpoint must be a short file name\n");
+        return 2;
+    }
+    const char *lc = lib_container ? lib_container : p->lib_host;
+    if (strlen(lc) >= sizeof p->lib_container) {
+        fprintf(stderr, "gpuslice-node-agent: --lib-container path too long\n");
+        return 2;
+    }
+    memcpy(p->lib_container, lc, strlen(lc) + 1);
+    snprintf(p->node, sizeof p->node, "%s", node);
+    p->test_allocate_delay_ms = getenv("GPUSLICE_TEST_ALLOCATE_DELAY_MS")
+                                    ? atoi(getenv("GPUSLICE_TEST_ALLOCATE_DELAY_MS"))
+                                    : 0;
+    pthread_mutex_init(&p->lock, NULL);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    char err[1024];
+    if (gs_inventory_init(&inv, err, sizeof err) != 0) {
+        kube_log(0, "inventory: %s", err);
+        return 1;
+    }
+    p->inv = &inv;
+    pthread_t health;
+    if (gs_health_start(&inv, &hopts, &g_stop, &health) != 0) {
+        kube_log(0, "cannot start the health thread");
+        return 1;
+    }
+    if (!no_api) {
+        p->kc = kube_client_new_auto(api, kubeconfig, err, sizeof err);
+        if (!p->kc) {
+            kube_log(0, "API client: %s", err);
+            g_stop = 1;
+            pthread_join(health, NULL);
+            return 1;
+        }
+        if (gs_podcache_start(&pods, p->kc, p->node, &g_stop) != 0) {
+            kube_log(0, "cannot start the pod watch");
+            return 1;
+        }
+        p->pods = &pods;
+    }
+    struct gs_metrics *metrics = NULL;
+    if (metrics_port > 0) {
+        metrics = gs_metrics_start(metrics_addr, metrics_port, &inv, p->state_root, p->replicas,
+                                   err, sizeof err);
+        if (!metrics)
+            kube_log(0, "%s (continuing without metrics)", err);
+    }
+
+    char sock[256], kubelet_sock[256];
+    snprintf(sock, sizeof sock, "%s/%s", plugin_dir, endpoint);
+    snprintf(kubelet_sock, sizeof kubelet_sock, "%s/kubelet.sock", plugin_dir);
+    struct gs_rpc_handlers h = {.ud = p,
+                                .unary = gs_plugin_unary,
+                                .stream_method = "/v1beta1.DevicePlugin/ListAndWatch",
+                                .stream_generation = gs_plugin_generation,
+                                .stream_message = gs_plugin_list};
+    unsigned published_gen = 0;
+    int published = 0;
+    time_t next_publish = 0;
+    while (!g_stop) {
+        struct gs_rpc_server *srv = gs_rpc_server_start(sock, &h, err, sizeof err);
+        if (!srv) {
+            kube_log(0, "%s; retrying", err);
+            sleep_ms(1000);
+            continue;
+        }
+        kube_log(2, "serving %s on %s (%d GPUs x %d replicas)", p->resource, sock, inv.ngpus,
+                 p->replicas);
+        int registered = 0, attempts = 0;
+        struct stat kst;
+        ino_t kubelet_ino = 0;
+        while (!g_stop) {
+            if (!registered) {
+                char rerr[512];
+                int st = stat(kubelet_sock, &kst) == 0
+                             ? do_register(kubelet_sock, endpoint, p->resource, rerr, sizeof rerr)
+                             : -1;
+                if (st == 0) {
+                    registered = 1;
+                    kubelet_ino = kst.st_ino;
+                    kube_log(2, "registered %s with kubelet (%s)", p->resource, kubelet_sock);
+                } else if (attempts++ % 50 == 0) {
+                    kube_log(1, "registration with kubelet failed: %s; retrying",
+                             st == -1 ? "kubelet.sock not there yet" : rerr);
+                }
+            }
+            struct stat ss;
+            if (stat(sock, &ss) != 0) {
+                kube_log(1, "our socket %s was removed (kubelet restarted?): serving and "
+                            "registering again", sock);
+                break;
+            }
+            if (registered && (stat(kubelet_sock, &kst) != 0 || kst.st_ino != kubelet_ino)) {
+                kube_log(1, "kubelet.sock was recreated (kubelet restarted): registering again");
+                registered = 0;
+                attempts = 0;
+                /* kubelet forgets plugins when it restarts; a fresh server
+                 * gives it fresh streams. */
+                break;
+            }
+            if (p->kc && time(NULL) >= next_publish) {
+                unsigned gen = gs_plugin_generation(p);
+                if (!published || gen != published_gen) {
+                    if (publish_inventory(p) == 0) {
+                        published = 1;
+                        published_gen = gen;
+                    } else {
+                        next_publish = time(NULL) + 2;
+                    }
+                }
+            }
+            sleep_ms(100);
+        }
+        gs_rpc_server_stop(srv);
+    }
+    kube_log(2, "stopping");
+    gs_metrics_stop(metrics);
+    pthread_join(health, NULL);
+    if (p->pods)
+        gs_podcache_join(&pods);
+    kube_client_free(p->kc);
+    return 0;
+}

@@ -1,0 +1,220 @@
+/*
+ * Metrics, Prometheus text format 0.0.4:
+ *   per GPU (NVML): memory total/used bytes, utilisation %, health, SMs;
+ *   per container (its shared region, read-only and lock-free): memory used
+ *   and limit bytes, compute limit %, live processes.
+ * Per-container compute use is not measured by the interposer's region yet,
+ * so it is not exported (docs/device-plugin.md).
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <stdarg.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+#include "region.h"
+
+struct gs_metrics {
+    struct MHD_Daemon *d;
+    struct gs_inventory *inv;
+    char root[512];
+    int replicas;
+};
+
+struct out {
+    char *s;
+    size_t len, cap;
+};
+
+__attribute__((format(printf, 2, 3))) static void put(struct out *o, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        size_t room = o->cap - o->len;
+        va_start(ap, fmt);
+        int n = o->s ? vsnprintf(o->s + o->len, room, fmt, ap) : -1;
+        va_end(ap);
+        if (n >= 0 && (size_t)n < room) {
+            o->len += (size_t)n;
+            return;
+        }
+        size_t cap = o->cap ? o->cap * 2 : 8192;
+        char *s = realloc(o->s, cap);
+        if (!s)
+            return;
+        o->s = s;
+        o->cap = cap;
+    }
+}
+
+/* Label values: escape backslash, quote and newline. */
+static void esc(const char *in, char *out, size_t len)
+{
+    size_t j = 0;
+    for (; *in && j + 3 < len; in++) {
+        if (*in == '\\' || *in == '"') {
+            out[j++] = '\\';
+            out[j++] = *in;
+        } else if (*in == '\n') {
+            out[j++] = '\\';
+            out[j++] = 'n';
+        } else {
+            out[j++] = *in;
+        }
+    }
+    out[j] = '\0';
+}
+
+char *gs_metrics_render(struct gs_inventory *inv, const char *state_root, int replicas)
+{
+    struct out o = {0};
+    gs_inventory_refresh(inv);
+    put(&o, "# HELP gpuslice_gpu_memory_total_bytes GPU memory (NVML).\n"
+            "# TYPE gpuslice_gpu_memory_total_bytes gauge\n"
+            "# HELP gpuslice_gpu_memory_used_bytes GPU memory in use, all processes (NVML).\n"
+            "# TYPE gpuslice_gpu_memory_used_bytes gauge\n"
+            "# HELP gpuslice_gpu_utilization_percent GPU busy time (NVML).\n"
+            "# TYPE gpuslice_gpu_utilization_percent gauge\n"
+            "# HELP gpuslice_gpu_healthy 1 if the GPU is healthy (XID events).\n"
+            "# TYPE gpuslice_gpu_healthy gauge\n"
+            "# HELP gpuslice_gpu_replicas Schedulable replicas of the GPU.\n"
+            "# TYPE gpuslice_gpu_replicas gauge\n");
+    pthread_mutex_lock(&inv->lock);
+    for (int i = 0; i < inv->ngpus; i++) {
+        const struct gs_gpu *g = &inv->gpus[i];
+        char model[200];
+        esc(g->model, model, sizeof model);
+        char lab[400];
+        snprintf(lab, sizeof lab, "gpu=\"%s\",index=\"%u\",model=\"%s\"", g->uuid, g->index,
+                 model);
+        put(&o, "gpuslice_gpu_memory_total_bytes{%s} %llu\n", lab,
+            (unsigned long long)g->mem_total);
+        put(&o, "gpuslice_gpu_memory_used_bytes{%s} %llu\n", lab,
+            (unsigned long long)g->mem_used);
+        put(&o, "gpuslice_gpu_utilization_percent{%s} %u\n", lab, g->util_gpu);
+        put(&o, "gpuslice_gpu_healthy{%s} %d\n", lab, g->healthy);
+        put(&o, "gpuslice_gpu_replicas{%s} %d\n", lab, replicas);
+    }
+    pthread_mutex_unlock(&inv->lock);
+    put(&o, "# HELP gpuslice_container_memory_used_bytes Memory charged to the container "
+            "(live processes, its region).\n"
+            "# TYPE gpuslice_container_memory_used_bytes gauge\n"
+            "# HELP gpuslice_container_memory_limit_bytes The container's memory limit "
+            "(0 = none).\n"
+            "# TYPE gpuslice_container_memory_limit_bytes gauge\n"
+            "# HELP gpuslice_container_compute_limit_percent The container's compute limit "
+            "(0 = none).\n"
+            "# TYPE gpuslice_container_compute_limit_percent gauge\n"
+            "# HELP gpuslice_container_processes Live processes using the GPU.\n"
+            "# TYPE gpuslice_container_processes gauge\n");
+    DIR *d = state_root ? opendir(state_root) : NULL;
+    const struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[1024], err[256];
+        snprintf(path, sizeof path, "%s/%s/region", state_root, e->d_name);
+        const struct gs_region *r = gs_region_open_readonly(path, err, sizeof err);
+        if (!r)
+            continue;
+        char cont[300], pod[150];
+        char label[sizeof r->container + 1];
+        memcpy(label, r->container, sizeof r->container);
+        label[sizeof r->container] = '\0';
+        esc(label, cont, sizeof cont);
+        esc(e->d_name, pod, sizeof pod);
+        unsigned nd = r->ndevices > GS_REGION_MAX_DEVICES ? GS_REGION_MAX_DEVICES : r->ndevices;
+        for (unsigned i = 0; i < nd; i++) {
+            char uuid[GS_REGION_UUID_LEN + 1], u[200];
+            memcpy(uuid, r->dev[i].uuid, GS_REGION_UUID_LEN);
+            uuid[GS_REGION_UUID_LEN] = '\0';
+            if (!uuid[0])
+                continue;
+            esc(uuid, u, sizeof u);
+            int live = 0;
+            uint64_t used = gs_region_live_used(r, (int)i, &live);
+            char lab[700];
+            snprintf(lab, sizeof lab, "container=\"%s\",pod_uid=\"%s\",gpu=\"%s\"", cont, pod, u);
+            put(&o, "gpuslice_container_memory_used_bytes{%s} %llu\n", lab,
+                (unsigned long long)used);
+            put(&o, "gpuslice_container_memory_limit_bytes{%s} %llu\n", lab,
+                (unsigned long long)r->dev[i].mem_limit);
+            put(&o, "gpuslice_container_compute_limit_percent{%s} %u\n", lab, r->dev[i].sm_limit);
+            put(&o, "gpuslice_container_processes{%s} %d\n", lab, live);
+        }
+        gs_region_close_readonly(r);
+    }
+    if (d)
+        closedir(d);
+    return o.s;
+}
+
+static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_size, void **con_cls)
+{
+    struct gs_metrics *m = cls;
+    struct MHD_Response *r;
+    enum MHD_Result ret;
+    if (strcmp(method, "GET") != 0 || (strcmp(url, "/metrics") != 0 && strcmp(url, "/healthz"))) {
+        static const char nf[] = "not found: try /metrics\n";
+        r = MHD_create_response_from_buffer(sizeof nf - 1, (void *)nf, MHD_RESPMEM_PERSISTENT);
+        ret = MHD_queue_response(c, MHD_HTTP_NOT_FOUND, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    if (strcmp(url, "/healthz") == 0) {
+        static const char ok[] = "ok\n";
+        r = MHD_create_response_from_buffer(sizeof ok - 1, (void *)ok, MHD_RESPMEM_PERSISTENT);
+    } else {
+        char *text = gs_metrics_render(m->inv, m->root, m->replicas);
+        r = MHD_create_response_from_buffer(text ? strlen(text) : 0, text ? text : (void *)"",
+                                            text ? MHD_RESPMEM_MUST_FREE
+                                                 : MHD_RESPMEM_PERSISTENT);
+        MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
+    }
+    ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+struct gs_metrics *gs_metrics_start(const char *addr, int port, struct gs_inventory *inv,
+                                    const char *state_root, int replicas, char *err,
+                                    size_t errlen)
+{
+    struct gs_metrics *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->inv = inv;
+    m->replicas = replicas;
+    snprintf(m->root, sizeof m->root, "%s", state_root);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
+        snprintf(err, errlen, "metrics: bad listen address '%s' (IPv4 expected)", addr);
+        free(m);
+        return NULL;
+    }
+    m->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, (uint16_t)port, NULL, NULL, answer,
+                            m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                            MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+    if (!m->d) {
+        snprintf(err, errlen, "metrics: cannot listen on %s:%d", addr, port);
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void gs_metrics_stop(struct gs_metrics *m)
+{
+    if (!m)
+        return;
+    MHD_stop_daemon(m->d);
+    free(m);
+}

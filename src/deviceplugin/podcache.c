@@ -1,0 +1,294 @@
+/* List + watch of the node's pods (see podcache.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "annotation.h"
+#include "podcache.h"
+
+static void pod_clear(struct gs_pod *p)
+{
+    free(p->assignment);
+    free(p->allocated);
+    memset(p, 0, sizeof *p);
+}
+
+/* Fills p from a Pod object; returns -1 when it lacks an identity. */
+static int pod_from_json(json_t *o, struct gs_pod *p)
+{
+    memset(p, 0, sizeof *p);
+    json_t *md = json_object_get(o, "metadata");
+    const char *ns = json_string_value(json_object_get(md, "namespace"));
+    const char *name = json_string_value(json_object_get(md, "name"));
+    const char *uid = json_string_value(json_object_get(md, "uid"));
+    const char *rv = json_string_value(json_object_get(md, "resourceVersion"));
+    const char *created = json_string_value(json_object_get(md, "creationTimestamp"));
+    if (!ns || !name || !uid || !*uid || strlen(uid) >= sizeof p->uid)
+        return -1;
+    snprintf(p->ns, sizeof p->ns, "%s", ns);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    snprintf(p->uid, sizeof p->uid, "%s", uid);
+    snprintf(p->rv, sizeof p->rv, "%s", rv ? rv : "");
+    snprintf(p->created, sizeof p->created, "%s", created ? created : "");
+    const char *phase = json_string_value(json_object_get(json_object_get(o, "status"), "phase"));
+    p->terminal = (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0)) ||
+                  json_object_get(md, "deletionTimestamp") != NULL;
+    json_t *ann = json_object_get(md, "annotations");
+    const char *a = json_string_value(json_object_get(ann, GS_ANN_ASSIGNMENT));
+    const char *b = json_string_value(json_object_get(ann, GS_ANN_ALLOCATED));
+    p->assignment = a ? strdup(a) : NULL;
+    p->allocated = b ? strdup(b) : NULL;
+    return 0;
+}
+
+static int find_uid(const struct gs_podcache *pc, const char *uid)
+{
+    for (int i = 0; i < pc->npods; i++)
+        if (strcmp(pc->pods[i].uid, uid) == 0)
+            return i;
+    return -1;
+}
+
+/* Lock held. Takes ownership of p's strings. */
+static void upsert_locked(struct gs_podcache *pc, struct gs_pod *p)
+{
+    int i = find_uid(pc, p->uid);
+    if (i >= 0) {
+        /* Never go back in time: a patch answer may race the watch. */
+        if (pc->pods[i].rv[0] && p->rv[0] && strlen(p->rv) == strlen(pc->pods[i].rv) &&
+            strcmp(p->rv, pc->pods[i].rv) < 0) {
+            pod_clear(p);
+            return;
+        }
+        pod_clear(&pc->pods[i]);
+        pc->pods[i] = *p;
+    } else {
+        if (pc->npods == pc->cap) {
+            int cap = pc->cap ? pc->cap * 2 : 64;
+            struct gs_pod *np = realloc(pc->pods, (size_t)cap * sizeof *np);
+            if (!np) {
+                pod_clear(p);
+                return;
+            }
+            pc->pods = np;
+            pc->cap = cap;
+        }
+        pc->pods[pc->npods++] = *p;
+    }
+    pc->version++;
+}
+
+static void remove_locked(struct gs_podcache *pc, const char *uid)
+{
+    int i = find_uid(pc, uid);
+    if (i < 0)
+        return;
+    pod_clear(&pc->pods[i]);
+    pc->pods[i] = pc->pods[--pc->npods];
+    pc->version++;
+}
+
+void gs_podcache_upsert_json(struct gs_podcache *pc, json_t *pod)
+{
+    struct gs_pod p;
+    if (pod_from_json(pod, &p) != 0)
+        return;
+    pthread_mutex_lock(&pc->lock);
+    upsert_locked(pc, &p);
+    pthread_mutex_unlock(&pc->lock);
+}
+
+static char *pods_path(const struct gs_podcache *pc, const char *extra)
+{
+    char sel[300];
+    snprintf(sel, sizeof sel, "spec.nodeName=%s", pc->node);
+    char *enc = kube_urlencode(sel);
+    if (!enc)
+        return NULL;
+    size_t n = strlen(enc) + strlen(extra) + 64;
+    char *path = malloc(n);
+    if (path)
+        snprintf(path, n, "/api/v1/pods?fieldSelector=%s%s", enc, extra);
+    free(enc);
+    return path;
+}
+
+/* Lists; on success replaces the cache and copies the list's
+ * resourceVersion into rv. */
+static int relist(struct gs_podcache *pc, char *rv, size_t rvlen)
+{
+    char err[512];
+    char *path = pods_path(pc, "");
+    if (!path)
+        return -1;
+    json_t *list = NULL;
+    int st = kube_get_json(pc->kc, path, &list, err, sizeof err);
+    free(path);
+    if (st != 200 || !list) {
+        kube_log(1, "pod list failed: %s", err);
+        json_decref(list);
+        return -1;
+    }
+    json_t *items = json_object_get(list, "items");
+    if (!json_is_array(items)) {
+        kube_log(1, "pod list: answer has no \"items\" array");
+        json_decref(list);
+        return -1;
+    }
+    const char *lrv =
+        json_string_value(json_object_get(json_object_get(list, "metadata"), "resourceVersion"));
+    pthread_mutex_lock(&pc->lock);
+    for (int i = 0; i < pc->npods; i++)
+        pod_clear(&pc->pods[i]);
+    pc->npods = 0;
+    size_t i;
+    json_t *it;
+    json_array_foreach(items, i, it) {
+        struct gs_pod p;
+        if (pod_from_json(it, &p) == 0)
+            upsert_locked(pc, &p);
+    }
+    pc->version++;
+    pc->synced = 1;
+    pthread_mutex_unlock(&pc->lock);
+    if (rv)
+        snprintf(rv, rvlen, "%s", lrv ? lrv : "");
+    json_decref(list);
+    return 0;
+}
+
+int gs_podcache_relist(struct gs_podcache *pc)
+{
+    return relist(pc, NULL, 0);
+}
+
+struct watch_state {
+    struct gs_podcache *pc;
+    char rv[64];
+    int expired;
+};
+
+static int on_event(const char *type, json_t *obj, void *ud)
+{
+    struct watch_state *w = ud;
+    struct gs_podcache *pc = w->pc;
+    if (strcmp(type, "ERROR") == 0) {
+        json_t *code = json_object_get(obj, "code");
+        kube_log(2, "pod watch: server error %lld: %s", (long long)json_integer_value(code),
+                 json_string_value(json_object_get(obj, "message"))
+                     ? json_string_value(json_object_get(obj, "message"))
+                     : "");
+        w->expired = 1;
+        return 1;
+    }
+    const char *rv =
+        json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    if (rv)
+        snprintf(w->rv, sizeof w->rv, "%s", rv);
+    if (strcmp(type, "BOOKMARK") == 0)
+        return 0;
+    struct gs_pod p;
+    if (pod_from_json(obj, &p) != 0) {
+        kube_log(1, "pod watch: skipping an object without namespace/name/uid");
+        return 0;
+    }
+    pthread_mutex_lock(&pc->lock);
+    if (strcmp(type, "DELETED") == 0) {
+        remove_locked(pc, p.uid);
+        pod_clear(&p);
+    } else {
+        upsert_locked(pc, &p);
+    }
+    pthread_mutex_unlock(&pc->lock);
+    return 0;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void *cache_main(void *arg)
+{
+    struct gs_podcache *pc = arg;
+    long backoff = 200;
+    struct watch_state w = {.pc = pc};
+    while (!*pc->stop) {
+        if (relist(pc, w.rv, sizeof w.rv) != 0) {
+            for (long t = 0; t < backoff && !*pc->stop; t += 50)
+                sleep_ms(50);
+            backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
+            continue;
+        }
+        backoff = 200;
+        while (!*pc->stop) {
+            char extra[160], err[512];
+            snprintf(extra, sizeof extra,
+                     "&watch=1&allowWatchBookmarks=true&timeoutSeconds=240&resourceVersion=%s",
+                     w.rv);
+            char *path = pods_path(pc, extra);
+            if (!path)
+                break;
+            w.expired = 0;
+            int rc = kube_watch(pc->kc, path, on_event, &w, pc->stop, err, sizeof err);
+            free(path);
+            if (w.expired)
+                break; /* 410 Gone and friends: list again */
+            if (rc != 0) {
+                kube_log(1, "pod watch: %s; listing again", err);
+                sleep_ms(200);
+                break;
+            }
+        }
+    }
+    return NULL;
+}
+
+int gs_podcache_start(struct gs_podcache *pc, struct kube_client *kc, const char *node,
+                      volatile int *stop)
+{
+    memset(pc, 0, sizeof *pc);
+    pthread_mutex_init(&pc->lock, NULL);
+    pc->kc = kc;
+    pc->stop = stop;
+    snprintf(pc->node, sizeof pc->node, "%s", node);
+    return pthread_create(&pc->thread, NULL, cache_main, pc) == 0 ? 0 : -1;
+}
+
+void gs_podcache_join(struct gs_podcache *pc)
+{
+    pthread_join(pc->thread, NULL);
+    for (int i = 0; i < pc->npods; i++)
+        pod_clear(&pc->pods[i]);
+    free(pc->pods);
+    pc->pods = NULL;
+    pc->npods = 0;
+}
+
+int gs_podcache_copy(struct gs_podcache *pc, struct gs_pod **out)
+{
+    pthread_mutex_lock(&pc->lock);
+    int n = pc->npods;
+    struct gs_pod *c = calloc((size_t)(n ? n : 1), sizeof *c);
+    if (c) {
+        for (int i = 0; i < n; i++) {
+            c[i] = pc->pods[i];
+            c[i].assignment = pc->pods[i].assignment ? strdup(pc->pods[i].assignment) : NULL;
+            c[i].allocated = pc->pods[i].allocated ? strdup(pc->pods[i].allocated) : NULL;
+        }
+    } else {
+        n = 0;
+    }
+    pthread_mutex_unlock(&pc->lock);
+    *out = c;
+    return n;
+}
+
+void gs_podcache_free_copy(struct gs_pod *pods, int n)
+{
+    for (int i = 0; i < n; i++)
+        pod_clear(&pods[i]);
+    free(pods);
+}

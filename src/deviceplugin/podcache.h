@@ -1,0 +1,48 @@
+/*
+ * The pods bound to this node, kept by list + watch (fieldSelector
+ * spec.nodeName=<node>). Only what Allocate needs is kept. Allocate also
+ * calls gs_podcache_relist() on a miss: a pod bound a moment ago may not
+ * have reached the watch yet.
+ */
+#ifndef GPUSLICE_DP_PODCACHE_H
+#define GPUSLICE_DP_PODCACHE_H
+
+#include <pthread.h>
+
+#include "kube_client.h"
+
+struct gs_pod {
+    char ns[64];
+    char name[254];
+    char uid[64];
+    char rv[32];
+    char created[32]; /* RFC 3339, sorts as text */
+    int terminal;     /* phase Succeeded/Failed, or being deleted */
+    char *assignment; /* gpuslice.io/assignment value, or NULL */
+    char *allocated;  /* gpuslice.io/allocated value, or NULL */
+};
+
+struct gs_podcache {
+    pthread_mutex_t lock;
+    struct gs_pod *pods;
+    int npods, cap;
+    unsigned version; /* bumped on every change */
+    struct kube_client *kc;
+    char node[256];
+    volatile int *stop;
+    pthread_t thread;
+    int synced; /* a list has completed */
+};
+
+int gs_podcache_start(struct gs_podcache *pc, struct kube_client *kc, const char *node,
+                      volatile int *stop);
+void gs_podcache_join(struct gs_podcache *pc);
+/* Lists the node's pods now and replaces the cache. Returns 0 or -1. */
+int gs_podcache_relist(struct gs_podcache *pc);
+/* Upserts a pod object (JSON) into the cache, e.g. after a patch answer. */
+void gs_podcache_upsert_json(struct gs_podcache *pc, json_t *pod);
+/* Copies the pods out (caller frees with gs_podcache_free_copy). */
+int gs_podcache_copy(struct gs_podcache *pc, struct gs_pod **out);
+void gs_podcache_free_copy(struct gs_pod *pods, int n);
+
+#endif

@@ -1,0 +1,83 @@
+/*
+ * A small Kubernetes API client on libcurl + jansson, shared by the node
+ * agent and (later) the scheduler extender.
+ *
+ * - Configuration: in-cluster (service-account token + CA +
+ *   KUBERNETES_SERVICE_HOST/PORT), a kubeconfig file (a documented subset),
+ *   or a plain base URL (development and tests).
+ * - Requests retry transport errors, 429 and 5xx with exponential backoff;
+ *   4xx answers (409 Conflict included) are returned to the caller at once.
+ * - Every retry and every failure is logged on one line naming the method,
+ *   the path and the status.
+ * - Thread-safe: each call uses its own curl handle.
+ */
+#ifndef GPUSLICE_KUBE_CLIENT_H
+#define GPUSLICE_KUBE_CLIENT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+struct kube_client;
+
+/* Reads the pod's service account from dir (NULL: the standard
+ * /var/run/secrets/kubernetes.io/serviceaccount) and the API server address
+ * from KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT. */
+struct kube_client *kube_client_new_incluster(const char *dir, char *err, size_t errlen);
+/* Reads a kubeconfig: the current context's cluster server, CA
+ * (certificate-authority or -data), insecure-skip-tls-verify and user token
+ * (token or tokenFile). Client certificates are not supported (error). */
+struct kube_client *kube_client_new_kubeconfig(const char *path, char *err, size_t errlen);
+/* A base URL such as http://127.0.0.1:8080, with an optional bearer token. */
+struct kube_client *kube_client_new_url(const char *base_url, const char *token, char *err,
+                                        size_t errlen);
+/* Picks one: url if given, else kubeconfig if given, else $KUBECONFIG if set,
+ * else in-cluster. */
+struct kube_client *kube_client_new_auto(const char *url, const char *kubeconfig, char *err,
+                                         size_t errlen);
+void kube_client_free(struct kube_client *kc);
+
+/* Retry policy: attempts (>=1) and the first backoff in ms (doubles, capped
+ * at 5 s). Defaults: 5 attempts, 100 ms. */
+void kube_client_set_retry(struct kube_client *kc, int attempts, int first_backoff_ms);
+/* Per-request timeout in ms (default 10000). */
+void kube_client_set_timeout(struct kube_client *kc, long timeout_ms);
+
+/* One request. Returns the HTTP status, or -1 after the last transport
+ * failure (err says why). *body gets the response body (malloc'd,
+ * NUL-terminated) when body is non-NULL, even for error statuses. */
+int kube_request(struct kube_client *kc, const char *method, const char *path,
+                 const char *content_type, const char *data, char **body, char *err,
+                 size_t errlen);
+
+/* GET path and parse the JSON body. Returns the status (-1 transport, -2
+ * body not JSON); *out is set only for 2xx. */
+int kube_get_json(struct kube_client *kc, const char *path, json_t **out, char *err,
+                  size_t errlen);
+
+/* JSON merge patch (RFC 7386). Put metadata.resourceVersion in the patch to
+ * make it conditional: the server answers 409 when it moved on. Returns the
+ * status; *out gets the updated object on 2xx if out is non-NULL. */
+int kube_merge_patch(struct kube_client *kc, const char *path, json_t *patch, json_t **out,
+                     char *err, size_t errlen);
+
+/* Streams a watch: GET path (which must already carry ?watch=1 etc.) and
+ * calls cb(type, object) for each event line. Returns when the server ends
+ * the stream (0), cb returns non-zero (that value), *stop becomes non-zero
+ * (0), or on failure (-1, or the HTTP status if not 200). Not retried: the
+ * caller re-lists and re-watches. */
+typedef int (*kube_watch_cb)(const char *type, json_t *object, void *ud);
+int kube_watch(struct kube_client *kc, const char *path, kube_watch_cb cb, void *ud,
+               volatile int *stop, char *err, size_t errlen);
+
+/* Percent-encodes s for use in a query string. Returns a malloc'd string. */
+char *kube_urlencode(const char *s);
+
+/* Logging shared by the k8s client and the node agent: one line on stderr,
+ * "gpuslice-node-agent: <level>: ...". Level: 0 error, 1 warn, 2 info,
+ * 3 debug; lines above the current level are dropped. */
+void kube_log_set_level(int level);
+int kube_log_level(void);
+void kube_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void kube_log_set_prefix(const char *prefix);
+
+#endif

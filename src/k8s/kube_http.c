@@ -1,0 +1,358 @@
+/* Requests with retries, and watch streams, on libcurl. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kube_client.h"
+#include "kube_internal.h"
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void global_init_once(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+void kube_global_init(void)
+{
+    pthread_once(&g_once, global_init_once);
+}
+
+struct buf {
+    char *data;
+    size_t len, cap;
+    int overflow;
+};
+
+#define KUBE_MAX_BODY (64u << 20) /* refuse bodies above 64 MiB */
+
+static int buf_add(struct buf *b, const char *p, size_t n)
+{
+    if (b->len + n + 1 > KUBE_MAX_BODY) {
+        b->overflow = 1;
+        return -1;
+    }
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *d = realloc(b->data, cap);
+        if (!d)
+            return -1;
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return 0;
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+    return buf_add(ud, p, size * n) == 0 ? size * n : 0;
+}
+
+static char *read_token(const struct kube_client *kc)
+{
+    if (kc->token)
+        return strdup(kc->token);
+    if (!kc->token_file)
+        return NULL;
+    FILE *f = fopen(kc->token_file, "r");
+    if (!f)
+        return NULL;
+    char tok[16384];
+    size_t n = fread(tok, 1, sizeof tok - 1, f);
+    fclose(f);
+    tok[n] = '\0';
+    while (n > 0 && (tok[n - 1] == '\n' || tok[n - 1] == '\r' || tok[n - 1] == ' '))
+        tok[--n] = '\0';
+    return n ? strdup(tok) : NULL;
+}
+
+static CURL *make_handle(struct kube_client *kc, const char *method, const char *path,
+                         struct curl_slist **hdrs, const char *content_type)
+{
+    CURL *c = curl_easy_init();
+    if (!c)
+        return NULL;
+    size_t ulen = strlen(kc->base) + strlen(path) + 1;
+    char *url = malloc(ulen);
+    if (!url) {
+        curl_easy_cleanup(c);
+        return NULL;
+    }
+    snprintf(url, ulen, "%s%s", kc->base, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    free(url); /* libcurl copies the URL */
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+    if (kc->ca_file)
+        curl_easy_setopt(c, CURLOPT_CAINFO, kc->ca_file);
+    if (kc->insecure) {
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    *hdrs = curl_slist_append(*hdrs, "Accept: application/json");
+    if (content_type) {
+        char h[128];
+        snprintf(h, sizeof h, "Content-Type: %s", content_type);
+        *hdrs = curl_slist_append(*hdrs, h);
+    }
+    char *tok = read_token(kc);
+    if (tok) {
+        size_t hl = strlen(tok) + 32;
+        char *h = malloc(hl);
+        if (h) {
+            snprintf(h, hl, "Authorization: Bearer %s", tok);
+            *hdrs = curl_slist_append(*hdrs, h);
+            free(h);
+        }
+        free(tok);
+    }
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, *hdrs);
+    return c;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+int kube_request(struct kube_client *kc, const char *method, const char *path,
+                 const char *content_type, const char *data, char **body, char *err,
+                 size_t errlen)
+{
+    long backoff = kc->backoff_ms;
+    int status = -1;
+    if (body)
+        *body = NULL;
+    for (int attempt = 1; attempt <= kc->attempts; attempt++) {
+        struct curl_slist *hdrs = NULL;
+        struct buf b = {0};
+        CURL *c = make_handle(kc, method, path, &hdrs, content_type);
+        if (!c) {
+            snprintf(err, errlen, "%s %s: out of memory", method, path);
+            curl_slist_free_all(hdrs);
+            return -1;
+        }
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, kc->timeout_ms);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+        if (data) {
+            curl_easy_setopt(c, CURLOPT_POSTFIELDS, data);
+            curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(data));
+        }
+        CURLcode rc = curl_easy_perform(c);
+        long code = 0;
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+        curl_easy_cleanup(c);
+        curl_slist_free_all(hdrs);
+        int retry;
+        if (rc != CURLE_OK) {
+            snprintf(err, errlen, "%s %s: %s%s", method, path, curl_easy_strerror(rc),
+                     b.overflow ? " (body above 64 MiB)" : "");
+            status = -1;
+            retry = !b.overflow;
+        } else {
+            status = (int)code;
+            retry = status == 429 || status >= 500;
+            if (retry)
+                snprintf(err, errlen, "%s %s: HTTP %d", method, path, status);
+        }
+        if (!retry || attempt == kc->attempts) {
+            if (status >= 0 && body) {
+                *body = b.data ? b.data : strdup("");
+                b.data = NULL;
+            }
+            free(b.data);
+            if (retry)
+                kube_log(0, "kube: %s (gave up after %d attempts)", err, attempt);
+            return status;
+        }
+        free(b.data);
+        kube_log(1, "kube: %s; retry %d/%d in %ld ms", err, attempt, kc->attempts - 1, backoff);
+        sleep_ms(backoff);
+        backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
+    }
+    return status;
+}
+
+int kube_get_json(struct kube_client *kc, const char *path, json_t **out, char *err,
+                  size_t errlen)
+{
+    char *body = NULL;
+    *out = NULL;
+    int st = kube_request(kc, "GET", path, NULL, NULL, &body, err, errlen);
+    if (st >= 200 && st < 300) {
+        json_error_t je;
+        *out = json_loads(body, 0, &je);
+        if (!*out) {
+            snprintf(err, errlen, "GET %s: body is not JSON: %s (line %d)", path, je.text,
+                     je.line);
+            st = -2;
+        }
+    } else if (st >= 0) {
+        snprintf(err, errlen, "GET %s: HTTP %d: %.200s", path, st, body ? body : "");
+    }
+    free(body);
+    return st;
+}
+
+int kube_merge_patch(struct kube_client *kc, const char *path, json_t *patch, json_t **out,
+                     char *err, size_t errlen)
+{
+    char *data = json_dumps(patch, JSON_COMPACT);
+    char *body = NULL;
+    if (out)
+        *out = NULL;
+    if (!data) {
+        snprintf(err, errlen, "PATCH %s: cannot encode the patch", path);
+        return -1;
+    }
+    int st = kube_request(kc, "PATCH", path, "application/merge-patch+json", data, &body, err,
+                          errlen);
+    free(data);
+    if (st >= 200 && st < 300) {
+        if (out) {
+            json_error_t je;
+            *out = json_loads(body, 0, &je);
+            if (!*out) {
+                snprintf(err, errlen, "PATCH %s: answer is not JSON: %s", path, je.text);
+                st = -2;
+            }
+        }
+    } else if (st >= 0) {
+        snprintf(err, errlen, "PATCH %s: HTTP %d: %.200s", path, st, body ? body : "");
+    }
+    free(body);
+    return st;
+}
+
+/* ---- watch ---- */
+struct watch_ctx {
+    struct buf line;
+    kube_watch_cb cb;
+    void *ud;
+    volatile int *stop;
+    int cb_rc;
+    int bad_lines;
+};
+
+static int watch_line(struct watch_ctx *w, const char *s, size_t n)
+{
+    json_error_t je;
+    json_t *ev = json_loadb(s, n, 0, &je);
+    if (!ev) {
+        if (w->bad_lines++ < 3)
+            kube_log(1, "kube: watch: skipping an event that is not JSON: %s", je.text);
+        return 0;
+    }
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    json_t *obj = json_object_get(ev, "object");
+    int rc = 0;
+    if (!type || !json_is_object(obj))
+        kube_log(1, "kube: watch: skipping an event without type/object");
+    else
+        rc = w->cb(type, obj, w->ud);
+    json_decref(ev);
+    return rc;
+}
+
+static size_t on_watch(char *p, size_t size, size_t n, void *ud)
+{
+    struct watch_ctx *w = ud;
+    size_t total = size * n;
+    if (buf_add(&w->line, p, total) != 0)
+        return 0;
+    char *start = w->line.data;
+    char *nl;
+    while ((nl = memchr(start, '\n', w->line.len - (size_t)(start - w->line.data))) != NULL) {
+        if (nl > start) {
+            int rc = watch_line(w, start, (size_t)(nl - start));
+            if (rc) {
+                w->cb_rc = rc;
+                return 0;
+            }
+        }
+        start = nl + 1;
+    }
+    size_t rest = w->line.len - (size_t)(start - w->line.data);
+    memmove(w->line.data, start, rest);
+    w->line.len = rest;
+    w->line.data[rest] = '\0';
+    return total;
+}
+
+static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+    const struct watch_ctx *w = ud;
+    return (w->stop && *w->stop) ? 1 : 0;
+}
+
+int kube_watch(struct kube_client *kc, const char *path, kube_watch_cb cb, void *ud,
+               volatile int *stop, char *err, size_t errlen)
+{
+    struct curl_slist *hdrs = NULL;
+    CURL *c = make_handle(kc, "GET", path, &hdrs, NULL);
+    if (!c) {
+        curl_slist_free_all(hdrs);
+        snprintf(err, errlen, "watch %s: out of memory", path);
+        return -1;
+    }
+    struct watch_ctx w = {.cb = cb, .ud = ud, .stop = stop};
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_watch);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &w);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &w);
+    /* A silent stream is normal; a dead connection is found by keepalive. */
+    curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+    CURLcode rc = curl_easy_perform(c);
+    long code = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(c);
+    curl_slist_free_all(hdrs);
+    free(w.line.data);
+    if (w.cb_rc)
+        return w.cb_rc;
+    if (stop && *stop)
+        return 0;
+    if (rc != CURLE_OK) {
+        snprintf(err, errlen, "watch %s: %s", path, curl_easy_strerror(rc));
+        return -1;
+    }
+    if (code != 200) {
+        snprintf(err, errlen, "watch %s: HTTP %ld", path, code);
+        return (int)code;
+    }
+    return 0;
+}
+
+char *kube_urlencode(const char *s)
+{
+    size_t n = strlen(s);
+    char *out = malloc(3 * n + 1);
+    if (!out)
+        return NULL;
+    char *o = out;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            *p == '-' || *p == '_' || *p == '.' || *p == '~') {
+            *o++ = (char)*p;
+        } else {
+            snprintf(o, 4, "%%%02X", *p);
+            o += 3;
+        }
+    }
+    *o = '\0';
+    return out;
+}

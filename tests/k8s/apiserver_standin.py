@@ -1,0 +1,230 @@
+"""ApiServerStandIn: a test stand-in for the Kubernetes API server.
+
+It is NOT Kubernetes. It keeps what the node agent relies on, with real
+shapes: Pod and Node objects as JSON, one global resourceVersion counter,
+JSON merge patches (RFC 7386) that answer 409 Conflict with a Status object
+when the patch carries a stale metadata.resourceVersion, list responses
+with metadata.resourceVersion, field selector spec.nodeName, and watch
+streams (one JSON event per line, chunked) that start after a given
+resourceVersion and answer an ERROR event with code 410 when it is too old.
+No auth, no admission, no other kinds.
+"""
+import copy
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+
+def merge_patch(target, patch):
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    if not isinstance(target, dict):
+        target = {}
+    out = dict(target)
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
+def status(code, reason, message):
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}
+
+
+class ApiServerStandIn:
+    def __init__(self):
+        self.lock = threading.Condition()
+        self.rv = 100
+        self.objects = {}  # (kind, ns, name) -> obj
+        self.events = []   # (rv, type, kind, obj)
+        self.oldest_event_rv = 0
+        self.requests = []  # (method, path) log
+        self.fail_next = []  # HTTP statuses to answer the next requests with
+        self.garbage_next = 0  # next N GETs answer a body that is not JSON
+        self.touch_before_patch = 0  # next N conditional patches race a real writer
+        self.conflicts = 0
+        self.stopping = False
+        srv = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                srv._handle(self, "GET")
+
+            def do_PATCH(self):
+                srv._handle(self, "PATCH")
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        with self.lock:
+            self.stopping = True
+            self.lock.notify_all()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    # ---- object store ----
+    def _bump(self, kind, obj, etype):
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        self.events.append((self.rv, etype, kind, copy.deepcopy(obj)))
+        self.lock.notify_all()
+
+    def put(self, kind, obj):
+        with self.lock:
+            md = obj.setdefault("metadata", {})
+            md.setdefault("uid", str(uuid.uuid4()))
+            md.setdefault("creationTimestamp",
+                          time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            key = (kind, md.get("namespace", ""), md["name"])
+            etype = "MODIFIED" if key in self.objects else "ADDED"
+            self.objects[key] = obj
+            self._bump(kind, obj, etype)
+            return copy.deepcopy(obj)
+
+    def get(self, kind, name, ns=""):
+        with self.lock:
+            o = self.objects.get((kind, ns, name))
+            return copy.deepcopy(o) if o else None
+
+    def delete(self, kind, name, ns=""):
+        with self.lock:
+            o = self.objects.pop((kind, ns, name))
+            self._bump(kind, o, "DELETED")
+
+    def compact(self):
+        """Forget the event history (watches from older versions get 410)."""
+        with self.lock:
+            self.oldest_event_rv = self.rv
+            self.events = []
+
+    # ---- HTTP ----
+    def _send(self, h, code, body, ctype="application/json"):
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        h.send_response(code)
+        h.send_header("Content-Type", ctype)
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
+
+    def _handle(self, h, method):
+        u = urlparse(h.path)
+        q = {k: v[0] for k, v in parse_qs(u.query).items()}
+        parts = [p for p in u.path.split("/") if p]
+        body = b""
+        if method == "PATCH":
+            body = h.rfile.read(int(h.headers.get("Content-Length", "0")))
+        with self.lock:
+            self.requests.append((method, h.path))
+            if self.fail_next:
+                code = self.fail_next.pop(0)
+                return self._send(h, code, status(code, "InternalError", "injected failure"))
+            if method == "GET" and self.garbage_next > 0 and q.get("watch") != "1":
+                self.garbage_next -= 1
+                return self._send(h, 200, b"{not json]", "application/json")
+        if parts[:2] != ["api", "v1"]:
+            return self._send(h, 404, status(404, "NotFound", "not found"))
+        rest = parts[2:]
+        if rest == ["pods"] and method == "GET":
+            return self._pods(h, q)
+        if len(rest) == 2 and rest[0] == "nodes":
+            return self._object(h, method, "Node", "", rest[1], body)
+        if len(rest) == 4 and rest[0] == "namespaces" and rest[2] == "pods":
+            return self._object(h, method, "Pod", rest[1], rest[3], body)
+        return self._send(h, 404, status(404, "NotFound", "not found"))
+
+    def _object(self, h, method, kind, ns, name, body):
+        with self.lock:
+            o = self.objects.get((kind, ns, name))
+            if o is None:
+                return self._send(h, 404, status(404, "NotFound", f"{kind} {name} not found"))
+            if method == "GET":
+                return self._send(h, 200, o)
+            if h.headers.get("Content-Type") != "application/merge-patch+json":
+                return self._send(h, 415, status(415, "UnsupportedMediaType", "merge patch only"))
+            try:
+                patch = json.loads(body)
+            except ValueError:
+                return self._send(h, 400, status(400, "BadRequest", "patch is not JSON"))
+            want = (patch.get("metadata") or {}).get("resourceVersion") if isinstance(patch, dict) else None
+            if want is not None and self.touch_before_patch > 0:
+                # A real concurrent writer changes the object first.
+                self.touch_before_patch -= 1
+                o["metadata"].setdefault("labels", {})["standin/touched"] = str(self.rv)
+                self._bump(kind, o, "MODIFIED")
+            if want is not None and want != o["metadata"]["resourceVersion"]:
+                self.conflicts += 1
+                return self._send(h, 409, status(
+                    409, "Conflict", f"Operation cannot be fulfilled on {kind.lower()}s \"{name}\": "
+                    "the object has been modified; please apply your changes to the latest version "
+                    "and try again"))
+            if isinstance(patch, dict) and isinstance(patch.get("metadata"), dict):
+                patch["metadata"].pop("resourceVersion", None)
+            new = merge_patch(o, patch)
+            self.objects[(kind, ns, name)] = new
+            self._bump(kind, new, "MODIFIED")
+            return self._send(h, 200, new)
+
+    def _match(self, kind, obj, node):
+        return kind == "Pod" and (node is None or obj.get("spec", {}).get("nodeName") == node)
+
+    def _pods(self, h, q):
+        node = None
+        fs = q.get("fieldSelector")
+        if fs:
+            if not fs.startswith("spec.nodeName="):
+                return self._send(h, 400, status(400, "BadRequest", "unsupported field selector"))
+            node = fs.split("=", 1)[1]
+        if q.get("watch") != "1":
+            with self.lock:
+                items = [o for (k, _, _), o in self.objects.items() if self._match(k, o, node)]
+                return self._send(h, 200, {"kind": "PodList", "apiVersion": "v1",
+                                           "metadata": {"resourceVersion": str(self.rv)},
+                                           "items": items})
+        since = int(q.get("resourceVersion", "0") or 0)
+        deadline = time.time() + int(q.get("timeoutSeconds", "60"))
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+
+        def chunk(obj):
+            data = (json.dumps(obj) + "\n").encode()
+            h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            h.wfile.flush()
+        try:
+            with self.lock:
+                if since < self.oldest_event_rv:
+                    chunk({"type": "ERROR", "object": status(410, "Expired", "too old resource version")})
+                    h.wfile.write(b"0\r\n\r\n")
+                    return
+            sent = since
+            while time.time() < deadline:
+                with self.lock:
+                    evs = [e for e in self.events if e[0] > sent]
+                    if not evs:
+                        self.lock.wait(0.2)
+                        if self.stopping:
+                            break
+                        continue
+                for rv, etype, kind, obj in evs:
+                    sent = rv
+                    if self._match(kind, obj, node):
+                        chunk({"type": etype, "object": obj})
+            h.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass

@@ -1,0 +1,190 @@
+"""gpuslice-node-agent against the kubelet and API-server stand-ins, with
+NVML and XID events from the simulated driver."""
+import concurrent.futures as cf
+import json
+import os
+import subprocess
+import time
+import urllib.request
+
+from conftest import NGPUS, NODE, REPLICAS, assignment
+
+
+def envs(resp):
+    return dict(resp.envs)
+
+
+def test_registers_and_lists_replicas_with_topology(node):
+    reg = node.kubelet.registrations[0]
+    assert reg.version == "v1beta1"
+    assert reg.resource_name == "gpuslice.io/gpu"
+    assert reg.endpoint == "gpuslice.sock"
+    assert reg.options.get_preferred_allocation_available
+    opts = node.kubelet.options()
+    assert opts.get_preferred_allocation_available and not opts.pre_start_required
+    node.kubelet.wait(lambda: len(node.kubelet.devices) == NGPUS * REPLICAS, what="all replicas")
+    uuids = node.uuids()
+    assert len(uuids) == NGPUS and len(set(uuids)) == NGPUS
+    for i, u in enumerate(uuids):
+        for k in range(REPLICAS):
+            assert node.kubelet.devices[f"{u}::{k}"] == "Healthy"
+            assert node.kubelet.topology[f"{u}::{k}"] == [[0, 0, 1, 1][i]]
+
+
+def test_inventory_annotation_is_versioned_and_complete(node):
+    inv = node.inventory()
+    assert inv["v"] == 1
+    assert [g["index"] for g in inv["gpus"]] == list(range(NGPUS))
+    for g in inv["gpus"]:
+        assert g["uuid"].startswith("GPU-")
+        assert g["memory_mib"] == 80 * 1024  # the sim's default 80 GiB
+        assert g["sm_count"] == 132          # from the CUDA driver (sim)
+        assert g["replicas"] == REPLICAS and g["healthy"] is True
+        assert g["model"]
+    assert [g["numa"] for g in inv["gpus"]] == [0, 0, 1, 1]
+
+
+def _burst(node, n, prefix):
+    uuids = node.uuids()
+    pods = []
+    for i in range(n):
+        gpu, k = uuids[i % NGPUS], i // NGPUS
+        mem, cores = 1024 + 256 * i, 5 + i
+        p = node.add_pod(f"{prefix}-{i:02d}", assignment(gpu, k, mem, cores))
+        pods.append((p, gpu, f"{gpu}::{k}", mem, cores))
+    return pods
+
+
+def _check(resp, pod, gpu, mem, cores, state_root):
+    e = envs(resp)
+    assert e["NVIDIA_VISIBLE_DEVICES"] == gpu
+    assert e["GPUSLICE_MEMORY_LIMIT_0"] == f"{mem}Mi"
+    assert e["GPUSLICE_CORES_0"] == str(cores)
+    assert e["GPUSLICE_CONTAINER"] == f"default/{pod['metadata']['name']}"
+    assert e["GPUSLICE_REGION"] == "/var/run/gpuslice/region"
+    assert e["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    mounts = {m.container_path: (m.host_path, m.read_only) for m in resp.mounts}
+    assert mounts["/etc/ld.so.preload"] == ("/opt/gpuslice/ld.so.preload", True)
+    assert mounts["/opt/gpuslice/libgpuslice.so"] == ("/opt/gpuslice/libgpuslice.so", True)
+    sd = os.path.join(state_root, pod["metadata"]["uid"])
+    assert mounts["/var/run/gpuslice"] == (sd, False)
+    assert os.path.isdir(sd)
+
+
+def test_twenty_pods_bound_at_once_each_get_their_gpu_and_limits(node):
+    """20 pods bound to the node in the same instant; kubelet admits them
+    (oldest first, GetPreferredAllocation then Allocate, as kubelet does).
+    Each must get exactly its own GPU, limits and state dir, with no lock."""
+    pods = _burst(node, 20, "burst")
+    available = set(node.kubelet.devices)
+    for pod, gpu, rep, mem, cores in pods:
+        ids = node.kubelet.preferred(sorted(available), 1)
+        assert ids == [rep], f"{pod['metadata']['name']}: preferred {ids}, assigned {rep}"
+        _check(node.kubelet.allocate(ids), pod, gpu, mem, cores, node.state_root)
+        available -= set(ids)
+    # The agent recorded each allocation on its pod (merge patch with rv).
+    for pod, gpu, rep, mem, cores in pods:
+        end = time.time() + 10
+        while time.time() < end:
+            got = node.api.get("Pod", pod["metadata"]["name"], "default")
+            ann = got["metadata"].get("annotations", {}).get("gpuslice.io/allocated")
+            if ann:
+                break
+            time.sleep(0.05)
+        a = json.loads(ann)
+        assert a["v"] == 1 and a["node"] == NODE and a["replicas"] == [rep]
+
+
+def test_concurrent_allocates_are_not_serialised_or_mixed(node):
+    """Allocate calls for 20 pods arrive concurrently (kubelet picked the
+    annotated IDs): each answer must match its own pod."""
+    pods = _burst(node, 20, "conc")
+    with cf.ThreadPoolExecutor(max_workers=20) as ex:
+        futs = {ex.submit(node.kubelet.allocate, [rep]): (pod, gpu, mem, cores)
+                for pod, gpu, rep, mem, cores in pods}
+        for f, (pod, gpu, mem, cores) in futs.items():
+            _check(f.result(), pod, gpu, mem, cores, node.state_root)
+
+
+def test_kubelet_restart_reregisters_and_keeps_serving(node):
+    node.kubelet.wait(lambda: len(node.kubelet.devices) == NGPUS * REPLICAS, what="devices")
+    node.kubelet.restart()
+    node.kubelet.wait_registered(2, timeout=15)
+    node.kubelet.wait(lambda: len(node.kubelet.devices) == NGPUS * REPLICAS, what="devices again")
+    gpu = node.uuids()[1]
+    pod = node.add_pod("after-restart", assignment(gpu, 3, 2048, 25))
+    _check(node.kubelet.allocate([f"{gpu}::3"]), pod, gpu, 2048, 25, node.state_root)
+    assert "registering again" in node.logtext()
+
+
+def test_unhealthy_gpu_leaves_listandwatch_and_comes_back(node):
+    k = node.kubelet
+    k.wait(lambda: len(k.healthy()) == NGPUS * REPLICAS, what="all healthy")
+    uuids = node.uuids()
+    node.xid(2, 13)  # benign (application fault): no change
+    node.xid(1, 79)  # GPU fell off the bus: critical
+    k.wait(lambda: len(k.healthy()) == (NGPUS - 1) * REPLICAS, timeout=5, what="GPU 1 unhealthy")
+    assert all(k.devices[f"{uuids[1]}::{r}"] == "Unhealthy" for r in range(REPLICAS))
+    assert all(k.devices[f"{uuids[2]}::{r}"] == "Healthy" for r in range(REPLICAS))
+    end = time.time() + 5
+    while time.time() < end and node.inventory()["gpus"][1]["healthy"]:
+        time.sleep(0.05)
+    # Recovery (--recovery-seconds 1 here): healthy again, annotation too.
+    k.wait(lambda: len(k.healthy()) == NGPUS * REPLICAS, timeout=8, what="GPU 1 back")
+    end = time.time() + 5
+    while time.time() < end and not node.inventory()["gpus"][1]["healthy"]:
+        time.sleep(0.05)
+    assert node.inventory()["gpus"][1]["healthy"] is True
+    log = node.logtext()
+    assert "critical XID 79" in log and "XID 13 (application error" in log
+
+
+def _scrape(node):
+    url = f"http://127.0.0.1:{node.metrics_port}/metrics"
+    return urllib.request.urlopen(url, timeout=10).read().decode()
+
+
+def test_metrics_per_gpu_and_per_container(node):
+    uuids = node.uuids()
+    text = _scrape(node)
+    for u in uuids:
+        assert f'gpuslice_gpu_memory_total_bytes{{gpu="{u}",index=' in text
+        assert f'gpuslice_gpu_healthy{{gpu="{u}"' in text
+    assert "# TYPE gpuslice_container_memory_used_bytes gauge" in text
+    # A tenant in a container allocated by the agent: the real interposer
+    # and a CUDA client on the simulated GPU, using the pod's state dir.
+    gpu = uuids[0]
+    pod = node.add_pod("tenant", assignment(gpu, 9, 2048, 40))
+    resp = node.kubelet.allocate([f"{gpu}::9"])
+    region = os.path.join(node.state_root, pod["metadata"]["uid"], "region")
+    e = envs(resp)
+    env = dict(node.env, GPUSLICE_REGION=region, GPUSLICE_CONTAINER=e["GPUSLICE_CONTAINER"],
+               GPUSLICE_MEMORY_LIMIT_0=e["GPUSLICE_MEMORY_LIMIT_0"],
+               GPUSLICE_CORES_0=e["GPUSLICE_CORES_0"], GPUSLICE_CTX_OVERHEAD="0",
+               ASAN_OPTIONS="detect_leaks=0:verify_asan_link_order=0")
+    pre = []
+    if os.environ.get("GPUSLICE_SANITIZE", "").upper() in ("ON", "1", "TRUE"):
+        for name in ("libasan.so", "libubsan.so"):
+            p = subprocess.run(["gcc", f"-print-file-name={name}"], capture_output=True,
+                               text=True).stdout.strip()
+            if os.path.isabs(p):
+                pre.append(os.path.realpath(p))
+    env["LD_PRELOAD"] = ":".join(pre + [os.environ["GPUSLICE_LIB"]])
+    c = subprocess.Popen([os.environ["GS_CLIENT"], "getproc"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for line in ("init 0", "alloc 268435456"):
+            c.stdin.write(line + "\n")
+            c.stdin.flush()
+            assert "rc=0" in c.stdout.readline(), c.stderr.read()
+        text = _scrape(node)
+        lab = f'container="default/tenant",pod_uid="{pod["metadata"]["uid"]}",gpu="{gpu}"'
+        assert f"gpuslice_container_memory_used_bytes{{{lab}}} 268435456" in text
+        assert f"gpuslice_container_memory_limit_bytes{{{lab}}} {2048 << 20}" in text
+        # The region's sm_limit, as the interposer records it (0 until its
+        # compute limiter writes it there): present, value not asserted.
+        assert f"gpuslice_container_compute_limit_percent{{{lab}}} " in text
+        assert f"gpuslice_container_processes{{{lab}}} 1" in text
+    finally:
+        c.stdin.close()
+        c.wait(timeout=30)
