@@ -117,6 +117,8 @@ struct match {
     int nmatches;
     struct gs_assignment a;
     char names[512]; /* the matching pods, for messages */
+    char bad[700];   /* a malformed assignment on this node, for messages */
+    int bad_mentions; /* ... whose text names one of the requested IDs */
 };
 
 static void find_pod(struct gs_plugin *p, char *const *ids, size_t n, struct match *m)
@@ -125,6 +127,8 @@ static void find_pod(struct gs_plugin *p, char *const *ids, size_t n, struct mat
     m->found = -1;
     m->nmatches = 0;
     m->names[0] = '\0';
+    m->bad[0] = '\0';
+    m->bad_mentions = 0;
     for (int i = 0; i < m->npods; i++) {
         const struct gs_pod *pod = &m->pods[i];
         struct gs_assignment a;
@@ -133,6 +137,14 @@ static void find_pod(struct gs_plugin *p, char *const *ids, size_t n, struct mat
             continue;
         if (gs_assignment_parse(pod->assignment, strlen(pod->assignment), &a, err, sizeof err)) {
             kube_log(3, "pod %s/%s: %s", pod->ns, pod->name, err);
+            int mentions = 0;
+            for (size_t k = 0; k < n; k++)
+                mentions |= strstr(pod->assignment, ids[k]) != NULL;
+            if (!m->bad[0] || (mentions && !m->bad_mentions)) {
+                snprintf(m->bad, sizeof m->bad, "; pod %s/%s on this node has a malformed "
+                         "annotation: %s", pod->ns, pod->name, err);
+                m->bad_mentions = mentions;
+            }
             continue;
         }
         if (!same_set(&a, ids, n))
@@ -184,7 +196,7 @@ static void record_claim(struct gs_plugin *p, const struct gs_pod *pod, char *co
     char path[512], rv[32];
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", pod->ns, pod->name);
     snprintf(rv, sizeof rv, "%s", pod->rv);
-    for (int attempt = 0; attempt < 4 && text; attempt++) {
+    for (int attempt = 0; attempt < 5 && text; attempt++) {
         json_t *patch = json_pack("{s:{s:s,s:{s:s}}}", "metadata", "resourceVersion", rv,
                                   "annotations", GS_ANN_ALLOCATED, text);
         json_t *res = NULL;
@@ -205,8 +217,9 @@ static void record_claim(struct gs_plugin *p, const struct gs_pod *pod, char *co
          * still carries the same assignment before writing again. */
         json_t *cur = NULL;
         if (kube_get_json(p->kc, path, &cur, err, sizeof err) != 200) {
-            kube_log(0, "pod %s/%s: re-read after 409 failed: %s", pod->ns, pod->name, err);
-            break;
+            kube_log(1, "pod %s/%s: re-read after 409 failed: %s", pod->ns, pod->name, err);
+            json_decref(cur);
+            continue; /* the next attempt conflicts again and re-reads */
         }
         json_t *md = json_object_get(cur, "metadata");
         const char *as = json_string_value(
@@ -451,8 +464,8 @@ static int do_allocate(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
             code = ST_FAILED_PRECONDITION;
             snprintf(msg, msglen, "Allocate [%s]: no live pod on node %s has a %s naming exactly "
                                   "these devices; was it scheduled by the gpuslice extender? "
-                                  "Refusing rather than guessing", idtxt, p->node,
-                     GS_ANN_ASSIGNMENT);
+                                  "Refusing rather than guessing%s", idtxt, p->node,
+                     GS_ANN_ASSIGNMENT, m.bad);
         } else {
             code = ST_FAILED_PRECONDITION;
             snprintf(msg, msglen, "Allocate [%s]: %d pods claim these devices (%s); the "
