@@ -34,7 +34,7 @@ for t in $targets; do
     if "$build/tests/fuzz/$t" -max_total_time="$secs" -max_len="$maxlen" -print_final_stats=1 \
         -dict="$root/tests/fuzz/$t.dict" \
         -artifact_prefix="$build/crash-$t-" "$work" "$root/tests/fuzz/corpus/$t" >"$log" 2>&1; then
-        grep -E '^stat::(number_of_executed_units|new_units_added|peak_rss_mb)' "$log" || true
+        grep -aE '^stat::(number_of_executed_units|new_units_added|peak_rss_mb)' "$log" || true
     else
         echo "$t FAILED; last lines of $log:" >&2
         tail -n 30 "$log" >&2

@@ -43,5 +43,8 @@ if nat and ipo:
     for k, (n, i) in enumerate(zip(nat, ipo)):
         print(f"| {k + 1} | {n['launch_rate_median']:.0f} | {i['launch_rate_median']:.0f} | {launch[k]:.3f} | "
               f"{n['malloc_free_1mib_us_median']:.2f} | {i['malloc_free_1mib_us_median']:.2f} | {malloc[k]:.3f} |")
-    print(f"\nmedian ratio over {len(launch)} alternating pairs: launch rate {statistics.median(launch):.3f}, "
-          f"1 MiB cudaMalloc+cudaFree latency {statistics.median(malloc):.3f}")
+    print(f"\nmedian of the per-pair ratios over {len(launch)} alternating pairs: launch rate "
+          f"{statistics.median(launch):.3f}, 1 MiB cudaMalloc+cudaFree latency {statistics.median(malloc):.3f}")
+    med = lambda rs, k: statistics.median(r[k] for r in rs)
+    print(f"ratio of medians: launch rate {med(ipo, 'launch_rate_median') / med(nat, 'launch_rate_median'):.3f}, "
+          f"malloc+free latency {med(ipo, 'malloc_free_1mib_us_median') / med(nat, 'malloc_free_1mib_us_median'):.3f}")
