@@ -40,7 +40,7 @@ void gs_lim_account_init(struct gs_lim_account *a, enum gs_lim_mode mode, unsign
     __atomic_store_n(&a->configured, 1, __ATOMIC_RELEASE);
 }
 
-static int64_t burst_of(const struct gs_lim_account *a, uint32_t rate)
+static int64_t burst_of(uint32_t rate)
 {
     return (int64_t)((unsigned __int128)GS_LIM_DEFAULT_PERIOD_NS * rate / GS_LIM_PPM);
 }
@@ -54,7 +54,7 @@ void gs_lim_refill(struct gs_lim_account *a, uint64_t now)
         return; /* someone else refilled up to (at least) a moment ago */
     uint32_t rate = LD(&a->rate_ppm);
     int64_t add = (int64_t)((unsigned __int128)(now - last) * rate / GS_LIM_PPM);
-    int64_t burst = burst_of(a, rate);
+    int64_t burst = burst_of(rate);
     int64_t t = ADD(&a->tokens, add);
     while (t > burst && !__atomic_compare_exchange_n(&a->tokens, &t, burst, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
@@ -72,7 +72,7 @@ uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t
         return wait ? wait : 1;
     }
     uint64_t period = GS_LIM_DEFAULT_PERIOD_NS;
-    uint64_t quantum = (uint64_t)burst_of(a, rate) / 2;
+    uint64_t quantum = (uint64_t)burst_of(rate) / 2;
     uint64_t gpu = (uint64_t)t > quantum ? (uint64_t)t : quantum;
     uint32_t c = LD(&a->corr_ppm);
     if (c < GS_LIM_MIN_CORR)
