@@ -22,7 +22,7 @@ def clean_env():
 
 def tenants(specs, secs, warm):
     """specs: list of (load, env or None). Starts them together; per-window units lists."""
-    start_at = time.time() + 5.0  # time to import torch and build the load
+    start_at = time.time() + 3.0  # time to import torch and build the load
     procs = []
     for load, env in specs:
         e = clean_env()
@@ -51,7 +51,7 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--secs", type=float, default=20)
-    ap.add_argument("--budget", type=float, default=470, help="skip scenarios that would start after this many s")
+    ap.add_argument("--budget", type=float, default=490, help="skip scenarios that would start after this many s")
     a = ap.parse_args()
     t_start = time.monotonic()
     regions = os.path.join(a.out, "regions")
@@ -80,7 +80,7 @@ def main():
 
     base = {}
     for load in ("matmul", "small", "graph", "launch"):
-        secs = 8 if load != "launch" else 5
+        secs = 6 if load != "launch" else 5
         (u,) = tenants([(load, None)], secs, 2)
         base[load] = statistics.fmean(u)
         emit({"scenario": f"exclusive_{load}", "units_per_window": base[load], "window_s": 0.5})

@@ -13,4 +13,4 @@ cmake --build build-gpu --target gpuslice -j"$(nproc)" >>"$OUT/cmake.log" 2>&1
 LIB=$(pwd)/build-gpu/lib/libgpuslice.so
 test -f "$LIB" || { echo "libgpuslice.so not built; see $OUT/cmake.log" >&2; exit 1; }
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader | tee "$OUT/gpu.txt" || true
-exec python3 bench/compute/bench.py --lib "$LIB" --out "$OUT" --secs "${BENCH_SECS:-20}" --budget "${BENCH_BUDGET:-470}"
+exec python3 bench/compute/bench.py --lib "$LIB" --out "$OUT" --secs "${BENCH_SECS:-20}" --budget "${BENCH_BUDGET:-490}"
