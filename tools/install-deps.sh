@@ -9,7 +9,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
-    build-essential cmake pkg-config clang-14 libclang-rt-14-dev cppcheck \
+    build-essential cmake pkg-config clang-14 clang-tidy libclang-rt-14-dev cppcheck \
     libcmocka-dev libjansson-dev python3-matplotlib \
     libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler \
     libcurl4-openssl-dev libmicrohttpd-dev python3-grpcio python3-grpc-tools \

@@ -42,7 +42,9 @@ static void put_name(char *buf, size_t len, const char *src, int dev)
     char tmp[GS_KEY_NAME_MAX];
     size_t n = strlen(src);
 
-    memcpy(tmp, src, n);
+    if (n > sizeof tmp - 4) /* room for "_15" and the terminator */
+        n = sizeof tmp - 4;
+    memcpy(tmp, src, n); /* NOLINT(bugprone-not-null-terminated-result): terminated below, in buf */
     if (dev >= 0) {
         tmp[n++] = '_';
         if (dev >= 10)

@@ -133,7 +133,7 @@ static bool score_cached(gs_engine *e, const gs_cluster *c, size_t i, const gs_r
         return false;
     *s = ce->score;
     p->node = (int32_t)i;
-    p->num_gpus = ce->num_gpus;
+    p->num_gpus = (int32_t)(uint8_t)ce->num_gpus; /* a count, 0..GS_MAX_GPUS_PER_NODE */
     memcpy(p->gpus, ce->gpus, sizeof(p->gpus));
     return true;
 }

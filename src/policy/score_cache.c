@@ -16,7 +16,7 @@ void gs_cache_init(gs_score_cache *c)
 
 static void drop_classes(gs_score_cache *c)
 {
-    for (int i = 0; i < c->num_classes; i++)
+    for (int i = 0; c->classes && i < c->num_classes; i++)
         free(c->classes[i].entries);
     free(c->classes);
     c->classes = NULL;
@@ -82,6 +82,8 @@ gs_cache_entry *gs_cache_lookup(gs_score_cache *c, const gs_cluster *cl, const g
         c->num_classes++;
     } else {
         slot = &c->classes[victim]; /* evict the least recently used shape */
+        if (!slot->entries)
+            return NULL;
         memset(slot->entries, 0, c->num_nodes * sizeof(gs_cache_entry));
     }
     slot->req = *r;
