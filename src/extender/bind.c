@@ -1,0 +1,370 @@
+#define _GNU_SOURCE /* asprintf */
+/* bind: decide the GPUs on the chosen node with the policy engine, claim them
+ * on the Node (conditional on its resourceVersion: two replicas racing for
+ * the same node cannot both win), write the pod's assignment, create the
+ * Binding. A 409 on the node means someone else changed it: re-read and
+ * decide again. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "annotation.h"
+#include "ext.h"
+#include "metrics.h"
+#include "place.h"
+
+#define NODE_ATTEMPTS 10
+#define POD_ATTEMPTS 3
+
+static json_t *result(const char *msg)
+{
+    return json_pack("{s:s}", "Error", msg);
+}
+
+/* The message of a Status body, or the raw status. */
+static void api_message(const char *body, int status, char *out, size_t outlen)
+{
+    json_t *j = body ? json_loads(body, 0, NULL) : NULL;
+    const char *m = json_string_value(json_object_get(j, "message"));
+    snprintf(out, outlen, "HTTP %d%s%s", status, m ? ": " : "", m ? m : "");
+    json_decref(j);
+}
+
+static int name_ok(const char *s)
+{
+    if (!s || !*s || strlen(s) > 253)
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' || *s == '.'))
+            return 0;
+    return 1;
+}
+
+static char *pod_path(const char *ns, const char *name, const char *sub)
+{
+    char *p = NULL;
+    if (asprintf(&p, "/api/v1/namespaces/%s/pods/%s%s", ns, name, sub) < 0)
+        return NULL;
+    return p;
+}
+
+/* Builds the assignment for placement pl on node idx (caller holds mu). */
+static json_t *assignment(struct ext_state *st, const struct ext_want *w, int idx,
+                          const gs_placement *pl, char *err, size_t errlen)
+{
+    json_t *gpus = json_array(), *reps = json_array();
+    for (int i = 0; i < pl->num_gpus; i++) {
+        int gi = pl->gpus[i];
+        int k = ext_state_free_replica(st, idx, gi);
+        const char *uuid = st->nodes[idx].gpus[gi].uuid;
+        if (k < 0) {
+            snprintf(err, errlen, "no free replica ID on GPU %s", uuid);
+            json_decref(gpus);
+            json_decref(reps);
+            return NULL;
+        }
+        int64_t mem = w->ps.mem_mib ? w->ps.mem_mib : st->cl.nodes[idx].gpus[gi].mem_total_mib;
+        json_array_append_new(gpus, json_pack("{s:s,s:I,s:i}", "uuid", uuid, "memory_mib",
+                                              (json_int_t)mem, "cores", w->ps.cores));
+        char id[GS_REPLICA_ID_MAX];
+        snprintf(id, sizeof id, "%s::%d", uuid, k);
+        json_array_append_new(reps, json_string(id));
+    }
+    return json_pack("{s:i,s:s,s:o,s:o,s:s}", "v", GS_ANN_VERSION, "node", st->nodes[idx].name,
+                     "gpus", gpus, "replicas", reps, "mode", w->ps.opts.share_mode ? "share" : "cap");
+}
+
+static void feed(struct ext_ctx *x, int node, json_t *obj)
+{
+    pthread_mutex_lock(&x->st.mu);
+    if (node)
+        ext_state_node_event(&x->st, "MODIFIED", obj, time(NULL));
+    else
+        ext_state_pod_event(&x->st, "MODIFIED", obj, time(NULL));
+    pthread_mutex_unlock(&x->st.mu);
+}
+
+/* Re-reads a node into the cache after a conflict. */
+static int refresh_node(struct ext_ctx *x, const char *path)
+{
+    json_t *o = NULL;
+    char err[256];
+    int s = kube_get_json(x->kc, path, &o, err, sizeof err);
+    if (s != 200)
+        return -1;
+    feed(x, 1, o);
+    json_decref(o);
+    return 0;
+}
+
+/* Writes claims (new reference consumed) with the node's cached rv. */
+static int patch_claims(struct ext_ctx *x, const char *path, const char *rv, json_t *claims,
+                        char *msg, size_t msglen)
+{
+    json_t *root = json_pack("{s:i,s:o}", "v", 1, "claims", claims);
+    char *text = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    json_t *patch = json_pack("{s:{s:s,s:{s:s}}}", "metadata", "resourceVersion", rv,
+                              "annotations", GS_ANN_CLAIMS, text ? text : "");
+    free(text);
+    json_t *out = NULL;
+    char err[256];
+    int s = kube_merge_patch(x->kc, path, patch, &out, err, sizeof err);
+    json_decref(patch);
+    if (s == 200 && out)
+        feed(x, 1, out);
+    else if (s != 409)
+        snprintf(msg, msglen, "patching node claims: %s", s < 0 ? err : "rejected");
+    json_decref(out);
+    return s;
+}
+
+/* Claims a placement on the node; returns the assignment text or NULL. */
+static char *claim(struct ext_ctx *x, const struct gs_podspec *ps, const char *node,
+                   const char *uid, const char *key, char *msg, size_t msglen)
+{
+    char *path = NULL;
+    if (asprintf(&path, "/api/v1/nodes/%s", node) < 0)
+        return NULL;
+    char *text = NULL;
+    for (int attempt = 0; attempt < NODE_ATTEMPTS && !text; attempt++) {
+        struct ext_state *st = &x->st;
+        time_t now = time(NULL);
+        pthread_mutex_lock(&st->mu);
+        int idx = ext_state_find_node(st, node);
+        struct ext_want w;
+        double score;
+        gs_placement pl;
+        bool unres;
+        json_t *a = NULL;
+        if (idx < 0) {
+            snprintf(msg, msglen, "node %s is not in the extender's cache", node);
+        } else {
+            ext_want_init(st, ps, &w);
+            if (!ext_score(st, &w, idx, w.gpu_policy, &score, &pl)) {
+                char why[400];
+                ext_explain(st, &w, idx, why, sizeof why, &unres);
+                snprintf(msg, msglen, "pod no longer fits node %s: %s", node, why);
+            } else {
+                a = assignment(st, &w, idx, &pl, msg, msglen);
+            }
+        }
+        if (!a) {
+            pthread_mutex_unlock(&st->mu);
+            break;
+        }
+        char rv[32];
+        snprintf(rv, sizeof rv, "%s", st->nodes[idx].rv);
+        json_t *claims = ext_state_live_claims(st, idx, now);
+        pthread_mutex_unlock(&st->mu);
+        json_array_append_new(claims, json_pack("{s:s,s:s,s:I,s:O}", "uid", uid, "pod", key, "t",
+                                                (json_int_t)now, "assignment", a));
+        int s = patch_claims(x, path, rv, claims, msg, msglen);
+        if (s == 200) {
+            text = json_dumps(a, JSON_COMPACT);
+        } else if (s == 409) {
+            ext_metrics_bind_conflict();
+            if (refresh_node(x, path) != 0) {
+                snprintf(msg, msglen, "re-reading node %s after a conflict failed", node);
+                json_decref(a);
+                break;
+            }
+            snprintf(msg, msglen, "node %s kept changing (%d conflicts)", node, attempt + 1);
+        } else {
+            json_decref(a);
+            break;
+        }
+        json_decref(a);
+    }
+    free(path);
+    return text;
+}
+
+/* Takes a claim back off the node (after a failed bind); best effort. */
+static void unclaim(struct ext_ctx *x, const char *node, const char *uid)
+{
+    char *path = NULL;
+    if (asprintf(&path, "/api/v1/nodes/%s", node) < 0)
+        return;
+    for (int attempt = 0; attempt < NODE_ATTEMPTS; attempt++) {
+        if (refresh_node(x, path) != 0)
+            break;
+        pthread_mutex_lock(&x->st.mu);
+        int idx = ext_state_find_node(&x->st, node);
+        json_t *keep = json_array(), *all = idx >= 0 ? x->st.nodes[idx].claims : NULL;
+        char rv[32] = "";
+        if (idx >= 0)
+            snprintf(rv, sizeof rv, "%s", x->st.nodes[idx].rv);
+        for (size_t i = 0; i < json_array_size(all); i++) {
+            const char *u = json_string_value(json_object_get(json_array_get(all, i), "uid"));
+            if (!u || strcmp(u, uid) != 0)
+                json_array_append(keep, json_array_get(all, i));
+        }
+        pthread_mutex_unlock(&x->st.mu);
+        char msg[256];
+        if (patch_claims(x, path, rv, keep, msg, sizeof msg) != 409)
+            break;
+    }
+    free(path);
+}
+
+/* Writes the assignment on the pod, conditional on the pod's version. */
+static int record(struct ext_ctx *x, const char *ppath, json_t *pod, const char *uid,
+                  const char *text, char *msg, size_t msglen)
+{
+    json_t *cur = json_incref(pod);
+    int rc = -1;
+    for (int attempt = 0; attempt < POD_ATTEMPTS; attempt++) {
+        json_t *md = json_object_get(cur, "metadata");
+        const char *rv = json_string_value(json_object_get(md, "resourceVersion"));
+        const char *u = json_string_value(json_object_get(md, "uid"));
+        if (!rv || !u || strcmp(u, uid) != 0) {
+            snprintf(msg, msglen, "pod was replaced while binding");
+            break;
+        }
+        json_t *patch = json_pack("{s:{s:s,s:{s:s}}}", "metadata", "resourceVersion", rv,
+                                  "annotations", GS_ANN_ASSIGNMENT, text);
+        json_t *out = NULL;
+        char err[256];
+        int s = kube_merge_patch(x->kc, ppath, patch, &out, err, sizeof err);
+        json_decref(patch);
+        if (s == 200) {
+            if (out)
+                feed(x, 0, out);
+            json_decref(out);
+            rc = 0;
+            break;
+        }
+        json_decref(out);
+        if (s != 409) {
+            snprintf(msg, msglen, "recording the assignment on the pod failed: %s",
+                     s < 0 ? err : "rejected by the API server");
+            break;
+        }
+        json_decref(cur);
+        cur = NULL;
+        if (kube_get_json(x->kc, ppath, &cur, err, sizeof err) != 200) {
+            snprintf(msg, msglen, "re-reading the pod after a conflict failed");
+            break;
+        }
+        snprintf(msg, msglen, "pod kept changing while binding");
+    }
+    json_decref(cur);
+    return rc;
+}
+
+static int create_binding(struct ext_ctx *x, const char *ns, const char *name, const char *uid,
+                          const char *node, char *msg, size_t msglen)
+{
+    char *path = pod_path(ns, name, "/binding");
+    json_t *b = json_pack("{s:s,s:s,s:{s:s,s:s,s:s},s:{s:s,s:s,s:s}}", "apiVersion", "v1", "kind",
+                          "Binding", "metadata", "name", name, "namespace", ns, "uid", uid,
+                          "target", "apiVersion", "v1", "kind", "Node", "name", node);
+    char *data = json_dumps(b, JSON_COMPACT);
+    json_decref(b);
+    char *body = NULL, err[256];
+    int s = path && data ? kube_request(x->kc, "POST", path, "application/json", data, &body, err,
+                                        sizeof err)
+                         : -1;
+    if (s != 200 && s != 201) {
+        char am[512];
+        if (s < 0)
+            snprintf(am, sizeof am, "%s", err);
+        else
+            api_message(body, s, am, sizeof am);
+        snprintf(msg, msglen, "creating the Binding failed: %s", am);
+    }
+    free(body);
+    free(data);
+    free(path);
+    return s == 200 || s == 201 ? 0 : -1;
+}
+
+json_t *ext_bind(struct ext_ctx *x, json_t *args, int *bad)
+{
+    *bad = 0;
+    const char *name = json_string_value(json_object_get(args, "PodName"));
+    const char *ns = json_string_value(json_object_get(args, "PodNamespace"));
+    const char *uid = json_string_value(json_object_get(args, "PodUID"));
+    const char *node = json_string_value(json_object_get(args, "Node"));
+    if (!json_is_object(args) || !name_ok(name) || !name_ok(ns) || !name_ok(node) || !uid ||
+        !*uid || strlen(uid) >= 64) {
+        *bad = 1;
+        return result("ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node as "
+                      "Kubernetes names");
+    }
+    if (!x->kc)
+        return result("bind: no API server configured");
+    char msg[768] = "";
+    char *ppath = pod_path(ns, name, "");
+    json_t *pod = NULL;
+    char err[256];
+    json_t *res = NULL;
+    pthread_mutex_lock(&x->bind_mu);
+    int s = kube_get_json(x->kc, ppath, &pod, err, sizeof err);
+    const char *cur_uid =
+        json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
+    if (s != 200) {
+        snprintf(msg, sizeof msg, "reading pod %s/%s: %s", ns, name,
+                 s == 404 ? "not found" : s < 0 ? err : "API error");
+        goto out;
+    }
+    if (!cur_uid || strcmp(cur_uid, uid) != 0) {
+        snprintf(msg, sizeof msg, "pod %s/%s has uid %s, not %s (it was recreated)", ns, name,
+                 cur_uid ? cur_uid : "?", uid);
+        goto out;
+    }
+    struct gs_podspec ps;
+    char key[600];
+    snprintf(key, sizeof key, "%s/%s", ns, name);
+    int gpu = gs_podspec_parse(pod, &ps, msg, sizeof msg);
+    if (gpu < 0)
+        goto out;
+    const char *have = json_string_value(json_object_get(
+        json_object_get(json_object_get(pod, "metadata"), "annotations"), GS_ANN_ASSIGNMENT));
+    char *text = NULL;
+    if (gpu && have) {
+        /* A retried bind: keep the decision already recorded for this node. */
+        struct gs_assignment a;
+        if (gs_assignment_parse(have, strlen(have), &a, msg, sizeof msg) != 0)
+            goto out;
+        if (strcmp(a.node, node) != 0) {
+            snprintf(msg, sizeof msg, "pod already has an assignment for node %s", a.node);
+            goto out;
+        }
+    } else if (gpu) {
+        if (!(text = claim(x, &ps, node, uid, key, msg, sizeof msg)))
+            goto out;
+        if (record(x, ppath, pod, uid, text, msg, sizeof msg) != 0) {
+            free(text);
+            unclaim(x, node, uid);
+            goto out;
+        }
+    }
+    if (create_binding(x, ns, name, uid, node, msg, sizeof msg) != 0) {
+        if (text) {
+            /* Undo: the pod stays pending and the GPUs are free again. */
+            json_t *undo = json_pack("{s:{s:{s:n}}}", "metadata", "annotations",
+                                     GS_ANN_ASSIGNMENT);
+            json_t *o = NULL;
+            if (kube_merge_patch(x->kc, ppath, undo, &o, err, sizeof err) == 200 && o)
+                feed(x, 0, o);
+            json_decref(o);
+            json_decref(undo);
+            unclaim(x, node, uid);
+        }
+        free(text);
+        goto out;
+    }
+    free(text);
+    msg[0] = '\0';
+out:
+    pthread_mutex_unlock(&x->bind_mu);
+    json_decref(pod);
+    free(ppath);
+    res = json_pack("{s:s}", "Error", msg);
+    if (msg[0])
+        kube_log(1, "bind %s/%s -> %s: %s", ns, name, node, msg);
+    return res;
+}

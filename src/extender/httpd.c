@@ -1,0 +1,179 @@
+/* libmicrohttpd glue: thread pool, bounded bodies, optional TLS (GnuTLS). */
+#include "httpd.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct gs_httpd {
+    struct MHD_Daemon *d;
+    gs_httpd_handler h;
+    void *ud;
+    char *cert, *key;
+    int port;
+};
+
+struct body {
+    char *buf;
+    size_t len, cap;
+    int too_big;
+};
+
+static char *slurp(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open %s", path);
+        return NULL;
+    }
+    char *buf = malloc(1 << 20);
+    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    fclose(f);
+    if (!buf || n == 0) {
+        free(buf);
+        snprintf(err, errlen, "cannot read %s", path);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, int status, char *text, const char *ctype)
+{
+    size_t n = text ? strlen(text) : 0;
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(n, text ? text : (char *)"", text ? MHD_RESPMEM_MUST_FREE
+                                                                          : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", ctype ? ctype : "application/json");
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *data,
+                                  size_t *data_size, void **con_cls)
+{
+    struct gs_httpd *s = cls;
+    struct body *b = *con_cls;
+    if (!b) {
+        if (!(b = calloc(1, sizeof *b)))
+            return MHD_NO;
+        *con_cls = b;
+        return MHD_YES;
+    }
+    if (*data_size) {
+        if (!b->too_big) {
+            if (b->len + *data_size > GS_HTTPD_MAX_BODY) {
+                b->too_big = 1;
+            } else {
+                if (b->len + *data_size + 1 > b->cap) {
+                    size_t cap = (b->len + *data_size + 1) * 2;
+                    char *nb = realloc(b->buf, cap);
+                    if (!nb)
+                        return MHD_NO;
+                    b->buf = nb;
+                    b->cap = cap;
+                }
+                memcpy(b->buf + b->len, data, *data_size);
+                b->len += *data_size;
+                b->buf[b->len] = '\0';
+            }
+        }
+        *data_size = 0;
+        return MHD_YES;
+    }
+    if (b->too_big)
+        return reply(c, 413, strdup("{\"Error\":\"request body larger than 64 MiB\"}"), NULL);
+    char *out = NULL;
+    const char *ctype = NULL;
+    int st = s->h(s->ud, method, url, b->buf ? b->buf : "", b->len, &out, &ctype);
+    return reply(c, st, out, ctype);
+}
+
+static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
+                    enum MHD_RequestTerminationCode toe)
+{
+    struct body *b = *con_cls;
+    if (b) {
+        free(b->buf);
+        free(b);
+    }
+    *con_cls = NULL;
+}
+
+struct gs_httpd *gs_httpd_start(const char *addr, int port, const char *cert, const char *key,
+                                int threads, gs_httpd_handler h, void *ud, char *err,
+                                size_t errlen)
+{
+    struct gs_httpd *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->h = h;
+    s->ud = ud;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+    if (cert || key) {
+        if (!cert || !key || !(s->cert = slurp(cert, err, errlen)) ||
+            !(s->key = slurp(key, err, errlen))) {
+            if (!cert || !key)
+                snprintf(err, errlen, "TLS needs both a certificate and a key");
+            gs_httpd_stop(s);
+            return NULL;
+        }
+        flags |= MHD_USE_TLS;
+    }
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    if (addr && inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
+        snprintf(err, errlen, "bad listen address %s (IPv4 expected)", addr);
+        gs_httpd_stop(s);
+        return NULL;
+    }
+    if (!addr)
+        sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    struct MHD_OptionItem tls[] = {
+        {s->cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, s->cert},
+        {s->key ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, s->key},
+        {MHD_OPTION_END, 0, NULL}};
+    s->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, s,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(threads > 0 ? threads : 1),
+                            MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
+                            MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
+    if (!s->d) {
+        snprintf(err, errlen, "cannot listen on %s:%d%s", addr ? addr : "0.0.0.0", port,
+                 s->cert ? " (TLS)" : "");
+        gs_httpd_stop(s);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : port;
+    return s;
+}
+
+int gs_httpd_port(const struct gs_httpd *s)
+{
+    return s->port;
+}
+
+void gs_httpd_stop(struct gs_httpd *s)
+{
+    if (!s)
+        return;
+    if (s->d)
+        MHD_stop_daemon(s->d);
+    free(s->cert);
+    free(s->key);
+    free(s);
+}

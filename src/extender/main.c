@@ -1,0 +1,201 @@
+/* gpuslice-extender: kube-scheduler extender v1 (filter, prioritize, bind)
+ * backed by the gpuslice policy engine and a list+watch usage cache. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ext.h"
+#include "httpd.h"
+#include "metrics.h"
+#include "verbs.h"
+
+static volatile sig_atomic_t g_quit;
+
+static void on_signal(int sig)
+{
+    g_quit = sig;
+}
+
+static const char usage[] =
+    "usage: gpuslice-extender [options]\n"
+    "  --api-server URL      Kubernetes API server (else --kubeconfig, $KUBECONFIG, in-cluster)\n"
+    "  --kubeconfig PATH\n"
+    "  --addr A --port P     listen address (default 0.0.0.0:8888)\n"
+    "  --tls-cert F --tls-key F   serve HTTPS\n"
+    "  --policy NAME         default node policy: binpack spread bestfit fgd fraglook (binpack)\n"
+    "  --gpu-policy NAME     default GPU policy on the chosen node (binpack)\n"
+    "  --threads N           HTTP worker threads (4)\n"
+    "  --claim-ttl S         seconds an in-flight node claim counts without its pod (300)\n"
+    "  -v                    more logging (repeatable)\n"
+    "Endpoints: POST <prefix>/filter, /prioritize, /bind; GET /healthz, /readyz, /metrics, /state\n";
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static const char *verb_of(const char *url)
+{
+    const char *s = strrchr(url, '/');
+    return s ? s + 1 : url;
+}
+
+static int handle(void *ud, const char *method, const char *url, const char *body, size_t len,
+                  char **out, const char **ctype)
+{
+    struct ext_ctx *x = ud;
+    const char *v = verb_of(url);
+    *ctype = "application/json";
+    if (strcmp(method, "GET") == 0) {
+        *ctype = "text/plain; charset=utf-8";
+        if (strcmp(url, "/healthz") == 0) {
+            *out = strdup("ok\n");
+            return 200;
+        }
+        if (strcmp(url, "/readyz") == 0) {
+            *out = strdup(x->ready ? "ok\n" : "cache not synced yet\n");
+            return x->ready ? 200 : 503;
+        }
+        if (strcmp(url, "/metrics") == 0) {
+            pthread_mutex_lock(&x->st.mu);
+            uint64_t n = x->st.cl.num_nodes, g = x->st.generation;
+            pthread_mutex_unlock(&x->st.mu);
+            *ctype = "text/plain; version=0.0.4";
+            *out = ext_metrics_render(n, g, x->ready);
+            return 200;
+        }
+        if (strcmp(url, "/state") == 0) {
+            pthread_mutex_lock(&x->st.mu);
+            json_t *j = ext_state_json(&x->st);
+            pthread_mutex_unlock(&x->st.mu);
+            *ctype = "application/json";
+            *out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+            json_decref(j);
+            return 200;
+        }
+        *out = strdup("not found\n");
+        return 404;
+    }
+    enum ext_verb verb = strcmp(v, "filter") == 0       ? EXT_V_FILTER
+                         : strcmp(v, "prioritize") == 0 ? EXT_V_PRIORITIZE
+                         : strcmp(v, "bind") == 0       ? EXT_V_BIND
+                                                        : EXT_V_COUNT;
+    if (strcmp(method, "POST") != 0 || verb == EXT_V_COUNT) {
+        *out = strdup("{\"Error\":\"unknown endpoint; POST .../filter, .../prioritize or "
+                      ".../bind\"}");
+        return 404;
+    }
+    double t0 = now_s();
+    json_error_t je;
+    json_t *args = json_loadb(body, len, 0, &je);
+    json_t *res;
+    int bad = 0;
+    if (!args) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "request body is not JSON (line %d column %d: %s)", je.line,
+                 je.column, je.text);
+        res = json_pack("{s:s}", "Error", msg);
+        bad = 1;
+    } else if (verb == EXT_V_FILTER) {
+        res = ext_filter(&x->st, args, &bad);
+    } else if (verb == EXT_V_PRIORITIZE) {
+        res = ext_prioritize(&x->st, args, &bad);
+    } else {
+        res = ext_bind(x, args, &bad);
+    }
+    const char *e = json_string_value(json_object_get(res, "Error"));
+    ext_metrics_observe(verb, now_s() - t0, bad || (e && *e));
+    *out = json_dumps(res, JSON_COMPACT);
+    json_decref(res);
+    json_decref(args);
+    return bad ? 400 : 200;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"api-server", required_argument, 0, 'a'}, {"kubeconfig", required_argument, 0, 'k'},
+        {"addr", required_argument, 0, 'A'},       {"port", required_argument, 0, 'p'},
+        {"tls-cert", required_argument, 0, 'c'},   {"tls-key", required_argument, 0, 'K'},
+        {"policy", required_argument, 0, 'P'},     {"gpu-policy", required_argument, 0, 'G'},
+        {"threads", required_argument, 0, 't'},    {"claim-ttl", required_argument, 0, 'T'},
+        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+    const char *url = NULL, *kcfg = NULL, *addr = NULL, *cert = NULL, *key = NULL;
+    int port = 8888, threads = 4, ttl = 300, verbose = 2, c;
+    gs_policy_kind pol = GS_POLICY_BINPACK, gpol = GS_POLICY_BINPACK;
+    while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+        char *end = NULL;
+        switch (c) {
+        case 'a': url = optarg; break;
+        case 'k': kcfg = optarg; break;
+        case 'A': addr = optarg; break;
+        case 'c': cert = optarg; break;
+        case 'K': key = optarg; break;
+        case 'v': verbose++; break;
+        case 'p':
+        case 't':
+        case 'T': {
+            long v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < 0 || v > 65535 || (c != 'p' && v < 1)) {
+                fprintf(stderr, "gpuslice-extender: bad number '%s'\n", optarg);
+                return 2;
+            }
+            *(c == 'p' ? &port : c == 't' ? &threads : &ttl) = (int)v;
+            break;
+        }
+        case 'P':
+        case 'G':
+            if (gs_policy_parse(optarg, c == 'P' ? &pol : &gpol) != 0) {
+                fprintf(stderr, "gpuslice-extender: unknown policy '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'h': fputs(usage, stdout); return 0;
+        default: fputs(usage, stderr); return 2;
+        }
+    }
+    kube_log_set_prefix("gpuslice-extender");
+    kube_log_set_level(verbose);
+    static struct ext_ctx x;
+    if (ext_state_init(&x.st, pol, gpol) != 0) {
+        fprintf(stderr, "gpuslice-extender: out of memory\n");
+        return 1;
+    }
+    x.st.claim_ttl = ttl;
+    pthread_mutex_init(&x.bind_mu, NULL);
+    char err[512];
+    if (!(x.kc = kube_client_new_auto(url, kcfg, err, sizeof err))) {
+        fprintf(stderr, "gpuslice-extender: %s\n", err);
+        return 1;
+    }
+    struct gs_httpd *srv = gs_httpd_start(addr, port, cert, key, threads, handle, &x, err,
+                                          sizeof err);
+    if (!srv) {
+        fprintf(stderr, "gpuslice-extender: %s\n", err);
+        return 1;
+    }
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+    if (ext_sync_start(&x) != 0) {
+        fprintf(stderr, "gpuslice-extender: cannot start the sync thread\n");
+        return 1;
+    }
+    kube_log(2, "listening on %s:%d (%s), policy %s, gpu policy %s", addr ? addr : "0.0.0.0",
+             gs_httpd_port(srv), cert ? "https" : "http", gs_policy_name(pol),
+             gs_policy_name(gpol));
+    while (!g_quit)
+        pause();
+    kube_log(2, "signal %d: shutting down", (int)g_quit);
+    gs_httpd_stop(srv);
+    ext_sync_stop(&x);
+    kube_client_free(x.kc);
+    ext_state_free(&x.st);
+    return 0;
+}

@@ -1,0 +1,161 @@
+/* List+watch of nodes and pods into the usage cache. A full re-list replaces
+ * the whole cache (so a restart and a 410 both rebuild from the API server's
+ * truth); a watch that merely times out resumes from its last version. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ext.h"
+
+struct watch_arg {
+    struct ext_ctx *x;
+    int node; /* 1 nodes, 0 pods */
+    char rv[32];
+    volatile int *stop;
+    int failed;
+    time_t last_gc;
+};
+
+static int on_event(const char *type, json_t *obj, void *ud)
+{
+    struct watch_arg *w = ud;
+    if (strcmp(type, "ERROR") == 0) {
+        w->failed = 1; /* 410 Gone and friends: re-list */
+        return 1;
+    }
+    if (strcmp(type, "BOOKMARK") != 0) {
+        time_t now = time(NULL);
+        pthread_mutex_lock(&w->x->st.mu);
+        if (w->node)
+            ext_state_node_event(&w->x->st, type, obj, now);
+        else
+            ext_state_pod_event(&w->x->st, type, obj, now);
+        if (now - w->last_gc >= 10) {
+            ext_state_gc(&w->x->st, now);
+            w->last_gc = now;
+        }
+        pthread_mutex_unlock(&w->x->st.mu);
+    }
+    const char *rv =
+        json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    if (rv)
+        snprintf(w->rv, sizeof w->rv, "%s", rv);
+    return 0;
+}
+
+static void *watch_thread(void *p)
+{
+    struct watch_arg *w = p;
+    while (!*w->stop && !w->x->stop) {
+        char path[160], err[256];
+        snprintf(path, sizeof path,
+                 "/api/v1/%s?watch=1&allowWatchBookmarks=true&timeoutSeconds=60&resourceVersion=%s",
+                 w->node ? "nodes" : "pods", w->rv);
+        int rc = kube_watch(w->x->kc, path, on_event, w, w->stop, err, sizeof err);
+        if (w->failed || rc != 0) {
+            kube_log(1, "watch %s ended (%s); re-listing", w->node ? "nodes" : "pods",
+                     w->failed ? "expired" : err);
+            w->failed = 1;
+            *w->stop = 1;
+        }
+    }
+    return NULL;
+}
+
+/* Lists one kind; applies items through fn under the cache lock. */
+static int list(struct ext_ctx *x, const char *path, json_t **out, char *rv, size_t rvlen)
+{
+    char err[256];
+    int s = kube_get_json(x->kc, path, out, err, sizeof err);
+    if (s != 200) {
+        kube_log(0, "list %s: %s", path, s == -2 ? "answer is not JSON" : s < 0 ? err : "failed");
+        return -1;
+    }
+    const char *v = json_string_value(
+        json_object_get(json_object_get(*out, "metadata"), "resourceVersion"));
+    snprintf(rv, rvlen, "%s", v ? v : "0");
+    return 0;
+}
+
+static int relist(struct ext_ctx *x, char *nrv, char *prv)
+{
+    json_t *nodes = NULL, *pods = NULL;
+    if (list(x, "/api/v1/nodes", &nodes, nrv, 32) != 0 ||
+        list(x, "/api/v1/pods", &pods, prv, 32) != 0) {
+        json_decref(nodes);
+        return -1;
+    }
+    time_t now = time(NULL);
+    pthread_mutex_lock(&x->st.mu);
+    ext_state_clear(&x->st);
+    json_t *items = json_object_get(nodes, "items");
+    for (size_t i = 0; i < json_array_size(items); i++)
+        ext_state_node_event(&x->st, "ADDED", json_array_get(items, i), now);
+    items = json_object_get(pods, "items");
+    for (size_t i = 0; i < json_array_size(items); i++)
+        ext_state_pod_event(&x->st, "ADDED", json_array_get(items, i), now);
+    /* Claims of pods that the pod list shows assigned are now redundant;
+     * node claims were applied first, so re-apply to drop them. */
+    items = json_object_get(nodes, "items");
+    for (size_t i = 0; i < json_array_size(items); i++)
+        ext_state_node_event(&x->st, "MODIFIED", json_array_get(items, i), now);
+    pthread_mutex_unlock(&x->st.mu);
+    kube_log(2, "cache rebuilt: %zu nodes, %zu pods", json_array_size(json_object_get(nodes, "items")),
+             json_array_size(json_object_get(pods, "items")));
+    json_decref(nodes);
+    json_decref(pods);
+    return 0;
+}
+
+static void *sync_main(void *p)
+{
+    struct ext_ctx *x = p;
+    int backoff = 100;
+    while (!x->stop) {
+        char nrv[32], prv[32];
+        if (relist(x, nrv, prv) != 0) {
+            usleep((useconds_t)backoff * 1000);
+            backoff = backoff < 5000 ? backoff * 2 : 5000;
+            continue;
+        }
+        backoff = 100;
+        x->ready = 1;
+        volatile int stop = 0;
+        struct watch_arg wn = {x, 1, "", &stop, 0, 0}, wp = {x, 0, "", &stop, 0, 0};
+        snprintf(wn.rv, sizeof wn.rv, "%s", nrv);
+        snprintf(wp.rv, sizeof wp.rv, "%s", prv);
+        pthread_t tn, tp;
+        if (pthread_create(&tn, NULL, watch_thread, &wn) != 0)
+            continue;
+        if (pthread_create(&tp, NULL, watch_thread, &wp) != 0) {
+            stop = 1;
+            pthread_join(tn, NULL);
+            continue;
+        }
+        while (!stop && !x->stop)
+            usleep(100 * 1000);
+        stop = 1;
+        pthread_join(tn, NULL);
+        pthread_join(tp, NULL);
+    }
+    return NULL;
+}
+
+int ext_sync_start(struct ext_ctx *x)
+{
+    if (pthread_create(&x->sync_thread, NULL, sync_main, x) != 0)
+        return -1;
+    x->sync_started = 1;
+    return 0;
+}
+
+void ext_sync_stop(struct ext_ctx *x)
+{
+    x->stop = 1;
+    if (x->sync_started)
+        pthread_join(x->sync_thread, NULL);
+    x->sync_started = 0;
+}

@@ -1,0 +1,117 @@
+"""ExtApiServerStandIn: tests/k8s/apiserver_standin.py (imported, unchanged)
+plus what the extender needs and the base lacks: node list and watch, and
+POST .../pods/{name}/binding with the real API server's answers (201 with a
+Status; 409 when the pod is already bound or the uid precondition fails;
+404 for a missing pod). Still NOT Kubernetes."""
+import json
+import os
+import sys
+import time
+from urllib.parse import parse_qs, urlparse
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "k8s"))
+import apiserver_standin  # noqa: E402
+from apiserver_standin import ApiServerStandIn, status  # noqa: E402
+
+
+class ExtApiServerStandIn(ApiServerStandIn):
+    def __init__(self):
+        super().__init__()
+        self.bindings = []        # (ns, name, node)
+        self.fail_bind_next = []  # HTTP statuses for the next bindings
+        srv = self
+        self.httpd.RequestHandlerClass.do_POST = lambda h: srv._handle(h, "POST")
+
+    def _handle(self, h, method):
+        u = urlparse(h.path)
+        q = {k: v[0] for k, v in parse_qs(u.query).items()}
+        parts = [p for p in u.path.split("/") if p]
+        if method == "POST":
+            body = h.rfile.read(int(h.headers.get("Content-Length", "0")))
+            with self.lock:
+                self.requests.append((method, h.path))
+            if len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and \
+                    parts[4] == "pods" and parts[6] == "binding":
+                return self._bind(h, parts[3], parts[5], body)
+            return self._send(h, 404, status(404, "NotFound", "not found"))
+        if method == "GET" and parts == ["api", "v1", "nodes"]:
+            with self.lock:
+                if self.fail_next:
+                    code = self.fail_next.pop(0)
+                    return self._send(h, code, status(code, "InternalError", "injected failure"))
+            return self._list_watch(h, q, "Node")
+        return super()._handle(h, method)
+
+    def _bind(self, h, ns, name, body):
+        try:
+            b = json.loads(body)
+        except ValueError:
+            return self._send(h, 400, status(400, "BadRequest", "binding is not JSON"))
+        with self.lock:
+            if self.fail_bind_next:
+                code = self.fail_bind_next.pop(0)
+                return self._send(h, code, status(code, "InternalError", "injected binding failure"))
+            o = self.objects.get(("Pod", ns, name))
+            if o is None:
+                return self._send(h, 404, status(404, "NotFound", f'pods "{name}" not found'))
+            if b.get("kind") != "Binding" or (b.get("target") or {}).get("kind") != "Node":
+                return self._send(h, 400, status(400, "BadRequest", "not a Binding to a Node"))
+            want_uid = (b.get("metadata") or {}).get("uid")
+            if want_uid and want_uid != o["metadata"]["uid"]:
+                return self._send(h, 409, status(409, "Conflict", "Precondition failed: UID in "
+                                                 f"precondition: {want_uid}, UID in object meta: "
+                                                 f"{o['metadata']['uid']}"))
+            if o.get("spec", {}).get("nodeName"):
+                return self._send(h, 409, status(
+                    409, "Conflict", f'pod {name} is already assigned to node '
+                    f'"{o["spec"]["nodeName"]}"'))
+            o.setdefault("spec", {})["nodeName"] = b["target"]["name"]
+            self.bindings.append((ns, name, b["target"]["name"]))
+            self._bump("Pod", o, "MODIFIED")
+            ok = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                  "code": 201}
+            return self._send(h, 201, ok)
+
+    def _list_watch(self, h, q, kind):
+        if q.get("watch") != "1":
+            with self.lock:
+                items = [o for (k, _, _), o in self.objects.items() if k == kind]
+                return self._send(h, 200, {"kind": kind + "List", "apiVersion": "v1",
+                                           "metadata": {"resourceVersion": str(self.rv)},
+                                           "items": items})
+        since = int(q.get("resourceVersion", "0") or 0)
+        deadline = time.time() + int(q.get("timeoutSeconds", "60"))
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+
+        def chunk(obj):
+            data = (json.dumps(obj) + "\n").encode()
+            h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            h.wfile.flush()
+        try:
+            with self.lock:
+                if since < self.oldest_event_rv:
+                    chunk({"type": "ERROR", "object": status(410, "Expired", "too old")})
+                    h.wfile.write(b"0\r\n\r\n")
+                    return
+            sent = since
+            while time.time() < deadline and not self.stopping:
+                with self.lock:
+                    evs = [e for e in self.events if e[0] > sent]
+                    if not evs:
+                        self.lock.wait(0.2)
+                        continue
+                for rv, etype, k, obj in evs:
+                    sent = rv
+                    if k == kind:
+                        chunk({"type": etype, "object": obj})
+            h.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+
+def install():
+    """Makes tests/k8s fixtures build this stand-in instead of the base."""
+    apiserver_standin.ApiServerStandIn = ExtApiServerStandIn

@@ -1,0 +1,247 @@
+"""Extender verbs on real-shaped bodies (ExtenderArgs / ExtenderFilterResult /
+HostPriorityList / ExtenderBindingArgs / ExtenderBindingResult, field for
+field as kube-scheduler's extender v1 types serialise: Go field names)."""
+import json
+import random
+
+from conftest import args_names, args_nodes, bind_args, gpu_usage, node_obj, pod_obj
+
+
+def assigned(name, node, gpu_mems, ns="default"):
+    """A pod already running with an assignment (what a bind wrote earlier)."""
+    a = {"v": 1, "node": node, "gpus": [], "replicas": [], "mode": "cap"}
+    for i, (gi, mem) in enumerate(gpu_mems):
+        a["gpus"].append({"uuid": f"GPU-{node}-{gi}", "memory_mib": mem, "cores": 10})
+        a["replicas"].append(f"GPU-{node}-{gi}::{i}")
+    p = pod_obj(name, gpus=len(gpu_mems), mem=gpu_mems[0][1], cores=10, ns=ns,
+                annotations={"gpuslice.io/assignment": json.dumps(a)})
+    p["spec"]["nodeName"] = node
+    p["status"]["phase"] = "Running"
+    return p
+
+
+def cluster(api):
+    api.put("Node", node_obj("gpu-a"))
+    api.put("Node", node_obj("gpu-full"))
+    api.put("Node", node_obj("cpu-only", ngpus=0))
+    # gpu-full: every GPU has only 4096 MiB left.
+    for gi in range(4):
+        api.put("Pod", assigned(f"hog-{gi}", "gpu-full", [(gi, 81920 - 4096)]))
+
+
+def test_filter_node_names_with_reasons_per_node(api, start):
+    cluster(api)
+    ext = start()
+    ext.wait_state(lambda s: sum(m for m, _ in gpu_usage(s, "gpu-full")) == 4 * (81920 - 4096))
+    pod = api.put("Pod", pod_obj("p1", 1, 8192, 30))
+    code, res = ext.post("filter", args_names(pod, ["gpu-a", "gpu-full", "cpu-only", "ghost"]))
+    assert code == 200
+    assert set(res) == {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
+    assert res["Nodes"] is None and res["Error"] == ""
+    assert res["NodeNames"] == ["gpu-a"]
+    # Busy: evicting pods could help -> FailedNodes (preemption may try).
+    assert "insufficient GPU memory" in res["FailedNodes"]["gpu-full"]
+    assert "need 1 of 4 GPUs" in res["FailedNodes"]["gpu-full"]
+    # No GPUs at all: nothing can help -> FailedAndUnresolvableNodes.
+    assert "no GPU inventory" in res["FailedAndUnresolvableNodes"]["cpu-only"]
+    assert "unknown" in res["FailedAndUnresolvableNodes"]["ghost"]
+
+
+def test_filter_full_node_objects_when_not_cache_capable(api, start):
+    cluster(api)
+    ext = start()
+    ext.wait_state(lambda s: sum(m for m, _ in gpu_usage(s, "gpu-full")) > 0)
+    pod = api.put("Pod", pod_obj("p1", 1, 8192, 30))
+    nodes = [api.get("Node", n) for n in ("gpu-a", "gpu-full", "cpu-only")]
+    code, res = ext.post("filter", args_nodes(pod, nodes))
+    assert code == 200 and res["Error"] == "" and res["NodeNames"] is None
+    assert res["Nodes"]["kind"] == "NodeList"
+    assert [n["metadata"]["name"] for n in res["Nodes"]["items"]] == ["gpu-a"]
+    assert res["Nodes"]["items"][0] == nodes[0]  # the object comes back untouched
+    assert set(res["FailedNodes"]) == {"gpu-full"}
+    assert set(res["FailedAndUnresolvableNodes"]) == {"cpu-only"}
+
+
+def test_filter_gpu_count_model_and_excluded_gpus(api, start):
+    api.put("Node", node_obj("two", ngpus=2))
+    api.put("Node", node_obj("eight", ngpus=8, model="NVIDIA A100-SXM4-40GB", mem=40960))
+    ext = start()
+    ext.wait_state(lambda s: len(s["nodes"]) == 2)
+    pod = pod_obj("p4", 4, 1024, 10)
+    res = ext.post("filter", args_names(pod, ["two", "eight"]))[1]
+    assert res["NodeNames"] == ["eight"]
+    assert "too few GPUs" in res["FailedAndUnresolvableNodes"]["two"]
+    sched = {"gpuslice.io/scheduling": json.dumps({"v": 1, "gpu_models": ["NVIDIA H100 80GB HBM3"]})}
+    res = ext.post("filter", args_names(pod_obj("m", 1, 1024, annotations=sched), ["two", "eight"]))[1]
+    assert res["NodeNames"] == ["two"]
+    assert "GPU model not allowed" in res["FailedAndUnresolvableNodes"]["eight"]
+    avoid = {"gpuslice.io/scheduling": json.dumps({"v": 1, "avoid_gpus": ["GPU-two-0", "GPU-two-1"]})}
+    res = ext.post("filter", args_names(pod_obj("x", 1, 1024, annotations=avoid), ["two"]))[1]
+    assert res["NodeNames"] == []
+    assert "unhealthy or excluded" in res["FailedAndUnresolvableNodes"]["two"]
+
+
+def test_prioritize_binpack_prefers_fuller_node_spread_the_emptier(api, start):
+    """The anchors had these reversed: binpack must favour the fuller node."""
+    api.put("Node", node_obj("empty"))
+    api.put("Node", node_obj("busy"))
+    api.put("Pod", assigned("w0", "busy", [(0, 40960)]))
+    ext = start()
+    ext.wait_state(lambda s: gpu_usage(s, "busy")[0][0] == 40960)
+    code, res = ext.post("prioritize", args_names(pod_obj("b", 1, 8192, 20), ["empty", "busy"]))
+    assert code == 200 and isinstance(res, list)
+    assert all(set(h) == {"Host", "Score"} for h in res)
+    score = {h["Host"]: h["Score"] for h in res}
+    assert score == {"busy": 10, "empty": 0}
+    spread = {"gpuslice.io/scheduling": json.dumps({"v": 1, "policy": "spread"})}
+    res = ext.post("prioritize", args_names(pod_obj("s", 1, 8192, 20, annotations=spread),
+                                            ["empty", "busy"]))[1]
+    assert {h["Host"]: h["Score"] for h in res} == {"busy": 0, "empty": 10}
+    # A node that cannot take the pod scores 0 and is listed anyway.
+    api.put("Node", node_obj("packed"))
+    for gi in range(4):
+        api.put("Pod", assigned(f"pk{gi}", "packed", [(gi, 40960)]))
+    ext.wait_state(lambda s: sum(m for m, _ in gpu_usage(s, "packed")) == 4 * 40960)
+    res = ext.post("prioritize", args_names(pod_obj("big", 1, 81920), ["packed", "busy", "empty"]))[1]
+    assert [h["Host"] for h in res] == ["packed", "busy", "empty"]
+    assert [h["Score"] for h in res] == [0, 10, 0]  # infeasible, fuller, emptier
+
+
+def test_bind_records_assignment_and_creates_binding(api, start):
+    api.put("Node", node_obj("gpu-a"))
+    ext = start()
+    ext.wait_state(lambda s: len(s["nodes"]) == 1)
+    pod = api.put("Pod", pod_obj("train", 2, 8192, 30,
+                                 annotations={"gpuslice.io/scheduling": json.dumps(
+                                     {"v": 1, "mode": "share", "numa": "single"})}))
+    code, res = ext.post("bind", bind_args(pod, "gpu-a"))
+    assert code == 200 and res == {"Error": ""}
+    got = api.get("Pod", "train", "default")
+    assert got["spec"]["nodeName"] == "gpu-a"
+    assert api.bindings == [("default", "train", "gpu-a")]
+    a = json.loads(got["metadata"]["annotations"]["gpuslice.io/assignment"])
+    assert a["v"] == 1 and a["node"] == "gpu-a" and a["mode"] == "share"
+    assert len(a["gpus"]) == 2 and len(a["replicas"]) == 2
+    uuids = [g["uuid"] for g in a["gpus"]]
+    # numa single: both GPUs on one NUMA node (GPUs 0,1 or 2,3).
+    assert sorted(uuids) in (["GPU-gpu-a-0", "GPU-gpu-a-1"], ["GPU-gpu-a-2", "GPU-gpu-a-3"])
+    for g, r in zip(a["gpus"], a["replicas"]):
+        assert g["memory_mib"] == 8192 and g["cores"] == 30
+        assert r == g["uuid"] + "::0"
+    s = ext.wait_state(lambda s: sum(m for m, _ in gpu_usage(s, "gpu-a")) == 2 * 8192)
+    # Whole-GPU request: memory is the GPU's, cores 100, and it takes an idle GPU.
+    whole = api.put("Pod", pod_obj("whole", 1))
+    assert ext.post("bind", bind_args(whole, "gpu-a"))[1] == {"Error": ""}
+    a = json.loads(api.get("Pod", "whole", "default")["metadata"]["annotations"]["gpuslice.io/assignment"])
+    assert a["gpus"][0]["memory_mib"] == 81920 and a["gpus"][0]["cores"] == 100
+    assert a["gpus"][0]["uuid"] not in uuids
+    assert s
+
+
+def test_bind_errors_are_reported_and_undone(api, start):
+    api.put("Node", node_obj("gpu-a"))
+    ext = start()
+    ext.wait_state(lambda s: len(s["nodes"]) == 1)
+    pod = api.put("Pod", pod_obj("p", 1, 8192, 30))
+    # Stale uid: the pod was recreated since kube-scheduler looked.
+    res = ext.post("bind", dict(bind_args(pod, "gpu-a"), PodUID="0000-stale"))[1]
+    assert "recreated" in res["Error"]
+    # Missing pod.
+    res = ext.post("bind", dict(bind_args(pod, "gpu-a"), PodName="nope"))[1]
+    assert "not found" in res["Error"]
+    # The Binding itself fails: the assignment and the node claim are undone.
+    api.fail_bind_next = [403]
+    res = ext.post("bind", bind_args(pod, "gpu-a"))[1]
+    assert "creating the Binding failed: HTTP 403: injected binding failure" in res["Error"]
+    got = api.get("Pod", "p", "default")
+    assert "gpuslice.io/assignment" not in got["metadata"].get("annotations", {})
+    assert "nodeName" not in got["spec"]
+    ext.wait_state(lambda s: gpu_usage(s, "gpu-a") == [(0, 0)] * 4, what="claim undone")
+    claims = json.loads(api.get("Node", "gpu-a")["metadata"]["annotations"]["gpuslice.io/claims"])
+    assert claims == {"v": 1, "claims": []}
+    # Already bound elsewhere (409 from the API server): reported with its message.
+    api.put("Pod", dict(got, spec=dict(got["spec"], nodeName="other")))
+    res = ext.post("bind", bind_args(api.get("Pod", "p", "default"), "gpu-a"))[1]
+    assert "already assigned" in res["Error"]
+    # Does not fit any more (node filled after filter): clear error, nothing written.
+    big = api.put("Pod", pod_obj("big", 1, 90000))
+    res = ext.post("bind", bind_args(big, "gpu-a"))[1]
+    assert "no longer fits" in res["Error"] and "insufficient GPU memory" in res["Error"]
+
+
+def test_malformed_requests_get_clear_errors(api, start):
+    api.put("Node", node_obj("gpu-a"))
+    ext = start()
+    code, res = ext.post("filter", b"{not json", raw=True)
+    assert code == 400 and "not JSON" in res["Error"]
+    code, res = ext.post("filter", {"Pod": pod_obj("x", 1)})
+    assert code == 400 and "neither NodeNames" in res["Error"]
+    code, res = ext.post("filter", args_names(pod_obj("x", 1, "8x"), ["gpu-a"]))
+    assert code == 200
+    assert 'limits["gpuslice.io/gpu-memory"]' in res["Error"] and "unknown suffix" in res["Error"]
+    code, res = ext.post("filter", args_names(pod_obj("x", 1, 1024, 150), ["gpu-a"]))
+    assert "1..100 percent" in res["Error"]
+    bad = {"gpuslice.io/scheduling": '{"v":1,"polcy":"spread"}'}
+    code, res = ext.post("filter", args_names(pod_obj("x", 1, annotations=bad), ["gpu-a"]))
+    assert 'unknown field "polcy"' in res["Error"]
+    code, res = ext.post("prioritize", {"Pod": 3, "NodeNames": ["gpu-a"]})
+    assert code == 400 and "no Pod" in res["Error"]
+    code, res = ext.post("bind", {"PodName": "../etc", "PodNamespace": "d", "PodUID": "u", "Node": "n"})
+    assert code == 400 and "ExtenderBindingArgs" in res["Error"]
+    # Quantities come back canonicalised by the API server: 10k == 10000 MiB.
+    code, res = ext.post("filter", args_names(pod_obj("x", 1, "10k"), ["gpu-a"]))
+    assert res["Error"] == "" and res["NodeNames"] == ["gpu-a"]
+
+
+def _mutate(rng, s):
+    b = bytearray(s)
+    for _ in range(rng.randint(1, 8)):
+        op = rng.randrange(4)
+        i = rng.randrange(len(b)) if b else 0
+        if op == 0 and b:
+            del b[i:i + rng.randint(1, 20)]
+        elif op == 1:
+            b[i:i] = rng.choice([b"{", b"}", b"[", b"]", b'"', b",", b":", b"null", b"-1",
+                                 b"1e999", b"\\u0000", b'"gpuslice.io/gpu":"99"', b"\xff"])
+        elif op == 2 and b:
+            b[i] = rng.randrange(256)
+        else:
+            j = rng.randrange(len(b)) if b else 0
+            b[i:i] = b[j:j + rng.randint(1, 30)]
+    return bytes(b)
+
+
+def test_fuzzed_bodies_never_crash(api, start):
+    api.put("Node", node_obj("gpu-a"))
+    ext = start()
+    rng = random.Random(1234)
+    pod = pod_obj("f", 1, 4096, 20, annotations={"gpuslice.io/scheduling": json.dumps(
+        {"v": 1, "policy": "fraglook", "avoid_gpus": ["GPU-gpu-a-1"]})})
+    seeds = {"filter": json.dumps(args_names(pod, ["gpu-a", "x"])).encode(),
+             "prioritize": json.dumps(args_nodes(pod, [node_obj("gpu-a")])).encode(),
+             "bind": json.dumps({"PodName": "f", "PodNamespace": "default", "PodUID": "u",
+                                 "Node": "gpu-a"}).encode()}
+    for i in range(600):
+        verb = ("filter", "prioritize", "bind")[i % 3]
+        code, res = ext.post(verb, _mutate(rng, seeds[verb]), raw=True)
+        assert code in (200, 400), (verb, code)
+        assert isinstance(res, (dict, list))
+    assert ext.proc.poll() is None
+    assert ext.get("/healthz")[0] == 200
+
+
+def test_health_readiness_and_metrics(api, start):
+    api.put("Node", node_obj("gpu-a"))
+    ext = start()
+    assert ext.get("/healthz") == (200, "ok\n")
+    assert ext.get("/readyz")[0] == 200
+    ext.post("filter", args_names(pod_obj("m", 1, 1024), ["gpu-a", "ghost"]))
+    ext.post("prioritize", args_names(pod_obj("m", 1, 1024), ["gpu-a"]))
+    code, text = ext.get("/metrics")
+    assert code == 200
+    assert 'gpuslice_extender_requests_total{verb="filter"} 1' in text
+    assert 'gpuslice_extender_requests_total{verb="prioritize"} 1' in text
+    assert 'gpuslice_extender_filter_nodes_total{result="passed"} 1' in text
+    assert 'gpuslice_extender_filter_nodes_total{result="failed"} 1' in text
+    assert 'gpuslice_extender_latency_seconds_count{verb="filter"} 1' in text
+    assert "gpuslice_extender_ready 1" in text
