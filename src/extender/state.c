@@ -488,6 +488,10 @@ void ext_state_gc(struct ext_state *st, time_t now)
 
 json_t *ext_state_live_claims(struct ext_state *st, int idx, time_t now)
 {
+    /* A claim stays for claim_ttl seconds even after its pod shows its
+     * assignment here: another replica's pod watch may lag behind its node
+     * watch, and the claim is what keeps it from reusing those GPUs. Only a
+     * pod known to be gone ends a claim early. */
     json_t *out = json_array();
     json_t *claims = st->nodes[idx].claims;
     for (size_t i = 0; i < json_array_size(claims); i++) {
@@ -495,10 +499,29 @@ json_t *ext_state_live_claims(struct ext_state *st, int idx, time_t now)
         const char *uid = json_string_value(json_object_get(cl, "uid"));
         json_int_t t = json_integer_value(json_object_get(cl, "t"));
         struct ext_pod *p = uid ? strmap_get(&st->pods, uid) : NULL;
-        if (p && p->src == EXT_CLAIMED && now - t <= st->claim_ttl)
+        if (uid && (!p || p->src != EXT_GONE) && now - t <= st->claim_ttl)
             json_array_append(out, cl);
     }
     return out;
+}
+
+void ext_state_forget_missing(struct ext_state *st, json_t *present, time_t now)
+{
+    for (size_t i = 0; i < st->cl.num_nodes; i++) {
+        json_t *claims = st->nodes[i].claims;
+        for (size_t j = 0; j < json_array_size(claims); j++) {
+            const char *uid =
+                json_string_value(json_object_get(json_array_get(claims, j), "uid"));
+            if (!uid || strlen(uid) >= 64 || json_object_get(present, uid))
+                continue;
+            struct ext_pod *p = strmap_get(&st->pods, uid);
+            if (!p && !(p = pod_new(st, uid)))
+                continue;
+            account(st, p, -1);
+            p->src = EXT_GONE;
+            p->t = now;
+        }
+    }
 }
 
 int ext_state_free_replica(const struct ext_state *st, int idx, int gi)

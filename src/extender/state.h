@@ -84,8 +84,12 @@ void ext_state_gc(struct ext_state *st, time_t now);
 /* Index of a node by name, or -1. */
 int ext_state_find_node(const struct ext_state *st, const char *name);
 /* The node's claims array as it should be written back: claims of pods not
- * yet seen with their assignment, unexpired. New reference. */
+ * not known to be gone, younger than claim_ttl. New reference. */
 json_t *ext_state_live_claims(struct ext_state *st, int idx, time_t now);
+/* After a full re-list: claims whose pod is not in present (an object
+ * keyed by pod uid, from a pod list taken after the node list) belong to
+ * deleted pods; remember them as gone. */
+void ext_state_forget_missing(struct ext_state *st, json_t *present, time_t now);
 /* Lowest free replica index on GPU gi of node idx, or -1. */
 int ext_state_free_replica(const struct ext_state *st, int idx, int gi);
 

@@ -95,10 +95,19 @@ static int relist(struct ext_ctx *x, char *nrv, char *prv)
     for (size_t i = 0; i < json_array_size(items); i++)
         ext_state_node_event(&x->st, "ADDED", json_array_get(items, i), now);
     items = json_object_get(pods, "items");
-    for (size_t i = 0; i < json_array_size(items); i++)
-        ext_state_pod_event(&x->st, "ADDED", json_array_get(items, i), now);
-    /* Claims of pods that the pod list shows assigned are now redundant;
-     * node claims were applied first, so re-apply to drop them. */
+    json_t *present = json_object();
+    for (size_t i = 0; i < json_array_size(items); i++) {
+        json_t *pod = json_array_get(items, i);
+        const char *uid =
+            json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
+        if (uid)
+            json_object_set_new(present, uid, json_true());
+        ext_state_pod_event(&x->st, "ADDED", pod, now);
+    }
+    ext_state_forget_missing(&x->st, present, now);
+    json_decref(present);
+    /* Node claims were applied before the pods: apply them again so that
+     * claims of assigned or gone pods stop counting twice. */
     items = json_object_get(nodes, "items");
     for (size_t i = 0; i < json_array_size(items); i++)
         ext_state_node_event(&x->st, "MODIFIED", json_array_get(items, i), now);

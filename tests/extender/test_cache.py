@@ -1,0 +1,102 @@
+"""The usage cache: deletes free shares, a restart rebuilds the same state,
+two replicas never double-book a GPU (claims on the Node are conditional on
+its resourceVersion), and a compacted watch history forces a clean re-list."""
+import collections
+import concurrent.futures as cf
+import json
+
+from conftest import bind_args, gpu_usage, node_obj, pod_obj
+
+
+def canon(state):
+    for n in state["nodes"]:
+        for g in n["gpus"]:
+            g["pods"] = sorted(g["pods"], key=lambda p: p["pod"])
+    return sorted(state["nodes"], key=lambda n: n["name"])
+
+
+def bind_many(api, ext, names, node, mem=8192, cores=10):
+    out = {}
+    for n in names:
+        p = api.put("Pod", pod_obj(n, 1, mem, cores))
+        out[n] = ext.post("bind", bind_args(p, node))[1]["Error"]
+    return out
+
+
+def test_delete_and_finish_free_the_share(api, start):
+    api.put("Node", node_obj("gpu-a"))
+    ext = start()
+    ext.wait_state(lambda s: len(s["nodes"]) == 1)
+    assert bind_many(api, ext, ["a", "b"], "gpu-a") == {"a": "", "b": ""}
+    ext.wait_state(lambda s: sum(m for m, _ in gpu_usage(s, "gpu-a")) == 2 * 8192)
+    api.delete("Pod", "a", "default")
+    ext.wait_state(lambda s: sum(m for m, _ in gpu_usage(s, "gpu-a")) == 8192, what="a freed")
+    b = api.get("Pod", "b", "default")
+    b["status"]["phase"] = "Succeeded"
+    api.put("Pod", b)
+    ext.wait_state(lambda s: gpu_usage(s, "gpu-a") == [(0, 0)] * 4, what="b freed")
+    # The freed replica ID is handed out again.
+    bind_many(api, ext, ["c"], "gpu-a")
+    a = json.loads(api.get("Pod", "c", "default")["metadata"]["annotations"]["gpuslice.io/assignment"])
+    assert a["replicas"][0].endswith("::0")
+
+
+def test_restart_rebuilds_the_same_state(api, start):
+    for n in ("gpu-a", "gpu-b"):
+        api.put("Node", node_obj(n))
+    ext = start("first")
+    ext.wait_state(lambda s: len(s["nodes"]) == 2)
+    errs = bind_many(api, ext, [f"p{i}" for i in range(6)], "gpu-a", mem=20480)
+    errs.update(bind_many(api, ext, [f"q{i}" for i in range(3)], "gpu-b", mem=30000))
+    assert set(errs.values()) == {""}
+    api.delete("Pod", "p2", "default")
+    before = ext.wait_state(lambda s: sum(m for m, _ in gpu_usage(s, "gpu-a")) == 5 * 20480)
+    ext.kill()  # no graceful shutdown
+    ext2 = start("second")
+    after = ext2.wait_state(lambda s: sum(m for m, _ in gpu_usage(s, "gpu-a")) == 5 * 20480)
+    assert canon(after) == canon(before)
+    assert sum(m for m, _ in gpu_usage(after, "gpu-b")) == 3 * 30000
+
+
+def test_compacted_watch_relists(api, start):
+    api.put("Node", node_obj("gpu-a"))
+    ext = start()
+    ext.wait_state(lambda s: len(s["nodes"]) == 1)
+    bind_many(api, ext, ["a"], "gpu-a")
+    ext.stop()
+    api.delete("Pod", "a", "default")
+    api.compact()  # history gone: a watch from an old version gets 410
+    ext2 = start("again")
+    ext2.wait_state(lambda s: gpu_usage(s, "gpu-a") == [(0, 0)] * 4)
+
+
+def test_two_replicas_never_double_book(api, start):
+    """40 pods bound concurrently through two extender replicas to one node
+    whose 4 GPUs hold exactly 40 such pods (10 replicas and 10 x 8 GiB each).
+    Every replica ID and every MiB is handed out at most once; the 41st pod
+    is refused."""
+    api.put("Node", node_obj("gpu-a"))
+    a, b = start("a"), start("b")
+    for e in (a, b):
+        e.wait_state(lambda s: len(s["nodes"]) == 1)
+    pods = [api.put("Pod", pod_obj(f"p{i:02d}", 1, 8192, 10)) for i in range(40)]
+    with cf.ThreadPoolExecutor(max_workers=8) as ex:
+        futs = [ex.submit((a, b)[i % 2].post, "bind", bind_args(p, "gpu-a"))
+                for i, p in enumerate(pods)]
+        errors = [f.result()[1]["Error"] for f in futs]
+    assert errors == [""] * 40, [e for e in errors if e]
+    seen = collections.Counter()
+    mem = collections.Counter()
+    for p in pods:
+        got = api.get("Pod", p["metadata"]["name"], "default")
+        asg = json.loads(got["metadata"]["annotations"]["gpuslice.io/assignment"])
+        seen[asg["replicas"][0]] += 1
+        mem[asg["gpus"][0]["uuid"]] += asg["gpus"][0]["memory_mib"]
+    assert max(seen.values()) == 1 and len(seen) == 40
+    assert all(v <= 81920 for v in mem.values())
+    extra = api.put("Pod", pod_obj("extra", 1, 8192, 10))
+    err = b.post("bind", bind_args(extra, "gpu-a"))[1]["Error"]
+    assert "no longer fits" in err
+    for e in (a, b):
+        e.wait_state(lambda s: gpu_usage(s, "gpu-a") == [(81920, 10)] * 4)
+    assert api.conflicts > 0  # the replicas really raced for the node (about 12 per run)
