@@ -14,7 +14,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-fuzz
 cc=$(command -v clang-14 || command -v clang || true)
 [ -n "$cc" ] || { echo "fuzz.sh: clang not found" >&2; exit 2; }
-targets="fuzz_size_parse fuzz_config fuzz_trace_csv"
+targets="fuzz_size_parse fuzz_config fuzz_trace_csv fuzz_annotation"
 
 # BUILD_TESTING=OFF: the fuzz build needs neither cmocka nor the other test suites.
 cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Release \
@@ -31,8 +31,10 @@ for t in $targets; do
     # config inputs carry a whole file; give them room past the 8 KiB line limit.
     maxlen=4096
     [ "$t" = fuzz_config ] && maxlen=20000
-    if "$build/tests/fuzz/$t" -max_total_time="$secs" -max_len="$maxlen" -print_final_stats=1 \
-        -dict="$root/tests/fuzz/$t.dict" \
+    dict=$root/tests/fuzz/$t.dict
+    [ -f "$dict" ] && dict_opt=-dict=$dict || dict_opt=
+    # shellcheck disable=SC2086 # dict_opt is empty or one word
+    if "$build/tests/fuzz/$t" -max_total_time="$secs" -max_len="$maxlen" -print_final_stats=1 $dict_opt \
         -artifact_prefix="$build/crash-$t-" "$work" "$root/tests/fuzz/corpus/$t" >"$log" 2>&1; then
         grep -aE '^stat::(number_of_executed_units|new_units_added|peak_rss_mb)' "$log" || true
     else
