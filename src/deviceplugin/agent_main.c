@@ -228,9 +228,8 @@ int main(int argc, char **argv)
     }
     memcpy(p->lib_container, lc, strlen(lc) + 1);
     snprintf(p->node, sizeof p->node, "%s", node);
-    p->test_allocate_delay_ms = getenv("GPUSLICE_TEST_ALLOCATE_DELAY_MS")
-                                    ? atoi(getenv("GPUSLICE_TEST_ALLOCATE_DELAY_MS"))
-                                    : 0;
+    const char *delay = getenv("GPUSLICE_TEST_ALLOCATE_DELAY_MS");
+    p->test_allocate_delay_ms = delay ? atoi(delay) : 0;
     pthread_mutex_init(&p->lock, NULL);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -318,8 +317,6 @@ int main(int argc, char **argv)
             }
             if (registered && (stat(kubelet_sock, &kst) != 0 || kst.st_ino != kubelet_ino)) {
                 kube_log(1, "kubelet.sock was recreated (kubelet restarted): registering again");
-                registered = 0;
-                attempts = 0;
                 /* kubelet forgets plugins when it restarts; a fresh server
                  * gives it fresh streams. */
                 break;

@@ -159,7 +159,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
     struct gs_metrics *m = cls;
     struct MHD_Response *r;
     enum MHD_Result ret;
-    if (strcmp(method, "GET") != 0 || (strcmp(url, "/metrics") != 0 && strcmp(url, "/healthz"))) {
+    if (strcmp(method, "GET") != 0 || (strcmp(url, "/metrics") != 0 && strcmp(url, "/healthz") != 0)) {
         static const char nf[] = "not found: try /metrics\n";
         r = MHD_create_response_from_buffer(sizeof nf - 1, (void *)nf, MHD_RESPMEM_PERSISTENT);
         ret = MHD_queue_response(c, MHD_HTTP_NOT_FOUND, r);
