@@ -1,6 +1,6 @@
 """Fill the GPU with 256 MiB tensors until the first error, under whatever
 limit the environment sets. Prints one JSON line of measured facts."""
-import json, os, subprocess, sys
+import json, os, subprocess, sys, time
 import torch
 
 CHUNK = 256 << 20
@@ -12,7 +12,10 @@ def start_watcher():
                              str(os.getpid())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 
 
-def stop_watcher(w):
+def stop_watcher(w, settle=0.0):
+    # NVML's per-process numbers can lag an allocation: let the watcher keep
+    # sampling for a moment while everything is still held.
+    time.sleep(settle)
     out, _ = w.communicate("", timeout=30)
     return json.loads(out)
 
@@ -49,7 +52,7 @@ def main():
         err = "torch.OutOfMemoryError"
     except Exception as e:  # anything else is a failure of ours
         err = f"{type(e).__name__}: {str(e)[:200]}"
-    real = stop_watcher(watcher)
+    real = stop_watcher(watcher, settle=1.0)
     print(json.dumps({
         "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
         "limit": os.environ.get("CUDA_DEVICE_MEMORY_LIMIT", ""),
