@@ -55,7 +55,7 @@ static json_t *assignment(struct ext_state *st, const struct ext_want *w, int id
 {
     json_t *gpus = json_array(), *reps = json_array();
     for (int i = 0; i < pl->num_gpus; i++) {
-        int gi = pl->gpus[i];
+        int gi = (uint8_t)pl->gpus[i]; /* a GPU index, 0..GS_MAX_GPUS_PER_NODE */
         int k = ext_state_free_replica(st, idx, gi);
         const char *uuid = st->nodes[idx].gpus[gi].uuid;
         if (k < 0) {

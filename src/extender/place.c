@@ -114,6 +114,8 @@ bool ext_score(struct ext_state *st, const struct ext_want *w, int idx, gs_polic
     one.nodes = &n;
     one.num_nodes = one.cap_nodes = 1;
     bool ok = gs_engine_score_node(st->eng[k], &one, 0, &w->r, score, pl);
+    one.nodes = NULL; /* n dies with this frame: leave no pointer to it behind */
+    one.num_nodes = one.cap_nodes = 0;
     pl->node = idx;
     return ok;
 }

@@ -276,7 +276,7 @@ int gs_sched_opts_parse(const char *text, size_t len, struct gs_sched_opts *o, c
     json_t *numa = json_object_get(root, "numa");
     if (numa) {
         const char *s = json_string_value(numa);
-        if (!s || (strcmp(s, "single") && strcmp(s, "any"))) {
+        if (!s || (strcmp(s, "single") != 0 && strcmp(s, "any") != 0)) {
             snprintf(err, errlen, "%s: \"numa\" must be \"single\" or \"any\"",
                      GS_ANN_SCHEDULING);
             goto out;
@@ -286,7 +286,7 @@ int gs_sched_opts_parse(const char *text, size_t len, struct gs_sched_opts *o, c
     json_t *mode = json_object_get(root, "mode");
     if (mode) {
         const char *s = json_string_value(mode);
-        if (!s || (strcmp(s, "cap") && strcmp(s, "share"))) {
+        if (!s || (strcmp(s, "cap") != 0 && strcmp(s, "share") != 0)) {
             snprintf(err, errlen, "%s: \"mode\" must be \"cap\" or \"share\"", GS_ANN_SCHEDULING);
             goto out;
         }
