@@ -2,7 +2,7 @@
 # Memory-limit measurements on a real GPU (run through the device tool from
 # the repository root). Builds the interposer there, then measures each
 # scenario of the memory issue with a 4 GiB limit; `run_gpu.sh overhead`
-# runs only the overhead pairs. Writes $OUT/memory.jsonl.
+# runs only the overhead pairs, `run_gpu.sh torch` only the PyTorch fills. Writes $OUT/memory.jsonl.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpuslice-bench}
 mkdir -p "$OUT"
@@ -21,6 +21,13 @@ limited() { # run "$@" under a 4 GiB limit sharing region $1
   local region=$1; shift
   LD_PRELOAD=$LIB CUDA_DEVICE_MEMORY_LIMIT=4GiB GPUSLICE_REGION=$region "$@"
 }
+
+if [ "${1:-all}" = torch ]; then  # only the PyTorch fills
+  note torch_4gib "$(limited $REGION_DIR/a.region python3 $B/torch_fill.py 2>&1 | tail -1)"
+  note torch_4gib_expandable "$(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True limited $REGION_DIR/b.region python3 $B/torch_fill.py 2>&1 | tail -1)"
+  note torch_4gib_after_training_steps "$(limited $REGION_DIR/b2.region python3 $B/torch_fill.py --warm 2>&1 | tail -1)"
+  exit 0
+fi
 
 if [ "${1:-all}" != overhead ]; then
 # The lookup paths on the real driver: which library each answer lands in.
