@@ -31,6 +31,7 @@ static const char run_usage[] =
     "  -c, --cores PERCENT      compute limit, 1-100 (% of the GPU's time)\n"
     "      --mode cap|share     cap: never above PERCENT; share: a weight under\n"
     "                           contention, idle time usable (default cap)\n"
+    "      --weight N           share-mode weight, 1-10000 (default 100)\n"
     "  -d, --device LIST        devices to expose (CUDA_VISIBLE_DEVICES syntax)\n"
     "  -n, --name NAME          container name; runs with one name share limits\n"
     "                           (default: run-<pid>, private to this run)\n"
@@ -216,6 +217,7 @@ int gs_cmd_run(int argc, char **argv)
         {"memory", required_argument, NULL, 'm'}, {"cores", required_argument, NULL, 'c'},
         {"device", required_argument, NULL, 'd'}, {"name", required_argument, NULL, 'n'},
         {"mode", required_argument, NULL, 'M'},   {"managed", required_argument, NULL, 'G'},
+        {"weight", required_argument, NULL, 'W'},
         {"state-dir", required_argument, NULL, 'S'}, {"lib", required_argument, NULL, 'L'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
     const char *name = NULL, *state_dir = NULL, *lib_arg = NULL;
@@ -246,9 +248,15 @@ int gs_cmd_run(int argc, char **argv)
             break;
         case 'M':
             setenv("GPUSLICE_COMPUTE_MODE", optarg, 1);
+            have_limit = 1;
             break;
         case 'G':
             setenv("GPUSLICE_MANAGED", optarg, 1);
+            break;
+        case 'W':
+            /* Checked with everything else by gs_config_load below. */
+            setenv("GPUSLICE_SHARE_WEIGHT", optarg, 1);
+            have_limit = 1;
             break;
         case 'S':
             state_dir = optarg;
@@ -298,7 +306,7 @@ int gs_cmd_run(int argc, char **argv)
     extern char **environ;
     if (gs_config_load(&cfg, gs_getenv_process, NULL, err, sizeof err) != 0 ||
         gs_config_check_unknown(environ, err, sizeof err) != 0) {
-        fprintf(stderr, "gpuslice run: %s\n", err);
+        fprintf(stderr, "%s\n", err); /* already says "gpuslice: VAR='value': why" */
         return GS_EXIT_USAGE;
     }
     struct gs_region *r = gs_region_open(region, 1, err, sizeof err);

@@ -69,6 +69,9 @@ def test_exit_codes(tmp_path):
     assert run(w, ["run", "-m", "1GiB", "--", "sh", "-c", "exit 7"]).returncode == 7
     assert run(w, ["run", "-m", "1GiB", "--", "sh", "-c", "kill -9 $$"]).returncode == 128 + 9
     assert run(w, ["frobnicate"]).returncode == 2
+    bad_weight = run(w, ["run", "--mode", "share", "--weight", "0", "--", "true"])
+    assert bad_weight.returncode == 2 and "GPUSLICE_SHARE_WEIGHT='0'" in bad_weight.stderr
+    assert run(w, ["run", "--mode", "sharing", "--", "true"]).returncode == 2
     h = run(w, ["run", "--help"])
     assert h.returncode == 0 and "--memory" in h.stdout
 
