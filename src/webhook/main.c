@@ -1,0 +1,127 @@
+/* gpuslice-webhook: mutating + validating admission webhook for GPU pods,
+ * over HTTPS (the API server only calls webhooks over TLS). */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "admission.h"
+#include "httpd.h"
+
+static volatile sig_atomic_t g_quit;
+static int g_verbose;
+
+static void on_signal(int sig)
+{
+    g_quit = sig;
+}
+
+static const char usage[] =
+    "usage: gpuslice-webhook --tls-cert FILE --tls-key FILE [options]\n"
+    "  --addr A --port P          listen address (default 0.0.0.0:8443)\n"
+    "  --tls-cert F --tls-key F   PEM serving certificate and key (required)\n"
+    "  --scheduler-name NAME      set on GPU pods that name no scheduler or default-scheduler\n"
+    "                             (default " GS_WH_DEFAULT_SCHEDULER ")\n"
+    "  --default-gpu-cores N      gpu-cores filled in when gpu-memory is given without it,\n"
+    "                             1..100; 0 = leave it absent (default 10)\n"
+    "  --threads N                HTTP worker threads (2)\n"
+    "  -v                         log every decision\n"
+    "Endpoints: POST /mutate, POST /validate (AdmissionReview v1); GET /healthz\n";
+
+static int handle(void *ud, const char *method, const char *url, const char *body, size_t len,
+                  char **out, const char **ctype)
+{
+    const struct gs_wh_config *cfg = ud;
+    *ctype = "application/json";
+    if (strcmp(method, "GET") == 0 && strcmp(url, "/healthz") == 0) {
+        *ctype = "text/plain; charset=utf-8";
+        *out = strdup("ok\n");
+        return 200;
+    }
+    int mutate = strcmp(url, "/mutate") == 0;
+    if (strcmp(method, "POST") != 0 || (!mutate && strcmp(url, "/validate") != 0)) {
+        *out = strdup("{\"error\":\"unknown endpoint; POST /mutate or /validate\"}");
+        return 404;
+    }
+    int st = gs_admission_review(cfg, mutate ? GS_WH_MUTATE : GS_WH_VALIDATE, body, len, out);
+    if (!*out) {
+        *out = strdup("{\"error\":\"out of memory\"}");
+        return 500;
+    }
+    if (g_verbose || st != 200)
+        fprintf(stderr, "gpuslice-webhook: %s %d %.300s\n", url, st, *out);
+    return st;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"addr", required_argument, 0, 'A'},           {"port", required_argument, 0, 'p'},
+        {"tls-cert", required_argument, 0, 'c'},       {"tls-key", required_argument, 0, 'K'},
+        {"scheduler-name", required_argument, 0, 's'}, {"default-gpu-cores", required_argument, 0, 'C'},
+        {"threads", required_argument, 0, 't'},        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *addr = NULL, *cert = NULL, *key = NULL;
+    static struct gs_wh_config cfg = {GS_WH_DEFAULT_SCHEDULER, GS_WH_DEFAULT_CORES};
+    int port = 8443, threads = 2, c;
+    while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+        char *end = NULL;
+        switch (c) {
+        case 'A': addr = optarg; break;
+        case 'c': cert = optarg; break;
+        case 'K': key = optarg; break;
+        case 'v': g_verbose = 1; break;
+        case 's':
+            if (!*optarg || strlen(optarg) > 253) {
+                fprintf(stderr, "gpuslice-webhook: bad --scheduler-name '%s'\n", optarg);
+                return 2;
+            }
+            cfg.scheduler_name = optarg;
+            break;
+        case 'p':
+        case 't':
+        case 'C': {
+            long v = strtol(optarg, &end, 10);
+            long max = c == 'p' ? 65535 : c == 't' ? 64 : 100;
+            if (!*optarg || *end || v < (c == 't' ? 1 : 0) || v > max) {
+                fprintf(stderr, "gpuslice-webhook: bad number '%s' for --%s (0..%ld)\n", optarg,
+                        c == 'p' ? "port" : c == 't' ? "threads" : "default-gpu-cores", max);
+                return 2;
+            }
+            *(c == 'p' ? &port : c == 't' ? &threads : &cfg.default_cores) = (int)v;
+            break;
+        }
+        case 'h': fputs(usage, stdout); return 0;
+        default: fputs(usage, stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gpuslice-webhook: unexpected argument '%s'\n%s", argv[optind], usage);
+        return 2;
+    }
+    if (!cert || !key) {
+        fprintf(stderr, "gpuslice-webhook: --tls-cert and --tls-key are required (the API "
+                        "server calls webhooks over HTTPS only)\n");
+        return 2;
+    }
+    char err[512];
+    struct gs_httpd *srv = gs_httpd_start(addr, port, cert, key, threads, handle, &cfg, err,
+                                          sizeof err);
+    if (!srv) {
+        fprintf(stderr, "gpuslice-webhook: %s\n", err);
+        return 1;
+    }
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+    fprintf(stderr, "gpuslice-webhook: listening on %s:%d (https), scheduler %s, default "
+            "gpu-cores %d\n", addr ? addr : "0.0.0.0", gs_httpd_port(srv), cfg.scheduler_name,
+            cfg.default_cores);
+    while (!g_quit)
+        pause();
+    fprintf(stderr, "gpuslice-webhook: signal %d: shutting down\n", (int)g_quit);
+    gs_httpd_stop(srv);
+    return 0;
+}
