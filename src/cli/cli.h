@@ -13,6 +13,7 @@
 
 int gs_cmd_run(int argc, char **argv);
 int gs_cmd_top(int argc, char **argv);
+int gs_cmd_inspect(int argc, char **argv);
 
 /* The state directory for regions: $GPUSLICE_STATE_DIR, else /run/gpuslice
  * when writable (root), else /tmp/gpuslice-<uid>. */

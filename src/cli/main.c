@@ -14,6 +14,7 @@ static const char usage[] =
     "  run     run a command under GPU limits (see 'gpuslice run --help')\n"
     "  top     show each container's GPU memory use against its limit\n"
     "  sim     replay a cluster trace through the scheduling policies\n"
+    "  inspect per-node, per-GPU allocation from the scheduler extender\n"
     "  version print the version\n"
     "\n"
     "Exit status: 0 success, 1 runtime error, 2 usage error; 'run' returns\n"
@@ -38,6 +39,8 @@ int main(int argc, char **argv)
         return gs_cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "top"))
         return gs_cmd_top(argc - 1, argv + 1);
+    if (!strcmp(cmd, "inspect"))
+        return gs_cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(cmd, "sim"))
         return gpuslice_sim_main(argc - 1, argv + 1);
     fprintf(stderr, "gpuslice: unknown command '%s'\n\n%s", cmd, usage);
