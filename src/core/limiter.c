@@ -138,6 +138,27 @@ uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, int64_t others_pp
     return (uint32_t)((old_corr + c) / 2);
 }
 
+uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t occ_ppm)
+{
+    if (old_corr == 0)
+        old_corr = GS_LIM_PPM;
+    if (occ_ppm > GS_LIM_PPM)
+        occ_ppm = GS_LIM_PPM;
+    if (dev_ppm > GS_LIM_PPM)
+        dev_ppm = GS_LIM_PPM;
+    if (occ_ppm < GS_LIM_BUSY_PPM)
+        return old_corr; /* we barely ran: nothing to learn */
+    uint64_t idle = GS_LIM_PPM - occ_ppm;
+    if (idle < GS_LIM_BUSY_PPM)
+        return (uint32_t)(old_corr + (GS_LIM_PPM - old_corr) / 16); /* cannot see the others: relax */
+    uint64_t alone = dev_ppm > occ_ppm ? dev_ppm - occ_ppm : 0;
+    uint64_t q = alone * GS_LIM_PPM / idle;
+    if (q > GS_LIM_PPM)
+        q = GS_LIM_PPM;
+    uint64_t c = GS_LIM_PPM - q / 2;
+    return (uint32_t)((old_corr + c) / 2);
+}
+
 uint32_t gs_lim_share_target(unsigned weight, uint64_t busy_others_weight)
 {
     if (busy_others_weight == 0 || weight == 0)

@@ -98,6 +98,17 @@ uint64_t gs_lim_close(struct gs_lim_window *w, struct gs_lim_account *a, uint64_
  * new correction c in ppm. */
 uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, int64_t others_ppm, uint64_t occ_ppm);
 
+/* Outer loop without per-process data (NVML returns no samples, or none
+ * with our pids: a container without hostPID): c from the device-level
+ * busy fraction dev_ppm (nvmlDeviceGetUtilizationRates) and our occupancy.
+ * The device busy beyond our occupancy is the others running alone; their
+ * duty q over the time we were idle is taken to hold while we run too, and
+ * overlapped time is split evenly (time-slicing), so c = 1 - q/2. While we
+ * occupy nearly all the time (nothing to see the others by) c relaxes
+ * towards 1, so that a c learnt next to a tenant that has since gone cannot
+ * let us exceed the cap. */
+uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t occ_ppm);
+
 /* Share mode: our target share given the weights of the others that are busy
  * (sum; 0 = none busy). GS_LIM_PPM means unthrottled. */
 uint32_t gs_lim_share_target(unsigned weight, uint64_t busy_others_weight);

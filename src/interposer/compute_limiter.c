@@ -14,6 +14,7 @@
 #include "real_driver.h"
 #include "runtime.h"
 
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,6 +24,105 @@
 #define MAX_SLEEP_NS 10000000ULL  /* re-check the account at least every 10 ms */
 
 int gs_compute_state;
+
+/* Open stream captures of the process: the streams Begin*Capture succeeded
+ * on and EndCapture has not yet ended (untracked beyond MAX_CAPTURES: counted
+ * only), plus captures about to begin. While any is open the limiter stays
+ * out of the way. A thread that synchronises or queries (closing a window)
+ * holds cap_busy; a capture begins only once no thread holds it, and a
+ * thread takes it only while no capture is open (both sides announce
+ * themselves first, seq_cst, so at least one sees the other). */
+#define MAX_CAPTURES 32
+#define CAPTURE_INVALIDATED 901
+static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUstream cap_stream[MAX_CAPTURES];
+static int cap_tracked, cap_untracked;
+static int cap_open; /* open + beginning captures; atomic */
+static int cap_busy; /* threads inside a drain or event query; atomic */
+
+int gs_compute_capturing(void)
+{
+    return __atomic_load_n(&cap_open, __ATOMIC_SEQ_CST);
+}
+
+/* Takes cap_busy unless a capture is open (returns 0 then). */
+static int sync_enter(void)
+{
+    __atomic_add_fetch(&cap_busy, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&cap_open, __ATOMIC_SEQ_CST) == 0)
+        return 1;
+    __atomic_sub_fetch(&cap_busy, 1, __ATOMIC_SEQ_CST);
+    return 0;
+}
+
+static void sync_leave(void)
+{
+    __atomic_sub_fetch(&cap_busy, 1, __ATOMIC_SEQ_CST);
+}
+
+void gs_compute_capture_prepare(void)
+{
+    __atomic_add_fetch(&cap_open, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&cap_busy, __ATOMIC_SEQ_CST) != 0) {
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+void gs_compute_capture_begun(CUstream s, CUresult rc)
+{
+    pthread_mutex_lock(&cap_lock);
+    int i = 0;
+    while (i < cap_tracked && cap_stream[i] != s)
+        i++;
+    int keep = rc == CUDA_SUCCESS && i == cap_tracked; /* a new open capture keeps prepare's count */
+    if (keep) {
+        if (cap_tracked < MAX_CAPTURES)
+            cap_stream[cap_tracked++] = s;
+        else
+            cap_untracked++;
+    }
+    pthread_mutex_unlock(&cap_lock);
+    if (!keep)
+        __atomic_sub_fetch(&cap_open, 1, __ATOMIC_SEQ_CST);
+}
+
+void gs_compute_capture_ended(CUstream s, CUresult rc)
+{
+    /* Ended unless the stream says it is still capturing (EndCapture from
+     * the wrong thread, say); without cuStreamIsCapturing, by the result. */
+    gs_pfn_cuStreamIsCapturing is = GS_REAL_CU(cuStreamIsCapturing);
+    int status = 0;
+    int ended = is && is(s, &status) == CUDA_SUCCESS ? status == 0
+                                                      : rc == CUDA_SUCCESS || (int)rc == CAPTURE_INVALIDATED;
+    if (!ended)
+        return;
+    pthread_mutex_lock(&cap_lock);
+    int i = 0, gone = 1;
+    while (i < cap_tracked && cap_stream[i] != s)
+        i++;
+    if (i < cap_tracked)
+        cap_stream[i] = cap_stream[--cap_tracked];
+    else if (cap_untracked > 0)
+        cap_untracked--;
+    else
+        gone = 0; /* never seen begin: nothing to count down */
+    pthread_mutex_unlock(&cap_lock);
+    if (gone)
+        __atomic_sub_fetch(&cap_open, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Whether s is capturing (or cannot be asked: the legacy stream while
+ * another stream captures). Only on the slow path: a backstop for captures
+ * begun through an entry point we do not wrap. */
+static int stream_capturing(CUstream s)
+{
+    gs_pfn_cuStreamIsCapturing is = GS_REAL_CU(cuStreamIsCapturing);
+    int status = 0;
+    if (!is)
+        return 0;
+    return is(s, &status) != CUDA_SUCCESS || status != 0;
+}
 
 struct tdev {
     pid_t pid;
@@ -156,6 +256,8 @@ int gs_compute_before(CUstream s)
         decide();
     if (__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) != GS_COMPUTE_ON)
         return -1;
+    if (GS_UNLIKELY(gs_compute_capturing()))
+        return -1; /* see gs_compute_capture_begun: hands off while any capture is open */
     CUdevice ord = -1;
     int d = gs_rt_dev_current(&ord);
     if (d < 0 || d >= GS_REGION_MAX_DEVICES)
@@ -172,22 +274,33 @@ int gs_compute_before(CUstream s)
     uint64_t now = gs_compute_now();
     if (__atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED) >= GS_LIM_PPM) {
         /* share mode with the GPU to ourselves: run free, keep watching */
-        if (t->w.open)
+        if (t->w.open && sync_enter()) {
             close_window(t, r, d, now);
+            sync_leave();
+        }
         if ((++t->tick & 63) == 0)
             gs_compute_outer(r, d, now);
         return -1;
     }
     if (GS_LIKELY(gs_lim_in_window(&t->w, now)))
         return d;
+    if (!sync_enter())
+        return -1;
+    if (stream_capturing(s)) {
+        sync_leave();
+        return -1;
+    }
     if (t->w.open)
         close_window(t, r, d, now);
+    sync_leave();
     gs_compute_outer(r, d, now);
     for (;;) {
         uint64_t t0 = gs_compute_now();
         uint64_t wait = gs_lim_open(&t->w, a, t0);
         if (!wait)
             break;
+        if (gs_compute_capturing())
+            return -1; /* a capture began while we waited */
         sleep_ns(wait < MAX_SLEEP_NS ? wait : MAX_SLEEP_NS);
         uint64_t slept = gs_compute_now() - t0;
         __atomic_add_fetch(&a->wait_ns, slept, __ATOMIC_RELAXED);
@@ -198,8 +311,11 @@ int gs_compute_before(CUstream s)
         if (__atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED) >= GS_LIM_PPM)
             return -1; /* share mode: the others went idle while we waited */
     }
+    if (!sync_enter())
+        return -1; /* a capture began while we waited: the window runs unmarked */
     gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
     t->have_start = t->ev_start && rec && rec(t->ev_start, s) == CUDA_SUCCESS;
+    sync_leave();
     return d;
 }
 

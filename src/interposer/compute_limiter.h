@@ -19,6 +19,17 @@ int gs_compute_before(CUstream s);
 /* After the launch returned rc. */
 void gs_compute_after(int dev, CUstream s, CUresult rc);
 
+/* Stream capture (launch_hooks.c wraps Begin/EndCapture): while any capture
+ * of the process is open, no launch is gated, no window is closed and no
+ * event is recorded or synchronised -- launches into a capture do not run
+ * (the graph is throttled at cuGraphLaunch), and a global-mode capture
+ * forbids synchronisation and event queries in every thread. */
+void gs_compute_capture_prepare(void);         /* before Begin*Capture: waits out drains */
+void gs_compute_capture_begun(CUstream s, CUresult rc); /* after it, with its result */
+void gs_compute_capture_ended(CUstream s, CUresult rc);
+/* Captures open now (any thread). */
+int gs_compute_capturing(void);
+
 /* The slow outer loop (compute_outer.c): at most every GS_LIM_OUTER_NS per
  * container and device, from any of its processes. */
 void gs_compute_outer(struct gs_region *r, int dev, uint64_t now);

@@ -22,10 +22,12 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #define MAX_SAMPLES 512
+#define MAX_NVML_SAMPLES 16384 /* what we accept to read from NVML at once */
 #define MAX_BUSY 64
 
 static pthread_mutex_t nvml_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -55,11 +57,16 @@ static void live_pids(const struct gs_region *r, struct pidset *s)
     }
 }
 
-/* Samples of device uuid since *seen; returns how many (0 if none/unusable). */
-static unsigned read_samples(const char *uuid, uint64_t seen, struct gs_lim_sample *out)
+/* Samples of device uuid since *seen; returns how many (0 if none/unusable),
+ * the newest MAX_SAMPLES of them if there are more. *dev_ppm: the device's
+ * busy fraction (nvmlDeviceGetUtilizationRates), -1 if unknown. */
+static unsigned read_samples(const char *uuid, uint64_t seen, struct gs_lim_sample *out, int64_t *dev_ppm)
 {
-    static nvmlProcessUtilizationSample_t buf[MAX_SAMPLES];
+    static nvmlProcessUtilizationSample_t *buf;
+    static unsigned cap;
+    static int logged;
     unsigned got = 0;
+    *dev_ppm = -1;
     pthread_mutex_lock(&nvml_lock);
     if (nvml_state == 0) {
         nvml_state = -1;
@@ -73,14 +80,41 @@ static unsigned read_samples(const char *uuid, uint64_t seen, struct gs_lim_samp
     }
     gs_pfn_nvmlDeviceGetHandleByUUID by_uuid = GS_REAL_NVML(nvmlDeviceGetHandleByUUID);
     gs_pfn_nvmlDeviceGetProcessUtilization util = GS_REAL_NVML(nvmlDeviceGetProcessUtilization);
+    gs_pfn_nvmlDeviceGetUtilizationRates rates = GS_REAL_NVML(nvmlDeviceGetUtilizationRates);
     nvmlDevice_t h;
-    if (nvml_state == 1 && by_uuid && util && by_uuid(uuid, &h) == NVML_SUCCESS) {
-        unsigned n = MAX_SAMPLES;
-        nvmlReturn_t rc = util(h, buf, &n, seen);
-        if (rc == NVML_SUCCESS || (rc == NVML_ERROR_INSUFFICIENT_SIZE && n > 0)) {
-            got = n > MAX_SAMPLES ? MAX_SAMPLES : n;
-            for (unsigned i = 0; i < got; i++)
-                out[i] = (struct gs_lim_sample){buf[i].pid, buf[i].smUtil, buf[i].timeStamp};
+    if (nvml_state == 1 && by_uuid && by_uuid(uuid, &h) == NVML_SUCCESS) {
+        nvmlUtilization_t u;
+        if (rates && rates(h, &u) == NVML_SUCCESS)
+            *dev_ppm = (int64_t)(u.gpu > 100 ? 100 : u.gpu) * 10000;
+        /* A buffer too small gets NVML_ERROR_INSUFFICIENT_SIZE, the count
+         * needed and no samples: grow it (the history since seen can be
+         * long) and ask again. */
+        nvmlReturn_t rc = NVML_ERROR_INSUFFICIENT_SIZE;
+        unsigned n = cap;
+        for (int tries = 0; util && tries < 3 && rc == NVML_ERROR_INSUFFICIENT_SIZE; tries++) {
+            if (n > cap) {
+                unsigned want = n + 64 > MAX_NVML_SAMPLES ? MAX_NVML_SAMPLES : n + 64;
+                nvmlProcessUtilizationSample_t *nb = want > cap ? realloc(buf, want * sizeof *buf) : buf;
+                if (!nb)
+                    break;
+                buf = nb;
+                cap = want;
+            }
+            n = cap;
+            rc = buf ? util(h, buf, &n, seen) : NVML_ERROR_INSUFFICIENT_SIZE;
+            if (!buf)
+                n = n > 0 ? n : 64; /* first call: size it */
+        }
+        if (rc == NVML_SUCCESS) {
+            unsigned from = n > MAX_SAMPLES ? n - MAX_SAMPLES : 0;
+            for (unsigned i = from; i < n; i++)
+                out[got++] = (struct gs_lim_sample){buf[i].pid, buf[i].smUtil, buf[i].timeStamp};
+        } else if (rc != NVML_ERROR_NOT_FOUND && !logged) { /* NOT_FOUND: no samples since seen */
+            logged = 1;
+            gs_log(GS_LOG_DEBUG,
+                   "nvmlDeviceGetProcessUtilization: %d; the compute limiter corrects for contention from "
+                   "device utilisation only",
+                   (int)rc);
         }
     }
     pthread_mutex_unlock(&nvml_lock);
@@ -200,18 +234,28 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
     memcpy(uuid, r->dev[d].uuid, sizeof uuid);
     uuid[sizeof uuid - 1] = '\0';
     uint64_t seen = __atomic_load_n(&a->nvml_seen_us, __ATOMIC_RELAXED);
-    unsigned n = read_samples(uuid, seen, samples);
+    int64_t dev_ppm = -1;
+    unsigned n = read_samples(uuid, seen, samples, &dev_ppm);
     live_pids(r, &ours);
     int64_t our = -1, others = -1;
     uint64_t newest = gs_lim_aggregate(samples, n, seen, in_set, &ours, &our, &others);
     __atomic_store_n(&a->nvml_seen_us, newest, __ATOMIC_RELAXED);
-    if (seen == 0) {
+    if (seen == 0 && n > 0) {
         /* first look: the samples are history from before we started */
         pthread_mutex_unlock(&outer_lock);
         return;
     }
 
-    uint32_t corr = gs_lim_correction(__atomic_load_n(&a->corr_ppm, __ATOMIC_RELAXED), our, others, occ_ppm);
+    uint32_t old_corr = __atomic_load_n(&a->corr_ppm, __ATOMIC_RELAXED);
+    uint32_t corr;
+    if ((our < 0 || (our == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM)) && dev_ppm >= 0) {
+        /* no per-process samples, or none with our pids: the device's */
+        corr = gs_lim_correction_device(old_corr, (uint64_t)dev_ppm, occ_ppm);
+        if (others < 0)
+            others = dev_ppm > (int64_t)occ_ppm ? dev_ppm - (int64_t)occ_ppm : 0;
+    } else {
+        corr = gs_lim_correction(old_corr, our, others, occ_ppm);
+    }
     __atomic_store_n(&a->corr_ppm, corr, __ATOMIC_RELAXED);
     uint64_t use = our >= 0 ? (uint64_t)our : (uint64_t)((unsigned __int128)ch_d * GS_LIM_PPM / interval);
     __atomic_store_n(&a->use_ppm, (uint32_t)(use > GS_LIM_PPM ? GS_LIM_PPM : use), __ATOMIC_RELAXED);

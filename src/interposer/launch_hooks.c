@@ -72,3 +72,72 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s)
     gs_pfn_cuGraphLaunch_ptsz real = GS_REAL_CU(cuGraphLaunch_ptsz);
     GATED(real, s, real(g, s));
 }
+
+/* Stream capture: counted so that the limiter leaves the process's streams
+ * alone while any capture is open (compute_limiter.c). */
+#define CAPTURE_BEGIN(real, stream, call)                                                          \
+    do {                                                                                           \
+        if (GS_UNLIKELY(!(real)))                                                                  \
+            return CUDA_ERROR_NOT_FOUND;                                                           \
+        gs_compute_capture_prepare();                                                              \
+        CUresult rc_ = call;                                                                       \
+        gs_compute_capture_begun((stream), rc_);                                                   \
+        return rc_;                                                                                \
+    } while (0)
+
+CUresult cuStreamBeginCapture(CUstream s)
+{
+    gs_pfn_cuStreamBeginCapture real = GS_REAL_CU(cuStreamBeginCapture);
+    CAPTURE_BEGIN(real, s, real(s));
+}
+
+CUresult cuStreamBeginCapture_ptsz(CUstream s)
+{
+    gs_pfn_cuStreamBeginCapture_ptsz real = GS_REAL_CU(cuStreamBeginCapture_ptsz);
+    CAPTURE_BEGIN(real, s, real(s));
+}
+
+CUresult cuStreamBeginCapture_v2(CUstream s, int mode)
+{
+    gs_pfn_cuStreamBeginCapture_v2 real = GS_REAL_CU(cuStreamBeginCapture_v2);
+    CAPTURE_BEGIN(real, s, real(s, mode));
+}
+
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, int mode)
+{
+    gs_pfn_cuStreamBeginCapture_v2_ptsz real = GS_REAL_CU(cuStreamBeginCapture_v2_ptsz);
+    CAPTURE_BEGIN(real, s, real(s, mode));
+}
+
+CUresult cuStreamBeginCaptureToGraph(CUstream s, void *g, const void *deps, const void *data, size_t n, int mode)
+{
+    gs_pfn_cuStreamBeginCaptureToGraph real = GS_REAL_CU(cuStreamBeginCaptureToGraph);
+    CAPTURE_BEGIN(real, s, real(s, g, deps, data, n, mode));
+}
+
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, void *g, const void *deps, const void *data, size_t n,
+                                          int mode)
+{
+    gs_pfn_cuStreamBeginCaptureToGraph_ptsz real = GS_REAL_CU(cuStreamBeginCaptureToGraph_ptsz);
+    CAPTURE_BEGIN(real, s, real(s, g, deps, data, n, mode));
+}
+
+CUresult cuStreamEndCapture(CUstream s, void **g)
+{
+    gs_pfn_cuStreamEndCapture real = GS_REAL_CU(cuStreamEndCapture);
+    if (GS_UNLIKELY(!real))
+        return CUDA_ERROR_NOT_FOUND;
+    CUresult rc = real(s, g);
+    gs_compute_capture_ended(s, rc);
+    return rc;
+}
+
+CUresult cuStreamEndCapture_ptsz(CUstream s, void **g)
+{
+    gs_pfn_cuStreamEndCapture_ptsz real = GS_REAL_CU(cuStreamEndCapture_ptsz);
+    if (GS_UNLIKELY(!real))
+        return CUDA_ERROR_NOT_FOUND;
+    CUresult rc = real(s, g);
+    gs_compute_capture_ended(s, rc);
+    return rc;
+}

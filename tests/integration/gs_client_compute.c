@@ -10,6 +10,15 @@
  *                        between stream synchronisations (default 8); reports
  *                        launches and the wall time after the first WARM seconds
  *   idle SECS            sleep (a tenant that stops launching)
+ *   capture N GAP_US [MODE] [BG]
+ *                        capture N launches of the current function on a new
+ *                        non-blocking stream (cuStreamBeginCapture_v2, MODE 0
+ *                        global (default), 1 thread-local, 2 relaxed), GAP_US
+ *                        apart; the captured graph becomes the current graph
+ *                        (N launches). BG=1: meanwhile another thread launches
+ *                        on a stream of its own, without synchronising.
+ *                        Reports the first failing launch's result, EndCapture's,
+ *                        and the background launches; rc is the first failure.
  */
 #define _GNU_SOURCE
 #include "gs_client_compute.h"
@@ -17,7 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <time.h>
+#include <unistd.h>
 
 static CUfunction func;
 static CUmodule module;
@@ -53,6 +64,82 @@ static CUresult launch_once(const char *path, void *fn)
     return ((graph_t)fn)(graph, NULL);
 }
 
+struct bg {
+    CUresult (*set_ctx)(CUcontext);
+    CUcontext ctx;
+    launch_t launch;
+    CUstream s;
+    volatile int stop;
+    unsigned long long n;
+    CUresult rc;
+};
+
+static void *bg_main(void *arg)
+{
+    struct bg *b = arg;
+    b->rc = b->set_ctx(b->ctx);
+    while (!b->stop && b->rc == CUDA_SUCCESS) {
+        b->rc = b->launch(func, 1, 1, 1, 32, 1, 1, 0, b->s, NULL, NULL);
+        b->n++;
+    }
+    return NULL;
+}
+
+static CUresult capture(gs_entry_fn entry, unsigned n, unsigned gap_us, int mode, int with_bg)
+{
+    typedef CUresult (*mk_stream_t)(CUstream *, unsigned);
+    typedef CUresult (*begin_t)(CUstream, int);
+    typedef CUresult (*end_t)(CUstream, void **);
+    typedef CUresult (*inst_t)(CUgraphExec *, void *, unsigned long long);
+    typedef CUresult (*sync_t)(CUstream);
+    mk_stream_t mk = (mk_stream_t)entry("cuStreamCreate", "cuStreamCreate", 0);
+    begin_t begin = (begin_t)entry(NULL, "cuStreamBeginCapture_v2", 0);
+    end_t end = (end_t)entry(NULL, "cuStreamEndCapture", 0);
+    inst_t inst = (inst_t)entry(NULL, "cuGraphInstantiateWithFlags", 0);
+    launch_t launch = (launch_t)entry("cuLaunchKernel", "cuLaunchKernel", 0);
+    sync_t sync = (sync_t)entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
+    CUstream s = NULL, bs = NULL;
+    if (!mk || !begin || !end || !inst || !launch || !sync || !func)
+        return CUDA_ERROR_NOT_FOUND;
+    CUresult rc = mk(&s, 1);
+    if (!rc && with_bg)
+        rc = mk(&bs, 1);
+    if (rc)
+        return rc;
+    struct bg b = {.launch = launch, .s = bs};
+    CUresult (*get_ctx)(CUcontext *) = (CUresult(*)(CUcontext *))entry(NULL, "cuCtxGetCurrent", 0);
+    b.set_ctx = (CUresult(*)(CUcontext))entry(NULL, "cuCtxSetCurrent", 0);
+    if (with_bg && (!get_ctx || !b.set_ctx || get_ctx(&b.ctx) != CUDA_SUCCESS))
+        return CUDA_ERROR_NOT_FOUND;
+    pthread_t th;
+    int started = with_bg && pthread_create(&th, NULL, bg_main, &b) == 0;
+    if (started)
+        usleep(20000); /* the other thread is launching (and windows closing) when the capture begins */
+    CUresult brc = begin(s, mode), lrc = CUDA_SUCCESS, erc = CUDA_ERROR_UNKNOWN;
+    for (unsigned i = 0; i < n && !brc && !lrc; i++) {
+        lrc = launch(func, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL);
+        if (gap_us)
+            usleep(gap_us);
+    }
+    void *g = NULL;
+    if (!brc)
+        erc = end(s, &g);
+    if (started) {
+        b.stop = 1;
+        pthread_join(th, NULL);
+    }
+    printf("begin_rc=%d launch_rc=%d end_rc=%d bg_launches=%llu bg_rc=%d ", (int)brc, (int)lrc, (int)erc, b.n,
+           (int)b.rc);
+    rc = brc ? brc : lrc ? lrc : erc ? erc : b.rc;
+    if (!rc && g) {
+        rc = inst(&graph, g, 0);
+        graph_n = n;
+    }
+    if (!rc && bs)
+        rc = sync(bs);
+    return rc;
+}
+
 int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
 {
     const char *c = argv[0];
@@ -76,6 +163,11 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         CUresult (*mk)(CUgraphExec *, CUfunction, unsigned) =
             (CUresult(*)(CUgraphExec *, CUfunction, unsigned))entry(NULL, "gpusliceSimGraphCreate", 0);
         *rc = mk ? mk(&graph, func, graph_n) : CUDA_ERROR_NOT_FOUND;
+        return 1;
+    }
+    if (!strcmp(c, "capture") && argc > 2) {
+        *rc = capture(entry, (unsigned)strtoul(argv[1], NULL, 0), (unsigned)strtoul(argv[2], NULL, 0),
+                      argc > 3 ? atoi(argv[3]) : 0, argc > 4 && atoi(argv[4]) != 0);
         return 1;
     }
     if (!strcmp(c, "idle") && argc > 1) {

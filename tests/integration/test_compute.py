@@ -186,3 +186,33 @@ def test_node_view_shows_compute_use_against_the_limit(world):
     proc = doc["containers"][0]["processes"][0]
     assert proc["compute_charged_ns"] > 0 and proc["compute_waited_ns"] > 0, proc
     assert "COMPUTE" in table and "%/30%cap" in table, table
+
+
+def test_graph_capture_under_a_cap_survives_and_the_graph_is_throttled(world):
+    """A capture spanning several windows (launches 3 ms apart under a cap of
+    40): the limiter must not record, query or synchronise on the capturing
+    stream (the simulated driver, like the real one, then invalidates the
+    capture), and the captured graph is throttled at cuGraphLaunch."""
+    c = start(world_env(world, GPUSLICE_CORES=40), 1000)
+    run(c, "kernel", 0.3, 0.0, 4)  # windows are open and their cost per launch known
+    r = c.cmd("capture 30 3000 0")
+    assert r["rc"] == 0 and r["begin_rc"] == 0 and r["launch_rc"] == 0 and r["end_rc"] == 0, r
+    ratio = run(c, "graph", 1.5, 0.5, 1)  # one graph launch = 30 ms of work
+    c.close()
+    assert abs(ratio - 0.40) <= 0.07, ratio
+
+
+@pytest.mark.parametrize("mode", [0, 1])
+def test_global_capture_in_one_thread_while_another_is_throttled(world, mode):
+    """While one thread captures in global mode, no thread of the process may
+    synchronise or query events; the other thread keeps launching (its
+    windows end during the capture) and must not break the capture.
+    Thread-local mode (1) is the control: the limiter may not break it either."""
+    c = start(world_env(world, GPUSLICE_CORES=30), 500)
+    run(c, "kernel", 0.3, 0.0, 4)
+    r = c.cmd(f"capture 40 2500 {mode} 1")
+    assert r["rc"] == 0 and r["begin_rc"] == 0 and r["launch_rc"] == 0 and r["end_rc"] == 0, r
+    assert r["bg_launches"] > 0 and r["bg_rc"] == 0, r
+    after = run(c, "kernel", 1.5, 0.5, 4)  # and the cap holds again afterwards
+    c.close()
+    assert abs(after - 0.30) <= TOL, after

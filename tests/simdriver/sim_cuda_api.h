@@ -154,4 +154,27 @@ SIM_API cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuu
 /* Stands for an entry point newer than the interposer: *out = x * 2. */
 SIM_API cuSimFutureFeature(int x, int *out);
 
+
+/* Stream capture (sim_capture.c). Mode: 0 global, 1 thread-local, 2 relaxed.
+ * Status: 0 none, 1 active, 2 invalidated. The sim's CUgraph is its
+ * executable graph; cuGraphInstantiateWithFlags hands it back. */
+typedef struct CUgraph_st *CUgraph;
+#define SIM_ERR_CAPTURE_UNSUPPORTED ((CUresult)900)
+#define SIM_ERR_CAPTURE_INVALIDATED ((CUresult)901)
+#define SIM_ERR_CAPTURED_EVENT ((CUresult)907)
+#define SIM_ERR_ILLEGAL_STATE ((CUresult)401)
+SIM_API cuStreamBeginCapture(CUstream hStream);
+SIM_API cuStreamBeginCapture_ptsz(CUstream hStream);
+SIM_API cuStreamBeginCapture_v2(CUstream hStream, int mode);
+SIM_API cuStreamBeginCapture_v2_ptsz(CUstream hStream, int mode);
+SIM_API cuStreamEndCapture(CUstream hStream, CUgraph *phGraph);
+SIM_API cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph);
+SIM_API cuStreamIsCapturing(CUstream hStream, int *captureStatus);
+SIM_API cuStreamIsCapturing_ptsz(CUstream hStream, int *captureStatus);
+SIM_API cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const void *dependencies,
+                                    const void *dependencyData, size_t numDependencies, int mode);
+SIM_API cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const void *dependencies,
+                                         const void *dependencyData, size_t numDependencies, int mode);
+SIM_API cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags);
+
 #endif

@@ -7,6 +7,9 @@
  * processes' work. Events complete when the work before them has; their
  * timestamps are the timeline's. Synchronisation really waits.
  *
+ * Work launched into a capturing stream is recorded, not run, and the rules
+ * of capture (what invalidates it) are sim_capture.c's.
+ *
  * Handles point into fixed process-local tables, so a stale handle is
  * detected without touching freed memory.
  */
@@ -14,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sim_capture.h"
 #include "sim_cuda.h"
 #include "sim_export.h"
 #include "sim_timeline.h"
@@ -40,11 +44,13 @@ struct sim_event {
     int pending; /* recorded behind work not done yet */
     int dev;
     uint64_t target; /* the process's submitted work when recorded */
+    CUstream captured; /* last recorded into this capturing stream, or NULL */
 };
 struct sim_graph {
     int in_use;
     int func;
     unsigned int count; /* launches of func per graph launch */
+    uint64_t ns;        /* func < 0: a captured graph of this much work */
 };
 struct sim_module {
     int in_use;
@@ -253,6 +259,8 @@ SIM_API cuStreamSynchronize(CUstream hStream)
     if (rc == CUDA_SUCCESS && !sim_stream_valid(hStream))
         rc = CUDA_ERROR_INVALID_HANDLE;
     if (rc == CUDA_SUCCESS)
+        rc = sim_capture_unsafe(hStream);
+    if (rc == CUDA_SUCCESS)
         rc = drain_current(); /* all of the process's streams form one queue */
     return rc;
 }
@@ -262,6 +270,8 @@ SIM_API cuStreamQuery(CUstream hStream)
     CUresult rc = need_ctx();
     if (rc == CUDA_SUCCESS && !sim_stream_valid(hStream))
         rc = CUDA_ERROR_INVALID_HANDLE;
+    if (rc == CUDA_SUCCESS)
+        rc = sim_capture_unsafe(hStream);
     if (rc != CUDA_SUCCESS)
         return rc;
     int dev, done;
@@ -300,6 +310,17 @@ SIM_API cuEventRecord(CUevent hEvent, CUstream hStream)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!sim_stream_valid(hStream))
         return CUDA_ERROR_INVALID_HANDLE;
+    int cap = sim_capture_status(hStream);
+    if (cap == 2)
+        return SIM_ERR_CAPTURE_INVALIDATED;
+    if (cap == 1) { /* a node of the graph: the event is now the capture's */
+        pthread_mutex_lock(&g_lock);
+        int i = HANDLE_INDEX(g_events, MAX_EVENTS, hEvent);
+        if (i >= 0)
+            g_events[i].captured = hStream;
+        pthread_mutex_unlock(&g_lock);
+        return i >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    }
     int dev = -1, done = 1;
     uint64_t target = 0;
     if (work_mark(&dev, &target, &done) != CUDA_SUCCESS)
@@ -313,6 +334,7 @@ SIM_API cuEventRecord(CUevent hEvent, CUstream hStream)
         g_events[i].pending = !done;
         g_events[i].dev = dev;
         g_events[i].target = target;
+        g_events[i].captured = NULL;
     }
     pthread_mutex_unlock(&g_lock);
     return i >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
@@ -325,6 +347,19 @@ static CUresult event_settle(CUevent e, int wait)
         return CUDA_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&g_lock);
     int i = HANDLE_INDEX(g_events, MAX_EVENTS, e);
+    CUstream captured = i >= 0 ? g_events[i].captured : NULL;
+    pthread_mutex_unlock(&g_lock);
+    if (captured) { /* last recorded in a capture: not a thing that completes */
+        sim_capture_invalidate(captured);
+        return SIM_ERR_CAPTURED_EVENT;
+    }
+    if (i >= 0) {
+        CUresult urc = sim_capture_unsafe(NULL);
+        if (urc != CUDA_SUCCESS)
+            return urc;
+    }
+    pthread_mutex_lock(&g_lock);
+    i = HANDLE_INDEX(g_events, MAX_EVENTS, e);
     int pend = i >= 0 && g_events[i].pending;
     int dev = i >= 0 ? g_events[i].dev : -1;
     uint64_t target = i >= 0 ? g_events[i].target : 0;
@@ -504,6 +539,8 @@ static CUresult check_launch(CUfunction f, unsigned int gx, unsigned int gy, uns
         return CUDA_ERROR_INVALID_VALUE;
     if (per_wave)
         dur *= ((uint64_t)gx * gy * gz + SIM_SMS - 1) / SIM_SMS;
+    if (sim_capture_launch(s, dur, &rc))
+        return rc;
     return submit_work(dur);
 }
 
@@ -573,9 +610,13 @@ static CUresult graph_launch(CUgraphExec g, CUstream s)
     uint64_t ns = 0;
     pthread_mutex_lock(&g_lock);
     int gi = HANDLE_INDEX(g_graphs, MAX_GRAPHS, g);
-    if (gi >= 0 && g_funcs[g_graphs[gi].func].in_use)
+    if (gi >= 0 && g_graphs[gi].func < 0)
+        ns = g_graphs[gi].ns;
+    else if (gi >= 0 && g_funcs[g_graphs[gi].func].in_use)
         ns = g_funcs[g_graphs[gi].func].dur_ns * g_graphs[gi].count;
     pthread_mutex_unlock(&g_lock);
+    if (sim_capture_launch(s, ns, &rc))
+        return rc;
     return submit_work(ns);
 }
 
@@ -605,6 +646,21 @@ SIM_EXPORT CUresult gpusliceSimGraphCreate(CUgraphExec *out, CUfunction f, unsig
     return rc;
 }
 
+CUresult sim_graph_of_ns(CUgraphExec *out, uint64_t ns)
+{
+    CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < MAX_GRAPHS; i++)
+        if (!g_graphs[i].in_use) {
+            g_graphs[i] = (struct sim_graph){.in_use = 1, .func = -1, .ns = ns};
+            *out = (CUgraphExec)(void *)&g_graphs[i];
+            rc = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&g_lock);
+    return rc;
+}
+
 SIM_API cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
     return graph_launch(hGraphExec, hStream);
@@ -624,6 +680,8 @@ static CUresult host_func(CUstream s, CUhostFn fn, void *data)
         return rc;
     if (!sim_stream_valid(s))
         return CUDA_ERROR_INVALID_HANDLE;
+    if (sim_capture_launch(s, 0, &rc))
+        return rc; /* a host node of the graph: the sim's graphs do not run it */
     rc = drain_current(); /* runs once the work before it is done */
     if (rc != CUDA_SUCCESS)
         return rc;

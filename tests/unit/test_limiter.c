@@ -128,6 +128,7 @@ static void nvml_samples_are_averaged_over_timestamps(void **state)
 
 #define STEP (1 * US)
 static int g_no_correction; /* pin c at 1: the limiter without its outer loop */
+static int g_device_only;   /* NVML without per-process samples: device utilisation only */
 #define MAXT 3
 
 enum tstate { T_RUN, T_DRAIN, T_WAIT };
@@ -184,6 +185,7 @@ static void simulate(struct tenant *t, int n, double secs, double from, double *
 {
     uint64_t t0 = 1000 * MS, end = t0 + (uint64_t)(secs * 1e9), mfrom = t0 + (uint64_t)(from * 1e9);
     uint64_t done_at_from[MAXT] = {0}, next_outer = t0 + GS_LIM_OUTER_NS, occ_mark[MAXT] = {0};
+    uint64_t dev_busy = 0, dev_mark = 0;
     for (int i = 0; i < n; i++) {
         t[i].on_from += t0;
         t[i].on_until = t[i].on_until ? t0 + t[i].on_until : UINT64_MAX;
@@ -198,6 +200,7 @@ static void simulate(struct tenant *t, int n, double secs, double from, double *
         int k = 0;
         for (int i = 0; i < n; i++)
             k += t[i].queue_ns > 0;
+        dev_busy += k ? STEP : 0;
         for (int i = 0; i < n; i++) {
             if (!t[i].queue_ns)
                 continue;
@@ -221,7 +224,11 @@ static void simulate(struct tenant *t, int n, double secs, double from, double *
                 occ_mark[i] = a->occ_ns;
                 int64_t ours = (int64_t)(mine * GS_LIM_PPM / GS_LIM_OUTER_NS);
                 int64_t others = (int64_t)((total - mine) * GS_LIM_PPM / GS_LIM_OUTER_NS);
-                if (!g_no_correction)
+                if (g_device_only)
+                    a->corr_ppm = gs_lim_correction_device(a->corr_ppm, (dev_busy - dev_mark) * GS_LIM_PPM /
+                                                                            GS_LIM_OUTER_NS,
+                                                           occ * GS_LIM_PPM / GS_LIM_OUTER_NS);
+                else if (!g_no_correction)
                     a->corr_ppm = gs_lim_correction(a->corr_ppm, ours, others, occ * GS_LIM_PPM / GS_LIM_OUTER_NS);
                 if (a->mode == GS_LIM_SHARE) {
                     uint64_t busy_w = 0;
@@ -238,6 +245,7 @@ static void simulate(struct tenant *t, int n, double secs, double from, double *
             }
             for (int i = 0; i < n; i++)
                 t[i].busy_mark = t[i].busy_ns;
+            dev_mark = dev_busy;
             next_outer += GS_LIM_OUTER_NS;
         }
     }
@@ -278,6 +286,33 @@ static void two_tenants_capped_30_70_get_30_70(void **state)
     simulate(t, 2, 8.0, 3.0, s);
     print_message("caps 30/70: %.4f / %.4f\n", s[0], s[1]);
     assert_true(s[0] > 0.27 && s[0] < 0.33);
+    assert_true(s[1] > 0.67 && s[1] < 0.73);
+}
+
+static void device_utilisation_alone_corrects_30_70_and_relaxes_when_alone(void **state)
+{
+    /* NVML returns no per-process samples (seen on an H200, and in containers
+     * without hostPID): c from device utilisation and our occupancy. */
+    (void)state;
+    struct gs_lim_account a, b;
+    account(&a, GS_LIM_CAP, 30, 100);
+    account(&b, GS_LIM_CAP, 70, 100);
+    struct tenant t[2] = {{.acct = &a, .kernel_ns = 1 * MS}, {.acct = &b, .kernel_ns = 1 * MS}};
+    double s[2];
+    g_device_only = 1;
+    simulate(t, 2, 8.0, 3.0, s);
+    print_message("caps 30/70, device utilisation only: %.4f / %.4f\n", s[0], s[1]);
+    assert_true(s[0] > 0.27 && s[0] < 0.33);
+    assert_true(s[1] > 0.67 && s[1] < 0.73);
+    /* a leaves after 3 s: b alone must come back to its cap, not keep the
+     * c it learnt next to a */
+    account(&a, GS_LIM_CAP, 30, 100);
+    account(&b, GS_LIM_CAP, 70, 100);
+    struct tenant u[2] = {{.acct = &a, .kernel_ns = 1 * MS, .on_until = 3000 * MS},
+                          {.acct = &b, .kernel_ns = 1 * MS}};
+    simulate(u, 2, 9.0, 6.0, s);
+    g_device_only = 0;
+    print_message("b alone after a left: %.4f\n", s[1]);
     assert_true(s[1] > 0.67 && s[1] < 0.73);
 }
 
@@ -343,6 +378,7 @@ int main(void)
         cmocka_unit_test(cap_holds_for_5us_and_50ms_kernels),
         cmocka_unit_test(two_tenants_capped_30_70_get_30_70),
         cmocka_unit_test(without_correction_a_capped_tenant_under_delivers),
+        cmocka_unit_test(device_utilisation_alone_corrects_30_70_and_relaxes_when_alone),
         cmocka_unit_test(shares_30_70_split_30_70_and_a_lone_tenant_runs_free),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
