@@ -18,3 +18,8 @@ apt-get install -y -qq --no-install-recommends \
 python3 -m pip install -q --disable-pip-version-check pytest pytest-timeout 2>/dev/null ||
     python3 -m pip install -q --break-system-packages pytest pytest-timeout
 echo "install-deps.sh: done"
+# tests/deploy (PyYAML) and tests/webhook (openssl makes throwaway certificates).
+apt-get install -y -qq --no-install-recommends python3-yaml openssl >/dev/null
+python3 -c 'import yaml' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check pyyaml ||
+    python3 -m pip install -q --break-system-packages pyyaml
+echo "install-deps.sh: deploy/webhook test dependencies done"
