@@ -36,7 +36,9 @@ static void usage(FILE *f)
           "  --api-server URL        API server base URL (development/tests)\n"
           "  --kubeconfig PATH       kubeconfig (default: $KUBECONFIG, else in-cluster)\n"
           "  --no-api                run without an API server (Allocate then fails closed)\n"
-          "  --state-root DIR        per-pod state dirs (default /var/lib/gpuslice/containers)\n"
+          "  --state-root DIR        per-allocation state dirs (default /var/lib/gpuslice/containers)\n"
+          "  --pod-resources-socket PATH  kubelet's pod-resources API (default\n"
+          "                          /var/lib/kubelet/pod-resources/kubelet.sock)\n"
           "  --lib-host PATH         interposer on the host (default /usr/local/gpuslice/lib/libgpuslice.so)\n"
           "  --lib-container PATH    where containers see it (default: same as --lib-host)\n"
           "  --preload-host PATH     file mounted as /etc/ld.so.preload (default /usr/local/gpuslice/ld.so.preload)\n"
@@ -147,6 +149,8 @@ int main(int argc, char **argv)
     snprintf(p->lib_host, sizeof p->lib_host, "/usr/local/gpuslice/lib/libgpuslice.so");
     snprintf(p->preload_host, sizeof p->preload_host, "/usr/local/gpuslice/ld.so.preload");
     snprintf(p->state_root, sizeof p->state_root, "/var/lib/gpuslice/containers");
+    snprintf(p->podres_socket, sizeof p->podres_socket,
+             "/var/lib/kubelet/pod-resources/kubelet.sock");
     const char *lib_container = NULL;
     kube_log_set_prefix("gpuslice-node-agent");
     static const struct option opts[] = {
@@ -156,7 +160,7 @@ int main(int argc, char **argv)
         {"lib-host", 1, 0, 'l'},     {"lib-container", 1, 0, 'L'}, {"preload-host", 1, 0, 'p'},
         {"cdi", 0, 0, 'c'},          {"metrics-addr", 1, 0, 'm'},  {"metrics-port", 1, 0, 'M'},
         {"recovery-seconds", 1, 0, 'h'}, {"ignore-xids", 1, 0, 'x'}, {"log-level", 1, 0, 'v'},
-        {"help", 0, 0, 'H'},         {0, 0, 0, 0}};
+        {"pod-resources-socket", 1, 0, 'P'}, {"help", 0, 0, 'H'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -172,6 +176,7 @@ int main(int argc, char **argv)
         case 'k': kubeconfig = optarg; break;
         case 'N': no_api = 1; break;
         case 's': snprintf(p->state_root, sizeof p->state_root, "%s", optarg); break;
+        case 'P': snprintf(p->podres_socket, sizeof p->podres_socket, "%s", optarg); break;
         case 'l': snprintf(p->lib_host, sizeof p->lib_host, "%s", optarg); break;
         case 'L': lib_container = optarg; break;
         case 'p': snprintf(p->preload_host, sizeof p->preload_host, "%s", optarg); break;

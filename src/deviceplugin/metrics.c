@@ -125,7 +125,17 @@ char *gs_metrics_render(struct gs_inventory *inv, const char *state_root, int re
         memcpy(label, r->container, sizeof r->container);
         label[sizeof r->container] = '\0';
         esc(label, cont, sizeof cont);
-        esc(e->d_name, pod, sizeof pod);
+        /* The pod that owns the allocation, as PreStartContainer recorded
+         * it (docs/device-plugin.md); else the directory's name. */
+        char uid[64] = "";
+        snprintf(path, sizeof path, "%s/.limits/%s/pod_uid", state_root, e->d_name);
+        FILE *uf = fopen(path, "re");
+        if (uf) {
+            size_t ul = fread(uid, 1, sizeof uid - 1, uf);
+            uid[ul] = '\0';
+            fclose(uf);
+        }
+        esc(uid[0] ? uid : e->d_name, pod, sizeof pod);
         unsigned nd = r->ndevices > GS_REGION_MAX_DEVICES ? GS_REGION_MAX_DEVICES : r->ndevices;
         for (unsigned i = 0; i < nd; i++) {
             char uuid[GS_REGION_UUID_LEN + 1], u[200];

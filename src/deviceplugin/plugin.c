@@ -1,9 +1,12 @@
 /*
  * Device-plugin handlers. Pod identity (docs/device-plugin.md): kubelet's
- * Allocate carries only replica device IDs. The scheduler extender chose
- * those IDs and wrote them into the pod's gpuslice.io/assignment, so the
- * agent finds the one live pod on this node whose assignment names exactly
- * this ID set. No node lock: two pods never share a replica ID.
+ * Allocate carries only replica device IDs, so Allocate answers only what
+ * follows from the IDs (each names its GPU): the device, the interposer
+ * mounts and a state directory keyed by the ID set. The limits are decided
+ * at PreStartContainer (pre_start_required), when kubelet's pod-resources
+ * API tells which pod/container holds exactly these IDs: the agent reads
+ * THAT pod's gpuslice.io/assignment and writes limits.conf atomically.
+ * No node lock.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -11,15 +14,23 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "annotation.h"
 #include "deviceplugin_v1beta1.pb-c.h"
+#include "grpc_server.h"
 #include "plugin.h"
+#include "podresources_v1.pb-c.h"
 
 #define ST_INVALID 3
 #define ST_FAILED_PRECONDITION 9
 #define ST_UNIMPLEMENTED 12
 #define ST_INTERNAL 13
+
+/* Where a container sees its state directory (the region, read-write) and
+ * its limits directory (limits.conf, read-only). */
+#define GS_CONTAINER_STATE_DIR "/var/run/gpuslice"
+#define GS_CONTAINER_LIMITS_DIR "/etc/gpuslice"
 
 unsigned gs_plugin_generation(void *ud)
 {
@@ -110,21 +121,40 @@ static int same_set(const struct gs_assignment *a, char *const *set, size_t n)
     return 1;
 }
 
+/* Whether assignment a is on exactly the GPUs of the IDs in set (one ID per
+ * GPU). A replica number is only a token for one share of its GPU: which
+ * token a container holds does not matter, which GPUs it is on does. */
+static int same_gpus(const struct gs_assignment *a, char *const *set, size_t n)
+{
+    if ((size_t)a->ngpus != n)
+        return 0;
+    for (size_t k = 0; k < n; k++) {
+        char uuid[GS_UUID_MAX];
+        int found = 0;
+        if (gs_replica_split(set[k], uuid, sizeof uuid, NULL) != 0)
+            return 0;
+        for (int i = 0; i < a->ngpus; i++)
+            found |= strcmp(a->gpus[i].uuid, uuid) == 0;
+        if (!found)
+            return 0;
+    }
+    return 1;
+}
+
 struct match {
     int npods;
     struct gs_pod *pods;
-    int found; /* index in pods, -1 */
-    int nmatches;
-    struct gs_assignment a;
-    char names[512]; /* the matching pods, for messages */
-    char bad[700];   /* a malformed assignment on this node, for messages */
-    int bad_mentions; /* ... whose text names one of the requested IDs */
+    int ngpu_matches;  /* live pods whose assignment is on exactly these GPUs */
+    int nmatches;      /* ... and names exactly these IDs */
+    char names[512];   /* the exact matches, for messages */
+    char bad[700];     /* a malformed assignment on this node, for messages */
+    int bad_mentions;  /* ... whose text names one of the requested IDs */
 };
 
-static void find_pod(struct gs_plugin *p, char *const *ids, size_t n, struct match *m)
+static void find_pods(struct gs_plugin *p, char *const *ids, size_t n, struct match *m)
 {
     m->npods = gs_podcache_copy(p->pods, &m->pods);
-    m->found = -1;
+    m->ngpu_matches = 0;
     m->nmatches = 0;
     m->names[0] = '\0';
     m->bad[0] = '\0';
@@ -147,14 +177,14 @@ static void find_pod(struct gs_plugin *p, char *const *ids, size_t n, struct mat
             }
             continue;
         }
-        if (!same_set(&a, ids, n))
-            continue;
         if (a.node[0] && strcmp(a.node, p->node) != 0)
             continue;
-        if (m->nmatches++ == 0) {
-            m->found = i;
-            m->a = a;
-        }
+        if (!same_gpus(&a, ids, n))
+            continue;
+        m->ngpu_matches++;
+        if (!same_set(&a, ids, n))
+            continue;
+        m->nmatches++;
         size_t l = strlen(m->names);
         snprintf(m->names + l, sizeof m->names - l, "%s%s/%s", l ? ", " : "", pod->ns,
                  pod->name);
@@ -174,6 +204,77 @@ static int cmp_idx(const void *x, const void *y)
 {
     const int *a = x, *b = y;
     return (a[0] > b[0]) - (a[0] < b[0]);
+}
+
+static int cmp_str(const void *x, const void *y)
+{
+    return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/* Checks a device-ID set: 1..16 IDs "<uuid>::<k>", k < replicas, each on a
+ * GPU of this node, at most one per GPU. Fills gpu[i] (inventory index of
+ * ids[i]) and order (positions of ids sorted by NVML index). */
+static int check_ids(struct gs_plugin *p, const char *what, char *const *ids, size_t n,
+                     int *gpu, int *order, char *msg, size_t msglen)
+{
+    if (n == 0 || n > GS_ASSIGN_MAX_GPUS) {
+        snprintf(msg, msglen, "%s: %zu devices requested (1..%d)", what, n, GS_ASSIGN_MAX_GPUS);
+        return ST_INVALID;
+    }
+    int idx[GS_ASSIGN_MAX_GPUS][2];
+    for (size_t i = 0; i < n; i++) {
+        char uuid[GS_UUID_MAX];
+        unsigned k = 0;
+        if (!ids[i] || gs_replica_split(ids[i], uuid, sizeof uuid, &k) != 0) {
+            snprintf(msg, msglen, "%s: '%.140s' is not a gpuslice device ID (<GPU uuid>::<n>)",
+                     what, ids[i] ? ids[i] : "(null)");
+            return ST_INVALID;
+        }
+        pthread_mutex_lock(&p->inv->lock);
+        int g = gs_inventory_find(p->inv, uuid);
+        int index = g >= 0 ? (int)p->inv->gpus[g].index : -1;
+        pthread_mutex_unlock(&p->inv->lock);
+        if (g < 0 || k >= (unsigned)p->replicas) {
+            snprintf(msg, msglen, "%s: device %.140s is not a device of node %s", what, ids[i],
+                     p->node);
+            return ST_FAILED_PRECONDITION;
+        }
+        for (size_t j = 0; j < i; j++)
+            if (gpu[j] == g) {
+                snprintf(msg, msglen, "%s: devices %.140s and %.140s are on the same GPU; a "
+                         "container gets at most one share of each GPU", what, ids[j], ids[i]);
+                return ST_INVALID;
+            }
+        gpu[i] = g;
+        idx[i][0] = index;
+        idx[i][1] = (int)i;
+    }
+    qsort(idx, n, sizeof idx[0], cmp_idx);
+    for (size_t i = 0; i < n; i++)
+        order[i] = idx[i][1];
+    return 0;
+}
+
+/* The state key of a device-ID set: "a-" + FNV-1a 64 of the sorted IDs.
+ * Kubelet never gives one device to two live containers, so two live
+ * allocations never share a key; a collision is detected through the
+ * ids file (alloc_dirs). */
+static void alloc_key(char *const *ids, size_t n, char *out, size_t outlen)
+{
+    const char *sorted[GS_ASSIGN_MAX_GPUS] = {0};
+    for (size_t i = 0; i < n; i++)
+        sorted[i] = ids[i];
+    qsort(sorted, n, sizeof sorted[0], cmp_str);
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) {
+        for (const char *c = sorted[i]; *c; c++) {
+            h ^= (unsigned char)*c;
+            h *= 1099511628211ULL;
+        }
+        h ^= '\n';
+        h *= 1099511628211ULL;
+    }
+    snprintf(out, outlen, "a-%016llx", (unsigned long long)h);
 }
 
 /* Records the allocation on the pod: a merge patch conditional on the
@@ -214,7 +315,7 @@ static void record_claim(struct gs_plugin *p, const struct gs_pod *pod, char *co
             break;
         }
         /* Conflict: someone changed the pod. Re-read it and make sure it
-         * still carries the same assignment before writing again. */
+         * still carries an assignment on the same GPUs before writing again. */
         json_t *cur = NULL;
         if (kube_get_json(p->kc, path, &cur, err, sizeof err) != 200) {
             kube_log(1, "pod %s/%s: re-read after 409 failed: %s", pod->ns, pod->name, err);
@@ -226,8 +327,8 @@ static void record_claim(struct gs_plugin *p, const struct gs_pod *pod, char *co
             json_object_get(json_object_get(md, "annotations"), GS_ANN_ASSIGNMENT));
         struct gs_assignment a;
         if (!as || gs_assignment_parse(as, strlen(as), &a, err, sizeof err) != 0 ||
-            !same_set(&a, ids, n)) {
-            kube_log(0, "pod %s/%s: assignment changed during Allocate; not recording",
+            !same_gpus(&a, ids, n)) {
+            kube_log(0, "pod %s/%s: assignment changed during PreStartContainer; not recording",
                      pod->ns, pod->name);
             json_decref(cur);
             break;
@@ -258,20 +359,103 @@ static int mkdirs(const char *path, mode_t mode)
     return mkdir(tmp, mode) != 0 && errno != EEXIST ? -1 : 0;
 }
 
-#define MAX_KV 48
+/* Writes text to dir/name atomically: a temporary file in dir, fsync,
+ * rename. Readers see the old file or the new one, never a part. */
+static int write_atomic(const char *dir, const char *name, const char *text)
+{
+    char tmp[1200], dst[1200];
+    snprintf(tmp, sizeof tmp, "%s/.%s.XXXXXX", dir, name);
+    snprintf(dst, sizeof dst, "%s/%s", dir, name);
+    int fd = mkstemp(tmp);
+    if (fd < 0)
+        return -1;
+    size_t len = strlen(text), off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    int ok = off == len && fchmod(fd, 0644) == 0 && fsync(fd) == 0;
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, dst) != 0) {
+        int e = errno;
+        unlink(tmp);
+        errno = e ? e : EIO;
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads a small file into buf; returns its length or -1. */
+static long read_small(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    size_t r = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[r] = '\0';
+    return (long)r;
+}
+
+/* The directories of an allocation: <state-root>/<key> (the region,
+ * read-write in the container) and <state-root>/.limits/<key> (limits.conf,
+ * read-only in the container; the tenant cannot edit its own limits). The
+ * ids file there guards against a key collision. */
+static int alloc_dirs(struct gs_plugin *p, char *const *ids, size_t n, char *key, size_t keylen,
+                      char *state_dir, size_t sdlen, char *limits_dir, size_t ldlen, char *msg,
+                      size_t msglen)
+{
+    alloc_key(ids, n, key, keylen);
+    snprintf(state_dir, sdlen, "%s/%s", p->state_root, key);
+    snprintf(limits_dir, ldlen, "%s/.limits/%s", p->state_root, key);
+    if (mkdirs(state_dir, 0755) != 0 || mkdirs(limits_dir, 0755) != 0) {
+        snprintf(msg, msglen, "cannot create state directory %s: %s", state_dir,
+                 strerror(errno));
+        return ST_INTERNAL;
+    }
+    char want[GS_ASSIGN_MAX_GPUS * (GS_REPLICA_ID_MAX + 1) + 1] = "";
+    const char *sorted[GS_ASSIGN_MAX_GPUS] = {0};
+    for (size_t i = 0; i < n; i++)
+        sorted[i] = ids[i];
+    qsort(sorted, n, sizeof sorted[0], cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(want);
+        snprintf(want + l, sizeof want - l, "%s\n", sorted[i]);
+    }
+    char have[sizeof want + 8], path[1200];
+    snprintf(path, sizeof path, "%s/ids", limits_dir);
+    long r = read_small(path, have, sizeof have);
+    if (r >= 0 && strcmp(have, want) != 0) {
+        snprintf(msg, msglen, "state key %s collides with another device set (%s); refusing",
+                 key, path);
+        return ST_INTERNAL;
+    }
+    if (r < 0 && write_atomic(limits_dir, "ids", want) != 0) {
+        snprintf(msg, msglen, "cannot write %s: %s", path, strerror(errno));
+        return ST_INTERNAL;
+    }
+    return 0;
+}
+
+#define MAX_KV 16
 struct resp_buf {
     V1beta1__ContainerAllocateResponse r;
     V1beta1__ContainerAllocateResponse__EnvsEntry env[MAX_KV];
     V1beta1__ContainerAllocateResponse__EnvsEntry *envp[MAX_KV];
     V1beta1__ContainerAllocateResponse__AnnotationsEntry ann[2];
     V1beta1__ContainerAllocateResponse__AnnotationsEntry *annp[2];
-    V1beta1__Mount mnt[3];
-    V1beta1__Mount *mntp[3];
+    V1beta1__Mount mnt[4];
+    V1beta1__Mount *mntp[4];
     V1beta1__CDIDevice cdi[GS_ASSIGN_MAX_GPUS];
     V1beta1__CDIDevice *cdip[GS_ASSIGN_MAX_GPUS];
-    char strs[MAX_KV][2][512];
+    char strs[MAX_KV][2][GS_ASSIGN_MAX_GPUS * GS_UUID_MAX];
     char state_dir[600];
-    char ann_val[600];
+    char limits_dir[620];
+    char key[32];
     char cdi_names[GS_ASSIGN_MAX_GPUS][128];
 };
 
@@ -300,10 +484,15 @@ static void add_mount(struct resp_buf *b, char *host, char *cont, int ro)
     b->r.n_mounts++;
 }
 
-/* Builds one container's answer for pod with assignment a. */
-static int build_response(struct gs_plugin *p, const struct gs_pod *pod,
-                          const struct gs_assignment *a, struct resp_buf *b, char *msg,
-                          size_t msglen)
+/* One container's answer. It depends only on the device IDs (each names
+ * its GPU), never on which pod they are for: the limits are late-bound,
+ * written into limits.conf at PreStartContainer once kubelet can tell
+ * which pod holds the devices. Until then GPUSLICE_CONFIG names a file
+ * that may not exist (or is a previous owner's, which kubelet never
+ * starts a container with: PreStartContainer must succeed first), and the
+ * interposer refuses the GPU on a missing file: it fails closed. */
+static int build_response(struct gs_plugin *p, char *const *ids, size_t n, const int *gpu,
+                          const int *order, struct resp_buf *b, char *msg, size_t msglen)
 {
     memset(b, 0, sizeof *b);
     v1beta1__container_allocate_response__init(&b->r);
@@ -311,40 +500,17 @@ static int build_response(struct gs_plugin *p, const struct gs_pod *pod,
     b->r.mounts = b->mntp;
     b->r.annotations = b->annp;
     b->r.cdi_devices = b->cdip;
-    /* Order the GPUs by NVML index (PCI bus order) and make CUDA number them
-     * the same way, so that limit <i> lands on CUDA device <i>. */
-    int order[GS_ASSIGN_MAX_GPUS][2];
-    pthread_mutex_lock(&p->inv->lock);
-    for (int i = 0; i < a->ngpus; i++) {
-        int g = gs_inventory_find(p->inv, a->gpus[i].uuid);
-        if (g < 0) {
-            pthread_mutex_unlock(&p->inv->lock);
-            snprintf(msg, msglen, "pod %s/%s: assigned GPU %s is not on node %s", pod->ns,
-                     pod->name, a->gpus[i].uuid, p->node);
-            return ST_FAILED_PRECONDITION;
-        }
-        order[i][0] = (int)p->inv->gpus[g].index;
-        order[i][1] = i;
-    }
-    pthread_mutex_unlock(&p->inv->lock);
-    qsort(order, (size_t)a->ngpus, sizeof order[0], cmp_idx);
     char visible[GS_ASSIGN_MAX_GPUS * GS_UUID_MAX] = "";
-    char key[64], val[64];
-    for (int j = 0; j < a->ngpus; j++) {
-        const struct gs_assign_gpu *g = &a->gpus[order[j][1]];
+    for (size_t j = 0; j < n; j++) {
+        char uuid[GS_UUID_MAX];
+        pthread_mutex_lock(&p->inv->lock);
+        snprintf(uuid, sizeof uuid, "%s", p->inv->gpus[gpu[order[j]]].uuid);
+        pthread_mutex_unlock(&p->inv->lock);
         size_t l = strlen(visible);
-        snprintf(visible + l, sizeof visible - l, "%s%s", j ? "," : "", g->uuid);
-        snprintf(key, sizeof key, "GPUSLICE_MEMORY_LIMIT_%d", j);
-        snprintf(val, sizeof val, "%lluMi", (unsigned long long)g->memory_mib);
-        add_env(b, key, val);
-        if (g->cores > 0) {
-            snprintf(key, sizeof key, "GPUSLICE_CORES_%d", j);
-            snprintf(val, sizeof val, "%u", g->cores);
-            add_env(b, key, val);
-        }
+        snprintf(visible + l, sizeof visible - l, "%s%s", j ? "," : "", uuid);
         if (p->cdi) {
             v1beta1__cdidevice__init(&b->cdi[j]);
-            snprintf(b->cdi_names[j], sizeof b->cdi_names[j], "nvidia.com/gpu=%s", g->uuid);
+            snprintf(b->cdi_names[j], sizeof b->cdi_names[j], "nvidia.com/gpu=%s", uuid);
             b->cdi[j].name = b->cdi_names[j];
             b->cdip[j] = &b->cdi[j];
             b->r.n_cdi_devices++;
@@ -353,26 +519,19 @@ static int build_response(struct gs_plugin *p, const struct gs_pod *pod,
     if (!p->cdi)
         add_env(b, "NVIDIA_VISIBLE_DEVICES", visible);
     add_env(b, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
-    if (a->share_mode)
-        add_env(b, "GPUSLICE_COMPUTE_MODE", "share");
-    add_env(b, "GPUSLICE_REGION", "/var/run/gpuslice/region");
-    char label[128];
-    snprintf(label, sizeof label, "%.60s/%.60s", pod->ns, pod->name);
-    add_env(b, "GPUSLICE_CONTAINER", label);
-    /* Per-pod state directory (the uid is unique; never another pod's). */
-    snprintf(b->state_dir, sizeof b->state_dir, "%s/%s", p->state_root, pod->uid);
-    if (strchr(pod->uid, '/') || strstr(pod->uid, "..") || mkdirs(b->state_dir, 0755) != 0) {
-        snprintf(msg, msglen, "pod %s/%s: cannot create state directory %s: %s", pod->ns,
-                 pod->name, b->state_dir, strerror(errno));
-        return ST_INTERNAL;
-    }
+    add_env(b, "GPUSLICE_REGION", GS_CONTAINER_STATE_DIR "/region");
+    add_env(b, "GPUSLICE_CONFIG", GS_CONTAINER_LIMITS_DIR "/limits.conf");
+    int code = alloc_dirs(p, ids, n, b->key, sizeof b->key, b->state_dir, sizeof b->state_dir,
+                          b->limits_dir, sizeof b->limits_dir, msg, msglen);
+    if (code)
+        return code;
     add_mount(b, p->lib_host, p->lib_container, 1);
     add_mount(b, p->preload_host, "/etc/ld.so.preload", 1);
-    add_mount(b, b->state_dir, "/var/run/gpuslice", 0);
+    add_mount(b, b->state_dir, GS_CONTAINER_STATE_DIR, 0);
+    add_mount(b, b->limits_dir, GS_CONTAINER_LIMITS_DIR, 1);
     v1beta1__container_allocate_response__annotations_entry__init(&b->ann[0]);
-    snprintf(b->ann_val, sizeof b->ann_val, "%s/%s/%s", pod->ns, pod->name, pod->uid);
-    b->ann[0].key = "gpuslice.io/pod";
-    b->ann[0].value = b->ann_val;
+    b->ann[0].key = "gpuslice.io/state-key";
+    b->ann[0].value = b->key;
     b->annp[0] = &b->ann[0];
     b->r.n_annotations = 1;
     return 0;
@@ -409,69 +568,56 @@ static int do_allocate(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
     if (!p->pods) {
         code = ST_FAILED_PRECONDITION;
         snprintf(msg, msglen, "Allocate: the agent has no API server connection, so it cannot "
-                              "know which pod this is; refusing rather than guessing");
+                              "know whether any pod was scheduled to these devices; refusing");
         goto out;
     }
     for (size_t c = 0; c < nc && code == 0; c++) {
         char **ids = req->container_requests[c]->devices_ids;
         size_t n = req->container_requests[c]->n_devices_ids;
-        char idtxt[2048];
-        ids_text(ids, n, idtxt, sizeof idtxt);
-        if (n == 0 || n > GS_ASSIGN_MAX_GPUS) {
+        char idtxt[2048], what[2100];
+        int gpu[GS_ASSIGN_MAX_GPUS], order[GS_ASSIGN_MAX_GPUS];
+        if (n > GS_ASSIGN_MAX_GPUS) {
             code = ST_INVALID;
             snprintf(msg, msglen, "Allocate: container %zu asks for %zu devices (1..%d)", c, n,
                      GS_ASSIGN_MAX_GPUS);
             break;
         }
+        ids_text(ids, n, idtxt, sizeof idtxt);
+        snprintf(what, sizeof what, "Allocate [%s]", idtxt);
+        code = check_ids(p, what, ids, n, gpu, order, msg, msglen);
+        if (code)
+            break;
+        /* Fail early for a pod nobody scheduled here: some live pod on this
+         * node must have an assignment on exactly these GPUs. Which pod it
+         * is does not matter yet (PreStartContainer decides, knowing). */
         struct match m;
-        find_pod(p, ids, n, &m);
-        if (m.nmatches == 0) { /* the watch may lag a fresh binding */
+        find_pods(p, ids, n, &m);
+        if (m.ngpu_matches == 0) { /* the watch may lag a fresh binding */
             gs_podcache_free_copy(m.pods, m.npods);
             gs_podcache_relist(p->pods);
-            find_pod(p, ids, n, &m);
+            find_pods(p, ids, n, &m);
         }
-        if (m.nmatches == 1) {
-            const struct gs_pod *pod = &m.pods[m.found];
-            /* Idempotent: a retried Allocate (kubelet or agent restarted
-             * midway) for the same IDs gets the same answer. A pod already
-             * allocated other IDs is refused. */
-            if (pod->allocated) {
-                char prev[GS_ASSIGN_MAX_GPUS][GS_REPLICA_ID_MAX], err[256];
-                int k = gs_allocated_parse(pod->allocated, strlen(pod->allocated), prev,
-                                           GS_ASSIGN_MAX_GPUS, err, sizeof err);
-                int same = k == (int)n;
-                for (int i = 0; same && i < k; i++)
-                    same = id_in(prev[i], ids, n);
-                if (k > 0 && !same) {
-                    code = ST_FAILED_PRECONDITION;
-                    snprintf(msg, msglen, "Allocate [%s]: pod %s/%s was already allocated "
-                                          "other devices (%s)", idtxt, pod->ns, pod->name,
-                             pod->allocated);
-                }
-            }
-            if (code == 0)
-                code = build_response(p, pod, &m.a, &bufs[c], msg, msglen);
-            if (code == 0) {
-                rp[c] = &bufs[c].r;
-                if (p->test_allocate_delay_ms > 0)
-                    sleep_ms(p->test_allocate_delay_ms);
-                if (!pod->allocated)
-                    record_claim(p, pod, ids, n);
-                kube_log(2, "Allocate [%s] -> pod %s/%s (%d GPU%s)", idtxt, pod->ns, pod->name,
-                         m.a.ngpus, m.a.ngpus > 1 ? "s" : "");
-            }
-        } else if (m.nmatches == 0) {
+        if (m.ngpu_matches == 0) {
             code = ST_FAILED_PRECONDITION;
-            snprintf(msg, msglen, "Allocate [%s]: no live pod on node %s has a %s naming exactly "
-                                  "these devices; was it scheduled by the gpuslice extender? "
-                                  "Refusing rather than guessing%s", idtxt, p->node,
-                     GS_ANN_ASSIGNMENT, m.bad);
-        } else {
+            snprintf(msg, msglen, "Allocate [%s]: no live pod on node %s has a %s on these "
+                                  "GPUs; was it scheduled by the gpuslice extender? Refusing "
+                                  "rather than guessing%s", idtxt, p->node, GS_ANN_ASSIGNMENT,
+                     m.bad);
+        } else if (m.nmatches > 1) {
             code = ST_FAILED_PRECONDITION;
             snprintf(msg, msglen, "Allocate [%s]: %d pods claim these devices (%s); the "
                                   "assignments conflict, refusing", idtxt, m.nmatches, m.names);
         }
         gs_podcache_free_copy(m.pods, m.npods);
+        if (code == 0)
+            code = build_response(p, ids, n, gpu, order, &bufs[c], msg, msglen);
+        if (code == 0) {
+            rp[c] = &bufs[c].r;
+            if (p->test_allocate_delay_ms > 0)
+                sleep_ms(p->test_allocate_delay_ms);
+            kube_log(2, "Allocate [%s] -> state %s (limits at PreStartContainer)", idtxt,
+                     bufs[c].key);
+        }
     }
     if (code == 0) {
         V1beta1__AllocateResponse resp = V1BETA1__ALLOCATE_RESPONSE__INIT;
@@ -488,8 +634,403 @@ out:
     return code;
 }
 
-/* Preferred allocation: the replica set of the oldest pending pod whose
- * assignment fits the request; kubelet admits pods oldest first too. */
+/* ---- PreStartContainer: the pod is known now ---- */
+
+/* A Kubernetes name as kubelet reports it: 1..253 of [A-Za-z0-9._-].
+ * Anything else (a newline would inject a line into limits.conf) is a
+ * malformed answer. */
+static int k8s_name_ok(const char *s, size_t max)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > max)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+struct holder {
+    char ns[64], pod[254], container[254];
+};
+
+/* Asks kubelet's pod-resources API which container holds exactly ids (of
+ * our resource). Returns 0 with h filled, else a status with msg. */
+static int find_holder(struct gs_plugin *p, const char *what, char *const *ids, size_t n,
+                       struct holder *h, char *msg, size_t msglen)
+{
+    V1__ListPodResourcesRequest rq = V1__LIST_POD_RESOURCES_REQUEST__INIT;
+    size_t rqlen = 0;
+    uint8_t *rqb = pack(&rq.base, &rqlen);
+    uint8_t *ans = NULL;
+    size_t anslen = 0;
+    char err[600] = "";
+    if (!rqb) {
+        snprintf(msg, msglen, "%s: out of memory", what);
+        return ST_INTERNAL;
+    }
+    int st = gs_rpc_call(p->podres_socket, "/v1.PodResourcesLister/List", rqb, rqlen, &ans,
+                         &anslen, 5000, err, sizeof err);
+    free(rqb);
+    if (st != 0 || !ans) {
+        free(ans);
+        snprintf(msg, msglen, "%s: cannot ask kubelet which pod holds these devices "
+                 "(pod-resources API at %s: %s); not starting the container without its "
+                 "limits", what, p->podres_socket, err[0] ? err : "no answer");
+        return ST_FAILED_PRECONDITION;
+    }
+    V1__ListPodResourcesResponse *r = v1__list_pod_resources_response__unpack(NULL, anslen, ans);
+    free(ans);
+    if (!r) {
+        snprintf(msg, msglen, "%s: kubelet's pod-resources answer (%zu bytes) does not decode "
+                 "as a ListPodResourcesResponse; not starting the container without its limits",
+                 what, anslen);
+        return ST_FAILED_PRECONDITION;
+    }
+    int nholders = 0, partial = 0, malformed = 0;
+    char names[512] = "", part[400] = "";
+    for (size_t i = 0; i < r->n_pod_resources; i++) {
+        const V1__PodResources *pr = r->pod_resources[i];
+        for (size_t c = 0; c < pr->n_containers; c++) {
+            const V1__ContainerResources *cr = pr->containers[c];
+            size_t held = 0, inset = 0;
+            for (size_t d = 0; d < cr->n_devices; d++) {
+                const V1__ContainerDevices *cd = cr->devices[d];
+                if (!cd->resource_name || strcmp(cd->resource_name, p->resource) != 0)
+                    continue;
+                for (size_t k = 0; k < cd->n_device_ids; k++) {
+                    held++;
+                    inset += cd->device_ids[k] && id_in(cd->device_ids[k], ids, n);
+                }
+            }
+            if (inset == 0)
+                continue;
+            int named = k8s_name_ok(pr->namespace_, 63) && k8s_name_ok(pr->name, 253) &&
+                        k8s_name_ok(cr->name, 253);
+            if (!named) {
+                malformed++;
+                continue;
+            }
+            if (held != n || inset != n) {
+                partial++;
+                snprintf(part, sizeof part, "; container %.63s/%.120s/%.60s holds %zu of them "
+                         "among %zu devices", pr->namespace_, pr->name, cr->name, inset, held);
+                continue;
+            }
+            if (nholders++ == 0) {
+                snprintf(h->ns, sizeof h->ns, "%s", pr->namespace_);
+                snprintf(h->pod, sizeof h->pod, "%s", pr->name);
+                snprintf(h->container, sizeof h->container, "%s", cr->name);
+            }
+            size_t l = strlen(names);
+            snprintf(names + l, sizeof names - l, "%s%.63s/%.120s/%.60s", l ? ", " : "",
+                     pr->namespace_, pr->name, cr->name);
+        }
+    }
+    size_t npods = r->n_pod_resources;
+    v1__list_pod_resources_response__free_unpacked(r, NULL);
+    if (nholders == 1 && !partial && !malformed)
+        return 0;
+    if (nholders > 1)
+        snprintf(msg, msglen, "%s: kubelet reports %d containers holding these devices (%s); "
+                 "refusing", what, nholders, names);
+    else if (malformed)
+        snprintf(msg, msglen, "%s: kubelet's pod-resources answer names these devices for a "
+                 "container with a missing or malformed namespace/pod/container name; refusing",
+                 what);
+    else if (partial)
+        snprintf(msg, msglen, "%s: kubelet's pod-resources answer disagrees with the request%s; "
+                 "refusing", what, part);
+    else
+        snprintf(msg, msglen, "%s: no container on this node holds these devices according to "
+                 "kubelet's pod-resources API (%zu pods listed); refusing, nothing written",
+                 what, npods);
+    return ST_FAILED_PRECONDITION;
+}
+
+/* Finds the live pod ns/name in the cache (re-listing once on a miss). */
+static int find_cached(struct gs_plugin *p, const struct holder *h, struct gs_pod *out)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        struct gs_pod *pods = NULL;
+        int np = gs_podcache_copy(p->pods, &pods), found = -1;
+        for (int i = 0; i < np && found < 0; i++)
+            if (!pods[i].terminal && strcmp(pods[i].ns, h->ns) == 0 &&
+                strcmp(pods[i].name, h->pod) == 0)
+                found = i;
+        if (found >= 0) {
+            *out = pods[found];
+            memset(&pods[found], 0, sizeof pods[found]); /* strings now owned by out */
+        }
+        gs_podcache_free_copy(pods, np);
+        if (found >= 0)
+            return 0;
+        if (attempt == 0)
+            gs_podcache_relist(p->pods);
+    }
+    return -1;
+}
+
+/* The limits file of one container: KEY=VALUE lines in docs/configuration.md's
+ * format, GPU j = j-th GPU in NVML (PCI bus) order, as NVIDIA_VISIBLE_DEVICES. */
+static void limits_text(struct gs_plugin *p, const struct holder *h, const struct gs_pod *pod,
+                        const struct gs_assignment *a, const int *gpu, const int *order,
+                        size_t n, char *out, size_t len)
+{
+    char label[600];
+    snprintf(label, sizeof label, "%s/%s/%s", h->ns, h->pod, h->container);
+    if (strlen(label) >= 128) /* the interposer's label limit */
+        snprintf(label, sizeof label, "%.30s/%.60s/%.30s", h->ns, h->pod, h->container);
+    int l = snprintf(out, len, "# gpuslice-node-agent, PreStartContainer: pod uid %s\n"
+                     "GPUSLICE_CONTAINER=%s\nGPUSLICE_COMPUTE_MODE=%s\n", pod->uid, label,
+                     a->share_mode ? "share" : "cap");
+    for (size_t j = 0; j < n && l > 0 && (size_t)l < len; j++) {
+        char uuid[GS_UUID_MAX];
+        pthread_mutex_lock(&p->inv->lock);
+        snprintf(uuid, sizeof uuid, "%s", p->inv->gpus[gpu[order[j]]].uuid);
+        pthread_mutex_unlock(&p->inv->lock);
+        for (int i = 0; i < a->ngpus; i++) {
+            if (strcmp(a->gpus[i].uuid, uuid) != 0)
+                continue;
+            l += snprintf(out + l, len - (size_t)l, "GPUSLICE_MEMORY_LIMIT_%zu=%lluMi\n", j,
+                          (unsigned long long)a->gpus[i].memory_mib);
+            if (a->gpus[i].cores > 0 && (size_t)l < len)
+                l += snprintf(out + l, len - (size_t)l, "GPUSLICE_CORES_%zu=%u\n", j,
+                              a->gpus[i].cores);
+        }
+    }
+}
+
+static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uint8_t **out,
+                       size_t *outlen, char *msg, size_t msglen)
+{
+    V1beta1__PreStartContainerRequest *req =
+        v1beta1__pre_start_container_request__unpack(NULL, inlen, in);
+    if (!req) {
+        snprintf(msg, msglen, "PreStartContainer: cannot decode the request (%zu bytes)", inlen);
+        return ST_INVALID;
+    }
+    char **ids = req->devices_ids;
+    size_t n = req->n_devices_ids;
+    char idtxt[2048] = "", what[2100];
+    int gpu[GS_ASSIGN_MAX_GPUS], order[GS_ASSIGN_MAX_GPUS];
+    struct holder h;
+    struct gs_pod pod;
+    struct gs_assignment a;
+    int code = 0, have_pod = 0;
+    memset(&pod, 0, sizeof pod);
+    if (n <= GS_ASSIGN_MAX_GPUS)
+        ids_text(ids, n, idtxt, sizeof idtxt);
+    snprintf(what, sizeof what, "PreStartContainer [%s]", idtxt);
+    code = check_ids(p, what, ids, n, gpu, order, msg, msglen);
+    if (code)
+        goto out;
+    if (!p->pods) {
+        code = ST_FAILED_PRECONDITION;
+        snprintf(msg, msglen, "%s: the agent has no API server connection, so it cannot read "
+                 "the pod's limits; refusing", what);
+        goto out;
+    }
+    code = find_holder(p, what, ids, n, &h, msg, msglen);
+    if (code)
+        goto out;
+    if (find_cached(p, &h, &pod) != 0) {
+        code = ST_FAILED_PRECONDITION;
+        snprintf(msg, msglen, "%s: kubelet says pod %s/%s (container %s) holds these devices, "
+                 "but no live pod of that name is bound to node %s", what, h.ns, h.pod,
+                 h.container, p->node);
+        goto out;
+    }
+    have_pod = 1;
+    char err[256];
+    if (!pod.assignment) {
+        code = ST_FAILED_PRECONDITION;
+        snprintf(msg, msglen, "%s: pod %s/%s has no %s; was it scheduled by the gpuslice "
+                 "extender? Not starting it without limits", what, h.ns, h.pod,
+                 GS_ANN_ASSIGNMENT);
+        goto out;
+    }
+    if (gs_assignment_parse(pod.assignment, strlen(pod.assignment), &a, err, sizeof err) != 0) {
+        code = ST_FAILED_PRECONDITION;
+        snprintf(msg, msglen, "%s: pod %s/%s: %s", what, h.ns, h.pod, err);
+        goto out;
+    }
+    if ((a.node[0] && strcmp(a.node, p->node) != 0) || !same_gpus(&a, ids, n)) {
+        char as[1200] = "";
+        for (int i = 0; i < a.ngpus; i++) {
+            size_t l = strlen(as);
+            snprintf(as + l, sizeof as - l, "%s%s", i ? "," : "", a.gpus[i].replica);
+        }
+        code = ST_FAILED_PRECONDITION;
+        snprintf(msg, msglen, "%s: pod %s/%s holds these devices, but its %s is for other GPUs "
+                 "(%s on node %s); refusing rather than running it on a GPU the scheduler did "
+                 "not choose", what, h.ns, h.pod, GS_ANN_ASSIGNMENT, as,
+                 a.node[0] ? a.node : p->node);
+        goto out;
+    }
+    if (!same_set(&a, ids, n))
+        kube_log(2, "%s: pod %s/%s holds other replicas of its assigned GPUs than the "
+                 "assignment names (kubelet admitted pods out of creation order); its limits "
+                 "follow the pod", what, h.ns, h.pod);
+    char key[32], state_dir[600], limits_dir[620], path[1300];
+    code = alloc_dirs(p, ids, n, key, sizeof key, state_dir, sizeof state_dir, limits_dir,
+                      sizeof limits_dir, msg, msglen);
+    if (code)
+        goto out;
+    /* A new owner of these devices: the previous owner's region (its
+     * processes are gone, kubelet freed the devices) is not ours to keep. */
+    char owner[128] = "";
+    snprintf(path, sizeof path, "%s/pod_uid", limits_dir);
+    if (read_small(path, owner, sizeof owner) > 0 && strcmp(owner, pod.uid) != 0) {
+        char region[700];
+        snprintf(region, sizeof region, "%s/region", state_dir);
+        if (unlink(region) == 0)
+            kube_log(2, "%s: devices change owner (%s -> %s); removed the old region", what,
+                     owner, pod.uid);
+    }
+    char text[4096];
+    limits_text(p, &h, &pod, &a, gpu, order, n, text, sizeof text);
+    if (write_atomic(limits_dir, "limits.conf", text) != 0 ||
+        write_atomic(limits_dir, "pod_uid", pod.uid) != 0) {
+        code = ST_INTERNAL;
+        snprintf(msg, msglen, "%s: cannot write %s/limits.conf: %s", what, limits_dir,
+                 strerror(errno));
+        goto out;
+    }
+    /* Record the allocation on the pod (once; a container restart calls
+     * PreStartContainer again with the same devices). */
+    int recorded = 0;
+    if (pod.allocated) {
+        char prev[GS_ASSIGN_MAX_GPUS][GS_REPLICA_ID_MAX];
+        int k = gs_allocated_parse(pod.allocated, strlen(pod.allocated), prev,
+                                   GS_ASSIGN_MAX_GPUS, err, sizeof err);
+        recorded = k == (int)n;
+        for (int i = 0; recorded && i < k; i++)
+            recorded = id_in(prev[i], ids, n);
+    }
+    if (!recorded)
+        record_claim(p, &pod, ids, n);
+    kube_log(2, "%s -> %s/%s/%s: %s/limits.conf", what, h.ns, h.pod, h.container, limits_dir);
+    V1beta1__PreStartContainerResponse o = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
+    *out = pack(&o.base, outlen);
+    if (!*out)
+        code = ST_INTERNAL;
+out:
+    if (have_pod) {
+        free(pod.assignment);
+        free(pod.allocated);
+    }
+    v1beta1__pre_start_container_request__free_unpacked(req, NULL);
+    return code;
+}
+
+/* Who names replica id in the extender's books: 0 no live pod, 1 a pod
+ * already recorded as allocated (so it holds other replicas: kubelet
+ * admitted out of order), 2 a pod still pending. */
+static int id_named(const struct gs_pod *pods, int npods, const char *id)
+{
+    int who = 0;
+    for (int i = 0; i < npods; i++)
+        if (!pods[i].terminal && pods[i].assignment && strstr(pods[i].assignment, id)) {
+            struct gs_assignment a;
+            char err[256];
+            if (gs_assignment_parse(pods[i].assignment, strlen(pods[i].assignment), &a, err,
+                                    sizeof err) != 0)
+                continue;
+            for (int g = 0; g < a.ngpus; g++)
+                if (strcmp(a.gpus[g].replica, id) == 0)
+                    who = who > (pods[i].allocated ? 1 : 2) ? who : (pods[i].allocated ? 1 : 2);
+        }
+    return who;
+}
+
+/* For pod assignment a: one available ID per assigned GPU, its own replica
+ * if available, else a must-include ID of that GPU, else the free nominal
+ * replica of a pod that holds another one (so that the replicas held stay
+ * those the extender counts as used), else one no live pod names, else any.
+ * Returns the count chosen (a->ngpus when it fits). */
+static int fit_gpus(const struct gs_assignment *a,
+                    const V1beta1__ContainerPreferredAllocationRequest *cr,
+                    const struct gs_pod *pods, int npods, char **chosen)
+{
+    for (size_t k = 0; k < cr->n_must_include_deviceids; k++) {
+        char uuid[GS_UUID_MAX];
+        int on = 0;
+        if (gs_replica_split(cr->must_include_deviceids[k], uuid, sizeof uuid, NULL) != 0)
+            return 0;
+        for (int g = 0; g < a->ngpus; g++)
+            on |= strcmp(a->gpus[g].uuid, uuid) == 0;
+        if (!on)
+            return 0;
+    }
+    int k = 0;
+    for (int g = 0; g < a->ngpus; g++) {
+        char *pick = NULL;
+        int rank = 5;
+        for (size_t j = 0; j < cr->n_available_deviceids; j++) {
+            char *id = cr->available_deviceids[j];
+            char uuid[GS_UUID_MAX];
+            if (gs_replica_split(id, uuid, sizeof uuid, NULL) != 0 ||
+                strcmp(uuid, a->gpus[g].uuid) != 0)
+                continue;
+            int r = strcmp(id, a->gpus[g].replica) == 0 ? 0
+                    : id_in(id, cr->must_include_deviceids, cr->n_must_include_deviceids)
+                        ? 1
+                        : 2 + (id_named(pods, npods, id) + 2) % 3; /* 1->2, 0->3, 2->4 */
+            if (r < rank) {
+                rank = r;
+                pick = id;
+            }
+        }
+        if (!pick)
+            return k;
+        chosen[k++] = pick;
+    }
+    return k;
+}
+
+/* Copies the pods and lists the candidates for a preferred allocation:
+ * live, not yet recorded as allocated, well-formed, this node; oldest first
+ * (creation time, then name). */
+static int load_candidates(struct gs_plugin *p, struct gs_pod **pods, int *npods,
+                           struct gs_assignment **as, int **cand, int *ncand)
+{
+    *npods = p->pods ? gs_podcache_copy(p->pods, pods) : 0;
+    *as = calloc((size_t)(*npods ? *npods : 1), sizeof **as);
+    *cand = calloc((size_t)(*npods ? *npods : 1), sizeof **cand);
+    *ncand = 0;
+    if (!*as || !*cand)
+        return -1;
+    for (int i = 0; i < *npods; i++) {
+        const struct gs_pod *pd = &(*pods)[i];
+        char err[256];
+        if (pd->terminal || pd->allocated || !pd->assignment ||
+            gs_assignment_parse(pd->assignment, strlen(pd->assignment), &(*as)[i], err,
+                                sizeof err) != 0 ||
+            ((*as)[i].node[0] && strcmp((*as)[i].node, p->node) != 0))
+            continue;
+        int at = (*ncand)++;
+        while (at > 0) {
+            const struct gs_pod *q = &(*pods)[(*cand)[at - 1]];
+            int c = strcmp(pd->created, q->created);
+            if (c > 0 || (c == 0 && strcmp(pd->name, q->name) >= 0))
+                break;
+            (*cand)[at] = (*cand)[at - 1];
+            at--;
+        }
+        (*cand)[at] = i;
+    }
+    return 0;
+}
+
+/* Preferred allocation, a hint (PreStartContainer decides the limits once
+ * the pod is known): the replica set of the oldest pending pod whose exact
+ * replicas are available; else, replicas of the GPUs of the oldest pending
+ * pod whose GPUs all have one free (a replica number is only a token for
+ * one share of its GPU). kubelet admits pods oldest first too. */
 static int do_preferred(struct gs_plugin *p, const uint8_t *in, size_t inlen, uint8_t **out,
                         size_t *outlen, char *msg, size_t msglen)
 {
@@ -505,9 +1046,11 @@ static int do_preferred(struct gs_plugin *p, const uint8_t *in, size_t inlen, ui
     V1beta1__ContainerPreferredAllocationResponse **rsp = calloc(nc ? nc : 1, sizeof *rsp);
     char ***chosen = calloc(nc ? nc : 1, sizeof *chosen);
     struct gs_pod *pods = NULL;
-    int npods = p->pods ? gs_podcache_copy(p->pods, &pods) : 0;
+    struct gs_assignment *as = NULL;
+    int *cand = NULL;
+    int npods = 0, ncand = 0, relisted = 0;
     int code = 0;
-    if (!rs || !rsp || !chosen) {
+    if (!rs || !rsp || !chosen || load_candidates(p, &pods, &npods, &as, &cand, &ncand) != 0) {
         code = ST_INTERNAL;
         goto out;
     }
@@ -524,39 +1067,53 @@ static int do_preferred(struct gs_plugin *p, const uint8_t *in, size_t inlen, ui
             code = ST_INTERNAL;
             goto out;
         }
-        int best = -1;
-        struct gs_assignment best_a;
-        for (int i = 0; i < npods; i++) {
-            struct gs_assignment a;
-            char err[256];
-            if (pods[i].terminal || pods[i].allocated || !pods[i].assignment ||
-                gs_assignment_parse(pods[i].assignment, strlen(pods[i].assignment), &a, err,
-                                    sizeof err) != 0 ||
-                a.ngpus != size || (a.node[0] && strcmp(a.node, p->node) != 0))
+        int k = 0;
+        /* Pass 1: a pod's exact replicas. */
+        for (int ci = 0; ci < ncand && k == 0; ci++) {
+            const struct gs_assignment *a = &as[cand[ci]];
+            if (a->ngpus != size)
                 continue;
             int ok = 1;
-            for (int g = 0; ok && g < a.ngpus; g++)
-                ok = id_in(a.gpus[g].replica, cr->available_deviceids, cr->n_available_deviceids);
-            for (size_t k = 0; ok && k < cr->n_must_include_deviceids; k++) {
+            for (int g = 0; ok && g < a->ngpus; g++)
+                ok = id_in(a->gpus[g].replica, cr->available_deviceids, cr->n_available_deviceids);
+            for (size_t m = 0; ok && m < cr->n_must_include_deviceids; m++) {
                 int in_a = 0;
-                for (int g = 0; g < a.ngpus; g++)
-                    in_a |= strcmp(a.gpus[g].replica, cr->must_include_deviceids[k]) == 0;
+                for (int g = 0; g < a->ngpus; g++)
+                    in_a |= strcmp(a->gpus[g].replica, cr->must_include_deviceids[m]) == 0;
                 ok = in_a;
             }
-            if (ok && (best < 0 || strcmp(pods[i].created, pods[best].created) < 0 ||
-                       (strcmp(pods[i].created, pods[best].created) == 0 &&
-                        strcmp(pods[i].name, pods[best].name) < 0))) {
-                best = i;
-                best_a = a;
-            }
-        }
-        int k = 0;
-        if (best >= 0) {
-            for (int g = 0; g < best_a.ngpus; g++)
+            if (!ok)
+                continue;
+            for (int g = 0; g < a->ngpus; g++)
                 for (size_t j = 0; j < cr->n_available_deviceids; j++)
-                    if (strcmp(cr->available_deviceids[j], best_a.gpus[g].replica) == 0)
+                    if (strcmp(cr->available_deviceids[j], a->gpus[g].replica) == 0)
                         chosen[c][k++] = cr->available_deviceids[j];
-        } else {
+        }
+        /* Pass 2: a pod's GPUs, other replicas of them. */
+        for (int ci = 0; ci < ncand && k == 0; ci++) {
+            const struct gs_assignment *a = &as[cand[ci]];
+            if (a->ngpus != size)
+                continue;
+            int got = fit_gpus(a, cr, pods, npods, chosen[c]);
+            k = got == size ? got : 0;
+        }
+        if (k == 0 && !relisted && p->pods) {
+            /* No pod fits: the watch may lag a fresh binding; list once. */
+            relisted = 1;
+            free(chosen[c]);
+            chosen[c] = NULL;
+            gs_podcache_free_copy(pods, npods);
+            free(as);
+            free(cand);
+            gs_podcache_relist(p->pods);
+            if (load_candidates(p, &pods, &npods, &as, &cand, &ncand) != 0) {
+                code = ST_INTERNAL;
+                goto out;
+            }
+            c--;
+            continue;
+        }
+        if (k == 0) {
             /* No pod fits: must-include first, then the first available. */
             for (size_t j = 0; j < cr->n_must_include_deviceids && k < size; j++)
                 chosen[c][k++] = cr->must_include_deviceids[j];
@@ -581,6 +1138,8 @@ out:
     free(chosen);
     free(rs);
     free(rsp);
+    free(as);
+    free(cand);
     gs_podcache_free_copy(pods, npods);
     v1beta1__preferred_allocation_request__free_unpacked(req, NULL);
     return code;
@@ -594,22 +1153,12 @@ int gs_plugin_unary(void *ud, const char *method, const uint8_t *in, size_t inle
         return do_allocate(p, in, inlen, out, outlen, msg, msglen);
     if (strcmp(method, "/v1beta1.DevicePlugin/GetPreferredAllocation") == 0)
         return do_preferred(p, in, inlen, out, outlen, msg, msglen);
+    if (strcmp(method, "/v1beta1.DevicePlugin/PreStartContainer") == 0)
+        return do_prestart(p, in, inlen, out, outlen, msg, msglen);
     if (strcmp(method, "/v1beta1.DevicePlugin/GetDevicePluginOptions") == 0) {
         V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
-        o.pre_start_required = 0;
+        o.pre_start_required = 1; /* the limits are written there */
         o.get_preferred_allocation_available = 1;
-        *out = pack(&o.base, outlen);
-        return *out ? 0 : ST_INTERNAL;
-    }
-    if (strcmp(method, "/v1beta1.DevicePlugin/PreStartContainer") == 0) {
-        V1beta1__PreStartContainerRequest *r =
-            v1beta1__pre_start_container_request__unpack(NULL, inlen, in);
-        if (!r) {
-            snprintf(msg, msglen, "PreStartContainer: cannot decode the request");
-            return ST_INVALID;
-        }
-        v1beta1__pre_start_container_request__free_unpacked(r, NULL);
-        V1beta1__PreStartContainerResponse o = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
         *out = pack(&o.base, outlen);
         return *out ? 0 : ST_INTERNAL;
     }

@@ -17,7 +17,8 @@ struct gs_plugin {
     char lib_host[512];       /* libgpuslice.so on the host */
     char lib_container[512];  /* ... and where the container sees it */
     char preload_host[512];   /* file mounted as /etc/ld.so.preload */
-    char state_root[512];     /* per-pod state dirs on the host */
+    char state_root[512];     /* per-allocation state dirs on the host */
+    char podres_socket[512];  /* kubelet's pod-resources API (PreStartContainer) */
     int cdi;                  /* answer with CDI device names */
     int test_allocate_delay_ms; /* test hook: sleep inside Allocate */
     pthread_mutex_t lock;

@@ -1,7 +1,8 @@
 """End to end on one simulated GPU node: the real node agent (simulated
 NVML/CUDA, kubelet stand-in) publishes its inventory; the real extender
-filters, prioritises and binds a pod; kubelet's GetPreferredAllocation and
-Allocate then give the container the chosen GPU and limits."""
+filters, prioritises and binds a pod; kubelet's GetPreferredAllocation,
+Allocate and PreStartContainer then give the container the chosen GPU and
+limits (the limits in limits.conf, written at PreStartContainer)."""
 import importlib.util
 import json
 import os
@@ -57,17 +58,15 @@ def test_pod_goes_filter_prioritize_bind_allocate(gpu_node, tmp_path):
             pods.append((got, a, mem, cores))
         # binpack: all three share one GPU, on distinct replicas.
         assert len({a["gpus"][0]["uuid"] for _, a, _, _ in pods}) == 1
-        available = set(node.kubelet.devices)
         for got, a, mem, cores in pods:
-            ids = node.kubelet.preferred(sorted(available), 1)
+            ids, resp = node.kubelet.admit(got["metadata"]["name"])
             assert ids == a["replicas"]
-            resp = node.kubelet.allocate(ids)
             env = dict(resp.envs)
             assert env["NVIDIA_VISIBLE_DEVICES"] == a["gpus"][0]["uuid"]
-            assert env["GPUSLICE_MEMORY_LIMIT_0"] == f"{mem}Mi"
-            assert env["GPUSLICE_CORES_0"] == str(cores)
-            assert env["GPUSLICE_CONTAINER"] == f"default/{got['metadata']['name']}"
-            available -= set(ids)
+            lim = node.limits(resp)
+            assert lim["GPUSLICE_MEMORY_LIMIT_0"] == f"{mem}Mi"
+            assert lim["GPUSLICE_CORES_0"] == str(cores)
+            assert lim["GPUSLICE_CONTAINER"] == f"default/{got['metadata']['name']}/main"
         # Deleting a pod frees its share in the extender's cache.
         api.delete("Pod", "infer-0", "default")
         ext.wait_state(lambda s: sum(m for m, _ in gpu_usage(s, k8s.NODE)) == 4096 + 20000,

@@ -25,7 +25,9 @@ def _gen_protos(out):
     subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I", os.path.join(ROOT, "proto"),
                     f"--python_out={out}", f"--grpc_python_out={out}",
                     os.path.join(ROOT, "proto", "deviceplugin_v1beta1.proto"),
-                    os.path.join(ROOT, "proto", "deviceplugin_v1beta1_service.proto")], check=True)
+                    os.path.join(ROOT, "proto", "deviceplugin_v1beta1_service.proto"),
+                    os.path.join(ROOT, "proto", "podresources_v1.proto"),
+                    os.path.join(ROOT, "proto", "podresources_v1_service.proto")], check=True)
     sys.path.insert(0, out)
 
 
@@ -58,11 +60,13 @@ class GpuNode:
         self.plugin_dir = str(tmp / "dp")
         self.state_root = str(tmp / "state")
         self.events = str(tmp / "xid.events")
+        self.podres_dir = str(tmp / "pod-resources")
         os.makedirs(self.plugin_dir)
+        os.makedirs(self.podres_dir)
         open(self.events, "w").close()
         self.api = ApiServerStandIn()
         self.api.put("Node", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})
-        self.kubelet = KubeletStandIn(self.plugin_dir)
+        self.kubelet = KubeletStandIn(self.plugin_dir, self.podres_dir)
         self.metrics_port = free_port()
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUSLICE_", "CUDA_"))}
         self.env.update({
@@ -81,7 +85,8 @@ class GpuNode:
         env = dict(self.env, **(extra_env or {}))
         self.proc = subprocess.Popen(
             [AGENT, "--node", NODE, "--plugin-dir", self.plugin_dir, "--api-server", self.api.url,
-             "--state-root", self.state_root, "--replicas", str(REPLICAS),
+             "--state-root", self.state_root,
+             "--pod-resources-socket", os.path.join(self.podres_dir, "kubelet.sock"), "--replicas", str(REPLICAS),
              "--metrics-addr", "127.0.0.1", "--metrics-port", str(self.metrics_port),
              "--recovery-seconds", "1", "--lib-host", "/opt/gpuslice/libgpuslice.so",
              "--preload-host", "/opt/gpuslice/ld.so.preload"],
@@ -125,6 +130,24 @@ class GpuNode:
             md["annotations"] = {"gpuslice.io/assignment": annotation}
         return self.api.put("Pod", {"apiVersion": "v1", "kind": "Pod", "metadata": md,
                                     "spec": {"nodeName": NODE}, "status": {"phase": phase}})
+
+    def limits_dir(self, resp):
+        """The host directory the Allocate answer mounts at /etc/gpuslice."""
+        mounts = {m.container_path: m.host_path for m in resp.mounts}
+        return mounts["/etc/gpuslice"]
+
+    def limits(self, resp):
+        """limits.conf of an allocation as a dict, or None if not written."""
+        path = os.path.join(self.limits_dir(resp), "limits.conf")
+        if not os.path.exists(path):
+            return None
+        out = {}
+        for line in open(path):
+            line = line.strip()
+            if line and not line.startswith("#"):
+                k, v = line.split("=", 1)
+                out[k] = v
+        return out
 
     def xid(self, gpu_index, xid):
         with open(self.events, "a") as f:

@@ -8,6 +8,14 @@ then call GetPreferredAllocation / Allocate / PreStartContainer through it.
 restart() behaves like a kubelet restart: stops serving, deletes every
 socket in the directory (the plugin's included) and serves a new
 kubelet.sock.
+
+Like kubelet it also serves the pod-resources API v1 (PodResourcesLister
+List, on <podres_dir>/kubelet.sock) from what it allocated: admit() runs
+GetPreferredAllocation + Allocate for a named pod/container, records which
+container holds which devices, and then calls PreStartContainer, as
+kubelet's container start does. Tests choose the order pods are admitted
+in, and can make the List answer malformed (podres_answer: raw bytes,
+podres_abort: a status code, extra_holdings: invented entries).
 """
 import os
 import threading
@@ -18,6 +26,9 @@ import grpc
 
 import deviceplugin_v1beta1_pb2 as pb
 import deviceplugin_v1beta1_service_pb2_grpc as svc
+import podresources_v1_pb2 as prpb
+
+RESOURCE = "gpuslice.io/gpu"
 
 
 class _Registration(svc.RegistrationServicer):
@@ -32,8 +43,15 @@ class _Registration(svc.RegistrationServicer):
 
 
 class KubeletStandIn:
-    def __init__(self, plugin_dir):
+    def __init__(self, plugin_dir, podres_dir=None):
         self.dir = plugin_dir
+        self.podres_sock = os.path.join(podres_dir, "kubelet.sock") if podres_dir else None
+        self.holdings = []      # (namespace, pod, container, [device ids]), as kubelet records them
+        self.extra_holdings = []
+        self.podres_answer = None   # raw bytes to answer List with
+        self.podres_abort = None    # grpc.StatusCode to fail List with
+        self.podres_calls = 0
+        self.podres_server = None
         self.sock = os.path.join(plugin_dir, "kubelet.sock")
         self.cv = threading.Condition()
         self.registrations = []
@@ -45,6 +63,34 @@ class KubeletStandIn:
         self.server = None
         self.stream_thread = None
         self._start()
+        if self.podres_sock:
+            self._start_podres()
+
+    def _start_podres(self):
+        def list_call(request, context):
+            with self.cv:
+                self.podres_calls += 1
+                answer, abort = self.podres_answer, self.podres_abort
+                held = list(self.holdings) + list(self.extra_holdings)
+            if abort is not None:
+                context.abort(abort, "pod-resources stand-in: injected failure")
+            if answer is not None:
+                return answer
+            pods = {}
+            for ns, pod, cont, ids in held:
+                pods.setdefault((ns, pod), []).append(prpb.ContainerResources(
+                    name=cont, devices=[prpb.ContainerDevices(resource_name=RESOURCE,
+                                                              device_ids=list(ids))]))
+            resp = prpb.ListPodResourcesResponse(pod_resources=[
+                prpb.PodResources(name=pod, namespace=ns, containers=conts)
+                for (ns, pod), conts in pods.items()])
+            return resp.SerializeToString()
+        handler = grpc.method_handlers_generic_handler("v1.PodResourcesLister", {
+            "List": grpc.unary_unary_rpc_method_handler(list_call)})
+        self.podres_server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self.podres_server.add_generic_rpc_handlers((handler,))
+        self.podres_server.add_insecure_port("unix:" + self.podres_sock)
+        self.podres_server.start()
 
     def _start(self):
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
@@ -109,6 +155,8 @@ class KubeletStandIn:
 
     def close(self):
         self.server.stop(None).wait()
+        if self.podres_server:
+            self.podres_server.stop(None).wait()
         if self.channel:
             self.channel.close()
 
@@ -126,6 +174,37 @@ class KubeletStandIn:
     def allocate(self, ids, timeout=20):
         req = pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=list(ids))])
         return self.stub.Allocate(req, timeout=timeout).container_responses[0]
+
+    def prestart(self, ids, timeout=20):
+        req = pb.PreStartContainerRequest(devices_ids=list(ids))
+        return self.stub.PreStartContainer(req, timeout=timeout)
+
+    def held(self):
+        with self.cv:
+            return {i for h in self.holdings for i in h[3]}
+
+    def record(self, pod, ids, ns="default", container="main"):
+        """What kubelet's device manager does once Allocate succeeded."""
+        with self.cv:
+            self.holdings.append((ns, pod, container, list(ids)))
+
+    def release(self, pod, ns="default"):
+        with self.cv:
+            self.holdings = [h for h in self.holdings if (h[0], h[1]) != (ns, pod)]
+
+    def admit(self, pod, size=1, ns="default", container="main", prestart=True):
+        """Admits one pod's GPU container as kubelet does: preferred
+        allocation among the free devices, Allocate, record, and (at the
+        container's start) PreStartContainer. Returns (ids, AllocateResponse)."""
+        with self.cv:
+            free = sorted(i for i, h in self.devices.items() if h == "Healthy")
+        free = [i for i in free if i not in self.held()]
+        ids = self.preferred(free, size)
+        resp = self.allocate(ids)
+        self.record(pod, ids, ns, container)
+        if prestart:
+            self.prestart(ids)
+        return ids, resp
 
     def raw_call(self, method, payload, timeout=10):
         """Sends bytes that may not decode, as a broken client would."""

@@ -21,7 +21,7 @@ def test_registers_and_lists_replicas_with_topology(node):
     assert reg.endpoint == "gpuslice.sock"
     assert reg.options.get_preferred_allocation_available
     opts = node.kubelet.options()
-    assert opts.get_preferred_allocation_available and not opts.pre_start_required
+    assert opts.get_preferred_allocation_available and opts.pre_start_required
     node.kubelet.wait(lambda: len(node.kubelet.devices) == NGPUS * REPLICAS, what="all replicas")
     uuids = node.uuids()
     assert len(uuids) == NGPUS and len(set(uuids)) == NGPUS
@@ -55,33 +55,42 @@ def _burst(node, n, prefix):
     return pods
 
 
-def _check(resp, pod, gpu, mem, cores, state_root):
+def _check(node, resp, pod, gpu, mem, cores):
+    """Allocate's answer (pod-independent) and, after PreStartContainer,
+    the limits.conf written for this pod's container."""
     e = envs(resp)
     assert e["NVIDIA_VISIBLE_DEVICES"] == gpu
-    assert e["GPUSLICE_MEMORY_LIMIT_0"] == f"{mem}Mi"
-    assert e["GPUSLICE_CORES_0"] == str(cores)
-    assert e["GPUSLICE_CONTAINER"] == f"default/{pod['metadata']['name']}"
-    assert e["GPUSLICE_REGION"] == "/var/run/gpuslice/region"
     assert e["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert e["GPUSLICE_REGION"] == "/var/run/gpuslice/region"
+    assert e["GPUSLICE_CONFIG"] == "/etc/gpuslice/limits.conf"
+    # Limits are late-bound: never in the environment (env beats the file).
+    assert not [k for k in e if k.startswith(("GPUSLICE_MEMORY", "GPUSLICE_CORES",
+                                              "GPUSLICE_CONTAINER", "CUDA_DEVICE_MEMORY"))], e
     mounts = {m.container_path: (m.host_path, m.read_only) for m in resp.mounts}
     assert mounts["/etc/ld.so.preload"] == ("/opt/gpuslice/ld.so.preload", True)
     assert mounts["/opt/gpuslice/libgpuslice.so"] == ("/opt/gpuslice/libgpuslice.so", True)
-    sd = os.path.join(state_root, pod["metadata"]["uid"])
-    assert mounts["/var/run/gpuslice"] == (sd, False)
-    assert os.path.isdir(sd)
+    sd, ro = mounts["/var/run/gpuslice"]
+    assert not ro and os.path.isdir(sd) and sd.startswith(node.state_root + "/a-")
+    ld, ro = mounts["/etc/gpuslice"]
+    assert ro and ld == os.path.join(node.state_root, ".limits", os.path.basename(sd))
+    lim = node.limits(resp)
+    assert lim == {"GPUSLICE_CONTAINER": f"default/{pod['metadata']['name']}/main",
+                   "GPUSLICE_COMPUTE_MODE": "cap",
+                   "GPUSLICE_MEMORY_LIMIT_0": f"{mem}Mi",
+                   "GPUSLICE_CORES_0": str(cores)}, lim
+    assert open(os.path.join(ld, "pod_uid")).read() == pod["metadata"]["uid"]
 
 
 def test_twenty_pods_bound_at_once_each_get_their_gpu_and_limits(node):
     """20 pods bound to the node in the same instant; kubelet admits them
-    (oldest first, GetPreferredAllocation then Allocate, as kubelet does).
-    Each must get exactly its own GPU, limits and state dir, with no lock."""
+    (oldest first: GetPreferredAllocation, Allocate, then PreStartContainer
+    at each container's start, as kubelet does). Each must get exactly its
+    own GPU, limits and state dir, with no lock."""
     pods = _burst(node, 20, "burst")
-    available = set(node.kubelet.devices)
     for pod, gpu, rep, mem, cores in pods:
-        ids = node.kubelet.preferred(sorted(available), 1)
+        ids, resp = node.kubelet.admit(pod["metadata"]["name"])
         assert ids == [rep], f"{pod['metadata']['name']}: preferred {ids}, assigned {rep}"
-        _check(node.kubelet.allocate(ids), pod, gpu, mem, cores, node.state_root)
-        available -= set(ids)
+        _check(node, resp, pod, gpu, mem, cores)
     # The agent recorded each allocation on its pod (merge patch with rv).
     for pod, gpu, rep, mem, cores in pods:
         end = time.time() + 10
@@ -96,14 +105,21 @@ def test_twenty_pods_bound_at_once_each_get_their_gpu_and_limits(node):
 
 
 def test_concurrent_allocates_are_not_serialised_or_mixed(node):
-    """Allocate calls for 20 pods arrive concurrently (kubelet picked the
-    annotated IDs): each answer must match its own pod."""
+    """Allocate, then PreStartContainer, calls for 20 pods arrive
+    concurrently (kubelet picked the annotated IDs): each container's limits
+    must be its own pod's."""
     pods = _burst(node, 20, "conc")
     with cf.ThreadPoolExecutor(max_workers=20) as ex:
-        futs = {ex.submit(node.kubelet.allocate, [rep]): (pod, gpu, mem, cores)
+        futs = {ex.submit(node.kubelet.allocate, [rep]): (pod, gpu, rep, mem, cores)
                 for pod, gpu, rep, mem, cores in pods}
-        for f, (pod, gpu, mem, cores) in futs.items():
-            _check(f.result(), pod, gpu, mem, cores, node.state_root)
+        resps = {rep: (f.result(), pod, gpu, mem, cores) for f, (pod, gpu, rep, mem, cores)
+                 in futs.items()}
+        for rep, (_, pod, *_rest) in resps.items():
+            node.kubelet.record(pod["metadata"]["name"], [rep])
+        for f in [ex.submit(node.kubelet.prestart, [rep]) for rep in resps]:
+            f.result()
+    for rep, (resp, pod, gpu, mem, cores) in resps.items():
+        _check(node, resp, pod, gpu, mem, cores)
 
 
 def test_kubelet_restart_reregisters_and_keeps_serving(node):
@@ -113,7 +129,9 @@ def test_kubelet_restart_reregisters_and_keeps_serving(node):
     node.kubelet.wait(lambda: len(node.kubelet.devices) == NGPUS * REPLICAS, what="devices again")
     gpu = node.uuids()[1]
     pod = node.add_pod("after-restart", assignment(gpu, 3, 2048, 25))
-    _check(node.kubelet.allocate([f"{gpu}::3"]), pod, gpu, 2048, 25, node.state_root)
+    ids, resp = node.kubelet.admit("after-restart")
+    assert ids == [f"{gpu}::3"]
+    _check(node, resp, pod, gpu, 2048, 25)
     assert "registering again" in node.logtext()
 
 
@@ -139,6 +157,33 @@ def test_unhealthy_gpu_leaves_listandwatch_and_comes_back(node):
     assert "critical XID 79" in log and "XID 13 (application error" in log
 
 
+def tenant(node, resp):
+    """A process in the container Allocate described: the real interposer
+    and a CUDA client on the simulated GPU, with the container's
+    environment (GPUSLICE_CONFIG and GPUSLICE_REGION mapped to their host
+    paths through the answer's mounts) and nothing else."""
+    e = envs(resp)
+    mounts = {m.container_path: m.host_path for m in resp.mounts}
+    env = dict(node.env, GPUSLICE_CTX_OVERHEAD="0",
+               ASAN_OPTIONS="detect_leaks=0:verify_asan_link_order=0")
+    for k, v in e.items():
+        if k.startswith("GPUSLICE_"):
+            for cpath, hpath in mounts.items():
+                if v.startswith(cpath + "/"):
+                    v = hpath + v[len(cpath):]
+            env[k] = v
+    pre = []
+    if os.environ.get("GPUSLICE_SANITIZE", "").upper() in ("ON", "1", "TRUE"):
+        for name in ("libasan.so", "libubsan.so"):
+            p = subprocess.run(["gcc", f"-print-file-name={name}"], capture_output=True,
+                               text=True).stdout.strip()
+            if os.path.isabs(p):
+                pre.append(os.path.realpath(p))
+    env["LD_PRELOAD"] = ":".join(pre + [os.environ["GPUSLICE_LIB"]])
+    return subprocess.Popen([os.environ["GS_CLIENT"], "getproc"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
 def _scrape(node):
     url = f"http://127.0.0.1:{node.metrics_port}/metrics"
     return urllib.request.urlopen(url, timeout=10).read().decode()
@@ -155,30 +200,16 @@ def test_metrics_per_gpu_and_per_container(node):
     # and a CUDA client on the simulated GPU, using the pod's state dir.
     gpu = uuids[0]
     pod = node.add_pod("tenant", assignment(gpu, 9, 2048, 40))
-    resp = node.kubelet.allocate([f"{gpu}::9"])
-    region = os.path.join(node.state_root, pod["metadata"]["uid"], "region")
-    e = envs(resp)
-    env = dict(node.env, GPUSLICE_REGION=region, GPUSLICE_CONTAINER=e["GPUSLICE_CONTAINER"],
-               GPUSLICE_MEMORY_LIMIT_0=e["GPUSLICE_MEMORY_LIMIT_0"],
-               GPUSLICE_CORES_0=e["GPUSLICE_CORES_0"], GPUSLICE_CTX_OVERHEAD="0",
-               ASAN_OPTIONS="detect_leaks=0:verify_asan_link_order=0")
-    pre = []
-    if os.environ.get("GPUSLICE_SANITIZE", "").upper() in ("ON", "1", "TRUE"):
-        for name in ("libasan.so", "libubsan.so"):
-            p = subprocess.run(["gcc", f"-print-file-name={name}"], capture_output=True,
-                               text=True).stdout.strip()
-            if os.path.isabs(p):
-                pre.append(os.path.realpath(p))
-    env["LD_PRELOAD"] = ":".join(pre + [os.environ["GPUSLICE_LIB"]])
-    c = subprocess.Popen([os.environ["GS_CLIENT"], "getproc"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    ids, resp = node.kubelet.admit("tenant")
+    assert ids == [f"{gpu}::9"]
+    c = tenant(node, resp)
     try:
         for line in ("init 0", "alloc 268435456"):
             c.stdin.write(line + "\n")
             c.stdin.flush()
             assert "rc=0" in c.stdout.readline(), c.stderr.read()
         text = _scrape(node)
-        lab = f'container="default/tenant",pod_uid="{pod["metadata"]["uid"]}",gpu="{gpu}"'
+        lab = f'container="default/tenant/main",pod_uid="{pod["metadata"]["uid"]}",gpu="{gpu}"'
         assert f"gpuslice_container_memory_used_bytes{{{lab}}} 268435456" in text
         assert f"gpuslice_container_memory_limit_bytes{{{lab}}} {2048 << 20}" in text
         # The region's sm_limit, as the interposer records it (0 until its

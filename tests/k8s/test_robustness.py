@@ -36,15 +36,19 @@ def test_agent_killed_mid_allocate_then_restarted(node):
         "annotations", {})
     node.start_agent()
     t0 = time.time()
-    r = node.kubelet.allocate([f"{gpu}::1"])
-    assert dict(r.envs)["GPUSLICE_CONTAINER"] == "default/bystander"
-    r = node.kubelet.allocate([f"{gpu}::0"])
-    assert dict(r.envs)["GPUSLICE_MEMORY_LIMIT_0"] == "3000Mi"
-    assert dict(r.envs)["GPUSLICE_CONTAINER"] == "default/victim"
+    ids, r = node.kubelet.admit("bystander")
+    assert ids == [f"{gpu}::1"]
+    assert node.limits(r)["GPUSLICE_CONTAINER"] == "default/bystander/main"
+    ids, r = node.kubelet.admit("victim")
+    assert ids == [f"{gpu}::0"]
+    assert node.limits(r)["GPUSLICE_MEMORY_LIMIT_0"] == "3000Mi"
+    assert node.limits(r)["GPUSLICE_CONTAINER"] == "default/victim/main"
     assert time.time() - t0 < 5
-    # Idempotent: the same IDs again give the same pod.
-    r = node.kubelet.allocate([f"{gpu}::0"])
-    assert dict(r.envs)["GPUSLICE_CONTAINER"] == "default/victim"
+    # Idempotent: the same IDs again give the same answer and limits (a
+    # container restart calls PreStartContainer again).
+    r2 = node.kubelet.allocate([f"{gpu}::0"])
+    node.kubelet.prestart([f"{gpu}::0"])
+    assert node.limits(r2) == node.limits(r)
 
 
 @pytest.mark.parametrize("value,why", [
@@ -67,8 +71,11 @@ def test_malformed_assignment_is_refused_clearly(node, value, why):
     assert why in msg and "default/bad" in msg, msg
     # Still alive and serving.
     assert node.proc.poll() is None
-    ok = node.add_pod("good", assignment(gpu, 6, 512))
-    assert dict(node.kubelet.allocate([f"{gpu}::6"]).envs)["GPUSLICE_CONTAINER"] == "default/good"
+    node.add_pod("good", assignment(gpu, 6, 512))
+    r = node.kubelet.allocate([f"{gpu}::6"])
+    node.kubelet.record("good", [f"{gpu}::6"])
+    node.kubelet.prestart([f"{gpu}::6"])
+    assert node.limits(r)["GPUSLICE_CONTAINER"] == "default/good/main"
 
 
 def test_unknown_devices_and_conflicting_claims_are_refused(node):
@@ -79,17 +86,32 @@ def test_unknown_devices_and_conflicting_claims_are_refused(node):
     assert "no live pod on node node-a" in ei.value.details()
     node.add_pod("twin-a", assignment(gpu, 8, 512))
     node.add_pod("twin-b", assignment(gpu, 8, 1024))
+    time.sleep(0.3)  # both in the agent's pod cache (a lone match is not re-listed)
     with pytest.raises(grpc.RpcError) as ei:
         node.kubelet.allocate([f"{gpu}::8"])
     assert "2 pods claim these devices" in ei.value.details()
     # A finished pod's old assignment does not count.
     node.add_pod("old", assignment(gpu, 9, 512), phase="Succeeded")
     node.add_pod("new", assignment(gpu, 9, 700))
-    assert dict(node.kubelet.allocate([f"{gpu}::9"]).envs)["GPUSLICE_CONTAINER"] == "default/new"
-    # Another node's assignment is not ours.
-    node.add_pod("elsewhere", assignment(gpu, 4, 512, node="node-b"))
-    with pytest.raises(grpc.RpcError):
-        node.kubelet.allocate([f"{gpu}::4"])
+    r = node.kubelet.allocate([f"{gpu}::9"])
+    node.kubelet.record("new", [f"{gpu}::9"])
+    node.kubelet.prestart([f"{gpu}::9"])
+    assert node.limits(r)["GPUSLICE_CONTAINER"] == "default/new/main"
+    assert node.limits(r)["GPUSLICE_MEMORY_LIMIT_0"] == "700Mi"
+    # Another node's assignment is not ours: alone on a GPU, Allocate
+    # refuses; where other pods use the GPU, PreStartContainer refuses.
+    u = node.uuids()
+    node.add_pod("elsewhere", assignment(u[0], 4, 512, node="node-b"))
+    with pytest.raises(grpc.RpcError) as ei:
+        node.kubelet.allocate([f"{u[0]}::4"])
+    assert "no live pod on node node-a" in ei.value.details()
+    node.add_pod("elsewhere2", assignment(gpu, 4, 512, node="node-b"))
+    r = node.kubelet.allocate([f"{gpu}::4"])
+    node.kubelet.record("elsewhere2", [f"{gpu}::4"])
+    with pytest.raises(grpc.RpcError) as ei:
+        node.kubelet.prestart([f"{gpu}::4"])
+    assert "on node node-b" in ei.value.details()
+    assert node.limits(r) is None
 
 
 def test_garbage_grpc_bodies_get_invalid_argument(node):
@@ -116,7 +138,9 @@ def test_api_errors_are_retried_and_conflicts_resolved(node):
     node.api.fail_next = [503, 500]    # ...then two server errors (retried with backoff)
     node.api.touch_before_patch = 1    # and a concurrent writer wins the first claim patch
     r = node.kubelet.allocate([f"{gpu}::2"])
-    assert dict(r.envs)["GPUSLICE_CONTAINER"] == "default/retry"
+    node.kubelet.record("retry", [f"{gpu}::2"])
+    node.kubelet.prestart([f"{gpu}::2"])
+    assert node.limits(r)["GPUSLICE_CONTAINER"] == "default/retry/main"
     end = time.time() + 10
     ann = None
     while time.time() < end and not ann:
