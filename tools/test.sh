@@ -33,7 +33,7 @@ step "clang-tidy (checks in .clang-tidy)"
 # shellcheck disable=SC2046 # the file list is meant to split
 clang-tidy -p "$root/build" --quiet $(ls "$root"/src/core/*.c "$root"/src/interposer/*.c "$root"/src/cli/*.c \
     "$root"/src/policy/*.c "$root"/src/sim/*.c "$root"/src/k8s/*.c "$root"/src/deviceplugin/*.c \
-    "$root"/src/extender/*.c)
+    "$root"/src/extender/*.c "$root"/src/webhook/*.c)
 
 step "fuzz (${fuzz_secs}s per target)"
 "$root/tools/fuzz.sh" "$fuzz_secs"
