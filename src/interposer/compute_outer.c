@@ -248,8 +248,13 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
 
     uint32_t old_corr = __atomic_load_n(&a->corr_ppm, __ATOMIC_RELAXED);
     uint32_t corr;
-    if ((our < 0 || (our == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM)) && dev_ppm >= 0) {
-        /* no per-process samples, or none with our pids: the device's */
+    /* Per-process smUtil that adds up to more than the device was busy counts
+     * time-sliced-out time as busy (an H200 under time-slicing: 29 % + 75 %
+     * against 79 % busy): it is occupancy, not a share, and says nothing
+     * about contention. Then, as without per-process samples (or without
+     * our pids in them), c comes from device utilisation. */
+    int occupancy_like = our >= 0 && others >= 0 && dev_ppm >= 0 && our + others > dev_ppm + GS_LIM_BUSY_PPM;
+    if ((our < 0 || (our == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM) || occupancy_like) && dev_ppm >= 0) {
         corr = gs_lim_correction_device(old_corr, (uint64_t)dev_ppm, occ_ppm);
         if (others < 0)
             others = dev_ppm > (int64_t)occ_ppm ? dev_ppm - (int64_t)occ_ppm : 0;
