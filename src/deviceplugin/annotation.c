@@ -205,3 +205,46 @@ out:
     json_decref(root);
     return rc;
 }
+
+int gs_assignment_rebind(const struct gs_assignment *a, const char (*held)[GS_REPLICA_ID_MAX],
+                         int n, struct gs_assignment *out, char *err, size_t errlen)
+{
+    if (n != a->ngpus || n <= 0 || n > GS_ASSIGN_MAX_GPUS) {
+        snprintf(err, errlen, "%d replicas held for an assignment of %d GPUs", n, a->ngpus);
+        return -1;
+    }
+    struct gs_assignment o = *a;
+    int used[GS_ASSIGN_MAX_GPUS] = {0}, from[GS_ASSIGN_MAX_GPUS];
+    char uuid[GS_ASSIGN_MAX_GPUS][GS_UUID_MAX];
+    for (int i = 0; i < n; i++) {
+        from[i] = -1;
+        if (gs_replica_split(held[i], uuid[i], sizeof uuid[i], NULL) != 0) {
+            snprintf(err, errlen, "'%.140s' is not a device ID", held[i]);
+            return -1;
+        }
+        for (int j = 0; j < i; j++)
+            if (strcmp(uuid[i], uuid[j]) == 0) {
+                snprintf(err, errlen, "two held replicas on GPU %s", uuid[i]);
+                return -1;
+            }
+        for (int g = 0; g < a->ngpus; g++)
+            if (strcmp(a->gpus[g].uuid, uuid[i]) == 0) {
+                from[i] = g;
+                used[g] = 1;
+            }
+    }
+    for (int i = 0; i < n; i++) {
+        if (from[i] < 0) {
+            for (int g = 0; g < a->ngpus && from[i] < 0; g++)
+                if (!used[g]) {
+                    from[i] = g;
+                    used[g] = 1;
+                }
+        }
+        o.gpus[i] = a->gpus[from[i]];
+        memcpy(o.gpus[i].uuid, uuid[i], sizeof o.gpus[i].uuid);
+        snprintf(o.gpus[i].replica, sizeof o.gpus[i].replica, "%s", held[i]);
+    }
+    *out = o;
+    return 0;
+}

@@ -52,4 +52,16 @@ int gs_replica_split(const char *id, char *uuid, size_t uuidlen, unsigned *k);
 int gs_allocated_parse(const char *text, size_t len, char (*replicas)[GS_REPLICA_ID_MAX],
                        int max, char *err, size_t errlen);
 
+/* The assignment as it applies to the replicas a pod really holds (kubelet
+ * may have given it replicas of other GPUs than the extender chose, see
+ * docs/device-plugin.md). held: n device IDs, one per GPU, in the order
+ * recorded in gpuslice.io/allocated. Entry i of out is held[i]'s GPU and
+ * replica; its memory/cores are those of a's entry for the same GPU when
+ * a names that GPU, else those of the first of a's entries for GPUs not
+ * held, in a's order. The node agent (limits) and the extender (usage)
+ * both use this, so they agree. Returns 0, or -1 with err when n differs
+ * from a's GPU count or an ID is malformed or two are on one GPU. */
+int gs_assignment_rebind(const struct gs_assignment *a, const char (*held)[GS_REPLICA_ID_MAX],
+                         int n, struct gs_assignment *out, char *err, size_t errlen);
+
 #endif

@@ -19,6 +19,7 @@
 #include "annotation.h"
 #include "deviceplugin_v1beta1.pb-c.h"
 #include "grpc_server.h"
+#include "fit.h"
 #include "plugin.h"
 #include "podresources_v1.pb-c.h"
 
@@ -279,9 +280,10 @@ static void alloc_key(char *const *ids, size_t n, char *out, size_t outlen)
 
 /* Records the allocation on the pod: a merge patch conditional on the
  * resourceVersion we matched, re-checked and retried on 409. */
-static void record_claim(struct gs_plugin *p, const struct gs_pod *pod, char *const *ids,
-                         size_t n)
+static int record_claim(struct gs_plugin *p, const struct gs_pod *pod, char *const *ids,
+                        size_t n)
 {
+    int rc = -1;
     json_t *reps = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(reps, json_string(ids[i]));
@@ -307,6 +309,7 @@ static void record_claim(struct gs_plugin *p, const struct gs_pod *pod, char *co
         if (st >= 200 && st < 300) {
             gs_podcache_upsert_json(p->pods, res);
             json_decref(res);
+            rc = 0;
             break;
         }
         if (st != 409) {
@@ -315,7 +318,7 @@ static void record_claim(struct gs_plugin *p, const struct gs_pod *pod, char *co
             break;
         }
         /* Conflict: someone changed the pod. Re-read it and make sure it
-         * still carries an assignment on the same GPUs before writing again. */
+         * still carries the assignment we matched before writing again. */
         json_t *cur = NULL;
         if (kube_get_json(p->kc, path, &cur, err, sizeof err) != 200) {
             kube_log(1, "pod %s/%s: re-read after 409 failed: %s", pod->ns, pod->name, err);
@@ -325,9 +328,7 @@ static void record_claim(struct gs_plugin *p, const struct gs_pod *pod, char *co
         json_t *md = json_object_get(cur, "metadata");
         const char *as = json_string_value(
             json_object_get(json_object_get(md, "annotations"), GS_ANN_ASSIGNMENT));
-        struct gs_assignment a;
-        if (!as || gs_assignment_parse(as, strlen(as), &a, err, sizeof err) != 0 ||
-            !same_gpus(&a, ids, n)) {
+        if (!as || !pod->assignment || strcmp(as, pod->assignment) != 0) {
             kube_log(0, "pod %s/%s: assignment changed during PreStartContainer; not recording",
                      pod->ns, pod->name);
             json_decref(cur);
@@ -342,6 +343,7 @@ static void record_claim(struct gs_plugin *p, const struct gs_pod *pod, char *co
         json_decref(cur);
     }
     free(text);
+    return rc;
 }
 
 static int mkdirs(const char *path, mode_t mode)
@@ -804,6 +806,88 @@ static void limits_text(struct gs_plugin *p, const struct holder *h, const struc
     }
 }
 
+/* What pod q uses on this node: its allocated record mapped through its
+ * assignment (the GPUs it really holds) when present and consistent, else
+ * its assignment (a pod not started yet). 0, or -1 when q does not count. */
+static int pod_usage(const struct gs_plugin *p, const struct gs_pod *q, struct gs_assignment *u)
+{
+    struct gs_assignment a;
+    char err[256];
+    if (q->terminal || !q->assignment ||
+        gs_assignment_parse(q->assignment, strlen(q->assignment), &a, err, sizeof err) != 0 ||
+        (a.node[0] && strcmp(a.node, p->node) != 0))
+        return -1;
+    *u = a;
+    if (q->allocated) {
+        char held[GS_ASSIGN_MAX_GPUS][GS_REPLICA_ID_MAX];
+        int k = gs_allocated_parse(q->allocated, strlen(q->allocated), held, GS_ASSIGN_MAX_GPUS,
+                                   err, sizeof err);
+        struct gs_assignment r;
+        if (k > 0 && gs_assignment_rebind(&a, (const char (*)[GS_REPLICA_ID_MAX])held, k, &r,
+                                          err, sizeof err) == 0)
+            *u = r;
+    }
+    return 0;
+}
+
+static int32_t milli_of(unsigned cores)
+{
+    return cores ? (int32_t)cores * 10 : 1; /* as the extender counts (podspec.c) */
+}
+
+/* Whether pod self, with limits eff on the GPUs it really holds, fits
+ * there on the node's own truth: every other live pod of this node that
+ * holds (allocated) or is assigned (not yet started) a share of those GPUs,
+ * the GPUs' memory, 100 % of cores and --replicas slots, under the
+ * extender's rule (gs_gpu_fit). Returns 1, or 0 with the reason in why. */
+static int fits_on_held(struct gs_plugin *p, const struct gs_pod *self,
+                        const struct gs_assignment *eff, char *why, size_t whylen)
+{
+    struct gs_pod *pods = NULL;
+    int np = gs_podcache_copy(p->pods, &pods), ok = 1;
+    for (int i = 0; i < eff->ngpus && ok; i++) {
+        const struct gs_assign_gpu *mine = &eff->gpus[i];
+        struct gs_share_use g;
+        memset(&g, 0, sizeof g);
+        pthread_mutex_lock(&p->inv->lock);
+        int gi = gs_inventory_find(p->inv, mine->uuid);
+        g.mem_total_mib = gi >= 0 ? (int64_t)(p->inv->gpus[gi].mem_total >> 20) : 0;
+        pthread_mutex_unlock(&p->inv->lock);
+        g.slots_total = p->replicas;
+        char others[400] = "";
+        for (int j = 0; j < np; j++) {
+            struct gs_assignment u;
+            if (strcmp(pods[j].uid, self->uid) == 0 || pod_usage(p, &pods[j], &u) != 0)
+                continue;
+            for (int k = 0; k < u.ngpus; k++) {
+                if (strcmp(u.gpus[k].uuid, mine->uuid) != 0)
+                    continue;
+                g.milli_used += milli_of(u.gpus[k].cores);
+                g.mem_used_mib += (int64_t)u.gpus[k].memory_mib;
+                g.slots_used++;
+                size_t l = strlen(others);
+                snprintf(others + l, sizeof others - l, "%s%.40s/%.60s %lluMi/%u%%%s",
+                         l ? ", " : "", pods[j].ns, pods[j].name,
+                         (unsigned long long)u.gpus[k].memory_mib, u.gpus[k].cores,
+                         pods[j].allocated ? "" : " (assigned, not started)");
+            }
+        }
+        const char *short_of =
+            gs_share_fit(&g, milli_of(mine->cores), (int64_t)mine->memory_mib);
+        if (short_of) {
+            ok = 0;
+            snprintf(why, whylen, "it does not fit on GPU %s (%s: needs %lluMi/%u%% cores; "
+                     "%lldMi of %lldMi, %d.%d%% cores and %d of %d replicas already taken by "
+                     "%s)", mine->uuid, short_of, (unsigned long long)mine->memory_mib, mine->cores,
+                     (long long)g.mem_used_mib, (long long)g.mem_total_mib, g.milli_used / 10,
+                     g.milli_used % 10, g.slots_used, g.slots_total,
+                     others[0] ? others : "no other pod");
+        }
+    }
+    gs_podcache_free_copy(pods, np);
+    return ok;
+}
+
 static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uint8_t **out,
                        size_t *outlen, char *msg, size_t msglen)
 {
@@ -820,7 +904,7 @@ static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
     struct holder h;
     struct gs_pod pod;
     struct gs_assignment a;
-    int code = 0, have_pod = 0;
+    int code = 0, have_pod = 0, locked = 0;
     memset(&pod, 0, sizeof pod);
     if (n <= GS_ASSIGN_MAX_GPUS)
         ids_text(ids, n, idtxt, sizeof idtxt);
@@ -858,23 +942,72 @@ static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
         snprintf(msg, msglen, "%s: pod %s/%s: %s", what, h.ns, h.pod, err);
         goto out;
     }
-    if ((a.node[0] && strcmp(a.node, p->node) != 0) || !same_gpus(&a, ids, n)) {
-        char as[1200] = "";
-        for (int i = 0; i < a.ngpus; i++) {
-            size_t l = strlen(as);
-            snprintf(as + l, sizeof as - l, "%s%s", i ? "," : "", a.gpus[i].replica);
-        }
+    char as[1200] = "";
+    for (int i = 0; i < a.ngpus; i++) {
+        size_t l = strlen(as);
+        snprintf(as + l, sizeof as - l, "%s%s", i ? "," : "", a.gpus[i].replica);
+    }
+    /* The pod's limits on the GPUs it really holds. */
+    struct gs_assignment eff;
+    char held[GS_ASSIGN_MAX_GPUS][GS_REPLICA_ID_MAX];
+    for (size_t i = 0; i < n; i++)
+        snprintf(held[i], sizeof held[i], "%s", ids[i]);
+    if ((a.node[0] && strcmp(a.node, p->node) != 0) ||
+        gs_assignment_rebind(&a, (const char (*)[GS_REPLICA_ID_MAX])held, (int)n, &eff, err,
+                             sizeof err) != 0) {
         code = ST_FAILED_PRECONDITION;
-        snprintf(msg, msglen, "%s: pod %s/%s holds these devices, but its %s is for other GPUs "
-                 "(%s on node %s); refusing rather than running it on a GPU the scheduler did "
-                 "not choose", what, h.ns, h.pod, GS_ANN_ASSIGNMENT, as,
-                 a.node[0] ? a.node : p->node);
+        snprintf(msg, msglen, "%s: pod %s/%s holds these devices, but its %s does not match "
+                 "them (%s on node %s: %s); refusing", what, h.ns, h.pod, GS_ANN_ASSIGNMENT, as,
+                 a.node[0] ? a.node : p->node,
+                 a.node[0] && strcmp(a.node, p->node) != 0 ? "another node" : err);
         goto out;
     }
-    if (!same_set(&a, ids, n))
-        kube_log(2, "%s: pod %s/%s holds other replicas of its assigned GPUs than the "
-                 "assignment names (kubelet admitted pods out of creation order); its limits "
-                 "follow the pod", what, h.ns, h.pod);
+    int recorded = 0;
+    if (pod.allocated) {
+        char prev[GS_ASSIGN_MAX_GPUS][GS_REPLICA_ID_MAX];
+        int k = gs_allocated_parse(pod.allocated, strlen(pod.allocated), prev,
+                                   GS_ASSIGN_MAX_GPUS, err, sizeof err);
+        recorded = k == (int)n;
+        for (int i = 0; recorded && i < k; i++)
+            recorded = id_in(prev[i], ids, n);
+    }
+    int cross = !same_gpus(&a, ids, n);
+    if (cross && !recorded) {
+        /* kubelet gave the pod replicas of GPUs its scheduling decision did
+         * not count (admitted out of the order the hint guessed). Accept
+         * only if it fits there on this node's own books; the check, the
+         * allocated record (which makes the next check and the extender
+         * count the pod where it really is) and the limits are one step
+         * under the agent's own mutex, so two such swaps cannot both take
+         * the last room. In-process only: nothing to leak. */
+        pthread_mutex_lock(&p->lock);
+        locked = 1;
+        char why[1000];
+        if (!fits_on_held(p, &pod, &eff, why, sizeof why)) {
+            code = ST_FAILED_PRECONDITION;
+            snprintf(msg, msglen, "%s: pod %s/%s holds these devices, but its %s is for other "
+                     "GPUs (%s on node %s) and %s; refusing rather than overcommitting the GPU "
+                     "(nothing written; delete the pod to reschedule it)", what, h.ns, h.pod,
+                     GS_ANN_ASSIGNMENT, as, a.node[0] ? a.node : p->node, why);
+            goto out;
+        }
+        if (record_claim(p, &pod, ids, n) != 0) {
+            code = ST_FAILED_PRECONDITION;
+            snprintf(msg, msglen, "%s: pod %s/%s holds replicas of other GPUs than its %s "
+                     "(%s) and fits there, but recording %s failed (see the agent's log); "
+                     "refusing until it can be recorded, so that every reader counts the pod "
+                     "where it really is", what, h.ns, h.pod, GS_ANN_ASSIGNMENT, as,
+                     GS_ANN_ALLOCATED);
+            goto out;
+        }
+        recorded = 1;
+        kube_log(2, "%s: pod %s/%s holds replicas of other GPUs than its assignment (%s); it "
+                 "fits there, accepted with its own limits", what, h.ns, h.pod, as);
+    } else if (!same_set(&a, ids, n)) {
+        kube_log(2, "%s: pod %s/%s holds other replicas than its assignment names (kubelet "
+                 "admitted pods out of the hinted order); its limits follow the pod", what,
+                 h.ns, h.pod);
+    }
     char key[32], state_dir[600], limits_dir[620], path[1300];
     code = alloc_dirs(p, ids, n, key, sizeof key, state_dir, sizeof state_dir, limits_dir,
                       sizeof limits_dir, msg, msglen);
@@ -892,7 +1025,7 @@ static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
                      owner, pod.uid);
     }
     char text[4096];
-    limits_text(p, &h, &pod, &a, gpu, order, n, text, sizeof text);
+    limits_text(p, &h, &pod, &eff, gpu, order, n, text, sizeof text);
     if (write_atomic(limits_dir, "limits.conf", text) != 0 ||
         write_atomic(limits_dir, "pod_uid", pod.uid) != 0) {
         code = ST_INTERNAL;
@@ -902,15 +1035,6 @@ static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
     }
     /* Record the allocation on the pod (once; a container restart calls
      * PreStartContainer again with the same devices). */
-    int recorded = 0;
-    if (pod.allocated) {
-        char prev[GS_ASSIGN_MAX_GPUS][GS_REPLICA_ID_MAX];
-        int k = gs_allocated_parse(pod.allocated, strlen(pod.allocated), prev,
-                                   GS_ASSIGN_MAX_GPUS, err, sizeof err);
-        recorded = k == (int)n;
-        for (int i = 0; recorded && i < k; i++)
-            recorded = id_in(prev[i], ids, n);
-    }
     if (!recorded)
         record_claim(p, &pod, ids, n);
     kube_log(2, "%s -> %s/%s/%s: %s/limits.conf", what, h.ns, h.pod, h.container, limits_dir);
@@ -919,6 +1043,8 @@ static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
     if (!*out)
         code = ST_INTERNAL;
 out:
+    if (locked)
+        pthread_mutex_unlock(&p->lock);
     if (have_pod) {
         free(pod.assignment);
         free(pod.allocated);
@@ -992,9 +1118,27 @@ static int fit_gpus(const struct gs_assignment *a,
     return k;
 }
 
+/* The order kubelet most likely admits pods in: the order they became
+ * bound to this node. kubelet's pod source is a watch on
+ * spec.nodeName=<node>, so pods reach its admission in the order of the
+ * updates that bound them (the extender writes the assignment, then creates
+ * the Binding); it sorts only each batch of additions by creation time.
+ * Our own watch sees the same updates in the same order: the
+ * resourceVersion at which the agent first saw the pod bound (else the
+ * order it saw them in), then creation time and name as tie-breaks. */
+static int bound_order(const struct gs_pod *a, const struct gs_pod *b)
+{
+    if (a->bound_rv && b->bound_rv && a->bound_rv != b->bound_rv)
+        return a->bound_rv < b->bound_rv ? -1 : 1;
+    if ((!a->bound_rv || !b->bound_rv) && a->bound_seq != b->bound_seq)
+        return a->bound_seq < b->bound_seq ? -1 : 1;
+    int c = strcmp(a->created, b->created);
+    return c ? c : strcmp(a->name, b->name);
+}
+
 /* Copies the pods and lists the candidates for a preferred allocation:
- * live, not yet recorded as allocated, well-formed, this node; oldest first
- * (creation time, then name). */
+ * live, not yet recorded as allocated, well-formed, this node; in the order
+ * they became bound here (bound_order). */
 static int load_candidates(struct gs_plugin *p, struct gs_pod **pods, int *npods,
                            struct gs_assignment **as, int **cand, int *ncand)
 {
@@ -1015,8 +1159,7 @@ static int load_candidates(struct gs_plugin *p, struct gs_pod **pods, int *npods
         int at = (*ncand)++;
         while (at > 0) {
             const struct gs_pod *q = &(*pods)[(*cand)[at - 1]];
-            int c = strcmp(pd->created, q->created);
-            if (c > 0 || (c == 0 && strcmp(pd->name, q->name) >= 0))
+            if (bound_order(pd, q) >= 0)
                 break;
             (*cand)[at] = (*cand)[at - 1];
             at--;
@@ -1027,10 +1170,12 @@ static int load_candidates(struct gs_plugin *p, struct gs_pod **pods, int *npods
 }
 
 /* Preferred allocation, a hint (PreStartContainer decides the limits once
- * the pod is known): the replica set of the oldest pending pod whose exact
- * replicas are available; else, replicas of the GPUs of the oldest pending
- * pod whose GPUs all have one free (a replica number is only a token for
- * one share of its GPU). kubelet admits pods oldest first too. */
+ * the pod is known): the replica set of the first-bound pending pod whose
+ * exact replicas are available; else, replicas of the GPUs of the
+ * first-bound pending pod whose GPUs all have one free (a replica number is
+ * only a token for one share of its GPU). kubelet admits pods in about
+ * that order (bound_order); when it does not, PreStartContainer re-checks
+ * the fit on the GPUs really held. */
 static int do_preferred(struct gs_plugin *p, const uint8_t *in, size_t inlen, uint8_t **out,
                         size_t *outlen, char *msg, size_t msglen)
 {

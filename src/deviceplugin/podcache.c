@@ -42,6 +42,28 @@ static int pod_from_json(json_t *o, struct gs_pod *p)
     return 0;
 }
 
+/* A resourceVersion as a number, or 0 when it is not a plain decimal
+ * (resourceVersions are opaque; etcd's are decimal counters). */
+static unsigned long long rv_number(const char *rv)
+{
+    unsigned long long v = 0;
+    if (!*rv || strlen(rv) > 19)
+        return 0;
+    for (; *rv; rv++) {
+        if (*rv < '0' || *rv > '9')
+            return 0;
+        v = v * 10 + (unsigned long long)(*rv - '0');
+    }
+    return v;
+}
+
+static int cmp_rv(const void *x, const void *y)
+{
+    const struct gs_pod *a = x, *b = y;
+    unsigned long long ra = rv_number(a->rv), rb = rv_number(b->rv);
+    return (ra > rb) - (ra < rb);
+}
+
 static int find_uid(const struct gs_podcache *pc, const char *uid)
 {
     for (int i = 0; i < pc->npods; i++)
@@ -61,6 +83,8 @@ static void upsert_locked(struct gs_podcache *pc, struct gs_pod *p)
             pod_clear(p);
             return;
         }
+        p->bound_rv = pc->pods[i].bound_rv;
+        p->bound_seq = pc->pods[i].bound_seq;
         pod_clear(&pc->pods[i]);
         pc->pods[i] = *p;
     } else {
@@ -73,6 +97,10 @@ static void upsert_locked(struct gs_podcache *pc, struct gs_pod *p)
             }
             pc->pods = np;
             pc->cap = cap;
+        }
+        if (!p->bound_seq) {
+            p->bound_rv = rv_number(p->rv);
+            p->bound_seq = ++pc->seq;
         }
         pc->pods[pc->npods++] = *p;
     }
@@ -139,16 +167,35 @@ static int relist(struct gs_podcache *pc, char *rv, size_t rvlen)
     const char *lrv =
         json_string_value(json_object_get(json_object_get(list, "metadata"), "resourceVersion"));
     pthread_mutex_lock(&pc->lock);
-    for (int i = 0; i < pc->npods; i++)
-        pod_clear(&pc->pods[i]);
-    pc->npods = 0;
+    /* Pods already known keep when they were first seen bound; new ones
+     * are numbered in resourceVersion order (a list is in key order). */
+    struct gs_pod *old = pc->pods;
+    int nold = pc->npods;
+    pc->pods = NULL;
+    pc->npods = pc->cap = 0;
+    size_t nitems = json_array_size(items);
+    struct gs_pod *fresh = calloc(nitems ? nitems : 1, sizeof *fresh);
+    int nfresh = 0;
     size_t i;
     json_t *it;
     json_array_foreach(items, i, it) {
-        struct gs_pod p;
-        if (pod_from_json(it, &p) == 0)
-            upsert_locked(pc, &p);
+        if (fresh && pod_from_json(it, &fresh[nfresh]) == 0)
+            nfresh++;
     }
+    for (int a = 0; a < nfresh; a++)
+        for (int b = 0; b < nold; b++)
+            if (strcmp(fresh[a].uid, old[b].uid) == 0) {
+                fresh[a].bound_rv = old[b].bound_rv;
+                fresh[a].bound_seq = old[b].bound_seq;
+            }
+    for (int b = 0; b < nold; b++)
+        pod_clear(&old[b]);
+    free(old);
+    if (fresh)
+        qsort(fresh, (size_t)nfresh, sizeof *fresh, cmp_rv);
+    for (int a = 0; a < nfresh; a++)
+        upsert_locked(pc, &fresh[a]);
+    free(fresh);
     pc->version++;
     pc->synced = 1;
     pthread_mutex_unlock(&pc->lock);

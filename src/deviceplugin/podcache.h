@@ -18,6 +18,12 @@ struct gs_pod {
     char rv[32];
     char created[32]; /* RFC 3339, sorts as text */
     int terminal;     /* phase Succeeded/Failed, or being deleted */
+    /* When the agent first saw the pod bound to this node: the pod's
+     * resourceVersion then (0 if not a decimal number) and a local sequence
+     * number (watch events arrive in resourceVersion order). Kept across
+     * updates and re-lists; orders the GetPreferredAllocation hint. */
+    unsigned long long bound_rv;
+    unsigned long long bound_seq;
     char *assignment; /* gpuslice.io/assignment value, or NULL */
     char *allocated;  /* gpuslice.io/allocated value, or NULL */
 };
@@ -27,6 +33,7 @@ struct gs_podcache {
     struct gs_pod *pods;
     int npods, cap;
     unsigned version; /* bumped on every change */
+    unsigned long long seq; /* last bound_seq handed out */
     struct kube_client *kc;
     char node[256];
     volatile int *stop;

@@ -100,13 +100,18 @@ static void account(struct ext_state *st, struct ext_pod *p, int sign)
         g->milli_used += sign * u->milli;
         g->mem_used_mib += sign * u->mem;
         g->slots_used += sign;
-        if (u->k >= 0 && u->k < EXT_MAX_REPLICAS) {
-            uint64_t bit = 1ULL << (u->k % 64);
-            if (sign > 0)
-                en->gpus[u->gi].used[u->k / 64] |= bit;
-            else
-                en->gpus[u->gi].used[u->k / 64] &= ~bit;
-        }
+    }
+    for (int i = 0; i < p->nrid; i++) {
+        struct ext_rid *r = &p->rid[i];
+        if (sign > 0)
+            r->gi = (int8_t)gpu_index(st, p->node_idx, r->uuid);
+        if (r->gi < 0 || r->k < 0 || r->k >= EXT_MAX_REPLICAS)
+            continue;
+        uint16_t *ref = &en->gpus[r->gi].refs[r->k];
+        if (sign > 0)
+            *ref = (uint16_t)(*ref + 1);
+        else if (*ref > 0)
+            *ref = (uint16_t)(*ref - 1);
     }
     p->counted = sign > 0;
     n->version++;
@@ -141,7 +146,7 @@ static void recount(struct ext_state *st, int idx)
         n->gpus[g].milli_used = 0;
         n->gpus[g].mem_used_mib = 0;
         n->gpus[g].slots_used = 0;
-        memset(st->nodes[idx].gpus[g].used, 0, sizeof st->nodes[idx].gpus[g].used);
+        memset(st->nodes[idx].gpus[g].refs, 0, sizeof st->nodes[idx].gpus[g].refs);
     }
     n->version++;
     struct recount_ctx c = {st, idx, st->nodes[idx].name};
@@ -229,18 +234,49 @@ out:
     return rc;
 }
 
-static int fill_use(struct ext_pod *p, const struct gs_assignment *a)
+static void add_rid(struct ext_pod *p, const char *uuid, int16_t k)
 {
-    p->nuse = a->ngpus;
-    for (int i = 0; i < a->ngpus; i++) {
+    for (int i = 0; i < p->nrid; i++)
+        if (p->rid[i].k == k && strcmp(p->rid[i].uuid, uuid) == 0)
+            return;
+    if (p->nrid >= (int)(sizeof p->rid / sizeof p->rid[0]))
+        return;
+    struct ext_rid *r = &p->rid[p->nrid++];
+    snprintf(r->uuid, sizeof r->uuid, "%s", uuid);
+    r->k = k;
+    r->gi = -1;
+}
+
+/* The pod's shares from assignment a, or from held (a mapped onto the
+ * replicas the node agent recorded in gpuslice.io/allocated: the GPUs the
+ * pod really got, gs_assignment_rebind, the agent's own rule) when given.
+ * Both a's and held's replica IDs stay reserved while the pod lives: the
+ * agent refuses an Allocate for IDs two live assignments name. */
+static int fill_use(struct ext_pod *p, const struct gs_assignment *a,
+                    const struct gs_assignment *held)
+{
+    const struct gs_assignment *on = held ? held : a;
+    p->nuse = on->ngpus;
+    p->nrid = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const struct gs_assignment *src = pass == 0 ? a : held;
+        for (int i = 0; src && i < src->ngpus; i++) {
+            unsigned k = 0;
+            char uu[GS_UUID_MAX];
+            gs_replica_split(src->gpus[i].replica, uu, sizeof uu, &k);
+            add_rid(p, src->gpus[i].uuid,
+                    (int16_t)(k < EXT_MAX_REPLICAS ? k : EXT_MAX_REPLICAS));
+        }
+    }
+    for (int i = 0; i < on->ngpus; i++) {
         struct ext_use *u = &p->use[i];
         unsigned k = 0;
         char uu[GS_UUID_MAX];
-        gs_replica_split(a->gpus[i].replica, uu, sizeof uu, &k);
-        snprintf(u->uuid, sizeof u->uuid, "%s", a->gpus[i].uuid);
+        gs_replica_split(on->gpus[i].replica, uu, sizeof uu, &k);
+        snprintf(u->uuid, sizeof u->uuid, "%s", on->gpus[i].uuid);
         u->k = (int16_t)(k < EXT_MAX_REPLICAS ? k : EXT_MAX_REPLICAS);
-        u->mem = (int64_t)a->gpus[i].memory_mib;
-        u->milli = a->gpus[i].cores ? (int32_t)a->gpus[i].cores * 10 : 1;
+        u->mem = (int64_t)on->gpus[i].memory_mib;
+        u->milli = on->gpus[i].cores ? (int32_t)on->gpus[i].cores * 10 : 1;
         u->gi = -1;
     }
     return 0;
@@ -328,7 +364,7 @@ static void apply_claims(struct ext_state *st, int idx, json_t *claims, time_t n
         p->node_idx = idx;
         p->src = EXT_CLAIMED;
         p->t = (time_t)t;
-        fill_use(p, &a);
+        fill_use(p, &a, NULL);
         account(st, p, +1);
     }
     /* A claim that left the node: its pod got its assignment (counted from
@@ -412,8 +448,9 @@ void ext_state_pod_event(struct ext_state *st, const char *type, json_t *pod, ti
         p->ann = NULL;
         return;
     }
-    const char *ann =
-        json_string_value(json_object_get(json_object_get(md, "annotations"), GS_ANN_ASSIGNMENT));
+    json_t *anns = json_object_get(md, "annotations");
+    const char *ann = json_string_value(json_object_get(anns, GS_ANN_ASSIGNMENT));
+    const char *alloc = json_string_value(json_object_get(anns, GS_ANN_ALLOCATED));
     if (p && p->src == EXT_GONE)
         return;
     if (!ann) {
@@ -421,32 +458,58 @@ void ext_state_pod_event(struct ext_state *st, const char *type, json_t *pod, ti
             pod_drop(st, p); /* the assignment was withdrawn (failed bind) */
         return;
     }
-    if (p && p->src == EXT_ASSIGNED && p->ann && strcmp(p->ann, ann) == 0)
+    /* What it is counted from: the assignment and, once present, allocated. */
+    size_t klen = strlen(ann) + (alloc ? strlen(alloc) : 0) + 2;
+    char *key = malloc(klen);
+    if (!key)
         return;
-    struct gs_assignment a;
+    snprintf(key, klen, "%s\n%s", ann, alloc ? alloc : "");
+    if (p && p->src == EXT_ASSIGNED && p->ann && strcmp(p->ann, key) == 0) {
+        free(key);
+        return;
+    }
+    struct gs_assignment a, held;
     char err[256];
     if (gs_assignment_parse(ann, strlen(ann), &a, err, sizeof err) != 0) {
         kube_log(1, "pod %s/%s: %s; not counted", ns ? ns : "", name, err);
         if (p && p->src == EXT_ASSIGNED)
             pod_drop(st, p);
+        free(key);
         return;
+    }
+    /* Counted where the node agent says it really is (it may have accepted
+     * replicas of other GPUs than assigned, when the pod fits there). */
+    int have_held = 0;
+    if (alloc) {
+        char reps[GS_ASSIGN_MAX_GPUS][GS_REPLICA_ID_MAX];
+        int k = gs_allocated_parse(alloc, strlen(alloc), reps, GS_ASSIGN_MAX_GPUS, err,
+                                   sizeof err);
+        have_held = k > 0 && gs_assignment_rebind(&a, (const char (*)[GS_REPLICA_ID_MAX])reps,
+                                                  k, &held, err, sizeof err) == 0;
+        if (!have_held)
+            kube_log(1, "pod %s/%s: %s unusable (%s); counted by its assignment",
+                     ns ? ns : "", name, GS_ANN_ALLOCATED, err);
     }
     const char *node = a.node[0] ? a.node
                                  : json_string_value(json_object_get(
                                        json_object_get(pod, "spec"), "nodeName"));
-    if (!node || !*node)
+    if (!node || !*node) {
+        free(key);
         return;
+    }
     if (p)
         account(st, p, -1);
-    else if (!(p = pod_new(st, uid)))
+    else if (!(p = pod_new(st, uid))) {
+        free(key);
         return;
+    }
     free(p->ann);
-    p->ann = strdup(ann);
+    p->ann = key;
     snprintf(p->key, sizeof p->key, "%s/%s", ns ? ns : "", name);
     snprintf(p->node, sizeof p->node, "%s", node);
     p->node_idx = ext_state_find_node(st, node);
     p->src = EXT_ASSIGNED;
-    fill_use(p, &a);
+    fill_use(p, &a, have_held ? &held : NULL);
     account(st, p, +1);
 }
 
@@ -528,7 +591,7 @@ int ext_state_free_replica(const struct ext_state *st, int idx, int gi)
 {
     const struct ext_gpu *g = &st->nodes[idx].gpus[gi];
     for (int k = 0; k < g->replicas; k++)
-        if (!(g->used[k / 64] >> (k % 64) & 1))
+        if (g->refs[k] == 0)
             return k;
     return -1;
 }

@@ -1,6 +1,7 @@
 /* The extender's usage cache: nodes (from their gpuslice.io/gpu-inventory and
  * gpuslice.io/claims annotations) and GPU pods (from their
- * gpuslice.io/assignment), as a policy-engine cluster plus the replica IDs in
+ * gpuslice.io/assignment, on the GPUs their gpuslice.io/allocated names once
+ * the node agent recorded it), as a policy-engine cluster plus the replica IDs in
  * use. Fed by list+watch (sync.c) and by the bind path's own writes; the
  * caller holds st->mu around every call below. */
 #ifndef GPUSLICE_EXT_STATE_H
@@ -21,7 +22,7 @@
 struct ext_gpu {
     char uuid[96];
     int replicas;
-    uint64_t used[EXT_MAX_REPLICAS / 64]; /* replica k in use */
+    uint16_t refs[EXT_MAX_REPLICAS]; /* live pods naming replica k (assigned or held) */
 };
 
 struct ext_node {
@@ -44,6 +45,14 @@ struct ext_use {
     char uuid[96];
 };
 
+/* A replica ID a pod keeps from being handed out again: the one its
+ * assignment names and, once the node agent recorded it, the one it holds. */
+struct ext_rid {
+    int8_t gi;
+    int16_t k;
+    char uuid[96];
+};
+
 struct ext_pod {
     char uid[64];
     char key[254 + 64]; /* namespace/name */
@@ -52,7 +61,10 @@ struct ext_pod {
     enum ext_src src;
     int counted;
     int nuse;
-    struct ext_use use[GS_MAX_GPUS_PER_NODE];
+    struct ext_use use[GS_MAX_GPUS_PER_NODE]; /* shares, on the GPUs really held once
+                                               * gpuslice.io/allocated says so */
+    int nrid;
+    struct ext_rid rid[2 * GS_MAX_GPUS_PER_NODE];
     time_t t;           /* claim time, or when it went away */
     char *ann;          /* assignment text it came from (to skip repeats) */
 };

@@ -100,3 +100,53 @@ def test_two_replicas_never_double_book(api, start):
     for e in (a, b):
         e.wait_state(lambda s: gpu_usage(s, "gpu-a") == [(81920, 10)] * 4)
     assert api.conflicts > 0  # the replicas really raced for the node (about 12 per run)
+
+
+def test_allocated_counts_the_gpu_really_held(api, start):
+    """Once the node agent records gpuslice.io/allocated with replicas of
+    another GPU than assigned (a cross-GPU swap it accepted because the pod
+    fits there), the cache counts the pod's share on the GPU it really holds;
+    its assigned replica ID stays reserved while it lives; an unusable
+    allocated record falls back to the assignment."""
+    api.put("Node", node_obj("gpu-a"))
+    ext = start()
+    ext.wait_state(lambda s: len(s["nodes"]) == 1)
+
+    def put(name, uuid, k, mem, cores, allocated=None):
+        ann = {"gpuslice.io/assignment": json.dumps(
+            {"v": 1, "node": "gpu-a", "gpus": [{"uuid": uuid, "memory_mib": mem, "cores": cores}],
+             "replicas": [f"{uuid}::{k}"]})}
+        if allocated is not None:
+            ann["gpuslice.io/allocated"] = allocated
+        p = pod_obj(name, 1, mem, cores, annotations=ann)
+        p["spec"]["nodeName"] = "gpu-a"
+        try:
+            p["metadata"]["uid"] = api.get("Pod", name, "default")["metadata"]["uid"]
+        except (KeyError, TypeError):
+            pass  # a new pod
+        return api.put("Pod", p)
+
+    put("old", "GPU-gpu-a-1", 0, 1000, 10)
+    put("young", "GPU-gpu-a-2", 0, 2000, 30)
+    ext.wait_state(lambda s: gpu_usage(s, "gpu-a") == [(0, 0), (1000, 1), (2000, 1), (0, 0)])
+    held = json.dumps({"v": 1, "node": "gpu-a", "replicas": ["GPU-gpu-a-1::0"],
+                       "time": "2026-01-01T00:00:00Z"})
+    put("young", "GPU-gpu-a-2", 0, 2000, 30, allocated=held)
+    s = ext.wait_state(lambda s: gpu_usage(s, "gpu-a") == [(0, 0), (3000, 2), (0, 0), (0, 0)],
+                       what="young counted on GPU 1")
+    g1 = next(n for n in s["nodes"] if n["name"] == "gpu-a")["gpus"][1]
+    assert sorted((p["pod"], p["memory_mib"], p["milli"]) for p in g1["pods"]) == [
+        ("default/old", 1000, 100), ("default/young", 2000, 300)]
+    # New pods never get a replica ID a live pod names (assigned or held).
+    for i in range(6):
+        p = api.put("Pod", pod_obj(f"c{i}", 1, 1000, 5))
+        assert ext.post("bind", bind_args(p, "gpu-a"))[1]["Error"] == ""
+        a = json.loads(api.get("Pod", f"c{i}", "default")["metadata"]["annotations"][
+            "gpuslice.io/assignment"])
+        assert a["replicas"][0] not in ("GPU-gpu-a-1::0", "GPU-gpu-a-2::0"), a
+    # An unusable allocated record: counted by the assignment again.
+    put("young", "GPU-gpu-a-2", 0, 2000, 30, allocated='{"v":1,"replicas":["bogus"]}')
+    ext.wait_state(lambda s: sum(m for m, _ in gpu_usage(s, "gpu-a")) == 9000 and
+                   [p["pod"] for n in s["nodes"] for p in n["gpus"][2]["pods"]].count(
+                       "default/young") == 1, what="young back on GPU 2")
+    assert "gpuslice.io/allocated unusable" in ext.logtext()

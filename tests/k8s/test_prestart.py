@@ -1,6 +1,7 @@
 """Late-bound limits: Allocate answers only what follows from the device
 IDs, and PreStartContainer, asking the kubelet stand-in's pod-resources API
 which container holds the devices, writes THAT pod's limits.conf."""
+import json
 import os
 import time
 
@@ -79,20 +80,148 @@ def test_younger_pod_admitted_first_gets_its_own_limits(node):
     _run_tenant(node, resp_o, gpu, old["metadata"]["uid"], "default/older/main", 1000 << 20)
 
 
-def test_swap_across_gpus_is_refused_not_mixed(node):
-    """Out-of-order admission where the two pods were scheduled to
-    DIFFERENT GPUs: the younger container holds a replica of the older
-    pod's GPU, which its scheduling decision did not account for. It is
-    refused with a clear message (kubelet fails the start), never run with
-    the wrong limits; nothing is written."""
+def _allocated(node, name, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        ann = node.api.get("Pod", name, "default")["metadata"].get("annotations", {}).get(
+            "gpuslice.io/allocated")
+        if ann:
+            return json.loads(ann)
+        time.sleep(0.05)
+    return None
+
+
+def _bind(node, name, annotation):
+    """Binds an existing unbound pod to the node with its assignment, as the
+    extender does (assignment, then the Binding): one update here."""
+    pod = node.api.get("Pod", name, "default")
+    pod["metadata"].setdefault("annotations", {})["gpuslice.io/assignment"] = annotation
+    pod["spec"]["nodeName"] = NODE
+    return node.api.put("Pod", pod)
+
+
+def test_hint_follows_binding_order_not_creation(node):
+    """The hint guesses kubelet's admission order from the order pods became
+    bound to the node (as the agent's watch saw them), not creationTimestamp:
+    the YOUNGER pod, bound FIRST and admitted first, gets its own replica."""
     u = node.uuids()
-    node.add_pod("a-older", assignment(u[1], 0, 1000))
-    time.sleep(1.1)
-    node.add_pod("b-younger", assignment(u[2], 0, 2000))
-    ids, resp = node.kubelet.admit("b-younger", prestart=False)
+    for name in ("old", "young"):
+        node.api.put("Pod", {"apiVersion": "v1", "kind": "Pod",
+                             "metadata": {"name": name, "namespace": "default"},
+                             "spec": {}, "status": {"phase": "Pending"}})
+        time.sleep(1.1)  # creationTimestamp has 1 s resolution
+    assert (node.api.get("Pod", "old", "default")["metadata"]["creationTimestamp"] <
+            node.api.get("Pod", "young", "default")["metadata"]["creationTimestamp"])
+    _bind(node, "young", assignment(u[2], 3, 2000, 20))
+    time.sleep(0.3)
+    _bind(node, "old", assignment(u[1], 4, 1000, 10))
+    ids_y, resp_y = node.kubelet.admit("young")
+    assert ids_y == [f"{u[2]}::3"]  # creation order would have said old's u[1]::4
+    ids_o, resp_o = node.kubelet.admit("old")
+    assert ids_o == [f"{u[1]}::4"]
+    assert node.limits(resp_y)["GPUSLICE_MEMORY_LIMIT_0"] == "2000Mi"
+    assert node.limits(resp_o)["GPUSLICE_MEMORY_LIMIT_0"] == "1000Mi"
+    # The order survives an agent restart (the re-list sorts by version).
+    node.kubelet.release("young")
+    node.kubelet.release("old")
+    for name in ("young", "old"):
+        pod = node.api.get("Pod", name, "default")
+        pod["metadata"]["annotations"].pop("gpuslice.io/allocated", None)
+        node.api.put("Pod", pod)  # pending again, as far as the hint knows
+    node.stop_agent()
+    node.start_agent()
+    free = [i for i in node.kubelet.healthy()]
+    assert node.kubelet.preferred(free, 1) == [f"{u[2]}::3"]
+
+
+def test_swap_across_gpus_that_fits_is_accepted(node):
+    """Two pods bound at once, scheduled to DIFFERENT GPUs; kubelet admits
+    the one bound second first, and the hint (guessing the first-bound pod)
+    steers it to a replica of the other pod's GPU. PreStartContainer
+    re-checks on the node's own books that it fits on the GPU it really
+    holds (counting the other pod, not started yet, on its assigned GPU),
+    accepts it with ITS OWN limits and records allocated with the real
+    replica. The first pod then lands on its own GPU with its own limits;
+    and the symmetric swap (kubelet puts the first pod on the second pod's
+    vacated GPU) is accepted by the same rule."""
+    u = node.uuids()
+    a = node.add_pod("a-first", assignment(u[1], 0, 1000, 10))
+    b = node.add_pod("b-second", assignment(u[2], 0, 2000, 30, mode="share"))
+    ids_b, resp_b = node.kubelet.admit("b-second")
+    assert ids_b == [f"{u[1]}::0"]    # a replica of a-first's GPU
+    assert node.limits(resp_b) == {"GPUSLICE_CONTAINER": "default/b-second/main",
+                                   "GPUSLICE_COMPUTE_MODE": "share",
+                                   "GPUSLICE_MEMORY_LIMIT_0": "2000Mi", "GPUSLICE_CORES_0": "30"}
+    assert open(os.path.join(node.limits_dir(resp_b), "pod_uid")).read() == b["metadata"]["uid"]
+    assert _allocated(node, "b-second")["replicas"] == [f"{u[1]}::0"]
+    assert "fits there, accepted with its own limits" in node.logtext()
+    ids_a, resp_a = node.kubelet.admit("a-first")
+    assert ids_a[0].startswith(u[1] + "::") and ids_a != ids_b
+    assert node.limits(resp_a) == {"GPUSLICE_CONTAINER": "default/a-first/main",
+                                   "GPUSLICE_COMPUTE_MODE": "cap",
+                                   "GPUSLICE_MEMORY_LIMIT_0": "1000Mi", "GPUSLICE_CORES_0": "10"}
+    assert _allocated(node, "a-first")["replicas"] == ids_a
+    # (No container runtime here: the tenant sees the simulator's first GPU
+    # as its GPU 0, where limits.conf puts its limit.)
+    _run_tenant(node, resp_b, u[0], b["metadata"]["uid"], "default/b-second/main", 2000 << 20)
+    _run_tenant(node, resp_a, u[0], a["metadata"]["uid"], "default/a-first/main", 1000 << 20)
+
+    # Symmetric: c-first (bound first, scheduled to GPU 3) is started on
+    # the GPU d-second was scheduled to, after d-second took GPU 3.
+    node.add_pod("c-first", assignment(u[3], 1, 1500, 20))
+    node.add_pod("d-second", assignment(u[0], 1, 2500, 40))
+    ids_d, resp_d = node.kubelet.admit("d-second")
+    assert ids_d == [f"{u[3]}::1"]
+    assert node.limits(resp_d)["GPUSLICE_MEMORY_LIMIT_0"] == "2500Mi"
+    assert _allocated(node, "d-second")["replicas"] == ids_d
+    # kubelet does not have to follow the hint: c-first gets GPU 0's replica.
+    resp_c = node.kubelet.allocate([f"{u[0]}::1"])
+    node.kubelet.record("c-first", [f"{u[0]}::1"])
+    node.kubelet.prestart([f"{u[0]}::1"])
+    assert node.limits(resp_c) == {"GPUSLICE_CONTAINER": "default/c-first/main",
+                                   "GPUSLICE_COMPUTE_MODE": "cap",
+                                   "GPUSLICE_MEMORY_LIMIT_0": "1500Mi", "GPUSLICE_CORES_0": "20"}
+    assert _allocated(node, "c-first")["replicas"] == [f"{u[0]}::1"]
+    # A container restart: PreStartContainer again, same answer.
+    node.kubelet.prestart([f"{u[0]}::1"])
+    assert node.limits(resp_c)["GPUSLICE_MEMORY_LIMIT_0"] == "1500Mi"
+
+
+def test_swap_across_gpus_that_does_not_fit_is_refused(node):
+    """As above, but GPU 1 is nearly full: a third pod already runs there.
+    The pod that got GPU 1's replica does not fit there next to it and the
+    not-yet-started pod assigned to GPU 1: refused with a clear message,
+    nothing written, nothing recorded."""
+    u = node.uuids()
+    total = next(g["memory_mib"] for g in node.inventory()["gpus"] if g["uuid"] == u[1])
+    node.add_pod("runner", assignment(u[1], 5, total - 1500, 50))
+    ids_r, resp_r = node.kubelet.admit("runner")
+    assert ids_r == [f"{u[1]}::5"] and _allocated(node, "runner")
+    node.add_pod("a-first", assignment(u[1], 0, 1000, 10))
+    node.add_pod("b-second", assignment(u[2], 0, 2000))
+    ids, resp = node.kubelet.admit("b-second", prestart=False)
     assert ids == [f"{u[1]}::0"]
-    _prestart_fails(node, ids, "default/b-younger", "is for other GPUs", f"{u[2]}::0")
+    why = _prestart_fails(node, ids, "default/b-second", "is for other GPUs", f"{u[2]}::0",
+                          f"does not fit on GPU {u[1]}", "memory", "default/runner",
+                          "default/a-first 1000Mi/10% (assigned, not started)")
+    assert "delete the pod" in why
     assert node.limits(resp) is None
+    assert "gpuslice.io/allocated" not in node.api.get("Pod", "b-second", "default")[
+        "metadata"].get("annotations", {})
+    # Cores too: a pod whose memory fits but whose cores do not.
+    node.kubelet.release("b-second")
+    node.api.delete("Pod", "a-first", "default")
+    node.api.delete("Pod", "b-second", "default")
+    time.sleep(0.5)  # the deletions reach the agent's watch
+    node.add_pod("h-run", assignment(u[0], 2, 100, 60))
+    assert node.kubelet.admit("h-run")[0] == [f"{u[0]}::2"]
+    node.add_pod("i-first", assignment(u[0], 3, 100, 30))
+    node.add_pod("j-second", assignment(u[3], 3, 100, 20))
+    ids_j, resp_j = node.kubelet.admit("j-second", prestart=False)
+    assert ids_j == [f"{u[0]}::3"]
+    _prestart_fails(node, ids_j, "default/j-second", f"does not fit on GPU {u[0]}", "cores",
+                    "90.0% cores")
+    assert node.limits(resp_j) is None
 
 
 def test_prestart_for_devices_nobody_holds(node):
@@ -133,10 +262,14 @@ def test_annotation_disagreeing_with_holder_is_refused(node):
     another GPU, is missing, or X is not bound here."""
     u = node.uuids()
     node.add_pod("decoy", assignment(u[0], 5, 512))
-    node.add_pod("liar", assignment(u[3], 5, 512))
+    two = json.loads(assignment(u[3], 5, 512))
+    two["gpus"].append({"uuid": u[2], "memory_mib": 512})
+    two["replicas"].append(f"{u[2]}::5")
+    node.add_pod("liar", json.dumps(two))
     resp = node.kubelet.allocate([f"{u[0]}::5"])
     node.kubelet.record("liar", [f"{u[0]}::5"])
-    _prestart_fails(node, [f"{u[0]}::5"], "default/liar", "is for other GPUs")
+    _prestart_fails(node, [f"{u[0]}::5"], "default/liar", "does not match them",
+                    "1 replicas held for an assignment of 2 GPUs")
     node.kubelet.release("liar")
     node.add_pod("plain", None)
     node.kubelet.record("plain", [f"{u[0]}::5"])

@@ -36,13 +36,15 @@ def test_agent_killed_mid_allocate_then_restarted(node):
         "annotations", {})
     node.start_agent()
     t0 = time.time()
-    ids, r = node.kubelet.admit("bystander")
-    assert ids == [f"{gpu}::1"]
-    assert node.limits(r)["GPUSLICE_CONTAINER"] == "default/bystander/main"
+    # Admitted in the order they were bound (the hint's guess), each gets
+    # its own replica.
     ids, r = node.kubelet.admit("victim")
     assert ids == [f"{gpu}::0"]
     assert node.limits(r)["GPUSLICE_MEMORY_LIMIT_0"] == "3000Mi"
     assert node.limits(r)["GPUSLICE_CONTAINER"] == "default/victim/main"
+    ids_b, r_b = node.kubelet.admit("bystander")
+    assert ids_b == [f"{gpu}::1"]
+    assert node.limits(r_b)["GPUSLICE_CONTAINER"] == "default/bystander/main"
     assert time.time() - t0 < 5
     # Idempotent: the same IDs again give the same answer and limits (a
     # container restart calls PreStartContainer again).
