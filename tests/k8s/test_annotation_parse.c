@@ -92,6 +92,29 @@ int main(void)
     CHECK(gs_replica_split("a::1::2", uuid, sizeof uuid, &k) == -1);
     CHECK(gs_replica_split("a::", uuid, sizeof uuid, &k) == -1);
     CHECK(gs_replica_split("a::123456", uuid, sizeof uuid, &k) == -1);
+    /* gs_assignment_rebind: limits follow the GPU when it is named, else the
+     * next entry for a GPU not held, in the assignment's order. */
+    struct gs_assignment r3, out;
+    CHECK(parse("{\"v\":1,\"gpus\":[{\"uuid\":\"GPU-a\",\"memory_mib\":10,\"cores\":1},"
+                "{\"uuid\":\"GPU-b\",\"memory_mib\":20,\"cores\":2},{\"uuid\":\"GPU-c\","
+                "\"memory_mib\":30,\"cores\":3}],\"replicas\":[\"GPU-a::0\",\"GPU-b::0\","
+                "\"GPU-c::0\"],\"mode\":\"share\"}", &r3, err, sizeof err) == 0);
+    const char held[3][GS_REPLICA_ID_MAX] = {"GPU-d::4", "GPU-b::7", "GPU-e::1"};
+    CHECK(gs_assignment_rebind(&r3, held, 3, &out, err, sizeof err) == 0);
+    CHECK(out.ngpus == 3 && out.share_mode == 1);
+    CHECK(strcmp(out.gpus[0].uuid, "GPU-d") == 0 && out.gpus[0].memory_mib == 10 &&
+          out.gpus[0].cores == 1 && strcmp(out.gpus[0].replica, "GPU-d::4") == 0);
+    CHECK(strcmp(out.gpus[1].uuid, "GPU-b") == 0 && out.gpus[1].memory_mib == 20 &&
+          strcmp(out.gpus[1].replica, "GPU-b::7") == 0);
+    CHECK(strcmp(out.gpus[2].uuid, "GPU-e") == 0 && out.gpus[2].memory_mib == 30);
+    const char dup[3][GS_REPLICA_ID_MAX] = {"GPU-d::4", "GPU-d::5", "GPU-e::1"};
+    CHECK(gs_assignment_rebind(&r3, dup, 3, &out, err, sizeof err) == -1 &&
+          strstr(err, "two held replicas on GPU GPU-d"));
+    CHECK(gs_assignment_rebind(&r3, held, 2, &out, err, sizeof err) == -1 &&
+          strstr(err, "2 replicas held for an assignment of 3 GPUs"));
+    const char junk[3][GS_REPLICA_ID_MAX] = {"GPU-d", "GPU-b::7", "GPU-e::1"};
+    CHECK(gs_assignment_rebind(&r3, junk, 3, &out, err, sizeof err) == -1 &&
+          strstr(err, "is not a device ID"));
     if (failures)
         fprintf(stderr, "%d failure(s)\n", failures);
     else
