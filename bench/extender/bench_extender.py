@@ -2,31 +2,62 @@
 through the extender's HTTP interface on a synthetic 1000-node, 8000-GPU
 cluster (nodeCacheCapable: true, so each call carries 1000 node names).
 
-usage: python3 bench/extender/bench_extender.py BUILD/bin/gpuslice-extender [seconds] [clients]
+usage:
+  python3 bench/extender/bench_extender.py EXT [seconds] [clients]
+      Python clients (one process each): per decision, build the filter body,
+      POST it, decode the answer, build the prioritize body from the survivors,
+      POST it, decode. Latency = the whole decision as the client sees it.
+  python3 bench/extender/bench_extender.py EXT [seconds] [clients] --wrk
+      wrk (C, epoll) with bench/extender/decisions.lua: one connection per
+      client, alternating filter and prioritize over the five pod shapes. The
+      bodies are made once beforehand (the prioritize body carries the nodes
+      that extender's filter passed for that shape; nothing binds, so they do
+      not change). wrk's latency is per HTTP call; a decision is two calls.
+  python3 bench/extender/bench_extender.py EXT N --mix
+      Exactly N decisions from one Python client, then stop: a fixed request
+      mix for profiling. Set BENCH_WRAP="valgrind --tool=callgrind ..." to run
+      the extender under a tool.
+Extra extender flags: BENCH_EXT_ARGS (default "--threads 2").
 """
 import http.client
 import json
+import multiprocessing as mp
 import os
+import pathlib
 import random
+import re
+import shlex
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "extender"))
+import conftest  # noqa: E402
 from conftest import Extender, args_names, node_obj, pod_obj  # noqa: E402
 from apiserver_ext import ExtApiServerStandIn  # noqa: E402
-import pathlib  # noqa: E402
-import tempfile  # noqa: E402
 
 NODES, GPUS = 1000, 8
+SHAPES = [(1, 8192, 30), (1, 4096, 10), (2, 20000, 50), (1, None, None), (4, 16384, 25)]
 
 
-def main():
-    os.environ["GPUSLICE_EXTENDER"] = sys.argv[1]
-    import conftest
-    conftest.EXTENDER = sys.argv[1]
-    secs = float(sys.argv[2]) if len(sys.argv) > 2 else 20
+class BenchExtender(Extender):
+    def wait_ready(self, timeout=600):  # under valgrind the first list takes minutes
+        return super().wait_ready(timeout)
+
+
+def setup(ext_path, tmp):
+    """The API-server stand-in with the synthetic cluster, and the extender on it."""
+    wrap = shlex.split(os.environ.get("BENCH_WRAP", ""))
+    if wrap:
+        script = tmp / "wrapped-extender"
+        script.write_text("#!/bin/sh\nexec " + " ".join(shlex.quote(w) for w in wrap) +
+                          f" {shlex.quote(os.path.abspath(ext_path))} \"$@\"\n")
+        script.chmod(0o755)
+        ext_path = str(script)
+    conftest.EXTENDER = ext_path
     api = ExtApiServerStandIn()
     rng = random.Random(42)
     names = [f"gpu-{i:04d}" for i in range(NODES)]
@@ -41,37 +72,60 @@ def main():
         p = pod_obj(f"run-{i}", 1, 8192, 20, annotations={"gpuslice.io/assignment": json.dumps(a)})
         p["spec"]["nodeName"] = n
         api.put("Pod", p)
+    ext_args = shlex.split(os.environ.get("BENCH_EXT_ARGS", "--threads 2"))
+    ext = BenchExtender(api, tmp, "bench", args=ext_args)
+    ext.wait_state(lambda s: len(s["nodes"]) == NODES, timeout=600)
+    return api, ext, names
+
+
+def main():
+    argv = [a for a in sys.argv[1:] if not a.startswith("--")]
+    flags = {a for a in sys.argv[1:] if a.startswith("--")}
     tmp = pathlib.Path(tempfile.mkdtemp())
-    ext = Extender(api, tmp, "bench", args=("--threads", "2"))
-    ext.wait_state(lambda s: len(s["nodes"]) == NODES, timeout=60)
-    clients = int(sys.argv[3]) if len(sys.argv) > 3 else 1
-    import multiprocessing as mp
-    with mp.Pool(clients) as pool:
-        t0 = time.time()
-        parts = pool.starmap(run_client, [(ext.port, names, secs, k) for k in range(clients)])
-        wall = time.time() - t0
-    ext.stop()
-    api.close()
+    api, ext, names = setup(argv[0], tmp)
+    try:
+        if "--mix" in flags:
+            n = int(argv[1]) if len(argv) > 1 else 200
+            t0 = time.time()
+            lat = run_client(ext.port, names, None, 0, n)
+            report(1, [lat], time.time() - t0)
+            return
+        secs = float(argv[1]) if len(argv) > 1 else 20
+        clients = int(argv[2]) if len(argv) > 2 else 1
+        if "--wrk" in flags:
+            run_wrk(ext.port, names, secs, clients, tmp)
+            return
+        with mp.Pool(clients) as pool:
+            t0 = time.time()
+            parts = pool.starmap(run_client, [(ext.port, names, secs, k) for k in range(clients)])
+            wall = time.time() - t0
+        report(clients, parts, wall)
+    finally:
+        ext.stop()
+        api.close()
+
+
+def report(clients, parts, wall):
     lat = sorted(x for p in parts for x in p)
     done = len(lat)
     q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] * 1000  # noqa: E731
-    print(f"clients={clients} decisions={done} wall={wall:.1f}s rate={done / wall:.0f}/s "
+    print(f"python clients={clients} decisions={done} wall={wall:.1f}s rate={done / wall:.0f}/s "
           f"p50={q(0.5):.2f}ms p90={q(0.9):.2f}ms p99={q(0.99):.2f}ms "
           f"mean={statistics.mean(lat) * 1000:.2f}ms")
 
 
-def run_client(port, names, secs, k):
+def run_client(port, names, secs, k, count=None):
     """One kube-scheduler-like client: filter, then prioritize the survivors."""
-    shapes = [(1, 8192, 30), (1, 4096, 10), (2, 20000, 50), (1, None, None), (4, 16384, 25)]
     conn = http.client.HTTPConnection("127.0.0.1", port)
 
     def call(verb, body):
         conn.request("POST", "/gpuslice/" + verb, body, {"Content-Type": "application/json"})
         r = conn.getresponse()
         return json.loads(r.read())
-    lat, t_end, done = [], time.time() + secs, 0
-    while time.time() < t_end:
-        g, m, c = shapes[done % len(shapes)]
+    lat, done = [], 0
+    t_end = time.time() + secs if secs is not None else None
+    while (time.time() < t_end) if t_end is not None else done < count:
+        g, m, c = SHAPES[done % len(SHAPES)]
         pod = pod_obj(f"b{k}-{done}", g, m, c)
         body_f = json.dumps(args_names(pod, names))
         s = time.perf_counter()
@@ -82,6 +136,33 @@ def run_client(port, names, secs, k):
         assert res["Error"] == "" and len(pr) == len(res["NodeNames"])
         done += 1
     return lat
+
+
+def run_wrk(port, names, secs, clients, tmp):
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    bodies = tmp / "bodies"
+    bodies.mkdir()
+    for i, (g, m, c) in enumerate(SHAPES):
+        pod = pod_obj(f"w-{i}", g, m, c)
+        body_f = json.dumps(args_names(pod, names))
+        conn.request("POST", "/gpuslice/filter", body_f, {"Content-Type": "application/json"})
+        res = json.loads(conn.getresponse().read())
+        assert res["Error"] == ""
+        (bodies / f"filter-{i}.json").write_text(body_f)
+        (bodies / f"prioritize-{i}.json").write_text(json.dumps(args_names(pod, res["NodeNames"])))
+    conn.close()
+    env = dict(os.environ, BENCH_BODIES=str(bodies), BENCH_SHAPES=str(len(SHAPES)))
+    out = subprocess.run(["wrk", "-t", str(clients), "-c", str(clients), "-d", f"{secs:.0f}s",
+                          "--latency", "-s", os.path.join(HERE, "decisions.lua"),
+                          f"http://127.0.0.1:{port}"], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    m = re.search(r"Requests/sec:\s+([0-9.]+)", out)
+    rps = float(m.group(1))
+    pct = dict(re.findall(r"^\s+(50|90|99)%\s+(\S+)$", out, re.M))
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    print(f"wrk clients={clients} calls/s={rps:.0f} decisions/s={rps / 2:.0f} "
+          f"per-call p50={pct.get('50')} p90={pct.get('90')} p99={pct.get('99')} "
+          f"non-2xx={bad.group(1) if bad else 0}")
 
 
 if __name__ == "__main__":

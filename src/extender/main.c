@@ -92,10 +92,15 @@ static int handle(void *ud, const char *method, const char *url, const char *bod
         return 404;
     }
     double t0 = now_s();
+    int bad = 0, failed = 0;
+    if (verb != EXT_V_BIND &&
+        ext_verb_text(&x->st, verb == EXT_V_PRIORITIZE, body, len, out, &bad, &failed) == 0) {
+        ext_metrics_observe(verb, now_s() - t0, failed);
+        return bad ? 400 : 200;
+    }
     json_error_t je;
     json_t *args = json_loadb(body, len, 0, &je);
     json_t *res;
-    int bad = 0;
     if (!args) {
         char msg[300];
         snprintf(msg, sizeof msg, "request body is not JSON (line %d column %d: %s)", je.line,

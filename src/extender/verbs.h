@@ -25,6 +25,16 @@
 json_t *ext_filter(struct ext_state *st, json_t *args, int *bad);
 json_t *ext_prioritize(struct ext_state *st, json_t *args, int *bad);
 
+/* The HTTP layer's fast path for filter (prioritize = 0) or prioritize (1):
+ * the request body as text in, the answer as text (malloc'd) in *out. It
+ * takes only the shape kube-scheduler sends with nodeCacheCapable: true
+ * ({"Pod", "Nodes": null, "NodeNames"}, plain names) and returns -1 for
+ * anything else, which the caller then gives to ext_filter/ext_prioritize.
+ * Returns 0 when answered; *bad as above, *failed when the answer is an
+ * error (for the metrics). The answer equals the general path's. */
+int ext_verb_text(struct ext_state *st, int prioritize, const char *body, size_t len,
+                  char **out, int *bad, int *failed);
+
 /* Shared by filter/prioritize: the candidate names (borrowed from args) and
  * whether they came as full Node objects. Returns count or -1 with err. */
 int ext_candidates(json_t *args, const char ***names, int *as_objects, char *err,

@@ -245,3 +245,47 @@ def test_health_readiness_and_metrics(api, start):
     assert 'gpuslice_extender_filter_nodes_total{result="failed"} 1' in text
     assert 'gpuslice_extender_latency_seconds_count{verb="filter"} 1' in text
     assert "gpuslice_extender_ready 1" in text
+
+
+def test_fast_path_answers_equal_the_general_path(api, start):
+    """filter/prioritize take kube-scheduler's usual body ({"Pod", "Nodes": null,
+    "NodeNames"}) on a fast path (no JSON tree for the names, answer written as
+    text); any other body shape takes the general (jansson) path. Both must give
+    the same answers, whatever the whitespace and key order."""
+    cluster(api)
+    for i in range(6):
+        api.put("Node", node_obj(f"extra-{i}", ngpus=2 + i % 3))
+    ext = start()
+    ext.wait_state(lambda s: len(s["nodes"]) == 9 and
+                   sum(m for m, _ in gpu_usage(s, "gpu-full")) == 4 * (81920 - 4096))
+    names = ["gpu-a", "gpu-full", "cpu-only", "ghost"] + [f"extra-{i}" for i in range(6)]
+    shapes = [(1, 8192, 30), (4, 16384, 25), (1, None, None), (2, 81920, 100), (None, None, None)]
+    for k, (g, m, c) in enumerate(shapes):
+        pod = pod_obj(f"eq-{k}", g, m, c)  # gpus=None: a pod without GPUs
+        fast = args_names(pod, names)
+        reordered = json.dumps({"NodeNames": names, "Nodes": None, "Pod": pod}, indent=2).encode()
+        general = dict(fast, Extra=None)  # an unknown key: the general path
+        escaped = json.dumps(fast).replace('"ghost"', '"gh\\u006fst"').encode()  # general too
+        for verb in ("filter", "prioritize"):
+            want = ext.post(verb, general)
+            assert want[0] == 200
+            assert ext.post(verb, fast) == want
+            assert ext.post(verb, reordered, raw=True) == want
+            assert ext.post(verb, escaped, raw=True) == want
+        f = ext.post("filter", fast)[1]
+        assert f["Error"] == "" and set(f["NodeNames"]) | set(f["FailedNodes"]) | \
+            set(f["FailedAndUnresolvableNodes"]) == set(names)
+    # Errors: a malformed pod answers the same on both paths (filter: 200 +
+    # Error; prioritize: 400), and a truncated body still gets the parser's 400.
+    bad_pod = pod_obj("bad", 1, 8192, 150)
+    for verb, code in (("filter", 200), ("prioritize", 400)):
+        want = ext.post(verb, dict(args_names(bad_pod, names), Extra=None))
+        assert want[0] == code and "gpu-cores" in want[1]["Error"]
+        assert ext.post(verb, args_names(bad_pod, names)) == want
+    body = json.dumps(args_names(pod_obj("t", 1, 8192, 30), names)).encode()
+    code, res = ext.post("filter", body[:-1], raw=True)
+    assert code == 400 and "not JSON" in res["Error"]
+    # Both paths count their error answers alike in the metrics.
+    metrics = ext.get("/metrics")[1]
+    assert 'gpuslice_extender_errors_total{verb="filter"} 3\n' in metrics
+    assert 'gpuslice_extender_errors_total{verb="prioritize"} 2\n' in metrics
