@@ -23,3 +23,6 @@ apt-get install -y -qq --no-install-recommends python3-yaml openssl >/dev/null
 python3 -c 'import yaml' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check pyyaml ||
     python3 -m pip install -q --break-system-packages pyyaml
 echo "install-deps.sh: deploy/webhook test dependencies done"
+# bench/extender --wrk: wrk (C HTTP load generator) for the extender benchmark.
+apt-get install -y -qq --no-install-recommends wrk >/dev/null
+echo "install-deps.sh: benchmark dependencies done"
