@@ -216,6 +216,16 @@ int gs_region_device(struct gs_region *r, const char *uuid, uint64_t mem_limit)
     return idx;
 }
 
+void gs_region_set_sm_limit(struct gs_region *r, int dev, uint32_t pct)
+{
+    if (pct == 0 || dev < 0 || dev >= GS_REGION_MAX_DEVICES || gs_region_lock(r) != 0)
+        return;
+    uint32_t cur = r->dev[dev].sm_limit;
+    if (!cur || pct < cur)
+        r->dev[dev].sm_limit = pct;
+    gs_region_unlock(r);
+}
+
 int gs_region_attach(struct gs_region *r)
 {
     uint64_t st = 0;

@@ -103,6 +103,10 @@ int gs_region_reclaim_locked(struct gs_region *r);
  * index or -1 when the table is full. */
 int gs_region_device(struct gs_region *r, const char *uuid, uint64_t mem_limit);
 
+/* Records a device's configured compute cap (percent) for viewers; like
+ * memory, the smaller non-zero value wins. */
+void gs_region_set_sm_limit(struct gs_region *r, int dev, uint32_t pct);
+
 /* Takes a slot for the calling process (pid + start time). Returns the
  * slot index or -1 if every slot is held by a live process. */
 int gs_region_attach(struct gs_region *r);

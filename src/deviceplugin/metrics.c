@@ -2,9 +2,8 @@
  * Metrics, Prometheus text format 0.0.4:
  *   per GPU (NVML): memory total/used bytes, utilisation %, health, SMs;
  *   per container (its shared region, read-only and lock-free): memory used
- *   and limit bytes, compute limit %, live processes.
- * Per-container compute use is not measured by the interposer's region yet,
- * so it is not exported (docs/device-plugin.md).
+ *   and limit bytes, compute limit %, compute used (the limiter's measured
+ *   share) and charged GPU seconds, live processes.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -108,6 +107,12 @@ char *gs_metrics_render(struct gs_inventory *inv, const char *state_root, int re
             "# HELP gpuslice_container_compute_limit_percent The container's compute limit "
             "(0 = none).\n"
             "# TYPE gpuslice_container_compute_limit_percent gauge\n"
+            "# HELP gpuslice_container_compute_used_ratio The container's measured share of the "
+            "GPU's time over the limiter's last interval (0..1).\n"
+            "# TYPE gpuslice_container_compute_used_ratio gauge\n"
+            "# HELP gpuslice_container_compute_charged_seconds_total GPU time charged to the "
+            "container by its compute limiter.\n"
+            "# TYPE gpuslice_container_compute_charged_seconds_total counter\n"
             "# HELP gpuslice_container_processes Live processes using the GPU.\n"
             "# TYPE gpuslice_container_processes gauge\n");
     DIR *d = state_root ? opendir(state_root) : NULL;
@@ -153,6 +158,10 @@ char *gs_metrics_render(struct gs_inventory *inv, const char *state_root, int re
             put(&o, "gpuslice_container_memory_limit_bytes{%s} %llu\n", lab,
                 (unsigned long long)r->dev[i].mem_limit);
             put(&o, "gpuslice_container_compute_limit_percent{%s} %u\n", lab, r->dev[i].sm_limit);
+            put(&o, "gpuslice_container_compute_used_ratio{%s} %.6f\n", lab,
+                __atomic_load_n(&r->dev[i].lim.use_ppm, __ATOMIC_RELAXED) / 1e6);
+            put(&o, "gpuslice_container_compute_charged_seconds_total{%s} %.6f\n", lab,
+                (double)__atomic_load_n(&r->dev[i].lim.charged_ns, __ATOMIC_RELAXED) / 1e9);
             put(&o, "gpuslice_container_processes{%s} %d\n", lab, live);
         }
         gs_region_close_readonly(r);

@@ -139,6 +139,8 @@ int gs_rt_dev_of_ordinal(CUdevice ordinal)
     char text[GS_UUID_TEXT_LEN];
     gs_format_gpu_uuid(u.bytes, text, sizeof text);
     d = gs_region_device(r, text, gs_rt.cfg.mem_limit[ordinal]);
+    if (d >= 0 && gs_rt.cfg.compute_mode == GS_COMPUTE_CAP)
+        gs_region_set_sm_limit(r, d, gs_rt.cfg.sm_limit[ordinal]);
     if (d >= 0) {
         __atomic_store_n(&dev_map[ordinal], d, __ATOMIC_RELEASE);
         gs_log(GS_LOG_DEBUG, "device %d is %s, limit %llu bytes", ordinal, text,

@@ -212,9 +212,10 @@ def test_metrics_per_gpu_and_per_container(node):
         lab = f'container="default/tenant/main",pod_uid="{pod["metadata"]["uid"]}",gpu="{gpu}"'
         assert f"gpuslice_container_memory_used_bytes{{{lab}}} 268435456" in text
         assert f"gpuslice_container_memory_limit_bytes{{{lab}}} {2048 << 20}" in text
-        # The region's sm_limit, as the interposer records it (0 until its
-        # compute limiter writes it there): present, value not asserted.
-        assert f"gpuslice_container_compute_limit_percent{{{lab}}} " in text
+        # The cap the interposer recorded in the region from limits.conf.
+        assert f"gpuslice_container_compute_limit_percent{{{lab}}} 40" in text
+        assert f"gpuslice_container_compute_used_ratio{{{lab}}} " in text
+        assert f"gpuslice_container_compute_charged_seconds_total{{{lab}}} " in text
         assert f"gpuslice_container_processes{{{lab}}} 1" in text
     finally:
         c.stdin.close()
