@@ -1,6 +1,6 @@
 #!/bin/sh
-# Installs what building and testing gpuslice needs, from Debian packages and
-# PyPI only. Safe to run again. Run as root (or through sudo).
+# Installs what building, testing and benchmarking gpuslice needs, from Debian
+# packages and PyPI only. Safe to run again. Run as root (or through sudo).
 set -eu
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps.sh: run as root (sudo $0)" >&2
@@ -8,21 +8,21 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+# Toolchain and checkers; libraries (cmocka, jansson, gRPC C core + protobuf-c,
+# libcurl, libmicrohttpd); the Python side of the tests (kubelet stand-in on
+# Debian's grpcio, PyYAML for tests/deploy, openssl for test certificates);
+# matplotlib for the simulator's plot; wrk for the extender benchmark.
 apt-get install -y -qq --no-install-recommends \
     build-essential cmake pkg-config clang-14 clang-tidy libclang-rt-14-dev cppcheck \
-    libcmocka-dev libjansson-dev python3-matplotlib \
+    libcmocka-dev libjansson-dev \
     libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler \
-    libcurl4-openssl-dev libmicrohttpd-dev python3-grpcio python3-grpc-tools \
-    python3-protobuf python3-pytest >/dev/null
-# The test harness runs on whatever python3 is first on PATH.
-python3 -m pip install -q --disable-pip-version-check pytest pytest-timeout 2>/dev/null ||
-    python3 -m pip install -q --break-system-packages pytest pytest-timeout
+    libcurl4-openssl-dev libmicrohttpd-dev \
+    python3-grpcio python3-grpc-tools python3-protobuf python3-pytest python3-yaml \
+    python3-matplotlib openssl wrk >/dev/null
+# The interposer's pytest harness runs on whatever python3 is first on PATH.
+pip_install() {
+    python3 -m pip install -q --disable-pip-version-check "$@" 2>/dev/null ||
+        python3 -m pip install -q --disable-pip-version-check --break-system-packages "$@"
+}
+pip_install pytest pytest-timeout pyyaml
 echo "install-deps.sh: done"
-# tests/deploy (PyYAML) and tests/webhook (openssl makes throwaway certificates).
-apt-get install -y -qq --no-install-recommends python3-yaml openssl >/dev/null
-python3 -c 'import yaml' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check pyyaml ||
-    python3 -m pip install -q --break-system-packages pyyaml
-echo "install-deps.sh: deploy/webhook test dependencies done"
-# bench/extender --wrk: wrk (C HTTP load generator) for the extender benchmark.
-apt-get install -y -qq --no-install-recommends wrk >/dev/null
-echo "install-deps.sh: benchmark dependencies done"
