@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -177,12 +178,18 @@ static int run_child(char **cmd, const char *region_path, int private_region)
 {
     struct sigaction sa = {.sa_handler = forward_signal};
     sigemptyset(&sa.sa_mask);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         perror("gpuslice run: fork");
         return GS_EXIT_SETUP;
     }
     if (pid == 0) {
+        /* If gpuslice run itself is killed (SIGKILL cannot be forwarded), the
+         * job must not live on unsupervised: it gets SIGTERM. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(GS_EXIT_SETUP); /* the parent died before prctl took effect */
         execvp(cmd[0], cmd);
         int e = errno;
         fprintf(stderr, "gpuslice run: cannot run '%s': %s\n", cmd[0], strerror(e));

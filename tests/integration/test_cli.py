@@ -3,8 +3,18 @@ simulated driver."""
 import json
 import os
 import subprocess
+import time
 
 from conftest import CLI, CLIENT, GiB, MiB, World
+
+
+def alive(pid):
+    """A process that exists and is not a zombie waiting to be reaped."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def cli_env(w):
@@ -53,12 +63,18 @@ def test_runs_with_one_name_share_a_limit_and_top_shows_them(tmp_path):
         (c,) = [c for c in top["containers"] if c["container"] == "team-a"]
         assert c["devices"][0]["memory_limit_bytes"] == 2 * GiB
         assert c["devices"][0]["memory_used_bytes"] == GiB + 256 * MiB
-        assert [p["pid"] for p in c["processes"]] != []
+        tenants = [p["pid"] for p in c["processes"]]
+        assert tenants != []
         table = run(w, ["top"]).stdout
         assert "team-a" in table and "1.25 GiB" in table and "2.00 GiB" in table, table
     finally:
-        holder.kill()
+        holder.kill()  # SIGKILL: gpuslice run cannot forward it
         holder.wait()
+    # The job does not outlive a killed `gpuslice run`.
+    deadline = time.time() + 10
+    while time.time() < deadline and any(alive(p) for p in tenants):
+        time.sleep(0.05)
+    assert not any(alive(p) for p in tenants)
 
 
 def test_exit_codes(tmp_path):
