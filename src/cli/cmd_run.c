@@ -43,6 +43,9 @@ static const char run_usage[] =
     "                           next to this program, or $GPUSLICE_LIB)\n"
     "  -h, --help               show this help\n"
     "\n"
+    "SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are passed on to COMMAND; if gpuslice\n"
+    "run itself is killed, COMMAND gets SIGTERM.\n"
+    "\n"
     "Exit status: COMMAND's own (128+N if killed by signal N); 2 bad options;\n"
     "125 gpuslice could not set up; 126 COMMAND not executable; 127 not found.\n";
 
