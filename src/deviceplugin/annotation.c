@@ -54,12 +54,22 @@ static int check_version(json_t *root, const char *what, char *err, size_t errle
     return 0;
 }
 
+/* jansson quotes the offending input in its message: keep the reason one
+ * line of printable ASCII, whatever bytes the annotation held. */
+static void scrub(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+            *s = '?';
+}
+
 static json_t *load(const char *text, size_t len, const char *what, char *err, size_t errlen)
 {
     json_error_t je;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
         snprintf(err, errlen, "%s: not valid JSON at column %d: %s", what, je.column, je.text);
+        scrub(err);
         return NULL;
     }
     if (!json_is_object(root)) {
