@@ -27,14 +27,22 @@ for t in $targets; do
     work=$build/corpus/$t
     mkdir -p "$work"
     log=$build/$t.log
-    echo "== $t: ${secs}s"
+    echo "== $t: ${GPUSLICE_FUZZ_RUNS:+$GPUSLICE_FUZZ_RUNS inputs, seed 1}${GPUSLICE_FUZZ_RUNS:-${secs}s}"
     # config inputs carry a whole file; give them room past the 8 KiB line limit.
     maxlen=4096
     [ "$t" = fuzz_config ] && maxlen=20000
     dict=$root/tests/fuzz/$t.dict
     [ -f "$dict" ] && dict_opt=-dict=$dict || dict_opt=
     # shellcheck disable=SC2086 # dict_opt is empty or one word
-    if "$build/tests/fuzz/$t" -max_total_time="$secs" -max_len="$maxlen" -print_final_stats=1 $dict_opt \
+    # GPUSLICE_FUZZ_RUNS=N: a fixed number of inputs from a fixed seed, the same
+    # on every machine (CI), instead of whatever SECONDS happen to cover.
+    if [ -n "${GPUSLICE_FUZZ_RUNS:-}" ]; then
+        budget="-runs=$GPUSLICE_FUZZ_RUNS -seed=1"
+    else
+        budget="-max_total_time=$secs"
+    fi
+    # shellcheck disable=SC2086 # budget and dict_opt are word lists
+    if "$build/tests/fuzz/$t" $budget -max_len="$maxlen" -print_final_stats=1 $dict_opt \
         -artifact_prefix="$build/crash-$t-" "$work" "$root/tests/fuzz/corpus/$t" >"$log" 2>&1; then
         grep -aE '^stat::(number_of_executed_units|new_units_added|peak_rss_mb)' "$log" || true
     else
