@@ -27,7 +27,11 @@ for t in $targets; do
     work=$build/corpus/$t
     mkdir -p "$work"
     log=$build/$t.log
-    echo "== $t: ${GPUSLICE_FUZZ_RUNS:+$GPUSLICE_FUZZ_RUNS inputs, seed 1}${GPUSLICE_FUZZ_RUNS:-${secs}s}"
+    if [ -n "${GPUSLICE_FUZZ_RUNS:-}" ]; then
+        echo "== $t: $GPUSLICE_FUZZ_RUNS inputs, seed 1"
+    else
+        echo "== $t: ${secs}s"
+    fi
     # config inputs carry a whole file; give them room past the 8 KiB line limit.
     maxlen=4096
     [ "$t" = fuzz_config ] && maxlen=20000
