@@ -21,19 +21,24 @@
         return rc_;                                                                                \
     } while (0)
 
-/* Charge `bytes` on the current device, run `call`, keep or return. */
-#define CHARGED_CALL(bytes, kind, handle_expr, call)                                               \
+/* Charge `bytes` on region device `dev`, run `call`, keep or return. `dev`
+ * is evaluated only when accounting is active. */
+#define CHARGED_CALL_ON(dev, bytes, kind, handle_expr, call)                                       \
     do {                                                                                           \
         if (gs_mode() == GS_MODE_PASSTHROUGH)                                                      \
             return call;                                                                           \
         struct gs_charge c_;                                                                       \
-        CUresult rc_ = gs_charge_reserve(&c_, gs_rt_dev_current(NULL), (bytes));                   \
+        CUresult rc_ = gs_charge_reserve(&c_, (dev), (bytes));                                     \
         if (rc_ != CUDA_SUCCESS)                                                                   \
             return rc_;                                                                            \
         rc_ = call;                                                                                \
         gs_charge_commit(&c_, rc_, (kind), rc_ == CUDA_SUCCESS ? (uint64_t)(handle_expr) : 0);     \
         return rc_;                                                                                \
     } while (0)
+
+/* The common case: memory on the current context's device. */
+#define CHARGED_CALL(bytes, kind, handle_expr, call)                                               \
+    CHARGED_CALL_ON(gs_rt_dev_current(NULL), bytes, kind, handle_expr, call)
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
@@ -109,20 +114,12 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
                      unsigned long long flags)
 {
     REAL_OR_NOT_FOUND(real, cuMemCreate);
-    if (gs_mode() == GS_MODE_PASSTHROUGH)
-        return real(handle, size, prop, flags);
     /* Physical memory lands where prop says, not on the current device;
      * host-located (pinned host) handles take no device memory. */
     if (prop && prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return real(handle, size, prop, flags);
-    int dev = prop ? gs_rt_dev_of_ordinal(prop->location.id) : -1;
-    struct gs_charge c;
-    CUresult rc = gs_charge_reserve(&c, dev, size);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    rc = real(handle, size, prop, flags);
-    gs_charge_commit(&c, rc, GS_ALLOC_VMM, rc == CUDA_SUCCESS ? *handle : 0);
-    return rc;
+    CHARGED_CALL_ON(prop ? gs_rt_dev_of_ordinal(prop->location.id) : -1, size, GS_ALLOC_VMM, *handle,
+                    real(handle, size, prop, flags));
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
