@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "config_internal.h"
+#include "limiter.h"
 #include "size_parse.h"
 #include "text_escape.h"
 
@@ -198,6 +199,8 @@ static int apply_scalar(struct gs_config *cfg, int slot, const char *v, char *wh
             return -1;
         cfg->log_level = w;
         return 0;
+    case GS_KEY_POWER_EXP:
+        return gs_cfg_parse_milli(v, &cfg->power_exp_milli, why, whylen);
     case GS_KEY_CONTAINER:
         return parse_label(v, cfg->container_name, sizeof(cfg->container_name), why, whylen);
     default:
@@ -235,6 +238,7 @@ static void set_defaults(struct gs_config *cfg)
     cfg->managed_policy = GS_MANAGED_COUNT;
     cfg->ctx_overhead = -1;
     cfg->log_level = 1;
+    cfg->power_exp_milli = GS_LIM_DEFAULT_POWER_EXP;
 }
 
 int gs_config_load(struct gs_config *cfg, gs_getenv_fn getenv_fn, void *ctx, char *err, size_t errlen)

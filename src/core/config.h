@@ -22,6 +22,7 @@ struct gs_config {
     enum gs_core_policy core_policy;
     enum gs_managed_policy managed_policy;
     int64_t ctx_overhead;               /* bytes charged per context; -1 = measure automatically */
+    unsigned power_exp_milli;           /* compute limiter's power correction exponent, thousandths; 0 = off */
     int log_level;                      /* 0 error, 1 warn (default), 2 info, 3 debug */
     char region_path[4096];             /* shared state file; "" = none configured */
     char container_name[128];           /* label shown by the node view; "" if unset */

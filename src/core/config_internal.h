@@ -28,6 +28,8 @@ int gs_cfg_fail(char *err, size_t errlen, const struct gs_cfg_layer *layer, int 
 
 /* Value parsers: return 0, or -1 with a reason (not naming the value) in why. */
 int gs_cfg_parse_uint(const char *v, unsigned min, unsigned max, unsigned *out, char *why, size_t whylen);
+/* A decimal fraction 0..1 with at most 3 decimals ("0.38", ".5", "1"), in thousandths. */
+int gs_cfg_parse_milli(const char *v, unsigned *out, char *why, size_t whylen);
 /* Case-insensitive choice among words[0..n-1]; *out is the index. */
 int gs_cfg_parse_word(const char *v, const char *const *words, int n, int *out, char *why, size_t whylen);
 

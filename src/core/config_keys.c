@@ -21,6 +21,7 @@ static const char *const gs_scalar_names[GS_KEY_COUNT - GS_KEY_HAMI_CACHE] = {
     "GPUSLICE_CTX_OVERHEAD",
     "GPUSLICE_LOG_LEVEL",
     "GPUSLICE_CONTAINER",
+    "GPUSLICE_POWER_EXPONENT",
     "GPUSLICE_CONFIG",
 };
 
@@ -32,6 +33,7 @@ const char *const gs_key_other_names[] = {
     "GPUSLICE_SIM_DEVICES",
     "GPUSLICE_SIM_MEM",
     "GPUSLICE_SIM_CTX_OVERHEAD",
+    "GPUSLICE_SIM_POWER_DYN",
     NULL,
 };
 

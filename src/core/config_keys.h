@@ -31,6 +31,7 @@ enum gs_key_scalar {
     GS_KEY_CTX_OVERHEAD,                             /* GPUSLICE_CTX_OVERHEAD */
     GS_KEY_LOG,                                      /* GPUSLICE_LOG_LEVEL */
     GS_KEY_CONTAINER,                                /* GPUSLICE_CONTAINER */
+    GS_KEY_POWER_EXP,                                /* GPUSLICE_POWER_EXPONENT */
     GS_KEY_CONFIG,                                   /* GPUSLICE_CONFIG (environment only) */
     GS_KEY_COUNT
 };

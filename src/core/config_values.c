@@ -1,4 +1,4 @@
-/* Parsers for the non-size configuration values: small integers and keywords. */
+/* Parsers for the non-size configuration values: small integers, fractions and keywords. */
 #include "config_internal.h"
 
 #include <stdio.h>
@@ -27,6 +27,44 @@ int gs_cfg_parse_uint(const char *v, unsigned min, unsigned max, unsigned *out, 
         return -1;
     }
     *out = (unsigned)x;
+    return 0;
+}
+
+int gs_cfg_parse_milli(const char *v, unsigned *out, char *why, size_t whylen)
+{
+    unsigned whole = 0, frac = 0, scale = 100;
+    const char *p = v;
+
+    if (*p >= '0' && *p <= '9')
+        whole = (unsigned)(*p++ - '0');
+    else if (*p != '.') {
+        snprintf(why, whylen, "not a decimal number between 0 and 1 (e.g. 0.38)");
+        return -1;
+    }
+    if (*p == '.') {
+        p++;
+        if (*p == '\0') {
+            snprintf(why, whylen, "no digits after the decimal point");
+            return -1;
+        }
+        for (; *p >= '0' && *p <= '9'; p++) {
+            if (scale == 0) {
+                snprintf(why, whylen, "at most 3 decimal places");
+                return -1;
+            }
+            frac += (unsigned)(*p - '0') * scale;
+            scale /= 10;
+        }
+    }
+    if (*p != '\0') {
+        snprintf(why, whylen, "not a decimal number between 0 and 1 (e.g. 0.38)");
+        return -1;
+    }
+    if (whole > 1 || (whole == 1 && frac > 0)) {
+        snprintf(why, whylen, "out of range (expected 0..1)");
+        return -1;
+    }
+    *out = whole * 1000 + frac;
     return 0;
 }
 

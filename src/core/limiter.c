@@ -1,6 +1,8 @@
 /* The compute limiter's maths; see limiter.h and docs/compute.md. */
 #include "limiter.h"
 
+#include <math.h>
+
 #define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 #define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_RELAXED)
@@ -31,6 +33,7 @@ void gs_lim_account_init(struct gs_lim_account *a, enum gs_lim_mode mode, unsign
     a->limit_pct = limit_pct;
     a->weight = (uint16_t)(weight > 65535 ? 65535 : weight);
     a->corr_ppm = GS_LIM_PPM;
+    a->speed_ppm = GS_LIM_PPM;
     uint32_t rate = mode == GS_LIM_SHARE ? GS_LIM_PPM : (limit_pct >= 100 ? GS_LIM_PPM : limit_pct * 10000U);
     ST(&a->rate_ppm, rate);
     ST(&a->tokens, (int64_t)0);
@@ -60,6 +63,19 @@ void gs_lim_refill(struct gs_lim_account *a, uint64_t now)
         ;
 }
 
+/* GPU ns charged per ns of occupancy, in ppm: c x s. */
+static uint64_t charge_rate(const struct gs_lim_account *a)
+{
+    uint64_t c = LD(&a->corr_ppm), sp = LD(&a->speed_ppm);
+    if (c < GS_LIM_MIN_CORR)
+        c = GS_LIM_MIN_CORR;
+    if (sp < GS_LIM_PPM)
+        sp = GS_LIM_PPM;
+    if (sp > GS_LIM_MAX_SPEED)
+        sp = GS_LIM_MAX_SPEED;
+    return c * sp / GS_LIM_PPM;
+}
+
 uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t now)
 {
     gs_lim_refill(a, now);
@@ -74,10 +90,7 @@ uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t
     uint64_t period = GS_LIM_DEFAULT_PERIOD_NS;
     uint64_t quantum = (uint64_t)burst_of(rate) / 2;
     uint64_t gpu = (uint64_t)t > quantum ? (uint64_t)t : quantum;
-    uint32_t c = LD(&a->corr_ppm);
-    if (c < GS_LIM_MIN_CORR)
-        c = GS_LIM_MIN_CORR;
-    uint64_t len = (uint64_t)((unsigned __int128)gpu * GS_LIM_PPM / c);
+    uint64_t len = (uint64_t)((unsigned __int128)gpu * GS_LIM_PPM / charge_rate(a));
     if (len > 2 * period)
         len = 2 * period;
     if (len == 0)
@@ -86,7 +99,9 @@ uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t
     w->launches = 0;
     w->start_ns = now;
     w->end_ns = now + len;
-    w->max_launches = UINT32_MAX;
+    /* Until a window has measured what a launch costs, one launch: a new
+     * thread must not queue seconds of work into its first window. */
+    w->max_launches = 1;
     if (w->est_ns) {
         uint64_t m = (len + w->est_ns - 1) / w->est_ns;
         w->max_launches = m == 0 ? 1 : m > UINT32_MAX ? UINT32_MAX : (uint32_t)m;
@@ -106,10 +121,7 @@ uint64_t gs_lim_close(struct gs_lim_window *w, struct gs_lim_account *a, uint64_
         ;
     uint64_t from = done > w->start_ns ? done : w->start_ns;
     uint64_t occ = end_ns > from ? end_ns - from : 0;
-    uint32_t c = LD(&a->corr_ppm);
-    if (c < GS_LIM_MIN_CORR)
-        c = GS_LIM_MIN_CORR;
-    uint64_t charge = (uint64_t)((unsigned __int128)occ * c / GS_LIM_PPM);
+    uint64_t charge = (uint64_t)((unsigned __int128)occ * charge_rate(a) / GS_LIM_PPM);
     ADD(&a->tokens, -(int64_t)charge);
     ADD(&a->occ_ns, occ);
     ADD(&a->charged_ns, charge);
@@ -157,6 +169,26 @@ uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t 
         q = GS_LIM_PPM;
     uint64_t c = GS_LIM_PPM - q / 2;
     return (uint32_t)((old_corr + c) / 2);
+}
+
+uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t dev_ppm, unsigned exp_milli)
+{
+    if (old_speed < GS_LIM_PPM)
+        old_speed = GS_LIM_PPM;
+    if (exp_milli == 0 || limit_mw == 0)
+        return GS_LIM_PPM;
+    if (dev_ppm < GS_LIM_BUSY_PPM)
+        return old_speed; /* too little work to see what it draws */
+    if (dev_ppm > GS_LIM_PPM)
+        dev_ppm = GS_LIM_PPM;
+    double idle = (double)limit_mw * GS_LIM_IDLE_POWER_PPM / GS_LIM_PPM;
+    double busy = (double)dev_ppm / GS_LIM_PPM;
+    double e = ((double)power_mw - idle) / busy;
+    double over = e / ((double)limit_mw - idle);
+    double target = over > 1.0 ? pow(over, exp_milli / 1000.0) * GS_LIM_PPM : (double)GS_LIM_PPM;
+    if (target > GS_LIM_MAX_SPEED)
+        target = GS_LIM_MAX_SPEED;
+    return (uint32_t)((old_speed + (uint64_t)target) / 2);
 }
 
 uint32_t gs_lim_share_target(unsigned weight, uint64_t busy_others_weight)

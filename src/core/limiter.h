@@ -8,7 +8,8 @@
  * that launches work runs duty-cycle windows: a window opens only when the
  * account is not in debt, lasts tokens/c of wall time (at least half a
  * period's allowance), and closes at the first launch after its end (or after
- * as many launches as the measured cost per launch says fit). Closing drains
+ * as many launches as the measured cost per launch says fit; one launch
+ * while that cost is unknown). Closing drains
  * the work launched in it, then charges its occupancy x c, so that no work
  * spills into the off time and the next window waits until the debt is paid:
  * busy / (busy + off) = p.
@@ -17,6 +18,13 @@
  * spent on us. It is 1 when we are alone; when other contexts time-slice the
  * GPU it drops (each of our kernels takes longer), measured by the slow outer
  * loop from NVML per-process utilisation.
+ *
+ * s ("speed", ppm, >= 1) is how much faster the GPU runs our work than it
+ * would run it with the GPU to itself: a duty-cycled GPU stays below its
+ * power limit and keeps a higher clock than a continuously busy one, so p % of
+ * the time would buy more than p % of exclusive throughput. The outer loop
+ * estimates s from NVML power and utilisation (gs_lim_speed). A window is
+ * charged occupancy x c x s.
  */
 #ifndef GPUSLICE_LIMITER_H
 #define GPUSLICE_LIMITER_H
@@ -28,10 +36,13 @@
 #define GS_LIM_OUTER_NS 250000000ULL         /* outer (NVML) loop every 250 ms */
 #define GS_LIM_MIN_CORR 50000U               /* c never below 0.05 */
 #define GS_LIM_BUSY_PPM 50000U               /* others above 5 % count as busy (share mode) */
+#define GS_LIM_MAX_SPEED 2000000U            /* s never above 2 */
+#define GS_LIM_IDLE_POWER_PPM 150000U        /* power drawn busy-idle: 15 % of the limit */
+#define GS_LIM_DEFAULT_POWER_EXP 380U        /* thousandths; see gs_lim_speed */
 
 enum gs_lim_mode { GS_LIM_CAP = 0, GS_LIM_SHARE = 1 };
 
-/* Shared by all processes of a container, per device; exactly the 14 words
+/* Shared by all processes of a container, per device; exactly the 15 words
  * reserved in struct gs_region_device. Updated with atomics only. */
 struct gs_lim_account {
     int64_t tokens;          /* GPU ns we may still use; negative = debt */
@@ -53,6 +64,8 @@ struct gs_lim_account {
     uint32_t use_ppm;        /* measured use over the last outer interval (NVML or charged) */
     uint32_t others_ppm;     /* others' use of the device, NVML */
     uint64_t outer_charged_mark; /* charged_ns at the last outer run */
+    uint32_t speed_ppm;      /* s; 0 until initialised */
+    uint32_t dev_ppm;        /* device busy fraction at the last outer run (NVML) */
 };
 
 /* One thread's window on one device (process-private). */
@@ -108,6 +121,19 @@ uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, int64_t others_pp
  * towards 1, so that a c learnt next to a tenant that has since gone cannot
  * let us exceed the cap. */
 uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t occ_ppm);
+
+/* Outer loop, the power correction s (ppm, >= GS_LIM_PPM). power_mw: the
+ * device's power draw, limit_mw its enforced power limit, dev_ppm its busy
+ * fraction, all from NVML over about the last second. The draw while busy
+ * beyond what the busy-idle GPU draws (GS_LIM_IDLE_POWER_PPM of the limit),
+ *     e = (power - idle) / busy,
+ * is what the running work would draw continuously. If e exceeds the
+ * headroom limit - idle, the GPU given to that work alone would throttle its
+ * clock until it fits: it runs faster now by (e / headroom)^exp (dynamic
+ * power grows about as f^2 with the clock, throughput up to f^1; exp in
+ * thousandths, calibrated on an H200: docs/compute.md). exp 0 disables it.
+ * Moves half-way per run; keeps old while the device is nearly idle. */
+uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t dev_ppm, unsigned exp_milli);
 
 /* Share mode: our target share given the weights of the others that are busy
  * (sum; 0 = none busy). GS_LIM_PPM means unthrottled. */

@@ -20,7 +20,7 @@
 #include "limiter.h"
 
 #define GS_REGION_MAGIC 0x45434c5355504721ULL /* "!GPUSLCE" */
-#define GS_REGION_VERSION 1U
+#define GS_REGION_VERSION 2U
 #define GS_REGION_MAX_DEVICES 16
 #define GS_REGION_MAX_PROCS 1024
 #define GS_REGION_UUID_LEN 64
@@ -40,7 +40,7 @@ struct gs_region_device {
     uint32_t sm_limit;             /* percent; 0 = unlimited */
     uint32_t flags;
     union {
-        uint64_t compute[14];      /* the compute limiter's account (limiter.h) */
+        uint64_t compute[15];      /* the compute limiter's account (limiter.h) */
         struct gs_lim_account lim;
     };
 };
@@ -58,7 +58,7 @@ struct gs_region_proc {
     };
 };
 
-_Static_assert(sizeof(struct gs_lim_account) == 14 * sizeof(uint64_t), "limiter account must fill compute[]");
+_Static_assert(sizeof(struct gs_lim_account) == 15 * sizeof(uint64_t), "limiter account must fill compute[]");
 _Static_assert(sizeof(struct gs_lim_proc) == 8 * sizeof(uint64_t), "per-process counters must fill compute[]");
 
 struct gs_region {

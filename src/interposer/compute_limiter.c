@@ -4,7 +4,8 @@
  * docs/compute.md the why).
  *
  * Fast path (inside an open window): a clock read, two compares, a counter;
- * every Nth launch an event record that marks how far the GPU got. Slow path
+ * at most every MARK_EVERY_NS an event record that marks how far the GPU got
+ * (after every launch for long kernels). No system call. Slow path
  * (window over): drain what the window launched (an event per stream used),
  * charge its occupancy, wait while the container is in debt, open the next.
  */
@@ -16,10 +17,9 @@
 
 #include <pthread.h>
 #include <time.h>
-#include <unistd.h>
 
 #define MAX_STREAMS 4
-#define MARK_EVERY 8              /* small kernels: a progress marker every 8 launches */
+#define MARK_EVERY_NS 500000ULL   /* small kernels: a progress marker every 0.5 ms of launching */
 #define MARK_ALWAYS_NS 50000ULL   /* kernels of 50 us and more: after every launch */
 #define MAX_SLEEP_NS 10000000ULL  /* re-check the account at least every 10 ms */
 
@@ -125,12 +125,13 @@ static int stream_capturing(CUstream s)
 }
 
 struct tdev {
-    pid_t pid;
+    unsigned gen;   /* gs_rt_fork_generation + 1 when set up; 0: never */
     int8_t limited; /* -1 unknown, 0 no, 1 yes */
     uint8_t have_start, have_mark, overflow;
     int nstreams;
-    uint32_t since_mark;
     uint32_t tick;
+    uint64_t last_launch_ns; /* clock at the last launch of the window */
+    uint64_t mark_ns;        /* clock at the last marker */
     struct gs_lim_window w;
     CUstream streams[MAX_STREAMS];
     CUevent drain[MAX_STREAMS];
@@ -176,7 +177,7 @@ static CUevent make_event(unsigned flags)
 /* Sets up this thread's view of device d (ordinal ord). */
 static void setup(struct tdev *t, struct gs_region *r, int d, CUdevice ord)
 {
-    *t = (struct tdev){.pid = getpid(), .limited = 0};
+    *t = (struct tdev){.gen = __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1, .limited = 0};
     unsigned limit = ord >= 0 && ord < GS_MAX_DEVICES ? gs_rt.cfg.sm_limit[ord] : 0;
     int share = gs_rt.cfg.compute_mode == GS_COMPUTE_SHARE;
     if (!share && (limit == 0 || limit >= 100))
@@ -223,8 +224,11 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     if (pending && (end - close_ns > 100000ULL || !marked)) {
         /* work was still running: the GPU was ours until it drained */
     } else if (marked) {
-        /* it went idle: the last marker says when our work ended */
+        /* it went idle: the last marker says when our work ended, unless
+         * launches came after it (their work ended after they were made) */
         end = t->w.start_ns + (uint64_t)((double)ms * 1e6);
+        if (end < t->last_launch_ns)
+            end = t->last_launch_ns;
         if (end > close_ns)
             end = close_ns;
         pending = 1; /* measured */
@@ -247,7 +251,6 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     t->nstreams = 0;
     t->overflow = 0;
     t->have_start = t->have_mark = 0;
-    t->since_mark = 0;
 }
 
 int gs_compute_before(CUstream s)
@@ -266,7 +269,7 @@ int gs_compute_before(CUstream s)
     if (!r)
         return -1;
     struct tdev *t = &t_dev[d];
-    if (GS_UNLIKELY(t->limited < 0 || t->pid != getpid() || t->pid == 0))
+    if (GS_UNLIKELY(t->limited < 0 || t->gen != __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1))
         setup(t, r, d, ord);
     if (!t->limited)
         return -1;
@@ -282,8 +285,10 @@ int gs_compute_before(CUstream s)
             gs_compute_outer(r, d, now);
         return -1;
     }
-    if (GS_LIKELY(gs_lim_in_window(&t->w, now)))
+    if (GS_LIKELY(gs_lim_in_window(&t->w, now))) {
+        t->last_launch_ns = now;
         return d;
+    }
     if (!sync_enter())
         return -1;
     if (stream_capturing(s)) {
@@ -316,6 +321,7 @@ int gs_compute_before(CUstream s)
     gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
     t->have_start = t->ev_start && rec && rec(t->ev_start, s) == CUDA_SUCCESS;
     sync_leave();
+    t->mark_ns = t->last_launch_ns = t->w.start_ns;
     return d;
 }
 
@@ -334,10 +340,10 @@ void gs_compute_after(int d, CUstream s, CUresult rc)
         else
             t->overflow = 1;
     }
-    if (t->w.est_ns == 0 || t->w.est_ns >= MARK_ALWAYS_NS || ++t->since_mark >= MARK_EVERY) {
+    if (t->w.est_ns == 0 || t->w.est_ns >= MARK_ALWAYS_NS || t->last_launch_ns - t->mark_ns >= MARK_EVERY_NS) {
         gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
         if (t->ev_mark && rec && rec(t->ev_mark, s) == CUDA_SUCCESS)
             t->have_mark = 1;
-        t->since_mark = 0;
+        t->mark_ns = t->last_launch_ns;
     }
 }

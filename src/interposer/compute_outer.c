@@ -57,16 +57,21 @@ static void live_pids(const struct gs_region *r, struct pidset *s)
     }
 }
 
+/* What NVML says of the whole device: busy fraction, power draw and limit;
+ * -1 where unknown. */
+struct devinfo {
+    int64_t busy_ppm, power_mw, limit_mw;
+};
+
 /* Samples of device uuid since *seen; returns how many (0 if none/unusable),
- * the newest MAX_SAMPLES of them if there are more. *dev_ppm: the device's
- * busy fraction (nvmlDeviceGetUtilizationRates), -1 if unknown. */
-static unsigned read_samples(const char *uuid, uint64_t seen, struct gs_lim_sample *out, int64_t *dev_ppm)
+ * the newest MAX_SAMPLES of them if there are more, and fills *di. */
+static unsigned read_samples(const char *uuid, uint64_t seen, struct gs_lim_sample *out, struct devinfo *di)
 {
     static nvmlProcessUtilizationSample_t *buf;
     static unsigned cap;
     static int logged;
     unsigned got = 0;
-    *dev_ppm = -1;
+    *di = (struct devinfo){-1, -1, -1};
     pthread_mutex_lock(&nvml_lock);
     if (nvml_state == 0) {
         nvml_state = -1;
@@ -85,7 +90,14 @@ static unsigned read_samples(const char *uuid, uint64_t seen, struct gs_lim_samp
     if (nvml_state == 1 && by_uuid && by_uuid(uuid, &h) == NVML_SUCCESS) {
         nvmlUtilization_t u;
         if (rates && rates(h, &u) == NVML_SUCCESS)
-            *dev_ppm = (int64_t)(u.gpu > 100 ? 100 : u.gpu) * 10000;
+            di->busy_ppm = (int64_t)(u.gpu > 100 ? 100 : u.gpu) * 10000;
+        gs_pfn_nvmlDeviceGetPowerUsage power = GS_REAL_NVML(nvmlDeviceGetPowerUsage);
+        gs_pfn_nvmlDeviceGetEnforcedPowerLimit plimit = GS_REAL_NVML(nvmlDeviceGetEnforcedPowerLimit);
+        unsigned mw = 0;
+        if (power && power(h, &mw) == NVML_SUCCESS)
+            di->power_mw = mw;
+        if (plimit && plimit(h, &mw) == NVML_SUCCESS)
+            di->limit_mw = mw;
         /* A buffer too small gets NVML_ERROR_INSUFFICIENT_SIZE, the count
          * needed and no samples: grow it (the history since seen can be
          * long) and ask again. */
@@ -234,8 +246,9 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
     memcpy(uuid, r->dev[d].uuid, sizeof uuid);
     uuid[sizeof uuid - 1] = '\0';
     uint64_t seen = __atomic_load_n(&a->nvml_seen_us, __ATOMIC_RELAXED);
-    int64_t dev_ppm = -1;
-    unsigned n = read_samples(uuid, seen, samples, &dev_ppm);
+    struct devinfo di;
+    unsigned n = read_samples(uuid, seen, samples, &di);
+    int64_t dev_ppm = di.busy_ppm;
     live_pids(r, &ours);
     int64_t our = -1, others = -1;
     uint64_t newest = gs_lim_aggregate(samples, n, seen, in_set, &ours, &our, &others);
@@ -262,6 +275,17 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
         corr = gs_lim_correction(old_corr, our, others, occ_ppm);
     }
     __atomic_store_n(&a->corr_ppm, corr, __ATOMIC_RELAXED);
+    uint32_t speed = __atomic_load_n(&a->speed_ppm, __ATOMIC_RELAXED);
+    if (di.power_mw >= 0 && di.limit_mw > 0 && dev_ppm >= 0)
+        speed = gs_lim_speed(speed, (uint64_t)di.power_mw, (uint64_t)di.limit_mw, (uint64_t)dev_ppm,
+                             gs_rt.cfg.power_exp_milli);
+    __atomic_store_n(&a->speed_ppm, speed, __ATOMIC_RELAXED);
+    __atomic_store_n(&a->dev_ppm, (uint32_t)(dev_ppm < 0 ? 0 : dev_ppm), __ATOMIC_RELAXED);
+    gs_log(GS_LOG_DEBUG,
+           "outer %s: occupancy %llu ppm, nvml ours %lld others %lld device %lld ppm, power %lld/%lld mW -> "
+           "c %u s %u",
+           uuid, (unsigned long long)occ_ppm, (long long)our, (long long)others, (long long)dev_ppm,
+           (long long)di.power_mw, (long long)di.limit_mw, corr, speed);
     uint64_t use = our >= 0 ? (uint64_t)our : (uint64_t)((unsigned __int128)ch_d * GS_LIM_PPM / interval);
     __atomic_store_n(&a->use_ppm, (uint32_t)(use > GS_LIM_PPM ? GS_LIM_PPM : use), __ATOMIC_RELAXED);
     __atomic_store_n(&a->others_ppm, (uint32_t)(others < 0 ? 0 : others), __ATOMIC_RELAXED);

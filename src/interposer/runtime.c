@@ -33,6 +33,8 @@ void gs_rt_report_broken(void)
                gs_rt.error);
 }
 
+unsigned gs_rt_fork_generation;
+
 /* fork(): the child is a new process with no allocations and no slot. */
 static void before_fork(void)
 {
@@ -51,6 +53,7 @@ static void after_fork_child(void)
     gs_alloc_unlock_all();
     gs_alloc_clear();
     slot = -1;
+    __atomic_add_fetch(&gs_rt_fork_generation, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&setup_lock);
 }
 

@@ -43,6 +43,11 @@ int gs_rt_dev_of_ordinal(CUdevice ordinal);
 int gs_rt_dev_current(CUdevice *ordinal_out);
 int gs_rt_dev_of_nvml(nvmlDevice_t device);
 
+/* Bumped in every child after fork(): per-thread state that outlives a fork
+ * (the forking thread's) compares it instead of calling getpid(), a system
+ * call, on the launch path. */
+extern unsigned gs_rt_fork_generation;
+
 /* Reports the configuration error once, on the first driver call. */
 void gs_rt_report_broken(void);
 

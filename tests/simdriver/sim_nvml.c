@@ -365,6 +365,36 @@ SIM_NVML nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *u
     return NVML_SUCCESS;
 }
 
+SIM_NVML nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
+{
+    struct sim_state *st;
+    int i;
+    nvmlReturn_t rc = device_index(device, &st, &i);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!power)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (sim_state_lock(st) != 0)
+        return NVML_ERROR_UNKNOWN;
+    sim_tl_advance(st, i, sim_now_ns());
+    *power = (unsigned int)(SIM_IDLE_POWER_MW + st->power_dyn_mw * st->dev[i].tl_last_util / 100);
+    sim_state_unlock(st);
+    return NVML_SUCCESS;
+}
+
+SIM_NVML nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit)
+{
+    struct sim_state *st;
+    int i;
+    nvmlReturn_t rc = device_index(device, &st, &i);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!limit)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *limit = (unsigned int)SIM_POWER_LIMIT_MW;
+    return NVML_SUCCESS;
+}
+
 SIM_NVML nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                          nvmlProcessUtilizationSample_t *utilization,
                                          unsigned int *processSamplesCount,

@@ -90,6 +90,18 @@ int sim_config_from_env(struct sim_config *cfg)
         return -1;
     if (env_bytes("GPUSLICE_SIM_CTX_OVERHEAD", SIM_DEFAULT_CTX_OVERHEAD, 0, &cfg->ctx_overhead) != 0)
         return -1;
+    cfg->power_dyn_mw = SIM_DEFAULT_POWER_DYN_MW;
+    v = getenv("GPUSLICE_SIM_POWER_DYN");
+    if (v) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long w = strtoul(v, &end, 10);
+        if (errno || end == v || *end || v[0] < '0' || v[0] > '9' || w > 10000) {
+            fprintf(stderr, "gpuslice-sim: invalid GPUSLICE_SIM_POWER_DYN='%s': expected watts 0..10000\n", v);
+            return -1;
+        }
+        cfg->power_dyn_mw = (uint64_t)w * 1000;
+    }
     return 0;
 }
 
@@ -116,6 +128,7 @@ static void init_state(struct sim_state *st, const struct sim_config *cfg)
     st->size = (uint32_t)sizeof(*st);
     st->ndevices = cfg->ndevices;
     st->ctx_overhead = cfg->ctx_overhead;
+    st->power_dyn_mw = cfg->power_dyn_mw;
     st->next_id = 1;
     for (uint32_t d = 0; d < cfg->ndevices; d++)
         st->dev[d].total = cfg->mem;

@@ -136,6 +136,7 @@ struct sim_state {
     uint32_t chunk_hwm;
     uint32_t pad;
     uint64_t ctx_overhead;
+    uint64_t power_dyn_mw; /* power drawn above idle while busy (NVML power model) */
     uint64_t next_id;
     struct sim_device dev[SIM_MAX_DEVICES];
     struct sim_proc procs[SIM_MAX_PROCS];
@@ -148,7 +149,16 @@ struct sim_config {
     uint32_t ndevices;
     uint64_t mem;
     uint64_t ctx_overhead;
+    uint64_t power_dyn_mw;
 };
+
+/* The NVML power model: a device draws SIM_IDLE_POWER_MW plus power_dyn_mw x
+ * its busy fraction of the last sample period, against a limit of
+ * SIM_POWER_LIMIT_MW (an H200's figures). power_dyn_mw comes from
+ * GPUSLICE_SIM_POWER_DYN (watts, default 400: never over the limit). */
+#define SIM_IDLE_POWER_MW 100000ULL
+#define SIM_POWER_LIMIT_MW 700000ULL
+#define SIM_DEFAULT_POWER_DYN_MW 400000ULL
 
 /* Reads GPUSLICE_SIM_*; prints a message naming the variable and returns -1
  * on an invalid value. */

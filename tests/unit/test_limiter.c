@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -129,6 +130,15 @@ static void nvml_samples_are_averaged_over_timestamps(void **state)
 #define STEP (1 * US)
 static int g_no_correction; /* pin c at 1: the limiter without its outer loop */
 static int g_device_only;   /* NVML without per-process samples: device utilisation only */
+/* The model GPU's power and clock (0: fixed clock). Busy, it draws
+ * PM_IDLE + PM_DYN x (f / f_max)^2 watts; its clock follows the busy fraction
+ * of the last outer interval so that the average stays within PM_LIMIT; work
+ * runs at (f / f_exclusive)^0.76 of its exclusive speed. */
+static int g_power_model;
+static unsigned g_power_exp = GS_LIM_DEFAULT_POWER_EXP;
+#define PM_LIMIT 700.0
+#define PM_IDLE 105.0
+#define PM_DYN 900.0
 #define MAXT 3
 
 enum tstate { T_RUN, T_DRAIN, T_WAIT };
@@ -186,6 +196,7 @@ static void simulate(struct tenant *t, int n, double secs, double from, double *
     uint64_t t0 = 1000 * MS, end = t0 + (uint64_t)(secs * 1e9), mfrom = t0 + (uint64_t)(from * 1e9);
     uint64_t done_at_from[MAXT] = {0}, next_outer = t0 + GS_LIM_OUTER_NS, occ_mark[MAXT] = {0};
     uint64_t dev_busy = 0, dev_mark = 0;
+    double f_excl = sqrt((PM_LIMIT - PM_IDLE) / PM_DYN), f = 1.0, speed = 1.0, power = PM_IDLE;
     for (int i = 0; i < n; i++) {
         t[i].on_from += t0;
         t[i].on_until = t[i].on_until ? t0 + t[i].on_until : UINT64_MAX;
@@ -204,7 +215,7 @@ static void simulate(struct tenant *t, int n, double secs, double from, double *
         for (int i = 0; i < n; i++) {
             if (!t[i].queue_ns)
                 continue;
-            uint64_t prog = STEP / (uint64_t)k;
+            uint64_t prog = (uint64_t)((double)(STEP / (uint64_t)k) * speed);
             if (prog > t[i].queue_ns)
                 prog = t[i].queue_ns;
             t[i].queue_ns -= prog;
@@ -214,6 +225,14 @@ static void simulate(struct tenant *t, int n, double secs, double from, double *
                 t[i].idle_since = now + STEP;
         }
         if (now >= next_outer) {
+            uint64_t busy_ppm = (dev_busy - dev_mark) * GS_LIM_PPM / GS_LIM_OUTER_NS;
+            if (g_power_model) {
+                double u = (double)busy_ppm / GS_LIM_PPM;
+                power = PM_IDLE + u * PM_DYN * f * f; /* what NVML reports for the interval */
+                f = u > 0 ? sqrt((PM_LIMIT - PM_IDLE) / (u * PM_DYN)) : 1.0;
+                f = f > 1.0 ? 1.0 : f;
+                speed = pow(f / f_excl, 0.76);
+            }
             uint64_t total = 0;
             for (int i = 0; i < n; i++)
                 total += t[i].busy_ns - t[i].busy_mark;
@@ -230,6 +249,9 @@ static void simulate(struct tenant *t, int n, double secs, double from, double *
                                                            occ * GS_LIM_PPM / GS_LIM_OUTER_NS);
                 else if (!g_no_correction)
                     a->corr_ppm = gs_lim_correction(a->corr_ppm, ours, others, occ * GS_LIM_PPM / GS_LIM_OUTER_NS);
+                if (g_power_model)
+                    a->speed_ppm = gs_lim_speed(a->speed_ppm, (uint64_t)(power * 1000), (uint64_t)(PM_LIMIT * 1000),
+                                                busy_ppm, g_power_exp);
                 if (a->mode == GS_LIM_SHARE) {
                     uint64_t busy_w = 0;
                     for (int j = 0; j < n; j++)
@@ -273,6 +295,45 @@ static void cap_holds_for_5us_and_50ms_kernels(void **state)
         assert_true(s5 > caps[i] / 100.0 - 0.02 && s5 < caps[i] / 100.0 + 0.02);
         assert_true(s50 > caps[i] / 100.0 - 0.03 && s50 < caps[i] / 100.0 + 0.03);
     }
+}
+
+static void speed_follows_the_power_headroom(void **state)
+{
+    (void)state;
+    /* 30 % busy drawing 105 + 0.3 x 900 W: 900 W busy against 595 W of
+     * headroom, (900/595)^0.38 = 1.170; half-way from 1 */
+    uint32_t s = gs_lim_speed(GS_LIM_PPM, 375000, 700000, 300000, 380);
+    assert_in_range(s, 1084000, 1086000);
+    assert_int_equal(gs_lim_speed(s, 375000, 700000, 300000, 0), GS_LIM_PPM);       /* exponent 0: off */
+    assert_int_equal(gs_lim_speed(s, 375000, 700000, 20000, 380), s);              /* nearly idle: keep */
+    assert_int_equal(gs_lim_speed(GS_LIM_PPM, 400000, 700000, 600000, 380), GS_LIM_PPM); /* within the limit */
+    assert_int_equal(gs_lim_speed(GS_LIM_PPM, 700000, 0, 600000, 380), GS_LIM_PPM); /* no limit known */
+    uint32_t big = GS_LIM_PPM;
+    for (int i = 0; i < 40; i++)
+        big = gs_lim_speed(big, 4000000000ULL, 700000, 1000000, 1000);
+    assert_true(big <= GS_LIM_MAX_SPEED && big > GS_LIM_MAX_SPEED - 1000);
+}
+
+static void cap_holds_in_exclusive_throughput_when_the_clock_boosts(void **state)
+{
+    /* A duty-cycled GPU keeps a higher clock than one that is always busy
+     * (the model above): without the power correction p % of the time buys
+     * more than p % of exclusive throughput; with it the cap holds. */
+    (void)state;
+    static const unsigned caps[] = {10, 30, 50, 70};
+    double s;
+    g_power_model = 1;
+    g_power_exp = 0;
+    one_capped(30, 1 * MS, &s);
+    print_message("power model, cap 30 without the correction: %.4f\n", s);
+    assert_true(s > 0.34);
+    g_power_exp = GS_LIM_DEFAULT_POWER_EXP;
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        one_capped(caps[i], 1 * MS, &s);
+        print_message("power model, cap %u: %.4f\n", caps[i], s);
+        assert_true(s > caps[i] / 100.0 - 0.02 && s < caps[i] / 100.0 + 0.02);
+    }
+    g_power_model = 0;
 }
 
 static void two_tenants_capped_30_70_get_30_70(void **state)
@@ -376,6 +437,8 @@ int main(void)
         cmocka_unit_test(share_target_is_weight_over_busy_weights),
         cmocka_unit_test(nvml_samples_are_averaged_over_timestamps),
         cmocka_unit_test(cap_holds_for_5us_and_50ms_kernels),
+        cmocka_unit_test(speed_follows_the_power_headroom),
+        cmocka_unit_test(cap_holds_in_exclusive_throughput_when_the_clock_boosts),
         cmocka_unit_test(two_tenants_capped_30_70_get_30_70),
         cmocka_unit_test(without_correction_a_capped_tenant_under_delivers),
         cmocka_unit_test(device_utilisation_alone_corrects_30_70_and_relaxes_when_alone),
