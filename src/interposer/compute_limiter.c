@@ -11,12 +11,18 @@
  */
 #define _GNU_SOURCE
 #include "compute_limiter.h"
+#include "ledger.h"
 #include "log.h"
+#include "procinfo.h"
 #include "real_driver.h"
 #include "runtime.h"
 
 #include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_STREAMS 4
 #define MARK_EVERY_NS 500000ULL   /* small kernels: a progress marker every 0.5 ms of launching */
@@ -124,6 +130,65 @@ static int stream_capturing(CUstream s)
     return is(s, &status) != CUDA_SUCCESS || status != 0;
 }
 
+/* The device ledger of each region device (ledger.h): the process's member
+ * slot, joined at its first limited launch there (again after fork). */
+static pthread_mutex_t led_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gs_ledger *led[GS_REGION_MAX_DEVICES];
+static int led_slot[GS_REGION_MAX_DEVICES];
+static unsigned led_gen[GS_REGION_MAX_DEVICES]; /* gs_rt_fork_generation + 1 when joined */
+static uint64_t led_container;
+
+static void ledger_join(struct gs_region *r, int d)
+{
+    unsigned gen = __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1;
+    pthread_mutex_lock(&led_lock);
+    if (led_gen[d] != gen) {
+        led_gen[d] = gen;
+        led_slot[d] = -1;
+        char path[sizeof gs_rt.cfg.region_path + GS_REGION_UUID_LEN + 16], err[512];
+        snprintf(path, sizeof path, "%s", gs_rt.cfg.region_path);
+        char *slash = strrchr(path, '/');
+        struct stat st;
+        if (slash && stat(gs_rt.cfg.region_path, &st) == 0) {
+            led_container = (uint64_t)st.st_ino;
+            snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "%.*s.ledger", GS_REGION_UUID_LEN,
+                     r->dev[d].uuid);
+            if (!led[d])
+                led[d] = gs_ledger_open(path, err, sizeof err);
+            if (!led[d])
+                gs_log(GS_LOG_INFO, "%s; the compute limiter corrects for other containers from NVML only", err);
+            uint64_t start = 0;
+            if (led[d] && gs_proc_start_time(getpid(), &start) == 0)
+                led_slot[d] = gs_ledger_join(led[d], (int32_t)getpid(), start, gs_proc_pidns(), led_container);
+            if (led[d] && led_slot[d] < 0)
+                gs_log(GS_LOG_INFO, "device ledger %s is full; corrections for other containers from NVML only",
+                       path);
+        }
+    }
+    pthread_mutex_unlock(&led_lock);
+}
+
+static struct gs_ledger *ledger_of(int d, int *slot)
+{
+    *slot = led_slot[d];
+    return *slot >= 0 ? led[d] : NULL;
+}
+
+int gs_compute_ledger_others(int d)
+{
+    int slot;
+    struct gs_ledger *l = ledger_of(d, &slot);
+    if (!l)
+        return 0;
+    gs_ledger_reap(l, gs_compute_now(), gs_compute_alive);
+    return gs_ledger_others(l, led_container);
+}
+
+int gs_compute_alive(int32_t pid, uint64_t start_time, uint64_t pidns)
+{
+    return gs_proc_alive(pid, start_time, pidns, gs_proc_pidns());
+}
+
 struct tdev {
     unsigned gen;   /* gs_rt_fork_generation + 1 when set up; 0: never */
     int8_t limited; /* -1 unknown, 0 no, 1 yes */
@@ -132,12 +197,35 @@ struct tdev {
     uint32_t tick;
     uint64_t last_launch_ns; /* clock at the last launch of the window */
     uint64_t mark_ns;        /* clock at the last marker */
+    double v_open;           /* the ledger's virtual clock when the window opened */
     struct gs_lim_window w;
     CUstream streams[MAX_STREAMS];
     CUevent drain[MAX_STREAMS];
     CUevent ev_start, ev_mark;
 };
 static __thread struct tdev t_dev[GS_REGION_MAX_DEVICES];
+
+/* A thread that exits with a window open hands it back to the ledger, or the
+ * other containers would go on seeing it active. */
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static void thread_exit(void *arg)
+{
+    struct tdev *td = arg;
+    for (int d = 0; d < GS_REGION_MAX_DEVICES; d++) {
+        int slot;
+        struct gs_ledger *l = ledger_of(d, &slot);
+        if (td[d].w.open && l)
+            gs_ledger_window(l, slot, -1, gs_compute_now());
+        td[d].w.open = 0;
+    }
+}
+
+static void make_exit_key(void)
+{
+    (void)pthread_key_create(&exit_key, thread_exit);
+}
 
 uint64_t gs_compute_now(void)
 {
@@ -189,6 +277,9 @@ static void setup(struct tdev *t, struct gs_region *r, int d, CUdevice ord)
     t->ev_start = make_event(0);
     t->ev_mark = make_event(0);
     t->limited = 1;
+    ledger_join(r, d);
+    pthread_once(&exit_once, make_exit_key);
+    (void)pthread_setspecific(exit_key, t_dev);
     gs_log(GS_LOG_DEBUG, "compute limiter on device %d: %s %u%%, weight %u", ord, share ? "share" : "cap", limit,
            gs_rt.cfg.share_weight);
 }
@@ -238,10 +329,23 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     }
     uint64_t start = t->w.start_ns, wend = t->w.end_ns;
     uint32_t nl = t->w.launches;
-    uint64_t charge = gs_lim_close(&t->w, &r->dev[d].lim, end, pending);
-    gs_log(GS_LOG_DEBUG, "tokens %lld window %llu us (planned %llu, closed at %llu, %u launches, %s): charged %llu us",
-           (long long)__atomic_load_n(&r->dev[d].lim.tokens, __ATOMIC_RELAXED), (unsigned long long)((end - start) / 1000), (unsigned long long)((wend - start) / 1000),
-           (unsigned long long)((close_ns - start) / 1000), nl, pending ? "measured" : "idle",
+    uint32_t share = GS_LIM_PPM;
+    int slot;
+    struct gs_ledger *l = ledger_of(d, &slot);
+    if (l) {
+        /* registered in the ledger from the window's start until now (its
+         * drain included): the share it had over that span */
+        uint64_t now = gs_compute_now();
+        double got = gs_ledger_window(l, slot, -1, now) - t->v_open;
+        double frac = now > start ? got / (double)(now - start) : 1.0;
+        share = frac >= 1.0 ? GS_LIM_PPM : frac <= 0 ? 0 : (uint32_t)(frac * GS_LIM_PPM);
+    }
+    uint64_t charge = gs_lim_close(&t->w, &r->dev[d].lim, end, pending, share);
+    gs_log(GS_LOG_DEBUG,
+           "tokens %lld window %llu us (planned %llu, closed at %llu, %u launches, %s): share %u charged %llu us",
+           (long long)__atomic_load_n(&r->dev[d].lim.tokens, __ATOMIC_RELAXED),
+           (unsigned long long)((end - start) / 1000), (unsigned long long)((wend - start) / 1000),
+           (unsigned long long)((close_ns - start) / 1000), nl, pending ? "measured" : "idle", share,
            (unsigned long long)(charge / 1000));
     int s = gs_rt_slot();
     if (s >= 0) {
@@ -315,6 +419,11 @@ int gs_compute_before(CUstream s)
         gs_compute_outer(r, d, gs_compute_now());
         if (__atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED) >= GS_LIM_PPM)
             return -1; /* share mode: the others went idle while we waited */
+    }
+    {
+        int slot;
+        struct gs_ledger *l = ledger_of(d, &slot);
+        t->v_open = l ? gs_ledger_window(l, slot, +1, t->w.start_ns) : 0;
     }
     if (!sync_enter())
         return -1; /* a capture began while we waited: the window runs unmarked */

@@ -267,7 +267,11 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
      * about contention. Then, as without per-process samples (or without
      * our pids in them), c comes from device utilisation. */
     int occupancy_like = our >= 0 && others >= 0 && dev_ppm >= 0 && our + others > dev_ppm + GS_LIM_BUSY_PPM;
-    if ((our < 0 || (our == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM) || occupancy_like) && dev_ppm >= 0) {
+    if (gs_compute_ledger_others(d) > 0) {
+        /* other containers share our device ledger: each window is charged
+         * its share from it, and NVML would count them twice */
+        corr = GS_LIM_PPM;
+    } else if ((our < 0 || (our == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM) || occupancy_like) && dev_ppm >= 0) {
         corr = gs_lim_correction_device(old_corr, (uint64_t)dev_ppm, occ_ppm);
         if (others < 0)
             others = dev_ppm > (int64_t)occ_ppm ? dev_ppm - (int64_t)occ_ppm : 0;

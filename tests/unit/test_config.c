@@ -219,6 +219,25 @@ static void test_compute_mode_and_weight(void **state)
     assert_int_equal(cfg.share_weight, 10000);
 }
 
+static void test_power_exponent(void **state)
+{
+    static const struct { const char *v; unsigned milli; } ok[] = {
+        { "0.38", 380 }, { ".5", 500 }, { "1", 1000 }, { "0", 0 }, { "1.000", 1000 }, { "0.125", 125 },
+    };
+    struct fake_env e = { 0 };
+    struct gs_config cfg;
+    size_t i;
+
+    (void)state;
+    load_ok(&e, &cfg);
+    assert_int_equal(cfg.power_exp_milli, 380);
+    for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        fake_env_set(&e, "GPUSLICE_POWER_EXPONENT", ok[i].v);
+        load_ok(&e, &cfg);
+        assert_int_equal(cfg.power_exp_milli, ok[i].milli);
+    }
+}
+
 static void test_managed_ctx_log_container(void **state)
 {
     struct fake_env e = { 0 };
@@ -304,6 +323,17 @@ static void test_reject_compute(void **state)
     expect_reject("GPUSLICE_CORES", "", "gpuslice: GPUSLICE_CORES='': empty value");
     expect_reject("GPUSLICE_COMPUTE_MODE", "shared",
                   "gpuslice: GPUSLICE_COMPUTE_MODE='shared': unknown value; expected one of: cap, share");
+    expect_reject("GPUSLICE_POWER_EXPONENT", "1.5", "gpuslice: GPUSLICE_POWER_EXPONENT='1.5': out of range (expected 0..1)");
+    expect_reject("GPUSLICE_POWER_EXPONENT", "0.3805",
+                  "gpuslice: GPUSLICE_POWER_EXPONENT='0.3805': at most 3 decimal places");
+    expect_reject("GPUSLICE_POWER_EXPONENT", "0.",
+                  "gpuslice: GPUSLICE_POWER_EXPONENT='0.': no digits after the decimal point");
+    expect_reject("GPUSLICE_POWER_EXPONENT", "-0.2",
+                  "gpuslice: GPUSLICE_POWER_EXPONENT='-0.2': not a decimal number between 0 and 1 (e.g. 0.38)");
+    expect_reject("GPUSLICE_POWER_EXPONENT", "0.3x",
+                  "gpuslice: GPUSLICE_POWER_EXPONENT='0.3x': not a decimal number between 0 and 1 (e.g. 0.38)");
+    expect_reject("GPUSLICE_POWER_EXPONENT", "",
+                  "gpuslice: GPUSLICE_POWER_EXPONENT='': not a decimal number between 0 and 1 (e.g. 0.38)");
     expect_reject("GPUSLICE_SHARE_WEIGHT", "0", "gpuslice: GPUSLICE_SHARE_WEIGHT='0': out of range (expected 1..10000)");
     expect_reject("GPUSLICE_SHARE_WEIGHT", "10001",
                   "gpuslice: GPUSLICE_SHARE_WEIGHT='10001': out of range (expected 1..10000)");
@@ -418,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_hami_log_level_mapping),
         cmocka_unit_test(test_our_memory_and_cores),
         cmocka_unit_test(test_compute_mode_and_weight),
+        cmocka_unit_test(test_power_exponent),
         cmocka_unit_test(test_managed_ctx_log_container),
         cmocka_unit_test(test_label_length_limit),
         cmocka_unit_test(test_reject_memory),

@@ -1,0 +1,180 @@
+/* The device ledger; see ledger.h and docs/compute.md. */
+#include "ledger.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void init_ledger(struct gs_ledger *l)
+{
+    memset(l, 0, sizeof *l);
+    l->version = GS_LEDGER_VERSION;
+    l->size = (uint32_t)sizeof *l;
+    pthread_mutexattr_t a;
+    if (pthread_mutexattr_init(&a) == 0) {
+        pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+        pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+        pthread_mutex_init(&l->lock, &a);
+        pthread_mutexattr_destroy(&a);
+    }
+    __atomic_store_n(&l->magic, GS_LEDGER_MAGIC, __ATOMIC_RELEASE);
+}
+
+struct gs_ledger *gs_ledger_open(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open device ledger %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct gs_ledger *l = NULL;
+    struct stat st;
+    if (flock(fd, LOCK_EX) != 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "cannot lock device ledger %s: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (st.st_size != 0 && (size_t)st.st_size != sizeof *l) {
+        snprintf(err, errlen, "device ledger %s has size %lld, expected %zu: another gpuslice version?", path,
+                 (long long)st.st_size, sizeof *l);
+    } else if (st.st_size == 0 && ftruncate(fd, (off_t)sizeof *l) != 0) {
+        snprintf(err, errlen, "cannot size device ledger %s: %s", path, strerror(errno));
+    } else {
+        void *m = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED) {
+            snprintf(err, errlen, "cannot map device ledger %s: %s", path, strerror(errno));
+        } else {
+            l = m;
+            uint64_t magic = __atomic_load_n(&l->magic, __ATOMIC_ACQUIRE);
+            if (magic == 0) {
+                init_ledger(l);
+            } else if (magic != GS_LEDGER_MAGIC || l->version != GS_LEDGER_VERSION) {
+                snprintf(err, errlen, "device ledger %s has layout version %u, this build uses %u", path,
+                         l->version, GS_LEDGER_VERSION);
+                munmap(m, sizeof *l);
+                l = NULL;
+            }
+        }
+    }
+    flock(fd, LOCK_UN);
+    close(fd);
+    return l;
+}
+
+void gs_ledger_close(struct gs_ledger *l)
+{
+    if (l)
+        munmap(l, sizeof *l);
+}
+
+/* k: distinct containers among the members with open windows. */
+static uint32_t count_active(const struct gs_ledger *l)
+{
+    uint64_t seen[GS_LEDGER_MEMBERS];
+    uint32_t k = 0;
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
+        if (l->m[i].pid == 0 || l->m[i].open == 0)
+            continue;
+        uint32_t j = 0;
+        while (j < k && seen[j] != l->m[i].container)
+            j++;
+        if (j == k)
+            seen[k++] = l->m[i].container;
+    }
+    return k;
+}
+
+static int lock(struct gs_ledger *l)
+{
+    int rc = pthread_mutex_lock(&l->lock);
+    if (rc == EOWNERDEAD) {
+        /* the holder died mid-update: the members are the truth */
+        l->active = count_active(l);
+        pthread_mutex_consistent(&l->lock);
+        return 0;
+    }
+    return rc == 0 ? 0 : -1;
+}
+
+static void advance(struct gs_ledger *l, uint64_t now)
+{
+    if (now <= l->last_ns)
+        return;
+    double dt = (double)(now - l->last_ns);
+    l->v_ns += l->active > 1 ? dt / l->active : dt;
+    l->last_ns = now;
+}
+
+int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t start_time, uint64_t pidns, uint64_t container)
+{
+    if (lock(l) != 0)
+        return -1;
+    int slot = -1;
+    for (int i = 0; i < GS_LEDGER_MEMBERS && slot < 0; i++)
+        if (l->m[i].pid == 0)
+            slot = i;
+    if (slot >= 0)
+        l->m[slot] = (struct gs_ledger_member){pid, 0, start_time, pidns, container};
+    pthread_mutex_unlock(&l->lock);
+    return slot;
+}
+
+double gs_ledger_window(struct gs_ledger *l, int slot, int delta, uint64_t now)
+{
+    if (lock(l) != 0)
+        return (double)now;
+    advance(l, now);
+    struct gs_ledger_member *m = &l->m[slot];
+    if (delta > 0)
+        m->open++;
+    else if (m->open > 0)
+        m->open--;
+    l->active = count_active(l);
+    double v = l->v_ns;
+    pthread_mutex_unlock(&l->lock);
+    return v;
+}
+
+double gs_ledger_now(struct gs_ledger *l, uint64_t now)
+{
+    if (lock(l) != 0)
+        return (double)now;
+    advance(l, now);
+    double v = l->v_ns;
+    pthread_mutex_unlock(&l->lock);
+    return v;
+}
+
+int gs_ledger_others(struct gs_ledger *l, uint64_t container)
+{
+    int n = 0;
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
+        n += __atomic_load_n(&l->m[i].pid, __ATOMIC_RELAXED) != 0 && l->m[i].container != container;
+    return n;
+}
+
+void gs_ledger_reap(struct gs_ledger *l, uint64_t now, int (*alive)(int32_t pid, uint64_t start_time, uint64_t pidns))
+{
+    struct gs_ledger_member snap[GS_LEDGER_MEMBERS];
+    int dead[GS_LEDGER_MEMBERS] = {0};
+    if (lock(l) != 0)
+        return;
+    memcpy(snap, l->m, sizeof snap);
+    pthread_mutex_unlock(&l->lock);
+    /* liveness outside the lock: it reads /proc */
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
+        dead[i] = snap[i].pid != 0 && !alive(snap[i].pid, snap[i].start_time, snap[i].pidns);
+    if (lock(l) != 0)
+        return;
+    advance(l, now);
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
+        if (dead[i] && l->m[i].pid == snap[i].pid && l->m[i].start_time == snap[i].start_time)
+            l->m[i] = (struct gs_ledger_member){0};
+    l->active = count_active(l);
+    pthread_mutex_unlock(&l->lock);
+}
