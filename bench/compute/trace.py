@@ -5,7 +5,7 @@ interposer's debug log per tenant: windows (occupancy, planned length,
 launches, charge) and outer-loop runs (occupancy, NVML per-process and device
 utilisation, power, the corrections c and s), with each tenant's throughput
 ratio against the exclusive run of the same load. Measured numbers only.
-Usage: python3 bench/compute/trace.py --lib build-gpu/lib/libgpuslice.so --out DIR [--secs 8]
+Usage: python3 bench/compute/trace.py --lib build-gpu/lib/libgpuslice.so --out DIR [--secs 8] [--only a,b]
 """
 import argparse
 import json
@@ -59,6 +59,14 @@ def summarise(log, skip=0.3):
                   "charged_us": round(statistics.fmean(w[5] for w in wins)),
                   "ledger_share": round(statistics.fmean(w[6] for w in wins) / 1e6, 3),
                   "launches_per_occ_ms": round(sum(w[3] for w in wins) / max(1, sum(w[0] for w in wins)) * 1000, 1)})
+        # occupancy per launch alone (ledger share >= 0.95) and overlapped
+        # (<= 0.6): 2x under an even time-slicing split
+        for key, sel in (("us_per_launch_alone", lambda w: w[6] >= 950000),
+                         ("us_per_launch_overlapped", lambda w: w[6] <= 600000)):
+            ws = [w for w in wins if sel(w) and w[3] > 0]
+            if ws:
+                r[key] = round(sum(w[0] for w in ws) / sum(w[3] for w in ws), 1)
+                r[key + "_windows"] = len(ws)
     if outs:
         keys = ("occ", "ours", "others", "dev", "power_mw", "limit_mw", "c", "s")
         r["outer_mean"] = {k: round(statistics.fmean(o[i] for o in outs)) for i, k in enumerate(keys)}
@@ -71,6 +79,7 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--secs", type=float, default=8)
+    ap.add_argument("--only", default="", help="comma-separated scenario names (default: all)")
     a = ap.parse_args()
     regions = os.path.join(a.out, "trace-regions")
     os.makedirs(regions, exist_ok=True)
@@ -82,6 +91,7 @@ def main():
         return e
 
     base = {}
+    only = set(filter(None, a.only.split(",")))
     for load in ("small", "matmul"):
         ((u, _),) = run([(load, None)], a.secs)
         base[load] = statistics.fmean(u)
@@ -96,6 +106,8 @@ def main():
                                    ("matmul", lim("b70", GPUSLICE_CORES=70))]),
     ]
     for name, specs in scenarios:
+        if only and name not in only:
+            continue
         res = run(specs, a.secs)
         for i, ((units, log), (load, _)) in enumerate(zip(res, specs)):
             mean, cv = bench.stats(units, base[load])
