@@ -100,6 +100,8 @@ static json_t *to_json(const char *path, const struct gs_region *r)
             json_object_set_new(dev, "compute_used_ppm", json_integer(__atomic_load_n(&a->use_ppm, __ATOMIC_RELAXED)));
             json_object_set_new(dev, "compute_correction_ppm",
                                 json_integer(__atomic_load_n(&a->corr_ppm, __ATOMIC_RELAXED)));
+            json_object_set_new(dev, "compute_power_speed_ppm",
+                                json_integer(__atomic_load_n(&a->speed_ppm, __ATOMIC_RELAXED)));
             json_object_set_new(dev, "compute_charged_ns",
                                 json_integer((json_int_t)__atomic_load_n(&a->charged_ns, __ATOMIC_RELAXED)));
             json_object_set_new(dev, "compute_waited_ns",

@@ -75,7 +75,7 @@ void gs_ledger_close(struct gs_ledger *l)
 /* k: distinct containers among the members with open windows. */
 static uint32_t count_active(const struct gs_ledger *l)
 {
-    uint64_t seen[GS_LEDGER_MEMBERS];
+    uint64_t seen[GS_LEDGER_MEMBERS] = {0};
     uint32_t k = 0;
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
         if (l->m[i].pid == 0 || l->m[i].open == 0)
