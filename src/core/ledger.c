@@ -140,16 +140,6 @@ double gs_ledger_window(struct gs_ledger *l, int slot, int delta, uint64_t now)
     return v;
 }
 
-double gs_ledger_now(struct gs_ledger *l, uint64_t now)
-{
-    if (lock(l) != 0)
-        return (double)now;
-    advance(l, now);
-    double v = l->v_ns;
-    pthread_mutex_unlock(&l->lock);
-    return v;
-}
-
 int gs_ledger_others(struct gs_ledger *l, uint64_t container)
 {
     int n = 0;

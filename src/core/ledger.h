@@ -59,9 +59,6 @@ int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t start_time, uint64
  * virtual clock at now (after advancing it to now). */
 double gs_ledger_window(struct gs_ledger *l, int slot, int delta, uint64_t now);
 
-/* The virtual clock at now, without changing anything else. */
-double gs_ledger_now(struct gs_ledger *l, uint64_t now);
-
 /* Members of containers other than container that are alive (as of the last
  * reap). */
 int gs_ledger_others(struct gs_ledger *l, uint64_t container);

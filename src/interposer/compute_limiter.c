@@ -145,14 +145,11 @@ static void ledger_join(struct gs_region *r, int d)
     if (led_gen[d] != gen) {
         led_gen[d] = gen;
         led_slot[d] = -1;
-        char path[sizeof gs_rt.cfg.region_path + GS_REGION_UUID_LEN + 16], err[512];
-        snprintf(path, sizeof path, "%s", gs_rt.cfg.region_path);
-        char *slash = strrchr(path, '/');
+        char dir[sizeof gs_rt.cfg.region_path], path[sizeof dir + GS_REGION_UUID_LEN + 16], err[512];
         struct stat st;
-        if (slash && stat(gs_rt.cfg.region_path, &st) == 0) {
+        if (gs_rt_region_dir(dir, sizeof dir, &st) == 0) {
             led_container = (uint64_t)st.st_ino;
-            snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "%.*s.ledger", GS_REGION_UUID_LEN,
-                     r->dev[d].uuid);
+            snprintf(path, sizeof path, "%s/%.*s.ledger", dir, GS_REGION_UUID_LEN, r->dev[d].uuid);
             if (!led[d])
                 led[d] = gs_ledger_open(path, err, sizeof err);
             if (!led[d])
@@ -174,19 +171,19 @@ static struct gs_ledger *ledger_of(int d, int *slot)
     return *slot >= 0 ? led[d] : NULL;
 }
 
+static int alive(int32_t pid, uint64_t start_time, uint64_t pidns)
+{
+    return gs_proc_alive(pid, start_time, pidns, gs_proc_pidns());
+}
+
 int gs_compute_ledger_others(int d)
 {
     int slot;
     struct gs_ledger *l = ledger_of(d, &slot);
     if (!l)
         return 0;
-    gs_ledger_reap(l, gs_compute_now(), gs_compute_alive);
+    gs_ledger_reap(l, gs_compute_now(), alive);
     return gs_ledger_others(l, led_container);
-}
-
-int gs_compute_alive(int32_t pid, uint64_t start_time, uint64_t pidns)
-{
-    return gs_proc_alive(pid, start_time, pidns, gs_proc_pidns());
 }
 
 struct tdev {

@@ -37,7 +37,6 @@ void gs_compute_outer(struct gs_region *r, int dev, uint64_t now);
 /* Members of other containers in device d's ledger, after dropping the dead
  * (the outer loop: while there are any, the ledger corrects for them). */
 int gs_compute_ledger_others(int dev);
-int gs_compute_alive(int32_t pid, uint64_t start_time, uint64_t pidns);
 
 /* The limiter's clock (CLOCK_MONOTONIC, the simulated driver's too). */
 uint64_t gs_compute_now(void);

@@ -169,13 +169,10 @@ static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t 
     /* Weights from sibling regions (read-only). */
     int found[MAX_BUSY] = {0};
     uint64_t total = 0;
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", gs_rt.cfg.region_path);
-    char *slash = strrchr(dir, '/');
+    char dir[sizeof gs_rt.cfg.region_path];
     struct stat self;
-    if (slash && stat(gs_rt.cfg.region_path, &self) == 0) {
-        *slash = '\0';
-        DIR *dh = opendir(dir[0] ? dir : "/");
+    if (gs_rt_region_dir(dir, sizeof dir, &self) == 0) {
+        DIR *dh = opendir(dir);
         struct dirent *e;
         while (dh && (e = readdir(dh)) != NULL) {
             size_t len = strlen(e->d_name);

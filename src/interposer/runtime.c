@@ -106,6 +106,18 @@ struct gs_region *gs_rt_region(void)
     return r;
 }
 
+int gs_rt_region_dir(char *dir, size_t len, struct stat *self)
+{
+    snprintf(dir, len, "%s", gs_rt.cfg.region_path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || stat(gs_rt.cfg.region_path, self) != 0)
+        return -1;
+    if (slash == dir)
+        slash++; /* keep "/" */
+    *slash = '\0';
+    return 0;
+}
+
 int gs_rt_slot(void)
 {
     int s = __atomic_load_n(&slot, __ATOMIC_ACQUIRE);

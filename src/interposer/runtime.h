@@ -12,6 +12,9 @@
 #include "../core/config.h"
 #include "../core/region.h"
 
+#include <stddef.h>
+#include <sys/stat.h>
+
 enum gs_mode {
     GS_MODE_PASSTHROUGH = 0, /* nothing configured: every call goes straight through */
     GS_MODE_ENFORCE = 1,     /* limits and accounting active */
@@ -47,6 +50,11 @@ int gs_rt_dev_of_nvml(nvmlDevice_t device);
  * (the forking thread's) compares it instead of calling getpid(), a system
  * call, on the launch path. */
 extern unsigned gs_rt_fork_generation;
+
+/* The directory that holds the region (the state directory; "/" for a
+ * region at the root), and the region file's own stat. 0, or -1 if the
+ * region path has no directory part or the file cannot be stat'ed. */
+int gs_rt_region_dir(char *dir, size_t len, struct stat *self);
 
 /* Reports the configuration error once, on the first driver call. */
 void gs_rt_report_broken(void);

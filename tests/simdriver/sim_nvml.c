@@ -347,39 +347,37 @@ SIM_NVML nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned i
     return processes_v2(device, infoCount, infos);
 }
 
-SIM_NVML nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization)
+/* What the last full sample period says into *out: the device's utilisation
+ * (percent), or with want_power the power the model draws for it (mW). */
+static nvmlReturn_t last_period(nvmlDevice_t device, int want_power, unsigned int *out)
 {
     struct sim_state *st;
     int i;
     nvmlReturn_t rc = device_index(device, &st, &i);
     if (rc != NVML_SUCCESS)
         return rc;
-    if (!utilization)
+    if (!out)
         return NVML_ERROR_INVALID_ARGUMENT;
     if (sim_state_lock(st) != 0)
         return NVML_ERROR_UNKNOWN;
     sim_tl_advance(st, i, sim_now_ns());
-    utilization->gpu = st->dev[i].tl_last_util; /* the last full sample period */
-    utilization->memory = 0;
+    unsigned int util = st->dev[i].tl_last_util;
+    *out = want_power ? (unsigned int)(SIM_IDLE_POWER_MW + st->power_dyn_mw * util / 100) : util;
     sim_state_unlock(st);
     return NVML_SUCCESS;
 }
 
+SIM_NVML nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization)
+{
+    nvmlReturn_t rc = last_period(device, 0, utilization ? &utilization->gpu : NULL);
+    if (rc == NVML_SUCCESS)
+        utilization->memory = 0;
+    return rc;
+}
+
 SIM_NVML nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
 {
-    struct sim_state *st;
-    int i;
-    nvmlReturn_t rc = device_index(device, &st, &i);
-    if (rc != NVML_SUCCESS)
-        return rc;
-    if (!power)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    if (sim_state_lock(st) != 0)
-        return NVML_ERROR_UNKNOWN;
-    sim_tl_advance(st, i, sim_now_ns());
-    *power = (unsigned int)(SIM_IDLE_POWER_MW + st->power_dyn_mw * st->dev[i].tl_last_util / 100);
-    sim_state_unlock(st);
-    return NVML_SUCCESS;
+    return last_period(device, 1, power);
 }
 
 SIM_NVML nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit)
