@@ -70,6 +70,7 @@ static void check_config(const struct gs_config *c, const struct fuzz_env *e)
 
     FUZZ_CHECK(c->compute_mode == GS_COMPUTE_CAP || c->compute_mode == GS_COMPUTE_SHARE);
     FUZZ_CHECK(c->share_weight >= 1 && c->share_weight <= 10000);
+    FUZZ_CHECK(c->power_exp_milli <= 1000);
     FUZZ_CHECK(c->core_policy <= GS_CORE_POLICY_DISABLE);
     FUZZ_CHECK(c->managed_policy <= GS_MANAGED_IGNORE);
     FUZZ_CHECK(c->ctx_overhead >= -1);

@@ -44,6 +44,7 @@ static void debt_makes_open_wait_exactly_until_paid(void **state)
     assert_true(w.open);
     /* quantum: half the period's allowance (6.25 ms) at c = 1 */
     assert_int_equal(w.end_ns - w.start_ns, 6250 * US);
+    assert_int_equal(w.max_launches, 1); /* cost per launch not known yet */
     w.launches = 4;
     uint64_t charge = gs_lim_close(&w, &a, now + 20 * MS, 1, GS_LIM_PPM);
     assert_int_equal(charge, 20 * MS);
