@@ -6,7 +6,6 @@ Status; 409 when the pod is already bound or the uid precondition fails;
 import json
 import os
 import sys
-import time
 from urllib.parse import parse_qs, urlparse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "k8s"))
@@ -39,7 +38,7 @@ class ExtApiServerStandIn(ApiServerStandIn):
                 if self.fail_next:
                     code = self.fail_next.pop(0)
                     return self._send(h, code, status(code, "InternalError", "injected failure"))
-            return self._list_watch(h, q, "Node")
+            return self._list_watch(h, q, "NodeList", lambda kind, obj: kind == "Node")
         return super()._handle(h, method)
 
     def _bind(self, h, ns, name, body):
@@ -71,45 +70,6 @@ class ExtApiServerStandIn(ApiServerStandIn):
             ok = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                   "code": 201}
             return self._send(h, 201, ok)
-
-    def _list_watch(self, h, q, kind):
-        if q.get("watch") != "1":
-            with self.lock:
-                items = [o for (k, _, _), o in self.objects.items() if k == kind]
-                return self._send(h, 200, {"kind": kind + "List", "apiVersion": "v1",
-                                           "metadata": {"resourceVersion": str(self.rv)},
-                                           "items": items})
-        since = int(q.get("resourceVersion", "0") or 0)
-        deadline = time.time() + int(q.get("timeoutSeconds", "60"))
-        h.send_response(200)
-        h.send_header("Content-Type", "application/json")
-        h.send_header("Transfer-Encoding", "chunked")
-        h.end_headers()
-
-        def chunk(obj):
-            data = (json.dumps(obj) + "\n").encode()
-            h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            h.wfile.flush()
-        try:
-            with self.lock:
-                if since < self.oldest_event_rv:
-                    chunk({"type": "ERROR", "object": status(410, "Expired", "too old")})
-                    h.wfile.write(b"0\r\n\r\n")
-                    return
-            sent = since
-            while time.time() < deadline and not self.stopping:
-                with self.lock:
-                    evs = [e for e in self.events if e[0] > sent]
-                    if not evs:
-                        self.lock.wait(0.2)
-                        continue
-                for rv, etype, k, obj in evs:
-                    sent = rv
-                    if k == kind:
-                        chunk({"type": etype, "object": obj})
-            h.wfile.write(b"0\r\n\r\n")
-        except (BrokenPipeError, ConnectionResetError):
-            pass
 
 
 def install():

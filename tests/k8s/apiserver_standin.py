@@ -189,10 +189,16 @@ class ApiServerStandIn:
             if not fs.startswith("spec.nodeName="):
                 return self._send(h, 400, status(400, "BadRequest", "unsupported field selector"))
             node = fs.split("=", 1)[1]
+        return self._list_watch(h, q, "PodList", lambda kind, obj: self._match(kind, obj, node))
+
+    def _list_watch(self, h, q, list_kind, match):
+        """A list (one object of kind list_kind) or, with watch=1, a chunked
+        watch from resourceVersion on (410 when it is older than the oldest
+        event kept) of the objects match(kind, obj) selects."""
         if q.get("watch") != "1":
             with self.lock:
-                items = [o for (k, _, _), o in self.objects.items() if self._match(k, o, node)]
-                return self._send(h, 200, {"kind": "PodList", "apiVersion": "v1",
+                items = [o for (k, _, _), o in self.objects.items() if match(k, o)]
+                return self._send(h, 200, {"kind": list_kind, "apiVersion": "v1",
                                            "metadata": {"resourceVersion": str(self.rv)},
                                            "items": items})
         since = int(q.get("resourceVersion", "0") or 0)
@@ -213,17 +219,15 @@ class ApiServerStandIn:
                     h.wfile.write(b"0\r\n\r\n")
                     return
             sent = since
-            while time.time() < deadline:
+            while time.time() < deadline and not self.stopping:
                 with self.lock:
                     evs = [e for e in self.events if e[0] > sent]
                     if not evs:
                         self.lock.wait(0.2)
-                        if self.stopping:
-                            break
                         continue
                 for rv, etype, kind, obj in evs:
                     sent = rv
-                    if self._match(kind, obj, node):
+                    if match(kind, obj):
                         chunk({"type": etype, "object": obj})
             h.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):
