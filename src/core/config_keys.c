@@ -34,6 +34,7 @@ const char *const gs_key_other_names[] = {
     "GPUSLICE_SIM_MEM",
     "GPUSLICE_SIM_CTX_OVERHEAD",
     "GPUSLICE_SIM_POWER_DYN",
+    "GPUSLICE_SIM_SWITCH_LOSS",
     NULL,
 };
 

@@ -1,13 +1,18 @@
 /* The device ledger; see ledger.h and docs/compute.md. */
+#define _GNU_SOURCE
 #include "ledger.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 static void init_ledger(struct gs_ledger *l)
@@ -72,14 +77,23 @@ void gs_ledger_close(struct gs_ledger *l)
         munmap(l, sizeof *l);
 }
 
-/* k: distinct containers among the members with open windows. */
-static uint32_t count_active(const struct gs_ledger *l)
+/* Whether member i has a window that counts at time t. */
+static int counts(const struct gs_ledger_member *m, uint64_t t)
+{
+    return m->pid != 0 && m->open != 0 && m->until_ns > t;
+}
+
+/* k at time t: distinct containers among the members with a window that
+ * counts then; *next (if given) is lowered to the earliest expiry after t. */
+static uint32_t count_active(const struct gs_ledger *l, uint64_t t, uint64_t *next)
 {
     uint64_t seen[GS_LEDGER_MEMBERS] = {0};
     uint32_t k = 0;
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
-        if (l->m[i].pid == 0 || l->m[i].open == 0)
+        if (!counts(&l->m[i], t))
             continue;
+        if (next && l->m[i].until_ns < *next)
+            *next = l->m[i].until_ns;
         uint32_t j = 0;
         while (j < k && seen[j] != l->m[i].container)
             j++;
@@ -89,25 +103,49 @@ static uint32_t count_active(const struct gs_ledger *l)
     return k;
 }
 
+static int container_open(const struct gs_ledger *l, uint64_t container)
+{
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
+        if (l->m[i].pid != 0 && l->m[i].open != 0 && l->m[i].container == container)
+            return 1;
+    return 0;
+}
+
+/* Frees the turn if its container has no window open any more. */
+static void settle_turn(struct gs_ledger *l)
+{
+    if (l->turn_container == 0 || container_open(l, l->turn_container))
+        return;
+    l->turn_container = 0;
+    l->turn_until_ns = 0;
+    __atomic_add_fetch(&l->turn_seq, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &l->turn_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 static int lock(struct gs_ledger *l)
 {
     int rc = pthread_mutex_lock(&l->lock);
     if (rc == EOWNERDEAD) {
         /* the holder died mid-update: the members are the truth */
-        l->active = count_active(l);
+        l->active = count_active(l, l->last_ns, NULL);
+        settle_turn(l);
         pthread_mutex_consistent(&l->lock);
         return 0;
     }
     return rc == 0 ? 0 : -1;
 }
 
+/* Advances V to now, piecewise between the windows' expiries. */
 static void advance(struct gs_ledger *l, uint64_t now)
 {
-    if (now <= l->last_ns)
-        return;
-    double dt = (double)(now - l->last_ns);
-    l->v_ns += l->active > 1 ? dt / l->active : dt;
-    l->last_ns = now;
+    while (l->last_ns < now) {
+        uint64_t next = now;
+        uint32_t k = count_active(l, l->last_ns, &next);
+        double dt = (double)(next - l->last_ns);
+        l->v_ns += k > 1 ? dt / k : dt;
+        l->last_ns = next;
+    }
+    l->active = count_active(l, l->last_ns, NULL);
 }
 
 int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t start_time, uint64_t pidns, uint64_t container)
@@ -119,25 +157,64 @@ int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t start_time, uint64
         if (l->m[i].pid == 0)
             slot = i;
     if (slot >= 0)
-        l->m[slot] = (struct gs_ledger_member){pid, 0, start_time, pidns, container};
+        l->m[slot] = (struct gs_ledger_member){pid, 0, start_time, pidns, container, 0};
     pthread_mutex_unlock(&l->lock);
     return slot;
 }
 
-double gs_ledger_window(struct gs_ledger *l, int slot, int delta, uint64_t now)
+uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint64_t until, int turn, double *v,
+                               uint32_t *seq)
+{
+    *v = (double)now;
+    if (lock(l) != 0)
+        return 0;
+    advance(l, now);
+    struct gs_ledger_member *m = &l->m[slot];
+    uint64_t wait = 0;
+    if (turn) {
+        int free = l->turn_container == 0 || l->turn_container == m->container || now >= l->turn_until_ns;
+        if (free) {
+            if (l->turn_container != m->container)
+                l->turn_until_ns = 0;
+            l->turn_container = m->container;
+            if (until > l->turn_until_ns)
+                l->turn_until_ns = until;
+        } else {
+            wait = l->turn_until_ns - now;
+            *seq = __atomic_load_n(&l->turn_seq, __ATOMIC_ACQUIRE);
+        }
+    }
+    if (!wait) {
+        m->open++;
+        if (until > m->until_ns)
+            m->until_ns = until;
+        l->active = count_active(l, now, NULL);
+        *v = l->v_ns;
+    }
+    pthread_mutex_unlock(&l->lock);
+    return wait;
+}
+
+double gs_ledger_close_window(struct gs_ledger *l, int slot, uint64_t now)
 {
     if (lock(l) != 0)
         return (double)now;
     advance(l, now);
     struct gs_ledger_member *m = &l->m[slot];
-    if (delta > 0)
-        m->open++;
-    else if (m->open > 0)
-        m->open--;
-    l->active = count_active(l);
+    if (m->open > 0 && --m->open == 0)
+        m->until_ns = 0;
+    l->active = count_active(l, now, NULL);
+    settle_turn(l);
     double v = l->v_ns;
     pthread_mutex_unlock(&l->lock);
     return v;
+}
+
+void gs_ledger_wait(struct gs_ledger *l, uint32_t seq, uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL)};
+    /* a shared (not private) futex: the waker is another process */
+    syscall(SYS_futex, &l->turn_seq, FUTEX_WAIT, seq, &ts, NULL, 0);
 }
 
 int gs_ledger_others(struct gs_ledger *l, uint64_t container)
@@ -165,6 +242,7 @@ void gs_ledger_reap(struct gs_ledger *l, uint64_t now, int (*alive)(int32_t pid,
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
         if (dead[i] && l->m[i].pid == snap[i].pid && l->m[i].start_time == snap[i].start_time)
             l->m[i] = (struct gs_ledger_member){0};
-    l->active = count_active(l);
+    l->active = count_active(l, now, NULL);
+    settle_turn(l);
     pthread_mutex_unlock(&l->lock);
 }

@@ -28,6 +28,7 @@
 #define MARK_EVERY_NS 500000ULL   /* small kernels: a progress marker every 0.5 ms of launching */
 #define MARK_ALWAYS_NS 50000ULL   /* kernels of 50 us and more: after every launch */
 #define MAX_SLEEP_NS 10000000ULL  /* re-check the account at least every 10 ms */
+#define TURN_GRACE_NS 2000000ULL  /* a window holds the device ledger's turn 2 ms past its end at least */
 
 int gs_compute_state;
 
@@ -214,7 +215,7 @@ static void thread_exit(void *arg)
         int slot;
         struct gs_ledger *l = ledger_of(d, &slot);
         if (td[d].w.open && l)
-            gs_ledger_window(l, slot, -1, gs_compute_now());
+            gs_ledger_close_window(l, slot, gs_compute_now());
         td[d].w.open = 0;
     }
 }
@@ -333,7 +334,7 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
         /* registered in the ledger from the window's start until now (its
          * drain included): the share it had over that span */
         uint64_t now = gs_compute_now();
-        double got = gs_ledger_window(l, slot, -1, now) - t->v_open;
+        double got = gs_ledger_close_window(l, slot, now) - t->v_open;
         double frac = now > start ? got / (double)(now - start) : 1.0;
         share = frac >= 1.0 ? GS_LIM_PPM : frac <= 0 ? 0 : (uint32_t)(frac * GS_LIM_PPM);
     }
@@ -352,6 +353,26 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     t->nstreams = 0;
     t->overflow = 0;
     t->have_start = t->have_mark = 0;
+}
+
+/* Registers the window just opened in the device ledger (a capped one
+ * takes the turn). Returns 0, or the ns to wait at most while another
+ * container holds the turn (seq for gs_ledger_wait). */
+static uint64_t ledger_open(struct tdev *t, const struct gs_lim_account *a, int d, uint32_t *seq)
+{
+    int slot;
+    struct gs_ledger *l = ledger_of(d, &slot);
+    t->v_open = 0;
+    if (!l)
+        return 0;
+    /* it counts until its planned end (or one launch's cost, if longer)
+     * plus a grace for the drain; past that its holder has stalled or gone
+     * idle and must not hold the others back */
+    uint64_t len = t->w.end_ns - t->w.start_ns;
+    uint64_t busy = t->w.est_ns > len ? t->w.est_ns : len;
+    uint64_t grace = len / 4 > TURN_GRACE_NS ? len / 4 : TURN_GRACE_NS;
+    int turn = __atomic_load_n(&a->mode, __ATOMIC_RELAXED) == GS_LIM_CAP;
+    return gs_ledger_open_window(l, slot, t->w.start_ns, t->w.start_ns + busy + grace, turn, &t->v_open, seq);
 }
 
 int gs_compute_before(CUstream s)
@@ -402,12 +423,23 @@ int gs_compute_before(CUstream s)
     gs_compute_outer(r, d, now);
     for (;;) {
         uint64_t t0 = gs_compute_now();
+        uint32_t seq = 0;
+        int turn = 0;
         uint64_t wait = gs_lim_open(&t->w, a, t0);
+        if (!wait && (wait = ledger_open(t, a, d, &seq)) != 0) {
+            t->w.open = 0; /* another container holds the turn */
+            turn = 1;
+        }
         if (!wait)
             break;
         if (gs_compute_capturing())
             return -1; /* a capture began while we waited */
-        sleep_ns(wait < MAX_SLEEP_NS ? wait : MAX_SLEEP_NS);
+        int lslot;
+        struct gs_ledger *l = ledger_of(d, &lslot);
+        if (turn && l)
+            gs_ledger_wait(l, seq, wait < MAX_SLEEP_NS ? wait : MAX_SLEEP_NS);
+        else
+            sleep_ns(wait < MAX_SLEEP_NS ? wait : MAX_SLEEP_NS);
         uint64_t slept = gs_compute_now() - t0;
         __atomic_add_fetch(&a->wait_ns, slept, __ATOMIC_RELAXED);
         int slot = gs_rt_slot();
@@ -416,11 +448,6 @@ int gs_compute_before(CUstream s)
         gs_compute_outer(r, d, gs_compute_now());
         if (__atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED) >= GS_LIM_PPM)
             return -1; /* share mode: the others went idle while we waited */
-    }
-    {
-        int slot;
-        struct gs_ledger *l = ledger_of(d, &slot);
-        t->v_open = l ? gs_ledger_window(l, slot, +1, t->w.start_ns) : 0;
     }
     if (!sync_enter())
         return -1; /* a capture began while we waited: the window runs unmarked */

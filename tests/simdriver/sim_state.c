@@ -70,6 +70,24 @@ static int env_bytes(const char *name, uint64_t dflt, uint64_t min, uint64_t *ou
     return 0;
 }
 
+static int env_uint(const char *name, uint64_t dflt, uint64_t max, const char *unit, uint64_t *out)
+{
+    const char *v = getenv(name);
+    *out = dflt;
+    if (!v)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] < '0' || v[0] > '9' || n > max) {
+        fprintf(stderr, "gpuslice-sim: invalid %s='%s': expected %s 0..%llu\n", name, v, unit,
+                (unsigned long long)max);
+        return -1;
+    }
+    *out = n;
+    return 0;
+}
+
 int sim_config_from_env(struct sim_config *cfg)
 {
     uint64_t n = 1;
@@ -90,18 +108,13 @@ int sim_config_from_env(struct sim_config *cfg)
         return -1;
     if (env_bytes("GPUSLICE_SIM_CTX_OVERHEAD", SIM_DEFAULT_CTX_OVERHEAD, 0, &cfg->ctx_overhead) != 0)
         return -1;
-    cfg->power_dyn_mw = SIM_DEFAULT_POWER_DYN_MW;
-    v = getenv("GPUSLICE_SIM_POWER_DYN");
-    if (v) {
-        char *end = NULL;
-        errno = 0;
-        unsigned long w = strtoul(v, &end, 10);
-        if (errno || end == v || *end || v[0] < '0' || v[0] > '9' || w > 10000) {
-            fprintf(stderr, "gpuslice-sim: invalid GPUSLICE_SIM_POWER_DYN='%s': expected watts 0..10000\n", v);
-            return -1;
-        }
-        cfg->power_dyn_mw = (uint64_t)w * 1000;
-    }
+    uint64_t w = 0;
+    if (env_uint("GPUSLICE_SIM_POWER_DYN", SIM_DEFAULT_POWER_DYN_MW / 1000, 10000, "watts", &w) != 0)
+        return -1;
+    cfg->power_dyn_mw = w * 1000;
+    if (env_uint("GPUSLICE_SIM_SWITCH_LOSS", 0, 90, "percent", &w) != 0)
+        return -1;
+    cfg->switch_loss_pct = (uint32_t)w;
     return 0;
 }
 
@@ -129,6 +142,7 @@ static void init_state(struct sim_state *st, const struct sim_config *cfg)
     st->ndevices = cfg->ndevices;
     st->ctx_overhead = cfg->ctx_overhead;
     st->power_dyn_mw = cfg->power_dyn_mw;
+    st->switch_loss_pct = cfg->switch_loss_pct;
     st->next_id = 1;
     for (uint32_t d = 0; d < cfg->ndevices; d++)
         st->dev[d].total = cfg->mem;

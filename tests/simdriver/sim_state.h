@@ -134,7 +134,7 @@ struct sim_state {
     uint32_t ndevices;
     uint32_t alloc_hwm; /* allocs[] is empty from here on */
     uint32_t chunk_hwm;
-    uint32_t pad;
+    uint32_t switch_loss_pct; /* time-slicing loses this much of the device (sim_timeline.h) */
     uint64_t ctx_overhead;
     uint64_t power_dyn_mw; /* power drawn above idle while busy (NVML power model) */
     uint64_t next_id;
@@ -150,6 +150,7 @@ struct sim_config {
     uint64_t mem;
     uint64_t ctx_overhead;
     uint64_t power_dyn_mw;
+    uint32_t switch_loss_pct;
 };
 
 /* The NVML power model: a device draws SIM_IDLE_POWER_MW plus power_dyn_mw x

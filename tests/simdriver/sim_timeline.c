@@ -89,20 +89,25 @@ void sim_tl_advance(struct sim_state *st, int dev, uint64_t now)
                     minrem = w->submitted - w->done;
             }
         }
+        /* progress per ns of device time: 1 alone, less the switches' cost when sliced */
+        uint64_t eff = k > 1 ? 100 - st->switch_loss_pct : 100;
         int completes = 0;
-        if (k && minrem <= (seg_end - t) / k) {
-            seg_end = t + minrem * k; /* the shortest queue empties here */
-            completes = 1;
+        if (k && minrem <= (seg_end - t) * eff / 100 / k) {
+            seg_end = t + (minrem * k * 100 + eff - 1) / eff; /* the shortest queue empties here */
+            if (seg_end > pend)
+                seg_end = pend;
+            else
+                completes = 1;
         }
         uint64_t dt = seg_end - t;
         if (k) {
-            uint64_t share = dt / k;
+            uint64_t share = dt / k, gain = share * eff / 100;
             for (int p = 0; p < SIM_MAX_PROCS; p++) {
                 struct sim_work *w = &st->procs[p].work[dev];
                 if (!st->procs[p].pid || !pending(w))
                     continue;
                 uint64_t rem = w->submitted - w->done;
-                uint64_t prog = completes && rem == minrem ? rem : (share < rem ? share : rem);
+                uint64_t prog = completes && rem == minrem ? rem : (gain < rem ? gain : rem);
                 w->done += prog;
                 w->busy += share;
                 w->period_busy += share;

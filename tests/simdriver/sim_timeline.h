@@ -4,7 +4,8 @@
  * kernels run one after another (all its streams form one queue); when k
  * processes have work, the device time-slices between them: each progresses
  * at 1/k of full speed (processor sharing, the limit of the real driver's
- * round-robin time slices). Time is CLOCK_MONOTONIC; nothing runs in the
+ * round-robin time slices; GPUSLICE_SIM_SWITCH_LOSS=L makes each progress at
+ * (1 - L/100)/k instead, the context switches' cost). Time is CLOCK_MONOTONIC; nothing runs in the
  * background: the timeline is computed up to "now" whenever anyone looks.
  *
  * NVML per-process utilisation is derived from the same timeline: at the end

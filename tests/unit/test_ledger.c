@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -28,6 +30,17 @@ static struct gs_ledger *fresh(char *path, size_t len)
     return l;
 }
 
+#define FAR (1000000 * MS) /* an expiry that never comes in these tests */
+
+/* Opens a window that does not want the turn; the virtual clock then. */
+static double open_at(struct gs_ledger *l, int slot, uint64_t now)
+{
+    double v = -1;
+    uint32_t seq;
+    assert_int_equal(gs_ledger_open_window(l, slot, now, FAR, 0, &v, &seq), 0);
+    return v;
+}
+
 static void two_containers_overlapping_get_half_each(void **state)
 {
     (void)state;
@@ -35,10 +48,10 @@ static void two_containers_overlapping_get_half_each(void **state)
     struct gs_ledger *l = fresh(path, sizeof path);
     int a = gs_ledger_join(l, 100, 1, 0, 11), b = gs_ledger_join(l, 200, 1, 0, 22);
     assert_true(a >= 0 && b >= 0 && a != b);
-    double a0 = gs_ledger_window(l, a, +1, 1000 * MS);       /* a alone for 10 ms */
-    double b0 = gs_ledger_window(l, b, +1, 1010 * MS);       /* both for 10 ms */
-    double a1 = gs_ledger_window(l, a, -1, 1020 * MS);       /* b alone for 10 ms */
-    double b1 = gs_ledger_window(l, b, -1, 1030 * MS);
+    double a0 = open_at(l, a, 1000 * MS);       /* a alone for 10 ms */
+    double b0 = open_at(l, b, 1010 * MS);       /* both for 10 ms */
+    double a1 = gs_ledger_close_window(l, a, 1020 * MS);       /* b alone for 10 ms */
+    double b1 = gs_ledger_close_window(l, b, 1030 * MS);
     assert_true(a1 - a0 > 14.99 * MS && a1 - a0 < 15.01 * MS); /* 10 + 10/2 */
     assert_true(b1 - b0 > 14.99 * MS && b1 - b0 < 15.01 * MS);
     assert_int_equal(gs_ledger_others(l, 11), 1);
@@ -52,10 +65,10 @@ static void processes_of_one_container_count_once(void **state)
     char path[128];
     struct gs_ledger *l = fresh(path, sizeof path);
     int a = gs_ledger_join(l, 100, 1, 0, 11), b = gs_ledger_join(l, 101, 1, 0, 11);
-    double a0 = gs_ledger_window(l, a, +1, 1000 * MS);
-    gs_ledger_window(l, b, +1, 1000 * MS);
-    gs_ledger_window(l, a, +1, 1000 * MS); /* a second thread of a */
-    double a1 = gs_ledger_window(l, a, -1, 1010 * MS);
+    double a0 = open_at(l, a, 1000 * MS);
+    open_at(l, b, 1000 * MS);
+    open_at(l, a, 1000 * MS); /* a second thread of a */
+    double a1 = gs_ledger_close_window(l, a, 1010 * MS);
     assert_true(a1 - a0 > 9.99 * MS && a1 - a0 < 10.01 * MS);
     assert_int_equal(gs_ledger_others(l, 11), 0);
     gs_ledger_close(l);
@@ -76,11 +89,11 @@ static void a_dead_member_with_open_windows_is_reaped(void **state)
     char path[128];
     struct gs_ledger *l = fresh(path, sizeof path);
     int a = gs_ledger_join(l, 100, 1, 0, 11), b = gs_ledger_join(l, 200, 1, 0, 22);
-    gs_ledger_window(l, b, +1, 1000 * MS); /* b opens a window and dies */
+    open_at(l, b, 1000 * MS); /* b opens a window and dies */
     g_dead_pid = 200;
-    double a0 = gs_ledger_window(l, a, +1, 1000 * MS);
+    double a0 = open_at(l, a, 1000 * MS);
     gs_ledger_reap(l, 1000 * MS, alive_but);
-    double a1 = gs_ledger_window(l, a, -1, 1010 * MS);
+    double a1 = gs_ledger_close_window(l, a, 1010 * MS);
     assert_true(a1 - a0 > 9.99 * MS); /* alone again: the whole GPU */
     assert_int_equal(gs_ledger_others(l, 11), 0);
     gs_ledger_close(l);
@@ -101,10 +114,121 @@ static void a_holder_killed_inside_the_lock_does_not_deadlock(void **state)
     }
     int st = 0;
     waitpid(child, &st, 0);
-    double v0 = gs_ledger_window(l, a, +1, 1000 * MS); /* EOWNERDEAD: recounted, not stuck */
+    double v0 = open_at(l, a, 1000 * MS); /* EOWNERDEAD: recounted, not stuck */
     assert_int_equal(l->active, 1);
-    double v1 = gs_ledger_window(l, a, -1, 1010 * MS);
+    double v1 = gs_ledger_close_window(l, a, 1010 * MS);
     assert_true(v1 - v0 > 9.99 * MS);
+    gs_ledger_close(l);
+    unlink(path);
+}
+
+static void a_window_past_its_expiry_stops_counting(void **state)
+{
+    (void)state;
+    char path[128];
+    struct gs_ledger *l = fresh(path, sizeof path);
+    int a = gs_ledger_join(l, 100, 1, 0, 11), b = gs_ledger_join(l, 200, 1, 0, 22);
+    double v;
+    uint32_t seq;
+    /* a's window expires at 1010 ms: its thread went idle without closing it */
+    assert_int_equal(gs_ledger_open_window(l, a, 1000 * MS, 1010 * MS, 0, &v, &seq), 0);
+    double b0 = open_at(l, b, 1000 * MS);
+    double b1 = gs_ledger_close_window(l, b, 1030 * MS);
+    assert_true(b1 - b0 > 24.99 * MS && b1 - b0 < 25.01 * MS); /* 10/2 + 20 */
+    assert_int_equal(l->active, 0);
+    gs_ledger_close(l);
+    unlink(path);
+}
+
+static void capped_containers_take_turns(void **state)
+{
+    (void)state;
+    char path[128];
+    struct gs_ledger *l = fresh(path, sizeof path);
+    int a = gs_ledger_join(l, 100, 1, 0, 11), a2 = gs_ledger_join(l, 101, 1, 0, 11);
+    int b = gs_ledger_join(l, 200, 1, 0, 22), c = gs_ledger_join(l, 300, 1, 0, 33);
+    double v;
+    uint32_t seq = 0;
+    assert_int_equal(gs_ledger_open_window(l, a, 1000 * MS, 1050 * MS, 1, &v, &seq), 0);
+    /* b must wait (at most until a's turn expires); a's other process need not */
+    assert_int_equal(gs_ledger_open_window(l, b, 1010 * MS, 1060 * MS, 1, &v, &seq), 40 * MS);
+    uint32_t seq_b = seq;
+    assert_int_equal(gs_ledger_open_window(l, a2, 1010 * MS, 1070 * MS, 1, &v, &seq), 0);
+    assert_int_equal(l->active, 1); /* b's refused window does not count */
+    /* a share-mode window (no turn) overlaps whatever holds the turn */
+    assert_int_equal(gs_ledger_open_window(l, c, 1010 * MS, 1070 * MS, 0, &v, &seq), 0);
+    gs_ledger_close_window(l, c, 1015 * MS);
+    gs_ledger_close_window(l, a, 1020 * MS);
+    assert_int_equal(gs_ledger_open_window(l, b, 1020 * MS, 1060 * MS, 1, &v, &seq), 50 * MS); /* a2 still open */
+    gs_ledger_close_window(l, a2, 1025 * MS);
+    assert_true(l->turn_seq != seq_b); /* released: waiters wake */
+    assert_int_equal(gs_ledger_open_window(l, b, 1025 * MS, 1060 * MS, 1, &v, &seq), 0);
+    assert_int_equal(gs_ledger_open_window(l, a, 1030 * MS, 1080 * MS, 1, &v, &seq), 30 * MS);
+    gs_ledger_close(l);
+    unlink(path);
+}
+
+static void an_expired_or_dead_holder_loses_the_turn(void **state)
+{
+    (void)state;
+    char path[128];
+    struct gs_ledger *l = fresh(path, sizeof path);
+    int a = gs_ledger_join(l, 100, 1, 0, 11), b = gs_ledger_join(l, 200, 1, 0, 22);
+    double v;
+    uint32_t seq;
+    assert_int_equal(gs_ledger_open_window(l, a, 1000 * MS, 1020 * MS, 1, &v, &seq), 0);
+    assert_true(gs_ledger_open_window(l, b, 1019 * MS, 1040 * MS, 1, &v, &seq) > 0);
+    assert_int_equal(gs_ledger_open_window(l, b, 1020 * MS, 1040 * MS, 1, &v, &seq), 0); /* a stalled */
+    assert_true(gs_ledger_open_window(l, a, 1021 * MS, 1040 * MS, 1, &v, &seq) > 0);
+    g_dead_pid = 200; /* b dies holding the turn */
+    gs_ledger_reap(l, 1022 * MS, alive_but);
+    assert_int_equal(l->turn_container, 0);
+    assert_int_equal(gs_ledger_open_window(l, a, 1022 * MS, 1040 * MS, 1, &v, &seq), 0);
+    gs_ledger_close(l);
+    unlink(path);
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+struct waiter {
+    struct gs_ledger *l;
+    uint32_t seq;
+    uint64_t waited;
+};
+
+static void *wait_for_turn(void *arg)
+{
+    struct waiter *w = arg;
+    uint64_t t0 = mono_ns();
+    gs_ledger_wait(w->l, w->seq, 5000 * MS);
+    w->waited = mono_ns() - t0;
+    return NULL;
+}
+
+static void a_waiter_wakes_when_the_turn_is_released(void **state)
+{
+    (void)state;
+    char path[128];
+    struct gs_ledger *l = fresh(path, sizeof path);
+    int a = gs_ledger_join(l, 100, 1, 0, 11), b = gs_ledger_join(l, 200, 1, 0, 22);
+    double v;
+    struct waiter w = {l, 0, 0};
+    assert_int_equal(gs_ledger_open_window(l, a, 1000 * MS, FAR, 1, &v, &w.seq), 0);
+    assert_true(gs_ledger_open_window(l, b, 1000 * MS, FAR, 1, &v, &w.seq) > 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, wait_for_turn, &w), 0);
+    usleep(50000);
+    gs_ledger_close_window(l, a, 1001 * MS);
+    pthread_join(th, NULL);
+    assert_true(w.waited >= 40 * MS && w.waited < 2000 * MS); /* woken, not timed out */
+    uint64_t t0 = mono_ns();
+    gs_ledger_wait(l, l->turn_seq, 20 * MS); /* nobody releases: the timeout */
+    assert_true(mono_ns() - t0 >= 15 * MS);
     gs_ledger_close(l);
     unlink(path);
 }
@@ -131,6 +255,10 @@ int main(void)
         cmocka_unit_test(processes_of_one_container_count_once),
         cmocka_unit_test(a_dead_member_with_open_windows_is_reaped),
         cmocka_unit_test(a_holder_killed_inside_the_lock_does_not_deadlock),
+        cmocka_unit_test(a_window_past_its_expiry_stops_counting),
+        cmocka_unit_test(capped_containers_take_turns),
+        cmocka_unit_test(an_expired_or_dead_holder_loses_the_turn),
+        cmocka_unit_test(a_waiter_wakes_when_the_turn_is_released),
         cmocka_unit_test(a_file_of_another_layout_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
