@@ -2,6 +2,7 @@
 --warm seconds and prints one JSON line: work units completed per window."""
 import argparse
 import json
+import os
 import time
 
 import torch
@@ -14,7 +15,10 @@ def main():
     ap.add_argument("--warm", type=float, default=2)
     ap.add_argument("--window", type=float, default=0.5)
     ap.add_argument("--start-at", type=float, default=0, help="time.time() at which to start (align tenants)")
+    ap.add_argument("--cpu", type=int, default=-1, help="pin to this CPU (a launch-bound load follows its core)")
     a = ap.parse_args()
+    if a.cpu >= 0:
+        os.sched_setaffinity(0, {a.cpu})
     dev = torch.device("cuda")
     if a.load in ("matmul", "graph"):
         x = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
@@ -44,8 +48,10 @@ def main():
         def step():
             x.add_(1)
     else:
+        z = torch.empty_like(x)
+
         def step():
-            return x @ y
+            torch.mm(x, y, out=z)
     for _ in range(3):
         step()
     torch.cuda.synchronize()
