@@ -195,6 +195,20 @@ uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint
     return wait;
 }
 
+void gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t now, uint64_t until)
+{
+    if (lock(l) != 0)
+        return;
+    advance(l, now);
+    struct gs_ledger_member *m = &l->m[slot];
+    if (m->open > 0 && until > m->until_ns)
+        m->until_ns = until;
+    if (l->turn_container == m->container && until > l->turn_until_ns)
+        l->turn_until_ns = until;
+    l->active = count_active(l, now, NULL);
+    pthread_mutex_unlock(&l->lock);
+}
+
 double gs_ledger_close_window(struct gs_ledger *l, int slot, uint64_t now)
 {
     if (lock(l) != 0)

@@ -75,6 +75,12 @@ int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t start_time, uint64
 uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint64_t until, int turn, double *v,
                                uint32_t *seq);
 
+/* The member's windows (and its container's turn, if it holds it) count
+ * until `until` at least: a closing thread that must wait for its work to
+ * drain says so (its kernels may take longer than planned while time-sliced
+ * with other work). */
+void gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t now, uint64_t until);
+
 /* Closes a window of member slot at now; returns the virtual clock at now.
  * The turn is released when the container has no window open. */
 double gs_ledger_close_window(struct gs_ledger *l, int slot, uint64_t now);

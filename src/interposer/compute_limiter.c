@@ -29,6 +29,7 @@
 #define MARK_ALWAYS_NS 50000ULL   /* kernels of 50 us and more: after every launch */
 #define MAX_SLEEP_NS 10000000ULL  /* re-check the account at least every 10 ms */
 #define TURN_GRACE_NS 2000000ULL  /* a window holds the device ledger's turn 2 ms past its end at least */
+#define DRAIN_HOLD_NS 1000000000ULL /* ... and while it drains, up to 1 s */
 
 int gs_compute_state;
 
@@ -295,6 +296,10 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     for (int i = 0; i < t->nstreams; i++)
         if (recorded[i] && query && query(t->drain[i]) == CUDA_ERROR_NOT_READY)
             pending = 1;
+    int slot;
+    struct gs_ledger *l = ledger_of(d, &slot);
+    if ((pending || t->overflow) && l)
+        gs_ledger_extend(l, slot, close_ns, close_ns + DRAIN_HOLD_NS);
     if (t->overflow) { /* more streams than we track: drain the whole context */
         gs_pfn_cuCtxSynchronize cs = GS_REAL_CU(cuCtxSynchronize);
         if (cs)
@@ -328,8 +333,6 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     uint64_t start = t->w.start_ns, wend = t->w.end_ns;
     uint32_t nl = t->w.launches;
     uint32_t share = GS_LIM_PPM;
-    int slot;
-    struct gs_ledger *l = ledger_of(d, &slot);
     if (l) {
         /* registered in the ledger from the window's start until now (its
          * drain included): the share it had over that span */
@@ -355,10 +358,11 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     t->have_start = t->have_mark = 0;
 }
 
-/* Registers the window just opened in the device ledger (a capped one
- * takes the turn). Returns 0, or the ns to wait at most while another
+/* Registers the window just opened in the device ledger and takes the turn
+ * (every throttled window does: capped and share-mode containers alike,
+ * since time-slicing splits unevenly and loses time). Returns 0, or the ns to wait at most while another
  * container holds the turn (seq for gs_ledger_wait). */
-static uint64_t ledger_open(struct tdev *t, const struct gs_lim_account *a, int d, uint32_t *seq)
+static uint64_t ledger_open(struct tdev *t, int d, uint32_t *seq)
 {
     int slot;
     struct gs_ledger *l = ledger_of(d, &slot);
@@ -371,8 +375,7 @@ static uint64_t ledger_open(struct tdev *t, const struct gs_lim_account *a, int 
     uint64_t len = t->w.end_ns - t->w.start_ns;
     uint64_t busy = t->w.est_ns > len ? t->w.est_ns : len;
     uint64_t grace = len / 4 > TURN_GRACE_NS ? len / 4 : TURN_GRACE_NS;
-    int turn = __atomic_load_n(&a->mode, __ATOMIC_RELAXED) == GS_LIM_CAP;
-    return gs_ledger_open_window(l, slot, t->w.start_ns, t->w.start_ns + busy + grace, turn, &t->v_open, seq);
+    return gs_ledger_open_window(l, slot, t->w.start_ns, t->w.start_ns + busy + grace, 1, &t->v_open, seq);
 }
 
 int gs_compute_before(CUstream s)
@@ -426,7 +429,7 @@ int gs_compute_before(CUstream s)
         uint32_t seq = 0;
         int turn = 0;
         uint64_t wait = gs_lim_open(&t->w, a, t0);
-        if (!wait && (wait = ledger_open(t, a, d, &seq)) != 0) {
+        if (!wait && (wait = ledger_open(t, d, &seq)) != 0) {
             t->w.open = 0; /* another container holds the turn */
             turn = 1;
         }

@@ -137,7 +137,7 @@ def test_two_containers_capped_30_and_70_get_30_and_70(world):
 def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world):
     share = {"GPUSLICE_COMPUTE_MODE": "share"}
     ra, rb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
-                            {**share, "GPUSLICE_SHARE_WEIGHT": "70"})
+                            {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, GPUSLICE_SIM_SWITCH_LOSS=30)
     assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
     assert ra + rb >= 0.93, (ra, rb)
 
