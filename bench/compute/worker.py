@@ -10,7 +10,7 @@ import torch
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--load", choices=["matmul", "small", "graph", "launch"], required=True)
+    ap.add_argument("--load", choices=["matmul", "small", "small32", "graph", "launch"], required=True)
     ap.add_argument("--secs", type=float, default=20)
     ap.add_argument("--warm", type=float, default=2)
     ap.add_argument("--window", type=float, default=0.5)
@@ -24,10 +24,13 @@ def main():
         x = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
         y = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
         batch = 10
-    elif a.load == "small":
-        x = torch.randn(1024, 1024, device=dev, dtype=torch.bfloat16)
-        y = torch.randn(1024, 1024, device=dev, dtype=torch.bfloat16)
-        batch = 200
+    elif a.load in ("small", "small32"):
+        # bf16: ~4 us kernels, bound by the Python thread's launch rate;
+        # fp32 (no TF32): ~40 us kernels, bound by the GPU
+        dt = torch.bfloat16 if a.load == "small" else torch.float32
+        x = torch.randn(1024, 1024, device=dev, dtype=dt)
+        y = torch.randn(1024, 1024, device=dev, dtype=dt)
+        batch = 200 if a.load == "small" else 50
     else:
         x = torch.zeros(1, device=dev)
         batch = 1000
