@@ -277,7 +277,10 @@ def main():
                 emit({"scenario": name, "target": p / 100, "error": str(e)[-600:], "pass": False})
                 continue
             if load == "small":
+                seen = dict(LAST)  # what NVML saw during the capped run
                 base[load] = (before + exclusive_small(f"exclusive_small_after_{name}")) / 2
+                LAST.clear()
+                LAST.update(seen)
             emit(capped(name, p, *stats(u, base[load])))
 
     print()

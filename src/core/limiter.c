@@ -176,19 +176,23 @@ uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t 
     return (uint32_t)((old_corr + c) / 2);
 }
 
-uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t dev_ppm, unsigned exp_milli)
+uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t dev_ppm, uint64_t occ_ppm,
+                      unsigned exp_milli)
 {
     if (old_speed < GS_LIM_PPM)
         old_speed = GS_LIM_PPM;
     if (exp_milli == 0 || limit_mw == 0)
         return GS_LIM_PPM;
-    if (dev_ppm < GS_LIM_BUSY_PPM)
+    /* what the work would keep busy on its own: the device's busy time,
+     * or our occupancy where that is more (a launch-bound load leaves the
+     * GPU idle between its kernels, and alone would do so too) */
+    uint64_t busy_ppm = dev_ppm > occ_ppm ? dev_ppm : occ_ppm;
+    if (busy_ppm < GS_LIM_BUSY_PPM)
         return old_speed; /* too little work to see what it draws */
-    if (dev_ppm > GS_LIM_PPM)
-        dev_ppm = GS_LIM_PPM;
+    if (busy_ppm > GS_LIM_PPM)
+        busy_ppm = GS_LIM_PPM;
     double idle = (double)limit_mw * GS_LIM_IDLE_POWER_PPM / GS_LIM_PPM;
-    double busy = (double)dev_ppm / GS_LIM_PPM;
-    double e = ((double)power_mw - idle) / busy;
+    double e = ((double)power_mw - idle) / ((double)busy_ppm / GS_LIM_PPM);
     double over = e / ((double)limit_mw - idle);
     double target = over > 1.0 ? pow(over, exp_milli / 1000.0) * GS_LIM_PPM : (double)GS_LIM_PPM;
     if (target > GS_LIM_MAX_SPEED)

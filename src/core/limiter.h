@@ -127,16 +127,21 @@ uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t 
 
 /* Outer loop, the power correction s (ppm, >= GS_LIM_PPM). power_mw: the
  * device's power draw, limit_mw its enforced power limit, dev_ppm its busy
- * fraction, all from NVML over about the last second. The draw while busy
- * beyond what the busy-idle GPU draws (GS_LIM_IDLE_POWER_PPM of the limit),
- *     e = (power - idle) / busy,
- * is what the running work would draw continuously. If e exceeds the
- * headroom limit - idle, the GPU given to that work alone would throttle its
- * clock until it fits: it runs faster now by (e / headroom)^exp (dynamic
+ * fraction, all from NVML over about the last second; occ_ppm our occupancy
+ * over the last outer interval. The draw beyond what the busy-idle GPU draws
+ * (GS_LIM_IDLE_POWER_PPM of the limit), per unit of the busy fraction the
+ * work would keep up on its own (the larger of dev_ppm and occ_ppm: a
+ * launch-bound load that keeps the GPU busy half of the time it occupies
+ * would do the same alone),
+ *     e = (power - idle) / max(dev, occ),
+ * is what the running work would draw with the GPU to itself. If e exceeds
+ * the headroom limit - idle, the GPU given to that work alone would throttle
+ * its clock until it fits: it runs faster now by (e / headroom)^exp (dynamic
  * power grows about as f^2 with the clock, throughput up to f^1; exp in
  * thousandths, calibrated on an H200: docs/compute.md). exp 0 disables it.
  * Moves half-way per run; keeps old while the device is nearly idle. */
-uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t dev_ppm, unsigned exp_milli);
+uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t dev_ppm, uint64_t occ_ppm,
+                      unsigned exp_milli);
 
 /* Share mode: our target share given the weights of the others that are busy
  * (sum; 0 = none busy). GS_LIM_PPM means unthrottled. */

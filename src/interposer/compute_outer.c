@@ -278,7 +278,7 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
     __atomic_store_n(&a->corr_ppm, corr, __ATOMIC_RELAXED);
     uint32_t speed = __atomic_load_n(&a->speed_ppm, __ATOMIC_RELAXED);
     if (di.power_mw >= 0 && di.limit_mw > 0 && dev_ppm >= 0)
-        speed = gs_lim_speed(speed, (uint64_t)di.power_mw, (uint64_t)di.limit_mw, (uint64_t)dev_ppm,
+        speed = gs_lim_speed(speed, (uint64_t)di.power_mw, (uint64_t)di.limit_mw, (uint64_t)dev_ppm, occ_ppm,
                              gs_rt.cfg.power_exp_milli);
     __atomic_store_n(&a->speed_ppm, speed, __ATOMIC_RELAXED);
     __atomic_store_n(&a->dev_ppm, (uint32_t)(dev_ppm < 0 ? 0 : dev_ppm), __ATOMIC_RELAXED);

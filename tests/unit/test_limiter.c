@@ -252,7 +252,7 @@ static void simulate(struct tenant *t, int n, double secs, double from, double *
                     a->corr_ppm = gs_lim_correction(a->corr_ppm, ours, others, occ * GS_LIM_PPM / GS_LIM_OUTER_NS);
                 if (g_power_model)
                     a->speed_ppm = gs_lim_speed(a->speed_ppm, (uint64_t)(power * 1000), (uint64_t)(PM_LIMIT * 1000),
-                                                busy_ppm, g_power_exp);
+                                                busy_ppm, occ * GS_LIM_PPM / GS_LIM_OUTER_NS, g_power_exp);
                 if (a->mode == GS_LIM_SHARE) {
                     uint64_t busy_w = 0;
                     for (int j = 0; j < n; j++)
@@ -303,15 +303,23 @@ static void speed_follows_the_power_headroom(void **state)
     (void)state;
     /* 30 % busy drawing 105 + 0.3 x 900 W: 900 W busy against 595 W of
      * headroom, (900/595)^0.38 = 1.170; half-way from 1 */
-    uint32_t s = gs_lim_speed(GS_LIM_PPM, 375000, 700000, 300000, 380);
+    uint32_t s = gs_lim_speed(GS_LIM_PPM, 375000, 700000, 300000, 300000, 380);
     assert_in_range(s, 1084000, 1086000);
-    assert_int_equal(gs_lim_speed(s, 375000, 700000, 300000, 0), GS_LIM_PPM);       /* exponent 0: off */
-    assert_int_equal(gs_lim_speed(s, 375000, 700000, 20000, 380), s);              /* nearly idle: keep */
-    assert_int_equal(gs_lim_speed(GS_LIM_PPM, 400000, 700000, 600000, 380), GS_LIM_PPM); /* within the limit */
-    assert_int_equal(gs_lim_speed(GS_LIM_PPM, 700000, 0, 600000, 380), GS_LIM_PPM); /* no limit known */
+    assert_int_equal(gs_lim_speed(s, 375000, 700000, 300000, 300000, 0), GS_LIM_PPM); /* exponent 0: off */
+    assert_int_equal(gs_lim_speed(s, 375000, 700000, 20000, 20000, 380), s);         /* nearly idle: keep */
+    assert_int_equal(gs_lim_speed(GS_LIM_PPM, 400000, 700000, 600000, 600000, 380), GS_LIM_PPM); /* within */
+    assert_int_equal(gs_lim_speed(GS_LIM_PPM, 700000, 0, 600000, 600000, 380), GS_LIM_PPM);      /* no limit */
+    /* A launch-bound load: its kernels draw 700 W above idle while they run,
+     * but they run only 16 % of the time, in the 30 % it occupies; alone it
+     * would keep the GPU busy 53 % of the time, at 105 + 0.53 x 700 = 476 W,
+     * within the limit: no correction. Divided by the busy fraction alone
+     * (700 W against 595 of headroom) it would have been 1.03 on the first
+     * run and 1.06 in the steady state. */
+    assert_int_equal(gs_lim_speed(GS_LIM_PPM, 217000, 700000, 160000, 300000, 380), GS_LIM_PPM);
+    assert_true(gs_lim_speed(GS_LIM_PPM, 217000, 700000, 160000, 160000, 380) > 1020000);
     uint32_t big = GS_LIM_PPM;
     for (int i = 0; i < 40; i++)
-        big = gs_lim_speed(big, 4000000000ULL, 700000, 1000000, 1000);
+        big = gs_lim_speed(big, 4000000000ULL, 700000, 1000000, 1000000, 1000);
     assert_true(big <= GS_LIM_MAX_SPEED && big > GS_LIM_MAX_SPEED - 1000);
 }
 
