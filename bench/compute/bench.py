@@ -5,6 +5,9 @@ exclusive throughput measured in the same run, with no interposer (for the
 launch-bound load right before and right after each capped run, averaged).
 Every tenant, exclusive runs included, is pinned to a CPU of its own. Window
 CV is reported for 0.5 s and for 1 s windows (the issue allows 0.5-1 s).
+Loads (worker.py): matmul (bf16 4096^2), graph (CUDA-graph replay of it),
+small32 (fp32 1024^2, ~40 us kernels, GPU-bound), small (bf16 1024^2, ~4 us
+kernels, bound by the Python thread's launch rate).
 Prints one JSON line per scenario and a final table; measured numbers only."""
 import argparse
 import json
@@ -202,7 +205,7 @@ def main():
         return b
 
     base = {}
-    for load in ("matmul", "small", "graph"):
+    for load in ("matmul", "small", "small32", "graph"):
         if only and not any(load in n for n in only) and load != "matmul":
             continue
         secs = 6
@@ -261,7 +264,7 @@ def main():
               "method": "taskset -c 2, 5 alternating pairs, 2 s each, ratio of medians",
               "launches_per_s": {k: [round(x) for x in v] for k, v in rates.items()}})
 
-    for load in ("small", "graph"):
+    for load in ("small32", "small", "graph"):
         for p in (10, 30, 50, 70):
             name = f"cap{p}_{load}"
             if over_budget(name):
