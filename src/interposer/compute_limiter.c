@@ -4,8 +4,8 @@
  * docs/compute.md the why).
  *
  * Fast path (inside an open window): a clock read, two compares, a counter;
- * at most every MARK_EVERY_NS an event record that marks how far the GPU got
- * (after every launch for long kernels). No system call. Slow path
+ * at most every MARK_EVERY_NS of launching or of estimated GPU work an event
+ * record that marks how far the GPU got. No system call. Slow path
  * (window over): drain what the window launched (an event per stream used),
  * charge its occupancy, wait while the container is in debt, open the next.
  */
@@ -25,8 +25,7 @@
 #include <unistd.h>
 
 #define MAX_STREAMS 4
-#define MARK_EVERY_NS 500000ULL   /* small kernels: a progress marker every 0.5 ms of launching */
-#define MARK_ALWAYS_NS 50000ULL   /* kernels of 50 us and more: after every launch */
+#define MARK_EVERY_NS 500000ULL   /* a progress marker every 0.5 ms of launching or of GPU work */
 #define MAX_SLEEP_NS 10000000ULL  /* re-check the account at least every 10 ms */
 #define TURN_GRACE_NS 2000000ULL  /* a window holds the device ledger's turn 2 ms past its end at least */
 #define DRAIN_HOLD_NS 1000000000ULL /* ... and while it drains, up to 1 s */
@@ -194,6 +193,7 @@ struct tdev {
     uint8_t have_start, have_mark, overflow;
     int nstreams;
     uint32_t tick;
+    uint32_t since_mark;     /* launches since the last marker */
     uint64_t last_launch_ns; /* clock at the last launch of the window */
     uint64_t mark_ns;        /* clock at the last marker */
     double v_open;           /* the ledger's virtual clock when the window opened */
@@ -458,6 +458,7 @@ int gs_compute_before(CUstream s)
     t->have_start = t->ev_start && rec && rec(t->ev_start, s) == CUDA_SUCCESS;
     sync_leave();
     t->mark_ns = t->last_launch_ns = t->w.start_ns;
+    t->since_mark = 0;
     return d;
 }
 
@@ -476,10 +477,14 @@ void gs_compute_after(int d, CUstream s, CUresult rc)
         else
             t->overflow = 1;
     }
-    if (t->w.est_ns == 0 || t->w.est_ns >= MARK_ALWAYS_NS || t->last_launch_ns - t->mark_ns >= MARK_EVERY_NS) {
+    /* a marker per MARK_EVERY_NS of launching or of estimated GPU work,
+     * not per launch: each one costs the GPU a few us between kernels */
+    uint64_t work = (uint64_t)++t->since_mark * t->w.est_ns;
+    if (t->w.est_ns == 0 || work >= MARK_EVERY_NS || t->last_launch_ns - t->mark_ns >= MARK_EVERY_NS) {
         gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
         if (t->ev_mark && rec && rec(t->ev_mark, s) == CUDA_SUCCESS)
             t->have_mark = 1;
         t->mark_ns = t->last_launch_ns;
+        t->since_mark = 0;
     }
 }
