@@ -104,13 +104,16 @@ def main():
         ("matmul_cap70", [("matmul", lim("m70", GPUSLICE_CORES=70))]),
         ("matmul_two_caps_30_70", [("matmul", lim("a30", GPUSLICE_CORES=30)),
                                    ("matmul", lim("b70", GPUSLICE_CORES=70))]),
+        ("matmul_two_shares_30_70",
+         [("matmul", lim("sa", GPUSLICE_COMPUTE_MODE="share", GPUSLICE_SHARE_WEIGHT=30)),
+          ("matmul", lim("sb", GPUSLICE_COMPUTE_MODE="share", GPUSLICE_SHARE_WEIGHT=70))]),
     ]
     for name, specs in scenarios:
         if only and name not in only:
             continue
         res = run(specs, a.secs)
         for i, ((units, log), (load, _)) in enumerate(zip(res, specs)):
-            mean, cv = bench.stats(units, base[load])
+            mean, cv, _ = bench.stats(units, base[load])
             with open(os.path.join(a.out, f"trace-{name}-{i}.log"), "w") as f:
                 f.write(log)
             rec = {"scenario": name, "tenant": i, "ratio": round(mean, 4), "cv": round(cv, 4)}
