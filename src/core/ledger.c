@@ -148,7 +148,8 @@ static void advance(struct gs_ledger *l, uint64_t now)
     l->active = count_active(l, l->last_ns, NULL);
 }
 
-int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t start_time, uint64_t pidns, uint64_t container)
+int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t start_time, uint64_t pidns, uint64_t container,
+                   uint32_t weight)
 {
     if (lock(l) != 0)
         return -1;
@@ -157,7 +158,7 @@ int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t start_time, uint64
         if (l->m[i].pid == 0)
             slot = i;
     if (slot >= 0)
-        l->m[slot] = (struct gs_ledger_member){pid, 0, start_time, pidns, container, 0};
+        l->m[slot] = (struct gs_ledger_member){pid, 0, start_time, pidns, container, 0, 0, weight, 0};
     pthread_mutex_unlock(&l->lock);
     return slot;
 }
@@ -170,6 +171,7 @@ uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint
         return 0;
     advance(l, now);
     struct gs_ledger_member *m = &l->m[slot];
+    __atomic_store_n(&m->active_ns, now, __ATOMIC_RELAXED);
     uint64_t wait = 0;
     if (turn) {
         int free = l->turn_container == 0 || l->turn_container == m->container || now >= l->turn_until_ns;
@@ -222,6 +224,41 @@ double gs_ledger_close_window(struct gs_ledger *l, int slot, uint64_t now)
     double v = l->v_ns;
     pthread_mutex_unlock(&l->lock);
     return v;
+}
+
+void gs_ledger_touch(struct gs_ledger *l, int slot, uint64_t now)
+{
+    __atomic_store_n(&l->m[slot].active_ns, now, __ATOMIC_RELAXED);
+}
+
+uint64_t gs_ledger_busy_weight(struct gs_ledger *l, uint64_t container, uint64_t since)
+{
+    uint64_t seen[GS_LEDGER_MEMBERS] = {0}, total = 0;
+    uint32_t k = 0;
+    if (lock(l) != 0)
+        return 0;
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
+        const struct gs_ledger_member *m = &l->m[i];
+        if (m->pid == 0 || m->container == container || __atomic_load_n(&m->active_ns, __ATOMIC_RELAXED) < since)
+            continue;
+        uint32_t j = 0;
+        while (j < k && seen[j] != m->container)
+            j++;
+        if (j == k) {
+            seen[k++] = m->container;
+            total += m->weight;
+        }
+    }
+    pthread_mutex_unlock(&l->lock);
+    return total;
+}
+
+int gs_ledger_has_pid(struct gs_ledger *l, uint64_t container, int32_t pid)
+{
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
+        if (__atomic_load_n(&l->m[i].pid, __ATOMIC_RELAXED) == pid && l->m[i].container != container)
+            return 1;
+    return 0;
 }
 
 void gs_ledger_wait(struct gs_ledger *l, uint32_t seq, uint64_t ns)

@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #define GS_LEDGER_MAGIC 0x5245474445475321ULL /* "!GSGDEGER" */
-#define GS_LEDGER_VERSION 2U
+#define GS_LEDGER_VERSION 3U
 #define GS_LEDGER_MEMBERS 128
 
 struct gs_ledger_member {
@@ -44,6 +44,9 @@ struct gs_ledger_member {
     uint64_t pidns;
     uint64_t container; /* container id (its region's inode) */
     uint64_t until_ns;  /* the open windows count until here at most */
+    uint64_t active_ns; /* last sign of demand: a window opened or waited for, or a free-running launch */
+    uint32_t weight;    /* share weight (a capped container: its cap), for share mode's targets */
+    uint32_t pad;
 };
 
 struct gs_ledger {
@@ -64,8 +67,20 @@ struct gs_ledger {
 struct gs_ledger *gs_ledger_open(const char *path, char *err, size_t errlen);
 void gs_ledger_close(struct gs_ledger *l);
 
-/* Takes a member slot for process pid of container. Returns it, or -1. */
-int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t start_time, uint64_t pidns, uint64_t container);
+/* Takes a member slot for process pid of container (weight: see the
+ * member). Returns it, or -1. */
+int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t start_time, uint64_t pidns, uint64_t container,
+                   uint32_t weight);
+
+/* The member shows demand at now (one atomic store, no lock: a share-mode
+ * process that runs free calls it from its launch path). */
+void gs_ledger_touch(struct gs_ledger *l, int slot, uint64_t now);
+
+/* Sum of the weights of the containers other than container that showed
+ * demand since `since` (each counted once), and whether pid is a member of
+ * one of them (its NVML samples are then covered by this). */
+uint64_t gs_ledger_busy_weight(struct gs_ledger *l, uint64_t container, uint64_t since);
+int gs_ledger_has_pid(struct gs_ledger *l, uint64_t container, int32_t pid);
 
 /* Opens a window of member slot at now that counts until `until` at most.
  * turn: it wants the GPU to its container alone (cap mode). Returns 0 with

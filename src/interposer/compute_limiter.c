@@ -141,6 +141,8 @@ static uint64_t led_container;
 
 static void ledger_join(struct gs_region *r, int d)
 {
+    const struct gs_lim_account *a = &r->dev[d].lim;
+    uint32_t weight = a->mode == GS_LIM_SHARE ? a->weight : a->limit_pct; /* as the share-mode registry counts it */
     unsigned gen = __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1;
     pthread_mutex_lock(&led_lock);
     if (led_gen[d] != gen) {
@@ -157,7 +159,8 @@ static void ledger_join(struct gs_region *r, int d)
                 gs_log(GS_LOG_INFO, "%s; the compute limiter corrects for other containers from NVML only", err);
             uint64_t start = 0;
             if (led[d] && gs_proc_start_time(getpid(), &start) == 0)
-                led_slot[d] = gs_ledger_join(led[d], (int32_t)getpid(), start, gs_proc_pidns(), led_container);
+                led_slot[d] = gs_ledger_join(led[d], (int32_t)getpid(), start, gs_proc_pidns(), led_container,
+                                             weight);
             if (led[d] && led_slot[d] < 0)
                 gs_log(GS_LOG_INFO, "device ledger %s is full; corrections for other containers from NVML only",
                        path);
@@ -175,6 +178,20 @@ static struct gs_ledger *ledger_of(int d, int *slot)
 static int alive(int32_t pid, uint64_t start_time, uint64_t pidns)
 {
     return gs_proc_alive(pid, start_time, pidns, gs_proc_pidns());
+}
+
+uint64_t gs_compute_ledger_busy_weight(int d, uint64_t since)
+{
+    int slot;
+    struct gs_ledger *l = ledger_of(d, &slot);
+    return l ? gs_ledger_busy_weight(l, led_container, since) : 0;
+}
+
+int gs_compute_ledger_has_pid(int d, uint32_t pid)
+{
+    int slot;
+    struct gs_ledger *l = ledger_of(d, &slot);
+    return l && gs_ledger_has_pid(l, led_container, (int32_t)pid);
 }
 
 int gs_compute_ledger_others(int d)
@@ -406,8 +423,13 @@ int gs_compute_before(CUstream s)
             close_window(t, r, d, now);
             sync_leave();
         }
-        if ((++t->tick & 63) == 0)
+        if ((++t->tick & 63) == 0) {
+            int slot;
+            struct gs_ledger *l = ledger_of(d, &slot);
+            if (l)
+                gs_ledger_touch(l, slot, now); /* other share tenants see our demand */
             gs_compute_outer(r, d, now);
+        }
         return -1;
     }
     if (GS_LIKELY(gs_lim_in_window(&t->w, now))) {

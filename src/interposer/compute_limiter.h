@@ -38,6 +38,12 @@ void gs_compute_outer(struct gs_region *r, int dev, uint64_t now);
  * (the outer loop: while there are any, the ledger corrects for them). */
 int gs_compute_ledger_others(int dev);
 
+/* Share mode: the summed weights of the other containers in device d's
+ * ledger that showed demand since `since`, and whether pid belongs to one
+ * of them (its NVML samples are then already counted). */
+uint64_t gs_compute_ledger_busy_weight(int dev, uint64_t since);
+int gs_compute_ledger_has_pid(int dev, uint32_t pid);
+
 /* The limiter's clock (CLOCK_MONOTONIC, the simulated driver's too). */
 uint64_t gs_compute_now(void);
 

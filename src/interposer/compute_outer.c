@@ -133,9 +133,10 @@ static unsigned read_samples(const char *uuid, uint64_t seen, struct gs_lim_samp
     return got;
 }
 
-/* Sum of the weights of the busy others (share mode). */
+/* Sum of the weights of the busy others (share mode) on device dev that
+ * are not in its ledger. */
 static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t since, const struct pidset *ours,
-                            const char *uuid)
+                            const char *uuid, int dev)
 {
     uint32_t pid[MAX_BUSY];
     uint64_t sum[MAX_BUSY] = {0};
@@ -148,8 +149,8 @@ static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t 
         for (unsigned j = 0; j < i && !seen; j++)
             seen = s[j].ts_us == s[i].ts_us;
         stamps += !seen;
-        if (in_set(s[i].pid, (void *)ours))
-            continue;
+        if (in_set(s[i].pid, (void *)ours) || gs_compute_ledger_has_pid(dev, s[i].pid))
+            continue; /* ours, or counted from the device ledger */
         int k = 0;
         while (k < np && pid[k] != s[i].pid)
             k++;
@@ -291,8 +292,13 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
     __atomic_store_n(&a->use_ppm, (uint32_t)(use > GS_LIM_PPM ? GS_LIM_PPM : use), __ATOMIC_RELAXED);
     __atomic_store_n(&a->others_ppm, (uint32_t)(others < 0 ? 0 : others), __ATOMIC_RELAXED);
 
-    if (a->mode == GS_LIM_SHARE && n > 0) {
-        uint32_t target = gs_lim_share_target(a->weight, busy_weight(samples, n, seen, &ours, uuid));
+    /* other containers of the device ledger, by their demand there (NVML's
+     * per-process split of turn-taking contexts is not reliable: on an H200
+     * it credited one tenant with all of it) */
+    uint64_t led_w = a->mode == GS_LIM_SHARE ? gs_compute_ledger_busy_weight(d, now - 2 * GS_LIM_OUTER_NS) : 0;
+    if (a->mode == GS_LIM_SHARE && (n > 0 || led_w > 0)) {
+        uint64_t w = led_w + (n > 0 ? busy_weight(samples, n, seen, &ours, uuid, d) : 0);
+        uint32_t target = gs_lim_share_target(a->weight, w);
         uint32_t old = __atomic_exchange_n(&a->rate_ppm, target, __ATOMIC_RELAXED);
         if (old >= GS_LIM_PPM && target < GS_LIM_PPM) {
             __atomic_store_n(&a->tokens, (int64_t)0, __ATOMIC_RELAXED);

@@ -46,7 +46,7 @@ static void two_containers_overlapping_get_half_each(void **state)
     (void)state;
     char path[128];
     struct gs_ledger *l = fresh(path, sizeof path);
-    int a = gs_ledger_join(l, 100, 1, 0, 11), b = gs_ledger_join(l, 200, 1, 0, 22);
+    int a = gs_ledger_join(l, 100, 1, 0, 11, 100), b = gs_ledger_join(l, 200, 1, 0, 22, 100);
     assert_true(a >= 0 && b >= 0 && a != b);
     double a0 = open_at(l, a, 1000 * MS);       /* a alone for 10 ms */
     double b0 = open_at(l, b, 1010 * MS);       /* both for 10 ms */
@@ -64,7 +64,7 @@ static void processes_of_one_container_count_once(void **state)
     (void)state;
     char path[128];
     struct gs_ledger *l = fresh(path, sizeof path);
-    int a = gs_ledger_join(l, 100, 1, 0, 11), b = gs_ledger_join(l, 101, 1, 0, 11);
+    int a = gs_ledger_join(l, 100, 1, 0, 11, 100), b = gs_ledger_join(l, 101, 1, 0, 11, 100);
     double a0 = open_at(l, a, 1000 * MS);
     open_at(l, b, 1000 * MS);
     open_at(l, a, 1000 * MS); /* a second thread of a */
@@ -88,7 +88,7 @@ static void a_dead_member_with_open_windows_is_reaped(void **state)
     (void)state;
     char path[128];
     struct gs_ledger *l = fresh(path, sizeof path);
-    int a = gs_ledger_join(l, 100, 1, 0, 11), b = gs_ledger_join(l, 200, 1, 0, 22);
+    int a = gs_ledger_join(l, 100, 1, 0, 11, 100), b = gs_ledger_join(l, 200, 1, 0, 22, 100);
     open_at(l, b, 1000 * MS); /* b opens a window and dies */
     g_dead_pid = 200;
     double a0 = open_at(l, a, 1000 * MS);
@@ -105,7 +105,7 @@ static void a_holder_killed_inside_the_lock_does_not_deadlock(void **state)
     (void)state;
     char path[128];
     struct gs_ledger *l = fresh(path, sizeof path);
-    int a = gs_ledger_join(l, 100, 1, 0, 11);
+    int a = gs_ledger_join(l, 100, 1, 0, 11, 100);
     pid_t child = fork();
     if (child == 0) {
         pthread_mutex_lock(&l->lock);
@@ -127,7 +127,7 @@ static void a_window_past_its_expiry_stops_counting(void **state)
     (void)state;
     char path[128];
     struct gs_ledger *l = fresh(path, sizeof path);
-    int a = gs_ledger_join(l, 100, 1, 0, 11), b = gs_ledger_join(l, 200, 1, 0, 22);
+    int a = gs_ledger_join(l, 100, 1, 0, 11, 100), b = gs_ledger_join(l, 200, 1, 0, 22, 100);
     double v;
     uint32_t seq;
     /* a's window expires at 1010 ms: its thread went idle without closing it */
@@ -145,8 +145,8 @@ static void capped_containers_take_turns(void **state)
     (void)state;
     char path[128];
     struct gs_ledger *l = fresh(path, sizeof path);
-    int a = gs_ledger_join(l, 100, 1, 0, 11), a2 = gs_ledger_join(l, 101, 1, 0, 11);
-    int b = gs_ledger_join(l, 200, 1, 0, 22), c = gs_ledger_join(l, 300, 1, 0, 33);
+    int a = gs_ledger_join(l, 100, 1, 0, 11, 100), a2 = gs_ledger_join(l, 101, 1, 0, 11, 100);
+    int b = gs_ledger_join(l, 200, 1, 0, 22, 100), c = gs_ledger_join(l, 300, 1, 0, 33, 100);
     double v;
     uint32_t seq = 0;
     assert_int_equal(gs_ledger_open_window(l, a, 1000 * MS, 1050 * MS, 1, &v, &seq), 0);
@@ -173,7 +173,7 @@ static void an_expired_or_dead_holder_loses_the_turn(void **state)
     (void)state;
     char path[128];
     struct gs_ledger *l = fresh(path, sizeof path);
-    int a = gs_ledger_join(l, 100, 1, 0, 11), b = gs_ledger_join(l, 200, 1, 0, 22);
+    int a = gs_ledger_join(l, 100, 1, 0, 11, 100), b = gs_ledger_join(l, 200, 1, 0, 22, 100);
     double v;
     uint32_t seq;
     assert_int_equal(gs_ledger_open_window(l, a, 1000 * MS, 1020 * MS, 1, &v, &seq), 0);
@@ -215,7 +215,7 @@ static void a_waiter_wakes_when_the_turn_is_released(void **state)
     (void)state;
     char path[128];
     struct gs_ledger *l = fresh(path, sizeof path);
-    int a = gs_ledger_join(l, 100, 1, 0, 11), b = gs_ledger_join(l, 200, 1, 0, 22);
+    int a = gs_ledger_join(l, 100, 1, 0, 11, 100), b = gs_ledger_join(l, 200, 1, 0, 22, 100);
     double v;
     struct waiter w = {l, 0, 0};
     assert_int_equal(gs_ledger_open_window(l, a, 1000 * MS, FAR, 1, &v, &w.seq), 0);
@@ -229,6 +229,30 @@ static void a_waiter_wakes_when_the_turn_is_released(void **state)
     uint64_t t0 = mono_ns();
     gs_ledger_wait(l, l->turn_seq, 20 * MS); /* nobody releases: the timeout */
     assert_true(mono_ns() - t0 >= 15 * MS);
+    gs_ledger_close(l);
+    unlink(path);
+}
+
+static void share_mode_sees_the_others_demand_and_weights(void **state)
+{
+    (void)state;
+    char path[128];
+    struct gs_ledger *l = fresh(path, sizeof path);
+    int a = gs_ledger_join(l, 100, 1, 0, 11, 30), b = gs_ledger_join(l, 200, 1, 0, 22, 70);
+    int b2 = gs_ledger_join(l, 201, 1, 0, 22, 70), c = gs_ledger_join(l, 300, 1, 0, 33, 50);
+    assert_true(a >= 0 && c >= 0);
+    assert_int_equal(gs_ledger_busy_weight(l, 11, 900 * MS), 0); /* nobody showed demand yet */
+    double v;
+    uint32_t seq;
+    assert_int_equal(gs_ledger_open_window(l, b, 1000 * MS, 1010 * MS, 1, &v, &seq), 0);
+    gs_ledger_touch(l, b2, 1001 * MS);                                 /* b's other process runs free */
+    assert_true(gs_ledger_open_window(l, c, 1002 * MS, 1010 * MS, 1, &v, &seq) > 0); /* waiting is demand */
+    assert_int_equal(gs_ledger_busy_weight(l, 11, 900 * MS), 70 + 50); /* b counted once */
+    assert_int_equal(gs_ledger_busy_weight(l, 11, 1002 * MS), 50);     /* b's demand is older */
+    assert_int_equal(gs_ledger_busy_weight(l, 22, 900 * MS), 50);      /* not its own */
+    assert_true(gs_ledger_has_pid(l, 11, 201));
+    assert_false(gs_ledger_has_pid(l, 22, 201)); /* its own container's pid */
+    assert_false(gs_ledger_has_pid(l, 11, 999));
     gs_ledger_close(l);
     unlink(path);
 }
@@ -259,6 +283,7 @@ int main(void)
         cmocka_unit_test(capped_containers_take_turns),
         cmocka_unit_test(an_expired_or_dead_holder_loses_the_turn),
         cmocka_unit_test(a_waiter_wakes_when_the_turn_is_released),
+        cmocka_unit_test(share_mode_sees_the_others_demand_and_weights),
         cmocka_unit_test(a_file_of_another_layout_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
