@@ -20,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench  # noqa: E402
 
-WIN = re.compile(r"window (\d+) us \(planned (\d+), closed at (\d+), (\d+) launches, (\w+)\): share (\d+) charged (\d+) us")
+WIN = re.compile(r"window (\d+) us \(planned (\d+), closed at (\d+), (\d+) launches, (\w+)\): charged (\d+) us")
 OUTER = re.compile(r"outer \S+: occupancy (\d+) ppm, nvml ours (-?\d+) others (-?\d+) device (-?\d+) ppm, "
                    r"power (-?\d+)/(-?\d+) mW -> c (\d+) s (\d+)")
 
@@ -45,7 +45,7 @@ def run(specs, secs, warm=2):
 
 
 def summarise(log, skip=0.3):
-    wins = [tuple(map(int, m.groups()[:4])) + (m.group(5), int(m.group(7)), int(m.group(6))) for m in WIN.finditer(log)]
+    wins = [tuple(map(int, m.groups()[:4])) + (m.group(5), int(m.group(6))) for m in WIN.finditer(log)]
     outs = [tuple(map(int, m.groups())) for m in OUTER.finditer(log)]
     wins = wins[int(len(wins) * skip):]
     outs = outs[int(len(outs) * skip):]
@@ -57,16 +57,7 @@ def summarise(log, skip=0.3):
                   "launches": round(statistics.fmean(w[3] for w in wins), 1),
                   "measured_frac": round(sum(w[4] == "measured" for w in wins) / len(wins), 2),
                   "charged_us": round(statistics.fmean(w[5] for w in wins)),
-                  "ledger_share": round(statistics.fmean(w[6] for w in wins) / 1e6, 3),
                   "launches_per_occ_ms": round(sum(w[3] for w in wins) / max(1, sum(w[0] for w in wins)) * 1000, 1)})
-        # occupancy per launch alone (ledger share >= 0.95) and overlapped
-        # (<= 0.6): 2x under an even time-slicing split
-        for key, sel in (("us_per_launch_alone", lambda w: w[6] >= 950000),
-                         ("us_per_launch_overlapped", lambda w: w[6] <= 600000)):
-            ws = [w for w in wins if sel(w) and w[3] > 0]
-            if ws:
-                r[key] = round(sum(w[0] for w in ws) / sum(w[3] for w in ws), 1)
-                r[key + "_windows"] = len(ws)
     if outs:
         keys = ("occ", "ours", "others", "dev", "power_mw", "limit_mw", "c", "s")
         r["outer_mean"] = {k: round(statistics.fmean(o[i] for o in outs)) for i, k in enumerate(keys)}

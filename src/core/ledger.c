@@ -77,32 +77,6 @@ void gs_ledger_close(struct gs_ledger *l)
         munmap(l, sizeof *l);
 }
 
-/* Whether member i has a window that counts at time t. */
-static int counts(const struct gs_ledger_member *m, uint64_t t)
-{
-    return m->pid != 0 && m->open != 0 && m->until_ns > t;
-}
-
-/* k at time t: distinct containers among the members with a window that
- * counts then; *next (if given) is lowered to the earliest expiry after t. */
-static uint32_t count_active(const struct gs_ledger *l, uint64_t t, uint64_t *next)
-{
-    uint64_t seen[GS_LEDGER_MEMBERS] = {0};
-    uint32_t k = 0;
-    for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
-        if (!counts(&l->m[i], t))
-            continue;
-        if (next && l->m[i].until_ns < *next)
-            *next = l->m[i].until_ns;
-        uint32_t j = 0;
-        while (j < k && seen[j] != l->m[i].container)
-            j++;
-        if (j == k)
-            seen[k++] = l->m[i].container;
-    }
-    return k;
-}
-
 static int container_open(const struct gs_ledger *l, uint64_t container)
 {
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
@@ -127,25 +101,11 @@ static int lock(struct gs_ledger *l)
     int rc = pthread_mutex_lock(&l->lock);
     if (rc == EOWNERDEAD) {
         /* the holder died mid-update: the members are the truth */
-        l->active = count_active(l, l->last_ns, NULL);
         settle_turn(l);
         pthread_mutex_consistent(&l->lock);
         return 0;
     }
     return rc == 0 ? 0 : -1;
-}
-
-/* Advances V to now, piecewise between the windows' expiries. */
-static void advance(struct gs_ledger *l, uint64_t now)
-{
-    while (l->last_ns < now) {
-        uint64_t next = now;
-        uint32_t k = count_active(l, l->last_ns, &next);
-        double dt = (double)(next - l->last_ns);
-        l->v_ns += k > 1 ? dt / k : dt;
-        l->last_ns = next;
-    }
-    l->active = count_active(l, l->last_ns, NULL);
 }
 
 int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t start_time, uint64_t pidns, uint64_t container,
@@ -158,72 +118,50 @@ int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t start_time, uint64
         if (l->m[i].pid == 0)
             slot = i;
     if (slot >= 0)
-        l->m[slot] = (struct gs_ledger_member){pid, 0, start_time, pidns, container, 0, 0, weight, 0};
+        l->m[slot] = (struct gs_ledger_member){pid, 0, start_time, pidns, container, 0, weight, 0};
     pthread_mutex_unlock(&l->lock);
     return slot;
 }
 
-uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint64_t until, int turn, double *v,
-                               uint32_t *seq)
+uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint64_t until, uint32_t *seq)
 {
-    *v = (double)now;
     if (lock(l) != 0)
         return 0;
-    advance(l, now);
     struct gs_ledger_member *m = &l->m[slot];
     __atomic_store_n(&m->active_ns, now, __ATOMIC_RELAXED);
     uint64_t wait = 0;
-    if (turn) {
-        int free = l->turn_container == 0 || l->turn_container == m->container || now >= l->turn_until_ns;
-        if (free) {
-            if (l->turn_container != m->container)
-                l->turn_until_ns = 0;
-            l->turn_container = m->container;
-            if (until > l->turn_until_ns)
-                l->turn_until_ns = until;
-        } else {
-            wait = l->turn_until_ns - now;
-            *seq = __atomic_load_n(&l->turn_seq, __ATOMIC_ACQUIRE);
-        }
-    }
-    if (!wait) {
+    if (l->turn_container == 0 || l->turn_container == m->container || now >= l->turn_until_ns) {
+        if (l->turn_container != m->container)
+            l->turn_until_ns = 0;
+        l->turn_container = m->container;
+        if (until > l->turn_until_ns)
+            l->turn_until_ns = until;
         m->open++;
-        if (until > m->until_ns)
-            m->until_ns = until;
-        l->active = count_active(l, now, NULL);
-        *v = l->v_ns;
+    } else {
+        wait = l->turn_until_ns - now;
+        *seq = __atomic_load_n(&l->turn_seq, __ATOMIC_ACQUIRE);
     }
     pthread_mutex_unlock(&l->lock);
     return wait;
 }
 
-void gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t now, uint64_t until)
+void gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t until)
 {
     if (lock(l) != 0)
         return;
-    advance(l, now);
-    struct gs_ledger_member *m = &l->m[slot];
-    if (m->open > 0 && until > m->until_ns)
-        m->until_ns = until;
-    if (l->turn_container == m->container && until > l->turn_until_ns)
+    if (l->turn_container == l->m[slot].container && until > l->turn_until_ns)
         l->turn_until_ns = until;
-    l->active = count_active(l, now, NULL);
     pthread_mutex_unlock(&l->lock);
 }
 
-double gs_ledger_close_window(struct gs_ledger *l, int slot, uint64_t now)
+void gs_ledger_close_window(struct gs_ledger *l, int slot)
 {
     if (lock(l) != 0)
-        return (double)now;
-    advance(l, now);
-    struct gs_ledger_member *m = &l->m[slot];
-    if (m->open > 0 && --m->open == 0)
-        m->until_ns = 0;
-    l->active = count_active(l, now, NULL);
+        return;
+    if (l->m[slot].open > 0)
+        l->m[slot].open--;
     settle_turn(l);
-    double v = l->v_ns;
     pthread_mutex_unlock(&l->lock);
-    return v;
 }
 
 void gs_ledger_touch(struct gs_ledger *l, int slot, uint64_t now)
@@ -276,7 +214,7 @@ int gs_ledger_others(struct gs_ledger *l, uint64_t container)
     return n;
 }
 
-void gs_ledger_reap(struct gs_ledger *l, uint64_t now, int (*alive)(int32_t pid, uint64_t start_time, uint64_t pidns))
+void gs_ledger_reap(struct gs_ledger *l, int (*alive)(int32_t pid, uint64_t start_time, uint64_t pidns))
 {
     struct gs_ledger_member snap[GS_LEDGER_MEMBERS];
     int dead[GS_LEDGER_MEMBERS] = {0};
@@ -289,11 +227,9 @@ void gs_ledger_reap(struct gs_ledger *l, uint64_t now, int (*alive)(int32_t pid,
         dead[i] = snap[i].pid != 0 && !alive(snap[i].pid, snap[i].start_time, snap[i].pidns);
     if (lock(l) != 0)
         return;
-    advance(l, now);
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
         if (dead[i] && l->m[i].pid == snap[i].pid && l->m[i].start_time == snap[i].start_time)
             l->m[i] = (struct gs_ledger_member){0};
-    l->active = count_active(l, now, NULL);
     settle_turn(l);
     pthread_mutex_unlock(&l->lock);
 }

@@ -109,8 +109,7 @@ uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t
     return 0;
 }
 
-uint64_t gs_lim_close(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, int measured,
-                      uint32_t share_ppm)
+uint64_t gs_lim_close(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, int measured)
 {
     if (!w->open)
         return 0;
@@ -122,11 +121,7 @@ uint64_t gs_lim_close(struct gs_lim_window *w, struct gs_lim_account *a, uint64_
         ;
     uint64_t from = done > w->start_ns ? done : w->start_ns;
     uint64_t occ = end_ns > from ? end_ns - from : 0;
-    if (share_ppm > GS_LIM_PPM)
-        share_ppm = GS_LIM_PPM;
-    if (share_ppm < GS_LIM_MIN_CORR)
-        share_ppm = GS_LIM_MIN_CORR;
-    uint64_t charge = (uint64_t)((unsigned __int128)occ * charge_rate(a) * share_ppm / GS_LIM_PPM / GS_LIM_PPM);
+    uint64_t charge = (uint64_t)((unsigned __int128)occ * charge_rate(a) / GS_LIM_PPM);
     ADD(&a->tokens, -(int64_t)charge);
     ADD(&a->occ_ns, occ);
     ADD(&a->charged_ns, charge);

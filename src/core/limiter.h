@@ -100,14 +100,11 @@ uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t
 /* Closes the window: the GPU was ours from its start to end_ns (the caller
  * works that out: when the drain finished if work was pending, else when the
  * last work launched in it completed). measured: end_ns was measured, so
- * occupancy / launches is a fair cost per launch. share_ppm: the part of the
- * GPU the device ledger says the container had over the window (ledger.h;
- * GS_LIM_PPM without a ledger). Charges the part of [start, end] that no
- * other window of the container (other threads and processes) has charged
- * already -- the container's occupancy is the union of its windows -- times
- * c x s x share, and returns the charge. */
-uint64_t gs_lim_close(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, int measured,
-                      uint32_t share_ppm);
+ * occupancy / launches is a fair cost per launch. Charges the part of
+ * [start, end] that no other window of the container (other threads and
+ * processes) has charged already -- the container's occupancy is the union
+ * of its windows -- times c x s, and returns the charge. */
+uint64_t gs_lim_close(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, int measured);
 
 /* Outer loop, pure part. our_ppm/others_ppm: NVML-measured shares of the
  * interval (-1 if unknown); occ_ppm: our occupancy share of it. Returns the

@@ -200,7 +200,7 @@ int gs_compute_ledger_others(int d)
     struct gs_ledger *l = ledger_of(d, &slot);
     if (!l)
         return 0;
-    gs_ledger_reap(l, gs_compute_now(), alive);
+    gs_ledger_reap(l, alive);
     return gs_ledger_others(l, led_container);
 }
 
@@ -213,7 +213,6 @@ struct tdev {
     uint32_t since_mark;     /* launches since the last marker */
     uint64_t last_launch_ns; /* clock at the last launch of the window */
     uint64_t mark_ns;        /* clock at the last marker */
-    double v_open;           /* the ledger's virtual clock when the window opened */
     struct gs_lim_window w;
     CUstream streams[MAX_STREAMS];
     CUevent drain[MAX_STREAMS];
@@ -233,7 +232,7 @@ static void thread_exit(void *arg)
         int slot;
         struct gs_ledger *l = ledger_of(d, &slot);
         if (td[d].w.open && l)
-            gs_ledger_close_window(l, slot, gs_compute_now());
+            gs_ledger_close_window(l, slot);
         td[d].w.open = 0;
     }
 }
@@ -316,7 +315,7 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     int slot;
     struct gs_ledger *l = ledger_of(d, &slot);
     if ((pending || t->overflow) && l)
-        gs_ledger_extend(l, slot, close_ns, close_ns + DRAIN_HOLD_NS);
+        gs_ledger_extend(l, slot, close_ns + DRAIN_HOLD_NS);
     if (t->overflow) { /* more streams than we track: drain the whole context */
         gs_pfn_cuCtxSynchronize cs = GS_REAL_CU(cuCtxSynchronize);
         if (cs)
@@ -349,21 +348,13 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     }
     uint64_t start = t->w.start_ns, wend = t->w.end_ns;
     uint32_t nl = t->w.launches;
-    uint32_t share = GS_LIM_PPM;
-    if (l) {
-        /* registered in the ledger from the window's start until now (its
-         * drain included): the share it had over that span */
-        uint64_t now = gs_compute_now();
-        double got = gs_ledger_close_window(l, slot, now) - t->v_open;
-        double frac = now > start ? got / (double)(now - start) : 1.0;
-        share = frac >= 1.0 ? GS_LIM_PPM : frac <= 0 ? 0 : (uint32_t)(frac * GS_LIM_PPM);
-    }
-    uint64_t charge = gs_lim_close(&t->w, &r->dev[d].lim, end, pending, share);
-    gs_log(GS_LOG_DEBUG,
-           "tokens %lld window %llu us (planned %llu, closed at %llu, %u launches, %s): share %u charged %llu us",
+    if (l)
+        gs_ledger_close_window(l, slot); /* drained: the next container's turn */
+    uint64_t charge = gs_lim_close(&t->w, &r->dev[d].lim, end, pending);
+    gs_log(GS_LOG_DEBUG, "tokens %lld window %llu us (planned %llu, closed at %llu, %u launches, %s): charged %llu us",
            (long long)__atomic_load_n(&r->dev[d].lim.tokens, __ATOMIC_RELAXED),
            (unsigned long long)((end - start) / 1000), (unsigned long long)((wend - start) / 1000),
-           (unsigned long long)((close_ns - start) / 1000), nl, pending ? "measured" : "idle", share,
+           (unsigned long long)((close_ns - start) / 1000), nl, pending ? "measured" : "idle",
            (unsigned long long)(charge / 1000));
     int s = gs_rt_slot();
     if (s >= 0) {
@@ -377,22 +368,22 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
 
 /* Registers the window just opened in the device ledger and takes the turn
  * (every throttled window does: capped and share-mode containers alike,
- * since time-slicing splits unevenly and loses time). Returns 0, or the ns to wait at most while another
- * container holds the turn (seq for gs_ledger_wait). */
+ * since time-slicing splits unevenly and loses time). Returns 0, or the ns
+ * to wait at most while another container holds the turn (seq for
+ * gs_ledger_wait). */
 static uint64_t ledger_open(struct tdev *t, int d, uint32_t *seq)
 {
     int slot;
     struct gs_ledger *l = ledger_of(d, &slot);
-    t->v_open = 0;
     if (!l)
         return 0;
-    /* it counts until its planned end (or one launch's cost, if longer)
-     * plus a grace for the drain; past that its holder has stalled or gone
-     * idle and must not hold the others back */
+    /* the turn is ours until the planned end (or one launch's cost, if
+     * longer) plus a grace for the drain; past that the holder has stalled
+     * or gone idle and must not hold the others back */
     uint64_t len = t->w.end_ns - t->w.start_ns;
     uint64_t busy = t->w.est_ns > len ? t->w.est_ns : len;
     uint64_t grace = len / 4 > TURN_GRACE_NS ? len / 4 : TURN_GRACE_NS;
-    return gs_ledger_open_window(l, slot, t->w.start_ns, t->w.start_ns + busy + grace, 1, &t->v_open, seq);
+    return gs_ledger_open_window(l, slot, t->w.start_ns, t->w.start_ns + busy + grace, seq);
 }
 
 int gs_compute_before(CUstream s)

@@ -46,7 +46,7 @@ static void debt_makes_open_wait_exactly_until_paid(void **state)
     assert_int_equal(w.end_ns - w.start_ns, 6250 * US);
     assert_int_equal(w.max_launches, 1); /* cost per launch not known yet */
     w.launches = 4;
-    uint64_t charge = gs_lim_close(&w, &a, now + 20 * MS, 1, GS_LIM_PPM);
+    uint64_t charge = gs_lim_close(&w, &a, now + 20 * MS, 1);
     assert_int_equal(charge, 20 * MS);
     assert_int_equal(w.est_ns, 5 * MS);
     /* 20 ms used, 5 ms accrued meanwhile: 15 ms of debt = 60 ms at 25 % */
@@ -67,8 +67,8 @@ static void overlapping_windows_of_one_container_are_charged_once(void **state)
     uint64_t t = 1000 * MS;
     gs_lim_open(&w1, &a, t);
     gs_lim_open(&w2, &a, t + 2 * MS);
-    uint64_t c1 = gs_lim_close(&w1, &a, t + 10 * MS, 1, GS_LIM_PPM);
-    uint64_t c2 = gs_lim_close(&w2, &a, t + 12 * MS, 1, GS_LIM_PPM);
+    uint64_t c1 = gs_lim_close(&w1, &a, t + 10 * MS, 1);
+    uint64_t c2 = gs_lim_close(&w2, &a, t + 12 * MS, 1);
     assert_int_equal(c1, 10 * MS);
     assert_int_equal(c2, 2 * MS); /* [2, 10] was already the container's */
     assert_int_equal(a.occ_ns, 12 * MS);
@@ -170,7 +170,7 @@ static void tenant_host(struct tenant *t, uint64_t now)
     if (t->st == T_WAIT && now >= t->wake_ns)
         tenant_open(t, now);
     if (t->st == T_DRAIN && t->queue_ns == 0) {
-        gs_lim_close(&t->w, t->acct, now, 1, GS_LIM_PPM);
+        gs_lim_close(&t->w, t->acct, now, 1);
         tenant_open(t, now);
     }
     if (t->st != T_RUN || !want || t->queue_ns >= t->kernel_ns)
@@ -185,7 +185,7 @@ static void tenant_host(struct tenant *t, uint64_t now)
         return;
     }
     if (t->w.open)
-        gs_lim_close(&t->w, t->acct, t->idle_since < t->w.end_ns ? t->idle_since : t->w.end_ns, 1, GS_LIM_PPM);
+        gs_lim_close(&t->w, t->acct, t->idle_since < t->w.end_ns ? t->idle_since : t->w.end_ns, 1);
     tenant_open(t, now);
 }
 
