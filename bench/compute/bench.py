@@ -197,22 +197,20 @@ def main():
             return True
         return False
 
-    def exclusive_small(name):
-        (u,) = tenants([("small", None)], 6, 2)
+    def exclusive(load, name):
+        """The load alone, without the interposer, for 6 s: its mean units per 0.5 s window."""
+        (u,) = tenants([(load, None)], 6, 2)
         b = statistics.fmean(u)
-        emit({"scenario": name, "units_per_window": b, "window_cv": round(stats(u, b)[1], 4),
-              "window_cv_1s": round(stats(u, b)[2], 4)})
+        _, cv, cv1 = stats(u, b)
+        emit({"scenario": name, "units_per_window": b, "window_s": 0.5, "window_cv": round(cv, 4),
+              "window_cv_1s": round(cv1, 4)})
         return b
 
     base = {}
     for load in ("matmul", "small", "small32", "graph"):
         if only and not any(load in n for n in only) and load != "matmul":
             continue
-        secs = 6
-        (u,) = tenants([(load, None)], secs, 2)
-        base[load] = statistics.fmean(u)
-        emit({"scenario": f"exclusive_{load}", "units_per_window": base[load], "window_s": 0.5,
-              "window_cv": round(stats(u, base[load])[1], 4), "window_cv_1s": round(stats(u, base[load])[2], 4)})
+        base[load] = exclusive(load, f"exclusive_{load}")
 
     for load in ("matmul",):
         for p in (10, 30, 50, 70):
@@ -273,7 +271,7 @@ def main():
                 # Launch-bound: its exclusive rate follows the host CPU's state
                 # (it moved by 10 % between runs), so measure it right before
                 # and right after, and take the mean.
-                before = exclusive_small(f"exclusive_small_before_{name}")
+                before = exclusive("small", f"exclusive_small_before_{name}")
             try:
                 (u,) = tenants([(load, limited(name, GPUSLICE_CORES=p))], a.secs, 3)
             except RuntimeError as e:  # e.g. a graph capture that fails under the interposer
@@ -281,7 +279,7 @@ def main():
                 continue
             if load == "small":
                 seen = dict(LAST)  # what NVML saw during the capped run
-                base[load] = (before + exclusive_small(f"exclusive_small_after_{name}")) / 2
+                base[load] = (before + exclusive("small", f"exclusive_small_after_{name}")) / 2
                 LAST.clear()
                 LAST.update(seen)
             emit(capped(name, p, *stats(u, base[load])))
