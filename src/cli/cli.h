@@ -15,10 +15,6 @@ int gs_cmd_run(int argc, char **argv);
 int gs_cmd_top(int argc, char **argv);
 int gs_cmd_inspect(int argc, char **argv);
 
-/* The state directory for regions: $GPUSLICE_STATE_DIR, else /run/gpuslice
- * when writable (root), else /tmp/gpuslice-<uid>. */
-void gs_cli_state_dir(char *buf, size_t len);
-
 /* Full path of this executable's directory. */
 int gs_cli_self_dir(char *buf, size_t len);
 

@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "config.h"
 #include "region.h"
+#include "statedir.h"
 #include "size_parse.h"
 
 #include <errno.h>
@@ -293,7 +294,7 @@ int gs_cmd_run(int argc, char **argv)
     if (state_dir)
         snprintf(dir, sizeof dir, "%s", state_dir);
     else
-        gs_cli_state_dir(dir, sizeof dir);
+        gs_statedir_default(dir, sizeof dir);
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "gpuslice run: cannot create state directory %s: %s\n", dir, strerror(errno));
         return GS_EXIT_SETUP;
@@ -303,7 +304,10 @@ int gs_cmd_run(int argc, char **argv)
         snprintf(auto_name, sizeof auto_name, "run-%d", (int)getpid());
         name = auto_name;
     }
-    snprintf(region, sizeof region, "%s/%s.region", dir, name);
+    if (gs_statedir_region_path(region, sizeof region, dir, name) != 0) {
+        fprintf(stderr, "gpuslice run: --name '%s' makes a path too long under %s\n", name, dir);
+        return GS_EXIT_USAGE;
+    }
     if (find_lib(lib_arg, lib, sizeof lib) != 0)
         return GS_EXIT_SETUP;
     if (setenv("GPUSLICE_REGION", region, 1) || setenv("GPUSLICE_CONTAINER", name, 1) || prepend_preload(lib))

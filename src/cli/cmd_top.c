@@ -5,8 +5,9 @@
 #include "procinfo.h"
 #include "region.h"
 #include "size_parse.h"
+#include "statedir.h"
 
-#include <dirent.h>
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
@@ -126,35 +127,41 @@ static json_t *to_json(const char *path, const struct gs_region *r)
                      "processes", procs);
 }
 
+struct region_list {
+    char **paths;
+    int n;
+};
+
+static int collect_region(const char *path, const char *key, void *arg)
+{
+    (void)key;
+    struct region_list *l = arg;
+    char **grown = realloc(l->paths, sizeof *l->paths * (size_t)(l->n + 1));
+    if (!grown)
+        return -1;
+    l->paths = grown;
+    l->paths[l->n] = strdup(path);
+    if (!l->paths[l->n])
+        return -1;
+    l->n++;
+    return 0;
+}
+
 static int show(char **files, int nfiles, const char *dir, int as_json)
 {
     char **list = files;
     int n = nfiles;
-    char **found = NULL;
+    struct region_list found = {NULL, 0};
     if (nfiles == 0) {
-        DIR *dh = opendir(dir);
-        if (!dh) {
+        if (gs_statedir_each_region(dir, collect_region, &found) == -1 && !found.paths) {
             if (as_json)
                 puts("{\"containers\": []}");
             else
-                printf("no gpuslice containers (state directory %s does not exist)\n", dir);
+                printf("no gpuslice containers (cannot read state directory %s: %s)\n", dir, strerror(errno));
             return 0;
         }
-        struct dirent *e;
-        while ((e = readdir(dh)) != NULL) {
-            size_t len = strlen(e->d_name);
-            if (len < 8 || strcmp(e->d_name + len - 7, ".region") != 0)
-                continue;
-            char **grown = realloc(found, sizeof *found * (size_t)(n + 1));
-            if (!grown)
-                break;
-            found = grown;
-            if (asprintf(&found[n], "%s/%s", dir, e->d_name) < 0)
-                break;
-            n++;
-        }
-        closedir(dh);
-        list = found;
+        list = found.paths;
+        n = found.n;
     }
     json_t *all = json_array();
     if (!as_json)
@@ -182,9 +189,9 @@ static int show(char **files, int nfiles, const char *dir, int as_json)
     } else {
         json_decref(all);
     }
-    for (int i = 0; found && i < n; i++)
-        free(found[i]);
-    free(found);
+    for (int i = 0; i < found.n; i++)
+        free(found.paths[i]);
+    free(found.paths);
     fflush(stdout);
     return rc;
 }
@@ -197,7 +204,7 @@ int gs_cmd_top(int argc, char **argv)
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     char dir[PATH_MAX];
-    gs_cli_state_dir(dir, sizeof dir);
+    gs_statedir_default(dir, sizeof dir);
     int as_json = 0;
     long watch = 0;
     optind = 1;

@@ -6,7 +6,6 @@
  *   share) and charged GPU seconds, live processes.
  */
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <stdarg.h>
 #include <microhttpd.h>
 #include <stdio.h>
@@ -15,6 +14,7 @@
 
 #include "metrics.h"
 #include "region.h"
+#include "statedir.h"
 
 struct gs_metrics {
     struct MHD_Daemon *d;
@@ -67,6 +67,65 @@ static void esc(const char *in, char *out, size_t len)
     out[j] = '\0';
 }
 
+/* One container's lines, from its region (read-only, lock-free). */
+struct region_scrape {
+    struct out *o;
+    const char *root;
+};
+
+static int scrape_region(const char *path, const char *key, void *arg)
+{
+    struct region_scrape *rs = arg;
+    struct out *o = rs->o;
+    char err[256];
+    const struct gs_region *r = gs_region_open_readonly(path, err, sizeof err);
+    if (!r)
+        return 0;
+    char cont[300], pod[150];
+    char label[sizeof r->container + 1];
+    memcpy(label, r->container, sizeof r->container);
+    label[sizeof r->container] = '\0';
+    esc(label, cont, sizeof cont);
+    /* The pod that owns the allocation, as PreStartContainer recorded
+     * it (docs/device-plugin.md); else the directory's name. */
+    char uid[64] = "", upath[1024];
+    if (gs_statedir_agent_limits_dir(upath, sizeof upath - 16, rs->root, key) == 0) {
+        strcat(upath, "/pod_uid");
+        FILE *uf = fopen(upath, "re");
+        if (uf) {
+            size_t ul = fread(uid, 1, sizeof uid - 1, uf);
+            uid[ul] = '\0';
+            fclose(uf);
+        }
+    }
+    esc(uid[0] ? uid : key, pod, sizeof pod);
+    unsigned nd = r->ndevices > GS_REGION_MAX_DEVICES ? GS_REGION_MAX_DEVICES : r->ndevices;
+    for (unsigned i = 0; i < nd; i++) {
+        char uuid[GS_REGION_UUID_LEN + 1], u[200];
+        memcpy(uuid, r->dev[i].uuid, GS_REGION_UUID_LEN);
+        uuid[GS_REGION_UUID_LEN] = '\0';
+        if (!uuid[0])
+            continue;
+        esc(uuid, u, sizeof u);
+        int live = 0;
+        uint64_t used = gs_region_live_used(r, (int)i, &live);
+        char lab[700];
+        snprintf(lab, sizeof lab, "container=\"%s\",pod_uid=\"%s\",gpu=\"%s\"", cont, pod, u);
+        put(o, "gpuslice_container_memory_used_bytes{%s} %llu\n", lab,
+            (unsigned long long)used);
+        put(o, "gpuslice_container_memory_limit_bytes{%s} %llu\n", lab,
+            (unsigned long long)r->dev[i].mem_limit);
+        put(o, "gpuslice_container_compute_limit_percent{%s} %u\n", lab, r->dev[i].sm_limit);
+        put(o, "gpuslice_container_compute_used_ratio{%s} %.6f\n", lab,
+            __atomic_load_n(&r->dev[i].lim.use_ppm, __ATOMIC_RELAXED) / 1e6);
+        put(o, "gpuslice_container_compute_charged_seconds_total{%s} %.6f\n", lab,
+            (double)__atomic_load_n(&r->dev[i].lim.charged_ns, __ATOMIC_RELAXED) / 1e9);
+        put(o, "gpuslice_container_processes{%s} %d\n", lab, live);
+    }
+    gs_region_close_readonly(r);
+    return 0;
+}
+
 char *gs_metrics_render(struct gs_inventory *inv, const char *state_root, int replicas)
 {
     struct out o = {0};
@@ -115,59 +174,9 @@ char *gs_metrics_render(struct gs_inventory *inv, const char *state_root, int re
             "# TYPE gpuslice_container_compute_charged_seconds_total counter\n"
             "# HELP gpuslice_container_processes Live processes using the GPU.\n"
             "# TYPE gpuslice_container_processes gauge\n");
-    DIR *d = state_root ? opendir(state_root) : NULL;
-    const struct dirent *e;
-    while (d && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[1024], err[256];
-        snprintf(path, sizeof path, "%s/%s/region", state_root, e->d_name);
-        const struct gs_region *r = gs_region_open_readonly(path, err, sizeof err);
-        if (!r)
-            continue;
-        char cont[300], pod[150];
-        char label[sizeof r->container + 1];
-        memcpy(label, r->container, sizeof r->container);
-        label[sizeof r->container] = '\0';
-        esc(label, cont, sizeof cont);
-        /* The pod that owns the allocation, as PreStartContainer recorded
-         * it (docs/device-plugin.md); else the directory's name. */
-        char uid[64] = "";
-        snprintf(path, sizeof path, "%s/.limits/%s/pod_uid", state_root, e->d_name);
-        FILE *uf = fopen(path, "re");
-        if (uf) {
-            size_t ul = fread(uid, 1, sizeof uid - 1, uf);
-            uid[ul] = '\0';
-            fclose(uf);
-        }
-        esc(uid[0] ? uid : e->d_name, pod, sizeof pod);
-        unsigned nd = r->ndevices > GS_REGION_MAX_DEVICES ? GS_REGION_MAX_DEVICES : r->ndevices;
-        for (unsigned i = 0; i < nd; i++) {
-            char uuid[GS_REGION_UUID_LEN + 1], u[200];
-            memcpy(uuid, r->dev[i].uuid, GS_REGION_UUID_LEN);
-            uuid[GS_REGION_UUID_LEN] = '\0';
-            if (!uuid[0])
-                continue;
-            esc(uuid, u, sizeof u);
-            int live = 0;
-            uint64_t used = gs_region_live_used(r, (int)i, &live);
-            char lab[700];
-            snprintf(lab, sizeof lab, "container=\"%s\",pod_uid=\"%s\",gpu=\"%s\"", cont, pod, u);
-            put(&o, "gpuslice_container_memory_used_bytes{%s} %llu\n", lab,
-                (unsigned long long)used);
-            put(&o, "gpuslice_container_memory_limit_bytes{%s} %llu\n", lab,
-                (unsigned long long)r->dev[i].mem_limit);
-            put(&o, "gpuslice_container_compute_limit_percent{%s} %u\n", lab, r->dev[i].sm_limit);
-            put(&o, "gpuslice_container_compute_used_ratio{%s} %.6f\n", lab,
-                __atomic_load_n(&r->dev[i].lim.use_ppm, __ATOMIC_RELAXED) / 1e6);
-            put(&o, "gpuslice_container_compute_charged_seconds_total{%s} %.6f\n", lab,
-                (double)__atomic_load_n(&r->dev[i].lim.charged_ns, __ATOMIC_RELAXED) / 1e9);
-            put(&o, "gpuslice_container_processes{%s} %d\n", lab, live);
-        }
-        gs_region_close_readonly(r);
-    }
-    if (d)
-        closedir(d);
+    struct region_scrape rs = {&o, state_root};
+    if (state_root)
+        gs_statedir_each_region(state_root, scrape_region, &rs);
     return o.s;
 }
 

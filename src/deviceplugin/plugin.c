@@ -22,16 +22,12 @@
 #include "fit.h"
 #include "plugin.h"
 #include "podresources_v1.pb-c.h"
+#include "statedir.h"
 
 #define ST_INVALID 3
 #define ST_FAILED_PRECONDITION 9
 #define ST_UNIMPLEMENTED 12
 #define ST_INTERNAL 13
-
-/* Where a container sees its state directory (the region, read-write) and
- * its limits directory (limits.conf, read-only). */
-#define GS_CONTAINER_STATE_DIR "/var/run/gpuslice"
-#define GS_CONTAINER_LIMITS_DIR "/etc/gpuslice"
 
 unsigned gs_plugin_generation(void *ud)
 {
@@ -412,8 +408,11 @@ static int alloc_dirs(struct gs_plugin *p, char *const *ids, size_t n, char *key
                       size_t msglen)
 {
     alloc_key(ids, n, key, keylen);
-    snprintf(state_dir, sdlen, "%s/%s", p->state_root, key);
-    snprintf(limits_dir, ldlen, "%s/.limits/%s", p->state_root, key);
+    if (gs_statedir_agent_region_dir(state_dir, sdlen, p->state_root, key) != 0 ||
+        gs_statedir_agent_limits_dir(limits_dir, ldlen, p->state_root, key) != 0) {
+        snprintf(msg, msglen, "state root %s is too long", p->state_root);
+        return ST_INTERNAL;
+    }
     if (mkdirs(state_dir, 0755) != 0 || mkdirs(limits_dir, 0755) != 0) {
         snprintf(msg, msglen, "cannot create state directory %s: %s", state_dir,
                  strerror(errno));
@@ -521,16 +520,16 @@ static int build_response(struct gs_plugin *p, char *const *ids, size_t n, const
     if (!p->cdi)
         add_env(b, "NVIDIA_VISIBLE_DEVICES", visible);
     add_env(b, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
-    add_env(b, "GPUSLICE_REGION", GS_CONTAINER_STATE_DIR "/region");
-    add_env(b, "GPUSLICE_CONFIG", GS_CONTAINER_LIMITS_DIR "/limits.conf");
+    add_env(b, "GPUSLICE_REGION", GS_STATEDIR_CONTAINER_REGION);
+    add_env(b, "GPUSLICE_CONFIG", GS_STATEDIR_CONTAINER_CONFIG);
     int code = alloc_dirs(p, ids, n, b->key, sizeof b->key, b->state_dir, sizeof b->state_dir,
                           b->limits_dir, sizeof b->limits_dir, msg, msglen);
     if (code)
         return code;
     add_mount(b, p->lib_host, p->lib_container, 1);
     add_mount(b, p->preload_host, "/etc/ld.so.preload", 1);
-    add_mount(b, b->state_dir, GS_CONTAINER_STATE_DIR, 0);
-    add_mount(b, b->limits_dir, GS_CONTAINER_LIMITS_DIR, 1);
+    add_mount(b, b->state_dir, GS_STATEDIR_CONTAINER, 0);
+    add_mount(b, b->limits_dir, GS_STATEDIR_CONTAINER_LIMITS, 1);
     v1beta1__container_allocate_response__annotations_entry__init(&b->ann[0]);
     b->ann[0].key = "gpuslice.io/state-key";
     b->ann[0].value = b->key;

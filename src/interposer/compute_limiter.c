@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include "compute_limiter.h"
 #include "ledger.h"
+#include "statedir.h"
 #include "log.h"
 #include "procinfo.h"
 #include "real_driver.h"
@@ -152,8 +153,9 @@ static void ledger_join(struct gs_region *r, int d)
         struct stat st;
         if (gs_rt_region_dir(dir, sizeof dir, &st) == 0) {
             led_container = (uint64_t)st.st_ino;
-            snprintf(path, sizeof path, "%s/%.*s.ledger", dir, GS_REGION_UUID_LEN, r->dev[d].uuid);
-            if (!led[d])
+            char uuid[GS_REGION_UUID_LEN + 1];
+            snprintf(uuid, sizeof uuid, "%.*s", GS_REGION_UUID_LEN, r->dev[d].uuid);
+            if (!led[d] && gs_statedir_ledger_path(path, sizeof path, dir, uuid) == 0)
                 led[d] = gs_ledger_open(path, err, sizeof err);
             if (!led[d])
                 gs_log(GS_LOG_INFO, "%s; the compute limiter corrects for other containers from NVML only", err);

@@ -18,8 +18,8 @@
 #include "log.h"
 #include "real_driver.h"
 #include "runtime.h"
+#include "statedir.h"
 
-#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +133,54 @@ static unsigned read_samples(const char *uuid, uint64_t seen, struct gs_lim_samp
     return got;
 }
 
+/* One sibling region met by the scan: adds its weight when one of the busy
+ * pids belongs to it. */
+struct sibling_scan {
+    const uint32_t *pid;
+    const int *busy;
+    int nb;
+    const char *uuid;
+    struct stat self;
+    int found[MAX_BUSY];
+    uint64_t total;
+};
+
+static int weigh_sibling(const char *path, const char *key, void *arg)
+{
+    (void)key;
+    struct sibling_scan *sc = arg;
+    struct stat sb;
+    if (stat(path, &sb) != 0 || (sb.st_ino == sc->self.st_ino && sb.st_dev == sc->self.st_dev))
+        return 0;
+    char err[256];
+    const struct gs_region *o = gs_region_open_readonly(path, err, sizeof err);
+    if (!o)
+        return 0;
+    int hit = 0;
+    for (int b = 0; b < sc->nb; b++) {
+        if (sc->found[b])
+            continue;
+        for (int i = 0; i < GS_REGION_MAX_PROCS; i++)
+            if ((uint32_t)__atomic_load_n(&o->proc[i].pid, __ATOMIC_RELAXED) == sc->pid[sc->busy[b]]) {
+                sc->found[b] = hit = 1;
+                break;
+            }
+    }
+    if (hit) {
+        uint64_t w = 100;
+        for (int dd = 0; dd < GS_REGION_MAX_DEVICES; dd++)
+            if (strncmp(o->dev[dd].uuid, sc->uuid, GS_REGION_UUID_LEN) == 0 &&
+                __atomic_load_n(&o->dev[dd].lim.configured, __ATOMIC_ACQUIRE) == 1) {
+                const struct gs_lim_account *oa = &o->dev[dd].lim;
+                w = oa->mode == GS_LIM_SHARE ? oa->weight : oa->limit_pct;
+                break;
+            }
+        sc->total += w;
+    }
+    gs_region_close_readonly(o);
+    return 0;
+}
+
 /* Sum of the weights of the busy others (share mode) on device dev that
  * are not in its ledger. */
 static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t since, const struct pidset *ours,
@@ -168,52 +216,12 @@ static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t 
     if (nb == 0)
         return 0;
     /* Weights from sibling regions (read-only). */
-    int found[MAX_BUSY] = {0};
-    uint64_t total = 0;
+    struct sibling_scan sc = {.pid = pid, .busy = busy, .nb = nb, .uuid = uuid};
     char dir[sizeof gs_rt.cfg.region_path];
-    struct stat self;
-    if (gs_rt_region_dir(dir, sizeof dir, &self) == 0) {
-        DIR *dh = opendir(dir);
-        struct dirent *e;
-        while (dh && (e = readdir(dh)) != NULL) {
-            size_t len = strlen(e->d_name);
-            if (len < 8 || strcmp(e->d_name + len - 7, ".region") != 0)
-                continue;
-            char path[4096 + 256];
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            struct stat sb;
-            if (stat(path, &sb) != 0 || (sb.st_ino == self.st_ino && sb.st_dev == self.st_dev))
-                continue;
-            char err[256];
-            const struct gs_region *o = gs_region_open_readonly(path, err, sizeof err);
-            if (!o)
-                continue;
-            int hit = 0;
-            for (int b = 0; b < nb; b++) {
-                if (found[b])
-                    continue;
-                for (int i = 0; i < GS_REGION_MAX_PROCS; i++)
-                    if ((uint32_t)__atomic_load_n(&o->proc[i].pid, __ATOMIC_RELAXED) == pid[busy[b]]) {
-                        found[b] = hit = 1;
-                        break;
-                    }
-            }
-            if (hit) {
-                uint64_t w = 100;
-                for (int dd = 0; dd < GS_REGION_MAX_DEVICES; dd++)
-                    if (strncmp(o->dev[dd].uuid, uuid, GS_REGION_UUID_LEN) == 0 &&
-                        __atomic_load_n(&o->dev[dd].lim.configured, __ATOMIC_ACQUIRE) == 1) {
-                        const struct gs_lim_account *oa = &o->dev[dd].lim;
-                        w = oa->mode == GS_LIM_SHARE ? oa->weight : oa->limit_pct;
-                        break;
-                    }
-                total += w;
-            }
-            gs_region_close_readonly(o);
-        }
-        if (dh)
-            closedir(dh);
-    }
+    if (gs_rt_region_dir(dir, sizeof dir, &sc.self) == 0)
+        gs_statedir_each_region(dir, weigh_sibling, &sc);
+    int *found = sc.found;
+    uint64_t total = sc.total;
     for (int b = 0; b < nb; b++)
         if (!found[b])
             total += 100; /* not one of ours: default weight */

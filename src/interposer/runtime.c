@@ -3,6 +3,7 @@
 #include "../core/alloc_table.h"
 #include "log.h"
 #include "real_driver.h"
+#include "../core/statedir.h"
 #include "../core/uuid_format.h"
 
 #include <pthread.h>
@@ -71,8 +72,7 @@ __attribute__((constructor)) static void runtime_init(void)
     if (!gs_rt.cfg.any_limit && !gs_rt.cfg.region_path[0] && gs_rt.cfg.compute_mode != GS_COMPUTE_SHARE)
         return; /* GS_MODE_PASSTHROUGH */
     if (!gs_rt.cfg.region_path[0])
-        snprintf(gs_rt.cfg.region_path, sizeof gs_rt.cfg.region_path, "/tmp/gpuslice-%u.region",
-                 (unsigned)getuid());
+        gs_statedir_fallback_region(gs_rt.cfg.region_path, sizeof gs_rt.cfg.region_path);
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     gs_rt.mode = GS_MODE_ENFORCE;
 }
@@ -108,13 +108,8 @@ struct gs_region *gs_rt_region(void)
 
 int gs_rt_region_dir(char *dir, size_t len, struct stat *self)
 {
-    snprintf(dir, len, "%s", gs_rt.cfg.region_path);
-    char *slash = strrchr(dir, '/');
-    if (!slash || stat(gs_rt.cfg.region_path, self) != 0)
+    if (gs_statedir_parent(dir, len, gs_rt.cfg.region_path) != 0 || stat(gs_rt.cfg.region_path, self) != 0)
         return -1;
-    if (slash == dir)
-        slash++; /* keep "/" */
-    *slash = '\0';
     return 0;
 }
 
