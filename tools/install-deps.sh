@@ -1,18 +1,25 @@
 #!/bin/sh
 # Installs what building, testing and benchmarking gpuslice needs, from Debian
-# packages and PyPI only. Safe to run again. Run as root (or through sudo).
+# packages and PyPI only. Safe to run again. As root it runs as it is; a
+# normal user's run goes through sudo.
 set -eu
 if [ "$(id -u)" -ne 0 ]; then
-    echo "install-deps.sh: run as root (sudo $0)" >&2
-    exit 2
+    if ! command -v sudo >/dev/null 2>&1; then
+        echo "install-deps.sh: needs root: run it as root, or install sudo" >&2
+        exit 2
+    fi
+    exec sudo "$0" "$@"
 fi
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
+# Another apt (unattended upgrades, a second shell) may hold the lock: wait
+# for it, up to 10 minutes, rather than failing at once.
+apt_get() { apt-get -o DPkg::Lock::Timeout=600 "$@"; }
+apt_get update -qq
 # Toolchain and checkers; libraries (cmocka, jansson, gRPC C core + protobuf-c,
 # libcurl, libmicrohttpd); the Python side of the tests (kubelet stand-in on
 # Debian's grpcio, PyYAML for tests/deploy, openssl for test certificates);
 # matplotlib for the simulator's plot; wrk for the extender benchmark.
-apt-get install -y -qq --no-install-recommends \
+apt_get install -y -qq --no-install-recommends \
     build-essential cmake pkg-config clang-14 clang-tidy libclang-rt-14-dev cppcheck \
     libcmocka-dev libjansson-dev \
     libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler \

@@ -3,7 +3,7 @@
 burst of 50 pods on one node, gpuslice-node-agent against the kubelet and
 API-server stand-ins (tests/k8s) on the simulated driver.
 
-    GPUSLICE_NODE_AGENT=build/src/deviceplugin/gpuslice-node-agent \
+    GPUSLICE_NODE_AGENT=build/bin/gpuslice-node-agent \
     GPUSLICE_SIMDRIVER_DIR=build/simdriver /usr/bin/python3 bench/node/bench_allocate.py
 
 Each pod: GetPreferredAllocation then Allocate, oldest first, as kubelet

@@ -1,0 +1,41 @@
+"""The README's first command ends with tools/demo.sh: on a machine without
+a GPU it must show, on the simulated driver, a tenant shown a 4 GiB GPU,
+refused past it, and listed by `gpuslice top`."""
+import os
+import re
+import subprocess
+
+from conftest import BUILD, sanitizer_preload
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_demo_on_the_simulated_gpu():
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GPUSLICE_", "CUDA_DEVICE_", "GPU_CORE_", "LIBCUDA_"))}
+    env.update({"GPUSLICE_DEMO_SIM": "1", "GPUSLICE_BUILD_DIR": BUILD,
+                "ASAN_OPTIONS": "detect_leaks=0:verify_asan_link_order=0"})
+    if sanitizer_preload():
+        env["LD_PRELOAD"] = ":".join(sanitizer_preload())
+    r = subprocess.run([os.path.join(ROOT, "tools", "demo.sh")], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "SIMULATED GPU" in out
+    assert "shows a 4.0 GiB GPU" in out
+    # 512 MiB of context overhead, then three whole GiB fit and the fourth does not.
+    assert "allocation #3 of 1 GiB succeeded" in out
+    assert "allocation #4 of 1 GiB refused with CUDA_ERROR_OUT_OF_MEMORY" in out
+    assert re.search(r"^demo\s+GPU-\S+\s+3\.50 GiB\s+4\.00 GiB\s+1\b", out, re.M), out
+
+
+def test_install_puts_every_program_library_and_preload_file_under_the_prefix(tmp_path):
+    prefix = tmp_path / "prefix"
+    r = subprocess.run(["cmake", "--install", BUILD, "--prefix", str(prefix)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for prog in ("gpuslice", "gpuslice-node-agent", "gpuslice-extender", "gpuslice-webhook"):
+        assert os.access(prefix / "bin" / prog, os.X_OK), prog
+    lib = prefix / "lib" / "libgpuslice.so"
+    assert lib.is_file()
+    assert (prefix / "share" / "gpuslice" / "ld.so.preload").read_text() == f"{lib}\n"
+    assert (prefix / "share" / "doc" / "gpuslice" / "memory.md").is_file()
