@@ -72,18 +72,40 @@ static int valid_name(const char *s)
     return s[0] != '.';
 }
 
-/* "4GiB" -> GPUSLICE_MEMORY_LIMIT; "0=4GiB,1=2GiB" -> GPUSLICE_MEMORY_LIMIT_<i>. */
-static int set_memory(const char *spec)
+/* One --memory size, checked here so that the message names the flag the
+ * user typed. A bare number is refused: "--memory 4" is far more likely a
+ * forgotten unit than a 4-byte limit ("4B" says bytes). */
+static int check_memory_size(const char *size)
 {
     char err[256];
     uint64_t bytes;
+    size_t n = strlen(size);
+    if (gs_parse_size(size, &bytes, err, sizeof err) != 0) {
+        fprintf(stderr, "gpuslice run: --memory '%s': %s\n", size, err);
+        return -1;
+    }
+    if (bytes == 0) {
+        fprintf(stderr, "gpuslice run: --memory '%s': a limit must be above 0 (leave --memory out for none)\n",
+                size);
+        return -1;
+    }
+    if (n && size[n - 1] >= '0' && size[n - 1] <= '9') {
+        fprintf(stderr, "gpuslice run: --memory '%s': no unit; write %sGiB or %sMiB (%sB for bytes)\n", size,
+                size, size, size);
+        return -1;
+    }
+    return 0;
+}
+
+/* "4GiB" -> GPUSLICE_MEMORY_LIMIT; "0=4GiB,1=2GiB" -> GPUSLICE_MEMORY_LIMIT_<i>. */
+static int set_memory(const char *spec)
+{
     if (!strchr(spec, '=')) {
-        if (gs_parse_size(spec, &bytes, err, sizeof err) != 0) {
-            fprintf(stderr, "gpuslice run: --memory '%s': %s\n", spec, err);
+        if (check_memory_size(spec) != 0)
             return -1;
-        }
         return setenv("GPUSLICE_MEMORY_LIMIT", spec, 1);
     }
+    unsigned seen = 0;
     char *copy = strdup(spec);
     char *save = NULL;
     int rc = 0;
@@ -95,10 +117,13 @@ static int set_memory(const char *spec)
             fprintf(stderr, "gpuslice run: --memory item '%s': expected INDEX=SIZE with INDEX 0-%d\n", item,
                     GS_MAX_DEVICES - 1);
             rc = -1;
-        } else if (gs_parse_size(eq + 1, &bytes, err, sizeof err) != 0) {
-            fprintf(stderr, "gpuslice run: --memory item '%s': %s\n", item, err);
+        } else if (seen & (1U << idx)) {
+            fprintf(stderr, "gpuslice run: --memory '%s': device %ld is given twice\n", spec, idx);
+            rc = -1;
+        } else if (check_memory_size(eq + 1) != 0) {
             rc = -1;
         } else {
+            seen |= 1U << idx;
             char var[64];
             snprintf(var, sizeof var, "GPUSLICE_MEMORY_LIMIT_%ld", idx);
             rc = setenv(var, eq + 1, 1);
@@ -118,6 +143,18 @@ static int set_cores(const char *text)
         return -1;
     }
     return setenv("GPUSLICE_CORES", text, 1);
+}
+
+static int set_weight(const char *text)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || !end || *end || end == text || v < 1 || v > 10000) {
+        fprintf(stderr, "gpuslice run: --weight '%s': expected a whole number from 1 to 10000\n", text);
+        return -1;
+    }
+    return setenv("GPUSLICE_SHARE_WEIGHT", text, 1);
 }
 
 static int find_lib(const char *given, char *out, size_t len)
@@ -232,7 +269,7 @@ int gs_cmd_run(int argc, char **argv)
         {"state-dir", required_argument, NULL, 'S'}, {"lib", required_argument, NULL, 'L'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
     const char *name = NULL, *state_dir = NULL, *lib_arg = NULL;
-    int have_limit = 0;
+    int have_limit = 0, share = 0, cores_given = 0, weight_given = 0;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "+m:c:d:n:h", opts, NULL)) != -1) {
@@ -245,6 +282,7 @@ int gs_cmd_run(int argc, char **argv)
         case 'c':
             if (set_cores(optarg) != 0)
                 return GS_EXIT_USAGE;
+            cores_given = 1;
             have_limit = 1;
             break;
         case 'd':
@@ -258,15 +296,25 @@ int gs_cmd_run(int argc, char **argv)
             name = optarg;
             break;
         case 'M':
+            if (strcmp(optarg, "cap") != 0 && strcmp(optarg, "share") != 0) {
+                fprintf(stderr, "gpuslice run: --mode '%s': expected cap or share\n", optarg);
+                return GS_EXIT_USAGE;
+            }
             setenv("GPUSLICE_COMPUTE_MODE", optarg, 1);
+            share = strcmp(optarg, "share") == 0;
             have_limit = 1;
             break;
         case 'G':
+            if (strcmp(optarg, "count") != 0 && strcmp(optarg, "ignore") != 0) {
+                fprintf(stderr, "gpuslice run: --managed '%s': expected count or ignore\n", optarg);
+                return GS_EXIT_USAGE;
+            }
             setenv("GPUSLICE_MANAGED", optarg, 1);
             break;
         case 'W':
-            /* Checked with everything else by gs_config_load below. */
-            setenv("GPUSLICE_SHARE_WEIGHT", optarg, 1);
+            if (set_weight(optarg) != 0)
+                return GS_EXIT_USAGE;
+            weight_given = 1;
             have_limit = 1;
             break;
         case 'S':
@@ -285,6 +333,15 @@ int gs_cmd_run(int argc, char **argv)
     }
     if (optind >= argc) {
         fprintf(stderr, "gpuslice run: no command given\n\n%s", run_usage);
+        return GS_EXIT_USAGE;
+    }
+    if (share && cores_given) {
+        fprintf(stderr, "gpuslice run: --cores sets a cap, --mode share a weight: give one of them "
+                        "(--mode share --weight N)\n");
+        return GS_EXIT_USAGE;
+    }
+    if (weight_given && !share) {
+        fprintf(stderr, "gpuslice run: --weight applies only with --mode share\n");
         return GS_EXIT_USAGE;
     }
     if (!have_limit)
