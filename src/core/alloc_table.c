@@ -163,14 +163,6 @@ void gs_alloc_clear(void)
     }
 }
 
-uint64_t gs_alloc_count(void)
-{
-    uint64_t n = 0;
-    for (int i = 0; i < STRIPES; i++)
-        n += __atomic_load_n(&stripes[i].count, __ATOMIC_RELAXED);
-    return n;
-}
-
 void gs_alloc_lock_all(void)
 {
     for (int i = 0; i < STRIPES; i++)

@@ -38,9 +38,6 @@ int gs_alloc_take(enum gs_alloc_kind kind, uint64_t handle, struct gs_alloc_rec 
 /* Drops everything (a forked child starts with no allocations). */
 void gs_alloc_clear(void);
 
-/* Number of live records (tests, diagnostics). */
-uint64_t gs_alloc_count(void);
-
 /* Lock/unlock all stripes around fork() so the child never inherits a held
  * stripe lock. */
 void gs_alloc_lock_all(void);

@@ -36,12 +36,6 @@ struct kube_client *kube_client_new_auto(const char *url, const char *kubeconfig
                                          size_t errlen);
 void kube_client_free(struct kube_client *kc);
 
-/* Retry policy: attempts (>=1) and the first backoff in ms (doubles, capped
- * at 5 s). Defaults: 5 attempts, 100 ms. */
-void kube_client_set_retry(struct kube_client *kc, int attempts, int first_backoff_ms);
-/* Per-request timeout in ms (default 10000). */
-void kube_client_set_timeout(struct kube_client *kc, long timeout_ms);
-
 /* One request. Returns the HTTP status, or -1 after the last transport
  * failure (err says why). *body gets the response body (malloc'd,
  * NUL-terminated) when body is non-NULL, even for error statuses. */
@@ -76,7 +70,6 @@ char *kube_urlencode(const char *s);
  * "gpuslice-node-agent: <level>: ...". Level: 0 error, 1 warn, 2 info,
  * 3 debug; lines above the current level are dropped. */
 void kube_log_set_level(int level);
-int kube_log_level(void);
 void kube_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void kube_log_set_prefix(const char *prefix);
 

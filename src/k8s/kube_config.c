@@ -50,17 +50,6 @@ void kube_client_free(struct kube_client *kc)
     free(kc);
 }
 
-void kube_client_set_retry(struct kube_client *kc, int attempts, int first_backoff_ms)
-{
-    kc->attempts = attempts < 1 ? 1 : attempts;
-    kc->backoff_ms = first_backoff_ms < 1 ? 1 : first_backoff_ms;
-}
-
-void kube_client_set_timeout(struct kube_client *kc, long timeout_ms)
-{
-    kc->timeout_ms = timeout_ms;
-}
-
 struct kube_client *kube_client_new_url(const char *base_url, const char *token, char *err,
                                         size_t errlen)
 {

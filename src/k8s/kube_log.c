@@ -14,11 +14,6 @@ void kube_log_set_level(int level)
     g_level = level;
 }
 
-int kube_log_level(void)
-{
-    return g_level;
-}
-
 void kube_log_set_prefix(const char *prefix)
 {
     snprintf(g_prefix, sizeof g_prefix, "%s", prefix);

@@ -51,11 +51,6 @@ void gs_engine_free(gs_engine *e)
     free(e);
 }
 
-gs_policy_kind gs_engine_policy(const gs_engine *e)
-{
-    return e->kind;
-}
-
 int gs_engine_add_workload(gs_engine *e, const gs_request *r, double weight)
 {
     gs_cache_invalidate(&e->cache);

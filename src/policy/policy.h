@@ -151,7 +151,6 @@ typedef struct gs_engine gs_engine;
 
 gs_engine *gs_engine_new(gs_policy_kind kind);
 void gs_engine_free(gs_engine *e);
-gs_policy_kind gs_engine_policy(const gs_engine *e);
 /* Adds weight to the expected-workload distribution the fragmentation
  * policies measure against (identical requests are merged). Returns 0 or -1. */
 int gs_engine_add_workload(gs_engine *e, const gs_request *r, double weight);
