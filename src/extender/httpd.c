@@ -1,4 +1,5 @@
-/* libmicrohttpd glue: thread pool, bounded bodies, optional TLS (GnuTLS). */
+/* libmicrohttpd glue: thread pool, bounded bodies and connections, optional
+ * TLS 1.2+ (GnuTLS). */
 #include "httpd.h"
 
 #include <arpa/inet.h>
@@ -7,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 struct gs_httpd {
     struct MHD_Daemon *d;
@@ -14,13 +16,31 @@ struct gs_httpd {
     void *ud;
     char *cert, *key;
     int port;
+    size_t buffered; /* bytes held by all bodies being received */
 };
 
 struct body {
+    struct gs_httpd *owner;
     char *buf;
     size_t len, cap;
-    int too_big;
+    size_t charged; /* bytes of owner->buffered that are ours */
+    int too_big, no_room;
 };
+
+static int take_budget(struct gs_httpd *s, size_t n)
+{
+    size_t cur = __atomic_load_n(&s->buffered, __ATOMIC_RELAXED);
+    do {
+        if (cur + n > GS_HTTPD_MAX_BUFFERED)
+            return 0;
+    } while (!__atomic_compare_exchange_n(&s->buffered, &cur, cur + n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    return 1;
+}
+
+static void give_budget(struct gs_httpd *s, size_t n)
+{
+    __atomic_sub_fetch(&s->buffered, n, __ATOMIC_RELAXED);
+}
 
 static char *slurp(const char *path, char *err, size_t errlen)
 {
@@ -64,8 +84,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct gs_httpd *s = cls;
     struct body *b = *con_cls;
     if (!b) {
+        /* Refuse an oversized body from its declared length, before any of
+         * it is read. */
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > GS_HTTPD_MAX_BODY)
+            return reply(c, 413, strdup("{\"Error\":\"request body larger than 4 MiB\"}"), NULL);
         if (!(b = calloc(1, sizeof *b)))
             return MHD_NO;
+        b->owner = s;
         *con_cls = b;
         return MHD_YES;
     }
@@ -73,25 +99,33 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!b->too_big) {
             if (b->len + *data_size > GS_HTTPD_MAX_BODY) {
                 b->too_big = 1;
+            } else if (!take_budget(s, *data_size)) {
+                b->no_room = 1;
+                b->too_big = 1;
             } else {
                 if (b->len + *data_size + 1 > b->cap) {
                     size_t cap = (b->len + *data_size + 1) * 2;
                     char *nb = realloc(b->buf, cap);
-                    if (!nb)
+                    if (!nb) {
+                        give_budget(s, *data_size);
                         return MHD_NO;
+                    }
                     b->buf = nb;
                     b->cap = cap;
                 }
                 memcpy(b->buf + b->len, data, *data_size);
                 b->len += *data_size;
+                b->charged += *data_size;
                 b->buf[b->len] = '\0';
             }
         }
         *data_size = 0;
         return MHD_YES;
     }
+    if (b->no_room)
+        return reply(c, 503, strdup("{\"Error\":\"too many large requests at once; retry\"}"), NULL);
     if (b->too_big)
-        return reply(c, 413, strdup("{\"Error\":\"request body larger than 64 MiB\"}"), NULL);
+        return reply(c, 413, strdup("{\"Error\":\"request body larger than 4 MiB\"}"), NULL);
     char *out = NULL;
     const char *ctype = NULL;
     int st = s->h(s->ud, method, url, b->buf ? b->buf : "", b->len, &out, &ctype);
@@ -103,6 +137,7 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 {
     struct body *b = *con_cls;
     if (b) {
+        give_budget(b->owner, b->charged);
         free(b->buf);
         free(b);
     }
@@ -118,6 +153,13 @@ struct gs_httpd *gs_httpd_start(const char *addr, int port, const char *cert, co
         return NULL;
     s->h = h;
     s->ud = ud;
+    /* Room for GS_HTTPD_MAX_CONNECTIONS: a soft descriptor limit of 1024
+     * would let ~1,000 slow clients lock everyone else out. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
     if (cert || key) {
         if (!cert || !key || !(s->cert = slurp(cert, err, errlen)) ||
@@ -143,12 +185,16 @@ struct gs_httpd *gs_httpd_start(const char *addr, int port, const char *cert, co
     struct MHD_OptionItem tls[] = {
         {s->cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, s->cert},
         {s->key ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, s->key},
+        /* TLS 1.2 and 1.3 only. */
+        {s->cert ? MHD_OPTION_HTTPS_PRIORITIES : MHD_OPTION_END, 0,
+         (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"},
         {MHD_OPTION_END, 0, NULL}};
     s->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, s,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(threads > 0 ? threads : 1),
                             MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)GS_HTTPD_IDLE_SECONDS,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)GS_HTTPD_MAX_CONNECTIONS,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
                             MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
     if (!s->d) {

@@ -6,7 +6,19 @@
 
 #include <stddef.h>
 
-#define GS_HTTPD_MAX_BODY (64u << 20)
+/* Limits sized to real bodies: an ExtenderArgs for 5,000 nodes with
+ * nodeCacheCapable (names only) is ~0.3 MiB plus the pod, and a pod is at
+ * most ~1.5 MiB (etcd's object limit), so an AdmissionReview (object and
+ * oldObject) stays under 4 MiB. Bodies above the limit are refused with 413
+ * from their Content-Length, before anything is buffered. All connections
+ * together buffer at most GS_HTTPD_MAX_BUFFERED; past it, 503. */
+#define GS_HTTPD_MAX_BODY (4u << 20)
+#define GS_HTTPD_MAX_BUFFERED (32u << 20)
+/* Connections: many more than a slow-client flood can hold open from one
+ * process's file descriptors, each dropped after GS_HTTPD_IDLE_SECONDS
+ * without progress. */
+#define GS_HTTPD_MAX_CONNECTIONS 8192
+#define GS_HTTPD_IDLE_SECONDS 10
 
 /* Returns the HTTP status and sets *out (malloc'd) and *ctype (static). */
 typedef int (*gs_httpd_handler)(void *ud, const char *method, const char *url, const char *body,
