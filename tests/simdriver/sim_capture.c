@@ -186,6 +186,8 @@ SIM_API cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, un
     (void)flags;
     if (!phGraphExec || !hGraph)
         return CUDA_ERROR_INVALID_VALUE;
+    if (sim_graph_mem_owns(hGraph))
+        return sim_graph_mem_instantiate(phGraphExec, hGraph);
     *phGraphExec = (CUgraphExec)(void *)hGraph;
     return CUDA_SUCCESS;
 }

@@ -72,6 +72,16 @@ void sim_drop_ctx_allocs(struct sim_call *c, int ctx);
 /* NULL, the legacy and per-thread stream handles, or a live stream (sim_launch.c). */
 int sim_stream_valid(CUstream s);
 
+/* Graphs built with memory nodes (sim_graph_memory.c). The _mem_free and
+ * _mem_range hooks run with the lock held (inside sim_enter): a live graph
+ * allocation at ptr is freed / resolved, returning 1, else 0. */
+int sim_graph_mem_free(struct sim_call *c, uint64_t ptr);
+int sim_graph_mem_range(struct sim_call *c, uint64_t ptr, uint64_t *base, uint64_t *size);
+/* 1 if g is an executable graph with memory nodes: it was launched, *rc says how. */
+int sim_graph_mem_launch(CUgraphExec g, CUresult *rc);
+int sim_graph_mem_owns(CUgraph g);
+CUresult sim_graph_mem_instantiate(CUgraphExec *out, CUgraph g);
+
 /* Resets process-local objects (a forked child starts without contexts). */
 void sim_ctx_reset_local(void);
 void sim_pool_reset_local(void);

@@ -158,7 +158,6 @@ SIM_API cuSimFutureFeature(int x, int *out);
 /* Stream capture (sim_capture.c). Mode: 0 global, 1 thread-local, 2 relaxed.
  * Status: 0 none, 1 active, 2 invalidated. The sim's CUgraph is its
  * executable graph; cuGraphInstantiateWithFlags hands it back. */
-typedef struct CUgraph_st *CUgraph;
 #define SIM_ERR_CAPTURE_UNSUPPORTED ((CUresult)900)
 #define SIM_ERR_CAPTURE_INVALIDATED ((CUresult)901)
 #define SIM_ERR_CAPTURED_EVENT ((CUresult)907)
@@ -176,5 +175,26 @@ SIM_API cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const void
 SIM_API cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const void *dependencies,
                                          const void *dependencyData, size_t numDependencies, int mode);
 SIM_API cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags);
+
+/* Graph memory nodes (sim_graph_memory.c). */
+SIM_API cuGraphCreate(CUgraph *phGraph, unsigned int flags);
+SIM_API cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                               size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams);
+SIM_API cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                              size_t numDependencies, CUdeviceptr dptr);
+SIM_API cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes);
+SIM_API cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type);
+SIM_API cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out);
+SIM_API cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out);
+SIM_API cuGraphDestroy(CUgraph hGraph);
+SIM_API cuGraphExecDestroy(CUgraphExec hGraphExec);
+SIM_API cuDeviceGraphMemTrim(CUdevice device);
+
+/* Sharing VMM allocations (sim_vmm.c): POSIX file descriptors only. */
+SIM_API cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                     CUmemAllocationHandleType handleType, unsigned long long flags);
+SIM_API cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                       CUmemAllocationHandleType shHandleType);
+SIM_API cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle);
 
 #endif

@@ -607,6 +607,8 @@ static CUresult graph_launch(CUgraphExec g, CUstream s)
      * that take time; any other non-NULL executable graph runs in no time. */
     if (!g || !sim_stream_valid(s))
         return CUDA_ERROR_INVALID_HANDLE;
+    if (sim_graph_mem_launch(g, &rc)) /* a graph with memory nodes (no kernels) */
+        return rc;
     uint64_t ns = 0;
     pthread_mutex_lock(&g_lock);
     int gi = HANDLE_INDEX(g_graphs, MAX_GRAPHS, g);

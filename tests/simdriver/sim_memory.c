@@ -100,7 +100,7 @@ CUresult sim_alloc_new(struct sim_call *c, int ctx, int dev, int kind, uint64_t 
 {
     struct sim_state *st = c->st;
     int holds_memory = kind != SIM_KIND_VA_RESERVE && kind != SIM_KIND_VMM_MAP &&
-                       kind != SIM_KIND_IPC_IMPORT;
+                       kind != SIM_KIND_IPC_IMPORT && kind != SIM_KIND_VMM_IMPORT;
     if (holds_memory && size > st->dev[dev].total)
         return CUDA_ERROR_OUT_OF_MEMORY;
     int slot = free_alloc_slot(st);
@@ -147,7 +147,7 @@ void sim_alloc_drop(struct sim_state *st, struct sim_alloc *a)
     } else {
         st->procs[a->proc].used[a->dev] -= a->charged;
     }
-    uint64_t link = a->kind == SIM_KIND_VMM_MAP ? a->link : 0;
+    uint64_t link = a->kind == SIM_KIND_VMM_MAP || a->kind == SIM_KIND_VMM_IMPORT ? a->link : 0;
     memset(a, 0, sizeof(*a));
     if (link) {
         /* Physical memory goes once released and unmapped everywhere. */
@@ -303,7 +303,7 @@ static CUresult free_linear(uint64_t ptr)
         &c, ptr, SIM_MASK(SIM_KIND_DEVICE) | SIM_MASK(SIM_KIND_MANAGED) | SIM_MASK(SIM_KIND_POOL));
     if (a)
         sim_alloc_drop(c.st, a);
-    else
+    else if (!sim_graph_mem_free(&c, ptr)) /* or a graph allocation */
         rc = CUDA_ERROR_INVALID_VALUE;
     sim_leave(&c);
     return rc;
@@ -380,6 +380,8 @@ static CUresult address_range(uint64_t ptr, uint64_t *base, uint64_t *size)
             break;
         }
     }
+    if (rc != CUDA_SUCCESS && sim_graph_mem_range(&c, ptr, base, size))
+        rc = CUDA_SUCCESS;
     sim_leave(&c);
     return rc;
 }

@@ -165,10 +165,10 @@ static CUresult free_async(CUdeviceptr dptr, CUstream stream)
     struct sim_alloc *a = sim_alloc_at(&c, dptr, SIM_MASK(SIM_KIND_POOL));
     if (!sim_stream_valid(stream))
         rc = CUDA_ERROR_INVALID_HANDLE;
-    else if (!a)
-        rc = CUDA_ERROR_INVALID_VALUE;
-    else
+    else if (a)
         sim_alloc_drop(c.st, a);
+    else if (!sim_graph_mem_free(&c, dptr)) /* or a graph allocation */
+        rc = CUDA_ERROR_INVALID_VALUE;
     sim_leave(&c);
     return rc;
 }

@@ -334,11 +334,33 @@ static int proc_alive(const struct sim_proc *p)
     return sim_proc_start_time(p->pid) == p->start_time;
 }
 
+/* A mapping or import of another process's VMM memory ends: that memory
+ * goes once its owner released it and nothing else refers to it. */
+static void unref_phys(struct sim_state *st, uint64_t id)
+{
+    for (uint32_t i = 0; i < st->alloc_hwm; i++) {
+        struct sim_alloc *phys = &st->allocs[i];
+        if (phys->id != id || phys->kind != SIM_KIND_VMM_PHYS)
+            continue;
+        if (--phys->refs == 0) {
+            st->procs[phys->proc].used[phys->dev] -= phys->charged;
+            memset(phys, 0, sizeof(*phys));
+        }
+        return;
+    }
+}
+
 void sim_proc_release(struct sim_state *st, int slot)
 {
-    for (uint32_t i = 0; i < st->alloc_hwm; i++)
-        if (st->allocs[i].id && st->allocs[i].proc == slot)
-            memset(&st->allocs[i], 0, sizeof(st->allocs[i]));
+    for (uint32_t i = 0; i < st->alloc_hwm; i++) {
+        struct sim_alloc *a = &st->allocs[i];
+        if (!a->id || a->proc != slot)
+            continue;
+        uint64_t link = a->kind == SIM_KIND_VMM_MAP || a->kind == SIM_KIND_VMM_IMPORT ? a->link : 0;
+        memset(a, 0, sizeof(*a));
+        if (link)
+            unref_phys(st, link);
+    }
     for (uint32_t c = 0; c < st->chunk_hwm; c++)
         if (st->chunks[c].proc == slot) {
             memset(&st->chunks[c], 0, sizeof(st->chunks[c]));

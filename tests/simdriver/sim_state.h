@@ -46,7 +46,9 @@ enum sim_alloc_kind {
     SIM_KIND_VA_RESERVE, /* cuMemAddressReserve: address space only */
     SIM_KIND_VMM_MAP,    /* cuMemMap: a VA range backed by a VMM_PHYS */
     SIM_KIND_POOL,       /* cuMemAllocAsync, cuMemAllocFromPoolAsync */
-    SIM_KIND_IPC_IMPORT  /* cuIpcOpenMemHandle: another process's memory */
+    SIM_KIND_IPC_IMPORT, /* cuIpcOpenMemHandle: another process's memory */
+    SIM_KIND_VMM_IMPORT, /* cuMemImportFromShareableHandle: a handle to another's VMM_PHYS */
+    SIM_KIND_GRAPH_PHYS  /* memory behind a graph allocation node (sim_graph_memory.c) */
 };
 
 /* One allocation (or reservation / mapping / import). id 0 = free slot. */
@@ -55,7 +57,7 @@ struct sim_alloc {
     uint64_t va;      /* fake device address (handle value for arrays) */
     uint64_t size;    /* size as the program sees it */
     uint64_t charged; /* bytes charged to the process (0 when in a chunk) */
-    uint64_t link;    /* VMM_MAP: id of its VMM_PHYS; IPC_IMPORT: exporter's id */
+    uint64_t link;    /* VMM_MAP, VMM_IMPORT: id of the VMM_PHYS; IPC_IMPORT: exporter's id */
     int32_t proc;     /* process slot */
     int32_t chunk;    /* sub-allocation chunk, or -1 */
     int32_t ctx;      /* owning context (process-local index), or -1 */

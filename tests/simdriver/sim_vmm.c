@@ -5,6 +5,10 @@
  * when its handle is released AND every mapping of it is unmapped. VMM
  * objects belong to the process, not to a context.
  */
+#define _GNU_SOURCE
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "sim_cuda.h"
 
 static int prop_device(const struct sim_state *st, const CUmemAllocationProp *prop)
@@ -58,14 +62,31 @@ static struct sim_alloc *find_phys(struct sim_call *c, CUmemGenericAllocationHan
     return a;
 }
 
+/* One of our imported handles (cuMemImportFromShareableHandle). */
+static struct sim_alloc *find_import(struct sim_call *c, CUmemGenericAllocationHandle handle)
+{
+    struct sim_alloc *a = sim_alloc_by_id(c->st, handle);
+    return a && a->proc == c->proc && a->kind == SIM_KIND_VMM_IMPORT ? a : NULL;
+}
+
+/* The physical memory a handle of ours names: our own, or an import's. */
+static struct sim_alloc *phys_of_handle(struct sim_call *c, CUmemGenericAllocationHandle handle)
+{
+    struct sim_alloc *imp = find_import(c, handle);
+    return imp ? sim_alloc_by_id(c->st, imp->link) : find_phys(c, handle);
+}
+
 SIM_API cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     struct sim_call c;
     CUresult rc = sim_enter(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    struct sim_alloc *a = find_phys(&c, handle);
-    if (!a) {
+    struct sim_alloc *imp = find_import(&c, handle);
+    struct sim_alloc *a = imp ? NULL : find_phys(&c, handle);
+    if (imp) {
+        sim_alloc_drop(c.st, imp); /* drops its reference to the exporter's memory */
+    } else if (!a) {
         rc = CUDA_ERROR_INVALID_VALUE;
     } else {
         a->released = 1;
@@ -135,7 +156,7 @@ SIM_API cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloca
     CUresult rc = sim_enter(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    struct sim_alloc *phys = find_phys(&c, handle);
+    struct sim_alloc *phys = phys_of_handle(&c, handle);
     struct sim_alloc *m = NULL;
     if (!phys || offset > phys->size || size > phys->size - offset) {
         rc = CUDA_ERROR_INVALID_VALUE;
@@ -194,6 +215,100 @@ SIM_API cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc
     }
     if (covered < size)
         rc = CUDA_ERROR_INVALID_VALUE;
+    sim_leave(&c);
+    return rc;
+}
+
+/*
+ * Sharing: a POSIX file descriptor names (exporter pid, its start time,
+ * allocation id), written into a memfd, so it can be passed to another
+ * process like the driver's. An import is a new handle of the importer's
+ * that holds a reference to the exporter's memory (charged to the exporter,
+ * as on the driver: the memory stays until every handle and mapping is gone).
+ */
+#define SIM_SHARE_MAGIC 0x48524853U /* "SHRH" */
+
+struct sim_share {
+    uint32_t magic;
+    int32_t pid;
+    uint64_t start_time;
+    uint64_t id;
+};
+
+SIM_API cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                     CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+    if (!shareableHandle || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    const struct sim_alloc *a = find_phys(&c, handle);
+    const struct sim_proc *p = &c.st->procs[c.proc];
+    struct sim_share sh = {SIM_SHARE_MAGIC, p->pid, p->start_time, a ? a->id : 0};
+    sim_leave(&c);
+    if (!a)
+        return CUDA_ERROR_INVALID_VALUE;
+    int fd = memfd_create("gpuslice-sim-vmm", MFD_CLOEXEC);
+    if (fd < 0)
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    if (pwrite(fd, &sh, sizeof sh, 0) != (ssize_t)sizeof sh) {
+        close(fd);
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    *(int *)shareableHandle = fd;
+    return CUDA_SUCCESS;
+}
+
+SIM_API cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                       CUmemAllocationHandleType shHandleType)
+{
+    struct sim_share sh;
+    int fd = (int)(intptr_t)osHandle;
+    if (!handle || shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+        pread(fd, &sh, sizeof sh, 0) != (ssize_t)sizeof sh || sh.magic != SIM_SHARE_MAGIC)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct sim_alloc *src = sim_alloc_by_id(c.st, sh.id);
+    /* Gone if released and unmapped everywhere, or if its process died. */
+    if (!src || src->kind != SIM_KIND_VMM_PHYS || c.st->procs[src->proc].pid != sh.pid ||
+        c.st->procs[src->proc].start_time != sh.start_time) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        uint64_t id = src->id;
+        int dev = src->dev;
+        struct sim_alloc *imp = NULL;
+        rc = sim_alloc_new(&c, -1, dev, SIM_KIND_VMM_IMPORT, 0, 0, 0, &imp);
+        if (rc == CUDA_SUCCESS) {
+            imp->link = id;
+            sim_alloc_by_id(c.st, id)->refs++;
+            *handle = imp->id;
+        }
+    }
+    sim_leave(&c);
+    return rc;
+}
+
+SIM_API cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
+{
+    if (!prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    const struct sim_alloc *phys = phys_of_handle(&c, handle);
+    if (!phys) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        *prop = (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                      .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                      .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = phys->dev}};
+    }
     sim_leave(&c);
     return rc;
 }

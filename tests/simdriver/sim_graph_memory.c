@@ -1,0 +1,401 @@
+/*
+ * Graphs with memory nodes, modelled on the driver's rules (CUDA programming
+ * guide, "Graph memory nodes"; driver API reference, cuGraphAddMemAllocNode):
+ * - an allocation node gets its address when it is made; no memory yet;
+ * - a graph with memory nodes has at most one executable graph at a time;
+ * - launching it backs each allocation with physical memory (charged to the
+ *   process) unless still backed from an earlier launch: the memory stays
+ *   with the graph for its next launches, also after a free node, a
+ *   cuMemFree/cuMemFreeAsync of the address or the executable graph's
+ *   destruction, until cuDeviceGraphMemTrim gives back what no live
+ *   allocation uses;
+ * - an allocation the graph does not free stays live after the launch until
+ *   cuMemFree/cuMemFreeAsync; launching again while it is live fails, and
+ *   cuMemGetAddressRange resolves it while it is live.
+ * Graphs and nodes are process-local, guarded by the state lock; the
+ * physical memory is a SIM_KIND_GRAPH_PHYS allocation in the shared state.
+ * The sim's other graphs (capture, gpusliceSimGraphCreate) have no nodes here.
+ */
+#include <string.h>
+
+#include "sim_cuda.h"
+
+#define GM_GRAPHS 32
+#define GM_NODES 16
+
+struct gm_node {
+    CUgraphNodeType type;
+    uint64_t dptr;
+    uint64_t bytes;
+    int dev;
+    int freed_in_graph; /* alloc: a free node of this graph frees it */
+    int live;           /* alloc: launched and not freed yet */
+    uint64_t phys;      /* alloc: id of its GRAPH_PHYS backing, 0 if none */
+};
+
+struct gm_graph {
+    int in_use;
+    int destroyed; /* the graph is gone; its nodes remain while they hold memory */
+    int has_exec;
+    int n;
+    struct gm_node nodes[GM_NODES];
+};
+
+/* An executable graph is its graph's slot, seen through another address. */
+static struct gm_graph graphs[GM_GRAPHS];
+static char execs[GM_GRAPHS];
+
+static struct gm_graph *graph_of(CUgraph g)
+{
+    uintptr_t p = (uintptr_t)g, b = (uintptr_t)graphs;
+    if (p < b || p >= b + sizeof graphs || (p - b) % sizeof graphs[0])
+        return NULL;
+    struct gm_graph *gr = (struct gm_graph *)(void *)g;
+    return gr->in_use && !gr->destroyed ? gr : NULL;
+}
+
+static struct gm_graph *exec_graph(CUgraphExec e)
+{
+    uintptr_t p = (uintptr_t)e, b = (uintptr_t)execs;
+    if (p < b || p >= b + sizeof execs)
+        return NULL;
+    struct gm_graph *gr = &graphs[p - b];
+    return gr->in_use && gr->has_exec ? gr : NULL;
+}
+
+static struct gm_node *node_of(CUgraphNode n)
+{
+    uintptr_t p = (uintptr_t)n, b = (uintptr_t)graphs;
+    if (p < b || p >= b + sizeof graphs)
+        return NULL;
+    size_t gi = (p - b) / sizeof graphs[0];
+    uintptr_t nb = (uintptr_t)graphs[gi].nodes;
+    if (p < nb || (p - nb) % sizeof(struct gm_node) || (p - nb) / sizeof(struct gm_node) >= (size_t)graphs[gi].n)
+        return NULL;
+    return (struct gm_node *)(void *)n;
+}
+
+/* A graph slot is free again once destroyed, unexecuted and holding nothing. */
+static void maybe_recycle(struct gm_graph *g)
+{
+    if (!g->destroyed || g->has_exec)
+        return;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].phys || g->nodes[i].live)
+            return;
+    memset(g, 0, sizeof *g);
+}
+
+static struct gm_node *live_alloc_at(uint64_t ptr, int containing)
+{
+    for (int g = 0; g < GM_GRAPHS; g++)
+        for (int i = 0; graphs[g].in_use && i < graphs[g].n; i++) {
+            struct gm_node *n = &graphs[g].nodes[i];
+            if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && n->live &&
+                (containing ? ptr >= n->dptr && ptr - n->dptr < n->bytes : ptr == n->dptr))
+                return n;
+        }
+    return NULL;
+}
+
+int sim_graph_mem_free(struct sim_call *c, uint64_t ptr)
+{
+    (void)c;
+    struct gm_node *n = live_alloc_at(ptr, 0);
+    if (!n)
+        return 0;
+    n->live = 0; /* the memory stays backed, for the graph's next launch */
+    for (int g = 0; g < GM_GRAPHS; g++)
+        maybe_recycle(&graphs[g]);
+    return 1;
+}
+
+int sim_graph_mem_range(struct sim_call *c, uint64_t ptr, uint64_t *base, uint64_t *size)
+{
+    (void)c;
+    const struct gm_node *n = live_alloc_at(ptr, 1);
+    if (!n)
+        return 0;
+    *base = n->dptr;
+    *size = n->bytes;
+    return 1;
+}
+
+int sim_graph_mem_owns(CUgraph g)
+{
+    return graph_of(g) != NULL;
+}
+
+SIM_API cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+{
+    if (!phGraph || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+    for (int g = 0; g < GM_GRAPHS; g++)
+        if (!graphs[g].in_use) {
+            graphs[g] = (struct gm_graph){.in_use = 1};
+            *phGraph = (CUgraph)(void *)&graphs[g];
+            rc = CUDA_SUCCESS;
+            break;
+        }
+    sim_leave(&c);
+    return rc;
+}
+
+static CUresult add_node(struct gm_graph *g, struct gm_node n, CUgraphNode *out)
+{
+    if (g->has_exec || g->n >= GM_NODES)
+        return CUDA_ERROR_INVALID_VALUE;
+    g->nodes[g->n] = n;
+    *out = (CUgraphNode)(void *)&g->nodes[g->n++];
+    return CUDA_SUCCESS;
+}
+
+SIM_API cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                               size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+    (void)dependencies;
+    (void)numDependencies;
+    if (!phGraphNode || !nodeParams || nodeParams->bytesize == 0 ||
+        nodeParams->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        nodeParams->poolProps.handleTypes != CU_MEM_HANDLE_TYPE_NONE ||
+        nodeParams->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct gm_graph *g = graph_of(hGraph);
+    int dev = nodeParams->poolProps.location.id;
+    struct sim_alloc *va = NULL;
+    if (!g || dev < 0 || (uint32_t)dev >= c.st->ndevices) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        /* The address is the node's for its lifetime: a reservation, no memory. */
+        uint64_t span = sim_round_up(nodeParams->bytesize, SIM_GRANULE);
+        rc = sim_alloc_new(&c, -1, dev, SIM_KIND_VA_RESERVE, span, 0, 0, &va);
+        if (rc == CUDA_SUCCESS) {
+            struct gm_node n = {.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC, .dptr = va->va,
+                                .bytes = nodeParams->bytesize, .dev = dev};
+            rc = add_node(g, n, phGraphNode);
+            if (rc == CUDA_SUCCESS)
+                nodeParams->dptr = va->va;
+            else
+                sim_alloc_drop(c.st, va);
+        }
+    }
+    sim_leave(&c);
+    return rc;
+}
+
+SIM_API cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                              size_t numDependencies, CUdeviceptr dptr)
+{
+    (void)dependencies;
+    (void)numDependencies;
+    if (!phGraphNode)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct gm_graph *g = graph_of(hGraph);
+    struct gm_node *alloc = NULL;
+    for (int i = 0; g && i < g->n; i++)
+        if (g->nodes[i].type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && g->nodes[i].dptr == dptr)
+            alloc = &g->nodes[i];
+    /* Only an allocation of this graph, and only once (the sim's subset). */
+    if (!alloc || alloc->freed_in_graph) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        rc = add_node(g, (struct gm_node){.type = CU_GRAPH_NODE_TYPE_MEM_FREE, .dptr = dptr}, phGraphNode);
+        if (rc == CUDA_SUCCESS)
+            alloc->freed_in_graph = 1;
+    }
+    sim_leave(&c);
+    return rc;
+}
+
+SIM_API cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+    if (!hGraph || !numNodes)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct gm_graph *g = graph_of(hGraph);
+    size_t n = g ? (size_t)g->n : 0; /* the sim's other graphs have no nodes to show */
+    for (size_t i = 0; nodes && i < *numNodes; i++)
+        nodes[i] = i < n ? (CUgraphNode)(void *)&g->nodes[i] : NULL;
+    *numNodes = n;
+    sim_leave(&c);
+    return CUDA_SUCCESS;
+}
+
+SIM_API cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
+{
+    if (!type)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    const struct gm_node *n = node_of(hNode);
+    if (n)
+        *type = n->type;
+    sim_leave(&c);
+    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SIM_API cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
+{
+    if (!params_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    const struct gm_node *n = node_of(hNode);
+    if (n && n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+        memset(params_out, 0, sizeof *params_out);
+        params_out->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        params_out->poolProps.location = (CUmemLocation){.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = n->dev};
+        params_out->bytesize = n->bytes;
+        params_out->dptr = n->dptr;
+    } else {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    }
+    sim_leave(&c);
+    return rc;
+}
+
+SIM_API cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
+{
+    if (!dptr_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    const struct gm_node *n = node_of(hNode);
+    if (n && n->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+        *dptr_out = n->dptr;
+    else
+        rc = CUDA_ERROR_INVALID_VALUE;
+    sim_leave(&c);
+    return rc;
+}
+
+CUresult sim_graph_mem_instantiate(CUgraphExec *out, CUgraph hGraph)
+{
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct gm_graph *g = graph_of(hGraph);
+    if (!g || g->has_exec) { /* one executable graph at a time */
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        g->has_exec = 1;
+        *out = (CUgraphExec)(void *)&execs[g - graphs];
+    }
+    sim_leave(&c);
+    return rc;
+}
+
+int sim_graph_mem_launch(CUgraphExec e, CUresult *rc)
+{
+    struct sim_call c;
+    if (sim_enter(&c) != CUDA_SUCCESS)
+        return 0;
+    struct gm_graph *g = exec_graph(e);
+    if (!g) {
+        sim_leave(&c);
+        return 0;
+    }
+    *rc = CUDA_SUCCESS;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && g->nodes[i].live)
+            *rc = CUDA_ERROR_INVALID_VALUE; /* last launch's allocation not freed yet */
+    for (int i = 0; *rc == CUDA_SUCCESS && i < g->n; i++) {
+        struct gm_node *n = &g->nodes[i];
+        if (n->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC || n->phys)
+            continue;
+        struct sim_alloc *phys = NULL;
+        *rc = sim_alloc_new(&c, -1, n->dev, SIM_KIND_GRAPH_PHYS, n->bytes, 0, 0, &phys);
+        if (*rc == CUDA_SUCCESS) {
+            phys->va = n->dptr;
+            n->phys = phys->id;
+        }
+    }
+    for (int i = 0; *rc == CUDA_SUCCESS && i < g->n; i++)
+        if (g->nodes[i].type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+            g->nodes[i].live = !g->nodes[i].freed_in_graph;
+    sim_leave(&c);
+    return 1;
+}
+
+SIM_API cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct gm_graph *g = exec_graph(hGraphExec);
+    if (g) { /* the memory stays in the pool; live allocations stay live */
+        g->has_exec = 0;
+        maybe_recycle(g);
+    }
+    /* The sim's other executable graphs own nothing to destroy. */
+    sim_leave(&c);
+    return hGraphExec ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SIM_API cuGraphDestroy(CUgraph hGraph)
+{
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct gm_graph *g = graph_of(hGraph);
+    if (g) { /* an executable graph of it lives on; so does live memory */
+        g->destroyed = 1;
+        maybe_recycle(g);
+    }
+    sim_leave(&c);
+    return hGraph ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SIM_API cuDeviceGraphMemTrim(CUdevice device)
+{
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (device < 0 || (uint32_t)device >= c.st->ndevices) {
+        sim_leave(&c);
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    /* Launches finish at once in the sim: no memory is in use by a running
+     * graph, so all that no live allocation holds goes back. */
+    for (int g = 0; g < GM_GRAPHS; g++) {
+        for (int i = 0; graphs[g].in_use && i < graphs[g].n; i++) {
+            struct gm_node *n = &graphs[g].nodes[i];
+            if (n->phys && !n->live && n->dev == device) {
+                struct sim_alloc *phys = sim_alloc_by_id(c.st, n->phys);
+                if (phys)
+                    sim_alloc_drop(c.st, phys);
+                n->phys = 0;
+            }
+        }
+        if (graphs[g].in_use)
+            maybe_recycle(&graphs[g]);
+    }
+    sim_leave(&c);
+    return CUDA_SUCCESS;
+}
