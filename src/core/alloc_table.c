@@ -151,6 +151,25 @@ int gs_alloc_take(enum gs_alloc_kind kind, uint64_t handle, struct gs_alloc_rec 
     return rc;
 }
 
+int gs_alloc_get(enum gs_alloc_kind kind, uint64_t handle, struct gs_alloc_rec *out)
+{
+    uint64_t key = make_key(kind, handle);
+    struct stripe *s = stripe_of(key);
+    int rc = -1;
+    lock(s);
+    if (s->cap) {
+        uint32_t j = home(s, key);
+        while (s->slots[j].key && s->slots[j].key != key)
+            j = (j + 1) & (s->cap - 1);
+        if (s->slots[j].key == key) {
+            *out = s->slots[j].rec;
+            rc = 0;
+        }
+    }
+    unlock(s);
+    return rc;
+}
+
 void gs_alloc_clear(void)
 {
     for (int i = 0; i < STRIPES; i++) {

@@ -17,7 +17,10 @@ enum gs_alloc_kind {
     GS_ALLOC_VMM = 2,     /* cuMemCreate handle */
     GS_ALLOC_ARRAY = 3,   /* CUarray */
     GS_ALLOC_MIPMAP = 4,  /* CUmipmappedArray */
-    GS_ALLOC_IPC = 5      /* pointer returned by cuIpcOpenMemHandle */
+    GS_ALLOC_IPC = 5,     /* pointer returned by cuIpcOpenMemHandle */
+    GS_ALLOC_VMM_IMPORT = 6, /* handle from cuMemImportFromShareableHandle (0 bytes: a marker) */
+    GS_ALLOC_VMM_MAP = 7,    /* cuMemMap of an imported handle, by its address */
+    GS_ALLOC_GRAPH = 8       /* graph allocation node of a live executable graph, by its address */
 };
 
 struct gs_alloc_rec {
@@ -34,6 +37,9 @@ int gs_alloc_put(enum gs_alloc_kind kind, uint64_t handle, struct gs_alloc_rec r
 
 /* Removes and returns the record. Returns 0, or -1 if unknown. */
 int gs_alloc_take(enum gs_alloc_kind kind, uint64_t handle, struct gs_alloc_rec *out);
+
+/* Copies the record without removing it. Returns 0, or -1 if unknown. */
+int gs_alloc_get(enum gs_alloc_kind kind, uint64_t handle, struct gs_alloc_rec *out);
 
 /* Drops everything (a forked child starts with no allocations). */
 void gs_alloc_clear(void);

@@ -2,6 +2,7 @@
  * call and released exactly after a successful free. */
 #include "../core/accounting.h"
 #include "charge.h"
+#include "graph_memory.h"
 #include "log.h"
 #include "real_driver.h"
 #include "runtime.h"
@@ -18,6 +19,18 @@
         CUresult rc_ = call;                                                                       \
         if (rc_ == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)                               \
             gs_charge_release((kind), (uint64_t)(handle));                                         \
+        return rc_;                                                                                \
+    } while (0)
+
+/* A free of a device pointer: it may also be a graph allocation that
+ * outlived its graph (graph_memory_hooks.c). */
+#define RELEASING_PTR_CALL(dptr, call)                                                             \
+    do {                                                                                           \
+        CUresult rc_ = call;                                                                       \
+        if (rc_ == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH) {                             \
+            gs_charge_release(GS_ALLOC_PTR, (dptr));                                               \
+            gs_graph_mem_freed(dptr);                                                              \
+        }                                                                                          \
         return rc_;                                                                                \
     } while (0)
 
@@ -68,7 +81,45 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     REAL_OR_NOT_FOUND(real, cuMemFree_v2);
+    RELEASING_PTR_CALL(dptr, real(dptr));
+}
+
+/* ---- the pre-3.2 ABI: 32-bit sizes and pointers, same memory, same
+ * charges (a 32-bit pointer is kept zero-extended, as cuMemFree_v2 sees it) ---- */
+
+CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+    REAL_OR_NOT_FOUND(real, cuMemAlloc);
+    CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize));
+}
+
+CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
+                         unsigned int Height, unsigned int ElementSizeBytes)
+{
+    REAL_OR_NOT_FOUND(real, cuMemAllocPitch);
+    uint64_t row = ((uint64_t)WidthInBytes + 511) & ~(uint64_t)511;
+    CHARGED_CALL(gs_charge_linear(row * Height), GS_ALLOC_PTR, *dptr,
+                 real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+}
+
+CUresult cuMemFree(CUdeviceptr_v1 dptr)
+{
+    REAL_OR_NOT_FOUND(real, cuMemFree);
     RELEASING_CALL(GS_ALLOC_PTR, dptr, real(dptr));
+}
+
+CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *d)
+{
+    REAL_OR_NOT_FOUND(real, cuArrayCreate);
+    uint64_t bytes = d ? gs_charge_array(d->Width, d->Height, 1, d->NumChannels, d->Format) : 0;
+    CHARGED_CALL(bytes, GS_ALLOC_ARRAY, (uintptr_t)*pHandle, real(pHandle, d));
+}
+
+CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *d)
+{
+    REAL_OR_NOT_FOUND(real, cuArray3DCreate);
+    uint64_t bytes = d ? gs_charge_array(d->Width, d->Height, d->Depth, d->NumChannels, d->Format) : 0;
+    CHARGED_CALL(bytes, GS_ALLOC_ARRAY, (uintptr_t)*pHandle, real(pHandle, d));
 }
 
 /* ---- arrays ---- */
@@ -125,7 +176,65 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     REAL_OR_NOT_FOUND(real, cuMemRelease);
-    RELEASING_CALL(GS_ALLOC_VMM, handle, real(handle));
+    CUresult rc = real(handle);
+    if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH) {
+        struct gs_alloc_rec marker;
+        (void)gs_alloc_take(GS_ALLOC_VMM_IMPORT, handle, &marker);
+        gs_charge_release(GS_ALLOC_VMM, handle);
+    }
+    return rc;
+}
+
+/* ---- VMM imports (cuMemImportFromShareableHandle). An import takes no new
+ * memory, but it keeps the exporter's memory alive after the exporter
+ * releases it, so the importer must pay for what it uses. The driver has no
+ * size query for an imported handle; a mapping has one. So an imported
+ * handle is marked here and each mapping of it is charged its size on the
+ * handle's device, released at cuMemUnmap. A process importing its own
+ * cuMemCreate handle is not charged twice. See docs/memory.md. ---- */
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                        CUmemAllocationHandleType shHandleType)
+{
+    REAL_OR_NOT_FOUND(real, cuMemImportFromShareableHandle);
+    CUresult rc = real(handle, osHandle, shHandleType);
+    if (rc != CUDA_SUCCESS || gs_mode() == GS_MODE_PASSTHROUGH)
+        return rc;
+    struct gs_alloc_rec own;
+    if (gs_alloc_get(GS_ALLOC_VMM, *handle, &own) == 0)
+        return rc; /* our own cuMemCreate handle: charged already */
+    /* The device the memory lives on; the current one if the driver cannot say. */
+    gs_pfn_cuMemGetAllocationPropertiesFromHandle props = GS_REAL_CU(cuMemGetAllocationPropertiesFromHandle);
+    CUmemAllocationProp prop = {0};
+    int dev = props && props(&prop, *handle) == CUDA_SUCCESS && prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE
+                  ? gs_rt_dev_of_ordinal(prop.location.id)
+                  : gs_rt_dev_current(NULL);
+    struct gs_alloc_rec marker = {.bytes = 0, .dev = dev, .slot = -1};
+    if (gs_alloc_put(GS_ALLOC_VMM_IMPORT, *handle, marker, NULL, NULL) != 0) {
+        /* Cannot remember it, so it could never be charged: refuse it. */
+        gs_pfn_cuMemRelease release = GS_REAL_CU(cuMemRelease);
+        if (release)
+            release(*handle);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return rc;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags)
+{
+    REAL_OR_NOT_FOUND(real, cuMemMap);
+    struct gs_alloc_rec imported;
+    if (gs_mode() == GS_MODE_PASSTHROUGH || gs_alloc_get(GS_ALLOC_VMM_IMPORT, handle, &imported) != 0)
+        return real(ptr, size, offset, handle, flags);
+    CHARGED_CALL_ON(imported.dev, gs_charge_linear(size), GS_ALLOC_VMM_MAP, ptr,
+                    real(ptr, size, offset, handle, flags));
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    REAL_OR_NOT_FOUND(real, cuMemUnmap);
+    RELEASING_CALL(GS_ALLOC_VMM_MAP, ptr, real(ptr, size));
 }
 
 /* ---- stream-ordered allocation (charged at allocation, released when the
@@ -159,13 +268,13 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemo
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
     REAL_OR_NOT_FOUND(real, cuMemFreeAsync);
-    RELEASING_CALL(GS_ALLOC_PTR, dptr, real(dptr, hStream));
+    RELEASING_PTR_CALL(dptr, real(dptr, hStream));
 }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
     REAL_OR_NOT_FOUND(real, cuMemFreeAsync_ptsz);
-    RELEASING_CALL(GS_ALLOC_PTR, dptr, real(dptr, hStream));
+    RELEASING_PTR_CALL(dptr, real(dptr, hStream));
 }
 
 /* ---- IPC imports: charged the size of the imported range ---- */

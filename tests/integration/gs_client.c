@@ -14,6 +14,7 @@
 #include "../../src/abi/nvml_abi.h"
 #include "../../src/core/region.h"
 #include "gs_client_compute.h"
+#include "gs_client_paths.h"
 
 #include <dlfcn.h>
 #include <signal.h>
@@ -331,6 +332,8 @@ static void run(char *line)
         exit(0);
     } else if (gs_client_compute(argc, argv, &rc, entry_any)) {
         /* compute commands: gs_client_compute.c */
+    } else if (gs_client_paths(argc, argv, &rc, entry_any)) {
+        /* legacy, graph-memory and VMM-import commands: gs_client_paths.c */
     }
     printf("%s rc=%d\n", c, (int)rc);
     fflush(stdout);

@@ -9,7 +9,11 @@ DRV = "libcuda.so.1"
 CASES = [
     ("cuMemAlloc", 3020, 0, LIB, "cuMemAlloc_v2"),
     ("cuMemAlloc", 13000, 2, LIB, "cuMemAlloc_v2"),
-    ("cuMemAlloc", 2000, 0, DRV, "cuMemAlloc"),            # legacy 32-bit ABI: not ours to wrap
+    ("cuMemAlloc", 2000, 0, LIB, "cuMemAlloc"),            # legacy 32-bit ABI: its own wrapper
+    ("cuMemFree", 2000, 0, LIB, "cuMemFree"),
+    ("cuArrayCreate", 3000, 0, LIB, "cuArrayCreate"),
+    ("cuGraphInstantiate", 12000, 0, LIB, "cuGraphInstantiateWithFlags"),
+    ("cuMemImportFromShareableHandle", 12000, 0, LIB, "cuMemImportFromShareableHandle"),
     ("cuMemFree", 13000, 0, LIB, "cuMemFree_v2"),
     ("cuMemGetInfo", 12000, 0, LIB, "cuMemGetInfo_v2"),
     ("cuMemGetInfo", 3000, 0, DRV, "cuMemGetInfo"),
@@ -49,7 +53,7 @@ def test_version_too_old_and_unknown_names_report_like_the_driver(world):
 
 
 @pytest.mark.parametrize("name,lib", [
-    ("cuMemAlloc_v2", LIB), ("cuMemAlloc", DRV), ("cuLaunchKernel", LIB),
+    ("cuMemAlloc_v2", LIB), ("cuMemAlloc", LIB), ("cuLaunchKernel", LIB),
     ("cuGetProcAddress_v2", LIB), ("cuSimFutureFeature", DRV), ("cuMemCreate", LIB),
 ])
 def test_dlsym_on_the_driver_handle(world, name, lib):

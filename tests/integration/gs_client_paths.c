@@ -1,0 +1,159 @@
+/*
+ * gs_client's commands for the rarer memory paths (docs/memory.md): the
+ * pre-3.2 32-bit allocation ABI, graph allocation nodes and VMM imports.
+ * Each keeps its own objects, so that gs_client's "freeall" stays as it is.
+ */
+#include "gs_client_paths.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+
+static CUdeviceptr_v1 legacy_ptrs[4096];
+static int nlegacy;
+
+static CUgraph graph;
+static CUgraphExec exec;
+static CUdeviceptr graph_ptr;
+
+static CUmemGenericAllocationHandle vmm_handle;
+static CUdeviceptr vmm_va;
+static size_t vmm_size;
+
+/* The legacy entry point: what cuGetProcAddress answers for CUDA 2.0
+ * ("getproc"), or the old exported name through dlsym ("sym"). */
+static void *legacy(const char *base, const char *how, gs_entry_fn entry)
+{
+    if (!strcmp(how, "sym"))
+        return entry(NULL, base, 0);
+    gpa_fn gpa = (gpa_fn)entry("cuGetProcAddress", "cuGetProcAddress_v2", 0);
+    void *p = NULL;
+    CUdriverProcAddressQueryResult st;
+    return gpa && gpa(base, &p, 2000, 0, &st) == CUDA_SUCCESS ? p : NULL;
+}
+
+static CUresult legacy_alloc(unsigned int n, const char *how, gs_entry_fn entry)
+{
+    CUresult (*alloc)(CUdeviceptr_v1 *, unsigned int) =
+        (CUresult(*)(CUdeviceptr_v1 *, unsigned int))legacy("cuMemAlloc", how, entry);
+    if (!alloc)
+        return CUDA_ERROR_NOT_FOUND;
+    CUdeviceptr_v1 p = 0;
+    CUresult rc = alloc(&p, n);
+    if (rc == CUDA_SUCCESS && nlegacy < (int)(sizeof legacy_ptrs / sizeof legacy_ptrs[0]))
+        legacy_ptrs[nlegacy++] = p;
+    return rc;
+}
+
+static CUresult graph_make(size_t bytes, int free_in_graph, gs_entry_fn entry)
+{
+    CUresult rc = ((CUresult(*)(CUgraph *, unsigned))entry("cuGraphCreate", "cuGraphCreate", 0))(&graph, 0);
+    CUDA_MEM_ALLOC_NODE_PARAMS p = {.poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                                  .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}},
+                                    .bytesize = bytes};
+    CUgraphNode alloc_node, free_node;
+    if (!rc)
+        rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUDA_MEM_ALLOC_NODE_PARAMS *))entry(
+            "cuGraphAddMemAllocNode", "cuGraphAddMemAllocNode", 0))(&alloc_node, graph, NULL, 0, &p);
+    graph_ptr = p.dptr;
+    if (!rc && free_in_graph)
+        rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUdeviceptr))entry(
+            "cuGraphAddMemFreeNode", "cuGraphAddMemFreeNode", 0))(&free_node, graph, &alloc_node, 1, p.dptr);
+    if (!rc)
+        rc = ((CUresult(*)(CUgraphExec *, CUgraph, unsigned long long))entry(
+            "cuGraphInstantiate", "cuGraphInstantiateWithFlags", 0))(&exec, graph, 0);
+    return rc;
+}
+
+static CUresult vmm_map(size_t n, gs_entry_fn entry)
+{
+    vmm_size = n;
+    CUresult rc = ((CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))entry(
+        "cuMemAddressReserve", "cuMemAddressReserve", 0))(&vmm_va, n, 0, 0, 0);
+    if (!rc)
+        rc = ((CUresult(*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long))entry(
+            "cuMemMap", "cuMemMap", 0))(vmm_va, n, 0, vmm_handle, 0);
+    return rc;
+}
+
+static CUresult vmm_unmap(gs_entry_fn entry)
+{
+    CUresult rc = ((CUresult(*)(CUdeviceptr, size_t))entry("cuMemUnmap", "cuMemUnmap", 0))(vmm_va, vmm_size);
+    if (!rc)
+        rc = ((CUresult(*)(CUdeviceptr, size_t))entry("cuMemAddressFree", "cuMemAddressFree", 0))(vmm_va,
+                                                                                                    vmm_size);
+    return rc;
+}
+
+int gs_client_paths(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
+{
+    const char *c = argv[0];
+    unsigned long long n = argc > 1 ? strtoull(argv[1], NULL, 0) : 0;
+    if (!strcmp(c, "legacy")) { /* legacy <bytes> [getproc|sym] */
+        *rc = legacy_alloc((unsigned int)n, argc > 2 ? argv[2] : "getproc", entry);
+    } else if (!strcmp(c, "legacyfill")) { /* legacy allocations of <bytes> until one fails */
+        int count = 0;
+        while ((*rc = legacy_alloc((unsigned int)n, argc > 2 ? argv[2] : "getproc", entry)) == CUDA_SUCCESS)
+            count++;
+        printf("count=%d failed_rc=%d ", count, (int)*rc);
+        *rc = CUDA_SUCCESS;
+    } else if (!strcmp(c, "legacyfree")) {
+        CUresult (*f)(CUdeviceptr_v1) = (CUresult(*)(CUdeviceptr_v1))legacy("cuMemFree", "getproc", entry);
+        *rc = f ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+        while (f && nlegacy && *rc == CUDA_SUCCESS)
+            *rc = f(legacy_ptrs[--nlegacy]);
+    } else if (!strcmp(c, "legacyarray")) { /* legacyarray <width> <height>: float32, 1 channel */
+        CUDA_ARRAY_DESCRIPTOR_v1 d = {.Width = (unsigned)n, .Height = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 0) : 0,
+                                      .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+        CUresult (*f)(CUarray *, const CUDA_ARRAY_DESCRIPTOR_v1 *) =
+            (CUresult(*)(CUarray *, const CUDA_ARRAY_DESCRIPTOR_v1 *))legacy("cuArrayCreate", "getproc", entry);
+        CUarray a;
+        *rc = f ? f(&a, &d) : CUDA_ERROR_NOT_FOUND;
+        if (!*rc)
+            *rc = ((CUresult(*)(CUarray))entry("cuArrayDestroy", "cuArrayDestroy", 0))(a);
+    } else if (!strcmp(c, "galloc")) { /* galloc <bytes> [free]: one allocation node, instantiated */
+        *rc = graph_make((size_t)n, argc > 2 && !strcmp(argv[2], "free"), entry);
+        printf("dptr=%llu ", (unsigned long long)graph_ptr);
+    } else if (!strcmp(c, "glaunch")) {
+        *rc = ((CUresult(*)(CUgraphExec, CUstream))entry("cuGraphLaunch", "cuGraphLaunch", 0))(exec, NULL);
+    } else if (!strcmp(c, "gfree")) { /* the graph's allocation, freed outside the graph */
+        *rc = ((CUresult(*)(CUdeviceptr))entry("cuMemFree", "cuMemFree_v2", 0))(graph_ptr);
+    } else if (!strcmp(c, "gexecdestroy")) {
+        *rc = ((CUresult(*)(CUgraphExec))entry("cuGraphExecDestroy", "cuGraphExecDestroy", 0))(exec);
+    } else if (!strcmp(c, "gdestroy")) {
+        *rc = ((CUresult(*)(CUgraph))entry("cuGraphDestroy", "cuGraphDestroy", 0))(graph);
+    } else if (!strcmp(c, "vmmexport")) { /* vmmexport <bytes>: prints the exported fd's path */
+        CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                    .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+        int fd = -1;
+        *rc = ((CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                            unsigned long long))entry("cuMemCreate", "cuMemCreate", 0))(&vmm_handle, (size_t)n,
+                                                                                        &prop, 0);
+        if (!*rc)
+            *rc = ((CUresult(*)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long))
+                       entry("cuMemExportToShareableHandle", "cuMemExportToShareableHandle", 0))(
+                &fd, vmm_handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        printf("path=/proc/%d/fd/%d ", (int)getpid(), fd);
+    } else if (!strcmp(c, "vmmimport")) { /* vmmimport <path of an exported fd> */
+        int fd = argc > 1 ? open(argv[1], O_RDONLY | O_CLOEXEC) : -1;
+        *rc = ((CUresult(*)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType))entry(
+            "cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle", 0))(
+            &vmm_handle, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        if (fd >= 0)
+            close(fd);
+    } else if (!strcmp(c, "vmmmap")) { /* vmmmap <bytes>: the last exported or imported handle */
+        *rc = vmm_map((size_t)n, entry);
+    } else if (!strcmp(c, "vmmunmap")) {
+        *rc = vmm_unmap(entry);
+    } else if (!strcmp(c, "vmmrelease")) {
+        *rc = ((CUresult(*)(CUmemGenericAllocationHandle))entry("cuMemRelease", "cuMemRelease", 0))(vmm_handle);
+    } else {
+        return 0;
+    }
+    return 1;
+}
