@@ -1,0 +1,208 @@
+/*
+ * Tries the rarer memory paths of docs/memory.md on a real driver, past a
+ * limit: the legacy cuMemAlloc that cuGetProcAddress returns for CUDA 2.0,
+ * graph allocation nodes, and mappings of an imported VMM allocation. Run by
+ * paths_check.py, which measures the GPU with nvidia-smi whenever this
+ * program prints "measure <label>" and answers with a line on stdin.
+ *
+ *   paths_check run               the paths, in this process
+ *   paths_check export <bytes>    cuMemCreate + export as a POSIX fd; prints
+ *                                 "export pid=<pid> fd=<fd>", releases its
+ *                                 handle on the next stdin line, exits on EOF
+ *   paths_check run <pid> <fd>    also imports that fd (pidfd_getfd)
+ *
+ * Needs no toolkit: the driver is dlopen'ed, the ABI is src/abi/cuda_abi.h.
+ */
+#define _GNU_SOURCE
+#include "../../src/abi/cuda_abi.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define MiB (1024ULL * 1024ULL)
+
+typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+static gpa_fn gpa;
+
+static void *fn(const char *name, int version)
+{
+    void *p = NULL;
+    CUdriverProcAddressQueryResult st;
+    if (gpa(name, &p, version, 0, &st) != CUDA_SUCCESS)
+        return NULL;
+    return p;
+}
+#define F(type, name) ((type)fn(name, 12000))
+
+static void measure(const char *label)
+{
+    printf("measure %s\n", label);
+    fflush(stdout);
+    char line[64];
+    if (!fgets(line, sizeof line, stdin))
+        exit(1);
+}
+
+static CUresult (*sync_ctx)(void);
+
+static void legacy(void)
+{
+    CUresult (*alloc)(CUdeviceptr_v1 *, unsigned int) = (CUresult(*)(CUdeviceptr_v1 *, unsigned int))fn("cuMemAlloc", 2000);
+    CUresult (*freef)(CUdeviceptr_v1) = (CUresult(*)(CUdeviceptr_v1))fn("cuMemFree", 2000);
+    if (!alloc || !freef) {
+        printf("result legacy lookup failed\n");
+        return;
+    }
+    static CUdeviceptr_v1 p[64];
+    int n = 0;
+    CUresult rc = CUDA_SUCCESS;
+    while (n < 64 && (rc = alloc(&p[n], (unsigned int)(64 * MiB))) == CUDA_SUCCESS)
+        n++;
+    printf("result legacy_cuMemAlloc_64MiB count=%d MiB=%d stop_rc=%d\n", n, n * 64, (int)rc);
+    measure("legacy_held");
+    while (n)
+        freef(p[--n]);
+}
+
+static CUresult graph_with_alloc(size_t bytes, int free_in_graph, CUgraph *g, CUgraphExec *e, CUdeviceptr *dptr)
+{
+    CUresult rc = F(CUresult(*)(CUgraph *, unsigned), "cuGraphCreate")(g, 0);
+    CUDA_MEM_ALLOC_NODE_PARAMS prm = {.poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}},
+                                      .bytesize = bytes};
+    CUgraphNode a, f;
+    if (!rc)
+        rc = F(CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUDA_MEM_ALLOC_NODE_PARAMS *),
+               "cuGraphAddMemAllocNode")(&a, *g, NULL, 0, &prm);
+    *dptr = prm.dptr;
+    if (!rc && free_in_graph)
+        rc = F(CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUdeviceptr), "cuGraphAddMemFreeNode")(
+            &f, *g, &a, 1, prm.dptr);
+    if (!rc)
+        rc = F(CUresult(*)(CUgraphExec *, CUgraph, unsigned long long), "cuGraphInstantiate")(e, *g, 0);
+    return rc;
+}
+
+static void graphs(void)
+{
+    CUresult (*launch)(CUgraphExec, CUstream) = F(CUresult(*)(CUgraphExec, CUstream), "cuGraphLaunch");
+    CUresult (*exec_destroy)(CUgraphExec) = F(CUresult(*)(CUgraphExec), "cuGraphExecDestroy");
+    CUresult (*destroy)(CUgraph) = F(CUresult(*)(CUgraph), "cuGraphDestroy");
+    CUresult (*range)(CUdeviceptr *, size_t *, CUdeviceptr) =
+        F(CUresult(*)(CUdeviceptr *, size_t *, CUdeviceptr), "cuMemGetAddressRange");
+    CUresult (*mfree)(CUdeviceptr) = F(CUresult(*)(CUdeviceptr), "cuMemFree");
+    CUgraph g;
+    CUgraphExec e;
+    CUdeviceptr d, base;
+    size_t size;
+
+    /* 2 GiB, freed inside the graph. */
+    CUresult rc = graph_with_alloc(2048 * MiB, 1, &g, &e, &d);
+    CUresult lrc = rc ? rc : launch(e, NULL);
+    if (!lrc)
+        lrc = sync_ctx();
+    printf("result graph_2GiB_freed_in_graph instantiate_rc=%d launch_rc=%d\n", (int)rc, (int)lrc);
+    measure("graph_2GiB_after_launch");
+    if (!rc)
+        exec_destroy(e);
+    destroy(g);
+    measure("graph_2GiB_after_exec_destroy");
+
+    /* 256 MiB left live by the graph, freed by the program after the graph goes. */
+    rc = graph_with_alloc(256 * MiB, 0, &g, &e, &d);
+    lrc = rc ? rc : launch(e, NULL);
+    if (!lrc)
+        lrc = sync_ctx();
+    printf("result graph_256MiB_unfreed instantiate_rc=%d launch_rc=%d\n", (int)rc, (int)lrc);
+    if (!rc)
+        exec_destroy(e);
+    destroy(g);
+    printf("result graph_unfreed_range_after_exec_destroy rc=%d\n", (int)range(&base, &size, d));
+    measure("graph_256MiB_live_after_exec_destroy");
+    CUresult frc = mfree(d);
+    sync_ctx();
+    printf("result graph_unfreed_cuMemFree rc=%d range_after_free_rc=%d\n", (int)frc, (int)range(&base, &size, d));
+    measure("graph_256MiB_after_free");
+}
+
+static void vmm_import(int pid, int remote_fd, size_t bytes)
+{
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    int fd = pidfd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, pidfd, remote_fd, 0);
+    CUmemGenericAllocationHandle h;
+    CUresult rc = F(CUresult(*)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType),
+                    "cuMemImportFromShareableHandle")(&h, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    printf("result vmm_import fd=%d rc=%d\n", fd, (int)rc);
+    if (rc)
+        return;
+    printf("release\n"); /* paths_check.py lets the exporter release its handle now */
+    measure("vmm_imported_exporter_released");
+    CUdeviceptr va = 0;
+    CUresult mrc = F(CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long), "cuMemAddressReserve")(
+        &va, bytes, 0, 0, 0);
+    if (!mrc)
+        mrc = F(CUresult(*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long), "cuMemMap")(
+            va, bytes, 0, h, 0);
+    printf("result vmm_import_map_%lluMiB rc=%d\n", (unsigned long long)(bytes / MiB), (int)mrc);
+    measure("vmm_import_mapped");
+    if (!mrc)
+        F(CUresult(*)(CUdeviceptr, size_t), "cuMemUnmap")(va, bytes);
+    F(CUresult(*)(CUmemGenericAllocationHandle), "cuMemRelease")(h);
+}
+
+static void export_handle(size_t bytes)
+{
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemGenericAllocationHandle h;
+    int fd = -1;
+    CUresult rc = F(CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long),
+                    "cuMemCreate")(&h, bytes, &prop, 0);
+    if (!rc)
+        rc = F(CUresult(*)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long),
+               "cuMemExportToShareableHandle")(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    printf("export pid=%d fd=%d rc=%d\n", (int)getpid(), fd, (int)rc);
+    fflush(stdout);
+    char line[64];
+    if (fgets(line, sizeof line, stdin) && !rc)
+        F(CUresult(*)(CUmemGenericAllocationHandle), "cuMemRelease")(h);
+    printf("released\n");
+    fflush(stdout);
+    while (fgets(line, sizeof line, stdin))
+        ;
+}
+
+int main(int argc, char **argv)
+{
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!cuda || argc < 2) {
+        fprintf(stderr, "usage: paths_check run [<pid> <fd>] | export <bytes> (%s)\n", dlerror());
+        return 2;
+    }
+    gpa = (gpa_fn)dlsym(cuda, "cuGetProcAddress_v2");
+    CUdevice dev;
+    CUcontext ctx;
+    if (!gpa || F(CUresult(*)(unsigned), "cuInit")(0) || F(CUresult(*)(CUdevice *, int), "cuDeviceGet")(&dev, 0) ||
+        F(CUresult(*)(CUcontext *, CUdevice), "cuDevicePrimaryCtxRetain")(&ctx, dev) ||
+        F(CUresult(*)(CUcontext), "cuCtxSetCurrent")(ctx)) {
+        fprintf(stderr, "paths_check: no CUDA context\n");
+        return 1;
+    }
+    sync_ctx = F(CUresult(*)(void), "cuCtxSynchronize");
+    if (!strcmp(argv[1], "export")) {
+        export_handle((size_t)strtoull(argv[2], NULL, 0));
+        return 0;
+    }
+    measure("context");
+    legacy();
+    graphs();
+    if (argc > 3)
+        vmm_import(atoi(argv[2]), atoi(argv[3]), 2048 * MiB);
+    printf("done\n");
+    return 0;
+}
