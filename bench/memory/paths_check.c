@@ -49,6 +49,17 @@ static void measure(const char *label)
 
 static CUresult (*sync_ctx)(void);
 
+/* Which function each lookup lands on (the driver's choice of ABI, or our
+ * wrapper of it under the interposer). */
+static void probe(const char *name, int version)
+{
+    Dl_info di = {0};
+    void *p = fn(name, version);
+    const char *lib = p && dladdr(p, &di) && di.dli_fname ? strrchr(di.dli_fname, '/') : NULL;
+    printf("result lookup %s@%d -> %s %s\n", name, version, lib ? lib + 1 : "-",
+           p && di.dli_sname ? di.dli_sname : "-");
+}
+
 static void legacy(void)
 {
     CUresult (*alloc)(CUdeviceptr_v1 *, unsigned int) = (CUresult(*)(CUdeviceptr_v1 *, unsigned int))fn("cuMemAlloc", 2000);
@@ -83,7 +94,7 @@ static CUresult graph_with_alloc(size_t bytes, int free_in_graph, CUgraph *g, CU
         rc = F(CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUdeviceptr), "cuGraphAddMemFreeNode")(
             &f, *g, &a, 1, prm.dptr);
     if (!rc)
-        rc = F(CUresult(*)(CUgraphExec *, CUgraph, unsigned long long), "cuGraphInstantiate")(e, *g, 0);
+        rc = F(CUresult(*)(CUgraphExec *, CUgraph, unsigned long long), "cuGraphInstantiateWithFlags")(e, *g, 0);
     return rc;
 }
 
@@ -199,6 +210,16 @@ int main(int argc, char **argv)
         return 0;
     }
     measure("context");
+    static const struct {
+        const char *name;
+        int version;
+    } probes[] = {{"cuMemAlloc", 2000},           {"cuMemFree", 2000},
+                  {"cuGraphInstantiate", 10000},  {"cuGraphInstantiate", 11000},
+                  {"cuGraphInstantiate", 12000},  {"cuGraphInstantiate", 13000},
+                  {"cuGraphInstantiateWithFlags", 12000}, {"cuMemImportFromShareableHandle", 12000},
+                  {"cuMemMap", 12000}};
+    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++)
+        probe(probes[i].name, probes[i].version);
     legacy();
     graphs();
     if (argc > 3)

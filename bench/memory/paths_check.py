@@ -25,9 +25,9 @@ def one_run(binary, env, label):
                                 text=True, env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
     first = exporter.stdout.readline().split()
     fields = dict(t.split("=", 1) for t in first[1:])
-    print(f"## {label}\n\nbaseline {base} MiB in use before the run; the exporter "
-          f"(another container) holds 2048 MiB for the VMM import (rc={fields.get('rc')})\n")
-    print("| step | MiB taken (device, vs baseline incl. exporter) |\n|---|---|")
+    print(f"## {label}\n\n{base} MiB in use before the run; then the exporter "
+          f"(another container, no limit) holds 2048 MiB for the VMM import (rc={fields.get('rc')})\n")
+    print("| step | MiB in use on the GPU | MiB taken since the context existed |\n|---|---|---|")
     results = []
     runner = subprocess.Popen([binary, "run", fields["pid"], fields["fd"]], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, env=env)
@@ -40,7 +40,7 @@ def one_run(binary, env, label):
             now = used_mib()
             if exp_base is None:
                 exp_base = now
-            print(f"| {words[1]} | {now - base} |")
+            print(f"| {words[1]} | {now} | {now - exp_base} |")
             runner.stdin.write("\n")
             runner.stdin.flush()
         elif words[0] == "release":
@@ -51,7 +51,9 @@ def one_run(binary, env, label):
             results.append(" ".join(words[1:]))
         elif words[0] == "done":
             break
-    runner.wait()
+    rc = runner.wait()
+    if rc:
+        results.append(f"paths_check exited with {rc}")
     exporter.stdin.close()
     exporter.wait()
     print("\n" + "\n".join(f"- {r}" for r in results) + "\n")
