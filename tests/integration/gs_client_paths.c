@@ -49,7 +49,7 @@ static CUresult legacy_alloc(unsigned int n, const char *how, gs_entry_fn entry)
     return rc;
 }
 
-static CUresult graph_make(size_t bytes, int free_in_graph, gs_entry_fn entry)
+static CUresult graph_make(size_t bytes, int free_in_graph, const char *how, gs_entry_fn entry)
 {
     CUresult rc = ((CUresult(*)(CUgraph *, unsigned))entry("cuGraphCreate", "cuGraphCreate", 0))(&graph, 0);
     CUDA_MEM_ALLOC_NODE_PARAMS p = {.poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
@@ -63,9 +63,12 @@ static CUresult graph_make(size_t bytes, int free_in_graph, gs_entry_fn entry)
     if (!rc && free_in_graph)
         rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUdeviceptr))entry(
             "cuGraphAddMemFreeNode", "cuGraphAddMemFreeNode", 0))(&free_node, graph, &alloc_node, 1, p.dptr);
-    if (!rc)
+    if (!rc && !strcmp(how, "v2")) /* the 5-argument ABI "cuGraphInstantiate" names on the driver */
+        rc = ((CUresult(*)(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t))entry(
+            "cuGraphInstantiate", "cuGraphInstantiate_v2", 0))(&exec, graph, NULL, NULL, 0);
+    else if (!rc)
         rc = ((CUresult(*)(CUgraphExec *, CUgraph, unsigned long long))entry(
-            "cuGraphInstantiate", "cuGraphInstantiateWithFlags", 0))(&exec, graph, 0);
+            "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithFlags", 0))(&exec, graph, 0);
     return rc;
 }
 
@@ -115,8 +118,8 @@ int gs_client_paths(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         *rc = f ? f(&a, &d) : CUDA_ERROR_NOT_FOUND;
         if (!*rc)
             *rc = ((CUresult(*)(CUarray))entry("cuArrayDestroy", "cuArrayDestroy", 0))(a);
-    } else if (!strcmp(c, "galloc")) { /* galloc <bytes> [free]: one allocation node, instantiated */
-        *rc = graph_make((size_t)n, argc > 2 && !strcmp(argv[2], "free"), entry);
+    } else if (!strcmp(c, "galloc")) { /* galloc <bytes> [free|keep] [flags|v2]: one allocation node, instantiated */
+        *rc = graph_make((size_t)n, argc > 2 && !strcmp(argv[2], "free"), argc > 3 ? argv[3] : "flags", entry);
         printf("dptr=%llu ", (unsigned long long)graph_ptr);
     } else if (!strcmp(c, "glaunch")) {
         *rc = ((CUresult(*)(CUgraphExec, CUstream))entry("cuGraphLaunch", "cuGraphLaunch", 0))(exec, NULL);

@@ -37,12 +37,13 @@ def test_legacy_array_is_limited(world):
     c.close()
 
 
-def test_graph_allocation_past_the_limit_is_refused(world):
+@pytest.mark.parametrize("abi", ["flags", "v2"])
+def test_graph_allocation_past_the_limit_is_refused(world, abi):
     w = world(limit="1GiB")
     c = w.client()
     c.ok("init")
     gpu0 = w.gpu_used()
-    assert c.cmd(f"galloc {GiB}")["rc"] == 2  # refused at instantiation
+    assert c.cmd(f"galloc {GiB} keep {abi}")["rc"] == 2  # refused at instantiation
     assert w.usage()[0] == CTX
     assert w.gpu_used() == gpu0
     c.close()

@@ -12,7 +12,9 @@ CASES = [
     ("cuMemAlloc", 2000, 0, LIB, "cuMemAlloc"),            # legacy 32-bit ABI: its own wrapper
     ("cuMemFree", 2000, 0, LIB, "cuMemFree"),
     ("cuArrayCreate", 3000, 0, LIB, "cuArrayCreate"),
-    ("cuGraphInstantiate", 12000, 0, LIB, "cuGraphInstantiateWithFlags"),
+    ("cuGraphInstantiate", 10000, 0, LIB, "cuGraphInstantiate"),
+    ("cuGraphInstantiate", 12000, 0, LIB, "cuGraphInstantiate_v2"),   # as on driver 580
+    ("cuGraphInstantiateWithFlags", 12000, 0, LIB, "cuGraphInstantiateWithFlags"),
     ("cuMemImportFromShareableHandle", 12000, 0, LIB, "cuMemImportFromShareableHandle"),
     ("cuMemFree", 13000, 0, LIB, "cuMemFree_v2"),
     ("cuMemGetInfo", 12000, 0, LIB, "cuMemGetInfo_v2"),

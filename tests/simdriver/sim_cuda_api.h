@@ -178,6 +178,10 @@ SIM_API cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, un
 
 /* Graph memory nodes (sim_graph_memory.c). */
 SIM_API cuGraphCreate(CUgraph *phGraph, unsigned int flags);
+SIM_API cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+                           size_t bufferSize);
+SIM_API cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+                              size_t bufferSize);
 SIM_API cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
                                size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams);
 SIM_API cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,

@@ -308,6 +308,23 @@ CUresult sim_graph_mem_instantiate(CUgraphExec *out, CUgraph hGraph)
     return rc;
 }
 
+/* The older instantiation ABIs: the sim has no diagnostics to report. */
+SIM_API cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+                           size_t bufferSize)
+{
+    if (phErrorNode)
+        *phErrorNode = NULL;
+    if (logBuffer && bufferSize)
+        logBuffer[0] = 0;
+    return cuGraphInstantiateWithFlags(phGraphExec, hGraph, 0);
+}
+
+SIM_API cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+                              size_t bufferSize)
+{
+    return cuGraphInstantiate(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
 int sim_graph_mem_launch(CUgraphExec e, CUresult *rc)
 {
     struct sim_call c;

@@ -126,7 +126,10 @@ static const struct proc_entry k_entries[] = {
     E("cuGraphNodeGetType", 10000, cuGraphNodeGetType),
     E("cuGraphMemAllocNodeGetParams", 11040, cuGraphMemAllocNodeGetParams),
     E("cuGraphMemFreeNodeGetParams", 11040, cuGraphMemFreeNodeGetParams),
-    E("cuGraphInstantiate", 12000, cuGraphInstantiateWithFlags),
+    /* As measured on driver 580: "cuGraphInstantiate" stays the 5-argument
+     * ABI at every version (cuda.h's rename to ...WithFlags is the header's). */
+    E("cuGraphInstantiate", 10000, cuGraphInstantiate),
+    E("cuGraphInstantiate", 11000, cuGraphInstantiate_v2),
     E("cuGraphInstantiateWithFlags", 11040, cuGraphInstantiateWithFlags),
     E("cuGraphDestroy", 10000, cuGraphDestroy),
     E("cuGraphExecDestroy", 10000, cuGraphExecDestroy),
