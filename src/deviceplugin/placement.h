@@ -1,0 +1,110 @@
+/*
+ * The node agent's decisions, as pure functions of their inputs (no I/O, no
+ * locks, no API calls): which pods an ID set matches, which replicas to
+ * prefer, whether a pod fits on the GPUs it really holds, and the limits
+ * file of a container. The gRPC handlers (plugin.c) gather the inputs — a
+ * snapshot of the node (gs_node_view) and a copy of the pod cache — and act
+ * on the answers. See docs/device-plugin.md.
+ */
+#ifndef GPUSLICE_DP_PLACEMENT_H
+#define GPUSLICE_DP_PLACEMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "annotation.h"
+#include "podcache.h"
+
+/* gRPC status codes the handlers answer with. */
+#define GS_ST_INVALID 3
+#define GS_ST_FAILED_PRECONDITION 9
+#define GS_ST_UNIMPLEMENTED 12
+#define GS_ST_INTERNAL 13
+
+/* What the decisions need to know about this node. */
+struct gs_view_gpu {
+    char uuid[GS_UUID_MAX];
+    unsigned index;         /* NVML index */
+    int64_t mem_total_mib;
+};
+struct gs_node_view {
+    const char *node;
+    int replicas; /* per GPU */
+    int ngpus;
+    struct gs_view_gpu gpus[GS_ASSIGN_MAX_GPUS];
+};
+
+/* The container kubelet says holds a device set (pod-resources API). */
+struct gs_holder {
+    char ns[64], pod[254], container[254];
+};
+
+/* Whether id is one of set[0..n). */
+int gs_ids_contain(const char *id, char *const *set, size_t n);
+/* Whether assignment a names exactly the IDs in set. */
+int gs_assignment_same_ids(const struct gs_assignment *a, char *const *set, size_t n);
+/* Whether assignment a is on exactly the GPUs of the IDs in set (one ID per
+ * GPU). */
+int gs_assignment_same_gpus(const struct gs_assignment *a, char *const *set, size_t n);
+
+/* "id1,id2,..." for messages. */
+void gs_ids_text(char *const *ids, size_t n, char *out, size_t len);
+/* The sorted IDs, one per line (the allocation's ids file). */
+void gs_ids_lines(char *const *ids, size_t n, char *out, size_t len);
+/* The state key of a device-ID set: "a-" + FNV-1a 64 of the sorted IDs. */
+void gs_alloc_key(char *const *ids, size_t n, char *out, size_t outlen);
+
+/* Checks a device-ID set: 1..16 IDs "<uuid>::<k>", k < replicas, each on a
+ * GPU of this node, at most one per GPU. Fills gpu[i] (view index of
+ * ids[i]) and order (positions of ids sorted by NVML index). Returns 0 or a
+ * GS_ST_* code with msg. */
+int gs_ids_check(const struct gs_node_view *v, const char *what, char *const *ids, size_t n,
+                 int *gpu, int *order, char *msg, size_t msglen);
+
+/* The live pods of pods[] whose assignment is on exactly the GPUs of ids. */
+struct gs_match {
+    int ngpu_matches;  /* live pods whose assignment is on exactly these GPUs */
+    int nmatches;      /* ... and names exactly these IDs */
+    char names[512];   /* the exact matches, for messages */
+    char bad[700];     /* a malformed assignment on this node, for messages */
+    int bad_mentions;  /* ... whose text names one of the requested IDs */
+};
+void gs_match_pods(const struct gs_node_view *v, const struct gs_pod *pods, int npods,
+                   char *const *ids, size_t n, struct gs_match *m);
+
+/* Candidates for a preferred allocation: live pods not yet recorded as
+ * allocated, with a well-formed assignment for this node, in the order they
+ * became bound here. as[i] is pods[i]'s assignment (valid for candidates);
+ * cand[0..*ncand) their indices. */
+void gs_prefer_candidates(const struct gs_node_view *v, const struct gs_pod *pods, int npods,
+                          struct gs_assignment *as, int *cand, int *ncand);
+/* One container's preferred IDs (pointers into avail/must) among the
+ * candidates: the replica set of the first-bound pod whose exact replicas
+ * are available, else replicas of the GPUs of the first-bound pod whose GPUs
+ * all have one free. Returns the count chosen, 0 when no pod fits. */
+int gs_prefer(const struct gs_pod *pods, int npods, const struct gs_assignment *as,
+              const int *cand, int ncand, char *const *avail, size_t navail, char *const *must,
+              size_t nmust, int size, char **chosen);
+
+/* What pod q uses on this node: its allocated record mapped through its
+ * assignment when present and consistent, else its assignment. 0, or -1
+ * when q does not count. */
+int gs_pod_usage(const struct gs_node_view *v, const struct gs_pod *q, struct gs_assignment *u);
+/* Whether pod self, with limits eff on the GPUs it really holds, fits there
+ * next to every other pod of pods[] that uses those GPUs, under the
+ * extender's rule. Returns 1, or 0 with the reason in why. */
+int gs_fits_on_held(const struct gs_node_view *v, const struct gs_pod *pods, int npods,
+                    const struct gs_pod *self, const struct gs_assignment *eff, char *why,
+                    size_t whylen);
+
+/* A Kubernetes name as kubelet reports it: 1..max of [A-Za-z0-9._-]. */
+int gs_k8s_name_ok(const char *s, size_t max);
+
+/* The limits file of container h of pod uid: KEY=VALUE lines in
+ * docs/configuration.md's format, GPU j = the j-th of the container's GPUs
+ * in NVML order (view indices gpu[order[j]]), limits from a. */
+void gs_limits_text(const struct gs_node_view *v, const struct gs_holder *h, const char *uid,
+                    const struct gs_assignment *a, const int *gpu, const int *order, size_t n,
+                    char *out, size_t len);
+
+#endif
