@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent_state.h"
 #include "deviceplugin_v1beta1.pb-c.h"
 #include "grpc_server.h"
 #include "metrics.h"
@@ -244,6 +245,10 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     char err[1024];
+    if (gs_agent_state_init(p->state_root, err, sizeof err) != 0) {
+        kube_log(0, "%s", err);
+        return 1;
+    }
     if (gs_inventory_init(&inv, err, sizeof err) != 0) {
         kube_log(0, "inventory: %s", err);
         return 1;

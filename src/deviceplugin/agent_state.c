@@ -1,7 +1,9 @@
 /* See agent_state.h. */
 #include "agent_state.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +12,10 @@
 
 #include "kube_client.h"
 #include "placement.h"
+#include "region.h"
 #include "statedir.h"
+
+#define REMOVE_MAX_DEPTH 32
 
 static int mkdirs(const char *path, mode_t mode)
 {
@@ -57,14 +62,21 @@ static int write_atomic(const char *dir, const char *name, const char *text)
     return 0;
 }
 
-/* Reads a small file into buf; returns its length or -1. */
+/* Reads a small regular file into buf (never through a symbolic link, never
+ * blocking on a FIFO); returns its length, or -1 when it is missing, not a
+ * regular file or longer than buf can hold. */
 static long read_small(const char *path, char *buf, size_t len)
 {
-    FILE *f = fopen(path, "re");
-    if (!f)
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return -1;
-    size_t r = fread(buf, 1, len - 1, f);
-    fclose(f);
+    struct stat st;
+    ssize_t r = -1;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size < len)
+        r = read(fd, buf, len - 1);
+    close(fd);
+    if (r < 0 || (size_t)r != (size_t)st.st_size)
+        return -1;
     buf[r] = '\0';
     return (long)r;
 }
@@ -104,24 +116,150 @@ int gs_agent_alloc_dirs(const char *root, char *const *ids, size_t n, struct gs_
     return 0;
 }
 
-/* A new owner of these devices: the previous owner's region (its
- * processes are gone, kubelet freed the devices) is not ours to keep. */
-void gs_agent_owner_reset(const struct gs_alloc_dirs *d, const char *uid, const char *what)
+int gs_agent_state_init(const char *root, char *msg, size_t msglen)
 {
-    char owner[128] = "", path[1300];
-    snprintf(path, sizeof path, "%s/pod_uid", d->limits_dir);
-    if (read_small(path, owner, sizeof owner) > 0 && strcmp(owner, uid) != 0) {
-        char region[700];
-        snprintf(region, sizeof region, "%s/region", d->state_dir);
-        if (unlink(region) == 0)
-            kube_log(2, "%s: devices change owner (%s -> %s); removed the old region", what,
-                     owner, uid);
+    char limits[700];
+    if (mkdirs(root, 0700) != 0 || chmod(root, 0700) != 0 ||
+        snprintf(limits, sizeof limits, "%s/.limits", root) >= (int)sizeof limits ||
+        mkdirs(limits, 0700) != 0 || chmod(limits, 0700) != 0) {
+        snprintf(msg, msglen, "cannot prepare state root %s (mode 0700): %s", root,
+                 strerror(errno));
+        return -1;
     }
+    return 0;
 }
 
-int gs_agent_write_limits(const struct gs_alloc_dirs *d, const char *text, const char *uid)
+/* Removes entry name of directory dirfd and, when it is a directory,
+ * everything under it, without following a symbolic link anywhere: each
+ * level is opened O_NOFOLLOW|O_DIRECTORY relative to its parent and its
+ * entries are unlinked relative to it (unlinkat never follows a link). 0, or -1 when something stayed. */
+static int remove_at(int parent, const char *name, int depth)
 {
-    if (write_atomic(d->limits_dir, "limits.conf", text) != 0)
+    if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
+        return 0;
+    if (errno != EISDIR && errno != EPERM)
         return -1;
-    return write_atomic(d->limits_dir, "pod_uid", uid);
+    if (depth >= REMOVE_MAX_DEPTH)
+        return -1;
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -1;
+    }
+    int rc = 0;
+    const struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (remove_at(dirfd(d), e->d_name, depth + 1) != 0)
+            rc = -1;
+    }
+    closedir(d);
+    if (unlinkat(parent, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
+        rc = -1;
+    return rc;
+}
+
+/* Creates the container's region file in its fresh directory, owned as o
+ * says, and initialises it, so that a process of any uid the pod runs as
+ * finds a valid region it can open (it cannot create one: the directory
+ * is root's). */
+static int make_region(const char *dir, const struct gs_region_owner *o, char *msg,
+                       size_t msglen)
+{
+    char path[700], err[512];
+    snprintf(path, sizeof path, "%s/region", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(msg, msglen, "cannot create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    int ok = fchown(fd, (uid_t)o->uid, (gid_t)o->gid) == 0 && fchmod(fd, (mode_t)o->mode) == 0;
+    int e = errno;
+    close(fd);
+    if (!ok) {
+        snprintf(msg, msglen, "cannot give %s to uid %u gid %u mode %04o: %s", path, o->uid,
+                 o->gid, o->mode, strerror(e));
+        return -1;
+    }
+    struct gs_region *r = gs_region_open(path, 1, err, sizeof err);
+    if (!r) {
+        snprintf(msg, msglen, "cannot initialise %s: %s", path, err);
+        return -1;
+    }
+    gs_region_close(r);
+    return 0;
+}
+
+int gs_agent_state_reset(const char *root, const struct gs_alloc_dirs *d,
+                         const struct gs_region_owner *o, char *msg, size_t msglen)
+{
+    static unsigned long seq;
+    int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (rootfd < 0) {
+        snprintf(msg, msglen, "cannot open state root %s: %s", root, strerror(errno));
+        return -1;
+    }
+    /* Move the old tree out of the way first: whatever removing it meets,
+     * the new owner's directory is made fresh. */
+    char trash[96];
+    snprintf(trash, sizeof trash, ".trash-%s-%ld-%lu", d->key, (long)getpid(),
+             __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
+    int rc = -1;
+    if (renameat(rootfd, d->key, rootfd, trash) != 0 && errno != ENOENT) {
+        snprintf(msg, msglen, "cannot move %s aside: %s", d->state_dir, strerror(errno));
+        goto out;
+    }
+    if (remove_at(rootfd, trash, 0) != 0)
+        kube_log(1, "%s/%s: some of a previous owner's state could not be removed (%s); the "
+                 "container gets a fresh directory regardless", root, trash, strerror(errno));
+    if (mkdirat(rootfd, d->key, 0755) != 0) {
+        snprintf(msg, msglen, "cannot create %s: %s", d->state_dir, strerror(errno));
+        goto out;
+    }
+    int dfd = openat(rootfd, d->key, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int ok = dfd >= 0 && fchown(dfd, 0, 0) == 0 && fchmod(dfd, 0755) == 0;
+    if (dfd >= 0)
+        close(dfd);
+    if (!ok) {
+        snprintf(msg, msglen, "cannot set up %s: %s", d->state_dir, strerror(errno));
+        goto out;
+    }
+    rc = make_region(d->state_dir, o, msg, msglen);
+out:
+    close(rootfd);
+    return rc;
+}
+
+int gs_agent_pin_check(const struct gs_alloc_dirs *d, const char *uid, const char *container,
+                       const char *assignment, int *same_owner)
+{
+    char path[700], want[400], have[400];
+    snprintf(want, sizeof want, "%s %s\n", uid, container);
+    snprintf(path, sizeof path, "%s/owner", d->limits_dir);
+    *same_owner = read_small(path, have, sizeof have) > 0 && strcmp(have, want) == 0;
+    if (!*same_owner)
+        return 0;
+    snprintf(path, sizeof path, "%s/assignment", d->limits_dir);
+    char *buf = malloc(GS_PIN_MAX);
+    int rc = -1;
+    if (buf && read_small(path, buf, GS_PIN_MAX) >= 0 && strcmp(buf, assignment) == 0)
+        rc = 0;
+    free(buf);
+    return rc;
+}
+
+int gs_agent_write_limits(const struct gs_alloc_dirs *d, const char *text, const char *uid,
+                          const char *container, const char *assignment)
+{
+    char owner[400];
+    snprintf(owner, sizeof owner, "%s %s\n", uid, container);
+    if (write_atomic(d->limits_dir, "limits.conf", text) != 0 ||
+        write_atomic(d->limits_dir, "pod_uid", uid) != 0 ||
+        write_atomic(d->limits_dir, "assignment", assignment) != 0)
+        return -1;
+    return write_atomic(d->limits_dir, "owner", owner); /* last: the pin holds once whole */
 }

@@ -2,13 +2,17 @@
  * The node agent's state directories on the host (docs/device-plugin.md):
  * per allocation key, <root>/<key> (mounted read-write into the container:
  * the region) and <root>/.limits/<key> (mounted read-only: limits.conf,
- * and the agent's own records: ids, pod_uid). All file I/O of the agent's
+ * and the agent's own records: ids, pod_uid, owner, assignment). All file I/O of the agent's
  * handlers lives here.
  */
 #ifndef GPUSLICE_DP_AGENT_STATE_H
 #define GPUSLICE_DP_AGENT_STATE_H
 
 #include <stddef.h>
+
+#include "placement.h"
+
+#define GS_PIN_MAX 16384 /* longest assignment text the agent pins */
 
 struct gs_alloc_dirs {
     char key[32];
@@ -22,11 +26,26 @@ struct gs_alloc_dirs {
 int gs_agent_alloc_dirs(const char *root, char *const *ids, size_t n, struct gs_alloc_dirs *d,
                         char *msg, size_t msglen);
 
-/* Before a container of pod uid starts on these devices: when they were
- * another pod's, the previous owner's state is not ours to keep. */
-void gs_agent_owner_reset(const struct gs_alloc_dirs *d, const char *uid, const char *what);
+/* At startup: the state root and its .limits, mode 0700 (only root enters
+ * them; containers see their own directories through their mounts). */
+int gs_agent_state_init(const char *root, char *msg, size_t msglen);
 
-/* Writes the container's limits.conf and pod_uid. 0, or -1 with errno. */
-int gs_agent_write_limits(const struct gs_alloc_dirs *d, const char *text, const char *uid);
+/* Whether container of pod uid is the recorded owner of these devices
+ * (*same_owner: a container restart) and, if so, whether assignment is the
+ * one accepted at its first start. 0, or -1 when it changed since. */
+int gs_agent_pin_check(const struct gs_alloc_dirs *d, const char *uid, const char *container,
+                       const char *assignment, int *same_owner);
+
+/* Before a container starts, first or again: recreates its state directory
+ * whole (the old tree is moved aside and removed without following any
+ * symbolic link; nothing outside it is touched) and creates its region,
+ * owned as o says. 0, or -1 with msg. */
+int gs_agent_state_reset(const char *root, const struct gs_alloc_dirs *d,
+                         const struct gs_region_owner *o, char *msg, size_t msglen);
+
+/* Writes the container's limits.conf, pod_uid and the pin (the accepted
+ * assignment and its owner). 0, or -1 with errno. */
+int gs_agent_write_limits(const struct gs_alloc_dirs *d, const char *text, const char *uid,
+                          const char *container, const char *assignment);
 
 #endif

@@ -401,6 +401,39 @@ int gs_fits_on_held(const struct gs_node_view *v, const struct gs_pod *pods, int
     return ok;
 }
 
+/* ---- the region's owner ---- */
+
+void gs_region_owner_of(const struct gs_pod *pod, const char *container,
+                        struct gs_region_owner *o)
+{
+    const struct gs_pod_container *c = NULL;
+    for (int i = 0; i < pod->ncontainers; i++)
+        if (strcmp(pod->containers[i].name, container) == 0)
+            c = &pod->containers[i];
+    long long uid = GS_ID_UNSET, gid = GS_ID_UNSET, fsg = GS_ID_UNSET;
+    if (pod->host_users_false) {
+        snprintf(o->why, sizeof o->why, "the pod runs in a user namespace");
+    } else if (!c) {
+        snprintf(o->why, sizeof o->why, "container %s is not in the pod's spec as the agent saw "
+                 "it", container);
+    } else {
+        uid = c->run_as_user != GS_ID_UNSET ? c->run_as_user : pod->run_as_user;
+        gid = c->run_as_group != GS_ID_UNSET ? c->run_as_group : pod->run_as_group;
+        fsg = pod->fs_group;
+        snprintf(o->why, sizeof o->why, "runAsUser %lld, runAsGroup %lld, fsGroup %lld", uid,
+                 gid, fsg);
+    }
+    long long group = fsg != GS_ID_UNSET ? fsg : gid;
+    if (uid == GS_ID_UNSET && group == GS_ID_UNSET) {
+        o->uid = o->gid = 0;
+        o->mode = 0666;
+        return;
+    }
+    o->uid = uid != GS_ID_UNSET ? (unsigned)uid : 0;
+    o->gid = group != GS_ID_UNSET ? (unsigned)group : 0;
+    o->mode = 0660;
+}
+
 /* ---- the limits file ---- */
 
 /* Anything else (a newline would inject a line into limits.conf) is a

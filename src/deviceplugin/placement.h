@@ -97,6 +97,21 @@ int gs_fits_on_held(const struct gs_node_view *v, const struct gs_pod *pods, int
                     const struct gs_pod *self, const struct gs_assignment *eff, char *why,
                     size_t whylen);
 
+/* Who owns a container's region file, so that every process of that
+ * container can open it and nobody else is given more: its runAsUser
+ * (container over pod) as owner; as group its pod's fsGroup (a
+ * supplementary group of every process of the pod), else its runAsGroup;
+ * mode 0660. When neither a user nor a group is known (the image's USER
+ * decides, or the pod runs in a user namespace, which maps ids), root-owned
+ * and 0666: the file is reachable only through the container's own mount,
+ * under a state root only root can enter. */
+struct gs_region_owner {
+    unsigned uid, gid, mode;
+    char why[200]; /* for the log */
+};
+void gs_region_owner_of(const struct gs_pod *pod, const char *container,
+                        struct gs_region_owner *o);
+
 /* A Kubernetes name as kubelet reports it: 1..max of [A-Za-z0-9._-]. */
 int gs_k8s_name_ok(const char *s, size_t max);
 

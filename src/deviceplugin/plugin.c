@@ -382,6 +382,12 @@ static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
                  GS_ANN_ASSIGNMENT);
         goto out;
     }
+    if (strlen(pod.assignment) >= GS_PIN_MAX) {
+        code = GS_ST_FAILED_PRECONDITION;
+        snprintf(msg, msglen, "%s: pod %s/%s: its %s is %zu bytes long (at most %d)", what,
+                 h.ns, h.pod, GS_ANN_ASSIGNMENT, strlen(pod.assignment), GS_PIN_MAX - 1);
+        goto out;
+    }
     if (gs_assignment_parse(pod.assignment, strlen(pod.assignment), &a, err, sizeof err) != 0) {
         code = GS_ST_FAILED_PRECONDITION;
         snprintf(msg, msglen, "%s: pod %s/%s: %s", what, h.ns, h.pod, err);
@@ -461,10 +467,37 @@ static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
     code = gs_agent_alloc_dirs(p->state_root, ids, n, &d, msg, msglen);
     if (code)
         goto out;
-    gs_agent_owner_reset(&d, pod.uid, what);
+    /* A container restart keeps the assignment it was first started with:
+     * a pod's owner can edit its annotations, not the agent's record. */
+    int same_owner = 0;
+    if (gs_agent_pin_check(&d, pod.uid, h.container, pod.assignment, &same_owner) != 0) {
+        code = GS_ST_FAILED_PRECONDITION;
+        snprintf(msg, msglen, "%s: pod %s/%s container %s: its %s changed since the agent "
+                 "accepted it at the container's first start (%s/assignment); refusing the "
+                 "changed one (delete the pod to reschedule it)", what, h.ns, h.pod,
+                 h.container, GS_ANN_ASSIGNMENT, d.limits_dir);
+        kube_log(0, "%s", msg);
+        goto out;
+    }
+    /* First start or restart: a fresh state directory, whatever the
+     * previous owner or run left in it, and a region the container's
+     * processes can open whatever uid they run as. */
+    struct gs_region_owner ro;
+    gs_region_owner_of(&pod, h.container, &ro);
+    if (gs_agent_state_reset(p->state_root, &d, &ro, msg, msglen) != 0) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", msg);
+        code = GS_ST_INTERNAL;
+        snprintf(msg, msglen, "%s: pod %s/%s: cannot prepare its state: %s", what, h.ns, h.pod,
+                 why);
+        goto out;
+    }
+    kube_log(2, "%s: %s state %s for %s/%s/%s; region uid %u gid %u mode %04o (%s)", what,
+             same_owner ? "restart, fresh" : "new owner,", d.state_dir, h.ns, h.pod,
+             h.container, ro.uid, ro.gid, ro.mode, ro.why);
     char text[4096];
     gs_limits_text(&v, &h, pod.uid, &eff, gpu, order, n, text, sizeof text);
-    if (gs_agent_write_limits(&d, text, pod.uid) != 0) {
+    if (gs_agent_write_limits(&d, text, pod.uid, h.container, pod.assignment) != 0) {
         code = GS_ST_INTERNAL;
         snprintf(msg, msglen, "%s: cannot write %s/limits.conf: %s", what, d.limits_dir,
                  strerror(errno));

@@ -14,6 +14,45 @@ static void pod_clear(struct gs_pod *p)
     memset(p, 0, sizeof *p);
 }
 
+/* A uid/gid field of a securityContext: a non-negative integer that fits
+ * an id, else unset (the API server validates these; a bad value is not
+ * trusted as an owner). */
+static long long id_field(json_t *sc, const char *key)
+{
+    json_t *v = json_object_get(sc, key);
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 0x7fffffff)
+        return GS_ID_UNSET;
+    return (long long)json_integer_value(v);
+}
+
+static void security_from_json(json_t *spec, struct gs_pod *p)
+{
+    json_t *sc = json_object_get(spec, "securityContext");
+    p->run_as_user = id_field(sc, "runAsUser");
+    p->run_as_group = id_field(sc, "runAsGroup");
+    p->fs_group = id_field(sc, "fsGroup");
+    p->host_users_false = json_is_false(json_object_get(spec, "hostUsers"));
+    static const char *const lists[] = {"initContainers", "containers"};
+    for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++) {
+        json_t *arr = json_object_get(spec, lists[l]);
+        for (size_t i = 0; i < json_array_size(arr) && p->ncontainers >= 0; i++) {
+            json_t *c = json_array_get(arr, i);
+            const char *name = json_string_value(json_object_get(c, "name"));
+            if (!name || strlen(name) >= sizeof p->containers[0].name)
+                continue;
+            if (p->ncontainers == GS_POD_MAX_CONTAINERS) {
+                p->ncontainers = -1; /* unknown: the caller falls back */
+                break;
+            }
+            struct gs_pod_container *pc = &p->containers[p->ncontainers++];
+            snprintf(pc->name, sizeof pc->name, "%s", name);
+            json_t *csc = json_object_get(c, "securityContext");
+            pc->run_as_user = id_field(csc, "runAsUser");
+            pc->run_as_group = id_field(csc, "runAsGroup");
+        }
+    }
+}
+
 /* Fills p from a Pod object; returns -1 when it lacks an identity. */
 static int pod_from_json(json_t *o, struct gs_pod *p)
 {
@@ -39,6 +78,7 @@ static int pod_from_json(json_t *o, struct gs_pod *p)
     const char *b = json_string_value(json_object_get(ann, GS_ANN_ALLOCATED));
     p->assignment = a ? strdup(a) : NULL;
     p->allocated = b ? strdup(b) : NULL;
+    security_from_json(json_object_get(o, "spec"), p);
     return 0;
 }
 

@@ -11,6 +11,15 @@
 
 #include "kube_client.h"
 
+#define GS_POD_MAX_CONTAINERS 16
+#define GS_ID_UNSET (-1LL)
+
+/* A container's own runAsUser/runAsGroup (GS_ID_UNSET when it sets none). */
+struct gs_pod_container {
+    char name[64];
+    long long run_as_user, run_as_group;
+};
+
 struct gs_pod {
     char ns[64];
     char name[254];
@@ -24,6 +33,14 @@ struct gs_pod {
      * updates and re-lists; orders the GetPreferredAllocation hint. */
     unsigned long long bound_rv;
     unsigned long long bound_seq;
+    /* Who the pod's processes run as (spec.securityContext, GS_ID_UNSET
+     * when unset), the containers' own settings (spec.containers and
+     * initContainers; ncontainers = -1 when there were more than fit), and
+     * whether it runs in a user namespace (spec.hostUsers false). */
+    long long run_as_user, run_as_group, fs_group;
+    int host_users_false;
+    int ncontainers;
+    struct gs_pod_container containers[GS_POD_MAX_CONTAINERS];
     char *assignment; /* gpuslice.io/assignment value, or NULL */
     char *allocated;  /* gpuslice.io/allocated value, or NULL */
 };

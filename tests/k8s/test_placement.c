@@ -141,6 +141,34 @@ int main(void)
                        "GPUSLICE_CORES_1=30\n"));
     CHECK(!gs_k8s_name_ok("a\nb", 10) && !gs_k8s_name_ok("", 10) && gs_k8s_name_ok("a-b.c", 10));
 
+    /* The region's owner: the container's uid over the pod's, fsGroup
+     * over runAsGroup; nothing known (or a user namespace) -> 0666. */
+    struct gs_pod sp = pod("sec", NULL, NULL, 0);
+    sp.run_as_user = 1000;
+    sp.run_as_group = 1001;
+    sp.fs_group = GS_ID_UNSET;
+    sp.ncontainers = 1;
+    snprintf(sp.containers[0].name, sizeof sp.containers[0].name, "main");
+    sp.containers[0].run_as_user = GS_ID_UNSET;
+    sp.containers[0].run_as_group = GS_ID_UNSET;
+    struct gs_region_owner o;
+    gs_region_owner_of(&sp, "main", &o);
+    CHECK(o.uid == 1000 && o.gid == 1001 && o.mode == 0660);
+    sp.containers[0].run_as_user = 2000;
+    sp.fs_group = 3000;
+    gs_region_owner_of(&sp, "main", &o);
+    CHECK(o.uid == 2000 && o.gid == 3000 && o.mode == 0660);
+    gs_region_owner_of(&sp, "other", &o); /* not in the spec: cannot know */
+    CHECK(o.uid == 0 && o.gid == 0 && o.mode == 0666);
+    sp.host_users_false = 1;
+    gs_region_owner_of(&sp, "main", &o);
+    CHECK(o.uid == 0 && o.gid == 0 && o.mode == 0666);
+    sp.host_users_false = 0;
+    sp.run_as_user = sp.run_as_group = sp.fs_group = GS_ID_UNSET;
+    sp.containers[0].run_as_user = sp.containers[0].run_as_group = GS_ID_UNSET;
+    gs_region_owner_of(&sp, "main", &o);
+    CHECK(o.uid == 0 && o.gid == 0 && o.mode == 0666);
+
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     return failures ? 1 : 0;
