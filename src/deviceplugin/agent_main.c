@@ -38,6 +38,8 @@ static void usage(FILE *f)
           "  --kubeconfig PATH       kubeconfig (default: $KUBECONFIG, else in-cluster)\n"
           "  --no-api                run without an API server (Allocate then fails closed)\n"
           "  --state-root DIR        per-allocation state dirs (default /var/lib/gpuslice/containers)\n"
+          "  --assignment-key FILE   key (a Secret shared with the extender) that signs\n"
+          "                          assignments; without it they are not verified\n"
           "  --pod-resources-socket PATH  kubelet's pod-resources API (default\n"
           "                          /var/lib/kubelet/pod-resources/kubelet.sock)\n"
           "  --lib-host PATH         interposer on the host (default /usr/local/gpuslice/lib/libgpuslice.so)\n"
@@ -152,7 +154,8 @@ int main(int argc, char **argv)
     snprintf(p->state_root, sizeof p->state_root, "/var/lib/gpuslice/containers");
     snprintf(p->podres_socket, sizeof p->podres_socket,
              "/var/lib/kubelet/pod-resources/kubelet.sock");
-    const char *lib_container = NULL;
+    const char *lib_container = NULL, *key_file = NULL;
+    static struct gs_sig_key sigkey;
     kube_log_set_prefix("gpuslice-node-agent");
     static const struct option opts[] = {
         {"node", 1, 0, 'n'},         {"resource", 1, 0, 'r'},      {"replicas", 1, 0, 'R'},
@@ -161,11 +164,13 @@ int main(int argc, char **argv)
         {"lib-host", 1, 0, 'l'},     {"lib-container", 1, 0, 'L'}, {"preload-host", 1, 0, 'p'},
         {"cdi", 0, 0, 'c'},          {"metrics-addr", 1, 0, 'm'},  {"metrics-port", 1, 0, 'M'},
         {"recovery-seconds", 1, 0, 'h'}, {"ignore-xids", 1, 0, 'x'}, {"log-level", 1, 0, 'v'},
-        {"pod-resources-socket", 1, 0, 'P'}, {"help", 0, 0, 'H'}, {0, 0, 0, 0}};
+        {"pod-resources-socket", 1, 0, 'P'}, {"assignment-key", 1, 0, 'K'},
+        {"help", 0, 0, 'H'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'n': node = optarg; break;
+        case 'K': key_file = optarg; break;
         case 'r': snprintf(p->resource, sizeof p->resource, "%s", optarg); break;
         case 'R':
             if (parse_int("--replicas", optarg, 1, 1000, &p->replicas))
@@ -245,6 +250,18 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     char err[1024];
+    if (key_file) {
+        if (gs_sig_key_load(key_file, &sigkey, err, sizeof err) != 0) {
+            kube_log(0, "%s", err);
+            return 1;
+        }
+        p->sigkey = &sigkey;
+    } else {
+        kube_log(0, "WARNING: no --assignment-key: the %s of a pod is NOT verified, so a "
+                 "pod's owner who can edit its annotations can raise its limits before its "
+                 "container first starts (a restart keeps the first one accepted); mount the "
+                 "extender's signing key and pass --assignment-key", GS_ANN_ASSIGNMENT);
+    }
     if (gs_agent_state_init(p->state_root, err, sizeof err) != 0) {
         kube_log(0, "%s", err);
         return 1;

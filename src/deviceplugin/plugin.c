@@ -393,6 +393,19 @@ static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
         snprintf(msg, msglen, "%s: pod %s/%s: %s", what, h.ns, h.pod, err);
         goto out;
     }
+    /* Only the extender's own decision for this pod on this node counts:
+     * the pod's owner can edit its annotations, not forge the signature. */
+    const char *bad_sig = NULL;
+    if (p->sigkey &&
+        gs_sig_verify(p->sigkey, pod.uid, p->node, pod.assignment, pod.signature, &bad_sig) != 0) {
+        code = GS_ST_FAILED_PRECONDITION;
+        snprintf(msg, msglen, "%s: pod %s/%s: the signature of its %s: %s; only an "
+                 "assignment the gpuslice extender signed for this pod on node %s is accepted "
+                 "(%s)", what, h.ns, h.pod, GS_ANN_ASSIGNMENT, bad_sig, p->node,
+                 GS_ANN_ASSIGNMENT_SIG);
+        kube_log(0, "%s", msg);
+        goto out;
+    }
     char as[1200] = "";
     for (int i = 0; i < a.ngpus; i++) {
         size_t l = strlen(as);
@@ -518,6 +531,7 @@ out:
     if (have_pod) {
         free(pod.assignment);
         free(pod.allocated);
+        free(pod.signature);
     }
     v1beta1__pre_start_container_request__free_unpacked(req, NULL);
     return code;

@@ -5,12 +5,14 @@
 #include <time.h>
 
 #include "annotation.h"
+#include "assign_sig.h"
 #include "podcache.h"
 
 static void pod_clear(struct gs_pod *p)
 {
     free(p->assignment);
     free(p->allocated);
+    free(p->signature);
     memset(p, 0, sizeof *p);
 }
 
@@ -78,6 +80,8 @@ static int pod_from_json(json_t *o, struct gs_pod *p)
     const char *b = json_string_value(json_object_get(ann, GS_ANN_ALLOCATED));
     p->assignment = a ? strdup(a) : NULL;
     p->allocated = b ? strdup(b) : NULL;
+    const char *sig = json_string_value(json_object_get(ann, GS_ANN_ASSIGNMENT_SIG));
+    p->signature = sig ? strdup(sig) : NULL;
     security_from_json(json_object_get(o, "spec"), p);
     return 0;
 }
@@ -364,6 +368,7 @@ int gs_podcache_copy(struct gs_podcache *pc, struct gs_pod **out)
             c[i] = pc->pods[i];
             c[i].assignment = pc->pods[i].assignment ? strdup(pc->pods[i].assignment) : NULL;
             c[i].allocated = pc->pods[i].allocated ? strdup(pc->pods[i].allocated) : NULL;
+            c[i].signature = pc->pods[i].signature ? strdup(pc->pods[i].signature) : NULL;
         }
     } else {
         n = 0;

@@ -43,6 +43,7 @@ struct gs_pod {
     struct gs_pod_container containers[GS_POD_MAX_CONTAINERS];
     char *assignment; /* gpuslice.io/assignment value, or NULL */
     char *allocated;  /* gpuslice.io/allocated value, or NULL */
+    char *signature;  /* gpuslice.io/assignment-signature value, or NULL */
 };
 
 struct gs_podcache {

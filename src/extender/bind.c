@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "annotation.h"
+#include "assign_sig.h"
 #include "ext.h"
 #include "metrics.h"
 #include "place.h"
@@ -209,10 +210,16 @@ static void unclaim(struct ext_ctx *x, const char *node, const char *uid)
     free(path);
 }
 
-/* Writes the assignment on the pod, conditional on the pod's version. */
+/* Writes the assignment on the pod, conditional on the pod's version, with
+ * its signature for this pod on this node when a key is configured. */
 static int record(struct ext_ctx *x, const char *ppath, json_t *pod, const char *uid,
-                  const char *text, char *msg, size_t msglen)
+                  const char *node, const char *text, char *msg, size_t msglen)
 {
+    char sig[GS_SIG_TEXT_MAX];
+    if (x->st.sigkey && gs_sig_make(x->st.sigkey, uid, node, text, sig) != 0) {
+        snprintf(msg, msglen, "signing the assignment failed");
+        return -1;
+    }
     json_t *cur = json_incref(pod);
     int rc = -1;
     for (int attempt = 0; attempt < POD_ATTEMPTS; attempt++) {
@@ -223,8 +230,9 @@ static int record(struct ext_ctx *x, const char *ppath, json_t *pod, const char 
             snprintf(msg, msglen, "pod was replaced while binding");
             break;
         }
-        json_t *patch = json_pack("{s:{s:s,s:{s:s}}}", "metadata", "resourceVersion", rv,
-                                  "annotations", GS_ANN_ASSIGNMENT, text);
+        json_t *patch = json_pack("{s:{s:s,s:{s:s,s:s?}}}", "metadata", "resourceVersion", rv,
+                                  "annotations", GS_ANN_ASSIGNMENT, text, GS_ANN_ASSIGNMENT_SIG,
+                                  x->st.sigkey ? sig : NULL);
         json_t *out = NULL;
         char err[256];
         int s = kube_merge_patch(x->kc, ppath, patch, &out, err, sizeof err);
@@ -336,7 +344,7 @@ json_t *ext_bind(struct ext_ctx *x, json_t *args, int *bad)
     } else if (gpu) {
         if (!(text = claim(x, &ps, node, uid, key, msg, sizeof msg)))
             goto out;
-        if (record(x, ppath, pod, uid, text, msg, sizeof msg) != 0) {
+        if (record(x, ppath, pod, uid, node, text, msg, sizeof msg) != 0) {
             free(text);
             unclaim(x, node, uid);
             goto out;
@@ -345,8 +353,8 @@ json_t *ext_bind(struct ext_ctx *x, json_t *args, int *bad)
     if (create_binding(x, ns, name, uid, node, msg, sizeof msg) != 0) {
         if (text) {
             /* Undo: the pod stays pending and the GPUs are free again. */
-            json_t *undo = json_pack("{s:{s:{s:n}}}", "metadata", "annotations",
-                                     GS_ANN_ASSIGNMENT);
+            json_t *undo = json_pack("{s:{s:{s:n,s:n}}}", "metadata", "annotations",
+                                     GS_ANN_ASSIGNMENT, GS_ANN_ASSIGNMENT_SIG);
             json_t *o = NULL;
             if (kube_merge_patch(x->kc, ppath, undo, &o, err, sizeof err) == 200 && o)
                 feed(x, 0, o);

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "assign_sig.h"
 #include "ext.h"
 #include "httpd.h"
 #include "metrics.h"
@@ -30,6 +31,8 @@ static const char usage[] =
     "  --gpu-policy NAME     default GPU policy on the chosen node (binpack)\n"
     "  --threads N           HTTP worker threads (4)\n"
     "  --claim-ttl S         seconds an in-flight node claim counts without its pod (300)\n"
+    "  --assignment-key FILE key (a Secret shared with the node agents) that signs each\n"
+    "                        assignment; pods whose signature does not verify are not counted\n"
     "  -v                    more logging (repeatable)\n"
     "Endpoints: POST <prefix>/filter, /prioritize, /bind; GET /healthz, /readyz, /metrics, /state\n";
 
@@ -130,8 +133,10 @@ int main(int argc, char **argv)
         {"tls-cert", required_argument, 0, 'c'},   {"tls-key", required_argument, 0, 'K'},
         {"policy", required_argument, 0, 'P'},     {"gpu-policy", required_argument, 0, 'G'},
         {"threads", required_argument, 0, 't'},    {"claim-ttl", required_argument, 0, 'T'},
+        {"assignment-key", required_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     const char *url = NULL, *kcfg = NULL, *addr = NULL, *cert = NULL, *key = NULL;
+    const char *sig_file = NULL;
     int port = 8888, threads = 4, ttl = 300, verbose = 2, c;
     gs_policy_kind pol = GS_POLICY_BINPACK, gpol = GS_POLICY_BINPACK;
     while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
@@ -142,6 +147,7 @@ int main(int argc, char **argv)
         case 'A': addr = optarg; break;
         case 'c': cert = optarg; break;
         case 'K': key = optarg; break;
+        case 'S': sig_file = optarg; break;
         case 'v': verbose++; break;
         case 'p':
         case 't':
@@ -173,6 +179,20 @@ int main(int argc, char **argv)
         return 1;
     }
     x.st.claim_ttl = ttl;
+    static struct gs_sig_key sigkey;
+    char kerr[600];
+    if (sig_file) {
+        if (gs_sig_key_load(sig_file, &sigkey, kerr, sizeof kerr) != 0) {
+            fprintf(stderr, "gpuslice-extender: %s\n", kerr);
+            return 1;
+        }
+        x.st.sigkey = &sigkey;
+    } else {
+        kube_log(0, "WARNING: no --assignment-key: assignments are written unsigned and every "
+                 "pod's gpuslice.io/assignment is counted as it stands, so a pod's owner who can "
+                 "edit it can inflate the accounting; mount the signing key and pass "
+                 "--assignment-key (the same key as the node agents)");
+    }
     pthread_mutex_init(&x.bind_mu, NULL);
     char err[512];
     if (!(x.kc = kube_client_new_auto(url, kcfg, err, sizeof err))) {

@@ -477,6 +477,23 @@ void ext_state_pod_event(struct ext_state *st, const char *type, json_t *pod, ti
         free(key);
         return;
     }
+    /* Only what this extender signed counts: an assignment the pod's owner
+     * edited must not inflate (or shrink) the books. A pod already counted
+     * keeps being counted as it was. */
+    const char *node_of = a.node[0] ? a.node
+                                    : json_string_value(json_object_get(
+                                          json_object_get(pod, "spec"), "nodeName"));
+    const char *why = NULL;
+    if (st->sigkey &&
+        gs_sig_verify(st->sigkey, uid, node_of ? node_of : "", ann,
+                      json_string_value(json_object_get(anns, GS_ANN_ASSIGNMENT_SIG)),
+                      &why) != 0) {
+        kube_log(1, "pod %s/%s: the signature of its %s: %s; %s", ns ? ns : "", name,
+                 GS_ANN_ASSIGNMENT, why,
+                 p && p->src == EXT_ASSIGNED ? "still counted as last verified" : "not counted");
+        free(key);
+        return;
+    }
     /* Counted where the node agent says it really is (it may have accepted
      * replicas of other GPUs than assigned, when the pod fits there). */
     int have_held = 0;

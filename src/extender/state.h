@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "assign_sig.h"
 #include "policy.h"
 #include "strmap.h"
 
@@ -79,6 +80,7 @@ struct ext_state {
     gs_policy_kind policy, gpu_policy; /* defaults */
     int claim_ttl;                     /* seconds a claim counts without its pod */
     uint64_t generation;               /* bumped on every change (tests, metrics) */
+    const struct gs_sig_key *sigkey;   /* NULL: assignments are not signed */
 };
 
 int ext_state_init(struct ext_state *st, gs_policy_kind policy, gs_policy_kind gpu_policy);

@@ -78,6 +78,7 @@ class GpuNode:
             "ASAN_OPTIONS": "detect_leaks=0",
         })
         self.proc = None
+        self.agent_args = []  # extra flags for the agent (e.g. --assignment-key)
         self.log = open(tmp / "agent.log", "ab")
 
     def start_agent(self, extra_env=None, wait=True):
@@ -89,7 +90,7 @@ class GpuNode:
              "--pod-resources-socket", os.path.join(self.podres_dir, "kubelet.sock"), "--replicas", str(REPLICAS),
              "--metrics-addr", "127.0.0.1", "--metrics-port", str(self.metrics_port),
              "--recovery-seconds", "1", "--lib-host", "/opt/gpuslice/libgpuslice.so",
-             "--preload-host", "/opt/gpuslice/ld.so.preload"],
+             "--preload-host", "/opt/gpuslice/ld.so.preload", *self.agent_args],
             env=env, stdout=self.log, stderr=self.log)
         if wait:
             self.kubelet.wait_registered(n + 1)
