@@ -74,6 +74,11 @@ int gs_statedir_agent_limits_dir(char *buf, size_t len, const char *root, const 
     return fmt(buf, len, root, "/.limits/", key);
 }
 
+int gs_statedir_agent_ledger_dir(char *buf, size_t len, const char *root)
+{
+    return fmt(buf, len, root, "/.ledger", "");
+}
+
 /* A regular file at dirfd/name, not following a symbolic link. */
 static int is_regular_at(int dirfd, const char *name)
 {

@@ -7,8 +7,10 @@
  *   <dir>/<GPU uuid>.ledger for each GPU;
  * - per container (the node agent): <root>/<key>/region, mounted into the
  *   container at GS_STATEDIR_CONTAINER; <root>/.limits/<key>/limits.conf,
- *   mounted read-only at GS_STATEDIR_CONTAINER_LIMITS.
- * A GPU's ledger lives next to the region that uses it.
+ *   mounted read-only at GS_STATEDIR_CONTAINER_LIMITS; <root>/.ledger/<GPU
+ *   uuid>.ledger, one per GPU, each mounted into the containers of that GPU
+ *   at GS_STATEDIR_CONTAINER_LEDGER/<uuid>.ledger.
+ * Otherwise a GPU's ledger lives next to the region that uses it.
  */
 #ifndef GPUSLICE_STATEDIR_H
 #define GPUSLICE_STATEDIR_H
@@ -19,6 +21,7 @@
 #define GS_STATEDIR_CONTAINER_REGION GS_STATEDIR_CONTAINER "/region"
 #define GS_STATEDIR_CONTAINER_LIMITS "/etc/gpuslice"
 #define GS_STATEDIR_CONTAINER_CONFIG GS_STATEDIR_CONTAINER_LIMITS "/limits.conf"
+#define GS_STATEDIR_CONTAINER_LEDGER "/var/run/gpuslice-ledger"
 
 /* A CLI user's state directory: $GPUSLICE_STATE_DIR, else /run/gpuslice when
  * writable (root), else /tmp/gpuslice-<uid>. */
@@ -36,6 +39,8 @@ int gs_statedir_parent(char *buf, size_t len, const char *path);
 /* The node agent's directories for allocation key under root. */
 int gs_statedir_agent_region_dir(char *buf, size_t len, const char *root, const char *key);
 int gs_statedir_agent_limits_dir(char *buf, size_t len, const char *root, const char *key);
+/* The node agent's per-GPU device ledgers under root. */
+int gs_statedir_agent_ledger_dir(char *buf, size_t len, const char *root);
 
 /* Calls fn(path, key, arg) for every region under dir, in both layouts
  * (key: the container's name or allocation key). Entries that are not

@@ -271,6 +271,16 @@ int main(int argc, char **argv)
         return 1;
     }
     p->inv = &inv;
+    {
+        char uuids[GS_INV_MAX_GPUS][GS_UUID_MAX];
+        for (int g = 0; g < inv.ngpus; g++)
+            snprintf(uuids[g], sizeof uuids[g], "%s", inv.gpus[g].uuid);
+        if (gs_agent_ledgers_init(p->state_root, (const char (*)[GS_UUID_MAX])uuids, inv.ngpus,
+                                  err, sizeof err) != 0) {
+            kube_log(0, "%s", err);
+            return 1;
+        }
+    }
     pthread_t health;
     if (gs_health_start(&inv, &hopts, &g_stop, &health) != 0) {
         kube_log(0, "cannot start the health thread");

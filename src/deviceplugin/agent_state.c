@@ -129,6 +129,58 @@ int gs_agent_state_init(const char *root, char *msg, size_t msglen)
     return 0;
 }
 
+/* One GPU's ledger file: a regular file of root's, mode 0666, with one
+ * link. Anything else under that name (which only root could have made:
+ * the directory is root's 0711 and each container sees only its own
+ * files, through file mounts) is removed and the file made afresh; a valid
+ * one is kept, with whatever members it has. */
+static int ledger_file(int dirfd, const char *name)
+{
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        (!S_ISREG(st.st_mode) || st.st_uid != 0 || st.st_nlink != 1)) {
+        kube_log(1, "device ledger %s: not a plain file of root's; made afresh", name);
+        if (unlinkat(dirfd, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) != 0)
+            return -1;
+    }
+    int fd = openat(dirfd, name, O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return -1;
+    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && fchown(fd, 0, 0) == 0 &&
+             fchmod(fd, 0666) == 0;
+    close(fd);
+    return ok ? 0 : -1;
+}
+
+int gs_agent_ledgers_init(const char *root, const char (*uuids)[GS_UUID_MAX], int n, char *msg,
+                          size_t msglen)
+{
+    char dir[700];
+    if (gs_statedir_agent_ledger_dir(dir, sizeof dir, root) != 0 || mkdirs(dir, 0711) != 0 ||
+        chmod(dir, 0711) != 0) {
+        snprintf(msg, msglen, "cannot prepare the device ledger directory under %s: %s", root,
+                 strerror(errno));
+        return -1;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) {
+        snprintf(msg, msglen, "cannot open %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        char path[900];
+        if (gs_statedir_ledger_path(path, sizeof path, "", uuids[i]) != 0 ||
+            ledger_file(dfd, path + 1) != 0) {
+            snprintf(msg, msglen, "cannot prepare the device ledger of GPU %s in %s: %s",
+                     uuids[i], dir, strerror(errno));
+            rc = -1;
+        }
+    }
+    close(dfd);
+    return rc;
+}
+
 /* Removes entry name of directory dirfd and, when it is a directory,
  * everything under it, without following a symbolic link anywhere: each
  * level is opened O_NOFOLLOW|O_DIRECTORY relative to its parent and its

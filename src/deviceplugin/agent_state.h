@@ -2,8 +2,9 @@
  * The node agent's state directories on the host (docs/device-plugin.md):
  * per allocation key, <root>/<key> (mounted read-write into the container:
  * the region) and <root>/.limits/<key> (mounted read-only: limits.conf,
- * and the agent's own records: ids, pod_uid, owner, assignment). All file I/O of the agent's
- * handlers lives here.
+ * and the agent's own records: ids, pod_uid, owner, assignment); per GPU,
+ * <root>/.ledger/<uuid>.ledger. All file I/O of the agent's handlers lives
+ * here.
  */
 #ifndef GPUSLICE_DP_AGENT_STATE_H
 #define GPUSLICE_DP_AGENT_STATE_H
@@ -29,6 +30,12 @@ int gs_agent_alloc_dirs(const char *root, char *const *ids, size_t n, struct gs_
 /* At startup: the state root and its .limits, mode 0700 (only root enters
  * them; containers see their own directories through their mounts). */
 int gs_agent_state_init(const char *root, char *msg, size_t msglen);
+
+/* At startup, for the node's GPUs: <root>/.ledger (root's, 0711) and in it
+ * <uuid>.ledger for each (root's, 0666; kept when valid), which Allocate
+ * mounts into each container of that GPU. 0, or -1 with msg. */
+int gs_agent_ledgers_init(const char *root, const char (*uuids)[GS_UUID_MAX], int n, char *msg,
+                          size_t msglen);
 
 /* Whether container of pod uid is the recorded owner of these devices
  * (*same_owner: a container restart) and, if so, whether assignment is the

@@ -125,8 +125,10 @@ struct resp_buf {
     V1beta1__ContainerAllocateResponse__EnvsEntry *envp[MAX_KV];
     V1beta1__ContainerAllocateResponse__AnnotationsEntry ann[2];
     V1beta1__ContainerAllocateResponse__AnnotationsEntry *annp[2];
-    V1beta1__Mount mnt[4];
-    V1beta1__Mount *mntp[4];
+    V1beta1__Mount mnt[4 + GS_ASSIGN_MAX_GPUS];
+    V1beta1__Mount *mntp[4 + GS_ASSIGN_MAX_GPUS];
+    char ledger_host[GS_ASSIGN_MAX_GPUS][800];
+    char ledger_cont[GS_ASSIGN_MAX_GPUS][200];
     V1beta1__CDIDevice cdi[GS_ASSIGN_MAX_GPUS];
     V1beta1__CDIDevice *cdip[GS_ASSIGN_MAX_GPUS];
     char strs[MAX_KV][2][GS_ASSIGN_MAX_GPUS * GS_UUID_MAX];
@@ -201,6 +203,24 @@ static int build_response(struct gs_plugin *p, const struct gs_node_view *v, cha
     add_mount(b, p->preload_host, "/etc/ld.so.preload", 1);
     add_mount(b, b->dirs.state_dir, GS_STATEDIR_CONTAINER, 0);
     add_mount(b, b->dirs.limits_dir, GS_STATEDIR_CONTAINER_LIMITS, 1);
+    /* Each GPU's device ledger, shared by the containers on that GPU, as a
+     * file of its own: the container can neither see other GPUs' ledgers
+     * nor add, replace or remove entries in the agent's ledger directory. */
+    char ldir[700];
+    if (gs_statedir_agent_ledger_dir(ldir, sizeof ldir, p->state_root) != 0) {
+        snprintf(msg, msglen, "state root %s is too long", p->state_root);
+        return GS_ST_INTERNAL;
+    }
+    for (size_t j = 0; j < n; j++) {
+        const char *uuid = v->gpus[gpu[order[j]]].uuid;
+        if (gs_statedir_ledger_path(b->ledger_host[j], sizeof b->ledger_host[j], ldir, uuid) ||
+            gs_statedir_ledger_path(b->ledger_cont[j], sizeof b->ledger_cont[j],
+                                    GS_STATEDIR_CONTAINER_LEDGER, uuid)) {
+            snprintf(msg, msglen, "ledger path of GPU %s is too long", uuid);
+            return GS_ST_INTERNAL;
+        }
+        add_mount(b, b->ledger_host[j], b->ledger_cont[j], 0);
+    }
     v1beta1__container_allocate_response__annotations_entry__init(&b->ann[0]);
     b->ann[0].key = "gpuslice.io/state-key";
     b->ann[0].value = b->dirs.key;

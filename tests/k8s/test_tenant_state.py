@@ -192,3 +192,39 @@ def test_assignment_edited_after_start_is_refused_on_restart(node):
     assert "default/editor" in ei.value.details() and "changed since" in ei.value.details()
     assert node.limits(resp) == before
     assert "changed since the agent accepted it" in node.logtext()
+
+
+def test_device_ledgers_are_mounted_per_gpu(node, tmp_path):
+    """Each GPU's ledger is a root-owned 0666 file in a root-owned 0711
+    directory, mounted read-write into the containers of that GPU only, one
+    file per mount; an agent restart replaces anything that is not such a
+    file (here a symbolic link to a file outside) and keeps a valid one."""
+    u = node.uuids()
+    ldir = os.path.join(node.state_root, ".ledger")
+    st = os.lstat(ldir)
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o711)
+    for g in u:
+        st = os.lstat(os.path.join(ldir, f"{g}.ledger"))
+        assert stat.S_ISREG(st.st_mode) and (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o666)
+    two = json.loads(assignment(u[1], 4, 1000))
+    two["gpus"].append({"uuid": u[3], "memory_mib": 1000})
+    two["replicas"].append(f"{u[3]}::4")
+    add_pod(node, "ledgers", json.dumps(two))
+    ids, resp = node.kubelet.admit("ledgers", size=2)
+    mounts = {m.container_path: (m.host_path, m.read_only) for m in resp.mounts}
+    led = {c: h for c, (h, ro) in mounts.items() if c.startswith("/var/run/gpuslice-ledger")}
+    assert led == {f"/var/run/gpuslice-ledger/{g}.ledger": os.path.join(ldir, f"{g}.ledger")
+                   for g in (u[1], u[3])}
+    assert not any(mounts[c][1] for c in led)
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    with open(os.path.join(ldir, f"{u[1]}.ledger"), "wb") as f:
+        f.write(b"kept")
+    os.unlink(os.path.join(ldir, f"{u[0]}.ledger"))
+    os.symlink(str(victim), os.path.join(ldir, f"{u[0]}.ledger"))
+    node.stop_agent()
+    node.start_agent()
+    st = os.lstat(os.path.join(ldir, f"{u[0]}.ledger"))
+    assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o666
+    assert victim.read_text() == "keep"
+    assert open(os.path.join(ldir, f"{u[1]}.ledger"), "rb").read() == b"kept"
