@@ -84,7 +84,8 @@ int gs_sig_verify(const struct gs_sig_key *key, const char *uid, const char *nod
         *why = "missing";
         return -1;
     }
-    if (strlen(sig) != strlen(SIG_PREFIX) + 64 || strncmp(sig, SIG_PREFIX, strlen(SIG_PREFIX))) {
+    if (strlen(sig) != strlen(SIG_PREFIX) + 64 ||
+        strncmp(sig, SIG_PREFIX, strlen(SIG_PREFIX)) != 0) {
         *why = "malformed (not v1:hmac-sha256:<64 hex digits>)";
         return -1;
     }

@@ -35,24 +35,26 @@ static void security_from_json(json_t *spec, struct gs_pod *p)
     p->fs_group = id_field(sc, "fsGroup");
     p->host_users_false = json_is_false(json_object_get(spec, "hostUsers"));
     static const char *const lists[] = {"initContainers", "containers"};
+    int n = 0, overflow = 0;
     for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++) {
         json_t *arr = json_object_get(spec, lists[l]);
-        for (size_t i = 0; i < json_array_size(arr) && p->ncontainers >= 0; i++) {
+        for (size_t i = 0; i < json_array_size(arr); i++) {
             json_t *c = json_array_get(arr, i);
             const char *name = json_string_value(json_object_get(c, "name"));
             if (!name || strlen(name) >= sizeof p->containers[0].name)
                 continue;
-            if (p->ncontainers == GS_POD_MAX_CONTAINERS) {
-                p->ncontainers = -1; /* unknown: the caller falls back */
+            if (n == GS_POD_MAX_CONTAINERS) {
+                overflow = 1;
                 break;
             }
-            struct gs_pod_container *pc = &p->containers[p->ncontainers++];
+            struct gs_pod_container *pc = &p->containers[n++];
             snprintf(pc->name, sizeof pc->name, "%s", name);
             json_t *csc = json_object_get(c, "securityContext");
             pc->run_as_user = id_field(csc, "runAsUser");
             pc->run_as_group = id_field(csc, "runAsGroup");
         }
     }
+    p->ncontainers = overflow ? -1 : n; /* unknown: the caller falls back */
 }
 
 /* Fills p from a Pod object; returns -1 when it lacks an identity. */
