@@ -15,6 +15,7 @@
 
 #include "agent_state.h"
 #include "deviceplugin_v1beta1.pb-c.h"
+#include "flags.h"
 #include "grpc_server.h"
 #include "metrics.h"
 #include "plugin.h"
@@ -51,22 +52,9 @@ static void usage(FILE *f)
           "  --recovery-seconds N    quiet time before an unhealthy GPU is healthy again (default 300)\n"
           "  --ignore-xids LIST      benign XIDs (default 13,31,43,45,68)\n"
           "  --log-level L           error|warn|info|debug (default info)\n"
+          "  --version\n"
           "  --help\n",
           f);
-}
-
-static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "gpuslice-node-agent: %s '%s': expected an integer in %d..%d\n", opt, s,
-                lo, hi);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
 }
 
 static int parse_xids(const char *s, struct gs_health_opts *h)
@@ -77,7 +65,7 @@ static int parse_xids(const char *s, struct gs_health_opts *h)
     char *save = NULL;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         int v;
-        if (h->nignore >= 32 || parse_int("--ignore-xids", t, 0, 100000, &v) != 0)
+        if (h->nignore >= 32 || gs_flag_int("gpuslice-node-agent", "ignore-xids", t, 0, 100000, &v) != 0)
             return -1;
         h->ignore[h->nignore++] = (unsigned long long)v;
     }
@@ -165,15 +153,16 @@ int main(int argc, char **argv)
         {"cdi", 0, 0, 'c'},          {"metrics-addr", 1, 0, 'm'},  {"metrics-port", 1, 0, 'M'},
         {"recovery-seconds", 1, 0, 'h'}, {"ignore-xids", 1, 0, 'x'}, {"log-level", 1, 0, 'v'},
         {"pod-resources-socket", 1, 0, 'P'}, {"assignment-key", 1, 0, 'K'},
-        {"help", 0, 0, 'H'}, {0, 0, 0, 0}};
+        {"version", 0, 0, 'V'}, {"help", 0, 0, 'H'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'n': node = optarg; break;
+        case 'V': gs_flag_print_version("gpuslice-node-agent"); return 0;
         case 'K': key_file = optarg; break;
         case 'r': snprintf(p->resource, sizeof p->resource, "%s", optarg); break;
         case 'R':
-            if (parse_int("--replicas", optarg, 1, 1000, &p->replicas))
+            if (gs_flag_int("gpuslice-node-agent", "replicas", optarg, 1, 1000, &p->replicas))
                 return 2;
             break;
         case 'd': plugin_dir = optarg; break;
@@ -189,11 +178,11 @@ int main(int argc, char **argv)
         case 'c': p->cdi = 1; break;
         case 'm': metrics_addr = optarg; break;
         case 'M':
-            if (parse_int("--metrics-port", optarg, 0, 65535, &metrics_port))
+            if (gs_flag_int("gpuslice-node-agent", "metrics-port", optarg, 0, 65535, &metrics_port))
                 return 2;
             break;
         case 'h':
-            if (parse_int("--recovery-seconds", optarg, 0, 86400, &hopts.recovery_s))
+            if (gs_flag_int("gpuslice-node-agent", "recovery-seconds", optarg, 0, 86400, &hopts.recovery_s))
                 return 2;
             break;
         case 'x':

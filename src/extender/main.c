@@ -10,9 +10,12 @@
 
 #include "assign_sig.h"
 #include "ext.h"
+#include "flags.h"
 #include "httpd.h"
 #include "metrics.h"
 #include "verbs.h"
+
+#define PROG "gpuslice-extender"
 
 static volatile sig_atomic_t g_quit;
 
@@ -34,6 +37,7 @@ static const char usage[] =
     "  --assignment-key FILE key (a Secret shared with the node agents) that signs each\n"
     "                        assignment; pods whose signature does not verify are not counted\n"
     "  -v                    more logging (repeatable)\n"
+    "  --version             print the version\n"
     "Endpoints: POST <prefix>/filter, /prioritize, /bind; GET /healthz, /readyz, /metrics, /state\n";
 
 static double now_s(void)
@@ -134,13 +138,13 @@ int main(int argc, char **argv)
         {"policy", required_argument, 0, 'P'},     {"gpu-policy", required_argument, 0, 'G'},
         {"threads", required_argument, 0, 't'},    {"claim-ttl", required_argument, 0, 'T'},
         {"assignment-key", required_argument, 0, 'S'},
+        {"version", no_argument, 0, 'V'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     const char *url = NULL, *kcfg = NULL, *addr = NULL, *cert = NULL, *key = NULL;
     const char *sig_file = NULL;
     int port = 8888, threads = 4, ttl = 300, verbose = 2, c;
     gs_policy_kind pol = GS_POLICY_BINPACK, gpol = GS_POLICY_BINPACK;
     while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
-        char *end = NULL;
         switch (c) {
         case 'a': url = optarg; break;
         case 'k': kcfg = optarg; break;
@@ -150,20 +154,22 @@ int main(int argc, char **argv)
         case 'S': sig_file = optarg; break;
         case 'v': verbose++; break;
         case 'p':
-        case 't':
-        case 'T': {
-            long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < 0 || v > 65535 || (c != 'p' && v < 1)) {
-                fprintf(stderr, "gpuslice-extender: bad number '%s'\n", optarg);
+            if (gs_flag_int(PROG, "port", optarg, 0, 65535, &port) != 0)
                 return 2;
-            }
-            *(c == 'p' ? &port : c == 't' ? &threads : &ttl) = (int)v;
             break;
-        }
+        case 't':
+            if (gs_flag_int(PROG, "threads", optarg, 1, 64, &threads) != 0)
+                return 2;
+            break;
+        case 'T':
+            if (gs_flag_int(PROG, "claim-ttl", optarg, 1, 86400, &ttl) != 0)
+                return 2;
+            break;
+        case 'V': gs_flag_print_version(PROG); return 0;
         case 'P':
         case 'G':
             if (gs_policy_parse(optarg, c == 'P' ? &pol : &gpol) != 0) {
-                fprintf(stderr, "gpuslice-extender: unknown policy '%s'\n", optarg);
+                fprintf(stderr, PROG ": --%s '%s': unknown policy\n", c == 'P' ? "policy" : "gpu-policy", optarg);
                 return 2;
             }
             break;
@@ -171,6 +177,13 @@ int main(int argc, char **argv)
         default: fputs(usage, stderr); return 2;
         }
     }
+    if (optind < argc) {
+        fprintf(stderr, PROG ": unexpected argument '%s'\n%s", argv[optind], usage);
+        return 2;
+    }
+    if ((cert && gs_flag_readable(PROG, "tls-cert", cert) != 0) || (key && gs_flag_readable(PROG, "tls-key", key) != 0) ||
+        (sig_file && gs_flag_readable(PROG, "assignment-key", sig_file) != 0))
+        return 2;
     kube_log_set_prefix("gpuslice-extender");
     kube_log_set_level(verbose);
     static struct ext_ctx x;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "admission.h"
+#include "flags.h"
 #include "httpd.h"
 
 static volatile sig_atomic_t g_quit;
@@ -17,6 +18,8 @@ static void on_signal(int sig)
 {
     g_quit = sig;
 }
+
+#define PROG "gpuslice-webhook"
 
 static const char usage[] =
     "usage: gpuslice-webhook --tls-cert FILE --tls-key FILE [options]\n"
@@ -28,6 +31,7 @@ static const char usage[] =
     "                             1..100; 0 = leave it absent (default 10)\n"
     "  --threads N                HTTP worker threads (2)\n"
     "  -v                         log every decision\n"
+    "  --version                  print the version\n"
     "Endpoints: POST /mutate, POST /validate (AdmissionReview v1); GET /healthz\n";
 
 static int handle(void *ud, const char *method, const char *url, const char *body, size_t len,
@@ -62,12 +66,12 @@ int main(int argc, char **argv)
         {"tls-cert", required_argument, 0, 'c'},       {"tls-key", required_argument, 0, 'K'},
         {"scheduler-name", required_argument, 0, 's'}, {"default-gpu-cores", required_argument, 0, 'C'},
         {"threads", required_argument, 0, 't'},        {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0}};
     const char *addr = NULL, *cert = NULL, *key = NULL;
     static struct gs_wh_config cfg = {GS_WH_DEFAULT_SCHEDULER, GS_WH_DEFAULT_CORES};
     int port = 8443, threads = 2, c;
     while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
-        char *end = NULL;
         switch (c) {
         case 'A': addr = optarg; break;
         case 'c': cert = optarg; break;
@@ -81,18 +85,18 @@ int main(int argc, char **argv)
             cfg.scheduler_name = optarg;
             break;
         case 'p':
-        case 't':
-        case 'C': {
-            long v = strtol(optarg, &end, 10);
-            long max = c == 'p' ? 65535 : c == 't' ? 64 : 100;
-            if (!*optarg || *end || v < (c == 't' ? 1 : 0) || v > max) {
-                fprintf(stderr, "gpuslice-webhook: bad number '%s' for --%s (0..%ld)\n", optarg,
-                        c == 'p' ? "port" : c == 't' ? "threads" : "default-gpu-cores", max);
+            if (gs_flag_int(PROG, "port", optarg, 0, 65535, &port) != 0)
                 return 2;
-            }
-            *(c == 'p' ? &port : c == 't' ? &threads : &cfg.default_cores) = (int)v;
             break;
-        }
+        case 't':
+            if (gs_flag_int(PROG, "threads", optarg, 1, 64, &threads) != 0)
+                return 2;
+            break;
+        case 'C':
+            if (gs_flag_int(PROG, "default-gpu-cores", optarg, 0, 100, &cfg.default_cores) != 0)
+                return 2;
+            break;
+        case 'V': gs_flag_print_version(PROG); return 0;
         case 'h': fputs(usage, stdout); return 0;
         default: fputs(usage, stderr); return 2;
         }
@@ -106,6 +110,8 @@ int main(int argc, char **argv)
                         "server calls webhooks over HTTPS only)\n");
         return 2;
     }
+    if (gs_flag_readable(PROG, "tls-cert", cert) != 0 || gs_flag_readable(PROG, "tls-key", key) != 0)
+        return 2;
     char err[512];
     struct gs_httpd *srv = gs_httpd_start(addr, port, cert, key, threads, handle, &cfg, err,
                                           sizeof err);

@@ -311,9 +311,10 @@ def test_flags_scheduler_name_and_no_default(certs, tmp_path):
 
 @pytest.mark.parametrize("args,rc,needle", [
     ([], 2, "--tls-cert and --tls-key are required"),
-    (["--tls-cert", "/nonexistent.crt", "--tls-key", "/nonexistent.key"], 1, "cannot open"),
-    (["--default-gpu-cores", "101"], 2, "bad number '101'"),
-    (["--port", "x"], 2, "bad number 'x'"),
+    (["--tls-cert", "/nonexistent.crt", "--tls-key", "/nonexistent.key"], 2,
+     "--tls-cert '/nonexistent.crt': cannot read it"),
+    (["--default-gpu-cores", "101"], 2, "--default-gpu-cores '101': expected a whole number from 0 to 100"),
+    (["--port", "x"], 2, "--port 'x': expected a whole number"),
 ])
 def test_bad_startup(args, rc, needle):
     if not WEBHOOK:
