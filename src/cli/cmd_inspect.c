@@ -14,7 +14,8 @@
 
 
 static const char usage[] =
-    "Usage: gpuslice inspect [--url URL] [--node NAME] [--json] [--cacert FILE | --insecure]\n"
+    "Usage: gpuslice inspect [--url URL] [--node NAME] [--pods] [--json]\n"
+    "                        [--cacert FILE | --insecure] [--timeout S]\n"
     "\n"
     "Per node and GPU: memory allocated/total, compute allocated, replica slots used\n"
     "and pods, as the scheduler extender's usage cache sees them (GET <URL>/state).\n"
