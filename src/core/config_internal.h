@@ -26,12 +26,33 @@ int gs_config_file_read(const char *path, char **buf_out, struct gs_cfg_layer *l
 /* Writes "gpuslice: [file:line: ]NAME='value': <reason>" for slot of layer; returns -1. */
 int gs_cfg_fail(char *err, size_t errlen, const struct gs_cfg_layer *layer, int slot, const char *reason);
 
-/* Value parsers: return 0, or -1 with a reason (not naming the value) in why. */
-int gs_cfg_parse_uint(const char *v, unsigned min, unsigned max, unsigned *out, char *why, size_t whylen);
-/* A decimal fraction 0..1 with at most 3 decimals ("0.38", ".5", "1"), in thousandths. */
-int gs_cfg_parse_milli(const char *v, unsigned *out, char *why, size_t whylen);
-/* Case-insensitive choice among words[0..n-1]; *out is the index. */
-int gs_cfg_parse_word(const char *v, const char *const *words, int n, int *out, char *why, size_t whylen);
+/* The parsers named in config_keys.def (gs_cfg_parse_fn), each with the size of what it
+ * stores (GS_CFG_STORES_<parser>; 0 for a string that fills the field, whatever its size).
+ * None of them names the value in why: the caller does. */
+#define GS_CFG_STORES_mem_limit sizeof(uint64_t)  /* size > 0 */
+#define GS_CFG_STORES_hami_sm sizeof(unsigned)    /* lo..hi percent; 100 = no limit (0) */
+#define GS_CFG_STORES_uint sizeof(unsigned)       /* lo..hi */
+#define GS_CFG_STORES_path 0                      /* absolute, no control characters */
+#define GS_CFG_STORES_label 0                     /* printable ASCII, may be empty */
+#define GS_CFG_STORES_core_policy sizeof(enum gs_core_policy)
+#define GS_CFG_STORES_compute_mode sizeof(enum gs_compute_mode)
+#define GS_CFG_STORES_managed sizeof(enum gs_managed_policy)
+#define GS_CFG_STORES_hami_log sizeof(int)        /* HAMi-core's lo..hi, as gpuslice's level */
+#define GS_CFG_STORES_log_level sizeof(int)       /* a word, or lo..hi */
+#define GS_CFG_STORES_ctx_overhead sizeof(int64_t) /* a size, or auto (-1) */
+#define GS_CFG_STORES_milli sizeof(unsigned)      /* 0..1, at most 3 decimals, in thousandths */
+int gs_cfg_parse_mem_limit(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
+int gs_cfg_parse_hami_sm(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
+int gs_cfg_parse_uint(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
+int gs_cfg_parse_path(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
+int gs_cfg_parse_label(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
+int gs_cfg_parse_core_policy(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
+int gs_cfg_parse_compute_mode(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
+int gs_cfg_parse_managed(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
+int gs_cfg_parse_hami_log(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
+int gs_cfg_parse_log_level(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
+int gs_cfg_parse_ctx_overhead(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
+int gs_cfg_parse_milli(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
 
 /* Suggests the known name closest to name (edit distance <= 2) or returns NULL. */
 const char *gs_cfg_suggest(const char *name, size_t len, char *buf, size_t buflen);

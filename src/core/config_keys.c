@@ -1,42 +1,56 @@
-/* Name <-> slot mapping for configuration variables. */
+/* The key table (config_keys.def) expanded, and name <-> slot mapping. */
 #include "config_keys.h"
 
+#include <stdint.h>
 #include <string.h>
 
-static const char *const gs_family_names[GS_FAM_COUNT] = {
-    "CUDA_DEVICE_MEMORY_LIMIT",
-    "CUDA_DEVICE_SM_LIMIT",
-    "GPUSLICE_MEMORY_LIMIT",
-    "GPUSLICE_CORES",
+#include "config_internal.h"
+
+#define GS_FIELD_SIZE(field) sizeof(((struct gs_config *)0)->field)
+#define GS_ELEM_SIZE(field) sizeof(((struct gs_config *)0)->field[0])
+
+/* Each parser stores one type; a key pointing a parser at a field of another size is
+ * a compile error, not a memory overwrite. */
+#define GS_DEVICE_KEY(id, name, parser, lo, hi, field, owner)                                              \
+    _Static_assert(GS_ELEM_SIZE(field) == GS_CFG_STORES_##parser, name ": field does not fit the parser"); \
+    _Static_assert(GS_FIELD_SIZE(field) == GS_MAX_DEVICES * GS_ELEM_SIZE(field), name ": not per device");
+#define GS_KEY(id, name, parser, lo, hi, field, owner) \
+    _Static_assert(GS_CFG_STORES_##parser == 0 || GS_FIELD_SIZE(field) == GS_CFG_STORES_##parser, \
+                   name ": field does not fit the parser");
+#include "config_keys.def"
+
+const struct gs_cfg_key gs_cfg_keys[] = {
+#define GS_DEVICE_KEY(id, name, parser, lo, hi, field, owner) \
+    { name, GS_KEY_##id, 1, gs_cfg_parse_##parser, lo, hi, offsetof(struct gs_config, field), GS_ELEM_SIZE(field) },
+#define GS_KEY(id, name, parser, lo, hi, field, owner) \
+    { name, GS_KEY_##id, 0, gs_cfg_parse_##parser, lo, hi, offsetof(struct gs_config, field), GS_FIELD_SIZE(field) },
+#define GS_CONFIG_KEY(id, name, owner) { name, GS_KEY_##id, 0, NULL, 0, 0, 0, 0 },
+#include "config_keys.def"
+};
+const size_t gs_cfg_nkeys = sizeof(gs_cfg_keys) / sizeof(gs_cfg_keys[0]);
+
+const struct gs_cfg_other_key gs_cfg_other_keys[] = {
+#define GS_OTHER_KEY(name, owner) { name, owner },
+#include "config_keys.def"
+    { NULL, NULL },
 };
 
-static const char *const gs_scalar_names[GS_KEY_COUNT - GS_KEY_HAMI_CACHE] = {
-    "CUDA_DEVICE_MEMORY_SHARED_CACHE",
-    "GPU_CORE_UTILIZATION_POLICY",
-    "LIBCUDA_LOG_LEVEL",
-    "GPUSLICE_COMPUTE_MODE",
-    "GPUSLICE_SHARE_WEIGHT",
-    "GPUSLICE_REGION",
-    "GPUSLICE_MANAGED",
-    "GPUSLICE_CTX_OVERHEAD",
-    "GPUSLICE_LOG_LEVEL",
-    "GPUSLICE_CONTAINER",
-    "GPUSLICE_POWER_EXPONENT",
-    "GPUSLICE_CONFIG",
-};
+const struct gs_cfg_key *gs_key_of_slot(int slot, int *dev)
+{
+    size_t i;
 
-/* Add GPUSLICE_* variables of other components here (not configuration, but legal). */
-const char *const gs_key_other_names[] = {
-    "GPUSLICE_STATE_DIR",         /* gpuslice CLI: where regions live */
-    "GPUSLICE_LIB",               /* gpuslice CLI: interposer to preload */
-    "GPUSLICE_SIM_STATE",         /* simulated driver (tests/simdriver) */
-    "GPUSLICE_SIM_DEVICES",
-    "GPUSLICE_SIM_MEM",
-    "GPUSLICE_SIM_CTX_OVERHEAD",
-    "GPUSLICE_SIM_POWER_DYN",
-    "GPUSLICE_SIM_SWITCH_LOSS",
-    NULL,
-};
+    for (i = 0; i < gs_cfg_nkeys; i++) {
+        const struct gs_cfg_key *k = &gs_cfg_keys[i];
+        int last = k->slot + (k->per_device ? GS_MAX_DEVICES : 0);
+
+        if (slot >= k->slot && slot <= last) {
+            *dev = slot - k->slot - 1;
+            return k;
+        }
+    }
+    *dev = -1;
+    return NULL;
+}
 
 /* Copies src plus an optional "_<dev>" into buf, truncating to len. snprintf would do,
  * but gs_config_load builds every name on each call and this keeps that cheap. */
@@ -62,14 +76,15 @@ static void put_name(char *buf, size_t len, const char *src, int dev)
 
 void gs_key_name(int slot, char *buf, size_t len)
 {
+    int dev = -1;
+    const struct gs_cfg_key *k = gs_key_of_slot(slot, &dev);
+
     if (len == 0)
         return;
-    if (slot >= GS_KEY_HAMI_CACHE && slot < GS_KEY_COUNT)
-        put_name(buf, len, gs_scalar_names[slot - GS_KEY_HAMI_CACHE], -1);
-    else if (slot >= 0 && slot < GS_KEY_HAMI_CACHE)
-        put_name(buf, len, gs_family_names[slot / GS_FAM_SLOTS], slot % GS_FAM_SLOTS - 1);
-    else
+    if (k == NULL)
         buf[0] = '\0';
+    else
+        put_name(buf, len, k->name, dev);
 }
 
 /* Device index from a suffix: "0".."15", no sign or leading zero; -1 if not one. */
@@ -90,23 +105,31 @@ static int parse_index(const char *s, size_t n)
 
 int gs_key_lookup(const char *name, size_t len)
 {
-    int i;
+    size_t i;
 
-    for (i = 0; i < GS_KEY_COUNT - GS_KEY_HAMI_CACHE; i++)
-        if (strlen(gs_scalar_names[i]) == len && memcmp(gs_scalar_names[i], name, len) == 0)
-            return GS_KEY_HAMI_CACHE + i;
-    for (i = 0; i < GS_FAM_COUNT; i++) {
-        size_t bl = strlen(gs_family_names[i]);
+    for (i = 0; i < gs_cfg_nkeys; i++)
+        if (strlen(gs_cfg_keys[i].name) == len && memcmp(gs_cfg_keys[i].name, name, len) == 0)
+            return gs_cfg_keys[i].slot;
+    for (i = 0; i < gs_cfg_nkeys; i++) {
+        const struct gs_cfg_key *k = &gs_cfg_keys[i];
+        size_t bl = strlen(k->name);
         int dev;
 
-        if (len < bl || memcmp(gs_family_names[i], name, bl) != 0)
+        /* NAME_<suffix>; GPUSLICE_CORESX is not this family. */
+        if (!k->per_device || len <= bl || memcmp(k->name, name, bl) != 0 || name[bl] != '_')
             continue;
-        if (len == bl)
-            return GS_KEY_FAM(i, -1);
-        if (name[bl] != '_')
-            continue; /* e.g. GPUSLICE_CORESX: not this family */
         dev = parse_index(name + bl + 1, len - bl - 1);
-        return dev < 0 ? GS_KEY_BAD_INDEX : GS_KEY_FAM(i, dev);
+        return dev < 0 ? GS_KEY_BAD_INDEX : GS_KEY_DEV(k->slot, dev);
     }
     return GS_KEY_UNKNOWN;
+}
+
+int gs_key_is_other(const char *name, size_t len)
+{
+    size_t i;
+
+    for (i = 0; gs_cfg_other_keys[i].name != NULL; i++)
+        if (strlen(gs_cfg_other_keys[i].name) == len && memcmp(gs_cfg_other_keys[i].name, name, len) == 0)
+            return 1;
+    return 0;
 }

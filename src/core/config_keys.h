@@ -1,5 +1,6 @@
-/* The table of configuration variable names. Every name maps to a slot number so that
- * the environment and the config file can be held side by side in the same shape. */
+/* The configuration keys, generated from config_keys.def. Every name maps to a slot
+ * number so that the environment and the config file can be held side by side in the
+ * same shape; a per-device family takes 1 + GS_MAX_DEVICES slots (NAME, NAME_0..15). */
 #ifndef GPUSLICE_CONFIG_KEYS_H
 #define GPUSLICE_CONFIG_KEYS_H
 
@@ -7,34 +8,16 @@
 
 #include "config.h"
 
-/* Per-device families: NAME (all devices) and NAME_0..NAME_15. */
-enum gs_key_family {
-    GS_FAM_HAMI_MEM = 0, /* CUDA_DEVICE_MEMORY_LIMIT */
-    GS_FAM_HAMI_SM,      /* CUDA_DEVICE_SM_LIMIT */
-    GS_FAM_OUR_MEM,      /* GPUSLICE_MEMORY_LIMIT */
-    GS_FAM_OUR_CORES,    /* GPUSLICE_CORES */
-    GS_FAM_COUNT
-};
-#define GS_FAM_SLOTS (GS_MAX_DEVICES + 1)
-
-/* Slot of a family's all-devices name (dev = -1) or of its device dev. */
-#define GS_KEY_FAM(fam, dev) ((fam) * GS_FAM_SLOTS + 1 + (dev))
-
-enum gs_key_scalar {
-    GS_KEY_HAMI_CACHE = GS_FAM_COUNT * GS_FAM_SLOTS, /* CUDA_DEVICE_MEMORY_SHARED_CACHE */
-    GS_KEY_HAMI_POLICY,                              /* GPU_CORE_UTILIZATION_POLICY */
-    GS_KEY_HAMI_LOG,                                 /* LIBCUDA_LOG_LEVEL */
-    GS_KEY_MODE,                                     /* GPUSLICE_COMPUTE_MODE */
-    GS_KEY_WEIGHT,                                   /* GPUSLICE_SHARE_WEIGHT */
-    GS_KEY_REGION,                                   /* GPUSLICE_REGION */
-    GS_KEY_MANAGED,                                  /* GPUSLICE_MANAGED */
-    GS_KEY_CTX_OVERHEAD,                             /* GPUSLICE_CTX_OVERHEAD */
-    GS_KEY_LOG,                                      /* GPUSLICE_LOG_LEVEL */
-    GS_KEY_CONTAINER,                                /* GPUSLICE_CONTAINER */
-    GS_KEY_POWER_EXP,                                /* GPUSLICE_POWER_EXPONENT */
-    GS_KEY_CONFIG,                                   /* GPUSLICE_CONFIG (environment only) */
+enum gs_key_slot {
+#define GS_DEVICE_KEY(id, name, parser, lo, hi, field, owner) GS_KEY_##id, GS_KEY_##id##_LAST = GS_KEY_##id + GS_MAX_DEVICES,
+#define GS_KEY(id, name, parser, lo, hi, field, owner) GS_KEY_##id,
+#define GS_CONFIG_KEY(id, name, owner) GS_KEY_##id,
+#include "config_keys.def"
     GS_KEY_COUNT
 };
+
+/* Slot of device dev's name in the family whose all-devices slot is slot. */
+#define GS_KEY_DEV(slot, dev) ((slot) + 1 + (dev))
 
 #define GS_KEY_UNKNOWN (-1)   /* not a configuration name */
 #define GS_KEY_BAD_INDEX (-2) /* a per-device family with a bad _<i> suffix */
@@ -42,14 +25,45 @@ enum gs_key_scalar {
 /* Longest name in the table plus "_15" and NUL, rounded up. */
 #define GS_KEY_NAME_MAX 48
 
+struct gs_cfg_key;
+
+/* Parses v and stores it at dst (the key's field, or one element of it); 0, or -1 with
+ * a reason (not naming the value) in why. */
+typedef int (*gs_cfg_parse_fn)(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
+
+struct gs_cfg_key {
+    const char *name;
+    int slot;             /* the key's slot; a family's all-devices slot */
+    int per_device;       /* 1: a family of 1 + GS_MAX_DEVICES slots */
+    gs_cfg_parse_fn parse; /* NULL: stores nothing (GPUSLICE_CONFIG) */
+    unsigned lo, hi;      /* the parser's bounds, where it takes any */
+    size_t offset;        /* of the field in struct gs_config */
+    size_t size;          /* of the field, or of one element of a per-device field */
+};
+
+/* Every configuration key, in the table's order (the order of precedence within one
+ * source); gs_cfg_nkeys entries. */
+extern const struct gs_cfg_key gs_cfg_keys[];
+extern const size_t gs_cfg_nkeys;
+
+/* Other programs' GPUSLICE_* variables: legal in the environment, not configuration. */
+struct gs_cfg_other_key {
+    const char *name;
+    const char *owner;
+};
+extern const struct gs_cfg_other_key gs_cfg_other_keys[]; /* ends with { NULL, NULL } */
+
+/* The key holding slot, and the device the slot names (-1: all devices or a scalar);
+ * NULL for a slot out of range. */
+const struct gs_cfg_key *gs_key_of_slot(int slot, int *dev);
+
 /* Writes the name of slot into buf (at least GS_KEY_NAME_MAX bytes). */
 void gs_key_name(int slot, char *buf, size_t len);
 
 /* Looks up the first len bytes of name: a slot, GS_KEY_UNKNOWN or GS_KEY_BAD_INDEX. */
 int gs_key_lookup(const char *name, size_t len);
 
-/* Names other gpuslice components put in a container's environment that are not
- * configuration, so gs_config_check_unknown must let them through. NULL-terminated. */
-extern const char *const gs_key_other_names[];
+/* 1 if the first len bytes of name are another program's variable (gs_cfg_other_keys). */
+int gs_key_is_other(const char *name, size_t len);
 
 #endif

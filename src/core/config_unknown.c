@@ -71,16 +71,6 @@ const char *gs_cfg_suggest(const char *name, size_t len, char *buf, size_t bufle
     return buf[0] != '\0' ? buf : NULL;
 }
 
-static int is_other_name(const char *name, size_t len)
-{
-    size_t i;
-
-    for (i = 0; gs_key_other_names[i] != NULL; i++)
-        if (strlen(gs_key_other_names[i]) == len && memcmp(gs_key_other_names[i], name, len) == 0)
-            return 1;
-    return 0;
-}
-
 int gs_config_check_unknown(char **environ_list, char *err, size_t errlen)
 {
     static const char prefix[] = "GPUSLICE_";
@@ -105,7 +95,7 @@ int gs_config_check_unknown(char **environ_list, char *err, size_t errlen)
         /* Any case: "Gpuslice_cores" is as much a typo as GPUSLICE_CORE. */
         if (slot == GS_KEY_UNKNOWN &&
             (len < sizeof(prefix) - 1 || strncasecmp(entry, prefix, sizeof(prefix) - 1) != 0 ||
-             is_other_name(entry, len)))
+             gs_key_is_other(entry, len)))
             continue;
         if (err == NULL || errlen == 0)
             return -1;

@@ -144,6 +144,32 @@ static void test_shared_cache_and_region(void **state)
     assert_string_equal(cfg.region_path, longest);
 }
 
+/* Where the compute limiter finds the per-GPU ledgers: a path like the region's. */
+static void test_ledger_dir(void **state)
+{
+    struct fake_env e = { 0 };
+    struct gs_config cfg;
+    static char toolong[4097];
+    char want[512];
+
+    (void)state;
+    load_ok(&e, &cfg);
+    assert_string_equal(cfg.ledger_dir, "");
+    fake_env_set(&e, "GPUSLICE_LEDGER_DIR", "/var/run/gpuslice-ledgers");
+    load_ok(&e, &cfg);
+    assert_string_equal(cfg.ledger_dir, "/var/run/gpuslice-ledgers");
+    assert_string_equal(cfg.region_path, "");
+    assert_int_equal(cfg.any_limit, 0);
+
+    expect_reject("GPUSLICE_LEDGER_DIR", "ledgers", "gpuslice: GPUSLICE_LEDGER_DIR='ledgers': must be an absolute path");
+    expect_reject("GPUSLICE_LEDGER_DIR", "", "gpuslice: GPUSLICE_LEDGER_DIR='': empty value");
+    expect_reject("GPUSLICE_LEDGER_DIR", "/run/a\nb", "gpuslice: GPUSLICE_LEDGER_DIR='/run/a\\x0ab': control character in path");
+    memset(toolong, 'a', sizeof(toolong) - 1);
+    toolong[0] = '/';
+    snprintf(want, sizeof(want), "gpuslice: GPUSLICE_LEDGER_DIR='/%.95s...': path longer than 4095 bytes", toolong + 1);
+    expect_reject("GPUSLICE_LEDGER_DIR", toolong, want);
+}
+
 static void test_core_policy(void **state)
 {
     static const struct { const char *v; enum gs_core_policy p; } cases[] = {
@@ -444,6 +470,7 @@ int main(void)
         cmocka_unit_test(test_hami_indexed_only),
         cmocka_unit_test(test_hami_sm_limit),
         cmocka_unit_test(test_shared_cache_and_region),
+        cmocka_unit_test(test_ledger_dir),
         cmocka_unit_test(test_core_policy),
         cmocka_unit_test(test_hami_log_level_mapping),
         cmocka_unit_test(test_our_memory_and_cores),
