@@ -83,14 +83,125 @@ static void set_defaults(struct gs_config *cfg)
     cfg->power_exp_milli = GS_LIM_DEFAULT_POWER_EXP;
 }
 
+/* The slot of layer that decided element dev of the field at offset (-1: none), in the
+ * order apply_layer stores: the field's last key in the table wins, and within a
+ * family NAME_<dev> beats NAME. */
+static int deciding_slot(const struct gs_cfg_layer *layer, size_t offset, int dev)
+{
+    int found = -1;
+    size_t i;
+
+    for (i = 0; i < gs_cfg_nkeys; i++) {
+        const struct gs_cfg_key *k = &gs_cfg_keys[i];
+
+        if (k->parse == NULL || k->offset != offset)
+            continue;
+        if (k->per_device && layer->val[GS_KEY_DEV(k->slot, dev)] != NULL)
+            found = GS_KEY_DEV(k->slot, dev);
+        else if (layer->val[k->slot] != NULL)
+            found = k->slot;
+    }
+    return found;
+}
+
+/* Whether k is the first key of its field, so each field is merged once. */
+static int first_of_field(const struct gs_cfg_key *k)
+{
+    size_t i;
+
+    for (i = 0; &gs_cfg_keys[i] != k; i++)
+        if (gs_cfg_keys[i].parse != NULL && gs_cfg_keys[i].offset == k->offset)
+            return 0;
+    return 1;
+}
+
+/* "NAME='value'" of slot in layer, escaped, into buf. */
+static void show_setting(const struct gs_cfg_layer *layer, int slot, char *buf, size_t len)
+{
+    char name[GS_KEY_NAME_MAX];
+    char val[GS_ESCAPE_BUF];
+
+    gs_key_name(slot, name, sizeof(name));
+    gs_escape_text(val, sizeof(val), layer->val[slot], strlen(layer->val[slot]), GS_ESCAPE_SHOW);
+    snprintf(buf, len, "%s='%s'", name, val);
+}
+
+/* An environment value above the ceiling the config file sets (file slot fs) or leaves
+ * at its default (fs < 0, the default's value at ceiling). */
+static int ceiling_fail(char *err, size_t errlen, const struct gs_cfg_layer *env, int es,
+                        const struct gs_cfg_layer *file, int fs, const struct gs_cfg_key *k, const void *ceiling)
+{
+    char envset[GS_KEY_NAME_MAX + GS_ESCAPE_BUF + 4];
+    char fileset[GS_KEY_NAME_MAX + GS_ESCAPE_BUF + 4];
+    char path[GS_ESCAPE_BUF];
+    char name[GS_KEY_NAME_MAX];
+    char dflt[64];
+
+    if (err == NULL || errlen == 0)
+        return -1;
+    show_setting(env, es, envset, sizeof(envset));
+    gs_escape_text(path, sizeof(path), file->file, strlen(file->file), GS_ESCAPE_SHOW);
+    if (fs >= 0) {
+        show_setting(file, fs, fileset, sizeof(fileset));
+        snprintf(err, errlen,
+                 "gpuslice: %s would raise the limit set by %s:%u: %s (the environment may lower a limit "
+                 "of the config file, never raise it)",
+                 envset, path, file->line[fs], fileset);
+    } else {
+        gs_key_name(es, name, sizeof(name));
+        k->show(ceiling, dflt, sizeof(dflt));
+        snprintf(err, errlen,
+                 "gpuslice: %s would raise the limit set by %s, which leaves %s at its default '%s' (the "
+                 "environment may lower a limit of the config file, never raise it)",
+                 envset, path, name, dflt);
+    }
+    return -1;
+}
+
+/* Puts the environment's values over *out, which holds the defaults and the config
+ * file's values (file: that file's layer, or NULL when there is none). Without a file
+ * the environment wins; with one, each field follows its key's authority. */
+static int merge_env(struct gs_config *out, const struct gs_config *envcfg, const struct gs_cfg_layer *env,
+                     const struct gs_cfg_layer *file, char *err, size_t errlen)
+{
+    size_t i;
+
+    for (i = 0; i < gs_cfg_nkeys; i++) {
+        const struct gs_cfg_key *k = &gs_cfg_keys[i];
+        int ndev = k->per_device ? GS_MAX_DEVICES : 1;
+        int dev;
+
+        if (k->parse == NULL || !first_of_field(k))
+            continue;
+        for (dev = 0; dev < ndev; dev++) {
+            size_t off = k->offset + (size_t)dev * k->size;
+            const void *ev = (const char *)envcfg + off;
+            void *ov = (char *)out + off;
+            int es = deciding_slot(env, k->offset, dev);
+            int fs = file != NULL ? deciding_slot(file, k->offset, dev) : -1;
+
+            if (es < 0)
+                continue;
+            if (file != NULL && k->auth == GS_AUTH_LIMIT && k->rank(ev) > k->rank(ov))
+                return ceiling_fail(err, errlen, env, es, file, fs, k, ov);
+            if (file != NULL && k->auth == GS_AUTH_NODE && fs >= 0)
+                continue; /* the node's setting wins outright */
+            memcpy(ov, ev, k->size);
+        }
+    }
+    return 0;
+}
+
 int gs_config_load(struct gs_config *cfg, gs_getenv_fn getenv_fn, void *ctx, char *err, size_t errlen)
 {
-    /* Built in a local copy so that *cfg is only written on success. */
+    /* Built in local copies so that *cfg is only written on success. */
     struct gs_config tmp;
+    struct gs_config envcfg;
     struct gs_cfg_layer env;
     struct gs_cfg_layer file;
     char name[GS_KEY_NAME_MAX];
     char *filebuf = NULL;
+    int have_file;
     int slot;
     int i;
     int rc;
@@ -104,22 +215,24 @@ int gs_config_load(struct gs_config *cfg, gs_getenv_fn getenv_fn, void *ctx, cha
         return -1;
     }
     set_defaults(&tmp);
+    set_defaults(&envcfg);
     memset(&env, 0, sizeof(env));
     for (slot = 0; slot < GS_KEY_COUNT; slot++) {
         gs_key_name(slot, name, sizeof(name));
         env.val[slot] = getenv_fn(name, ctx);
     }
-    if (env.val[GS_KEY_CONFIG] != NULL) {
-        if (env.val[GS_KEY_CONFIG][0] == '\0')
-            return gs_cfg_fail(err, errlen, &env, GS_KEY_CONFIG, "empty value");
-        rc = gs_config_file_read(env.val[GS_KEY_CONFIG], &filebuf, &file, err, errlen);
-        if (rc == 0)
-            rc = apply_layer(&tmp, &file, err, errlen);
-        free(filebuf);
-        if (rc != 0)
-            return -1;
-    }
-    if (apply_layer(&tmp, &env, err, errlen) != 0)
+    have_file = env.val[GS_KEY_CONFIG] != NULL;
+    if (have_file && env.val[GS_KEY_CONFIG][0] == '\0')
+        return gs_cfg_fail(err, errlen, &env, GS_KEY_CONFIG, "empty value");
+    rc = have_file ? gs_config_file_read(env.val[GS_KEY_CONFIG], &filebuf, &file, err, errlen) : 0;
+    if (rc == 0 && have_file)
+        rc = apply_layer(&tmp, &file, err, errlen);
+    if (rc == 0)
+        rc = apply_layer(&envcfg, &env, err, errlen);
+    if (rc == 0) /* the file's text must live until here: messages quote it */
+        rc = merge_env(&tmp, &envcfg, &env, have_file ? &file : NULL, err, errlen);
+    free(filebuf);
+    if (rc != 0)
         return -1;
     for (i = 0; i < GS_MAX_DEVICES; i++)
         if (tmp.mem_limit[i] != 0 || tmp.sm_limit[i] != 0)

@@ -54,6 +54,19 @@ int gs_cfg_parse_log_level(const char *v, const struct gs_cfg_key *k, void *dst,
 int gs_cfg_parse_ctx_overhead(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
 int gs_cfg_parse_milli(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
 
+/* The order of the parsers whose keys are limits (GS_AUTH_LIMIT): gs_cfg_rank_fn and
+ * gs_cfg_show_fn over what the parser stores. */
+uint64_t gs_cfg_rank_mem_limit(const void *elem); /* 0: no limit */
+uint64_t gs_cfg_rank_hami_sm(const void *elem);   /* 0: no limit */
+uint64_t gs_cfg_rank_uint(const void *elem);      /* 0: no limit */
+uint64_t gs_cfg_rank_core_policy(const void *elem); /* disable is looser than default and force */
+uint64_t gs_cfg_rank_managed(const void *elem);   /* ignore is looser than count */
+void gs_cfg_show_mem_limit(const void *elem, char *buf, size_t len);
+void gs_cfg_show_hami_sm(const void *elem, char *buf, size_t len);
+void gs_cfg_show_uint(const void *elem, char *buf, size_t len);
+void gs_cfg_show_core_policy(const void *elem, char *buf, size_t len);
+void gs_cfg_show_managed(const void *elem, char *buf, size_t len);
+
 /* Suggests the known name closest to name (edit distance <= 2) or returns NULL. */
 const char *gs_cfg_suggest(const char *name, size_t len, char *buf, size_t buflen);
 

@@ -5,12 +5,13 @@
 #define GPUSLICE_CONFIG_KEYS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 
 enum gs_key_slot {
-#define GS_DEVICE_KEY(id, name, parser, lo, hi, field, owner) GS_KEY_##id, GS_KEY_##id##_LAST = GS_KEY_##id + GS_MAX_DEVICES,
-#define GS_KEY(id, name, parser, lo, hi, field, owner) GS_KEY_##id,
+#define GS_DEVICE_KEY(id, name, parser, lo, hi, field, auth, owner) GS_KEY_##id, GS_KEY_##id##_LAST = GS_KEY_##id + GS_MAX_DEVICES,
+#define GS_KEY(id, name, parser, lo, hi, field, auth, owner) GS_KEY_##id,
 #define GS_CONFIG_KEY(id, name, owner) GS_KEY_##id,
 #include "config_keys.def"
     GS_KEY_COUNT
@@ -27,6 +28,14 @@ enum gs_key_slot {
 
 struct gs_cfg_key;
 
+/* Who has the last word over a field when a config file is in use (config_keys.def). */
+enum gs_cfg_auth { GS_AUTH_LIMIT = 0, GS_AUTH_NODE, GS_AUTH_ENV };
+
+/* How loose a stored limit is (higher: the tenant may use more; UINT64_MAX: no limit),
+ * and the same value as text for a message. */
+typedef uint64_t (*gs_cfg_rank_fn)(const void *elem);
+typedef void (*gs_cfg_show_fn)(const void *elem, char *buf, size_t len);
+
 /* Parses v and stores it at dst (the key's field, or one element of it); 0, or -1 with
  * a reason (not naming the value) in why. */
 typedef int (*gs_cfg_parse_fn)(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
@@ -39,6 +48,9 @@ struct gs_cfg_key {
     unsigned lo, hi;      /* the parser's bounds, where it takes any */
     size_t offset;        /* of the field in struct gs_config */
     size_t size;          /* of the field, or of one element of a per-device field */
+    enum gs_cfg_auth auth;
+    gs_cfg_rank_fn rank;  /* GS_AUTH_LIMIT only, else NULL */
+    gs_cfg_show_fn show;  /* GS_AUTH_LIMIT only, else NULL */
 };
 
 /* Every configuration key, in the table's order (the order of precedence within one

@@ -261,3 +261,87 @@ int gs_cfg_parse_milli(const char *v, const struct gs_cfg_key *k, void *dst, cha
     memcpy(dst, &out, sizeof out);
     return 0;
 }
+
+/* Ranks and texts of limits, for the ceiling check of gs_config_load. */
+
+uint64_t gs_cfg_rank_mem_limit(const void *elem)
+{
+    uint64_t v;
+
+    memcpy(&v, elem, sizeof v);
+    return v != 0 ? v : UINT64_MAX;
+}
+
+uint64_t gs_cfg_rank_uint(const void *elem)
+{
+    unsigned v;
+
+    memcpy(&v, elem, sizeof v);
+    return v != 0 ? v : UINT64_MAX;
+}
+
+uint64_t gs_cfg_rank_hami_sm(const void *elem)
+{
+    return gs_cfg_rank_uint(elem);
+}
+
+uint64_t gs_cfg_rank_core_policy(const void *elem)
+{
+    int w;
+
+    memcpy(&w, elem, sizeof w);
+    return w == GS_CORE_POLICY_DISABLE; /* default and force both enforce the limit */
+}
+
+uint64_t gs_cfg_rank_managed(const void *elem)
+{
+    int w;
+
+    memcpy(&w, elem, sizeof w);
+    return w == GS_MANAGED_IGNORE;
+}
+
+void gs_cfg_show_mem_limit(const void *elem, char *buf, size_t len)
+{
+    uint64_t v;
+
+    memcpy(&v, elem, sizeof v);
+    if (v == 0)
+        snprintf(buf, len, "no limit");
+    else
+        gs_format_size(v, buf, len);
+}
+
+void gs_cfg_show_uint(const void *elem, char *buf, size_t len)
+{
+    unsigned v;
+
+    memcpy(&v, elem, sizeof v);
+    if (v == 0)
+        snprintf(buf, len, "no limit");
+    else
+        snprintf(buf, len, "%u", v);
+}
+
+void gs_cfg_show_hami_sm(const void *elem, char *buf, size_t len)
+{
+    gs_cfg_show_uint(elem, buf, len);
+}
+
+static void show_word(const void *elem, const char *const *words, int n, char *buf, size_t len)
+{
+    int w;
+
+    memcpy(&w, elem, sizeof w);
+    snprintf(buf, len, "%s", w >= 0 && w < n ? words[w] : "?");
+}
+
+void gs_cfg_show_core_policy(const void *elem, char *buf, size_t len)
+{
+    show_word(elem, gs_policy_words, 3, buf, len);
+}
+
+void gs_cfg_show_managed(const void *elem, char *buf, size_t len)
+{
+    show_word(elem, gs_managed_words, 2, buf, len);
+}

@@ -218,6 +218,31 @@ static void test_names_round_trip(void **state)
     }
 }
 
+/* The merge decides per field, so keys sharing a field must agree on who decides it;
+ * every limit can be ordered and shown. */
+static void test_field_authority_is_consistent(void **state)
+{
+    size_t i;
+    size_t j;
+
+    (void)state;
+    for (i = 0; i < gs_cfg_nkeys; i++) {
+        const struct gs_cfg_key *a = &gs_cfg_keys[i];
+
+        if (a->parse == NULL)
+            continue;
+        assert_int_equal(a->auth == GS_AUTH_LIMIT, a->rank != NULL && a->show != NULL);
+        for (j = 0; j < gs_cfg_nkeys; j++) {
+            const struct gs_cfg_key *b = &gs_cfg_keys[j];
+
+            if (b->parse != NULL && b->offset == a->offset) {
+                if (b->auth != a->auth || b->per_device != a->per_device || b->size != a->size)
+                    fail_msg("%s and %s share a field but not its authority or shape", a->name, b->name);
+            }
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -225,6 +250,7 @@ int main(void)
         cmocka_unit_test(test_every_use_is_in_the_table),
         cmocka_unit_test(test_no_stale_other_keys),
         cmocka_unit_test(test_names_round_trip),
+        cmocka_unit_test(test_field_authority_is_consistent),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
