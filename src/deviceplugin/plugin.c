@@ -196,6 +196,7 @@ static int build_response(struct gs_plugin *p, const struct gs_node_view *v, cha
     add_env(b, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
     add_env(b, "GPUSLICE_REGION", GS_STATEDIR_CONTAINER_REGION);
     add_env(b, "GPUSLICE_CONFIG", GS_STATEDIR_CONTAINER_CONFIG);
+    add_env(b, "GPUSLICE_LEDGER_DIR", GS_STATEDIR_CONTAINER_LEDGER);
     int code = gs_agent_alloc_dirs(p->state_root, ids, n, &b->dirs, msg, msglen);
     if (code)
         return code;
