@@ -38,6 +38,7 @@ gs_engine *gs_engine_new(gs_policy_kind kind)
         return NULL;
     e->kind = kind;
     gs_frag_init(&e->frag);
+    gs_typical_init(&e->typical);
     gs_cache_init(&e->cache);
     return e;
 }
@@ -47,6 +48,8 @@ void gs_engine_free(gs_engine *e)
     if (!e)
         return;
     gs_frag_free(&e->frag);
+    gs_typical_free(&e->typical);
+    gs_memo_free(&e->fgd_memo);
     gs_cache_free(&e->cache);
     free(e);
 }
@@ -54,6 +57,9 @@ void gs_engine_free(gs_engine *e)
 int gs_engine_add_workload(gs_engine *e, const gs_request *r, double weight)
 {
     gs_cache_invalidate(&e->cache);
+    gs_memo_clear(&e->fgd_memo);
+    if (gs_typical_add(&e->typical, r, weight) != 0)
+        return -1;
     return gs_frag_add(&e->frag, r, weight);
 }
 
@@ -67,13 +73,25 @@ static double score_candidate(gs_engine *e, const gs_node *n, const gs_request *
                               const gs_candidate *c)
 {
     switch (e->kind) {
+    case GS_POLICY_BINPACK:
+        return gs_score_binpack(n, r, c);
+    case GS_POLICY_BESTFIT:
+        return gs_score_bestfit(n, r);
     case GS_POLICY_FGD:
         return gs_score_fgd(e, n, r, c);
     case GS_POLICY_FRAGLOOK:
         return gs_score_fraglook(e, n, r, c);
     default:
-        return gs_score_basic(e->kind, n, r, c);
+        return gs_score_spread(n, r, c);
     }
+}
+
+/* Whether candidate a beats candidate b of equal score. fgd, like the
+ * artifact, keeps the lowest GPU index; the others keep the first (the
+ * tightest) candidate. */
+static bool wins_tie(gs_policy_kind kind, const gs_candidate *a, const gs_candidate *b)
+{
+    return kind == GS_POLICY_FGD && a->num_gpus > 0 && a->gpus[0] < b->gpus[0];
 }
 
 bool gs_engine_score_node(gs_engine *e, const gs_cluster *c, size_t idx, const gs_request *r,
@@ -87,11 +105,15 @@ bool gs_engine_score_node(gs_engine *e, const gs_cluster *c, size_t idx, const g
         return false;
     gs_candidate cands[GS_MAX_CANDIDATES];
     int count = gs_candidates(n, r, rep.gpu, cands, GS_MAX_CANDIDATES);
+    /* The artifact's bestfit and binpack always take the tightest GPUs. */
+    if (count > 1 && (e->kind == GS_POLICY_BESTFIT || e->kind == GS_POLICY_BINPACK))
+        count = 1;
     int best = -1;
     double best_score = 0.0;
     for (int i = 0; i < count; i++) {
         double s = score_candidate(e, n, r, &cands[i]);
-        if (best < 0 || s > best_score) {
+        if (best < 0 || s > best_score ||
+            (s == best_score && wins_tie(e->kind, &cands[i], &cands[best]))) {
             best = i;
             best_score = s;
         }

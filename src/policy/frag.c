@@ -12,9 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MEMO_INITIAL (1u << 14)
-#define MEMO_LIMIT (1u << 20)
-
 void gs_frag_init(gs_frag_model *m)
 {
     memset(m, 0, sizeof(*m));
@@ -25,16 +22,14 @@ void gs_frag_free(gs_frag_model *m)
     for (int i = 0; i < m->num_groups; i++)
         free(m->groups[i].subs);
     free(m->groups);
-    free(m->memo);
+    gs_memo_free(&m->memo);
     memset(m, 0, sizeof(*m));
 }
 
 static void memo_clear(gs_frag_model *m)
 {
     m->terminal_ready = false;
-    if (m->memo)
-        memset(m->memo, 0, m->memo_cap * sizeof(*m->memo));
-    m->memo_used = 0;
+    gs_memo_clear(&m->memo);
 }
 
 static gs_frag_group *find_group(gs_frag_model *m, const gs_request *r)
@@ -164,76 +159,14 @@ static double frag_compute(const gs_frag_model *m, const gs_view *v)
     return sum / m->total_weight;
 }
 
-/* Order GPUs so that equal node states give equal memo keys. */
-static void canonical(const gs_view *in, gs_view *out)
+static double frag_compute_cb(const void *ctx, const gs_view *v)
 {
-    *out = *in;
-    for (int i = 1; i < out->num_gpus; i++) {
-        int32_t f = out->gpu_free[i];
-        bool idle = out->gpu_idle[i];
-        int j = i - 1;
-        while (j >= 0 && (out->gpu_free[j] < f || (out->gpu_free[j] == f && out->gpu_idle[j] < idle))) {
-            out->gpu_free[j + 1] = out->gpu_free[j];
-            out->gpu_idle[j + 1] = out->gpu_idle[j];
-            j--;
-        }
-        out->gpu_free[j + 1] = f;
-        out->gpu_idle[j + 1] = idle;
-    }
-}
-
-static uint64_t hash_bytes(const void *p, size_t len)
-{
-    const unsigned char *b = p;
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < len; i++) {
-        h ^= b[i];
-        h *= 1099511628211ull;
-    }
-    return h ^ (h >> 29);
-}
-
-static bool memo_grow(gs_frag_model *m)
-{
-    size_t cap = m->memo_cap ? m->memo_cap * 2 : MEMO_INITIAL;
-    if (cap > MEMO_LIMIT) {
-        memo_clear(m); /* bounded memory: start over rather than grow */
-        return m->memo != NULL;
-    }
-    gs_frag_memo_slot *fresh = calloc(cap, sizeof(*fresh));
-    if (!fresh)
-        return false;
-    for (size_t i = 0; i < m->memo_cap; i++) {
-        if (!m->memo[i].used)
-            continue;
-        size_t at = m->memo[i].hash & (cap - 1);
-        while (fresh[at].used)
-            at = (at + 1) & (cap - 1);
-        fresh[at] = m->memo[i];
-    }
-    free(m->memo);
-    m->memo = fresh;
-    m->memo_cap = cap;
-    return true;
+    return frag_compute(ctx, v);
 }
 
 double gs_frag_of(gs_frag_model *m, const gs_view *v)
 {
-    gs_view key;
-    canonical(v, &key);
-    if ((m->memo_used + 1) * 2 > m->memo_cap && !memo_grow(m))
-        return frag_compute(m, &key);
-    uint64_t h = hash_bytes(&key, sizeof(key));
-    size_t at = h & (m->memo_cap - 1);
-    while (m->memo[at].used) {
-        if (m->memo[at].hash == h && memcmp(&m->memo[at].key, &key, sizeof(key)) == 0)
-            return m->memo[at].value;
-        at = (at + 1) & (m->memo_cap - 1);
-    }
-    double value = frag_compute(m, &key);
-    m->memo[at] = (gs_frag_memo_slot){.hash = h, .key = key, .value = value, .used = true};
-    m->memo_used++;
-    return value;
+    return gs_memo_get(&m->memo, v, frag_compute_cb, m);
 }
 
 /* Chance that a gap is filled at all grows with the share of pods that fit

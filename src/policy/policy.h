@@ -135,10 +135,10 @@ gs_reject gs_filter_explain(const gs_node *n, const gs_request *r, gs_filter_rep
 /* ---- policies and decisions --------------------------------------------- */
 
 typedef enum gs_policy_kind {
-    GS_POLICY_BINPACK = 0, /* fullest node and GPU first */
+    GS_POLICY_BINPACK = 0, /* FGD artifact's GpuPacking: shared GPUs, then used nodes */
     GS_POLICY_SPREAD,      /* emptiest node and GPU first */
-    GS_POLICY_BESTFIT,     /* least leftover CPU+memory+GPU after placement */
-    GS_POLICY_FGD,         /* baseline: least growth of expected fragmentation */
+    GS_POLICY_BESTFIT,     /* FGD artifact's BestFit: least CPU+GPU left after placement */
+    GS_POLICY_FGD,         /* FGD artifact's scorer: least growth of fragmentation */
     GS_POLICY_FRAGLOOK,    /* ours: fragmentation with stranding, scarcity and lookahead */
     GS_POLICY_COUNT
 } gs_policy_kind;

@@ -30,9 +30,57 @@ typedef struct gs_view {
 void gs_view_of(const gs_node *n, gs_view *v);
 void gs_view_place(gs_view *v, const gs_node *n, const gs_request *r, const gs_candidate *cand);
 
-/* Simple scorers (binpack, spread, best-fit); higher is better. */
-double gs_score_basic(gs_policy_kind kind, const gs_node *n, const gs_request *r,
-                      const gs_candidate *cand);
+/* Scorers of the policies that need no workload model; higher is better.
+ * bestfit and binpack are the FGD artifact's BestFit and GpuPacking: an
+ * integer node score that does not depend on the GPU choice, which is the
+ * tightest GPU(s) that fit (the engine offers them the first candidate). */
+double gs_score_spread(const gs_node *n, const gs_request *r, const gs_candidate *cand);
+double gs_score_bestfit(const gs_node *n, const gs_request *r);
+double gs_score_binpack(const gs_node *n, const gs_request *r, const gs_candidate *tightest);
+
+/* ---- memo of a value per node state ------------------------------------- */
+
+typedef struct gs_memo_slot {
+    uint64_t hash;
+    gs_view key;
+    double value;
+    bool used;
+} gs_memo_slot;
+
+typedef struct gs_memo {
+    gs_memo_slot *slots;
+    size_t cap, used;
+} gs_memo;
+
+typedef double (*gs_memo_fn)(const void *ctx, const gs_view *v);
+
+void gs_memo_clear(gs_memo *m);
+void gs_memo_free(gs_memo *m);
+/* The value of compute(ctx, v), from the memo when this state was seen. */
+double gs_memo_get(gs_memo *m, const gs_view *v, gs_memo_fn compute, const void *ctx);
+
+/* ---- the FGD artifact's typical pods ------------------------------------ */
+
+typedef struct gs_typical {
+    int64_t cpu_milli;
+    int32_t num_gpus, gpu_milli; /* 0, 0 for a CPU-only pod */
+    bool any_model;
+    uint32_t model_mask;
+    double count;                /* weight in the workload */
+    double share;                /* of the chosen shapes, summing to 1 */
+} gs_typical;
+
+typedef struct gs_typical_set {
+    gs_typical *items; /* after gs_typical_build: most popular first */
+    int count, cap;
+    int chosen;        /* items[0..chosen) are typical; 0 = not built yet */
+} gs_typical_set;
+
+void gs_typical_init(gs_typical_set *t);
+void gs_typical_free(gs_typical_set *t);
+int gs_typical_add(gs_typical_set *t, const gs_request *r, double weight);
+/* Chooses the typical shapes (idempotent until the next add); returns how many. */
+int gs_typical_build(gs_typical_set *t);
 
 /* ---- expected-workload fragmentation ------------------------------------ */
 
@@ -51,13 +99,6 @@ typedef struct gs_frag_group {
     int num_subs, cap_subs;
 } gs_frag_group;
 
-typedef struct gs_frag_memo_slot {
-    uint64_t hash;
-    gs_view key;
-    double value;
-    bool used;
-} gs_frag_memo_slot;
-
 typedef struct gs_frag_model {
     gs_frag_group *groups;
     int num_groups, cap_groups;
@@ -69,8 +110,7 @@ typedef struct gs_frag_model {
     double sum_cpu_milli, sum_mem_mib;  /* over all requests */
     /* weight of GPU requests restricted to a model list that includes model i */
     double constrained[GS_MAX_MODELS];
-    gs_frag_memo_slot *memo;
-    size_t memo_cap, memo_used;
+    gs_memo memo;
     bool terminal_ready;
     double terminal[GS_MILLI_PER_GPU + 1]; /* see gs_frag_terminal */
 } gs_frag_model;
@@ -93,11 +133,16 @@ double gs_frag_terminal(gs_frag_model *m, int32_t free_milli);
 
 struct gs_engine {
     gs_policy_kind kind;
-    gs_frag_model frag;
+    gs_frag_model frag;       /* fraglook's workload model */
+    gs_typical_set typical;   /* fgd's workload model */
+    gs_memo fgd_memo;         /* fgd's fragmentation per node state */
     gs_score_cache cache;
 };
 
-/* Fragmentation-policy scorers; higher is better. */
+/* The FGD artifact's fragmentation of a node state against the typical pods. */
+double gs_fgd_frag(gs_engine *e, const gs_view *v);
+/* Fragmentation-policy scorers; higher is better. fgd's is the artifact's
+ * integer score, int(100 * sigmoid(fragmentation decrease / 1000)). */
 double gs_score_fgd(gs_engine *e, const gs_node *n, const gs_request *r, const gs_candidate *cand);
 double gs_score_fraglook(gs_engine *e, const gs_node *n, const gs_request *r,
                          const gs_candidate *cand);
