@@ -1,9 +1,10 @@
-/* Decision-latency benchmark: a synthetic 10 000-node, 80 000-GPU cluster
- * (8 GPUs, 96 cores, 384 GiB per node) pre-filled at random to a target
- * GPU utilisation with an openb-like pod mix, then timed over a stream of
- * decisions. Prints measured percentiles; asserts nothing.
+/* Decision-latency benchmark: a 10 000-node cluster, either uniform (8
+ * GPUs, 96 cores, 384 GiB per node) or a node list such as openb's tiled to
+ * that size (its mix of 1, 2, 4 and 8 GPUs of 7 models), pre-filled at
+ * random to a target GPU utilisation with an openb-like pod mix, then timed
+ * over a stream of decisions. Prints measured percentiles; asserts nothing.
  *
- * usage: gpuslice-bench-decision [POLICY] [NODES] [FILL_PCT] [DECISIONS] */
+ * usage: gpuslice-bench-decision [POLICY] [NODES] [FILL_PCT] [DECISIONS] [NODE_LIST.csv] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 
 #include "policy.h"
 #include "rng.h"
+#include "trace_csv.h"
 
 /* openb-like mix: (weight, num_gpus, gpu_milli, cpu_milli, mem_mib). */
 static const struct {
@@ -86,15 +88,33 @@ int main(int argc, char **argv)
     int fill_pct = argc > 3 ? atoi(argv[3]) : 70;
     int decisions = argc > 4 ? atoi(argv[4]) : 2000;
     if (nodes <= 0 || fill_pct < 0 || fill_pct > 100 || decisions <= 0) {
-        fprintf(stderr, "usage: %s [POLICY] [NODES] [FILL_PCT] [DECISIONS]\n", argv[0]);
+        fprintf(stderr, "usage: %s [POLICY] [NODES] [FILL_PCT] [DECISIONS] [NODE_LIST.csv]\n",
+                argv[0]);
         return 2;
     }
     gs_cluster c;
     gs_cluster_init(&c);
-    int model = gs_cluster_model(&c, "G2");
-    for (int i = 0; i < nodes; i++)
-        if (gs_cluster_add_node(&c, NULL, 96000, 393216, model, 8, GS_MILLI_PER_GPU) < 0)
+    if (argc > 5) { /* a node list, repeated until there are enough nodes */
+        char err[1400];
+        if (trace_load_nodes(argv[5], &c, err, sizeof(err)) != 0) {
+            fprintf(stderr, "bench: %s\n", err);
             return 1;
+        }
+        size_t base = c.num_nodes;
+        while (c.num_nodes > (size_t)nodes)
+            c.num_nodes--;
+        for (size_t i = 0; c.num_nodes < (size_t)nodes; i++) {
+            gs_node n = c.nodes[i % base];
+            if (gs_cluster_add_node(&c, n.name, n.cpu_total_milli, n.mem_total_mib, n.model,
+                                    n.num_gpus, GS_MILLI_PER_GPU) < 0)
+                return 1;
+        }
+    } else {
+        int model = gs_cluster_model(&c, "G2");
+        for (int i = 0; i < nodes; i++)
+            if (gs_cluster_add_node(&c, NULL, 96000, 393216, model, 8, GS_MILLI_PER_GPU) < 0)
+                return 1;
+    }
     sim_rng rng;
     sim_rng_seed(&rng, 42);
     prefill(&c, &rng, fill_pct / 100.0);

@@ -2,38 +2,59 @@
 """Plot `gpuslice sim` curves: mean allocated GPU share vs arrived GPU request,
 one panel per pod list, one line per policy (shaded band = min..max over seeds).
 
-usage: plot_sim.py CURVES.csv OUT.png
+usage: plot_sim.py CURVES.csv OUT.png [SEEDS]
+
+SEEDS (optional) is how many seeds the run had; the title says how many seeds
+each curve averages either way. Errors are reported in one line, without a
+traceback, and exit with status 1 (2 for a usage error).
 """
 import csv
 import math
 import sys
 from collections import defaultdict
 
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+class PlotError(Exception):
+    pass
 
 
 def load(path):
     data = defaultdict(lambda: defaultdict(list))  # (workload, policy) -> pct -> [alloc]
-    with open(path, newline="") as fh:
-        for row in csv.DictReader(fh):
-            key = (row["workload"], row["policy"])
-            data[key][int(row["arrived_pct"])].append(float(row["alloc_pct"]))
-    return data
-
-
-def main(argv):
-    if len(argv) != 3:
-        sys.stderr.write(__doc__)
-        return 2
-    data = load(argv[1])
+    seeds = defaultdict(set)                       # (workload, policy) -> {seed}
+    try:
+        with open(path, newline="") as fh:
+            reader = csv.DictReader(fh)
+            need = {"workload", "policy", "seed", "arrived_pct", "alloc_pct"}
+            if not reader.fieldnames or not need <= set(reader.fieldnames):
+                raise PlotError(f"{path}: not a gpuslice sim CSV (columns {sorted(need)} expected)")
+            for line, row in enumerate(reader, start=2):
+                try:
+                    key = (row["workload"], row["policy"])
+                    data[key][int(row["arrived_pct"])].append(float(row["alloc_pct"]))
+                    seeds[key].add(row["seed"])
+                except (TypeError, ValueError) as err:
+                    raise PlotError(f"{path}:{line}: bad row ({err})") from None
+    except OSError as err:
+        raise PlotError(f"cannot read {path}: {err.strerror}") from None
     if not data:
-        sys.stderr.write(f"plot_sim.py: {argv[1]} has no rows\n")
-        return 1
+        raise PlotError(f"{path} has no rows")
+    return data, seeds
+
+
+def plot(data, seeds, out, run_seeds):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise PlotError("matplotlib is not installed for this Python "
+                        "(Debian: apt-get install python3-matplotlib; or pass --python)") from None
     workloads = sorted({w for w, _ in data})
     policies = sorted({p for _, p in data})
+    counts = sorted({len(s) for s in seeds.values()})
+    n = counts[0] if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    if run_seeds is not None and len(counts) == 1 and counts[0] != run_seeds:
+        n = f"{counts[0]} of {run_seeds}"
     cols = min(3, len(workloads))
     rows = math.ceil(len(workloads) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.0 * rows), squeeze=False)
@@ -56,8 +77,30 @@ def main(argv):
         ax.legend(fontsize=7, loc="lower right")
     for ax in list(axes.flat)[len(workloads):]:
         ax.axis("off")
+    band = "" if counts == [1] else "; band = min..max over seeds"
+    fig.suptitle(f"gpuslice sim: mean of {n} seed{'s' if counts != [1] else ''} per curve{band}",
+                 fontsize=11)
     fig.tight_layout()
-    fig.savefig(argv[2], dpi=110)
+    try:
+        fig.savefig(out, dpi=110)
+    except OSError as err:
+        raise PlotError(f"cannot write {out}: {err.strerror}") from None
+
+
+def main(argv):
+    if len(argv) not in (3, 4):
+        sys.stderr.write(__doc__)
+        return 2
+    try:
+        run_seeds = int(argv[3]) if len(argv) == 4 else None
+        data, seeds = load(argv[1])
+        plot(data, seeds, argv[2], run_seeds)
+    except ValueError:
+        sys.stderr.write(f"plot_sim.py: SEEDS must be a number, not '{argv[3]}'\n")
+        return 2
+    except PlotError as err:
+        sys.stderr.write(f"plot_sim.py: {err}\n")
+        return 1
     return 0
 
 

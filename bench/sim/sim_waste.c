@@ -3,14 +3,16 @@
  * sizes on each GPU, with the compute each group leaves unused. A research
  * aid for docs/scheduling.md, not part of the product.
  *
- * usage: gpuslice-sim-waste NODES.csv PODS.csv POLICY SEED [LOAD]
+ * usage: gpuslice-sim-waste NODES.csv PODS.csv[+cpuX] POLICY SEED [LOAD]
  * POLICY "order" prints the arrival sequence instead (num_gpus gpu_milli
- * cpu_milli mem_mib per line), the input of bench/sim/oracle_bound.py. */
+ * cpu_milli mem_mib per line), the input of bench/sim/oracle_bound.py and
+ * bench/sim/resource_bound.py. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_mix.h"
 #include "protocol.h"
 #include "trace_csv.h"
 
@@ -50,7 +52,14 @@ int main(int argc, char **argv)
     gs_cluster_init(&c);
     trace_pods pods;
     gs_policy_kind kind;
-    if (trace_load_nodes(argv[1], &c, err, sizeof(err)) || trace_load_pods(argv[2], &c, &pods, err, sizeof(err))) {
+    char path[1024];
+    double mix;
+    if (sim_cpu_mix_spec(argv[2], path, sizeof(path), &mix) != 0) {
+        fprintf(stderr, "bad pod list '%s' (PATH or PATH+cpuX)\n", argv[2]);
+        return 2;
+    }
+    if (trace_load_nodes(argv[1], &c, err, sizeof(err)) || trace_load_pods(path, &c, &pods, err, sizeof(err)) ||
+        (mix > 0.0 && sim_cpu_mix(&pods, mix, err, sizeof(err)))) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }

@@ -155,8 +155,23 @@ static bool score_cached(gs_engine *e, const gs_cluster *c, size_t i, const gs_r
     return true;
 }
 
+/* CPU and GPU totals of the cluster, kept until the cluster changes size. */
+static void note_totals(gs_engine *e, const gs_cluster *c)
+{
+    if (e->totals_of == c && e->totals_nodes == c->num_nodes)
+        return;
+    e->totals_of = c;
+    e->totals_nodes = c->num_nodes;
+    e->cluster_cpu_milli = 0.0;
+    for (size_t i = 0; i < c->num_nodes; i++)
+        e->cluster_cpu_milli += (double)c->nodes[i].cpu_total_milli;
+    e->cluster_gpu_milli = (double)gs_cluster_gpu_capacity(c);
+    gs_cache_invalidate(&e->cache);
+}
+
 bool gs_engine_decide(gs_engine *e, const gs_cluster *c, const gs_request *r, gs_placement *out)
 {
+    note_totals(e, c);
     bool found = false;
     double best = 0.0;
     gs_cache_entry *entries = gs_cache_lookup(&e->cache, c, r);

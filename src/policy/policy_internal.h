@@ -137,6 +137,11 @@ struct gs_engine {
     gs_typical_set typical;   /* fgd's workload model */
     gs_memo fgd_memo;         /* fgd's fragmentation per node state */
     gs_score_cache cache;
+    /* Cluster totals seen by the last decision (0 until one): fraglook
+     * compares them with the workload's CPU demand. */
+    const gs_cluster *totals_of;
+    size_t totals_nodes;
+    double cluster_cpu_milli, cluster_gpu_milli;
 };
 
 /* The FGD artifact's fragmentation of a node state against the typical pods. */

@@ -42,6 +42,11 @@
  * credit about 900 on default) shared pods break up idle GPUs that whole
  * pods needed and default falls to 95.8 % (sweep in docs/scheduling.md). */
 #define WHOLE_SHARE_CREDIT 700.0
+/* Above this CPU pressure CPU-only pods compete with GPU pods for CPU. */
+#define CPU_PRESSURE 0.95
+#ifndef W_THREAT
+#define W_THREAT 150.0
+#endif
 
 /* Free GPU compute beyond what the node's free CPU can feed, in milli-GPU. */
 static double cpu_stranded(const gs_frag_model *m, const gs_view *v)
@@ -62,6 +67,43 @@ static double cpu_stranded(const gs_frag_model *m, const gs_view *v)
             fed += shortfall * free_gpu / total_gpu;
     }
     return free_gpu > fed ? free_gpu - fed : 0.0;
+}
+
+/* How much more CPU the workload asks for, per GPU, than the cluster has:
+ * its CPU per milli-GPU requested times the cluster's GPUs, over the
+ * cluster's CPU. 0 when no decision has shown the cluster yet. */
+static double cpu_pressure(const gs_engine *e)
+{
+    const gs_frag_model *m = &e->frag;
+    if (m->sum_gpu_milli <= 0.0 || e->cluster_cpu_milli <= 0.0)
+        return 0.0;
+    return m->sum_cpu_milli / m->sum_gpu_milli * e->cluster_gpu_milli / e->cluster_cpu_milli;
+}
+
+/* Free GPU compute that the workload's CPU-only pods could strand here:
+ * for each CPU-only typical pod that still fits the node's free CPU, the
+ * GPU compute its CPU would have fed, weighted by its share. */
+static double cpu_pod_threat(gs_engine *e, const gs_view *v)
+{
+    const gs_frag_model *m = &e->frag;
+    if (m->gpu_pod_cpu_milli <= 0.0)
+        return 0.0;
+    double free_gpu = 0.0;
+    for (int i = 0; i < v->num_gpus; i++)
+        free_gpu += v->gpu_free[i];
+    if (free_gpu <= 0.0)
+        return 0.0;
+    double milli_per_cpu = m->sum_gpu_milli / m->gpu_pod_cpu_milli;
+    const gs_typical_set *t = &e->typical;
+    double sum = 0.0;
+    for (int k = 0; k < t->chosen; k++) {
+        const gs_typical *p = &t->items[k];
+        if (p->num_gpus != 0 || p->cpu_milli > v->cpu_free)
+            continue;
+        double fed = (double)p->cpu_milli * milli_per_cpu;
+        sum += p->share * (fed < free_gpu ? fed : free_gpu);
+    }
+    return sum;
 }
 
 static double terminal_waste(gs_frag_model *m, const gs_view *v)
@@ -92,7 +134,13 @@ double gs_score_fraglook(gs_engine *e, const gs_node *n, const gs_request *r,
     double credit = SEED_CREDIT;
     if (!gs_frag_model_wanted(m, n->model))
         credit += WHOLE_SHARE_CREDIT * gs_frag_whole_share(m);
-    return W_FRAG * (gs_frag_of(m, &before) - gs_frag_of(m, &after)) +
+    double threat = 0.0, pressure = cpu_pressure(e);
+    if (pressure > CPU_PRESSURE) {
+        gs_typical_build(&e->typical);
+        threat = W_THREAT * (pressure - CPU_PRESSURE) *
+                 (cpu_pod_threat(e, &before) - cpu_pod_threat(e, &after));
+    }
+    return threat + W_FRAG * (gs_frag_of(m, &before) - gs_frag_of(m, &after)) +
            W_STRAND * (cpu_stranded(m, &before) - cpu_stranded(m, &after)) +
            W_TERMINAL * (terminal_waste(m, &before) - terminal_waste(m, &after)) +
            credit * seeds_idle_gpu(n, r, cand);

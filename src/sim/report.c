@@ -38,6 +38,15 @@ report_stats report_alloc_stats(const sim_result *runs, int n, int k)
     return s;
 }
 
+/* "mean ± sd", or the value alone for one run (no spread to show). */
+static void format_stat(report_stats s, int runs, char *buf, size_t cap)
+{
+    if (runs > 1)
+        snprintf(buf, cap, "%.2f ± %.2f", s.mean, s.sd);
+    else
+        snprintf(buf, cap, "%.2f", s.mean);
+}
+
 void report_summary(FILE *out, const char *title_extra, int load_pct, const report_row *rows,
                     int num_rows)
 {
@@ -46,7 +55,7 @@ void report_summary(FILE *out, const char *title_extra, int load_pct, const repo
         fprintf(out, "%s\n\n", title_extra);
     fprintf(out,
             "Allocated GPU share (%% of capacity) when the arrived GPU request reaches 100 %% "
-            "and %d %% of capacity; mean ± sd over seeds.\n\n",
+            "and %d %% of capacity; mean ± sd over the seeds when there are several.\n\n",
             load_pct);
     fprintf(out, "| pod list | policy | seeds | alloc @100 %% | alloc @%d %% | failed pods | "
                  "s/seed | decision p99 µs |\n",
@@ -63,8 +72,10 @@ void report_summary(FILE *out, const char *title_extra, int load_pct, const repo
             p99 = fmax(p99, row->runs[s].decision_p99_us);
         }
         int n = row->num_runs > 0 ? row->num_runs : 1;
-        fprintf(out, "| %s | %s | %d | %.2f ± %.2f | %.2f ± %.2f | %.0f | %.2f | %.0f |\n",
-                row->workload, row->policy, row->num_runs, a.mean, a.sd, b.mean, b.sd,
-                failed / n, secs / n, p99);
+        char at100[32], atload[32];
+        format_stat(a, row->num_runs, at100, sizeof(at100));
+        format_stat(b, row->num_runs, atload, sizeof(atload));
+        fprintf(out, "| %s | %s | %d | %s | %s | %.0f | %.2f | %.0f |\n", row->workload,
+                row->policy, row->num_runs, at100, atload, failed / n, secs / n, p99);
     }
 }

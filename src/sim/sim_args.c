@@ -19,34 +19,39 @@ void sim_usage(FILE *out)
         "    gpuslice sim - replay a GPU cluster trace under scheduling policies\n"
         "\n"
         "SYNOPSIS\n"
-        "    gpuslice sim [--trace-dir DIR] [--nodes FILE] [--pods FILE[,FILE...]]\n"
+        "    gpuslice sim [--trace-dir DIR] [--nodes FILE] [--pods LIST[,LIST...]]\n"
         "                 [--policy NAME[,NAME...]] [--seeds A-B|A,B,...] [--load PCT]\n"
         "                 [--csv OUT] [--summary OUT] [--plot OUT.png] [--label TEXT]\n"
         "                 [--plot-script PATH] [--python PATH] [--quiet]\n"
         "\n"
         "DESCRIPTION\n"
-        "    Follows the FGD (USENIX ATC'23) protocol: keep every pod of the list, add\n"
-        "    pods sampled with replacement until the GPU request reaches PCT % of the\n"
-        "    cluster's GPU capacity, shuffle with the seed, schedule in order with no\n"
+        "    Follows the FGD artifact's protocol (USENIX ATC'23): shuffle the pod list with\n"
+        "    the seed, append pods sampled with replacement while the GPU request stays\n"
+        "    within PCT % of the cluster's GPU capacity (a list asking for more loses\n"
+        "    random pods), order the nodes at random, schedule in order with no\n"
         "    departures (a pod that fits nowhere is dropped). A pod's GPU request is\n"
         "    num_gpu x 1000 milli-GPU, or gpu_milli for a shared GPU. Node CPU and\n"
-        "    memory bind; gpu_spec restricts the GPU model. The allocated share is\n"
-        "    recorded when the arrived GPU request crosses each 1 % of capacity.\n"
-        "    A summary table (mean and sd over seeds at 100 % and PCT %) goes to stdout.\n"
+        "    memory bind; gpu_spec restricts the GPU model. The allocated share at k %\n"
+        "    is the mean over the pods whose arrival brings the GPU request to k % of\n"
+        "    capacity (rounded). A summary (mean and sd over seeds at 100 % and PCT %)\n"
+        "    goes to stdout.\n"
         "\n"
-        "OPTIONS\n"
+        "OPTIONS (--opt value or --opt=value)\n"
         "    --trace-dir DIR   directory of the openb CSVs (default: $GPUSLICE_TRACE_DIR,\n"
-        "                      else " GPUSLICE_TRACE_DIR ")\n"
+        "                      else ../shared/traces/openb beside the repository:\n"
+        "                      " GPUSLICE_TRACE_DIR ")\n"
         "    --nodes FILE      node list (default: DIR/openb_node_list_gpu_node.csv)\n"
-        "    --pods FILES      pod list(s), comma-separated; a name without '/' is taken\n"
-        "                      from DIR, '.csv' optional (default: openb_pod_list_default)\n"
+        "    --pods LISTS      pod lists, comma-separated: a short name (default,\n"
+        "                      gpushare40, ...) or file name in DIR, or a path with '/';\n"
+        "                      NAME+cpuX adds CPU-only pods sampled from the list until\n"
+        "                      their CPU is X times the list's own (default: default)\n"
         "    --policy NAMES    binpack, spread, bestfit, fgd, fraglook, or 'all'\n"
         "                      (default: all)\n"
         "    --seeds SPEC      seed range A-B or list A,B,C (default: 42-51)\n"
         "    --load PCT        arrived GPU request to reach, % of capacity (default 130)\n"
         "    --csv OUT         per-seed curves: workload,policy,seed,arrived_pct,alloc_pct\n"
         "    --summary OUT     also write the summary table (Markdown) to OUT\n"
-        "    --plot OUT.png    plot mean curves per policy (runs the plot script)\n"
+        "    --plot OUT.png    plot the mean curves per policy (runs the plot script)\n"
         "    --label TEXT      line put at the top of the summary (date, machine, commit)\n"
         "    --plot-script P   plot script (default: " GPUSLICE_PLOT_SCRIPT ")\n"
         "    --python PATH     Python with matplotlib (default: /usr/bin/python3)\n"
@@ -169,7 +174,7 @@ static void set_defaults(sim_args *a)
 int sim_args_parse(int argc, char **argv, sim_args *a, FILE *err)
 {
     set_defaults(a);
-    const char *pods = "openb_pod_list_default";
+    const char *pods = "default";
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
         if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) {
@@ -182,14 +187,29 @@ int sim_args_parse(int argc, char **argv, sim_args *a, FILE *err)
         }
         if (strncmp(flag, "--", 2) != 0)
             return usage_error(err, "unexpected argument", flag);
-        if (i + 1 >= argc)
+        /* --opt=value and --opt value alike. */
+        char name[64];
+        const char *v;
+        const char *eq = strchr(flag, '=');
+        if (eq) {
+            if ((size_t)(eq - flag) >= sizeof(name))
+                return usage_error(err, "unknown option", flag);
+            memcpy(name, flag, (size_t)(eq - flag));
+            name[eq - flag] = '\0';
+            flag = name;
+            v = eq + 1;
+        } else if (i + 1 >= argc) {
             return usage_error(err, "missing value for option", flag);
-        const char *v = argv[++i];
+        } else {
+            v = argv[++i];
+        }
         int bad = 0;
         if (strcmp(flag, "--trace-dir") == 0)
             bad = set_path(a->trace_dir, sizeof(a->trace_dir), v);
-        else if (strcmp(flag, "--nodes") == 0)
+        else if (strcmp(flag, "--nodes") == 0) {
             bad = set_path(a->nodes, sizeof(a->nodes), v);
+            a->nodes_given = !bad;
+        }
         else if (strcmp(flag, "--pods") == 0)
             pods = v;
         else if (strcmp(flag, "--policy") == 0)

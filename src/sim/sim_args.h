@@ -15,6 +15,7 @@
 typedef struct sim_args {
     char trace_dir[1024];
     char nodes[1024];
+    bool nodes_given;
     const char *pods[SIM_MAX_PODFILES];
     int num_pods_files;
     char pods_buf[8192];

@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cpu_mix.h"
 #include "protocol.h"
 #include "report.h"
 #include "sim_args.h"
@@ -29,47 +31,67 @@ static void progress_cb(void *ctx, size_t done, size_t total)
                 done, total);
 }
 
-/* "name" -> DIR/name.csv; anything with a '/' is used as given. */
-static void pod_path(const sim_args *a, const char *spec, char *path, size_t cap)
+/* Pod list prefix of the openb file names, left out of short names. */
+#define OPENB_POD_PREFIX "openb_pod_list_"
+
+static bool is_file(const char *path)
 {
-    if (strchr(spec, '/'))
-        snprintf(path, cap, "%s", spec);
-    else
-        snprintf(path, cap, "%s/%s%s", a->trace_dir, spec,
-                 strstr(spec, ".csv") ? "" : ".csv");
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* Workload label: file name without directory and ".csv". */
-static void workload_name(const char *path, char *out, size_t cap)
+/* "gpushare40" -> DIR/openb_pod_list_gpushare40.csv (or DIR/gpushare40.csv
+ * when that exists); anything with a '/' is used as given. */
+static void pod_path(const sim_args *a, const char *name, char *path, size_t cap)
+{
+    if (strchr(name, '/')) {
+        snprintf(path, cap, "%s", name);
+        return;
+    }
+    const char *ext = strstr(name, ".csv") ? "" : ".csv";
+    snprintf(path, cap, "%s/%s%s", a->trace_dir, name, ext);
+    if (!is_file(path) && strncmp(name, OPENB_POD_PREFIX, strlen(OPENB_POD_PREFIX)) != 0)
+        snprintf(path, cap, "%s/" OPENB_POD_PREFIX "%s%s", a->trace_dir, name, ext);
+}
+
+/* Workload label: the short list name (no directory, prefix or ".csv"),
+ * plus the mix suffix. */
+static void workload_name(const char *path, double mix, char *out, size_t cap)
 {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    size_t n = strlen(base) < cap - 1 ? strlen(base) : cap - 1;
-    memcpy(out, base, n);
-    out[n] = '\0';
-    char *dot = strstr(out, ".csv");
-    if (dot && dot[4] == '\0')
-        *dot = '\0';
+    if (strncmp(base, OPENB_POD_PREFIX, strlen(OPENB_POD_PREFIX)) == 0)
+        base += strlen(OPENB_POD_PREFIX);
+    size_t n = strlen(base);
+    if (n >= 4 && strcmp(base + n - 4, ".csv") == 0)
+        n -= 4;
+    if (mix > 0.0)
+        snprintf(out, cap, "%.*s+cpu%g", (int)n, base, mix);
+    else
+        snprintf(out, cap, "%.*s", (int)n, base);
 }
 
-static int run_plot(const sim_args *a)
+/* Runs the plot script on the curves; it says itself what went wrong. */
+static int run_plot(const sim_args *a, const char *csv, int seeds)
 {
+    char nseeds[16];
+    snprintf(nseeds, sizeof(nseeds), "%d", seeds);
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "gpuslice sim: fork for plot: %s\n", strerror(errno));
         return 1;
     }
     if (pid == 0) {
-        char *argv[] = {(char *)a->python, (char *)a->plot_script, (char *)a->csv, (char *)a->plot,
-                        NULL};
-        execv(a->python, argv);
+        char *argv[] = {(char *)a->python, (char *)a->plot_script, (char *)csv, (char *)a->plot,
+                        nseeds, NULL};
+        execvp(a->python, argv);
         fprintf(stderr, "gpuslice sim: cannot run %s: %s\n", a->python, strerror(errno));
         _exit(127);
     }
     int status;
     if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "gpuslice sim: plot script %s failed (needs matplotlib; see --python)\n",
-                a->plot_script);
+        fprintf(stderr, "gpuslice sim: no plot written: %s %s failed (the reason is above)\n",
+                a->python, a->plot_script);
         return 1;
     }
     return 0;
@@ -82,6 +104,8 @@ typedef struct sim_state {
     sim_result *runs; /* [file][policy][seed] */
     report_row *rows;
     FILE *csv;
+    const char *csv_path;  /* --csv, or tmp_csv for a plot without one */
+    char tmp_csv[64];
 } sim_state;
 
 static void state_free(sim_state *s)
@@ -93,12 +117,31 @@ static void state_free(sim_state *s)
     free(s->rows);
     if (s->csv)
         fclose(s->csv);
+    if (s->tmp_csv[0])
+        unlink(s->tmp_csv);
+}
+
+/* Where the trace comes from, for the message when it is missing. */
+static void trace_help(const sim_args *a)
+{
+    fprintf(stderr,
+            "gpuslice sim: no trace in %s\n"
+            "The openb trace (Alibaba cluster-trace-gpu-v2023, folder csv: openb_node_list_gpu_node.csv\n"
+            "and openb_pod_list_*.csv, published with the FGD paper, USENIX ATC'23) is expected in\n"
+            "../shared/traces/openb beside the repository. Copy it there, or point --trace-dir DIR or\n"
+            "$GPUSLICE_TRACE_DIR at a directory that has it.\n",
+            a->trace_dir);
 }
 
 static int load_inputs(const sim_args *a, sim_state *s)
 {
     char err[1400];
     gs_cluster_init(&s->cluster);
+    struct stat st;
+    if (!a->nodes_given && stat(a->trace_dir, &st) != 0) {
+        trace_help(a);
+        return 1;
+    }
     if (trace_load_nodes(a->nodes, &s->cluster, err, sizeof(err)) != 0) {
         fprintf(stderr, "gpuslice sim: %s\n", err);
         return 1;
@@ -108,11 +151,21 @@ static int load_inputs(const sim_args *a, sim_state *s)
         return 1;
     }
     for (int f = 0; f < a->num_pods_files; f++) {
-        char path[1400];
-        pod_path(a, a->pods[f], path, sizeof(path));
-        workload_name(path, s->names[f], sizeof(s->names[f]));
+        char name[1024], path[2304];
+        double mix;
+        if (sim_cpu_mix_spec(a->pods[f], name, sizeof(name), &mix) != 0) {
+            fprintf(stderr, "gpuslice sim: bad pod list '%s' (a list name, optionally with +cpuX, X > 1)\n",
+                    a->pods[f]);
+            return 2;
+        }
+        pod_path(a, name, path, sizeof(path));
+        workload_name(path, mix, s->names[f], sizeof(s->names[f]));
         if (trace_load_pods(path, &s->cluster, &s->pods[f], err, sizeof(err)) != 0) {
             fprintf(stderr, "gpuslice sim: %s\n", err);
+            return 1;
+        }
+        if (mix > 0.0 && sim_cpu_mix(&s->pods[f], mix, err, sizeof(err)) != 0) {
+            fprintf(stderr, "gpuslice sim: %s: %s\n", path, err);
             return 1;
         }
     }
@@ -183,11 +236,11 @@ static int write_outputs(const sim_args *a, sim_state *s)
         int bad = ferror(s->csv) | fclose(s->csv);
         s->csv = NULL;
         if (bad) {
-            fprintf(stderr, "gpuslice sim: writing %s failed\n", a->csv);
+            fprintf(stderr, "gpuslice sim: writing %s failed\n", s->csv_path);
             return 1;
         }
     }
-    return a->plot ? run_plot(a) : 0;
+    return a->plot ? run_plot(a, s->csv_path, a->num_seeds) : 0;
 }
 
 int gpuslice_sim_main(int argc, char **argv)
@@ -204,20 +257,27 @@ int gpuslice_sim_main(int argc, char **argv)
         free(a);
         return rc;
     }
-    if (a->plot && !a->csv) {
-        fputs("gpuslice sim: --plot needs --csv (the plot is drawn from it)\n"
-              "Try 'gpuslice sim --help'.\n",
-              stderr);
-        free(a);
-        return 2;
-    }
     sim_state s;
     memset(&s, 0, sizeof(s));
     rc = load_inputs(a, &s);
-    if (rc == 0 && a->csv) {
-        s.csv = fopen(a->csv, "w");
+    s.csv_path = a->csv;
+    if (rc == 0 && a->plot && !a->csv) { /* the plot is drawn from the curves */
+        snprintf(s.tmp_csv, sizeof(s.tmp_csv), "/tmp/gpuslice-sim-XXXXXX.csv");
+        int fd = mkstemps(s.tmp_csv, 4);
+        if (fd < 0) {
+            fprintf(stderr, "gpuslice sim: cannot create a file for the plot's curves: %s\n",
+                    strerror(errno));
+            s.tmp_csv[0] = '\0';
+            rc = 1;
+        } else {
+            close(fd);
+            s.csv_path = s.tmp_csv;
+        }
+    }
+    if (rc == 0 && s.csv_path) {
+        s.csv = fopen(s.csv_path, "w");
         if (!s.csv) {
-            fprintf(stderr, "gpuslice sim: cannot write %s: %s\n", a->csv, strerror(errno));
+            fprintf(stderr, "gpuslice sim: cannot write %s: %s\n", s.csv_path, strerror(errno));
             rc = 1;
         } else {
             report_csv_header(s.csv);
