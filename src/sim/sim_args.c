@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_mix.h"
+
 #ifndef GPUSLICE_TRACE_DIR
 #define GPUSLICE_TRACE_DIR "../shared/traces/openb"
 #endif
@@ -144,7 +146,10 @@ static int parse_pods(const char *spec, sim_args *a)
     a->num_pods_files = 0;
     char *save = NULL;
     for (char *tok = strtok_r(a->pods_buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (a->num_pods_files == SIM_MAX_PODFILES)
+        char name[1024];
+        double mix;
+        if (a->num_pods_files == SIM_MAX_PODFILES ||
+            sim_cpu_mix_spec(tok, name, sizeof(name), &mix) != 0)
             return -1;
         a->pods[a->num_pods_files++] = tok;
     }
@@ -247,7 +252,7 @@ int sim_args_parse(int argc, char **argv, sim_args *a, FILE *err)
         }
     }
     if (parse_pods(pods, a) != 0)
-        return usage_error(err, "bad value for --pods:", pods);
+        return usage_error(err, "bad value for --pods (LIST[+cpuX][,...], X > 1):", pods);
     if (!a->nodes[0] && snprintf(a->nodes, sizeof(a->nodes), "%s/openb_node_list_gpu_node.csv",
                                  a->trace_dir) >= (int)sizeof(a->nodes))
         return usage_error(err, "trace directory path too long:", a->trace_dir);

@@ -47,8 +47,14 @@ static void usage_errors_exit_2(void **state)
     assert_int_equal(RUN("sim", "--seeds", "4x"), 2);
     assert_int_equal(RUN("sim", "--load", "90"), 2);
     assert_int_equal(RUN("sim", "--nodes"), 2);
-    assert_int_equal(RUN("sim", "--plot", "x.png"), 2); /* needs --csv */
     assert_int_equal(RUN("sim", "stray"), 2);
+    /* --opt=value like --opt value */
+    assert_int_equal(RUN("sim", "--load=130", "--seeds=42-51", "--help"), 0);
+    assert_int_equal(RUN("sim", "--load=90"), 2);
+    assert_int_equal(RUN("sim", "--seeds=4x"), 2);
+    /* a CPU mix needs a factor above 1 */
+    assert_int_equal(RUN("sim", "--pods", "default+cpu0.5"), 2);
+    assert_int_equal(RUN("sim", "--pods", "default+cpu"), 2);
 }
 
 static char *write_temp(const char *text)
@@ -66,6 +72,7 @@ static void runtime_errors_exit_1(void **state)
 {
     (void)state;
     assert_int_equal(RUN("sim", "--nodes", "/nonexistent/nodes.csv", "--pods", "/nonexistent/p.csv"), 1);
+    assert_int_equal(RUN("sim", "--trace-dir", "/nonexistent/openb"), 1); /* says how to get it */
     char *nodes = write_temp("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\n");
     char *bad = write_temp("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,-5,1024,1,500\n");
     assert_int_equal(RUN("sim", "--nodes", nodes, "--pods", bad, "--quiet"), 1);
@@ -94,10 +101,20 @@ static void tiny_run_writes_outputs(void **state)
     int rows = 0;
     assert_non_null(fgets(line, sizeof(line), fp));
     assert_string_equal(line, "workload,policy,seed,arrived_pct,alloc_pct\n");
-    while (fgets(line, sizeof(line), fp))
+    int per_run[2][2] = {{0}};
+    while (fgets(line, sizeof(line), fp)) {
+        char pol[32];
+        int seed, pct;
+        double alloc;
+        assert_int_equal(sscanf(line, "%*[^,],%31[^,],%d,%d,%lf", pol, &seed, &pct, &alloc), 4);
+        assert_true(pct >= 1 && pct <= 131 && alloc >= 0.0 && alloc <= 100.0);
+        per_run[strcmp(pol, "fraglook") == 0][seed - 1]++;
         rows++;
+    }
     fclose(fp);
-    assert_int_equal(rows, 2 * 2 * 130); /* policies x seeds x milestones */
+    for (int p = 0; p < 2; p++) /* every policy x seed has curve points */
+        for (int k = 0; k < 2; k++)
+            assert_true(per_run[p][k] > 0);
     fp = fopen(md, "r");
     assert_non_null(fp);
     int table_rows = 0;
@@ -105,6 +122,11 @@ static void tiny_run_writes_outputs(void **state)
         table_rows += strstr(line, "| binpack |") != NULL || strstr(line, "| fraglook |") != NULL;
     fclose(fp);
     assert_int_equal(table_rows, 2);
+    /* A plot alone needs no --csv; a plot that cannot be drawn fails the run. */
+    assert_int_equal(RUN("sim", "--nodes", nodes, "--pods", pods, "--policy", "binpack", "--seeds",
+                         "1", "--plot", "/tmp/gs_sim_cli.png", "--python", "/nonexistent/python",
+                         "--quiet"),
+                     1);
     unlink(nodes);
     unlink(pods);
     unlink(csv);

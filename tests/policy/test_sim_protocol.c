@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "cpu_mix.h"
 #include "policy.h"
 #include "protocol.h"
 #include "trace_csv.h"
@@ -178,6 +179,43 @@ static void milestone_is_mean_of_its_events(void **state)
     free(m);
 }
 
+/* A CPU mix adds CPU-only pods drawn from the list's own until their CPU
+ * is the factor times the list's, and keeps every original pod. */
+static void cpu_mix_adds_cpu_only_pods(void **state)
+{
+    (void)state;
+    trace_pods tp = {.count = 3};
+    tp.pods = malloc(3 * sizeof(*tp.pods));
+    assert_non_null(tp.pods);
+    tp.pods[0] = pod(1, 500);
+    tp.pods[1] = pod(0, 0);
+    tp.pods[2] = pod(0, 0);
+    tp.pods[2].cpu_milli = 3000; /* CPU-only total 4000 */
+    char err[128];
+    assert_int_equal(sim_cpu_mix(&tp, 2.5, err, sizeof(err)), 0);
+    int64_t cpu = 0;
+    for (size_t i = 0; i < tp.count; i++) {
+        if (tp.pods[i].num_gpus == 0)
+            cpu += tp.pods[i].cpu_milli;
+        else
+            assert_int_equal(i, 0); /* no GPU pod added */
+    }
+    assert_true(cpu >= 10000 && cpu < 10000 + 3000);
+    trace_pods_free(&tp);
+    gs_request only_gpu = pod(1, 500);
+    trace_pods none = {.pods = &only_gpu, .count = 1};
+    assert_int_equal(sim_cpu_mix(&none, 2.0, err, sizeof(err)), -1);
+    char name[16];
+    double x;
+    assert_int_equal(sim_cpu_mix_spec("default+cpu2.5", name, sizeof(name), &x), 0);
+    assert_string_equal(name, "default");
+    assert_float_equal(x, 2.5, 0.0);
+    assert_int_equal(sim_cpu_mix_spec("default", name, sizeof(name), &x), 0);
+    assert_float_equal(x, 0.0, 0.0);
+    assert_int_equal(sim_cpu_mix_spec("default+cpu1", name, sizeof(name), &x), -1);
+    assert_int_equal(sim_cpu_mix_spec("default+cpu2x", name, sizeof(name), &x), -1);
+}
+
 static void milestones_monotone_and_bounded(void **state)
 {
     (void)state;
@@ -303,6 +341,7 @@ int main(void)
         cmocka_unit_test(arrived_rounds_half_to_even),
         cmocka_unit_test(milestones_exact_on_tiny_cluster),
         cmocka_unit_test(milestone_is_mean_of_its_events),
+        cmocka_unit_test(cpu_mix_adds_cpu_only_pods),
         cmocka_unit_test(milestones_monotone_and_bounded),
         cmocka_unit_test(pod_rows_parse_and_fail_by_field),
         cmocka_unit_test(loader_errors_name_file_and_line),
