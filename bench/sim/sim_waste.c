@@ -5,8 +5,7 @@
  *
  * usage: gpuslice-sim-waste NODES.csv PODS.csv[+cpuX] POLICY SEED [LOAD]
  * POLICY "order" prints the arrival sequence instead (num_gpus gpu_milli
- * cpu_milli mem_mib per line), the input of bench/sim/oracle_bound.py and
- * bench/sim/resource_bound.py. */
+ * cpu_milli mem_mib per line), the input of bench/sim/oracle_bound.py. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
