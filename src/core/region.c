@@ -37,52 +37,104 @@ static void init_region(struct gs_region *r)
     __atomic_store_n(&r->magic, GS_REGION_MAGIC, __ATOMIC_RELEASE);
 }
 
+static int terminated(const char *s, size_t len)
+{
+    return memchr(s, '\0', len) != NULL;
+}
+
+int gs_region_check(const struct gs_region *r, char *err, size_t errlen)
+{
+    uint64_t magic = __atomic_load_n(&r->magic, __ATOMIC_ACQUIRE);
+    if (magic != GS_REGION_MAGIC) {
+        snprintf(err, errlen, "is not a gpuslice region (magic %#llx)", (unsigned long long)magic);
+        return -1;
+    }
+    if (r->version != GS_REGION_VERSION || r->size != sizeof *r) {
+        snprintf(err, errlen, "has layout version %u and size %u, this build uses version %u and size %zu",
+                 r->version, r->size, GS_REGION_VERSION, sizeof *r);
+        return -1;
+    }
+    uint32_t nd = __atomic_load_n(&r->ndevices, __ATOMIC_ACQUIRE);
+    if (nd > GS_REGION_MAX_DEVICES || r->pad != 0 || !terminated(r->container, sizeof r->container)) {
+        snprintf(err, errlen, "has a corrupt header (%u devices, at most %d)", nd, GS_REGION_MAX_DEVICES);
+        return -1;
+    }
+    for (uint32_t d = 0; d < nd; d++) {
+        const struct gs_region_device *dv = &r->dev[d];
+        if (!terminated(dv->uuid, sizeof dv->uuid) || dv->sm_limit > 100 || dv->flags != 0 ||
+            __atomic_load_n(&dv->mem_used, __ATOMIC_RELAXED) > GS_REGION_MAX_BYTES) {
+            snprintf(err, errlen, "has a corrupt entry for device %u", d);
+            return -1;
+        }
+    }
+    for (int i = 0; i < GS_REGION_MAX_PROCS; i++) {
+        const struct gs_region_proc *p = &r->proc[i];
+        int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_RELAXED);
+        int bad = pid < 0 || pid > GS_REGION_MAX_PID || p->flags != 0;
+        for (int d = 0; d < GS_REGION_MAX_DEVICES && !bad; d++)
+            bad = __atomic_load_n(&p->mem_used[d], __ATOMIC_RELAXED) > GS_REGION_MAX_BYTES ||
+                  __atomic_load_n(&p->ctx_overhead[d], __ATOMIC_RELAXED) > GS_REGION_MAX_BYTES;
+        if (bad) {
+            snprintf(err, errlen, "has a corrupt process slot %d (pid %d)", i, (int)pid);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 struct gs_region *gs_region_open(const char *path, int create, char *err, size_t errlen)
 {
-    int fd = open(path, (create ? O_RDWR | O_CREAT : O_RDWR) | O_CLOEXEC, 0600);
+    /* O_NONBLOCK: a FIFO planted under the region's name must not hang us
+     * before fstat can refuse it. */
+    int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (create ? O_CREAT : 0);
+    int fd = open(path, flags, 0600);
     if (fd < 0) {
-        snprintf(err, errlen, "cannot open state file %s: %s", path, strerror(errno));
+        snprintf(err, errlen, "cannot open region %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "region %s is not a regular file", path);
+        close(fd);
         return NULL;
     }
     /* flock serialises first-time initialisation and is dropped by the
      * kernel if the initialiser dies, so a half-made file is redone. */
     if (flock(fd, LOCK_EX) != 0) {
-        snprintf(err, errlen, "cannot lock state file %s: %s", path, strerror(errno));
+        snprintf(err, errlen, "cannot lock region %s: %s", path, strerror(errno));
         close(fd);
         return NULL;
     }
-    struct stat st;
     struct gs_region *r = NULL;
     if (fstat(fd, &st) != 0) {
-        snprintf(err, errlen, "cannot stat %s: %s", path, strerror(errno));
+        snprintf(err, errlen, "cannot stat region %s: %s", path, strerror(errno));
         goto out;
     }
     int fresh = st.st_size == 0;
     if (fresh && !create) {
-        snprintf(err, errlen, "state file %s is empty (no gpuslice process has run yet)", path);
+        snprintf(err, errlen, "region %s is empty (no gpuslice process has run yet)", path);
         goto out;
     }
     if (!fresh && (size_t)st.st_size != sizeof *r) {
-        snprintf(err, errlen, "state file %s has size %lld, expected %zu: another gpuslice version?",
+        snprintf(err, errlen, "region %s has size %lld, expected %zu (truncated, or another gpuslice version)",
                  path, (long long)st.st_size, sizeof *r);
         goto out;
     }
     if (fresh && ftruncate(fd, (off_t)sizeof *r) != 0) {
-        snprintf(err, errlen, "cannot size state file %s: %s", path, strerror(errno));
+        snprintf(err, errlen, "cannot size region %s: %s", path, strerror(errno));
         goto out;
     }
     void *m = mmap(NULL, sizeof *r, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED) {
-        snprintf(err, errlen, "cannot map state file %s: %s", path, strerror(errno));
+        snprintf(err, errlen, "cannot map region %s: %s", path, strerror(errno));
         goto out;
     }
     r = m;
-    uint64_t magic = __atomic_load_n(&r->magic, __ATOMIC_ACQUIRE);
-    if (magic == 0) {
+    char why[200];
+    if (__atomic_load_n(&r->magic, __ATOMIC_ACQUIRE) == 0) {
         init_region(r);
-    } else if (magic != GS_REGION_MAGIC || r->version != GS_REGION_VERSION || r->size != sizeof *r) {
-        snprintf(err, errlen, "state file %s has layout version %u (magic %llx), this build uses %u",
-                 path, r->version, (unsigned long long)magic, GS_REGION_VERSION);
+    } else if (gs_region_check(r, why, sizeof why) != 0) {
+        snprintf(err, errlen, "region %s %s", path, why);
         munmap(m, sizeof *r);
         r = NULL;
     }
@@ -195,7 +247,8 @@ int gs_region_device(struct gs_region *r, const char *uuid, uint64_t mem_limit)
     if (gs_region_lock(r) != 0)
         return -1;
     int idx = -1;
-    for (uint32_t d = 0; d < r->ndevices; d++) {
+    uint32_t nd = r->ndevices < GS_REGION_MAX_DEVICES ? r->ndevices : GS_REGION_MAX_DEVICES;
+    for (uint32_t d = 0; d < nd; d++) {
         if (strncmp(r->dev[d].uuid, uuid, GS_REGION_UUID_LEN) == 0) {
             idx = (int)d;
             break;
@@ -205,12 +258,12 @@ int gs_region_device(struct gs_region *r, const char *uuid, uint64_t mem_limit)
         uint64_t cur = r->dev[idx].mem_limit;
         if (mem_limit && (!cur || mem_limit < cur))
             r->dev[idx].mem_limit = mem_limit;
-    } else if (r->ndevices < GS_REGION_MAX_DEVICES) {
-        idx = (int)r->ndevices;
+    } else if (nd < GS_REGION_MAX_DEVICES) {
+        idx = (int)nd;
         struct gs_region_device *dv = &r->dev[idx];
         snprintf(dv->uuid, sizeof dv->uuid, "%s", uuid);
         dv->mem_limit = mem_limit;
-        r->ndevices++;
+        __atomic_store_n(&r->ndevices, nd + 1, __ATOMIC_RELEASE);
     }
     gs_region_unlock(r);
     return idx;

@@ -74,9 +74,22 @@ struct gs_region {
     struct gs_region_proc proc[GS_REGION_MAX_PROCS];
 };
 
+/* Largest byte count a region may hold in one counter: far above any GPU,
+ * low enough that 1024 slots cannot overflow a 64-bit sum. */
+#define GS_REGION_MAX_BYTES (1ULL << 50)
+/* Largest pid Linux hands out (PID_MAX_LIMIT). */
+#define GS_REGION_MAX_PID 4194304
+
+/* Checks every field a reader relies on, one field at a time (so a region
+ * that live processes are changing never fails it): magic, version, size,
+ * ndevices, NUL-terminated names, pids, flags and byte counts in range.
+ * Returns 0, or -1 with the first problem in err. */
+int gs_region_check(const struct gs_region *r, char *err, size_t errlen);
+
 /* Maps the region at path, creating and initialising it if needed
- * (create != 0). Returns NULL and writes a reason into err on failure,
- * including a file of another layout version. */
+ * (create != 0). Only a regular file is accepted, never through a symbolic
+ * link, and only one that passes gs_region_check. Returns NULL and writes
+ * what failed and why into err. */
 struct gs_region *gs_region_open(const char *path, int create, char *err, size_t errlen);
 void gs_region_close(struct gs_region *r);
 

@@ -7,14 +7,12 @@ CUresult gs_charge_reserve(struct gs_charge *c, int dev, uint64_t bytes)
     c->active = 0;
     if (gs_mode() == GS_MODE_PASSTHROUGH || bytes == 0)
         return CUDA_SUCCESS;
+    if (gs_rt_ready() != 0)
+        return CUDA_ERROR_NOT_INITIALIZED;
     if (dev < 0)
         return CUDA_SUCCESS; /* no current device: the real call fails on its own */
     struct gs_region *r = gs_rt_region();
     int s = gs_rt_slot();
-    if (gs_mode() == GS_MODE_BROKEN) {
-        gs_rt_report_broken();
-        return CUDA_ERROR_NOT_INITIALIZED;
-    }
     if (!r || s < 0)
         return CUDA_ERROR_OUT_OF_MEMORY; /* cannot account for it, so refuse it */
     if (gs_region_reserve(r, s, dev, bytes) != 0) {

@@ -92,17 +92,19 @@ struct ctx_probe {
 static CUresult probe_begin(struct ctx_probe *p, CUdevice ordinal)
 {
     p->first = 0;
-    if (gs_mode() == GS_MODE_BROKEN) {
-        gs_rt_report_broken();
+    if (gs_rt_ready() != 0)
         return CUDA_ERROR_NOT_INITIALIZED;
-    }
     pthread_mutex_lock(&ctx_lock);
     if (ordinal < 0 || ordinal >= GS_MAX_DEVICES || charged[ordinal]) {
         pthread_mutex_unlock(&ctx_lock);
         return CUDA_SUCCESS;
     }
-    p->first = 1;
     p->dev = gs_rt_dev_of_ordinal(ordinal);
+    if (gs_rt_ready() != 0) {
+        pthread_mutex_unlock(&ctx_lock);
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    p->first = 1;
     p->have_before = 0;
     if (gs_rt.cfg.ctx_overhead < 0) {
         p->nvml = nvml_device_of(ordinal);

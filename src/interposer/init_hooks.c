@@ -9,10 +9,8 @@ CUresult cuInit(unsigned int flags)
     gs_pfn_cuInit real = GS_REAL_CU(cuInit);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
-    if (gs_mode() == GS_MODE_BROKEN) {
-        gs_rt_report_broken();
+    if (gs_rt_ready() != 0)
         return CUDA_ERROR_NOT_INITIALIZED;
-    }
     return real(flags);
 }
 

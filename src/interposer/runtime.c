@@ -27,6 +27,18 @@ static void set_broken(const char *why)
     __atomic_store_n(&gs_rt.mode, GS_MODE_BROKEN, __ATOMIC_RELEASE);
 }
 
+/* The region cannot be used: say what, why, and what to do. */
+static void set_region_broken(const char *why)
+{
+    char msg[sizeof gs_rt.error];
+    snprintf(msg, sizeof msg,
+             "%.600s; the container's limits cannot be kept (a node agent or `gpuslice run` prepares the state "
+             "directory: check that it is mounted and writable for this user, remove a damaged region file, "
+             "then restart)",
+             why);
+    set_broken(msg);
+}
+
 void gs_rt_report_broken(void)
 {
     if (!__atomic_exchange_n(&broken_reported, 1, __ATOMIC_RELAXED))
@@ -94,7 +106,7 @@ struct gs_region *gs_rt_region(void)
         char err[512];
         r = gs_region_open(gs_rt.cfg.region_path, 1, err, sizeof err);
         if (!r) {
-            set_broken(err);
+            set_region_broken(err);
         } else {
             if (!r->container[0] && gs_rt.cfg.container_name[0])
                 snprintf(r->container, sizeof r->container, "%s", gs_rt.cfg.container_name);
@@ -124,14 +136,27 @@ int gs_rt_slot(void)
     pthread_mutex_lock(&setup_lock);
     if (slot < 0) {
         s = gs_region_attach(r);
-        if (s < 0)
-            gs_log(GS_LOG_ERROR, "no free process slot in %s (%d processes alive)", gs_rt.cfg.region_path,
-                   GS_REGION_MAX_PROCS);
+        if (s < 0) {
+            char why[sizeof gs_rt.cfg.region_path + 128];
+            snprintf(why, sizeof why, "no free process slot in region %s (%d processes alive)",
+                     gs_rt.cfg.region_path, GS_REGION_MAX_PROCS);
+            set_region_broken(why);
+        }
         __atomic_store_n(&slot, s, __ATOMIC_RELEASE);
     }
     s = slot;
     pthread_mutex_unlock(&setup_lock);
     return s;
+}
+
+int gs_rt_ready(void)
+{
+    if (gs_mode() == GS_MODE_ENFORCE)
+        (void)gs_rt_slot();
+    if (gs_mode() != GS_MODE_BROKEN)
+        return 0;
+    gs_rt_report_broken();
+    return -1;
 }
 
 int gs_rt_dev_of_ordinal(CUdevice ordinal)
@@ -149,13 +174,17 @@ int gs_rt_dev_of_ordinal(CUdevice ordinal)
     char text[GS_UUID_TEXT_LEN];
     gs_format_gpu_uuid(u.bytes, text, sizeof text);
     d = gs_region_device(r, text, gs_rt.cfg.mem_limit[ordinal]);
-    if (d >= 0 && gs_rt.cfg.compute_mode == GS_COMPUTE_CAP)
-        gs_region_set_sm_limit(r, d, gs_rt.cfg.sm_limit[ordinal]);
-    if (d >= 0) {
-        __atomic_store_n(&dev_map[ordinal], d, __ATOMIC_RELEASE);
-        gs_log(GS_LOG_DEBUG, "device %d is %s, limit %llu bytes", ordinal, text,
-               (unsigned long long)r->dev[d].mem_limit);
+    if (d < 0) {
+        char why[sizeof gs_rt.cfg.region_path + 128];
+        snprintf(why, sizeof why, "cannot record device %s in region %s (table full or lock unusable)", text,
+                 gs_rt.cfg.region_path);
+        set_region_broken(why);
+        return -1;
     }
+    if (gs_rt.cfg.compute_mode == GS_COMPUTE_CAP)
+        gs_region_set_sm_limit(r, d, gs_rt.cfg.sm_limit[ordinal]);
+    __atomic_store_n(&dev_map[ordinal], d, __ATOMIC_RELEASE);
+    gs_log(GS_LOG_DEBUG, "device %d is %s, limit %llu bytes", ordinal, text, (unsigned long long)r->dev[d].mem_limit);
     return d;
 }
 

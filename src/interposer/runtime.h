@@ -24,7 +24,7 @@ enum gs_mode {
 struct gs_runtime {
     int mode;
     struct gs_config cfg;
-    char error[512]; /* why we are BROKEN */
+    char error[1024]; /* why we are BROKEN */
 };
 
 extern struct gs_runtime gs_rt;
@@ -37,11 +37,18 @@ static inline int gs_mode(void)
 /* The region, opened on first use; NULL (and mode BROKEN) if it cannot be. */
 struct gs_region *gs_rt_region(void);
 
-/* This process's region slot, attached on first use. -1 on failure. */
+/* This process's region slot, attached on first use. -1 on failure, which
+ * also sets mode BROKEN. */
 int gs_rt_slot(void);
 
+/* Before anything reaches the real driver: in enforce mode, opens the
+ * region and takes this process's slot. 0 when the process may go on; -1
+ * (mode BROKEN, reported once) when it must be refused the GPU. */
+int gs_rt_ready(void);
+
 /* Region device index for a CUDA ordinal / for the current context's device
- * / for an NVML device. -1 if unknown. */
+ * / for an NVML device. -1 if unknown; a region that cannot record the
+ * device also sets mode BROKEN. */
 int gs_rt_dev_of_ordinal(CUdevice ordinal);
 int gs_rt_dev_current(CUdevice *ordinal_out);
 int gs_rt_dev_of_nvml(nvmlDevice_t device);
