@@ -200,19 +200,20 @@ static int prepend_preload(const char *lib)
 static void remove_if_unused(const char *path)
 {
     char err[256];
-    struct gs_region *r = gs_region_open(path, 0, err, sizeof err);
+    int fd = -1;
+    struct gs_region *r = gs_region_open(path, 0, &fd, err, sizeof err);
     if (!r)
         return;
     int live = 0;
     if (gs_region_lock(r) == 0) {
-        gs_region_reclaim_locked(r);
+        gs_region_reclaim_locked(r, fd, -1);
         for (int i = 0; i < GS_REGION_MAX_PROCS; i++)
             live += r->proc[i].pid != 0;
         if (!live)
             unlink(path);
         gs_region_unlock(r);
     }
-    gs_region_close(r);
+    gs_region_close(r, fd);
 }
 
 static int run_child(char **cmd, const char *region_path, int private_region)
@@ -380,13 +381,13 @@ int gs_cmd_run(int argc, char **argv)
         fprintf(stderr, "%s\n", err); /* already says "gpuslice: VAR='value': why" */
         return GS_EXIT_USAGE;
     }
-    struct gs_region *r = gs_region_open(region, 1, err, sizeof err);
+    struct gs_region *r = gs_region_open(region, 1, NULL, err, sizeof err);
     if (!r) {
         fprintf(stderr, "gpuslice run: %s\n", err);
         return GS_EXIT_SETUP;
     }
     if (!r->container[0])
         snprintf(r->container, sizeof r->container, "%s", name);
-    gs_region_close(r);
+    gs_region_close(r, -1);
     return run_child(argv + optind, region, private_region);
 }

@@ -1,4 +1,5 @@
 #include "region.h"
+#include "ofdlock.h"
 #include "procinfo.h"
 
 #include <errno.h>
@@ -82,8 +83,10 @@ int gs_region_check(const struct gs_region *r, char *err, size_t errlen)
     return 0;
 }
 
-struct gs_region *gs_region_open(const char *path, int create, char *err, size_t errlen)
+struct gs_region *gs_region_open(const char *path, int create, int *fd_out, char *err, size_t errlen)
 {
+    if (fd_out)
+        *fd_out = -1;
     /* O_NONBLOCK: a FIFO planted under the region's name must not hang us
      * before fstat can refuse it. */
     int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (create ? O_CREAT : 0);
@@ -140,14 +143,29 @@ struct gs_region *gs_region_open(const char *path, int create, char *err, size_t
     }
 out:
     flock(fd, LOCK_UN);
-    close(fd);
+    if (r && fd_out)
+        *fd_out = fd;
+    else
+        close(fd);
     return r;
 }
 
-void gs_region_close(struct gs_region *r)
+void gs_region_close(struct gs_region *r, int fd)
 {
     if (r)
         munmap(r, sizeof *r);
+    if (fd >= 0)
+        close(fd);
+}
+
+off_t gs_region_slot_byte(int slot)
+{
+    return (off_t)(offsetof(struct gs_region, proc) + (size_t)slot * sizeof(struct gs_region_proc));
+}
+
+int gs_region_slot_alive(int fd, int slot)
+{
+    return gs_ofd_held(fd, gs_region_slot_byte(slot)) != 0;
 }
 
 const struct gs_region *gs_region_open_readonly(const char *path, char *err, size_t errlen)
@@ -203,12 +221,24 @@ uint64_t gs_region_live_used(const struct gs_region *r, int dev, int *live_procs
     return used;
 }
 
+/* Device totals from the slots, which are the truth. */
+static void rebuild_totals_locked(struct gs_region *r)
+{
+    uint64_t used[GS_REGION_MAX_DEVICES] = {0};
+    for (int i = 0; i < GS_REGION_MAX_PROCS; i++)
+        if (r->proc[i].pid != 0)
+            for (int d = 0; d < GS_REGION_MAX_DEVICES; d++)
+                used[d] += r->proc[i].mem_used[d];
+    for (int d = 0; d < GS_REGION_MAX_DEVICES; d++)
+        r->dev[d].mem_used = used[d];
+}
+
 int gs_region_lock(struct gs_region *r)
 {
     int rc = pthread_mutex_lock(&r->lock);
     if (rc == EOWNERDEAD) {
         /* The holder died mid-update: slots are the truth, rebuild totals. */
-        gs_region_reclaim_locked(r);
+        rebuild_totals_locked(r);
         pthread_mutex_consistent(&r->lock);
         return 0;
     }
@@ -220,25 +250,17 @@ void gs_region_unlock(struct gs_region *r)
     pthread_mutex_unlock(&r->lock);
 }
 
-int gs_region_reclaim_locked(struct gs_region *r)
+int gs_region_reclaim_locked(struct gs_region *r, int fd, int self)
 {
-    uint64_t my_ns = gs_proc_pidns();
     int reclaimed = 0;
-    uint64_t used[GS_REGION_MAX_DEVICES] = {0};
     for (int i = 0; i < GS_REGION_MAX_PROCS; i++) {
         struct gs_region_proc *p = &r->proc[i];
-        if (p->pid == 0)
-            continue;
-        if (!gs_proc_alive(p->pid, p->start_time, p->pidns, my_ns)) {
+        if (p->pid != 0 && i != self && !gs_region_slot_alive(fd, i)) {
             memset(p, 0, sizeof *p);
             reclaimed++;
-            continue;
         }
-        for (int d = 0; d < GS_REGION_MAX_DEVICES; d++)
-            used[d] += p->mem_used[d];
     }
-    for (int d = 0; d < GS_REGION_MAX_DEVICES; d++)
-        r->dev[d].mem_used = used[d];
+    rebuild_totals_locked(r);
     return reclaimed;
 }
 
@@ -279,31 +301,34 @@ void gs_region_set_sm_limit(struct gs_region *r, int dev, uint32_t pct)
     gs_region_unlock(r);
 }
 
-int gs_region_attach(struct gs_region *r)
+int gs_region_attach(struct gs_region *r, int fd)
 {
     uint64_t st = 0;
     pid_t pid = getpid();
-    if (gs_proc_start_time(pid, &st) != 0)
+    if (fd < 0 || gs_proc_start_time(pid, &st) != 0)
         return -1;
     if (gs_region_lock(r) != 0)
         return -1;
-    gs_region_reclaim_locked(r);
+    gs_region_reclaim_locked(r, fd, -1);
     int slot = -1;
+    /* A free slot whose byte is still locked belongs to a process between
+     * its detach and its unlock: take another. */
     for (int i = 0; i < GS_REGION_MAX_PROCS && slot < 0; i++)
-        if (r->proc[i].pid == 0)
+        if (r->proc[i].pid == 0 && gs_ofd_lock_byte(fd, gs_region_slot_byte(i)) == 0)
             slot = i;
     if (slot >= 0) {
         struct gs_region_proc *p = &r->proc[slot];
         memset(p, 0, sizeof *p);
         p->start_time = st;
         p->pidns = gs_proc_pidns();
-        p->pid = pid;
+        /* The lock came first: nobody sees this pid on an unlocked byte. */
+        __atomic_store_n(&p->pid, pid, __ATOMIC_RELEASE);
     }
     gs_region_unlock(r);
     return slot;
 }
 
-void gs_region_detach(struct gs_region *r, int slot)
+void gs_region_detach(struct gs_region *r, int fd, int slot)
 {
     if (slot < 0 || slot >= GS_REGION_MAX_PROCS || gs_region_lock(r) != 0)
         return;
@@ -314,6 +339,7 @@ void gs_region_detach(struct gs_region *r, int slot)
     }
     memset(p, 0, sizeof *p);
     gs_region_unlock(r);
+    gs_ofd_unlock_byte(fd, gs_region_slot_byte(slot));
 }
 
 static int fits(const struct gs_region_device *dv, uint64_t bytes)
@@ -322,7 +348,7 @@ static int fits(const struct gs_region_device *dv, uint64_t bytes)
            (dv->mem_used <= dv->mem_limit && bytes <= dv->mem_limit - dv->mem_used);
 }
 
-int gs_region_reserve(struct gs_region *r, int slot, int dev, uint64_t bytes)
+int gs_region_reserve(struct gs_region *r, int fd, int slot, int dev, uint64_t bytes)
 {
     if (slot < 0 || dev < 0 || dev >= GS_REGION_MAX_DEVICES || gs_region_lock(r) != 0)
         return -1;
@@ -330,7 +356,7 @@ int gs_region_reserve(struct gs_region *r, int slot, int dev, uint64_t bytes)
     /* Only when the limit is in the way do we pay for a scan of dead
      * processes: usage left by a killed process is returned here at once. */
     if (!fits(dv, bytes))
-        gs_region_reclaim_locked(r);
+        gs_region_reclaim_locked(r, fd, slot);
     int ok = fits(dv, bytes);
     if (ok) {
         r->proc[slot].mem_used[dev] += bytes;

@@ -4,9 +4,14 @@
  * node agent. It holds per-device limits and usage and one slot per process.
  *
  * Invariants
+ * - A slot is live exactly while the byte of the file at its offset
+ *   (gs_region_slot_byte) is write-locked by an open file description of
+ *   its process (ofdlock.h). The kernel drops that lock when the process
+ *   dies, in whatever pid namespace it ran, so a dead slot is recognised
+ *   without judging pids.
  * - dev[d].mem_used == sum over live slots of proc[i].mem_used[d]; it is a
- *   cache that gs_region_reclaim() rebuilds from the slots, so a process that
- *   dies anywhere, even inside the lock, leaves nothing behind.
+ *   cache that gs_region_reclaim_locked() rebuilds from the slots, so a
+ *   process that dies anywhere, even inside the lock, leaves nothing behind.
  * - The lock is a robust process-shared mutex: a holder that dies hands the
  *   next locker EOWNERDEAD, which repairs the region and carries on.
  */
@@ -14,13 +19,14 @@
 #define GPUSLICE_REGION_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "limiter.h"
 
 #define GS_REGION_MAGIC 0x45434c5355504721ULL /* "!GPUSLCE" */
-#define GS_REGION_VERSION 2U
+#define GS_REGION_VERSION 3U /* 3: slots live by their OFD lock */
 #define GS_REGION_MAX_DEVICES 16
 #define GS_REGION_MAX_PROCS 1024
 #define GS_REGION_UUID_LEN 64
@@ -46,7 +52,7 @@ struct gs_region_device {
 };
 
 struct gs_region_proc {
-    int32_t pid; /* 0 = slot free */
+    int32_t pid; /* 0 = slot free; as its own pid namespace numbers it */
     uint32_t flags;
     uint64_t start_time;
     uint64_t pidns;
@@ -89,9 +95,21 @@ int gs_region_check(const struct gs_region *r, char *err, size_t errlen);
 /* Maps the region at path, creating and initialising it if needed
  * (create != 0). Only a regular file is accepted, never through a symbolic
  * link, and only one that passes gs_region_check. Returns NULL and writes
- * what failed and why into err. */
-struct gs_region *gs_region_open(const char *path, int create, char *err, size_t errlen);
-void gs_region_close(struct gs_region *r);
+ * what failed and why into err. With fd non-NULL, *fd receives this
+ * process's own read-write, close-on-exec descriptor of the file: the one
+ * that holds its slot's lock and asks about the others'. */
+struct gs_region *gs_region_open(const char *path, int create, int *fd, char *err, size_t errlen);
+/* Unmaps r and closes fd (-1: none), dropping any slot lock it holds. */
+void gs_region_close(struct gs_region *r, int fd);
+
+/* The byte of the region file whose lock keeps slot alive. */
+off_t gs_region_slot_byte(int slot);
+
+/* 1 if some process holds slot's byte, judged through fd (any descriptor
+ * of the file except the one holding that very slot, which sees no
+ * conflict with itself). An answer the kernel cannot give counts as alive:
+ * usage is never freed on a guess. */
+int gs_region_slot_alive(int fd, int slot);
 
 /* Maps an existing region read-only, for viewers (CLI, node agent): they
  * need no write access to any container's state. */
@@ -107,9 +125,10 @@ uint64_t gs_region_live_used(const struct gs_region *r, int dev, int *live_procs
 int gs_region_lock(struct gs_region *r);
 void gs_region_unlock(struct gs_region *r);
 
-/* With the lock held: drop slots of dead processes and rebuild device
- * totals from the slots. Returns the number of slots reclaimed. */
-int gs_region_reclaim_locked(struct gs_region *r);
+/* With the lock held: drop slots of dead processes, judged through fd (see
+ * gs_region_slot_alive; self: the caller's own slot, or -1), and rebuild
+ * device totals from the slots. Returns the number of slots reclaimed. */
+int gs_region_reclaim_locked(struct gs_region *r, int fd, int self);
 
 /* Finds or adds the device with this UUID. A new device takes mem_limit;
  * an existing one keeps the smaller of the two non-zero limits. Returns the
@@ -120,16 +139,19 @@ int gs_region_device(struct gs_region *r, const char *uuid, uint64_t mem_limit);
  * memory, the smaller non-zero value wins. */
 void gs_region_set_sm_limit(struct gs_region *r, int dev, uint32_t pct);
 
-/* Takes a slot for the calling process (pid + start time). Returns the
- * slot index or -1 if every slot is held by a live process. */
-int gs_region_attach(struct gs_region *r);
-/* Releases everything the slot holds and frees it. */
-void gs_region_detach(struct gs_region *r, int slot);
+/* Takes a slot for the calling process and write-locks its byte through
+ * fd, which must be a description this process opened itself (never one
+ * inherited across fork: the parent shares it). Returns the slot index or
+ * -1 if every slot is held by a live process. */
+int gs_region_attach(struct gs_region *r, int fd);
+/* Releases everything the slot holds, frees it and unlocks its byte. */
+void gs_region_detach(struct gs_region *r, int fd, int slot);
 
 /* Reserves bytes on device dev for slot before the real allocation is made,
- * so that concurrent processes can never overshoot the limit together.
- * Returns 0 if reserved, -1 if it would exceed the limit. */
-int gs_region_reserve(struct gs_region *r, int slot, int dev, uint64_t bytes);
+ * so that concurrent processes can never overshoot the limit together; fd
+ * as for gs_region_attach, to reclaim dead slots when the limit is in the
+ * way. Returns 0 if reserved, -1 if it would exceed the limit. */
+int gs_region_reserve(struct gs_region *r, int fd, int slot, int dev, uint64_t bytes);
 /* Returns bytes to the pool (after a free, or a failed allocation). Clamps
  * at zero: releasing more than the slot holds is a caller bug, reported by
  * the return value -1, never an underflow. */

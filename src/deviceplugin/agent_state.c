@@ -237,12 +237,12 @@ static int make_region(const char *dir, const struct gs_region_owner *o, char *m
                  o->gid, o->mode, strerror(e));
         return -1;
     }
-    struct gs_region *r = gs_region_open(path, 1, err, sizeof err);
+    struct gs_region *r = gs_region_open(path, 1, NULL, err, sizeof err);
     if (!r) {
         snprintf(msg, msglen, "cannot initialise %s: %s", path, err);
         return -1;
     }
-    gs_region_close(r);
+    gs_region_close(r, -1);
     return 0;
 }
 

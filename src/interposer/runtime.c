@@ -6,6 +6,7 @@
 #include "../core/statedir.h"
 #include "../core/uuid_format.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +17,10 @@ extern char **environ;
 struct gs_runtime gs_rt;
 
 static struct gs_region *region;
+/* This process's own descriptor of the region file (never an inherited
+ * one): it holds the lock that keeps our slot alive (region.h). */
+static int region_fd = -1;
+static struct stat region_id; /* the file region maps, to reopen only that one */
 static int slot = -1;
 static int dev_map[GS_MAX_DEVICES];
 static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -65,6 +70,12 @@ static void after_fork_child(void)
 {
     gs_alloc_unlock_all();
     gs_alloc_clear();
+    /* The inherited descriptor shares the parent's open file description,
+     * and with it the parent's slot lock: the child takes its own of both
+     * (gs_rt_slot). close() is safe in a fork handler. */
+    if (region_fd >= 0)
+        close(region_fd);
+    region_fd = -1;
     slot = -1;
     __atomic_add_fetch(&gs_rt_fork_generation, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&setup_lock);
@@ -93,7 +104,7 @@ __attribute__((destructor)) static void runtime_fini(void)
 {
     /* Hand our usage back now rather than waiting for a reclaim scan. */
     if (region && slot >= 0)
-        gs_region_detach(region, slot);
+        gs_region_detach(region, region_fd, slot);
 }
 
 struct gs_region *gs_rt_region(void)
@@ -104,9 +115,14 @@ struct gs_region *gs_rt_region(void)
     pthread_mutex_lock(&setup_lock);
     if (!region && gs_mode() == GS_MODE_ENFORCE) {
         char err[512];
-        r = gs_region_open(gs_rt.cfg.region_path, 1, err, sizeof err);
+        r = gs_region_open(gs_rt.cfg.region_path, 1, &region_fd, err, sizeof err);
         if (!r) {
             set_region_broken(err);
+        } else if (fstat(region_fd, &region_id) != 0) {
+            set_region_broken("cannot stat the region just opened");
+            gs_region_close(r, region_fd);
+            region_fd = -1;
+            r = NULL;
         } else {
             if (!r->container[0] && gs_rt.cfg.container_name[0])
                 snprintf(r->container, sizeof r->container, "%s", gs_rt.cfg.container_name);
@@ -118,11 +134,29 @@ struct gs_region *gs_rt_region(void)
     return r;
 }
 
+int gs_rt_region_fd(void)
+{
+    return region_fd;
+}
+
 int gs_rt_region_dir(char *dir, size_t len, struct stat *self)
 {
     if (gs_statedir_parent(dir, len, gs_rt.cfg.region_path) != 0 || stat(gs_rt.cfg.region_path, self) != 0)
         return -1;
     return 0;
+}
+
+/* A forked child's own descriptor of the file its mapping shows: the same
+ * inode, or none (a region replaced since the parent opened it). */
+static int reopen_own_fd(void)
+{
+    int fd = open(gs_rt.cfg.region_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != region_id.st_dev || st.st_ino != region_id.st_ino)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
 }
 
 int gs_rt_slot(void)
@@ -135,11 +169,17 @@ int gs_rt_slot(void)
         return -1;
     pthread_mutex_lock(&setup_lock);
     if (slot < 0) {
-        s = gs_region_attach(r);
+        if (region_fd < 0)
+            region_fd = reopen_own_fd();
+        s = region_fd < 0 ? -1 : gs_region_attach(r, region_fd);
         if (s < 0) {
             char why[sizeof gs_rt.cfg.region_path + 128];
-            snprintf(why, sizeof why, "no free process slot in region %s (%d processes alive)",
-                     gs_rt.cfg.region_path, GS_REGION_MAX_PROCS);
+            if (region_fd < 0)
+                snprintf(why, sizeof why, "region %s was removed or replaced since the parent process opened it",
+                         gs_rt.cfg.region_path);
+            else
+                snprintf(why, sizeof why, "no free process slot in region %s (%d processes alive)",
+                         gs_rt.cfg.region_path, GS_REGION_MAX_PROCS);
             set_region_broken(why);
         }
         __atomic_store_n(&slot, s, __ATOMIC_RELEASE);

@@ -37,6 +37,10 @@ static inline int gs_mode(void)
 /* The region, opened on first use; NULL (and mode BROKEN) if it cannot be. */
 struct gs_region *gs_rt_region(void);
 
+/* This process's own descriptor of the region file, for gs_region_*
+ * calls that judge liveness; -1 before the region is open. */
+int gs_rt_region_fd(void);
+
 /* This process's region slot, attached on first use. -1 on failure, which
  * also sets mode BROKEN. */
 int gs_rt_slot(void);

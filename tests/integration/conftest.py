@@ -59,8 +59,9 @@ class World:
         env.update(extra or {})
         self.env = env
 
-    def client(self, mode="getproc", env=None):
-        return Client(mode, {**self.env, **(env or {})})
+    def client(self, mode="getproc", env=None, wrap=()):
+        """wrap: a command that runs the client, e.g. unshare's."""
+        return Client(mode, {**self.env, **(env or {})}, wrap)
 
     def usage(self):
         """(used, limit) of device 0 as `gpuslice top --json` reports it."""
@@ -82,8 +83,8 @@ class World:
 
 
 class Client:
-    def __init__(self, mode, env):
-        self.p = subprocess.Popen([CLIENT, mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    def __init__(self, mode, env, wrap=()):
+        self.p = subprocess.Popen([*wrap, CLIENT, mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True, env=env)
 
     def cmd(self, line):

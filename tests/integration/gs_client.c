@@ -89,14 +89,14 @@ static unsigned long long num(const char *s)
     return strtoull(s, NULL, 0);
 }
 
-static void run(char *line)
+static CUresult run(char *line)
 {
     char *argv[8] = {0};
     int argc = 0;
     for (char *t = strtok(line, ": \n"); t && argc < 8; t = strtok(NULL, ": \n"))
         argv[argc++] = t;
     if (!argc)
-        return;
+        return CUDA_SUCCESS;
     const char *c = argv[0];
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
     if (!strcmp(c, "init")) {
@@ -317,12 +317,43 @@ static void run(char *line)
         /* Die inside the region's critical section, leaving a half-made
          * update behind, as a SIGKILL at the worst moment would. */
         char err[256];
-        struct gs_region *r = gs_region_open(getenv("GPUSLICE_REGION"), 1, err, sizeof err);
+        struct gs_region *r = gs_region_open(getenv("GPUSLICE_REGION"), 1, NULL, err, sizeof err);
         if (r && gs_region_lock(r) == 0) {
             r->dev[0].mem_used += 123456789;
             raise(SIGKILL);
         }
         printf("lockdie failed: %s ", err);
+    } else if (!strcmp(c, "forkhold")) {
+        /* A forked child runs "init" and "alloc N", reports its result
+         * through a pipe and stays: its usage must sit in a slot of its own
+         * (test_liveness.py). */
+        char init[] = "init", alloc[64];
+        snprintf(alloc, sizeof alloc, "alloc %s", argc > 1 ? argv[1] : "0");
+        int pfd[2];
+        pid_t pid = -1;
+        if (pipe(pfd) == 0) {
+            fflush(stdout);
+            pid = fork();
+            if (pid == 0) {
+                close(pfd[0]);
+                if (!freopen("/dev/null", "w", stdout))
+                    _exit(1);
+                CUresult crc = run(init);
+                if (!crc)
+                    crc = run(alloc);
+                int v = (int)crc;
+                if (write(pfd[1], &v, sizeof v) != sizeof v)
+                    _exit(1);
+                for (;;)
+                    pause();
+            }
+            close(pfd[1]);
+            int v = CUDA_ERROR_UNKNOWN;
+            if (pid > 0 && read(pfd[0], &v, sizeof v) == sizeof v)
+                rc = (CUresult)v;
+            close(pfd[0]);
+        }
+        printf("child=%d ", (int)pid);
     } else if (!strcmp(c, "hold")) {
         printf("holding\n");
         fflush(stdout);
@@ -337,6 +368,7 @@ static void run(char *line)
     }
     printf("%s rc=%d\n", c, (int)rc);
     fflush(stdout);
+    return rc;
 }
 
 int main(int argc, char **argv)

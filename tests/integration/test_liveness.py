@@ -1,0 +1,69 @@
+"""A process's slot lives exactly as long as the process: its usage comes
+back the moment it dies, in whatever pid namespace it ran, and a forked
+child never keeps its parent's slot (or its own) alive by accident."""
+import os
+import signal
+import subprocess
+
+from conftest import CLI, GiB, MiB
+
+CTX = 256 * MiB  # the World's GPUSLICE_CTX_OVERHEAD
+UNSHARE = ["unshare", "--pid", "--fork", "--kill-child"]
+
+
+def gone(pid):
+    """True once pid has exited (a zombie has closed its files already)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def wait_gone(pid):
+    while not gone(pid):
+        os.sched_yield()
+
+
+def only_child(pid):
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        kids = f.read().split()
+    assert len(kids) == 1, kids
+    return int(kids[0])
+
+
+def listed_processes(w):
+    import json
+    doc = json.loads(subprocess.run([CLI, "top", "--json", w.region], check=True,
+                                    capture_output=True, text=True).stdout)
+    return doc["containers"][0]["processes"]
+
+
+def test_restart_in_a_new_pid_namespace_gets_the_whole_limit(world):
+    w = world(limit="1GiB")
+    a = w.client(wrap=UNSHARE)
+    a.ok("init")
+    a.ok(f"alloc {512 * MiB}")
+    assert w.usage()[0] == CTX + 512 * MiB
+    os.kill(only_child(a.p.pid), signal.SIGKILL)  # the tenant, pid 1 of its namespace
+    a.p.wait()
+    b = w.client(wrap=UNSHARE)  # the restarted container: another pid namespace
+    b.ok("init")
+    assert b.cmd(f"fill {64 * MiB}")["count"] == (GiB - CTX) // (64 * MiB)  # nothing lost to the dead one
+    assert w.usage()[0] == GiB
+    b.close()
+
+
+def test_a_forked_child_holds_a_slot_of_its_own(world):
+    w = world(limit="1GiB")
+    a = w.client()
+    a.ok("init")
+    a.ok(f"alloc {128 * MiB}")
+    child = a.ok(f"forkhold {256 * MiB}")["child"]
+    assert w.usage()[0] == 2 * CTX + 384 * MiB
+    os.kill(child, signal.SIGKILL)
+    wait_gone(child)
+    # The child's context and allocation come back, the parent's stay.
+    assert a.cmd(f"fill {64 * MiB}")["count"] == (GiB - CTX - 128 * MiB) // (64 * MiB)
+    a.close()
+    assert w.usage()[0] == 0
