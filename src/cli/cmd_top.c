@@ -1,9 +1,9 @@
-/* gpuslice top: every container's GPU memory use against its limit, read
- * from the shared regions without taking their locks. */
+/* gpuslice top: every container's GPU memory use against its limit, from a
+ * private snapshot of each region (region_view.h: tenant files are hostile
+ * input), counting only processes that are alive now. */
 #define _GNU_SOURCE
 #include "cli.h"
-#include "procinfo.h"
-#include "region.h"
+#include "region_view.h"
 #include "size_parse.h"
 #include "statedir.h"
 
@@ -48,13 +48,13 @@ static void fmt_compute(const struct gs_region_device *dv, char *buf, size_t len
         snprintf(buf, len, "%u%%/%u%%cap", use, a->limit_pct);
 }
 
-static void print_table(const char *path, const struct gs_region *r)
+static void print_table(const char *path, const struct gs_region_view *v)
 {
-    uint64_t my_ns = gs_proc_pidns();
+    const struct gs_region *r = &v->r;
     char used[32], limit[32];
-    for (uint32_t d = 0; d < r->ndevices && d < GS_REGION_MAX_DEVICES; d++) {
+    for (uint32_t d = 0; d < r->ndevices; d++) {
         int procs = 0;
-        uint64_t u = gs_region_live_used(r, (int)d, &procs);
+        uint64_t u = gs_region_view_used(v, (int)d, &procs);
         fmt(u, used, sizeof used);
         if (r->dev[d].mem_limit)
             fmt(r->dev[d].mem_limit, limit, sizeof limit);
@@ -66,7 +66,7 @@ static void print_table(const char *path, const struct gs_region *r)
                limit, procs, compute);
         for (int i = 0; i < GS_REGION_MAX_PROCS; i++) {
             const struct gs_region_proc *p = &r->proc[i];
-            if (!p->pid || !gs_proc_alive(p->pid, p->start_time, p->pidns, my_ns) || !p->mem_used[d])
+            if (!gs_region_view_alive(v, i) || !p->mem_used[d])
                 continue;
             char ctx[32];
             fmt(p->mem_used[d], used, sizeof used);
@@ -80,13 +80,13 @@ static void print_table(const char *path, const struct gs_region *r)
                0);
 }
 
-static json_t *to_json(const char *path, const struct gs_region *r)
+static json_t *to_json(const char *path, const struct gs_region_view *v)
 {
-    uint64_t my_ns = gs_proc_pidns();
+    const struct gs_region *r = &v->r;
     json_t *devs = json_array(), *procs = json_array();
-    for (uint32_t d = 0; d < r->ndevices && d < GS_REGION_MAX_DEVICES; d++) {
+    for (uint32_t d = 0; d < r->ndevices; d++) {
         int n = 0;
-        uint64_t u = gs_region_live_used(r, (int)d, &n);
+        uint64_t u = gs_region_view_used(v, (int)d, &n);
         json_t *dev = json_pack("{s:s, s:I, s:I}", "uuid", r->dev[d].uuid, "memory_limit_bytes",
                                 (json_int_t)r->dev[d].mem_limit, "memory_used_bytes", (json_int_t)u);
         const struct gs_lim_account *a = &r->dev[d].lim;
@@ -112,10 +112,10 @@ static json_t *to_json(const char *path, const struct gs_region *r)
     }
     for (int i = 0; i < GS_REGION_MAX_PROCS; i++) {
         const struct gs_region_proc *p = &r->proc[i];
-        if (!p->pid || !gs_proc_alive(p->pid, p->start_time, p->pidns, my_ns))
+        if (!gs_region_view_alive(v, i))
             continue;
         json_t *pd = json_array();
-        for (uint32_t d = 0; d < r->ndevices && d < GS_REGION_MAX_DEVICES; d++)
+        for (uint32_t d = 0; d < r->ndevices; d++)
             json_array_append_new(pd, json_pack("{s:s, s:I, s:I}", "uuid", r->dev[d].uuid, "memory_used_bytes",
                                                 (json_int_t)p->mem_used[d], "context_bytes",
                                                 (json_int_t)p->ctx_overhead[d]));
@@ -169,17 +169,17 @@ static int show(char **files, int nfiles, const char *dir, int as_json)
     int rc = 0;
     for (int i = 0; i < n; i++) {
         char err[256];
-        const struct gs_region *r = gs_region_open_readonly(list[i], err, sizeof err);
-        if (!r) {
+        struct gs_region_view *v = gs_region_view_open(list[i], err, sizeof err);
+        if (!v) {
             fprintf(stderr, "gpuslice top: %s\n", err);
             rc = 1;
             continue;
         }
         if (as_json)
-            json_array_append_new(all, to_json(list[i], r));
+            json_array_append_new(all, to_json(list[i], v));
         else
-            print_table(list[i], r);
-        gs_region_close_readonly(r);
+            print_table(list[i], v);
+        gs_region_view_free(v);
     }
     if (as_json) {
         json_t *doc = json_pack("{s:o}", "containers", all);

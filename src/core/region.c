@@ -168,59 +168,6 @@ int gs_region_slot_alive(int fd, int slot)
     return gs_ofd_held(fd, gs_region_slot_byte(slot)) != 0;
 }
 
-const struct gs_region *gs_region_open_readonly(const char *path, char *err, size_t errlen)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    const struct gs_region *r = NULL;
-    if (fstat(fd, &st) != 0 || (size_t)st.st_size != sizeof *r) {
-        snprintf(err, errlen, "%s is not a gpuslice state file of this version", path);
-        close(fd);
-        return NULL;
-    }
-    void *m = mmap(NULL, sizeof *r, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) {
-        snprintf(err, errlen, "cannot map %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    r = m;
-    if (__atomic_load_n(&r->magic, __ATOMIC_ACQUIRE) != GS_REGION_MAGIC || r->version != GS_REGION_VERSION) {
-        snprintf(err, errlen, "%s has another layout version (%u)", path, r->version);
-        munmap(m, sizeof *r);
-        return NULL;
-    }
-    return r;
-}
-
-void gs_region_close_readonly(const struct gs_region *r)
-{
-    if (r)
-        munmap((void *)(uintptr_t)r, sizeof *r);
-}
-
-uint64_t gs_region_live_used(const struct gs_region *r, int dev, int *live_procs)
-{
-    uint64_t my_ns = gs_proc_pidns(), used = 0;
-    int live = 0;
-    for (int i = 0; i < GS_REGION_MAX_PROCS; i++) {
-        const struct gs_region_proc *p = &r->proc[i];
-        int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_RELAXED);
-        if (pid == 0 || !gs_proc_alive(pid, p->start_time, p->pidns, my_ns))
-            continue;
-        live++;
-        if (dev >= 0)
-            used += __atomic_load_n(&p->mem_used[dev], __ATOMIC_RELAXED);
-    }
-    if (live_procs)
-        *live_procs = live;
-    return used;
-}
-
 /* Device totals from the slots, which are the truth. */
 static void rebuild_totals_locked(struct gs_region *r)
 {

@@ -111,15 +111,6 @@ off_t gs_region_slot_byte(int slot);
  * usage is never freed on a guess. */
 int gs_region_slot_alive(int fd, int slot);
 
-/* Maps an existing region read-only, for viewers (CLI, node agent): they
- * need no write access to any container's state. */
-const struct gs_region *gs_region_open_readonly(const char *path, char *err, size_t errlen);
-void gs_region_close_readonly(const struct gs_region *r);
-
-/* Usage of live processes only, computed without the lock (a viewer must
- * never block a tenant). */
-uint64_t gs_region_live_used(const struct gs_region *r, int dev, int *live_procs);
-
 /* Lock/unlock; lock repairs the region when the previous holder died.
  * Returns 0, or -1 if the lock is unrecoverable. */
 int gs_region_lock(struct gs_region *r);

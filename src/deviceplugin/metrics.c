@@ -1,7 +1,7 @@
 /*
  * Metrics, Prometheus text format 0.0.4:
  *   per GPU (NVML): memory total/used bytes, utilisation %, health, SMs;
- *   per container (its shared region, read-only and lock-free): memory used
+ *   per container (a private snapshot of its region, region_view.h): memory used
  *   and limit bytes, compute limit %, compute used (the limiter's measured
  *   share) and charged GPU seconds, live processes.
  */
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "metrics.h"
-#include "region.h"
+#include "region_view.h"
 #include "statedir.h"
 
 struct gs_metrics {
@@ -67,7 +67,8 @@ static void esc(const char *in, char *out, size_t len)
     out[j] = '\0';
 }
 
-/* One container's lines, from its region (read-only, lock-free). */
+/* One container's lines, from a snapshot of its region: the file is the
+ * tenant's, so it is read and checked, never mapped or locked. */
 struct region_scrape {
     struct out *o;
     const char *root;
@@ -78,9 +79,10 @@ static int scrape_region(const char *path, const char *key, void *arg)
     struct region_scrape *rs = arg;
     struct out *o = rs->o;
     char err[256];
-    const struct gs_region *r = gs_region_open_readonly(path, err, sizeof err);
-    if (!r)
+    struct gs_region_view *v = gs_region_view_open(path, err, sizeof err);
+    if (!v)
         return 0;
+    const struct gs_region *r = &v->r;
     char cont[300], pod[150];
     char label[sizeof r->container + 1];
     memcpy(label, r->container, sizeof r->container);
@@ -99,8 +101,7 @@ static int scrape_region(const char *path, const char *key, void *arg)
         }
     }
     esc(uid[0] ? uid : key, pod, sizeof pod);
-    unsigned nd = r->ndevices > GS_REGION_MAX_DEVICES ? GS_REGION_MAX_DEVICES : r->ndevices;
-    for (unsigned i = 0; i < nd; i++) {
+    for (unsigned i = 0; i < r->ndevices; i++) {
         char uuid[GS_REGION_UUID_LEN + 1], u[200];
         memcpy(uuid, r->dev[i].uuid, GS_REGION_UUID_LEN);
         uuid[GS_REGION_UUID_LEN] = '\0';
@@ -108,7 +109,7 @@ static int scrape_region(const char *path, const char *key, void *arg)
             continue;
         esc(uuid, u, sizeof u);
         int live = 0;
-        uint64_t used = gs_region_live_used(r, (int)i, &live);
+        uint64_t used = gs_region_view_used(v, (int)i, &live);
         char lab[700];
         snprintf(lab, sizeof lab, "container=\"%s\",pod_uid=\"%s\",gpu=\"%s\"", cont, pod, u);
         put(o, "gpuslice_container_memory_used_bytes{%s} %llu\n", lab,
@@ -122,7 +123,7 @@ static int scrape_region(const char *path, const char *key, void *arg)
             (double)__atomic_load_n(&r->dev[i].lim.charged_ns, __ATOMIC_RELAXED) / 1e9);
         put(o, "gpuslice_container_processes{%s} %d\n", lab, live);
     }
-    gs_region_close_readonly(r);
+    gs_region_view_free(v);
     return 0;
 }
 

@@ -7,7 +7,7 @@
  * - updates the contention correction c (limiter.c, gs_lim_correction);
  * - in share mode, sets the target share from the weights of the busy others:
  *   a busy pid that belongs to a sibling region (another container's state
- *   file in the same directory, opened read-only) counts with that
+ *   file in the same directory, read as a private snapshot) counts with that
  *   container's weight, any other busy pid with the default weight 100.
  * NVML reports pids of the namespace it runs in (the host's): where those do
  * not match our region's pids, nothing here learns anything and c stays 1
@@ -17,6 +17,7 @@
 #include "compute_limiter.h"
 #include "log.h"
 #include "real_driver.h"
+#include "region_view.h"
 #include "runtime.h"
 #include "statedir.h"
 
@@ -150,34 +151,35 @@ static int weigh_sibling(const char *path, const char *key, void *arg)
     (void)key;
     struct sibling_scan *sc = arg;
     struct stat sb;
-    if (stat(path, &sb) != 0 || (sb.st_ino == sc->self.st_ino && sb.st_dev == sc->self.st_dev))
+    if (lstat(path, &sb) != 0 || (sb.st_ino == sc->self.st_ino && sb.st_dev == sc->self.st_dev))
         return 0;
+    /* Another tenant's file: a checked private copy, live slots only. */
     char err[256];
-    const struct gs_region *o = gs_region_open_readonly(path, err, sizeof err);
-    if (!o)
+    struct gs_region_view *v = gs_region_view_open(path, err, sizeof err);
+    if (!v)
         return 0;
+    const struct gs_region *o = &v->r;
     int hit = 0;
     for (int b = 0; b < sc->nb; b++) {
         if (sc->found[b])
             continue;
         for (int i = 0; i < GS_REGION_MAX_PROCS; i++)
-            if ((uint32_t)__atomic_load_n(&o->proc[i].pid, __ATOMIC_RELAXED) == sc->pid[sc->busy[b]]) {
+            if ((uint32_t)o->proc[i].pid == sc->pid[sc->busy[b]] && gs_region_view_alive(v, i)) {
                 sc->found[b] = hit = 1;
                 break;
             }
     }
     if (hit) {
         uint64_t w = 100;
-        for (int dd = 0; dd < GS_REGION_MAX_DEVICES; dd++)
-            if (strncmp(o->dev[dd].uuid, sc->uuid, GS_REGION_UUID_LEN) == 0 &&
-                __atomic_load_n(&o->dev[dd].lim.configured, __ATOMIC_ACQUIRE) == 1) {
+        for (uint32_t dd = 0; dd < o->ndevices; dd++)
+            if (strncmp(o->dev[dd].uuid, sc->uuid, GS_REGION_UUID_LEN) == 0 && o->dev[dd].lim.configured == 1) {
                 const struct gs_lim_account *oa = &o->dev[dd].lim;
                 w = oa->mode == GS_LIM_SHARE ? oa->weight : oa->limit_pct;
                 break;
             }
         sc->total += w;
     }
-    gs_region_close_readonly(o);
+    gs_region_view_free(v);
     return 0;
 }
 

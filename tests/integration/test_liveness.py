@@ -1,6 +1,7 @@
 """A process's slot lives exactly as long as the process: its usage comes
 back the moment it dies, in whatever pid namespace it ran, and a forked
 child never keeps its parent's slot (or its own) alive by accident."""
+import json
 import os
 import signal
 import subprocess
@@ -33,7 +34,6 @@ def only_child(pid):
 
 
 def listed_processes(w):
-    import json
     doc = json.loads(subprocess.run([CLI, "top", "--json", w.region], check=True,
                                     capture_output=True, text=True).stdout)
     return doc["containers"][0]["processes"]
@@ -45,13 +45,16 @@ def test_restart_in_a_new_pid_namespace_gets_the_whole_limit(world):
     a.ok("init")
     a.ok(f"alloc {512 * MiB}")
     assert w.usage()[0] == CTX + 512 * MiB
+    assert len(listed_processes(w)) == 1
     os.kill(only_child(a.p.pid), signal.SIGKILL)  # the tenant, pid 1 of its namespace
     a.p.wait()
     b = w.client(wrap=UNSHARE)  # the restarted container: another pid namespace
     b.ok("init")
     assert b.cmd(f"fill {64 * MiB}")["count"] == (GiB - CTX) // (64 * MiB)  # nothing lost to the dead one
     assert w.usage()[0] == GiB
+    assert len(listed_processes(w)) == 1  # b only: the dead pid 1 of a's namespace is gone
     b.close()
+    assert listed_processes(w) == []
 
 
 def test_a_forked_child_holds_a_slot_of_its_own(world):
