@@ -14,6 +14,12 @@
 int gs_cmd_run(int argc, char **argv);
 int gs_cmd_top(int argc, char **argv);
 int gs_cmd_inspect(int argc, char **argv);
+int gs_cmd_rm(int argc, char **argv);
+
+/* Removes the region at path if no live process holds a slot in it.
+ * Returns 0 (and the number of live processes in *live: when non-zero,
+ * nothing was removed), or -1 with the reason in err. */
+int gs_cli_remove_unused_region(const char *path, int *live, char *err, size_t errlen);
 
 /* Full path of this executable's directory. */
 int gs_cli_self_dir(char *buf, size_t len);

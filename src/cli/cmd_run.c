@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "config.h"
 #include "region.h"
+#include "region_view.h"
 #include "statedir.h"
 #include "size_parse.h"
 
@@ -196,24 +197,56 @@ static int prepend_preload(const char *lib)
     return rc;
 }
 
-/* Once the last process of a private run has gone, its state goes too. */
-static void remove_if_unused(const char *path)
+/* A named container's limits are those of the run that created it. A later
+ * run with other limits starts it afresh when no process uses it, and is
+ * refused while one does: two limits for one container cannot both hold. */
+static int reconcile_named(const char *path, const char *name, const struct gs_config *cfg)
 {
-    char err[256];
-    int fd = -1;
-    struct gs_region *r = gs_region_open(path, 0, &fd, err, sizeof err);
-    if (!r)
-        return;
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return 0;
+    char err[512];
     int live = 0;
-    if (gs_region_lock(r) == 0) {
-        gs_region_reclaim_locked(r, fd, -1);
-        for (int i = 0; i < GS_REGION_MAX_PROCS; i++)
-            live += r->proc[i].pid != 0;
-        if (!live)
-            unlink(path);
-        gs_region_unlock(r);
+    if (gs_cli_remove_unused_region(path, &live, err, sizeof err) != 0) {
+        fprintf(stderr, "gpuslice run: %s\n", err);
+        return GS_EXIT_SETUP;
     }
-    gs_region_close(r, fd);
+    if (!live)
+        return 0; /* removed: this run sets the limits */
+    struct gs_region_view *v = gs_region_view_open(path, err, sizeof err);
+    if (!v) {
+        fprintf(stderr, "gpuslice run: %s\n", err);
+        return GS_EXIT_SETUP;
+    }
+    int uniform = 1;
+    for (int i = 1; i < GS_MAX_DEVICES; i++)
+        uniform &= cfg->mem_limit[i] == cfg->mem_limit[0] && cfg->sm_limit[i] == cfg->sm_limit[0];
+    int rc = 0;
+    for (uint32_t d = 0; d < v->r.ndevices && uniform && !rc; d++) {
+        const struct gs_region_device *dv = &v->r.dev[d];
+        const struct gs_lim_account *a = &dv->lim;
+        char have[GS_FORMAT_SIZE_MAX] = "none", want[GS_FORMAT_SIZE_MAX] = "none";
+        if (dv->mem_limit != cfg->mem_limit[0]) {
+            if (dv->mem_limit)
+                gs_format_size(dv->mem_limit, have, sizeof have);
+            if (cfg->mem_limit[0])
+                gs_format_size(cfg->mem_limit[0], want, sizeof want);
+            fprintf(stderr, "gpuslice run: container '%s' is in use by %d process%s with a memory limit of %s on %s; "
+                            "this run asks for %s.\n", name, live, live == 1 ? "" : "es", have, dv->uuid, want);
+            rc = GS_EXIT_USAGE;
+        } else if (a->configured == 1 && a->mode == GS_LIM_CAP && cfg->compute_mode == GS_COMPUTE_CAP &&
+                   a->limit_pct != (cfg->sm_limit[0] ? cfg->sm_limit[0] : 100)) {
+            fprintf(stderr, "gpuslice run: container '%s' is in use by %d process%s with a compute cap of %u%% on %s; "
+                            "this run asks for %u%%.\n", name, live, live == 1 ? "" : "es", a->limit_pct, dv->uuid,
+                    cfg->sm_limit[0] ? cfg->sm_limit[0] : 100);
+            rc = GS_EXIT_USAGE;
+        }
+    }
+    if (rc)
+        fprintf(stderr, "  Run it with the same limits, stop the container's processes to change them, or use another "
+                        "--name.\n");
+    gs_region_view_free(v);
+    return rc;
 }
 
 static int run_child(char **cmd, const char *region_path, int private_region)
@@ -253,8 +286,11 @@ static int run_child(char **cmd, const char *region_path, int private_region)
             return GS_EXIT_SETUP;
         }
     }
-    if (private_region)
-        remove_if_unused(region_path);
+    if (private_region) {
+        /* Once the last process of a private run has gone, its state goes too. */
+        char err[512];
+        gs_cli_remove_unused_region(region_path, NULL, err, sizeof err);
+    }
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
     return 128 + WTERMSIG(status);
@@ -380,6 +416,11 @@ int gs_cmd_run(int argc, char **argv)
         gs_config_check_unknown(environ, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err); /* already says "gpuslice: VAR='value': why" */
         return GS_EXIT_USAGE;
+    }
+    if (!private_region) {
+        int rc = reconcile_named(region, name, &cfg);
+        if (rc)
+            return rc;
     }
     struct gs_region *r = gs_region_open(region, 1, NULL, err, sizeof err);
     if (!r) {

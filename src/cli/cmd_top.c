@@ -78,6 +78,10 @@ static void print_table(const char *path, const struct gs_region_view *v)
     if (r->ndevices == 0)
         printf("%-20s %-42s %12s %12s %6d\n", r->container[0] ? r->container : path, "(no GPU used yet)", "-", "-",
                0);
+    int live = 0;
+    gs_region_view_used(v, -1, &live);
+    if (live == 0)
+        printf("  (idle: no live process; 'gpuslice rm %s' removes it)\n", r->container[0] ? r->container : path);
 }
 
 static json_t *to_json(const char *path, const struct gs_region_view *v)
@@ -123,8 +127,10 @@ static json_t *to_json(const char *path, const struct gs_region_view *v)
                                                "compute_charged_ns", (json_int_t)p->lim.charged_ns,
                                                "compute_waited_ns", (json_int_t)p->lim.wait_ns));
     }
-    return json_pack("{s:s, s:s, s:o, s:o}", "container", r->container, "state_file", path, "devices", devs,
-                     "processes", procs);
+    int live = 0;
+    gs_region_view_used(v, -1, &live);
+    return json_pack("{s:s, s:s, s:b, s:o, s:o}", "container", r->container, "state_file", path, "idle", live == 0,
+                     "devices", devs, "processes", procs);
 }
 
 struct region_list {
@@ -162,6 +168,10 @@ static int show(char **files, int nfiles, const char *dir, int as_json)
         }
         list = found.paths;
         n = found.n;
+        if (n == 0 && !as_json) {
+            printf("no gpuslice containers in %s\n", dir);
+            return 0;
+        }
     }
     json_t *all = json_array();
     if (!as_json)

@@ -13,6 +13,7 @@ static const char usage[] =
     "Commands:\n"
     "  run     run a command under GPU limits (see 'gpuslice run --help')\n"
     "  top     show each container's GPU memory use against its limit\n"
+    "  rm      remove an idle named container's state\n"
     "  sim     replay a cluster trace through the scheduling policies\n"
     "  inspect per-node, per-GPU allocation from the scheduler extender\n"
     "  version print the version\n"
@@ -39,6 +40,8 @@ int main(int argc, char **argv)
         return gs_cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "top"))
         return gs_cmd_top(argc - 1, argv + 1);
+    if (!strcmp(cmd, "rm"))
+        return gs_cmd_rm(argc - 1, argv + 1);
     if (!strcmp(cmd, "inspect"))
         return gs_cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(cmd, "sim"))

@@ -117,3 +117,42 @@ def test_flag_errors_name_the_flag_the_user_typed(tmp_path):
         assert "GPUSLICE_" not in r.stderr, (flags, r.stderr)
     # Bytes stay possible when said so.
     assert run(w, ["run", "--memory", "4096B", "--", "true"]).returncode == 0
+
+
+def test_a_named_container_keeps_one_set_of_limits_and_rm_removes_it_when_idle(tmp_path):
+    w = World(tmp_path)
+    env = cli_env(w)
+    holder = subprocess.Popen([CLI, "run", "-m", "2GiB", "--name", "team-b", "--", CLIENT],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    holder.stdin.write("init\nalloc 1048576\nhold\n")
+    holder.stdin.flush()
+    assert "alloc rc=0" in holder.stdout.readline() + holder.stdout.readline()
+    assert holder.stdout.readline().strip() == "holding"
+    try:
+        # While it runs: other limits are refused, the same ones join it.
+        r = run(w, ["run", "-m", "4GiB", "--name", "team-b", "--", CLIENT], "init\n")
+        assert r.returncode == 2, r.stderr
+        assert "container 'team-b' is in use by 1 process with a memory limit of 2.00 GiB" in r.stderr
+        assert "this run asks for 4.00 GiB" in r.stderr
+        assert run(w, ["run", "-m", "2GiB", "--name", "team-b", "--", CLIENT], "init\n").returncode == 0
+        r = run(w, ["rm", "team-b"])
+        assert r.returncode == 1 and "in use by 1 process" in r.stderr, r.stderr
+        assert "idle" not in run(w, ["top"]).stdout
+    finally:
+        holder.kill()
+        holder.wait()
+    time.sleep(0.2)  # the job gets SIGTERM from the dying run; let it go
+    # Nobody uses it: top says so, and a run with new limits starts it afresh.
+    deadline = time.time() + 10
+    while time.time() < deadline and "idle" not in run(w, ["top"]).stdout:
+        time.sleep(0.05)
+    top = run(w, ["top"]).stdout
+    assert "(idle: no live process; 'gpuslice rm team-b' removes it)" in top, top
+    assert json.loads(run(w, ["top", "--json"]).stdout)["containers"][0]["idle"] is True
+    r = run(w, ["run", "-m", "4GiB", "--name", "team-b", "--", CLIENT], "init\ninfo\n")
+    assert r.returncode == 0, r.stderr
+    assert "total=4294967296" in r.stdout, r.stdout
+    r = run(w, ["rm", "team-b", "nobody"])
+    assert r.returncode == 1
+    assert "removed team-b" in r.stdout and "no container 'nobody'" in r.stderr
+    assert run(w, ["top"]).stdout.startswith("no gpuslice containers in ")

@@ -1,0 +1,36 @@
+/* Removing a container's region once nothing uses it: shared by `run`
+ * (a private run's state goes with its last process), `rm`, and a named run
+ * that starts a container afresh with new limits. */
+#include "cli.h"
+#include "region.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+int gs_cli_remove_unused_region(const char *path, int *live_out, char *err, size_t errlen)
+{
+    int fd = -1;
+    struct gs_region *r = gs_region_open(path, 0, &fd, err, errlen);
+    if (!r)
+        return -1;
+    int live = 0, rc = 0;
+    if (gs_region_lock(r) != 0) {
+        snprintf(err, errlen, "%s: its lock cannot be taken", path);
+        rc = -1;
+    } else {
+        gs_region_reclaim_locked(r, fd, -1);
+        for (int i = 0; i < GS_REGION_MAX_PROCS; i++)
+            live += r->proc[i].pid != 0;
+        if (!live && unlink(path) != 0) {
+            snprintf(err, errlen, "cannot remove %s: %s", path, strerror(errno));
+            rc = -1;
+        }
+        gs_region_unlock(r);
+    }
+    gs_region_close(r, fd);
+    if (live_out)
+        *live_out = live;
+    return rc;
+}
