@@ -17,7 +17,7 @@ for list in default+cpu2 default+cpu2.5 default cpu050 gpushare20 gpushare40 gpu
     name=${list%%+*} mix=""
     [ "$name" = "$list" ] || mix="+${list#*+}"
     for seed in $seeds; do
-        "$build/src/sim/gpuslice-sim-waste" "$nodes" "$trace/openb_pod_list_$name.csv$mix" order \
+        "$build/bench/gpuslice-sim-waste" "$nodes" "$trace/openb_pod_list_$name.csv$mix" order \
             "$seed" > "$tmp"
         printf '%s %s %s\n' "$list" "$seed" \
             "$(/usr/bin/python3 "$here/oracle_bound.py" "$tmp" "$gpus" | awk '{ print $3 }')"

@@ -7,13 +7,13 @@ set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 machine=${2:-"$(nproc)-core CPU dev machine"}
-sim=$(find "$build" -name gpuslice-sim -type f -perm -u+x | head -n1)
-[ -n "$sim" ] || { echo "run_openb.sh: gpuslice-sim not found under $build" >&2; exit 1; }
+cli=$build/bin/gpuslice
+[ -x "$cli" ] || { echo "run_openb.sh: $cli not found; build first" >&2; exit 1; }
 day=$(date +%Y-%m-%d)
 commit=$(git -C "$root" rev-parse --short HEAD)
 lists=default,cpu050,gpushare20,gpushare40,gpushare60,gpushare80,gpushare100,gpuspec33,multigpu50,default+cpu2,default+cpu2.5
 out=$root/bench/results
-nice -n 10 "$sim" --pods "$lists" --policy fgd,bestfit,binpack,fraglook --seeds 42-51 \
+nice -n 10 "$cli" sim --pods "$lists" --policy fgd,bestfit,binpack,fraglook --seeds 42-51 \
   --summary "$out/sched-$day-sim.md" --plot "$out/sched-$day-sim.png" \
   --plot-script "$root/bench/sim/plot_sim.py" \
   --label "Run $day on a $machine, commit $commit, nodes openb_node_list_gpu_node.csv (1213 nodes, 6212 GPUs)."
