@@ -1,7 +1,9 @@
 /* AdmissionReview v1 for pods: GPU pods (any gpuslice.io/ resource) get our
  * scheduler name and defaults (mutate) and are checked with the extender's own
  * pod reader (podspec.c), so a pod the webhook admits is a pod the extender can
- * place. Everything else is allowed untouched. */
+ * place, and against the tenant policy (tenant_policy.c): no limit-carrying
+ * environment, gpuslice.io/ annotations written by gpuslice alone. Everything
+ * else is allowed untouched. */
 #include "admission.h"
 
 #include <jansson.h>
@@ -10,6 +12,7 @@
 #include <string.h>
 
 #include "podspec.h"
+#include "tenant_policy.h"
 
 #define GS_WH_UID_MAX 128
 #define GS_RES_PREFIX "gpuslice.io/"
@@ -130,11 +133,55 @@ struct decision {
     json_t *warnings; /* strings */
 };
 
-static void decide_pod(const struct gs_wh_config *cfg, enum gs_wh_mode mode, json_t *pod,
-                       struct decision *d)
+/* The environment of every container kind of a GPU pod. */
+static int check_pod_env(json_t *spec, char *err, size_t errlen)
 {
-    char err[300], who[160];
+    return gs_wh_check_env(json_object_get(spec, "containers"), "containers", err, errlen) ||
+           gs_wh_check_env(json_object_get(spec, "initContainers"), "initContainers", err, errlen) ||
+           gs_wh_check_env(json_object_get(spec, "ephemeralContainers"), "ephemeralContainers", err, errlen);
+}
+
+static void refuse(struct decision *d, json_t *pod, const char *err)
+{
+    char who[160];
+
     pod_name(pod, who, sizeof who);
+    d->allowed = 0;
+    snprintf(d->msg, sizeof d->msg, "gpuslice: pod %s: %s", who, err);
+    ascii_only(d->msg);
+}
+
+/* UPDATE of a pod (old: before) or of its ephemeralcontainers (ephemeral = 1). */
+static void decide_update(const struct gs_wh_config *cfg, json_t *pod, json_t *old, const char *username,
+                          int ephemeral, struct decision *d)
+{
+    char err[300];
+    int gpu = 0;
+    json_t *spec = json_object_get(pod, "spec");
+
+    if (!json_is_object(pod) || (!ephemeral && !json_is_object(old))) {
+        d->allowed = 0;
+        snprintf(d->msg, sizeof d->msg, "gpuslice: request.object%s is not a Pod",
+                 ephemeral ? "" : " or request.oldObject");
+        return;
+    }
+    if (!ephemeral) {
+        if (gs_wh_check_annotations(pod, old, username, cfg->annotation_writers, cfg->n_annotation_writers, err,
+                                    sizeof err))
+            refuse(d, pod, err);
+        return;
+    }
+    /* An ephemeral container joins a GPU pod: the same environment rule. */
+    if (scan_containers(json_object_get(spec, "containers"), "containers", &gpu, err, sizeof err) == 0 &&
+        scan_containers(json_object_get(spec, "initContainers"), "initContainers", &gpu, err, sizeof err) == 0 &&
+        gpu && gs_wh_check_env(json_object_get(spec, "ephemeralContainers"), "ephemeralContainers", err, sizeof err))
+        refuse(d, pod, err);
+}
+
+static void decide_pod(const struct gs_wh_config *cfg, enum gs_wh_mode mode, json_t *pod,
+                       const char *username, struct decision *d)
+{
+    char err[300];
     json_t *spec = json_object_get(pod, "spec");
     int gpu = 0;
     if (!json_is_object(pod) || !json_is_object(spec)) {
@@ -147,8 +194,14 @@ static void decide_pod(const struct gs_wh_config *cfg, enum gs_wh_mode mode, jso
         scan_containers(json_object_get(spec, "initContainers"), "initContainers", &gpu, err,
                         sizeof err))
         goto deny;
+    /* Any pod: a forged gpuslice.io/assignment must not wait for a GPU request. */
+    if (gs_wh_check_annotations(pod, NULL, username, cfg->annotation_writers, cfg->n_annotation_writers, err,
+                                sizeof err))
+        goto deny;
     if (!gpu)
-        return; /* not ours: untouched, whatever its annotations say */
+        return; /* not ours: untouched */
+    if (check_pod_env(spec, err, sizeof err))
+        goto deny;
     struct gs_podspec ps;
     int r = gs_podspec_parse(pod, &ps, err, sizeof err);
     if (r < 0)
@@ -195,9 +248,7 @@ static void decide_pod(const struct gs_wh_config *cfg, enum gs_wh_mode mode, jso
     }
     return;
 deny:
-    d->allowed = 0;
-    snprintf(d->msg, sizeof d->msg, "gpuslice: pod %s: %s", who, err);
-    ascii_only(d->msg);
+    refuse(d, pod, err);
 }
 
 static int fail(char **out, const char *text)
@@ -249,9 +300,13 @@ int gs_admission_review(const struct gs_wh_config *cfg, enum gs_wh_mode mode, co
     const char *k = json_string_value(json_object_get(rk, "kind"));
     const char *op = json_string_value(json_object_get(req, "operation"));
     const char *sub = json_string_value(json_object_get(req, "subResource"));
-    if (k && strcmp(k, "Pod") == 0 && (!group || !*group) && (!sub || !*sub) && op &&
-        strcmp(op, "CREATE") == 0)
-        decide_pod(cfg, mode, json_object_get(req, "object"), &d);
+    const char *user = json_string_value(json_object_get(json_object_get(req, "userInfo"), "username"));
+    int pod = k && strcmp(k, "Pod") == 0 && (!group || !*group) && op;
+    int whole = !sub || !*sub;
+    if (pod && whole && strcmp(op, "CREATE") == 0)
+        decide_pod(cfg, mode, json_object_get(req, "object"), user, &d);
+    else if (pod && strcmp(op, "UPDATE") == 0 && (whole || strcmp(sub, "ephemeralcontainers") == 0))
+        decide_update(cfg, json_object_get(req, "object"), json_object_get(req, "oldObject"), user, !whole, &d);
 
     json_t *resp = json_pack("{s:s,s:b}", "uid", uid, "allowed", d.allowed);
     if (!d.allowed) {

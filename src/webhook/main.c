@@ -29,6 +29,9 @@ static const char usage[] =
     "                             (default " GS_WH_DEFAULT_SCHEDULER ")\n"
     "  --default-gpu-cores N      gpu-cores filled in when gpu-memory is given without it,\n"
     "                             1..100; 0 = leave it absent (default 10)\n"
+    "  --annotation-writer USER   a user (userInfo.username) that may write gpuslice.io/\n"
+    "                             annotations; repeat for each; default gpuslice's own\n"
+    "                             service accounts (the extender's and the node agent's)\n"
     "  --threads N                HTTP worker threads (2)\n"
     "  -v                         log every decision\n"
     "  --version                  print the version\n"
@@ -66,10 +69,14 @@ int main(int argc, char **argv)
         {"tls-cert", required_argument, 0, 'c'},       {"tls-key", required_argument, 0, 'K'},
         {"scheduler-name", required_argument, 0, 's'}, {"default-gpu-cores", required_argument, 0, 'C'},
         {"threads", required_argument, 0, 't'},        {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, 'V'},
+        {"version", no_argument, 0, 'V'},              {"annotation-writer", required_argument, 0, 'W'},
         {0, 0, 0, 0}};
     const char *addr = NULL, *cert = NULL, *key = NULL;
-    static struct gs_wh_config cfg = {GS_WH_DEFAULT_SCHEDULER, GS_WH_DEFAULT_CORES};
+    static const char *const default_writers[] = GS_WH_DEFAULT_WRITERS;
+    static const char *writers[16];
+    size_t nwriters = 0;
+    static struct gs_wh_config cfg = {GS_WH_DEFAULT_SCHEDULER, GS_WH_DEFAULT_CORES, default_writers,
+                                      sizeof default_writers / sizeof default_writers[0]};
     int port = 8443, threads = 2, c;
     while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
         switch (c) {
@@ -77,6 +84,18 @@ int main(int argc, char **argv)
         case 'c': cert = optarg; break;
         case 'K': key = optarg; break;
         case 'v': g_verbose = 1; break;
+        case 'W':
+            if (strncmp(optarg, "system:serviceaccount:", 22) != 0 || strlen(optarg) > 300 ||
+                nwriters == sizeof writers / sizeof writers[0]) {
+                fprintf(stderr, PROG ": --annotation-writer '%s': expected a service account as "
+                        "system:serviceaccount:NAMESPACE:NAME, at most %zu of them\n", optarg,
+                        sizeof writers / sizeof writers[0]);
+                return 2;
+            }
+            writers[nwriters++] = optarg;
+            cfg.annotation_writers = writers;
+            cfg.n_annotation_writers = nwriters;
+            break;
         case 's':
             if (!*optarg || strlen(optarg) > 253) {
                 fprintf(stderr, "gpuslice-webhook: bad --scheduler-name '%s'\n", optarg);
@@ -123,8 +142,9 @@ int main(int argc, char **argv)
     signal(SIGINT, on_signal);
     signal(SIGPIPE, SIG_IGN);
     fprintf(stderr, "gpuslice-webhook: listening on %s:%d (https), scheduler %s, default "
-            "gpu-cores %d\n", addr ? addr : "0.0.0.0", gs_httpd_port(srv), cfg.scheduler_name,
-            cfg.default_cores);
+            "gpu-cores %d, %zu annotation writer(s), first %s\n", addr ? addr : "0.0.0.0",
+            gs_httpd_port(srv), cfg.scheduler_name, cfg.default_cores, cfg.n_annotation_writers,
+            cfg.annotation_writers[0]);
     while (!g_quit)
         pause();
     fprintf(stderr, "gpuslice-webhook: signal %d: shutting down\n", (int)g_quit);

@@ -195,10 +195,16 @@ def test_webhook_wiring(objs):
         assert (s["name"], s["namespace"], s["path"], s["port"]) == \
             ("gpuslice-webhook", "gpuslice-system", path, svc["spec"]["ports"][0]["port"])
         assert w["admissionReviewVersions"] == ["v1"]
-        assert w["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                               "resources": ["pods"], "scope": "Namespaced"}]
+        # The validating webhook also sees UPDATEs (gpuslice.io/ annotations) and
+        # ephemeral containers (their environment).
+        ops, res = ((["CREATE"], ["pods"]) if path == "/mutate" else
+                    (["CREATE", "UPDATE"], ["pods", "pods/ephemeralcontainers"]))
+        assert w["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ops,
+                               "resources": res, "scope": "Namespaced"}]
         assert "kube-system" in w["namespaceSelector"]["matchExpressions"][0]["values"]
         assert "gpuslice.io/" in w["matchConditions"][0]["expression"]
+        if path == "/validate":
+            assert "oldObject.metadata.annotations" in w["matchConditions"][0]["expression"]
     # Services select existing Deployments' pods.
     for name in ("gpuslice-webhook", "gpuslice-extender"):
         sel = objs[("Service", "gpuslice-system", name)]["spec"]["selector"]

@@ -63,7 +63,9 @@ static void check(const struct gs_wh_config *cfg, enum gs_wh_mode mode, const ch
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const struct gs_wh_config cfg = {GS_WH_DEFAULT_SCHEDULER, GS_WH_DEFAULT_CORES};
+    static const char *const writers[] = GS_WH_DEFAULT_WRITERS;
+    static const struct gs_wh_config cfg = {GS_WH_DEFAULT_SCHEDULER, GS_WH_DEFAULT_CORES, writers,
+                                            sizeof writers / sizeof writers[0]};
     check(&cfg, GS_WH_MUTATE, (const char *)data, size, NULL);
     check(&cfg, GS_WH_VALIDATE, (const char *)data, size, NULL);
     json_t *pod = json_loadb((const char *)data, size, 0, NULL);

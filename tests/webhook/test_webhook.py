@@ -248,7 +248,9 @@ def test_malformed_pod_rejected_with_reason(wh, mutate, needle, path):
 
 def test_other_operations_and_kinds_pass(wh):
     bad = pod(cores="150")
-    for rev in (review(bad, op="UPDATE"), review(None, op="DELETE"), review(bad, kind="Binding")):
+    update = review(bad, op="UPDATE")  # not re-validated; its annotations are (test_tenant_policy.py)
+    update["request"]["oldObject"] = bad
+    for rev in (update, review(None, op="DELETE"), review(bad, kind="Binding")):
         st, body = wh.review(rev)
         assert st == 200 and answer(body, rev) == {"uid": rev["request"]["uid"], "allowed": True}
     rev = review(5)  # a Pod create whose object is not an object
@@ -315,6 +317,7 @@ def test_flags_scheduler_name_and_no_default(certs, tmp_path):
      "--tls-cert '/nonexistent.crt': cannot read it"),
     (["--default-gpu-cores", "101"], 2, "--default-gpu-cores '101': expected a whole number from 0 to 100"),
     (["--port", "x"], 2, "--port 'x': expected a whole number"),
+    (["--annotation-writer", "bob"], 2, "--annotation-writer 'bob': expected a service account"),
 ])
 def test_bad_startup(args, rc, needle):
     if not WEBHOOK:
