@@ -10,6 +10,7 @@
 #include "size_parse.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -249,6 +250,44 @@ static int reconcile_named(const char *path, const char *name, const struct gs_c
     return rc;
 }
 
+/* The state directory holds the regions whose limits every run trusts. One that
+ * another user owns or may write (a /tmp/gpuslice-<uid> created before ours, or a
+ * symbolic link to one) would let that user set our limits: refuse it. */
+static int check_state_dir(const char *dir)
+{
+    struct stat st;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+    if (fd < 0) {
+        int e = errno;
+
+        fprintf(stderr, "gpuslice run: state directory %s: %s\n", dir,
+                e == ELOOP || e == ENOTDIR ? "not a directory (a symbolic link or a file); remove it"
+                                           : strerror(e));
+        return -1;
+    }
+    if (fstat(fd, &st) != 0) {
+        fprintf(stderr, "gpuslice run: state directory %s: %s\n", dir, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    if (st.st_uid != geteuid() && st.st_uid != 0) {
+        fprintf(stderr, "gpuslice run: state directory %s is owned by uid %u, mode %04o, not by you (uid %u) "
+                "or root; another user may have made it to control your limits: remove it or set "
+                "GPUSLICE_STATE_DIR\n", dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+                (unsigned)geteuid());
+        return -1;
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        fprintf(stderr, "gpuslice run: state directory %s (owner uid %u) has mode %04o, which lets other users "
+                "write to it: chmod go-w it or set GPUSLICE_STATE_DIR\n", dir, (unsigned)st.st_uid,
+                (unsigned)(st.st_mode & 07777));
+        return -1;
+    }
+    return 0;
+}
+
 static int run_child(char **cmd, const char *region_path, int private_region)
 {
     struct sigaction sa = {.sa_handler = forward_signal};
@@ -393,6 +432,8 @@ int gs_cmd_run(int argc, char **argv)
         fprintf(stderr, "gpuslice run: cannot create state directory %s: %s\n", dir, strerror(errno));
         return GS_EXIT_SETUP;
     }
+    if (check_state_dir(dir) != 0)
+        return GS_EXIT_SETUP;
     int private_region = name == NULL;
     if (!name) {
         snprintf(auto_name, sizeof auto_name, "run-%d", (int)getpid());
