@@ -50,6 +50,14 @@ SCHEMA = {
                                      ["metadata.name", "webhooks"], META | {"webhooks"}),
     "ValidatingWebhookConfiguration": ("admissionregistration.k8s.io/v1",
                                        ["metadata.name", "webhooks"], META | {"webhooks"}),
+    "DaemonSet": ("apps/v1", ["metadata.name", "metadata.namespace", "spec.selector",
+                              "spec.template.spec.containers"], META | {"spec"}),
+    "ValidatingAdmissionPolicy": ("admissionregistration.k8s.io/v1",
+                                  ["metadata.name", "spec.matchConstraints", "spec.validations"],
+                                  META | {"spec"}),
+    "ValidatingAdmissionPolicyBinding": ("admissionregistration.k8s.io/v1",
+                                         ["metadata.name", "spec.policyName",
+                                          "spec.validationActions"], META | {"spec"}),
 }
 # Required in each admissionregistration.k8s.io/v1 webhook entry.
 WEBHOOK_REQUIRED = ["name", "clientConfig", "sideEffects", "admissionReviewVersions"]
@@ -114,7 +122,7 @@ def test_objects_against_schema_table(objs):
         for path in req:
             assert get(o, path) not in (None, "", [], {}), f"{kind} {name}: {path} empty"
         assert set(o) <= keys, f"{kind} {name}: unknown top-level keys {set(o) - keys}"
-        if kind == "Deployment":
+        if kind in ("Deployment", "DaemonSet"):
             sel = o["spec"]["selector"]["matchLabels"]
             labels = o["spec"]["template"]["metadata"]["labels"]
             assert sel.items() <= labels.items(), f"{name}: selector does not match its pods"
@@ -226,7 +234,7 @@ def test_rbac_is_least_privilege(objs):
     # Every binding's subject is a ServiceAccount defined here.
     sas = {(ns, n) for (k, ns, n) in objs if k == "ServiceAccount"}
     for (k, _, n), o in objs.items():
-        if k.endswith("Binding"):
+        if k.endswith("RoleBinding"):
             for s in o["subjects"]:
                 assert (s["namespace"], s["name"]) in sas, f"{k} {n}: unknown subject"
 
