@@ -246,3 +246,8 @@ const char *gs_getenv_process(const char *name, void *ctx)
     (void)ctx;
     return getenv(name);
 }
+
+const char *gs_getenv_pinned_config(const char *name, void *ctx)
+{
+    return strcmp(name, "GPUSLICE_CONFIG") == 0 ? (const char *)ctx : getenv(name);
+}

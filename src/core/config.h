@@ -45,6 +45,12 @@ int gs_config_load(struct gs_config *cfg, gs_getenv_fn getenv_fn, void *ctx, cha
 /* Convenience: the process environment (getenv). */
 const char *gs_getenv_process(const char *name, void *ctx);
 
+/* The process environment, except that GPUSLICE_CONFIG is ctx (a path):
+ * inside a container the node agent set up, its limits file applies
+ * whatever the environment says, so a pod spec or a process cannot swap it
+ * for a file of its own. */
+const char *gs_getenv_pinned_config(const char *name, void *ctx);
+
 /* Scans a NULL-terminated "NAME=value" list (e.g. environ; NULL is an empty list) and
  * fails on names that look like ours but are not known: any name starting with
  * GPUSLICE_ (in any case) that gpuslice does not define, and indexed names with a bad

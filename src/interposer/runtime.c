@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -86,7 +87,18 @@ __attribute__((constructor)) static void runtime_init(void)
     for (int i = 0; i < GS_MAX_DEVICES; i++)
         dev_map[i] = -1;
     char err[512];
-    if (gs_config_load(&gs_rt.cfg, gs_getenv_process, NULL, err, sizeof err) != 0 ||
+    /* Where the node agent mounted a limits file, it is the configuration's
+     * ceiling whatever GPUSLICE_CONFIG says (docs/configuration.md). */
+    struct stat node_file;
+    int pinned = lstat(GS_STATEDIR_CONTAINER_CONFIG, &node_file) == 0;
+    if (pinned) {
+        const char *asked = getenv("GPUSLICE_CONFIG");
+        if (asked && strcmp(asked, GS_STATEDIR_CONTAINER_CONFIG) != 0)
+            gs_log(GS_LOG_WARN, "GPUSLICE_CONFIG='%s' ignored: this container's limits are in %s", asked,
+                   GS_STATEDIR_CONTAINER_CONFIG);
+    }
+    if (gs_config_load(&gs_rt.cfg, pinned ? gs_getenv_pinned_config : gs_getenv_process,
+                       (void *)GS_STATEDIR_CONTAINER_CONFIG, err, sizeof err) != 0 ||
         gs_config_check_unknown(environ, err, sizeof err) != 0) {
         set_broken(err);
         return;
