@@ -38,7 +38,11 @@ static void fmt_compute(const struct gs_region_device *dv, char *buf, size_t len
 {
     const struct gs_lim_account *a = &dv->lim;
     if (__atomic_load_n(&a->configured, __ATOMIC_ACQUIRE) != 1) {
-        snprintf(buf, len, "-");
+        /* Configured, but nothing launched yet: the cap without a use. */
+        if (dv->sm_limit)
+            snprintf(buf, len, "-/%u%%cap", dv->sm_limit);
+        else
+            snprintf(buf, len, "-");
         return;
     }
     unsigned use = (__atomic_load_n(&a->use_ppm, __ATOMIC_RELAXED) + 5000) / 10000;

@@ -156,3 +156,19 @@ def test_a_named_container_keeps_one_set_of_limits_and_rm_removes_it_when_idle(t
     assert r.returncode == 1
     assert "removed team-b" in r.stdout and "no container 'nobody'" in r.stderr
     assert run(w, ["top"]).stdout.startswith("no gpuslice containers in ")
+
+
+def test_top_shows_a_configured_cap_before_the_first_launch(tmp_path):
+    w = World(tmp_path)
+    holder = subprocess.Popen([CLI, "run", "-m", "2GiB", "-c", "30", "--name", "capped", "--", CLIENT],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=cli_env(w))
+    try:
+        holder.stdin.write("init\nalloc 1048576\nhold\n")
+        holder.stdin.flush()
+        assert "alloc rc=0" in holder.stdout.readline() + holder.stdout.readline()
+        assert holder.stdout.readline().strip() == "holding"
+        line = [ln for ln in run(w, ["top"]).stdout.splitlines() if ln.startswith("capped")][0]
+        assert line.split()[-1] == "-/30%cap", line
+    finally:
+        holder.kill()
+        holder.wait()
