@@ -200,13 +200,50 @@ static int prepend_preload(const char *lib)
 
 /* A named container's limits are those of the run that created it. A later
  * run with other limits starts it afresh when no process uses it, and is
- * refused while one does: two limits for one container cannot both hold. */
+ * refused while one does: two limits for one container cannot both hold.
+ * A run with the same limits joins it, even one started a moment after the
+ * first (whose processes may not hold a slot yet). */
+static int limits_differ(const struct gs_region_view *v, const struct gs_config *cfg, char *what, size_t len)
+{
+    for (int i = 1; i < GS_MAX_DEVICES; i++)
+        if (cfg->mem_limit[i] != cfg->mem_limit[0] || cfg->sm_limit[i] != cfg->sm_limit[0])
+            return 0; /* per-device limits: ordinals are the process's own, not comparable here */
+    for (uint32_t d = 0; d < v->r.ndevices; d++) {
+        const struct gs_region_device *dv = &v->r.dev[d];
+        if (dv->mem_limit != cfg->mem_limit[0]) {
+            char have[GS_FORMAT_SIZE_MAX] = "none", want[GS_FORMAT_SIZE_MAX] = "none";
+            if (dv->mem_limit)
+                gs_format_size(dv->mem_limit, have, sizeof have);
+            if (cfg->mem_limit[0])
+                gs_format_size(cfg->mem_limit[0], want, sizeof want);
+            snprintf(what, len, "a memory limit of %s on %s; this run asks for %s", have, dv->uuid, want);
+            return 1;
+        }
+        if (cfg->compute_mode == GS_COMPUTE_CAP && dv->sm_limit != cfg->sm_limit[0]) {
+            snprintf(what, len, "a compute cap of %u%% on %s; this run asks for %u%%", dv->sm_limit ? dv->sm_limit : 100,
+                     dv->uuid, cfg->sm_limit[0] ? cfg->sm_limit[0] : 100);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int reconcile_named(const char *path, const char *name, const struct gs_config *cfg)
 {
     struct stat st;
     if (lstat(path, &st) != 0)
         return 0;
-    char err[512];
+    char err[512], what[300];
+    struct gs_region_view *v = gs_region_view_open(path, err, sizeof err);
+    if (!v) {
+        fprintf(stderr, "gpuslice run: %s\n  If no process uses container '%s', remove the file and run again.\n",
+                err, name);
+        return GS_EXIT_SETUP;
+    }
+    int differ = limits_differ(v, cfg, what, sizeof what);
+    gs_region_view_free(v);
+    if (!differ)
+        return 0;
     int live = 0;
     if (gs_cli_remove_unused_region(path, &live, err, sizeof err) != 0) {
         fprintf(stderr, "gpuslice run: %s\n", err);
@@ -214,40 +251,11 @@ static int reconcile_named(const char *path, const char *name, const struct gs_c
     }
     if (!live)
         return 0; /* removed: this run sets the limits */
-    struct gs_region_view *v = gs_region_view_open(path, err, sizeof err);
-    if (!v) {
-        fprintf(stderr, "gpuslice run: %s\n", err);
-        return GS_EXIT_SETUP;
-    }
-    int uniform = 1;
-    for (int i = 1; i < GS_MAX_DEVICES; i++)
-        uniform &= cfg->mem_limit[i] == cfg->mem_limit[0] && cfg->sm_limit[i] == cfg->sm_limit[0];
-    int rc = 0;
-    for (uint32_t d = 0; d < v->r.ndevices && uniform && !rc; d++) {
-        const struct gs_region_device *dv = &v->r.dev[d];
-        const struct gs_lim_account *a = &dv->lim;
-        char have[GS_FORMAT_SIZE_MAX] = "none", want[GS_FORMAT_SIZE_MAX] = "none";
-        if (dv->mem_limit != cfg->mem_limit[0]) {
-            if (dv->mem_limit)
-                gs_format_size(dv->mem_limit, have, sizeof have);
-            if (cfg->mem_limit[0])
-                gs_format_size(cfg->mem_limit[0], want, sizeof want);
-            fprintf(stderr, "gpuslice run: container '%s' is in use by %d process%s with a memory limit of %s on %s; "
-                            "this run asks for %s.\n", name, live, live == 1 ? "" : "es", have, dv->uuid, want);
-            rc = GS_EXIT_USAGE;
-        } else if (a->configured == 1 && a->mode == GS_LIM_CAP && cfg->compute_mode == GS_COMPUTE_CAP &&
-                   a->limit_pct != (cfg->sm_limit[0] ? cfg->sm_limit[0] : 100)) {
-            fprintf(stderr, "gpuslice run: container '%s' is in use by %d process%s with a compute cap of %u%% on %s; "
-                            "this run asks for %u%%.\n", name, live, live == 1 ? "" : "es", a->limit_pct, dv->uuid,
-                    cfg->sm_limit[0] ? cfg->sm_limit[0] : 100);
-            rc = GS_EXIT_USAGE;
-        }
-    }
-    if (rc)
-        fprintf(stderr, "  Run it with the same limits, stop the container's processes to change them, or use another "
-                        "--name.\n");
-    gs_region_view_free(v);
-    return rc;
+    fprintf(stderr,
+            "gpuslice run: container '%s' is in use by %d process%s with %s.\n"
+            "  Run it with the same limits, stop the container's processes to change them, or use another --name.\n",
+            name, live, live == 1 ? "" : "es", what);
+    return GS_EXIT_USAGE;
 }
 
 /* The state directory holds the regions whose limits every run trusts. One that
