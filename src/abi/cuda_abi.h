@@ -229,6 +229,13 @@ typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_st {
 
 /* Sharing VMM allocations between processes. */
 typedef int CUmemAllocationHandleType;
-enum { CU_MEM_HANDLE_TYPE_NONE = 0x0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1 };
+enum {
+    CU_MEM_HANDLE_TYPE_NONE = 0x0,
+    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1,
+    CU_MEM_HANDLE_TYPE_FABRIC = 0x8
+};
+typedef struct CUmemFabricHandle_st {
+    unsigned char data[64];
+} CUmemFabricHandle;
 
 #endif

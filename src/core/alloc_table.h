@@ -20,13 +20,17 @@ enum gs_alloc_kind {
     GS_ALLOC_IPC = 5,     /* pointer returned by cuIpcOpenMemHandle */
     GS_ALLOC_VMM_IMPORT = 6, /* handle from cuMemImportFromShareableHandle (0 bytes: a marker) */
     GS_ALLOC_VMM_MAP = 7,    /* cuMemMap of an imported handle, by its address */
-    GS_ALLOC_GRAPH = 8       /* graph allocation node of a live executable graph, by its address */
+    GS_ALLOC_GRAPH = 8,      /* graph allocation node of a live executable graph, by its address */
+    GS_ALLOC_VMM_SHARED = 9  /* handle of an export record (region_export.h): exported, or imported from it */
 };
 
 struct gs_alloc_rec {
     uint64_t bytes;
     int32_t dev;
-    int32_t slot; /* region slot that was charged */
+    union {
+        int32_t slot;   /* region slot that was charged */
+        int32_t record; /* GS_ALLOC_VMM_SHARED: the region's export record, which holds the charge */
+    };
 };
 
 /* Records a charge. Returns 0, or -1 if out of host memory. A key already

@@ -1,5 +1,6 @@
 #include "region.h"
 #include "ofdlock.h"
+#include "region_export.h"
 #include "procinfo.h"
 
 #include <errno.h>
@@ -80,7 +81,7 @@ int gs_region_check(const struct gs_region *r, char *err, size_t errlen)
             return -1;
         }
     }
-    return 0;
+    return gs_region_exports_check(r, err, errlen);
 }
 
 struct gs_region *gs_region_open(const char *path, int create, int *fd_out, char *err, size_t errlen)
@@ -199,14 +200,20 @@ void gs_region_unlock(struct gs_region *r)
 
 int gs_region_reclaim_locked(struct gs_region *r, int fd, int self)
 {
+    unsigned char dead[GS_REGION_MAX_PROCS] = {0};
     int reclaimed = 0;
     for (int i = 0; i < GS_REGION_MAX_PROCS; i++) {
-        struct gs_region_proc *p = &r->proc[i];
-        if (p->pid != 0 && i != self && !gs_region_slot_alive(fd, i)) {
-            memset(p, 0, sizeof *p);
+        if (r->proc[i].pid != 0 && i != self && !gs_region_slot_alive(fd, i)) {
+            dead[i] = 1;
             reclaimed++;
         }
     }
+    /* First hand what the dead shared with the living to a living holder. */
+    if (reclaimed)
+        gs_region_exports_drop_locked(r, dead);
+    for (int i = 0; i < GS_REGION_MAX_PROCS; i++)
+        if (dead[i])
+            memset(&r->proc[i], 0, sizeof r->proc[i]);
     rebuild_totals_locked(r);
     return reclaimed;
 }
@@ -279,6 +286,9 @@ void gs_region_detach(struct gs_region *r, int fd, int slot)
 {
     if (slot < 0 || slot >= GS_REGION_MAX_PROCS || gs_region_lock(r) != 0)
         return;
+    unsigned char leaving[GS_REGION_MAX_PROCS] = {0};
+    leaving[slot] = 1;
+    gs_region_exports_drop_locked(r, leaving); /* shared charges move to the other holders */
     struct gs_region_proc *p = &r->proc[slot];
     for (int d = 0; d < GS_REGION_MAX_DEVICES; d++) {
         uint64_t u = p->mem_used[d];

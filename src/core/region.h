@@ -14,6 +14,10 @@
  *   process that dies anywhere, even inside the lock, leaves nothing behind.
  * - The lock is a robust process-shared mutex: a holder that dies hands the
  *   next locker EOWNERDEAD, which repairs the region and carries on.
+ * - VMM memory exported by one process of the container and imported by
+ *   others is charged once, to one holder (its payer), through an export
+ *   record (region_export.h); the charge moves to another holder when the
+ *   payer lets go or dies, and goes with the last holder.
  */
 #ifndef GPUSLICE_REGION_H
 #define GPUSLICE_REGION_H
@@ -26,7 +30,7 @@
 #include "limiter.h"
 
 #define GS_REGION_MAGIC 0x45434c5355504721ULL /* "!GPUSLCE" */
-#define GS_REGION_VERSION 3U /* 3: slots live by their OFD lock */
+#define GS_REGION_VERSION 4U /* 3: slots live by their OFD lock; 4: export records */
 #define GS_REGION_MAX_DEVICES 16
 #define GS_REGION_MAX_PROCS 1024
 #define GS_REGION_UUID_LEN 64
@@ -64,6 +68,42 @@ struct gs_region_proc {
     };
 };
 
+/* One VMM allocation that a process of the container exported
+ * (cuMemExportToShareableHandle), so that importers in the container can
+ * find it and share its single charge (region_export.h). */
+#define GS_REGION_MAX_EXPORTS 512
+#define GS_EXPORT_HOLDERS 8 /* processes sharing one record; more are charged as foreign importers */
+#define GS_EXPORT_KEYS 2    /* shareable handles of one allocation that importers can match */
+#define GS_EXPORT_KEY_LEN 64
+
+enum gs_export_key_type {
+    GS_EXPORT_KEY_NONE = 0,
+    GS_EXPORT_KEY_FILE = 1,  /* a POSIX fd whose own file names the export: st_dev, st_ino */
+    GS_EXPORT_KEY_FABRIC = 2 /* a CU_MEM_HANDLE_TYPE_FABRIC handle: its 64 bytes */
+};
+
+struct gs_export_key {
+    uint32_t type; /* enum gs_export_key_type */
+    uint32_t pad;
+    uint8_t bytes[GS_EXPORT_KEY_LEN];
+};
+
+struct gs_export_holder {
+    int32_t slot;  /* -1 = unused */
+    uint32_t refs; /* handles of the record this process holds */
+};
+
+struct gs_region_export {
+    uint64_t bytes;  /* charged to payer on dev; 0 = record unused */
+    uint64_t handle; /* the exporter's allocation handle, as its process numbers it */
+    int32_t dev;
+    int32_t payer;    /* slot whose mem_used[dev] holds the bytes */
+    int32_t exporter; /* slot that keeps the keys valid, or -1 once it let go */
+    uint32_t pad;
+    struct gs_export_holder holder[GS_EXPORT_HOLDERS];
+    struct gs_export_key key[GS_EXPORT_KEYS];
+};
+
 _Static_assert(sizeof(struct gs_lim_account) == 15 * sizeof(uint64_t), "limiter account must fill compute[]");
 _Static_assert(sizeof(struct gs_lim_proc) == 8 * sizeof(uint64_t), "per-process counters must fill compute[]");
 
@@ -78,6 +118,7 @@ struct gs_region {
     uint32_t pad;
     struct gs_region_device dev[GS_REGION_MAX_DEVICES];
     struct gs_region_proc proc[GS_REGION_MAX_PROCS];
+    struct gs_region_export exports[GS_REGION_MAX_EXPORTS];
 };
 
 /* Largest byte count a region may hold in one counter: far above any GPU,

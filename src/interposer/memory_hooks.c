@@ -6,6 +6,7 @@
 #include "log.h"
 #include "real_driver.h"
 #include "runtime.h"
+#include "vmm_share.h"
 
 #define REAL_OR_NOT_FOUND(var, name)                                                               \
     gs_pfn_##name var = GS_REAL_CU(name);                                                          \
@@ -177,7 +178,7 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     REAL_OR_NOT_FOUND(real, cuMemRelease);
     CUresult rc = real(handle);
-    if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH) {
+    if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH && !gs_vmm_share_released(handle)) {
         struct gs_alloc_rec marker;
         (void)gs_alloc_take(GS_ALLOC_VMM_IMPORT, handle, &marker);
         gs_charge_release(GS_ALLOC_VMM, handle);
@@ -185,13 +186,24 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     return rc;
 }
 
-/* ---- VMM imports (cuMemImportFromShareableHandle). An import takes no new
- * memory, but it keeps the exporter's memory alive after the exporter
+/* ---- VMM sharing. An export is recorded so that an importer of the same
+ * container joins its one charge (vmm_share.c). Any other import takes no
+ * new memory, but it keeps the exporter's memory alive after the exporter
  * releases it, so the importer must pay for what it uses. The driver has no
- * size query for an imported handle; a mapping has one. So an imported
- * handle is marked here and each mapping of it is charged its size on the
- * handle's device, released at cuMemUnmap. A process importing its own
- * cuMemCreate handle is not charged twice. See docs/memory.md. ---- */
+ * size query for an imported handle; a mapping has one. So such a handle is
+ * marked here and each mapping of it is charged its size on the handle's
+ * device, released at cuMemUnmap. A process importing its own cuMemCreate
+ * handle is not charged twice. See docs/memory.md. ---- */
+
+CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+    REAL_OR_NOT_FOUND(real, cuMemExportToShareableHandle);
+    CUresult rc = real(shareableHandle, handle, handleType, flags);
+    if (rc == CUDA_SUCCESS && gs_mode() == GS_MODE_ENFORCE)
+        gs_vmm_share_exported(handle, shareableHandle, handleType);
+    return rc;
+}
 
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
                                         CUmemAllocationHandleType shHandleType)
@@ -203,6 +215,8 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
     struct gs_alloc_rec own;
     if (gs_alloc_get(GS_ALLOC_VMM, *handle, &own) == 0)
         return rc; /* our own cuMemCreate handle: charged already */
+    if (gs_vmm_share_imported(*handle, osHandle, shHandleType))
+        return rc; /* an export of this container, which pays for it once */
     /* The device the memory lives on; the current one if the driver cannot say. */
     gs_pfn_cuMemGetAllocationPropertiesFromHandle props = GS_REAL_CU(cuMemGetAllocationPropertiesFromHandle);
     CUmemAllocationProp prop = {0};

@@ -92,6 +92,17 @@ static CUresult vmm_unmap(gs_entry_fn entry)
     return rc;
 }
 
+/* Exports vmm_handle as a POSIX fd and prints where another process opens it. */
+static CUresult vmm_export(gs_entry_fn entry)
+{
+    int fd = -1;
+    CUresult rc = ((CUresult(*)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long))
+                       entry("cuMemExportToShareableHandle", "cuMemExportToShareableHandle", 0))(
+        &fd, vmm_handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    printf("path=/proc/%d/fd/%d ", (int)getpid(), fd);
+    return rc;
+}
+
 int gs_client_paths(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
 {
     const char *c = argv[0];
@@ -129,19 +140,18 @@ int gs_client_paths(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         *rc = ((CUresult(*)(CUgraphExec))entry("cuGraphExecDestroy", "cuGraphExecDestroy", 0))(exec);
     } else if (!strcmp(c, "gdestroy")) {
         *rc = ((CUresult(*)(CUgraph))entry("cuGraphDestroy", "cuGraphDestroy", 0))(graph);
-    } else if (!strcmp(c, "vmmexport")) { /* vmmexport <bytes>: prints the exported fd's path */
+    } else if (!strcmp(c, "vmmexport")) { /* vmmexport <bytes> [ordinal]: prints the exported fd's path */
         CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                     .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
-        int fd = -1;
+                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE,
+                                                 .id = argc > 2 ? atoi(argv[2]) : 0}};
         *rc = ((CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
                             unsigned long long))entry("cuMemCreate", "cuMemCreate", 0))(&vmm_handle, (size_t)n,
                                                                                         &prop, 0);
         if (!*rc)
-            *rc = ((CUresult(*)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long))
-                       entry("cuMemExportToShareableHandle", "cuMemExportToShareableHandle", 0))(
-                &fd, vmm_handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-        printf("path=/proc/%d/fd/%d ", (int)getpid(), fd);
+            *rc = vmm_export(entry);
+    } else if (!strcmp(c, "vmmreexport")) { /* the last handle once more: a new fd */
+        *rc = vmm_export(entry);
     } else if (!strcmp(c, "vmmimport")) { /* vmmimport <path of an exported fd> */
         int fd = argc > 1 ? open(argv[1], O_RDONLY | O_CLOEXEC) : -1;
         *rc = ((CUresult(*)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType))entry(

@@ -1,0 +1,26 @@
+/*
+ * VMM memory shared inside one container: an export is recorded in the
+ * region (region_export.h) so that an importer of the same container shares
+ * its single charge instead of paying again. See docs/memory.md.
+ */
+#ifndef GPUSLICE_VMM_SHARE_H
+#define GPUSLICE_VMM_SHARE_H
+
+#include "../abi/cuda_abi.h"
+
+/* After a successful cuMemExportToShareableHandle of our own, charged
+ * handle: records it, if the shareable handle names it soundly. */
+void gs_vmm_share_exported(CUmemGenericAllocationHandle handle, const void *shareable, CUmemAllocationHandleType type);
+
+/* After a successful import: 1 if it joined an export of this container
+ * (the container pays already: charge nothing), 0 if it must be charged. */
+int gs_vmm_share_imported(CUmemGenericAllocationHandle handle, const void *os_handle, CUmemAllocationHandleType type);
+
+/* After a successful cuMemRelease: 1 if handle belonged to an export record
+ * (its charge is now settled), 0 if it is charged the ordinary way. */
+int gs_vmm_share_released(CUmemGenericAllocationHandle handle);
+
+/* In a forked child: the parent's records are not the child's. */
+void gs_vmm_share_after_fork(void);
+
+#endif
