@@ -82,7 +82,8 @@ static CUresult create_ctx(CUcontext *pctx, unsigned int flags, CUdevice dev)
     CUresult rc = sim_enter(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (dev < 0 || (uint32_t)dev >= c.st->ndevices) {
+    dev = sim_dev_phys(dev);
+    if (dev < 0) {
         rc = CUDA_ERROR_INVALID_DEVICE;
         goto out;
     }
@@ -196,7 +197,7 @@ SIM_API cuCtxGetDevice(CUdevice *device)
     int idx = -1;
     CUresult rc = sim_current_ctx(&idx);
     if (rc == CUDA_SUCCESS)
-        *device = sim_ctxs[idx].dev;
+        *device = sim_dev_ordinal(sim_ctxs[idx].dev);
     return rc;
 }
 
@@ -216,7 +217,8 @@ SIM_API cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     CUresult rc = sim_enter(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (dev < 0 || (uint32_t)dev >= c.st->ndevices) {
+    dev = sim_dev_phys(dev);
+    if (dev < 0) {
         rc = CUDA_ERROR_INVALID_DEVICE;
         goto out;
     }
@@ -240,7 +242,8 @@ static CUresult primary_release(CUdevice dev)
     CUresult rc = sim_enter(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (dev < 0 || (uint32_t)dev >= c.st->ndevices)
+    dev = sim_dev_phys(dev);
+    if (dev < 0)
         rc = CUDA_ERROR_INVALID_DEVICE;
     else if (!sim_ctxs[dev].in_use)
         rc = CUDA_ERROR_INVALID_CONTEXT;

@@ -47,6 +47,10 @@ void sim_leave(struct sim_call *c);
 /* The calling thread's current context index, checked alive; lock held. */
 CUresult sim_current_ctx(int *ctx);
 /* The state after cuInit, or NULL (for calls that need no lock). */
+/* CUDA_VISIBLE_DEVICES, read at cuInit: a CUDA ordinal's physical device
+ * (-1 if none), and a physical device's ordinal (-1 if not visible). */
+int sim_dev_phys(CUdevice ordinal);
+CUdevice sim_dev_ordinal(int phys);
 struct sim_state *sim_initialized_state(void);
 
 /* Context handles <-> table indices; -1 if not a live context. */

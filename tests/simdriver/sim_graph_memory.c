@@ -170,9 +170,9 @@ SIM_API cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const C
     if (rc != CUDA_SUCCESS)
         return rc;
     struct gm_graph *g = graph_of(hGraph);
-    int dev = nodeParams->poolProps.location.id;
+    int dev = sim_dev_phys(nodeParams->poolProps.location.id);
     struct sim_alloc *va = NULL;
-    if (!g || dev < 0 || (uint32_t)dev >= c.st->ndevices) {
+    if (!g || dev < 0) {
         rc = CUDA_ERROR_INVALID_VALUE;
     } else {
         /* The address is the node's for its lifetime: a reservation, no memory. */
@@ -264,7 +264,7 @@ SIM_API cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARA
     if (n && n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
         memset(params_out, 0, sizeof *params_out);
         params_out->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-        params_out->poolProps.location = (CUmemLocation){.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = n->dev};
+        params_out->poolProps.location = (CUmemLocation){.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = sim_dev_ordinal(n->dev)};
         params_out->bytesize = n->bytes;
         params_out->dptr = n->dptr;
     } else {
@@ -394,7 +394,8 @@ SIM_API cuDeviceGraphMemTrim(CUdevice device)
     CUresult rc = sim_enter(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (device < 0 || (uint32_t)device >= c.st->ndevices) {
+    device = sim_dev_phys(device);
+    if (device < 0) {
         sim_leave(&c);
         return CUDA_ERROR_INVALID_DEVICE;
     }

@@ -3,6 +3,7 @@
  * device queries (count, name, UUID, attributes, total memory).
  */
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -11,6 +12,73 @@
 static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sim_state *g_st;
 static pid_t g_init_pid; /* a forked child must call cuInit again */
+
+/* CUDA ordinal -> physical device, from CUDA_VISIBLE_DEVICES at cuInit. */
+static int g_visible[SIM_MAX_DEVICES];
+static int g_nvisible;
+
+/* One CUDA_VISIBLE_DEVICES entry: an index or a UUID ("GPU-...", a unique
+ * prefix will do). -1 if it names no device. */
+static int parse_visible(const char *tok, size_t len, uint32_t ndevices)
+{
+    if (len >= 4 && strncmp(tok, "GPU-", 4) == 0) {
+        int found = -1;
+        for (uint32_t d = 0; d < ndevices; d++) {
+            char u[80];
+            sim_device_uuid_string((int)d, u, sizeof u);
+            if (strncmp(u, tok, len) == 0) {
+                if (found >= 0)
+                    return -1; /* ambiguous prefix */
+                found = (int)d;
+            }
+        }
+        return found;
+    }
+    int v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (tok[i] < '0' || tok[i] > '9' || v > 1000)
+            return -1;
+        v = v * 10 + (tok[i] - '0');
+    }
+    return len && (uint32_t)v < ndevices ? v : -1;
+}
+
+/* As the driver does: the list ends at the first entry that names no
+ * device or one named before; unset shows every device. */
+static void set_visible(uint32_t ndevices)
+{
+    const char *env = getenv("CUDA_VISIBLE_DEVICES");
+    g_nvisible = 0;
+    if (!env) {
+        for (uint32_t d = 0; d < ndevices; d++)
+            g_visible[g_nvisible++] = (int)d;
+        return;
+    }
+    for (const char *p = env; *p && g_nvisible < SIM_MAX_DEVICES;) {
+        size_t len = strcspn(p, ",");
+        int d = parse_visible(p, len, ndevices);
+        for (int i = 0; i < g_nvisible && d >= 0; i++)
+            if (g_visible[i] == d)
+                d = -1;
+        if (d < 0)
+            break;
+        g_visible[g_nvisible++] = d;
+        p += len + (p[len] == ',');
+    }
+}
+
+int sim_dev_phys(CUdevice ordinal)
+{
+    return ordinal >= 0 && ordinal < g_nvisible ? g_visible[ordinal] : -1;
+}
+
+CUdevice sim_dev_ordinal(int phys)
+{
+    for (int i = 0; i < g_nvisible; i++)
+        if (g_visible[i] == phys)
+            return i;
+    return -1;
+}
 
 struct sim_state *sim_initialized_state(void)
 {
@@ -38,10 +106,13 @@ SIM_API cuInit(unsigned int flags)
         if (!st) {
             rc = CUDA_ERROR_INVALID_VALUE;
         } else {
+            set_visible(st->ndevices);
             __atomic_store_n(&g_init_pid, getpid(), __ATOMIC_RELEASE);
             __atomic_store_n(&g_st, st, __ATOMIC_RELEASE);
         }
     }
+    if (rc == CUDA_SUCCESS && g_nvisible == 0)
+        rc = CUDA_ERROR_NO_DEVICE;
     pthread_mutex_unlock(&g_init_lock);
     return rc;
 }
@@ -75,15 +146,19 @@ SIM_API cuDriverGetVersion(int *version)
     return CUDA_SUCCESS;
 }
 
-static CUresult check_device(CUdevice dev, struct sim_state **out)
+/* Checks a CUDA ordinal; *phys (if asked) gets the physical device. */
+static CUresult check_device(CUdevice dev, struct sim_state **out, int *phys)
 {
     struct sim_state *st = sim_initialized_state();
     if (!st)
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (dev < 0 || (uint32_t)dev >= st->ndevices)
+    int p = sim_dev_phys(dev);
+    if (p < 0)
         return CUDA_ERROR_INVALID_DEVICE;
     if (out)
         *out = st;
+    if (phys)
+        *phys = p;
     return CUDA_SUCCESS;
 }
 
@@ -94,7 +169,7 @@ SIM_API cuDeviceGetCount(int *count)
     struct sim_state *st = sim_initialized_state();
     if (!st)
         return CUDA_ERROR_NOT_INITIALIZED;
-    *count = (int)st->ndevices;
+    *count = g_nvisible;
     return CUDA_SUCCESS;
 }
 
@@ -102,7 +177,7 @@ SIM_API cuDeviceGet(CUdevice *device, int ordinal)
 {
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = check_device(ordinal, NULL);
+    CUresult rc = check_device(ordinal, NULL, NULL);
     if (rc == CUDA_SUCCESS)
         *device = ordinal;
     return rc;
@@ -112,7 +187,7 @@ SIM_API cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     if (!name || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = check_device(dev, NULL);
+    CUresult rc = check_device(dev, NULL, NULL);
     if (rc != CUDA_SUCCESS)
         return rc;
     /* Like the driver: truncate to the buffer. */
@@ -125,9 +200,10 @@ static CUresult get_uuid(CUuuid *uuid, CUdevice dev)
 {
     if (!uuid)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = check_device(dev, NULL);
+    int phys = -1;
+    CUresult rc = check_device(dev, NULL, &phys);
     if (rc == CUDA_SUCCESS)
-        sim_device_uuid_bytes(dev, (unsigned char *)uuid->bytes);
+        sim_device_uuid_bytes(phys, (unsigned char *)uuid->bytes);
     return rc;
 }
 
@@ -180,11 +256,12 @@ SIM_API cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     if (!pi)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = check_device(dev, NULL);
+    int phys = -1;
+    CUresult rc = check_device(dev, NULL, &phys);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (attrib == CU_DEVICE_ATTRIBUTE_PCI_BUS_ID) {
-        *pi = 0x18 + dev; /* distinct bus per device, stable */
+        *pi = 0x18 + phys; /* distinct bus per device, stable */
         return CUDA_SUCCESS;
     }
     for (size_t i = 0; i < sizeof(k_attrs) / sizeof(k_attrs[0]); i++) {
@@ -201,9 +278,10 @@ static CUresult total_mem(size_t *bytes, CUdevice dev)
     struct sim_state *st = NULL;
     if (!bytes)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = check_device(dev, &st);
+    int phys = -1;
+    CUresult rc = check_device(dev, &st, &phys);
     if (rc == CUDA_SUCCESS)
-        *bytes = st->dev[dev].total;
+        *bytes = st->dev[phys].total;
     return rc;
 }
 

@@ -35,7 +35,8 @@ SIM_API cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
     CUresult rc = sim_enter(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (dev < 0 || (uint32_t)dev >= c.st->ndevices) {
+    dev = sim_dev_phys(dev);
+    if (dev < 0) {
         rc = CUDA_ERROR_INVALID_DEVICE;
     } else {
         sim_pools[dev] = (struct sim_pool){SIM_POOL_MAGIC, 1, dev, 1};
@@ -55,12 +56,13 @@ SIM_API cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = CUDA_ERROR_OUT_OF_MEMORY;
-    if (props->location.id < 0 || (uint32_t)props->location.id >= c.st->ndevices) {
+    int dev = sim_dev_phys(props->location.id);
+    if (dev < 0) {
         rc = CUDA_ERROR_INVALID_DEVICE;
     } else {
         for (int i = SIM_MAX_DEVICES; i < SIM_MAX_POOLS; i++) {
             if (!sim_pools[i].in_use) {
-                sim_pools[i] = (struct sim_pool){SIM_POOL_MAGIC, 1, props->location.id, 0};
+                sim_pools[i] = (struct sim_pool){SIM_POOL_MAGIC, 1, dev, 0};
                 *pool = (CUmemoryPool)(void *)&sim_pools[i];
                 rc = CUDA_SUCCESS;
                 break;

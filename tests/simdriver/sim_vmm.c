@@ -11,13 +11,12 @@
 
 #include "sim_cuda.h"
 
-static int prop_device(const struct sim_state *st, const CUmemAllocationProp *prop)
+/* The physical device a property names by CUDA ordinal, or -1. */
+static int prop_device(const CUmemAllocationProp *prop)
 {
-    if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id < 0 ||
-        (uint32_t)prop->location.id >= st->ndevices)
+    if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return -1;
-    return prop->location.id;
+    return sim_dev_phys(prop->location.id);
 }
 
 SIM_API cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
@@ -26,7 +25,7 @@ SIM_API cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocation
     struct sim_state *st = sim_initialized_state();
     if (!st)
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (!granularity || prop_device(st, prop) < 0 ||
+    if (!granularity || prop_device(prop) < 0 ||
         (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
         return CUDA_ERROR_INVALID_VALUE;
     *granularity = SIM_GRANULE;
@@ -42,7 +41,7 @@ SIM_API cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     CUresult rc = sim_enter(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    int dev = prop_device(c.st, prop);
+    int dev = prop_device(prop);
     struct sim_alloc *a = NULL;
     rc = dev < 0 ? CUDA_ERROR_INVALID_VALUE
                  : sim_alloc_new(&c, -1, dev, SIM_KIND_VMM_PHYS, size, 0, 0, &a);
@@ -304,10 +303,12 @@ SIM_API cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemG
     const struct sim_alloc *phys = phys_of_handle(&c, handle);
     if (!phys) {
         rc = CUDA_ERROR_INVALID_VALUE;
+    } else if (sim_dev_ordinal(phys->dev) < 0) {
+        rc = CUDA_ERROR_INVALID_DEVICE; /* on a device this process cannot see */
     } else {
         *prop = (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                       .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                                      .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = phys->dev}};
+                                      .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = sim_dev_ordinal(phys->dev)}};
     }
     sim_leave(&c);
     return rc;
