@@ -260,7 +260,7 @@ static CUresult run(char *line)
         nvmlDevice_t d;
         nvmlMemory_t m1;
         nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
-        int r = init() || get(0, &d) || info1(d, &m1) || info2(d, &m2);
+        int r = init() || get(argc > 1 ? (unsigned)num(argv[1]) : 0, &d) || info1(d, &m1) || info2(d, &m2);
         rc = r ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
         if (!r)
             printf("v1_total=%llu v1_used=%llu v1_free=%llu v2_total=%llu v2_used=%llu v2_free=%llu ", m1.total,

@@ -133,3 +133,111 @@ def test_an_import_from_another_container_is_still_charged_to_the_importer(world
     c.ok("vmmrelease")
     exporter.close()
     c.close()
+
+
+def run_env(w, state):
+    """`gpuslice run` preloads the interposer and names the region itself."""
+    env = dict(w.env)
+    for k in ("GPUSLICE_REGION", "CUDA_DEVICE_MEMORY_LIMIT"):
+        env.pop(k, None)
+    preload = [p for p in env.pop("LD_PRELOAD").split(":") if "gpuslice" not in p]
+    if preload:
+        env["LD_PRELOAD"] = ":".join(preload)
+    env.update({"GPUSLICE_STATE_DIR": str(state), "GPUSLICE_SIM_DEVICES": "2"})
+    return env
+
+
+def rank(w, state, name, memory, env=None):
+    wrap = [CLI, "run", "--memory", memory, "--name", name, "--"]
+    return w.client(env={**run_env(w, state), **(env or {})}, wrap=wrap)
+
+
+def pid_of(c):
+    """The client's pid: `gpuslice run` starts it as its child."""
+    with open(f"/proc/{c.p.pid}/task/{c.p.pid}/children") as f:
+        return int(f.read().split()[0])
+
+
+def region_of(state, name):
+    return str(state / f"{name}.region")
+
+
+def test_two_ranks_on_two_devices_keep_their_own_device_limits(world, tmp_path):
+    w = world(limit=None)
+    state = tmp_path / "state"
+    r0 = rank(w, state, "ddp", "0=8GiB,1=4GiB")
+    r1 = rank(w, state, "ddp", "0=8GiB,1=4GiB")
+    r0.ok("init 0")
+    r1.ok("init 1")
+    assert r0.ok("info")["total"] == 8 * GiB
+    assert r1.ok("info")["total"] == 4 * GiB
+    assert r0.cmd(f"fill {64 * MiB}")["count"] == (8 * GiB - CTX) // (64 * MiB)
+    assert r1.cmd(f"fill {64 * MiB}")["count"] == (4 * GiB - CTX) // (64 * MiB)
+    region = region_of(state, "ddp")
+    assert os.path.exists(region)
+    limits = {d["uuid"]: (d["memory_limit_bytes"], d["memory_used_bytes"]) for d in top(region)["devices"]}
+    assert limits == {SIM_UUID.format(0): (8 * GiB, 8 * GiB), SIM_UUID.format(1): (4 * GiB, 4 * GiB)}
+    # NVML has no CUDA ordinals: its device i is physical device i, found by UUID.
+    assert r1.ok("nvml 0")["v2_total"] == 8 * GiB
+    assert r0.ok("nvml 1")["v2_total"] == 4 * GiB
+    r0.ok("freeall")                    # device 0 frees; device 1 stays full
+    assert r1.cmd(f"alloc {64 * MiB}")["rc"] == 2
+    r0.close()
+    r1.close()
+
+
+VISIBLE = {"indexes": "1,0", "uuids": f"{SIM_UUID.format(1)},{SIM_UUID.format(0)}"}
+
+
+def test_reordered_visible_devices_take_limits_by_their_own_ordinals(world, tmp_path):
+    """Limit indexes are CUDA ordinals as the process sees them; the region
+    keys each device by UUID, so ordinal 0 here is physical device 1."""
+    w = world(limit=None)
+    state = tmp_path / "state"
+    for how, visible in sorted(VISIBLE.items()):
+        name = f"tp-{how}"
+        c = rank(w, state, name, "0=8GiB,1=4GiB", env={"CUDA_VISIBLE_DEVICES": visible})
+        c.ok("init 0")
+        assert c.cmd(f"fill {64 * MiB}")["count"] == (8 * GiB - CTX) // (64 * MiB), how
+        c.ok("init 1")
+        assert c.cmd(f"fill {64 * MiB}")["count"] == (4 * GiB - CTX) // (64 * MiB), how
+        limits = {d["uuid"]: d["memory_limit_bytes"] for d in top(region_of(state, name))["devices"]}
+        assert limits == {SIM_UUID.format(1): 8 * GiB, SIM_UUID.format(0): 4 * GiB}, how
+        assert c.ok("nvml 1")["v2_total"] == 8 * GiB, how  # NVML index = physical
+        c.ok("freeall")
+        c.close()
+
+
+def test_a_visible_subset_hides_the_other_device(world, tmp_path):
+    w = world(limit=None)
+    c = rank(w, tmp_path / "state", "one", "4GiB", env={"CUDA_VISIBLE_DEVICES": "1"})
+    c.ok("init 0")
+    assert c.cmd("init 1")["rc"] == 101  # CUDA_ERROR_INVALID_DEVICE
+    c.ok(f"vmmexport {64 * MiB}")
+    assert per_process(region_of(tmp_path / "state", "one"), dev=1)[pid_of(c)] == CTX + 64 * MiB
+    c.ok("vmmrelease")
+    c.close()
+
+
+def test_memory_shared_across_devices_is_charged_on_its_own_device(world, tmp_path):
+    """Rank 1 imports rank 0's buffer on device 0: the charge stays on device
+    0 (where the memory is) and moves to rank 1 when rank 0 lets go."""
+    w = world(limit=None)
+    state = tmp_path / "state"
+    r0 = rank(w, state, "nccl", "0=8GiB,1=4GiB")
+    r1 = rank(w, state, "nccl", "0=8GiB,1=4GiB")
+    r0.ok("init 0")
+    r1.ok("init 1")
+    path = r0.ok(f"vmmexport {GiB} 0")["path"]
+    r1.ok(f"vmmimport {path}")
+    r1.ok(f"vmmmap {GiB}")
+    region = region_of(state, "nccl")
+    assert used(region, 0) == CTX + GiB and used(region, 1) == CTX
+    r0.ok("vmmrelease")
+    assert per_process(region, 0)[pid_of(r1)] == GiB
+    assert used(region, 0) == CTX + GiB and used(region, 1) == CTX
+    r1.ok("vmmunmap")
+    r1.ok("vmmrelease")
+    assert used(region, 0) == CTX
+    r0.close()
+    r1.close()
