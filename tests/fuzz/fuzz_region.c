@@ -1,6 +1,6 @@
 /* Fuzzes the region snapshot check (gs_region_view_parse), which is all that
  * stands between a viewer (gpuslice top, the node agent, a sibling's
- * limiter) and a file a tenant writes. A region is 347 KiB, so the input is
+ * limiter) and a file a tenant writes. A region is 467 KiB, so the input is
  * a list of patches onto a valid one: records of [u32 offset, little
  * endian][u8 length][length bytes], each clipped to the image. Invariants:
  * no crash; an image of any other length is refused; a refusal gives a
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "fuzz_target.h"
+#include "region_export.h"
 #include "region_view.h"
 
 static void base_region(struct gs_region *r)
@@ -23,6 +24,13 @@ static void base_region(struct gs_region *r)
     r->dev[0].mem_limit = 1ULL << 30;
     r->proc[0].pid = 1;
     r->proc[0].mem_used[0] = 1ULL << 20;
+    /* One shared allocation, held by slots 0 and 1, so patches reach a live record. */
+    struct gs_region_export *e = &r->exports[0];
+    e->bytes = 1ULL << 20;
+    e->exporter = -1;
+    e->holder[0] = (struct gs_export_holder){.slot = 0, .refs = 1};
+    e->holder[1] = (struct gs_export_holder){.slot = 1, .refs = 2};
+    e->key[0].type = GS_EXPORT_KEY_FILE;
 }
 
 static void check_refusal(const char *err, size_t errlen)
@@ -50,6 +58,20 @@ static void read_as_viewer(const struct gs_region_view *v)
     }
     for (int i = 0; i < GS_REGION_MAX_PROCS; i++)
         FUZZ_CHECK(r->proc[i].pid >= 0 && r->proc[i].pid <= GS_REGION_MAX_PID);
+    /* Every index an export record gives is one the interposer may follow. */
+    for (int i = 0; i < GS_REGION_MAX_EXPORTS; i++) {
+        const struct gs_region_export *e = &r->exports[i];
+        if (e->bytes == 0)
+            continue;
+        FUZZ_CHECK(e->bytes <= GS_REGION_MAX_BYTES);
+        FUZZ_CHECK(e->dev >= 0 && e->dev < GS_REGION_MAX_DEVICES);
+        FUZZ_CHECK(e->payer >= 0 && e->payer < GS_REGION_MAX_PROCS);
+        FUZZ_CHECK(e->exporter >= -1 && e->exporter < GS_REGION_MAX_PROCS);
+        for (int h = 0; h < GS_EXPORT_HOLDERS; h++)
+            FUZZ_CHECK(e->holder[h].refs == 0 || (e->holder[h].slot >= 0 && e->holder[h].slot < GS_REGION_MAX_PROCS));
+        for (int k = 0; k < GS_EXPORT_KEYS; k++)
+            FUZZ_CHECK(e->key[k].type <= GS_EXPORT_KEY_FABRIC);
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
