@@ -152,6 +152,25 @@ int gs_client_paths(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
             *rc = vmm_export(entry);
     } else if (!strcmp(c, "vmmreexport")) { /* the last handle once more: a new fd */
         *rc = vmm_export(entry);
+    } else if (!strcmp(c, "vmmfabric")) { /* the last handle as a fabric handle: prints its hex */
+        CUmemFabricHandle fh;
+        *rc = ((CUresult(*)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long))
+                   entry("cuMemExportToShareableHandle", "cuMemExportToShareableHandle", 0))(
+            &fh, vmm_handle, CU_MEM_HANDLE_TYPE_FABRIC, 0);
+        printf("fabric=x"); /* never all digits: the harness would read a number */
+        for (size_t i = 0; i < sizeof fh.data; i++)
+            printf("%02x", fh.data[i]);
+        printf(" ");
+    } else if (!strcmp(c, "vmmimportfabric")) { /* vmmimportfabric <x + hex, from vmmfabric> */
+        CUmemFabricHandle fh = {{0}};
+        const char *hex = argc > 1 && argv[1][0] == 'x' ? argv[1] + 1 : "";
+        for (size_t i = 0; i < sizeof fh.data && hex[2 * i] && hex[2 * i + 1]; i++) {
+            char byte[3] = {hex[2 * i], hex[2 * i + 1], 0};
+            fh.data[i] = (unsigned char)strtoul(byte, NULL, 16);
+        }
+        *rc = ((CUresult(*)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType))entry(
+            "cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle", 0))(&vmm_handle, &fh,
+                                                                                   CU_MEM_HANDLE_TYPE_FABRIC);
     } else if (!strcmp(c, "vmmimport")) { /* vmmimport <path of an exported fd> */
         int fd = argc > 1 ? open(argv[1], O_RDONLY | O_CLOEXEC) : -1;
         *rc = ((CUresult(*)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType))entry(

@@ -241,3 +241,27 @@ def test_memory_shared_across_devices_is_charged_on_its_own_device(world, tmp_pa
     assert used(region, 0) == CTX
     r0.close()
     r1.close()
+
+
+def test_a_fabric_handle_is_matched_by_its_bytes(world):
+    w = world(limit="2GiB")
+    exporter, importer, foreign = w.client(), w.client(), w.client(
+        env={"GPUSLICE_REGION": str(w.tmp / "other.region")})
+    for c in (exporter, importer, foreign):
+        c.ok("init")
+    exporter.ok(f"vmmexport {256 * MiB}")
+    fabric = exporter.ok("vmmfabric")["fabric"]
+    importer.ok(f"vmmimportfabric {fabric}")
+    importer.ok(f"vmmmap {256 * MiB}")
+    foreign.ok(f"vmmimportfabric {fabric}")
+    foreign.ok(f"vmmmap {256 * MiB}")
+    assert used(w.region) == 2 * CTX + 256 * MiB        # the container's own importer joins
+    assert used(str(w.tmp / "other.region")) == CTX + 256 * MiB  # another container pays
+    exporter.ok("vmmrelease")
+    importer.ok("vmmunmap")
+    importer.ok("vmmrelease")
+    assert used(w.region) == 2 * CTX
+    foreign.ok("vmmunmap")
+    foreign.ok("vmmrelease")
+    for c in (exporter, importer, foreign):
+        c.close()

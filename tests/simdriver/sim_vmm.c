@@ -6,6 +6,7 @@
  * objects belong to the process, not to a context.
  */
 #define _GNU_SOURCE
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -234,10 +235,13 @@ struct sim_share {
     uint64_t id;
 };
 
+_Static_assert(sizeof(struct sim_share) <= sizeof(CUmemFabricHandle), "a share fits a fabric handle");
+
 SIM_API cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
                                      CUmemAllocationHandleType handleType, unsigned long long flags)
 {
-    if (!shareableHandle || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || flags != 0)
+    if (!shareableHandle || flags != 0 ||
+        (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR && handleType != CU_MEM_HANDLE_TYPE_FABRIC))
         return CUDA_ERROR_INVALID_VALUE;
     struct sim_call c;
     CUresult rc = sim_enter(&c);
@@ -249,6 +253,12 @@ SIM_API cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocati
     sim_leave(&c);
     if (!a)
         return CUDA_ERROR_INVALID_VALUE;
+    if (handleType == CU_MEM_HANDLE_TYPE_FABRIC) {
+        CUmemFabricHandle fh = {{0}};
+        memcpy(fh.data, &sh, sizeof sh);
+        memcpy(shareableHandle, &fh, sizeof fh);
+        return CUDA_SUCCESS;
+    }
     int fd = memfd_create("gpuslice-sim-vmm", MFD_CLOEXEC);
     if (fd < 0)
         return CUDA_ERROR_OPERATING_SYSTEM;
@@ -263,10 +273,15 @@ SIM_API cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocati
 SIM_API cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
                                        CUmemAllocationHandleType shHandleType)
 {
-    struct sim_share sh;
-    int fd = (int)(intptr_t)osHandle;
-    if (!handle || shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
-        pread(fd, &sh, sizeof sh, 0) != (ssize_t)sizeof sh || sh.magic != SIM_SHARE_MAGIC)
+    struct sim_share sh = {0};
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (shHandleType == CU_MEM_HANDLE_TYPE_FABRIC && osHandle)
+        memcpy(&sh, osHandle, sizeof sh); /* the handle's bytes, not a pointer to an fd */
+    else if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+             pread((int)(intptr_t)osHandle, &sh, sizeof sh, 0) != (ssize_t)sizeof sh)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (sh.magic != SIM_SHARE_MAGIC)
         return CUDA_ERROR_INVALID_VALUE;
     struct sim_call c;
     CUresult rc = sim_enter(&c);
