@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Multi-GPU measurements (issue 15) on 2 GPUs of one host: the device kind
+# nvidia-h200-x2, run through the device tool from the repository root.
+# Writes $OUT/multigpu.jsonl (one line per rank and result, tagged with its
+# mode) and $OUT/device.txt; bench/multigpu/summarize.py turns them into the
+# table for bench/results/. `run_gpu.sh ddp|cores|allreduce|tp` runs one part.
+#
+# Every gpuslice run uses one --name per test, so both ranks that torchrun
+# starts share one container (one region), as two ranks of a pod would.
+set -uo pipefail
+OUT=${OUT:-/tmp/gpuslice-bench}
+mkdir -p "$OUT"
+LOG="$OUT/multigpu.jsonl"
+[ $# -eq 0 ] && : > "$LOG"
+# NVLink multicast can take the host's GPUs out of service: keep it off.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+B=bench/multigpu
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null &&
+  cmake --build build-gpu -j16 --target gpuslice gpuslice-cli >/dev/null || exit 1
+GS="$PWD/build-gpu/bin/gpuslice"
+export GPUSLICE_STATE_DIR=$(mktemp -d)
+{ nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.total --format=csv,noheader
+  nvidia-smi topo -m
+  python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version())"
+  git rev-parse HEAD; date -u +%FT%TZ; } | tee "$OUT/device.txt"
+
+# tag MODE CMD...: runs CMD (timeout 600 s) and appends its JSON lines with "mode": MODE.
+tag() {
+  local mode=$1; shift
+  timeout 600 "$@" 2> >(tail -5 >&2) | sed -n "s/^{/{\"mode\": \"$mode\", /p" | tee -a "$LOG"
+  local rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 0 ] || echo "{\"mode\": \"$mode\", \"exit\": $rc}" | tee -a "$LOG"
+}
+trun() { torchrun --standalone --nproc_per_node=2 "$@"; }
+# Real NVML peaks per GPU while "$@" runs (the watcher has no interposer).
+with_peak() {
+  local mode=$1; shift
+  coproc PEAK { env -u LD_PRELOAD python3 $B/nvml_peak.py; }
+  tag "$mode" "$@"
+  exec {PEAK[1]}>&-
+  sed "s/^{/{\"mode\": \"$mode\", \"test\": \"nvml\", /" <&"${PEAK[0]}" | tee -a "$LOG"
+}
+
+part=${1:-all}
+if [ "$part" = all ] || [ "$part" = ddp ]; then
+  # Same loss curve, each GPU <= 16 GiB in NVML, throughput >= 0.97 of native.
+  with_peak ddp_native trun $B/ddp_train.py
+  with_peak ddp_mem16 "$GS" run --memory 16GiB --name ddp -- torchrun --standalone --nproc_per_node=2 $B/ddp_train.py
+fi
+if [ "$part" = all ] || [ "$part" = cores ]; then
+  # Each rank 0.50 +- 0.03 of its alone throughput on a GPU-bound step.
+  tag cores_native trun $B/ddp_train.py --gpu-bound --steps 60
+  tag cores_50 "$GS" run --cores 50 --name cores -- torchrun --standalone --nproc_per_node=2 $B/ddp_train.py --gpu-bound --steps 60
+fi
+if [ "$part" = all ] || [ "$part" = allreduce ]; then
+  # Bus bandwidth under the interposer with no limit: >= 0.98 of native.
+  tag ar_native trun $B/allreduce_bw.py
+  tag ar_preload env LD_PRELOAD="$PWD/build-gpu/lib/libgpuslice.so" torchrun --standalone --nproc_per_node=2 $B/allreduce_bw.py
+  tag ar_tracked "$GS" run --name ar -- torchrun --standalone --nproc_per_node=2 $B/allreduce_bw.py
+fi
+if [ "$part" = all ] || [ "$part" = tp ]; then
+  # Matmul + all-reduce every step under --cores 40 on both ranks: completes,
+  # never hangs (watchdog: exit 3), 0.40 +- 0.05 of alone.
+  tag tp_native trun $B/tp_loop.py
+  tag tp_40 "$GS" run --cores 40 --name tp -- torchrun --standalone --nproc_per_node=2 $B/tp_loop.py
+fi
+python3 $B/summarize.py "$LOG" | tee "$OUT/multigpu.md"
