@@ -166,8 +166,8 @@ def test_two_ranks_on_two_devices_keep_their_own_device_limits(world, tmp_path):
     w = world(limit=None)
     state = tmp_path / "state"
     r0 = rank(w, state, "ddp", "0=8GiB,1=4GiB")
+    r0.ok("init 0")  # attached first: a named run restarts a container nobody uses yet
     r1 = rank(w, state, "ddp", "0=8GiB,1=4GiB")
-    r0.ok("init 0")
     r1.ok("init 1")
     assert r0.ok("info")["total"] == 8 * GiB
     assert r1.ok("info")["total"] == 4 * GiB
@@ -225,8 +225,8 @@ def test_memory_shared_across_devices_is_charged_on_its_own_device(world, tmp_pa
     w = world(limit=None)
     state = tmp_path / "state"
     r0 = rank(w, state, "nccl", "0=8GiB,1=4GiB")
+    r0.ok("init 0")  # attached first: a named run restarts a container nobody uses yet
     r1 = rank(w, state, "nccl", "0=8GiB,1=4GiB")
-    r0.ok("init 0")
     r1.ok("init 1")
     path = r0.ok(f"vmmexport {GiB} 0")["path"]
     r1.ok(f"vmmimport {path}")
