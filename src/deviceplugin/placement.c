@@ -351,11 +351,6 @@ int gs_pod_usage(const struct gs_node_view *v, const struct gs_pod *q, struct gs
     return 0;
 }
 
-static int32_t milli_of(unsigned cores)
-{
-    return cores ? (int32_t)cores * 10 : 1; /* as the extender counts (podspec.c) */
-}
-
 int gs_fits_on_held(const struct gs_node_view *v, const struct gs_pod *pods, int npods,
                     const struct gs_pod *self, const struct gs_assignment *eff, char *why,
                     size_t whylen)
@@ -376,7 +371,7 @@ int gs_fits_on_held(const struct gs_node_view *v, const struct gs_pod *pods, int
             for (int k = 0; k < u.ngpus; k++) {
                 if (strcmp(u.gpus[k].uuid, mine->uuid) != 0)
                     continue;
-                g.milli_used += milli_of(u.gpus[k].cores);
+                g.milli_used += gs_cores_milli(u.gpus[k].cores);
                 g.mem_used_mib += (int64_t)u.gpus[k].memory_mib;
                 g.slots_used++;
                 size_t l = strlen(others);
@@ -387,7 +382,7 @@ int gs_fits_on_held(const struct gs_node_view *v, const struct gs_pod *pods, int
             }
         }
         const char *short_of =
-            gs_share_fit(&g, milli_of(mine->cores), (int64_t)mine->memory_mib);
+            gs_share_fit(&g, gs_cores_milli(mine->cores), (int64_t)mine->memory_mib);
         if (short_of) {
             ok = 0;
             snprintf(why, whylen, "it does not fit on GPU %s (%s: needs %lluMi/%u%% cores; "

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "annotation.h"
+#include "fit.h"
 #include "kube_client.h"
 
 #define BIG_CPU ((int64_t)1 << 40) /* CPU/memory are kube-scheduler's job */
@@ -276,7 +277,7 @@ static int fill_use(struct ext_pod *p, const struct gs_assignment *a,
         snprintf(u->uuid, sizeof u->uuid, "%s", on->gpus[i].uuid);
         u->k = (int16_t)(k < EXT_MAX_REPLICAS ? k : EXT_MAX_REPLICAS);
         u->mem = (int64_t)on->gpus[i].memory_mib;
-        u->milli = on->gpus[i].cores ? (int32_t)on->gpus[i].cores * 10 : 1;
+        u->milli = gs_cores_milli(on->gpus[i].cores);
         u->gi = -1;
     }
     return 0;

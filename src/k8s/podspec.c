@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fit.h"
 #include "quantity.h"
 
 static int printable(const char *s)
@@ -174,7 +175,7 @@ void gs_podspec_request(const struct gs_podspec *ps, gs_request *r)
 {
     memset(r, 0, sizeof *r);
     r->num_gpus = ps->num_gpus;
-    r->gpu_milli = ps->cores > 0 ? ps->cores * 10 : 1;
+    r->gpu_milli = gs_cores_milli((unsigned)ps->cores);
     r->gpu_mem_mib = ps->mem_mib;
     r->any_model = true;
     r->numa = ps->opts.numa_single ? GS_NUMA_SINGLE : GS_NUMA_NONE;

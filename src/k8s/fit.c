@@ -5,13 +5,18 @@
 
 #include "policy.h"
 
+int32_t gs_cores_milli(unsigned cores)
+{
+    return cores ? (int32_t)cores * (GS_MILLI_PER_GPU / 100) : 1;
+}
+
 const char *gs_share_fit(const struct gs_share_use *use, int32_t gpu_milli, int64_t mem_mib)
 {
     gs_gpu g;
     gs_request r;
     memset(&g, 0, sizeof g);
     memset(&r, 0, sizeof r);
-    g.milli_total = 1000;
+    g.milli_total = GS_MILLI_PER_GPU;
     g.milli_used = use->milli_used;
     g.mem_total_mib = use->mem_total_mib;
     g.mem_used_mib = use->mem_used_mib;

@@ -49,8 +49,7 @@ int gs_podspec_parse(json_t *pod, struct gs_podspec *out, char *err, size_t errl
 int gs_sched_opts_parse(const char *text, size_t len, struct gs_sched_opts *o, char *err,
                         size_t errlen);
 
-/* The policy engine's request for this pod: gpu_milli from cores (cores 0
- * counts 1 milli so a GPU still holds a bounded number of pods). */
+/* The policy engine's request for this pod (gpu_milli: gs_cores_milli). */
 void gs_podspec_request(const struct gs_podspec *ps, gs_request *r);
 
 #endif
