@@ -8,10 +8,9 @@
 #include <string.h>
 
 #include "cli.h"
+#include "curl_buf.h"
 
 #define INSPECT_DEFAULT_URL "http://127.0.0.1:8888"
-#define INSPECT_MAX_BODY (64u << 20)
-
 
 static const char usage[] =
     "Usage: gpuslice inspect [--url URL] [--node NAME] [--pods] [--json]\n"
@@ -29,27 +28,6 @@ static const char usage[] =
     "\n"
     "Exit status: 0 success, 1 the extender could not be read, 2 usage error.\n";
 
-struct buf {
-    char *p;
-    size_t n;
-};
-
-static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
-{
-    struct buf *b = ud;
-    size_t len = size * nmemb;
-    if (b->n + len > INSPECT_MAX_BODY)
-        return 0;
-    char *np = realloc(b->p, b->n + len + 1);
-    if (!np)
-        return 0;
-    memcpy(np + b->n, ptr, len);
-    b->p = np;
-    b->n += len;
-    b->p[b->n] = '\0';
-    return len;
-}
-
 static json_t *fetch_state(const char *base, const char *cacert, int insecure, long timeout)
 {
     char url[2048];
@@ -66,10 +44,10 @@ static json_t *fetch_state(const char *base, const char *cacert, int insecure, l
         fprintf(stderr, "gpuslice inspect: cannot initialise libcurl\n");
         return NULL;
     }
-    struct buf b = {NULL, 0};
+    struct gs_curl_buf b = {0};
     char cerr[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, gs_curl_buf_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout);
@@ -91,10 +69,10 @@ static json_t *fetch_state(const char *base, const char *cacert, int insecure, l
                 cerr[0] ? cerr : curl_easy_strerror(rc));
     } else if (code != 200) {
         fprintf(stderr, "gpuslice inspect: %s answered HTTP %ld%s%.200s\n", url, code,
-                b.p ? ": " : "", b.p ? b.p : "");
+                b.data ? ": " : "", b.data ? b.data : "");
     } else {
         json_error_t je;
-        j = json_loadb(b.p ? b.p : "", b.n, 0, &je);
+        j = json_loadb(b.data ? b.data : "", b.len, 0, &je);
         json_t *nodes = json_object_get(j, "nodes");
         if (!j) {
             fprintf(stderr, "gpuslice inspect: %s is not JSON (%s)\n", url, je.text);
@@ -105,7 +83,7 @@ static json_t *fetch_state(const char *base, const char *cacert, int insecure, l
             j = NULL;
         }
     }
-    free(b.p);
+    gs_curl_buf_free(&b);
     return j;
 }
 

@@ -260,6 +260,7 @@ struct watch_state {
     struct gs_podcache *pc;
     char rv[64];
     int expired;
+    int events; /* in the current watch run */
 };
 
 static int on_event(const char *type, json_t *obj, void *ud)
@@ -275,6 +276,7 @@ static int on_event(const char *type, json_t *obj, void *ud)
         w->expired = 1;
         return 1;
     }
+    w->events++;
     const char *rv =
         json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
     if (rv)
@@ -297,25 +299,19 @@ static int on_event(const char *type, json_t *obj, void *ud)
     return 0;
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static void *cache_main(void *arg)
 {
     struct gs_podcache *pc = arg;
-    long backoff = 200;
+    /* Re-lists and re-watches back off (with jitter) until a watch runs
+     * healthily, so a failing API server is not flooded. */
+    struct kube_backoff bo;
+    kube_backoff_init(&bo, 200, 30000);
     struct watch_state w = {.pc = pc};
     while (!*pc->stop) {
         if (relist(pc, w.rv, sizeof w.rv) != 0) {
-            for (long t = 0; t < backoff && !*pc->stop; t += 50)
-                sleep_ms(50);
-            backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
+            kube_backoff_wait(&bo, pc->stop);
             continue;
         }
-        backoff = 200;
         while (!*pc->stop) {
             char extra[160], err[512];
             snprintf(extra, sizeof extra,
@@ -325,15 +321,19 @@ static void *cache_main(void *arg)
             if (!path)
                 break;
             w.expired = 0;
+            w.events = 0;
+            long t0 = kube_monotonic_ms();
             int rc = kube_watch(pc->kc, path, on_event, &w, pc->stop, err, sizeof err);
             free(path);
-            if (w.expired)
-                break; /* 410 Gone and friends: list again */
-            if (rc != 0) {
+            int healthy = KUBE_WATCH_HEALTHY(w.events, kube_monotonic_ms() - t0);
+            if (healthy)
+                kube_backoff_reset(&bo);
+            if (rc != 0 && !w.expired)
                 kube_log(1, "pod watch: %s; listing again", err);
-                sleep_ms(200);
-                break;
-            }
+            if (!healthy)
+                kube_backoff_wait(&bo, pc->stop);
+            if (w.expired || rc != 0)
+                break; /* 410 Gone and friends, or a failure: list again */
         }
     }
     return NULL;

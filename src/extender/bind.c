@@ -86,39 +86,66 @@ static void feed(struct ext_ctx *x, int node, json_t *obj)
     pthread_mutex_unlock(&x->st.mu);
 }
 
-/* Re-reads a node into the cache after a conflict. */
-static int refresh_node(struct ext_ctx *x, const char *path)
-{
-    json_t *o = NULL;
-    char err[256];
-    int s = kube_get_json(x->kc, path, &o, err, sizeof err);
-    if (s != 200)
-        return -1;
-    feed(x, 1, o);
-    json_decref(o);
-    return 0;
-}
-
-/* Writes claims (new reference consumed) with the node's cached rv. */
-static int patch_claims(struct ext_ctx *x, const char *path, const char *rv, json_t *claims,
-                        char *msg, size_t msglen)
+/* The node's claims annotation holding claims (new reference consumed). */
+static json_t *claims_annotation(json_t *claims)
 {
     json_t *root = json_pack("{s:i,s:o}", "v", 1, "claims", claims);
     char *text = json_dumps(root, JSON_COMPACT);
     json_decref(root);
-    json_t *patch = json_pack("{s:{s:s,s:{s:s}}}", "metadata", "resourceVersion", rv,
-                              "annotations", GS_ANN_CLAIMS, text ? text : "");
+    json_t *ann = text ? json_pack("{s:s}", GS_ANN_CLAIMS, text) : NULL;
     free(text);
-    json_t *out = NULL;
-    char err[256];
-    int s = kube_merge_patch(x->kc, path, patch, &out, err, sizeof err);
-    json_decref(patch);
-    if (s == 200 && out)
-        feed(x, 1, out);
-    else if (s != 409)
-        snprintf(msg, msglen, "patching node claims: %s", s < 0 ? err : "rejected");
-    json_decref(out);
-    return s;
+    return ann;
+}
+
+struct claim_try {
+    struct ext_ctx *x;
+    const struct gs_podspec *ps;
+    const char *node, *uid, *key;
+    json_t *a; /* the assignment of the last attempt */
+};
+
+/* Decides the placement from the cache (refreshed with the node as re-read
+ * after a conflict) and returns the node's live claims plus this one. */
+static json_t *claim_annotation(json_t *cur, int attempt, void *ud, char rv[64], char *why,
+                                size_t whylen)
+{
+    struct claim_try *c = ud;
+    struct ext_state *st = &c->x->st;
+    if (attempt > 0) {
+        ext_metrics_bind_conflict();
+        feed(c->x, 1, cur);
+    }
+    json_decref(c->a);
+    c->a = NULL;
+    time_t now = time(NULL);
+    pthread_mutex_lock(&st->mu);
+    int idx = ext_state_find_node(st, c->node);
+    struct ext_want w;
+    double score;
+    gs_placement pl;
+    bool unres;
+    if (idx < 0) {
+        snprintf(why, whylen, "node %s is not in the extender's cache", c->node);
+    } else {
+        ext_want_init(st, c->ps, &w);
+        if (!ext_score(st, &w, idx, w.gpu_policy, &score, &pl)) {
+            char expl[400];
+            ext_explain(st, &w, idx, expl, sizeof expl, &unres);
+            snprintf(why, whylen, "pod no longer fits node %s: %s", c->node, expl);
+        } else {
+            c->a = assignment(st, &w, idx, &pl, why, whylen);
+        }
+    }
+    if (!c->a) {
+        pthread_mutex_unlock(&st->mu);
+        return NULL;
+    }
+    snprintf(rv, 64, "%s", st->nodes[idx].rv);
+    json_t *claims = ext_state_live_claims(st, idx, now);
+    pthread_mutex_unlock(&st->mu);
+    json_array_append_new(claims, json_pack("{s:s,s:s,s:I,s:O}", "uid", c->uid, "pod", c->key,
+                                            "t", (json_int_t)now, "assignment", c->a));
+    return claims_annotation(claims);
 }
 
 /* Claims a placement on the node; returns the assignment text or NULL. */
@@ -128,58 +155,54 @@ static char *claim(struct ext_ctx *x, const struct gs_podspec *ps, const char *n
     char *path = NULL;
     if (asprintf(&path, "/api/v1/nodes/%s", node) < 0)
         return NULL;
+    struct claim_try c = {x, ps, node, uid, key, NULL};
+    json_t *out = NULL;
+    char err[400];
+    int s = kube_annotate_retry(x->kc, path, NULL, NODE_ATTEMPTS, claim_annotation, &c, &out, err,
+                                sizeof err);
     char *text = NULL;
-    for (int attempt = 0; attempt < NODE_ATTEMPTS && !text; attempt++) {
-        struct ext_state *st = &x->st;
-        time_t now = time(NULL);
-        pthread_mutex_lock(&st->mu);
-        int idx = ext_state_find_node(st, node);
-        struct ext_want w;
-        double score;
-        gs_placement pl;
-        bool unres;
-        json_t *a = NULL;
-        if (idx < 0) {
-            snprintf(msg, msglen, "node %s is not in the extender's cache", node);
-        } else {
-            ext_want_init(st, ps, &w);
-            if (!ext_score(st, &w, idx, w.gpu_policy, &score, &pl)) {
-                char why[400];
-                ext_explain(st, &w, idx, why, sizeof why, &unres);
-                snprintf(msg, msglen, "pod no longer fits node %s: %s", node, why);
-            } else {
-                a = assignment(st, &w, idx, &pl, msg, msglen);
-            }
-        }
-        if (!a) {
-            pthread_mutex_unlock(&st->mu);
-            break;
-        }
-        char rv[32];
-        snprintf(rv, sizeof rv, "%s", st->nodes[idx].rv);
-        json_t *claims = ext_state_live_claims(st, idx, now);
-        pthread_mutex_unlock(&st->mu);
-        json_array_append_new(claims, json_pack("{s:s,s:s,s:I,s:O}", "uid", uid, "pod", key, "t",
-                                                (json_int_t)now, "assignment", a));
-        int s = patch_claims(x, path, rv, claims, msg, msglen);
-        if (s == 200) {
-            text = json_dumps(a, JSON_COMPACT);
-        } else if (s == 409) {
-            ext_metrics_bind_conflict();
-            if (refresh_node(x, path) != 0) {
-                snprintf(msg, msglen, "re-reading node %s after a conflict failed", node);
-                json_decref(a);
-                break;
-            }
-            snprintf(msg, msglen, "node %s kept changing (%d conflicts)", node, attempt + 1);
-        } else {
-            json_decref(a);
-            break;
-        }
-        json_decref(a);
+    if (s == 200) {
+        if (out)
+            feed(x, 1, out);
+        text = json_dumps(c.a, JSON_COMPACT);
+    } else if (s == KUBE_RETRY_GAVE_UP) {
+        snprintf(msg, msglen, "%s", err);
+    } else if (s == KUBE_RETRY_CONFLICTS) {
+        snprintf(msg, msglen, "node %s kept changing (%d conflicts)", node, NODE_ATTEMPTS);
+    } else if (s == KUBE_RETRY_REREAD) {
+        snprintf(msg, msglen, "re-reading node %s after a conflict failed", node);
+    } else {
+        snprintf(msg, msglen, "patching node claims: %s", s < 0 ? err : "rejected");
     }
+    json_decref(out);
+    json_decref(c.a);
     free(path);
     return text;
+}
+
+/* The node's claims less the pod's, from the node as read (into the cache). */
+static json_t *unclaim_annotation(json_t *cur, int attempt, void *ud, char rv[64], char *why,
+                                  size_t whylen)
+{
+    struct claim_try *c = ud;
+    (void)attempt;
+    feed(c->x, 1, cur);
+    pthread_mutex_lock(&c->x->st.mu);
+    int idx = ext_state_find_node(&c->x->st, c->node);
+    json_t *keep = json_array(), *all = idx >= 0 ? c->x->st.nodes[idx].claims : NULL;
+    for (size_t i = 0; i < json_array_size(all); i++) {
+        const char *u = json_string_value(json_object_get(json_array_get(all, i), "uid"));
+        if (!u || strcmp(u, c->uid) != 0)
+            json_array_append(keep, json_array_get(all, i));
+    }
+    pthread_mutex_unlock(&c->x->st.mu);
+    if (idx < 0) {
+        snprintf(why, whylen, "node %s left the cache", c->node);
+        json_decref(keep);
+        return NULL;
+    }
+    (void)rv; /* preset to cur's version, the one to write against */
+    return claims_annotation(keep);
 }
 
 /* Takes a claim back off the node (after a failed bind); best effort. */
@@ -188,26 +211,35 @@ static void unclaim(struct ext_ctx *x, const char *node, const char *uid)
     char *path = NULL;
     if (asprintf(&path, "/api/v1/nodes/%s", node) < 0)
         return;
-    for (int attempt = 0; attempt < NODE_ATTEMPTS; attempt++) {
-        if (refresh_node(x, path) != 0)
-            break;
-        pthread_mutex_lock(&x->st.mu);
-        int idx = ext_state_find_node(&x->st, node);
-        json_t *keep = json_array(), *all = idx >= 0 ? x->st.nodes[idx].claims : NULL;
-        char rv[32] = "";
-        if (idx >= 0)
-            snprintf(rv, sizeof rv, "%s", x->st.nodes[idx].rv);
-        for (size_t i = 0; i < json_array_size(all); i++) {
-            const char *u = json_string_value(json_object_get(json_array_get(all, i), "uid"));
-            if (!u || strcmp(u, uid) != 0)
-                json_array_append(keep, json_array_get(all, i));
-        }
-        pthread_mutex_unlock(&x->st.mu);
-        char msg[256];
-        if (patch_claims(x, path, rv, keep, msg, sizeof msg) != 409)
-            break;
-    }
+    json_t *cur = NULL, *out = NULL;
+    char err[256];
+    struct claim_try c = {x, NULL, node, uid, NULL, NULL};
+    if (kube_get_json(x->kc, path, &cur, err, sizeof err) == 200 &&
+        kube_annotate_retry(x->kc, path, cur, NODE_ATTEMPTS, unclaim_annotation, &c, &out, err,
+                            sizeof err) == 200 &&
+        out)
+        feed(x, 1, out);
+    json_decref(out);
+    json_decref(cur);
     free(path);
+}
+
+struct pod_write {
+    const char *uid, *text, *sig; /* sig NULL: no key, remove any */
+};
+
+/* The assignment annotations, while the pod is still the one we decided for. */
+static json_t *assignment_annotations(json_t *cur, int attempt, void *ud, char rv[64], char *why,
+                                      size_t whylen)
+{
+    const struct pod_write *w = ud;
+    const char *u = json_string_value(json_object_get(json_object_get(cur, "metadata"), "uid"));
+    (void)attempt;
+    if (!rv[0] || !u || strcmp(u, w->uid) != 0) {
+        snprintf(why, whylen, "pod was replaced while binding");
+        return NULL;
+    }
+    return json_pack("{s:s,s:s?}", GS_ANN_ASSIGNMENT, w->text, GS_ANN_ASSIGNMENT_SIG, w->sig);
 }
 
 /* Writes the assignment on the pod, conditional on the pod's version, with
@@ -220,46 +252,26 @@ static int record(struct ext_ctx *x, const char *ppath, json_t *pod, const char 
         snprintf(msg, msglen, "signing the assignment failed");
         return -1;
     }
-    json_t *cur = json_incref(pod);
-    int rc = -1;
-    for (int attempt = 0; attempt < POD_ATTEMPTS; attempt++) {
-        json_t *md = json_object_get(cur, "metadata");
-        const char *rv = json_string_value(json_object_get(md, "resourceVersion"));
-        const char *u = json_string_value(json_object_get(md, "uid"));
-        if (!rv || !u || strcmp(u, uid) != 0) {
-            snprintf(msg, msglen, "pod was replaced while binding");
-            break;
-        }
-        json_t *patch = json_pack("{s:{s:s,s:{s:s,s:s?}}}", "metadata", "resourceVersion", rv,
-                                  "annotations", GS_ANN_ASSIGNMENT, text, GS_ANN_ASSIGNMENT_SIG,
-                                  x->st.sigkey ? sig : NULL);
-        json_t *out = NULL;
-        char err[256];
-        int s = kube_merge_patch(x->kc, ppath, patch, &out, err, sizeof err);
-        json_decref(patch);
-        if (s == 200) {
-            if (out)
-                feed(x, 0, out);
-            json_decref(out);
-            rc = 0;
-            break;
-        }
-        json_decref(out);
-        if (s != 409) {
-            snprintf(msg, msglen, "recording the assignment on the pod failed: %s",
-                     s < 0 ? err : "rejected by the API server");
-            break;
-        }
-        json_decref(cur);
-        cur = NULL;
-        if (kube_get_json(x->kc, ppath, &cur, err, sizeof err) != 200) {
-            snprintf(msg, msglen, "re-reading the pod after a conflict failed");
-            break;
-        }
+    struct pod_write w = {uid, text, x->st.sigkey ? sig : NULL};
+    json_t *out = NULL;
+    char err[256];
+    int s = kube_annotate_retry(x->kc, ppath, pod, POD_ATTEMPTS, assignment_annotations, &w, &out,
+                                err, sizeof err);
+    if (s == 200 && out)
+        feed(x, 0, out);
+    json_decref(out);
+    if (s == 200)
+        return 0;
+    if (s == KUBE_RETRY_GAVE_UP)
+        snprintf(msg, msglen, "%s", err);
+    else if (s == KUBE_RETRY_CONFLICTS)
         snprintf(msg, msglen, "pod kept changing while binding");
-    }
-    json_decref(cur);
-    return rc;
+    else if (s == KUBE_RETRY_REREAD)
+        snprintf(msg, msglen, "re-reading the pod after a conflict failed");
+    else
+        snprintf(msg, msglen, "recording the assignment on the pod failed: %s",
+                 s < 0 ? err : "rejected by the API server");
+    return -1;
 }
 
 static int create_binding(struct ext_ctx *x, const char *ns, const char *name, const char *uid,

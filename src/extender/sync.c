@@ -1,6 +1,8 @@
 /* List+watch of nodes and pods into the usage cache. A full re-list replaces
  * the whole cache (so a restart and a 410 both rebuild from the API server's
- * truth); a watch that merely times out resumes from its last version. */
+ * truth); a watch that merely times out resumes from its last version.
+ * Re-watches and re-lists back off (with jitter) until a watch runs
+ * healthily, so a failing API server is not flooded. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,8 @@ struct watch_arg {
     volatile int *stop;
     int failed;
     time_t last_gc;
+    int events;  /* in the current watch run */
+    int healthy; /* some run of this session was healthy */
 };
 
 static int on_event(const char *type, json_t *obj, void *ud)
@@ -26,6 +30,7 @@ static int on_event(const char *type, json_t *obj, void *ud)
         w->failed = 1; /* 410 Gone and friends: re-list */
         return 1;
     }
+    w->events++;
     if (strcmp(type, "BOOKMARK") != 0) {
         time_t now = time(NULL);
         pthread_mutex_lock(&w->x->st.mu);
@@ -49,17 +54,26 @@ static int on_event(const char *type, json_t *obj, void *ud)
 static void *watch_thread(void *p)
 {
     struct watch_arg *w = p;
+    struct kube_backoff bo;
+    kube_backoff_init(&bo, 200, 30000);
     while (!*w->stop && !w->x->stop) {
         char path[160], err[256];
         snprintf(path, sizeof path,
                  "/api/v1/%s?watch=1&allowWatchBookmarks=true&timeoutSeconds=60&resourceVersion=%s",
                  w->node ? "nodes" : "pods", w->rv);
+        w->events = 0;
+        long t0 = kube_monotonic_ms();
         int rc = kube_watch(w->x->kc, path, on_event, w, w->stop, err, sizeof err);
         if (w->failed || rc != 0) {
             kube_log(1, "watch %s ended (%s); re-listing", w->node ? "nodes" : "pods",
                      w->failed ? "expired" : err);
             w->failed = 1;
             *w->stop = 1;
+        } else if (KUBE_WATCH_HEALTHY(w->events, kube_monotonic_ms() - t0)) {
+            w->healthy = 1;
+            kube_backoff_reset(&bo);
+        } else {
+            kube_backoff_wait(&bo, w->stop);
         }
     }
     return NULL;
@@ -122,18 +136,17 @@ static int relist(struct ext_ctx *x, char *nrv, char *prv)
 static void *sync_main(void *p)
 {
     struct ext_ctx *x = p;
-    int backoff = 100;
+    struct kube_backoff bo;
+    kube_backoff_init(&bo, 200, 30000);
     while (!x->stop) {
         char nrv[32], prv[32];
         if (relist(x, nrv, prv) != 0) {
-            usleep((useconds_t)backoff * 1000);
-            backoff = backoff < 5000 ? backoff * 2 : 5000;
+            kube_backoff_wait(&bo, &x->stop);
             continue;
         }
-        backoff = 100;
         x->ready = 1;
         volatile int stop = 0;
-        struct watch_arg wn = {x, 1, "", &stop, 0, 0}, wp = {x, 0, "", &stop, 0, 0};
+        struct watch_arg wn = {x, 1, "", &stop, 0, 0, 0, 0}, wp = {x, 0, "", &stop, 0, 0, 0, 0};
         snprintf(wn.rv, sizeof wn.rv, "%s", nrv);
         snprintf(wp.rv, sizeof wp.rv, "%s", prv);
         pthread_t tn, tp;
@@ -149,6 +162,10 @@ static void *sync_main(void *p)
         stop = 1;
         pthread_join(tn, NULL);
         pthread_join(tp, NULL);
+        if (wn.healthy || wp.healthy)
+            kube_backoff_reset(&bo);
+        else
+            kube_backoff_wait(&bo, &x->stop);
     }
     return NULL;
 }

@@ -1,6 +1,6 @@
 /*
  * A small Kubernetes API client on libcurl + jansson, shared by the node
- * agent and (later) the scheduler extender.
+ * agent and the scheduler extender.
  *
  * - Configuration: in-cluster (service-account token + CA +
  *   KUBERNETES_SERVICE_HOST/PORT), a kubeconfig file (a documented subset),
@@ -54,6 +54,26 @@ int kube_get_json(struct kube_client *kc, const char *path, json_t **out, char *
 int kube_merge_patch(struct kube_client *kc, const char *path, json_t *patch, json_t **out,
                      char *err, size_t errlen);
 
+/* Writes annotations on the object at path by a merge patch conditional on
+ * its resourceVersion, and on 409 re-reads the object and decides again,
+ * at most attempts times: the one retry discipline of the extender and the
+ * node agent. build(cur, attempt, ud, rv, why, whylen) returns the
+ * annotations to write (a new reference: name -> string, or null to
+ * remove), or NULL with why to give up. cur is the object as last read:
+ * the caller's cur on attempt 0 (NULL when the caller decides from its own
+ * cache), the re-read object after each conflict (a failed re-read uses
+ * up an attempt and is tried again). rv comes preset to cur's
+ * resourceVersion; build may set another (from its cache).
+ * Returns the status of the last patch (2xx: *out gets the updated object
+ * when out is non-NULL), or one of the KUBE_RETRY_* below; err says why. */
+typedef json_t *(*kube_annotate_fn)(json_t *cur, int attempt, void *ud, char rv[64], char *why,
+                                    size_t whylen);
+#define KUBE_RETRY_CONFLICTS 409 /* every attempt conflicted */
+#define KUBE_RETRY_GAVE_UP (-2)  /* build returned NULL */
+#define KUBE_RETRY_REREAD (-3)   /* the re-read after a conflict failed */
+int kube_annotate_retry(struct kube_client *kc, const char *path, json_t *cur, int attempts,
+                        kube_annotate_fn build, void *ud, json_t **out, char *err, size_t errlen);
+
 /* Streams a watch: GET path (which must already carry ?watch=1 etc.) and
  * calls cb(type, object) for each event line. Returns when the server ends
  * the stream (0), cb returns non-zero (that value), *stop becomes non-zero
@@ -62,6 +82,25 @@ int kube_merge_patch(struct kube_client *kc, const char *path, json_t *patch, js
 typedef int (*kube_watch_cb)(const char *type, json_t *object, void *ud);
 int kube_watch(struct kube_client *kc, const char *path, kube_watch_cb cb, void *ud,
                volatile int *stop, char *err, size_t errlen);
+
+/* Exponential backoff with jitter for re-list and re-watch: each wait is
+ * drawn uniformly from [d/2, d], d doubling from base_ms up to max_ms; the
+ * caller resets it after a healthy run (KUBE_WATCH_HEALTHY), so an API
+ * server that closes every watch at once sees a few requests a minute,
+ * not thousands. */
+struct kube_backoff {
+    long base_ms, max_ms, cur_ms;
+    unsigned int seed;
+};
+/* A watch run was healthy when it delivered an event or lasted 5 s. */
+#define KUBE_WATCH_HEALTHY(events, ms) ((events) > 0 || (ms) >= 5000)
+void kube_backoff_init(struct kube_backoff *b, long base_ms, long max_ms);
+void kube_backoff_reset(struct kube_backoff *b);
+/* The next wait in ms (and doubles d). */
+long kube_backoff_next(struct kube_backoff *b);
+/* Sleeps the next wait, returning early once *stop is set (stop may be NULL). */
+void kube_backoff_wait(struct kube_backoff *b, volatile int *stop);
+long kube_monotonic_ms(void);
 
 /* Percent-encodes s for use in a query string. Returns a malloc'd string. */
 char *kube_urlencode(const char *s);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "curl_buf.h"
 #include "kube_client.h"
 #include "kube_internal.h"
 
@@ -20,41 +21,6 @@ static void global_init_once(void)
 void kube_global_init(void)
 {
     pthread_once(&g_once, global_init_once);
-}
-
-struct buf {
-    char *data;
-    size_t len, cap;
-    int overflow;
-};
-
-#define KUBE_MAX_BODY (64u << 20) /* refuse bodies above 64 MiB */
-
-static int buf_add(struct buf *b, const char *p, size_t n)
-{
-    if (b->len + n + 1 > KUBE_MAX_BODY) {
-        b->overflow = 1;
-        return -1;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (!d)
-            return -1;
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return 0;
-}
-
-static size_t on_body(char *p, size_t size, size_t n, void *ud)
-{
-    return buf_add(ud, p, size * n) == 0 ? size * n : 0;
 }
 
 static char *read_token(const struct kube_client *kc)
@@ -137,7 +103,7 @@ int kube_request(struct kube_client *kc, const char *method, const char *path,
         *body = NULL;
     for (int attempt = 1; attempt <= kc->attempts; attempt++) {
         struct curl_slist *hdrs = NULL;
-        struct buf b = {0};
+        struct gs_curl_buf b = {0};
         CURL *c = make_handle(kc, method, path, &hdrs, content_type);
         if (!c) {
             snprintf(err, errlen, "%s %s: out of memory", method, path);
@@ -145,7 +111,7 @@ int kube_request(struct kube_client *kc, const char *method, const char *path,
             return -1;
         }
         curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, kc->timeout_ms);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, gs_curl_buf_write);
         curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
         if (data) {
             curl_easy_setopt(c, CURLOPT_POSTFIELDS, data);
@@ -169,16 +135,14 @@ int kube_request(struct kube_client *kc, const char *method, const char *path,
                 snprintf(err, errlen, "%s %s: HTTP %d", method, path, status);
         }
         if (!retry || attempt == kc->attempts) {
-            if (status >= 0 && body) {
-                *body = b.data ? b.data : strdup("");
-                b.data = NULL;
-            }
-            free(b.data);
+            if (status >= 0 && body)
+                *body = gs_curl_buf_take(&b);
+            gs_curl_buf_free(&b);
             if (retry)
                 kube_log(0, "kube: %s (gave up after %d attempts)", err, attempt);
             return status;
         }
-        free(b.data);
+        gs_curl_buf_free(&b);
         kube_log(1, "kube: %s; retry %d/%d in %ld ms", err, attempt, kc->attempts - 1, backoff);
         sleep_ms(backoff);
         backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
@@ -239,7 +203,7 @@ int kube_merge_patch(struct kube_client *kc, const char *path, json_t *patch, js
 
 /* ---- watch ---- */
 struct watch_ctx {
-    struct buf line;
+    struct gs_curl_buf line;
     kube_watch_cb cb;
     void *ud;
     volatile int *stop;
@@ -271,7 +235,7 @@ static size_t on_watch(char *p, size_t size, size_t n, void *ud)
 {
     struct watch_ctx *w = ud;
     size_t total = size * n;
-    if (buf_add(&w->line, p, total) != 0)
+    if (gs_curl_buf_add(&w->line, p, total) != 0)
         return 0;
     char *start = w->line.data;
     char *nl;
@@ -321,7 +285,7 @@ int kube_watch(struct kube_client *kc, const char *path, kube_watch_cb cb, void 
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
     curl_easy_cleanup(c);
     curl_slist_free_all(hdrs);
-    free(w.line.data);
+    gs_curl_buf_free(&w.line);
     if (w.cb_rc)
         return w.cb_rc;
     if (stop && *stop)

@@ -7,6 +7,8 @@ when the patch carries a stale metadata.resourceVersion, list responses
 with metadata.resourceVersion, field selector spec.nodeName, and watch
 streams (one JSON event per line, chunked) that start after a given
 resourceVersion and answer an ERROR event with code 410 when it is too old.
+With close_watches set, every watch ends at once with no event (a broken
+API server or proxy), so clients' re-watch backoff can be counted.
 No auth, no admission, no other kinds.
 """
 import copy
@@ -49,6 +51,7 @@ class ApiServerStandIn:
         self.garbage_next = 0  # next N GETs answer a body that is not JSON
         self.touch_before_patch = 0  # next N conditional patches race a real writer
         self.conflicts = 0
+        self.close_watches = False  # watches end at once, with no event
         self.stopping = False
         srv = self
 
@@ -105,6 +108,16 @@ class ApiServerStandIn:
         with self.lock:
             o = self.objects.pop((kind, ns, name))
             self._bump(kind, o, "DELETED")
+
+    def watch_requests(self):
+        with self.lock:
+            return sum(1 for m, p in self.requests if m == "GET" and "watch=1" in p)
+
+    def set_close_watches(self, on):
+        """From now on, watches end at once (open ones within 0.2 s)."""
+        with self.lock:
+            self.close_watches = on
+            self.lock.notify_all()
 
     def compact(self):
         """Forget the event history (watches from older versions get 410)."""
@@ -219,7 +232,7 @@ class ApiServerStandIn:
                     h.wfile.write(b"0\r\n\r\n")
                     return
             sent = since
-            while time.time() < deadline and not self.stopping:
+            while time.time() < deadline and not self.stopping and not self.close_watches:
                 with self.lock:
                     evs = [e for e in self.events if e[0] > sent]
                     if not evs:

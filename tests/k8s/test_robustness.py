@@ -156,3 +156,25 @@ def test_api_errors_are_retried_and_conflicts_resolved(node):
     assert "HTTP 503; retry 1/4" in log
     assert "not JSON" in log
     assert node.proc.poll() is None
+
+
+def test_watch_that_closes_at_once_is_retried_with_backoff(node):
+    """Every watch ends at once with no event: the pod cache waits 0.1-0.2 s
+    before re-watching, then twice as long each time, instead of looping."""
+    node.inventory()
+    before = len(node.api.requests)
+    node.api.set_close_watches(True)
+    time.sleep(4)
+    with node.api.lock:
+        got = node.api.requests[before:]
+    watches = sum(1 for m, p in got if m == "GET" and "watch=1" in p)
+    assert 2 <= watches <= 8, f"{watches} watches in 4 s"
+    assert sum(1 for m, p in got if m == "GET") <= 12, f"{len(got)} requests in 4 s"
+    # It keeps retrying: once watches work again, one is opened.
+    node.api.set_close_watches(False)
+    n = node.api.watch_requests()
+    end = time.time() + 30
+    while time.time() < end and node.api.watch_requests() == n:
+        time.sleep(0.1)
+    assert node.api.watch_requests() > n
+    assert node.proc.poll() is None
