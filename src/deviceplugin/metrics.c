@@ -5,19 +5,18 @@
  *   and limit bytes, compute limit %, compute used (the limiter's measured
  *   share) and charged GPU seconds, live processes.
  */
-#include <arpa/inet.h>
 #include <stdarg.h>
-#include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "httpd.h"
 #include "metrics.h"
 #include "region_view.h"
 #include "statedir.h"
 
 struct gs_metrics {
-    struct MHD_Daemon *d;
+    struct gs_httpd *srv; /* the one bounded server (src/k8s/httpd.c) */
     struct gs_inventory *inv;
     char root[512];
     int replicas;
@@ -181,33 +180,29 @@ char *gs_metrics_render(struct gs_inventory *inv, const char *state_root, int re
     return o.s;
 }
 
-static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *url,
-                              const char *method, const char *version, const char *upload,
-                              size_t *upload_size, void **con_cls)
+static int answer(void *ud, const char *method, const char *url, const char *body, size_t len,
+                  char **out, const char **ctype)
 {
-    struct gs_metrics *m = cls;
-    struct MHD_Response *r;
-    enum MHD_Result ret;
-    if (strcmp(method, "GET") != 0 || (strcmp(url, "/metrics") != 0 && strcmp(url, "/healthz") != 0)) {
-        static const char nf[] = "not found: try /metrics\n";
-        r = MHD_create_response_from_buffer(sizeof nf - 1, (void *)nf, MHD_RESPMEM_PERSISTENT);
-        ret = MHD_queue_response(c, MHD_HTTP_NOT_FOUND, r);
-        MHD_destroy_response(r);
-        return ret;
+    struct gs_metrics *m = ud;
+    (void)body;
+    (void)len;
+    *ctype = "text/plain";
+    if (strcmp(method, "GET") == 0 && strcmp(url, "/healthz") == 0) {
+        *out = strdup("ok\n");
+        return 200;
     }
-    if (strcmp(url, "/healthz") == 0) {
-        static const char ok[] = "ok\n";
-        r = MHD_create_response_from_buffer(sizeof ok - 1, (void *)ok, MHD_RESPMEM_PERSISTENT);
-    } else {
-        char *text = gs_metrics_render(m->inv, m->root, m->replicas);
-        r = MHD_create_response_from_buffer(text ? strlen(text) : 0, text ? text : (void *)"",
-                                            text ? MHD_RESPMEM_MUST_FREE
-                                                 : MHD_RESPMEM_PERSISTENT);
-        MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
+    if (strcmp(method, "GET") != 0 || strcmp(url, "/metrics") != 0) {
+        *out = strdup("not found: try /metrics\n");
+        return 404;
     }
-    ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    return ret;
+    *ctype = "text/plain; version=0.0.4";
+    *out = gs_metrics_render(m->inv, m->root, m->replicas);
+    if (!*out) {
+        *ctype = "text/plain";
+        *out = strdup("out of memory\n");
+        return 500;
+    }
+    return 200;
 }
 
 struct gs_metrics *gs_metrics_start(const char *addr, int port, struct gs_inventory *inv,
@@ -220,20 +215,10 @@ struct gs_metrics *gs_metrics_start(const char *addr, int port, struct gs_invent
     m->inv = inv;
     m->replicas = replicas;
     snprintf(m->root, sizeof m->root, "%s", state_root);
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
-        snprintf(err, errlen, "metrics: bad listen address '%s' (IPv4 expected)", addr);
-        free(m);
-        return NULL;
-    }
-    m->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, (uint16_t)port, NULL, NULL, answer,
-                            m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                            MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
-    if (!m->d) {
-        snprintf(err, errlen, "metrics: cannot listen on %s:%d", addr, port);
+    char why[256];
+    m->srv = gs_httpd_start(addr, port, NULL, NULL, 1, answer, m, why, sizeof why);
+    if (!m->srv) {
+        snprintf(err, errlen, "metrics: %s", why);
         free(m);
         return NULL;
     }
@@ -244,6 +229,6 @@ void gs_metrics_stop(struct gs_metrics *m)
 {
     if (!m)
         return;
-    MHD_stop_daemon(m->d);
+    gs_httpd_stop(m->srv);
     free(m);
 }

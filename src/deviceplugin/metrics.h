@@ -1,4 +1,4 @@
-/* Prometheus text endpoint (/metrics) on libmicrohttpd. */
+/* Prometheus text endpoint (/metrics, /healthz) on the shared gs_httpd. */
 #ifndef GPUSLICE_DP_METRICS_H
 #define GPUSLICE_DP_METRICS_H
 

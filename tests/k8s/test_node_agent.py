@@ -2,6 +2,7 @@
 NVML and XID events from the simulated driver."""
 import concurrent.futures as cf
 import json
+import http.client
 import os
 import subprocess
 import time
@@ -220,3 +221,21 @@ def test_metrics_per_gpu_and_per_container(node):
     finally:
         c.stdin.close()
         c.wait(timeout=30)
+
+
+def test_metrics_server_is_the_bounded_server(node):
+    """/metrics runs on the one gs_httpd (src/k8s/httpd.c): same text format,
+    and a declared 60 MB body is refused with 413 before any of it is read."""
+    c = http.client.HTTPConnection("127.0.0.1", node.metrics_port, timeout=10)
+    c.request("GET", "/metrics")
+    r = c.getresponse()
+    assert r.status == 200 and r.getheader("Content-Type") == "text/plain; version=0.0.4"
+    assert b"# TYPE gpuslice_gpu_memory_total_bytes gauge" in r.read()
+    c.putrequest("POST", "/metrics")
+    c.putheader("Content-Length", str(60 << 20))
+    c.endheaders()
+    r = c.getresponse()
+    assert r.status == 413
+    c.close()
+    assert urllib.request.urlopen(f"http://127.0.0.1:{node.metrics_port}/healthz",
+                                  timeout=10).read() == b"ok\n"
