@@ -16,14 +16,14 @@ export DEBIAN_FRONTEND=noninteractive
 apt_get() { apt-get -o DPkg::Lock::Timeout=600 "$@"; }
 apt_get update -qq
 # Toolchain and checkers; libraries (cmocka, jansson, gRPC C core + protobuf-c,
-# libcurl, libmicrohttpd, OpenSSL's libcrypto); the Python side of the tests (kubelet stand-in on
+# libcurl, libmicrohttpd and its GnuTLS for mutual TLS, OpenSSL's libcrypto); the Python side of the tests (kubelet stand-in on
 # Debian's grpcio, PyYAML for tests/deploy, openssl for test certificates);
 # matplotlib for the simulator's plot; wrk for the extender benchmark.
 apt_get install -y -qq --no-install-recommends \
     build-essential cmake pkg-config clang-14 clang-tidy libclang-rt-14-dev cppcheck \
     libcmocka-dev libjansson-dev \
     libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler \
-    libcurl4-openssl-dev libssl-dev libmicrohttpd-dev \
+    libcurl4-openssl-dev libssl-dev libmicrohttpd-dev libgnutls28-dev \
     python3-grpcio python3-grpc-tools python3-protobuf python3-pytest python3-yaml \
     python3-matplotlib openssl wrk >/dev/null
 # The interposer's pytest harness runs on whatever python3 is first on PATH.

@@ -18,6 +18,9 @@
 #define PROG "gpuslice-extender"
 
 static volatile sig_atomic_t g_quit;
+/* --status-port given: the read-only endpoints live on their own listener
+ * and the main one answers the scheduler's verbs only. */
+static int g_status_apart;
 
 static void on_signal(int sig)
 {
@@ -29,9 +32,14 @@ static const char usage[] =
     "  --api-server URL      Kubernetes API server (else --kubeconfig, $KUBECONFIG, in-cluster)\n"
     "  --kubeconfig PATH\n"
     "  --addr A --port P     listen address (default 0.0.0.0:8888)\n"
-    "  --tls-cert F --tls-key F   serve HTTPS\n"
-    "  --policy NAME         default node policy: binpack spread bestfit fgd fraglook (binpack)\n"
-    "  --gpu-policy NAME     default GPU policy on the chosen node (binpack)\n"
+    "  --tls-cert F --tls-key F   serve HTTPS (TLS 1.2+)\n"
+    "  --client-ca FILE      mutual TLS: filter/prioritize/bind only from clients whose\n"
+    "                        certificate this CA issued (kube-scheduler's tlsConfig)\n"
+    "  --status-addr A --status-port P  /healthz, /readyz, /metrics and /state on their own\n"
+    "                        listener (TLS with the same certificate, no client certificate);\n"
+    "                        the main listener then answers the verbs only\n"
+    "  --policy NAME         default node policy: fraglook binpack spread bestfit fgd (fraglook)\n"
+    "  --gpu-policy NAME     default GPU policy on the chosen node (fraglook)\n"
     "  --threads N           HTTP worker threads (4)\n"
     "  --claim-ttl S         seconds an in-flight node claim counts without its pod (300)\n"
     "  --assignment-key FILE key (a Secret shared with the node agents) that signs each\n"
@@ -39,6 +47,13 @@ static const char usage[] =
     "  -v                    more logging (repeatable)\n"
     "  --version             print the version\n"
     "Endpoints: POST <prefix>/filter, /prioritize, /bind; GET /healthz, /readyz, /metrics, /state\n";
+
+static int not_found(char **out, const char **ctype)
+{
+    *ctype = "text/plain; charset=utf-8";
+    *out = strdup("not found\n");
+    return 404;
+}
 
 static double now_s(void)
 {
@@ -53,12 +68,13 @@ static const char *verb_of(const char *url)
     return s ? s + 1 : url;
 }
 
-static int handle(void *ud, const char *method, const char *url, const char *body, size_t len,
-                  char **out, const char **ctype)
+/* The read-only endpoints (GET). */
+static int handle_status(void *ud, const char *method, const char *url, const char *body,
+                         size_t len, char **out, const char **ctype)
 {
     struct ext_ctx *x = ud;
-    const char *v = verb_of(url);
-    *ctype = "application/json";
+    (void)body;
+    (void)len;
     if (strcmp(method, "GET") == 0) {
         *ctype = "text/plain; charset=utf-8";
         if (strcmp(url, "/healthz") == 0) {
@@ -86,9 +102,21 @@ static int handle(void *ud, const char *method, const char *url, const char *bod
             json_decref(j);
             return 200;
         }
-        *out = strdup("not found\n");
-        return 404;
     }
+    return not_found(out, ctype);
+}
+
+/* The scheduler's verbs (POST), and the read-only endpoints unless they
+ * have their own listener. */
+static int handle(void *ud, const char *method, const char *url, const char *body, size_t len,
+                  char **out, const char **ctype)
+{
+    struct ext_ctx *x = ud;
+    const char *v = verb_of(url);
+    if (strcmp(method, "GET") == 0)
+        return g_status_apart ? not_found(out, ctype)
+                              : handle_status(ud, method, url, body, len, out, ctype);
+    *ctype = "application/json";
     enum ext_verb verb = strcmp(v, "filter") == 0       ? EXT_V_FILTER
                          : strcmp(v, "prioritize") == 0 ? EXT_V_PRIORITIZE
                          : strcmp(v, "bind") == 0       ? EXT_V_BIND
@@ -138,12 +166,14 @@ int main(int argc, char **argv)
         {"policy", required_argument, 0, 'P'},     {"gpu-policy", required_argument, 0, 'G'},
         {"threads", required_argument, 0, 't'},    {"claim-ttl", required_argument, 0, 'T'},
         {"assignment-key", required_argument, 0, 'S'},
+        {"client-ca", required_argument, 0, 'C'},  {"status-addr", required_argument, 0, 'B'},
+        {"status-port", required_argument, 0, 'Q'},
         {"version", no_argument, 0, 'V'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     const char *url = NULL, *kcfg = NULL, *addr = NULL, *cert = NULL, *key = NULL;
-    const char *sig_file = NULL;
-    int port = 8888, threads = 4, ttl = 300, verbose = 2, c;
-    gs_policy_kind pol = GS_POLICY_BINPACK, gpol = GS_POLICY_BINPACK;
+    const char *sig_file = NULL, *client_ca = NULL, *status_addr = NULL;
+    int port = 8888, status_port = -1, threads = 4, ttl = 300, verbose = 2, c;
+    gs_policy_kind pol = GS_POLICY_FRAGLOOK, gpol = GS_POLICY_FRAGLOOK;
     while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
         switch (c) {
         case 'a': url = optarg; break;
@@ -152,6 +182,12 @@ int main(int argc, char **argv)
         case 'c': cert = optarg; break;
         case 'K': key = optarg; break;
         case 'S': sig_file = optarg; break;
+        case 'C': client_ca = optarg; break;
+        case 'B': status_addr = optarg; break;
+        case 'Q':
+            if (gs_flag_int(PROG, "status-port", optarg, 0, 65535, &status_port) != 0)
+                return 2;
+            break;
         case 'v': verbose++; break;
         case 'p':
             if (gs_flag_int(PROG, "port", optarg, 0, 65535, &port) != 0)
@@ -182,8 +218,17 @@ int main(int argc, char **argv)
         return 2;
     }
     if ((cert && gs_flag_readable(PROG, "tls-cert", cert) != 0) || (key && gs_flag_readable(PROG, "tls-key", key) != 0) ||
-        (sig_file && gs_flag_readable(PROG, "assignment-key", sig_file) != 0))
+        (sig_file && gs_flag_readable(PROG, "assignment-key", sig_file) != 0) ||
+        (client_ca && gs_flag_readable(PROG, "client-ca", client_ca) != 0))
         return 2;
+    if (client_ca && !cert) {
+        fprintf(stderr, PROG ": --client-ca needs --tls-cert and --tls-key (mutual TLS)\n");
+        return 2;
+    }
+    if (status_addr && status_port < 0) {
+        fprintf(stderr, PROG ": --status-addr needs --status-port\n");
+        return 2;
+    }
     kube_log_set_prefix("gpuslice-extender");
     kube_log_set_level(verbose);
     static struct ext_ctx x;
@@ -212,9 +257,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpuslice-extender: %s\n", err);
         return 1;
     }
-    struct gs_httpd *srv = gs_httpd_start(addr, port, cert, key, threads, handle, &x, err,
-                                          sizeof err);
-    if (!srv) {
+    if (!client_ca)
+        kube_log(0, "WARNING: no --client-ca: anyone who can reach port %d can call /bind, which "
+                 "binds any pod to any node with this extender's permissions; give "
+                 "kube-scheduler a client certificate and pass its CA as --client-ca", port);
+    const struct gs_httpd_tls tls = {cert, key, client_ca}, status_tls = {cert, key, NULL};
+    struct gs_httpd *srv = gs_httpd_start_tls(addr, port, &tls, threads, handle, &x, err,
+                                              sizeof err);
+    struct gs_httpd *status = NULL;
+    g_status_apart = status_port >= 0;
+    if (srv && g_status_apart)
+        status = gs_httpd_start_tls(status_addr, status_port, &status_tls, 1, handle_status, &x,
+                                    err, sizeof err);
+    if (!srv || (g_status_apart && !status)) {
         fprintf(stderr, "gpuslice-extender: %s\n", err);
         return 1;
     }
@@ -226,12 +281,16 @@ int main(int argc, char **argv)
         return 1;
     }
     kube_log(2, "listening on %s:%d (%s), policy %s, gpu policy %s", addr ? addr : "0.0.0.0",
-             gs_httpd_port(srv), cert ? "https" : "http", gs_policy_name(pol),
-             gs_policy_name(gpol));
+             gs_httpd_port(srv), client_ca ? "mutual TLS" : cert ? "https" : "http",
+             gs_policy_name(pol), gs_policy_name(gpol));
+    if (status)
+        kube_log(2, "status endpoints on %s:%d", status_addr ? status_addr : "0.0.0.0",
+                 gs_httpd_port(status));
     while (!g_quit)
         pause();
     kube_log(2, "signal %d: shutting down", (int)g_quit);
     gs_httpd_stop(srv);
+    gs_httpd_stop(status);
     ext_sync_stop(&x);
     kube_client_free(x.kc);
     ext_state_free(&x.st);

@@ -1,8 +1,10 @@
 /* libmicrohttpd glue: thread pool, bounded bodies and connections, optional
- * TLS 1.2+ (GnuTLS). */
+ * TLS 1.2+ and mutual TLS (GnuTLS, libmicrohttpd's TLS library). */
 #include "httpd.h"
 
 #include <arpa/inet.h>
+#include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -14,7 +16,7 @@ struct gs_httpd {
     struct MHD_Daemon *d;
     gs_httpd_handler h;
     void *ud;
-    char *cert, *key;
+    char *cert, *key, *ca;
     int port;
     size_t buffered; /* bytes held by all bodies being received */
 };
@@ -77,6 +79,43 @@ static enum MHD_Result reply(struct MHD_Connection *c, int status, char *text, c
     return ret;
 }
 
+/* A connection's client certificate verdict, taken once per connection. */
+enum { PEER_UNCHECKED, PEER_OK, PEER_REFUSED };
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    (void)cls;
+    (void)c;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        *socket_context = calloc(1, sizeof(int));
+    } else {
+        free(*socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* Whether the client presented a certificate that verifies against the
+ * client CA (chain, validity, purpose clientAuth). */
+static int peer_ok(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *sc =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    int *verdict = sc ? sc->socket_context : NULL;
+    if (verdict && *verdict != PEER_UNCHECKED)
+        return *verdict == PEER_OK;
+    const union MHD_ConnectionInfo *ti =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    gnutls_session_t tls = ti ? (gnutls_session_t)ti->tls_session : NULL;
+    gnutls_typed_vdata_st purpose = {GNUTLS_DT_KEY_PURPOSE_OID,
+                                     (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT, 0};
+    unsigned status = 0;
+    int ok = tls && gnutls_certificate_verify_peers(tls, &purpose, 1, &status) == 0 && status == 0;
+    if (verdict)
+        *verdict = ok ? PEER_OK : PEER_REFUSED;
+    return ok;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *data,
                                   size_t *data_size, void **con_cls)
@@ -84,6 +123,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct gs_httpd *s = cls;
     struct body *b = *con_cls;
     if (!b) {
+        if (s->ca && !peer_ok(c))
+            return reply(c, 403,
+                         strdup("{\"Error\":\"a client certificate issued by the client CA "
+                                "(--client-ca) is required\"}"),
+                         NULL);
         /* Refuse an oversized body from its declared length, before any of
          * it is read. */
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -148,6 +192,15 @@ struct gs_httpd *gs_httpd_start(const char *addr, int port, const char *cert, co
                                 int threads, gs_httpd_handler h, void *ud, char *err,
                                 size_t errlen)
 {
+    const struct gs_httpd_tls tls = {cert, key, NULL};
+    return gs_httpd_start_tls(addr, port, &tls, threads, h, ud, err, errlen);
+}
+
+struct gs_httpd *gs_httpd_start_tls(const char *addr, int port, const struct gs_httpd_tls *t,
+                                    int threads, gs_httpd_handler h, void *ud, char *err,
+                                    size_t errlen)
+{
+    const char *cert = t->cert, *key = t->key;
     struct gs_httpd *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
@@ -171,6 +224,12 @@ struct gs_httpd *gs_httpd_start(const char *addr, int port, const char *cert, co
         }
         flags |= MHD_USE_TLS;
     }
+    if (t->client_ca && (!s->cert || !(s->ca = slurp(t->client_ca, err, errlen)))) {
+        if (!s->cert)
+            snprintf(err, errlen, "a client CA needs TLS (a certificate and a key)");
+        gs_httpd_stop(s);
+        return NULL;
+    }
     struct sockaddr_in sa;
     memset(&sa, 0, sizeof sa);
     sa.sin_family = AF_INET;
@@ -182,17 +241,22 @@ struct gs_httpd *gs_httpd_start(const char *addr, int port, const char *cert, co
     }
     if (!addr)
         sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    /* The array ends at its first MHD_OPTION_END: plain HTTP has none of
+     * these, and the client CA, optional, comes last. */
     struct MHD_OptionItem tls[] = {
         {s->cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, s->cert},
-        {s->key ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, s->key},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, s->key},
         /* TLS 1.2 and 1.3 only. */
-        {s->cert ? MHD_OPTION_HTTPS_PRIORITIES : MHD_OPTION_END, 0,
-         (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"},
+        /* With a trust list, libmicrohttpd asks each client for a
+         * certificate; peer_ok decides. */
+        {s->ca ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0, s->ca},
         {MHD_OPTION_END, 0, NULL}};
     s->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, s,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(threads > 0 ? threads : 1),
                             MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)GS_HTTPD_IDLE_SECONDS,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)GS_HTTPD_MAX_CONNECTIONS,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
@@ -221,5 +285,6 @@ void gs_httpd_stop(struct gs_httpd *s)
         MHD_stop_daemon(s->d);
     free(s->cert);
     free(s->key);
+    free(s->ca);
     free(s);
 }

@@ -31,6 +31,18 @@ struct gs_httpd;
 struct gs_httpd *gs_httpd_start(const char *addr, int port, const char *cert, const char *key,
                                 int threads, gs_httpd_handler h, void *ud, char *err,
                                 size_t errlen);
+
+/* TLS settings: cert/key as above; client_ca (PEM file, needs cert/key):
+ * mutual TLS, where every request must come over a connection whose client
+ * certificate chains to client_ca, is valid now and is meant for TLS
+ * client authentication (extended key usage clientAuth); any other request
+ * is answered 403 before its body is read or the handler runs. */
+struct gs_httpd_tls {
+    const char *cert, *key, *client_ca;
+};
+struct gs_httpd *gs_httpd_start_tls(const char *addr, int port, const struct gs_httpd_tls *tls,
+                                    int threads, gs_httpd_handler h, void *ud, char *err,
+                                    size_t errlen);
 int gs_httpd_port(const struct gs_httpd *s);
 void gs_httpd_stop(struct gs_httpd *s);
 

@@ -68,7 +68,7 @@ def test_pod_goes_filter_prioritize_bind_allocate(gpu_node, tmp_path):
     api = node.api
     uuids = node.uuids()  # the agent published gpuslice.io/gpu-inventory
     api.put("Node", node_obj("cpu-1", ngpus=0))
-    ext = Extender(api, tmp_path, "e2e")
+    ext = Extender(api, tmp_path, "e2e", args=("--gpu-policy", "binpack"))
     try:
         ext.wait_state(lambda s: len(gpu_usage(s, k8s.NODE)) == k8s.NGPUS)
         pods, answers = [], []

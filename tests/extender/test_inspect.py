@@ -27,7 +27,7 @@ def test_inspect_table_and_json(api, start):
     api.put("Node", node_obj("gpu-b", ngpus=2))
     api.put("Node", node_obj("gpu-a", ngpus=4))
     api.put("Node", node_obj("cpu-1", ngpus=0))
-    ext = start()
+    ext = start(args=("--gpu-policy", "binpack"))
     bound(api, ext, "infer-0", 8192, 30, "gpu-a")
     bound(api, ext, "infer-1", 4096, 50, "gpu-a")
     bound(api, ext, "train-0", 20000, 10, "gpu-b")

@@ -88,7 +88,9 @@ def test_prioritize_binpack_prefers_fuller_node_spread_the_emptier(api, start):
     api.put("Pod", assigned("w0", "busy", [(0, 40960)]))
     ext = start()
     ext.wait_state(lambda s: gpu_usage(s, "busy")[0][0] == 40960)
-    code, res = ext.post("prioritize", args_names(pod_obj("b", 1, 8192, 20), ["empty", "busy"]))
+    binpack = {"gpuslice.io/scheduling": json.dumps({"v": 1, "policy": "binpack"})}
+    code, res = ext.post("prioritize", args_names(pod_obj("b", 1, 8192, 20, annotations=binpack),
+                                                  ["empty", "busy"]))
     assert code == 200 and isinstance(res, list)
     assert all(set(h) == {"Host", "Score"} for h in res)
     score = {h["Host"]: h["Score"] for h in res}
@@ -102,9 +104,29 @@ def test_prioritize_binpack_prefers_fuller_node_spread_the_emptier(api, start):
     for gi in range(4):
         api.put("Pod", assigned(f"pk{gi}", "packed", [(gi, 40960)]))
     ext.wait_state(lambda s: sum(m for m, _ in gpu_usage(s, "packed")) == 4 * 40960)
-    res = ext.post("prioritize", args_names(pod_obj("big", 1, 81920), ["packed", "busy", "empty"]))[1]
+    res = ext.post("prioritize", args_names(pod_obj("big", 1, 81920, annotations=binpack),
+                                            ["packed", "busy", "empty"]))[1]
     assert [h["Host"] for h in res] == ["packed", "busy", "empty"]
     assert [h["Score"] for h in res] == [0, 10, 0]  # infeasible, fuller, emptier
+
+
+def test_default_policy_is_fraglook(api, start):
+    """With no --policy and no per-pod choice, nodes and GPUs are ranked by
+    fraglook, the best measured policy (docs/scheduling.md)."""
+    for n in ("empty", "busy", "half"):
+        api.put("Node", node_obj(n))
+    api.put("Pod", assigned("w0", "busy", [(0, 40960)]))
+    api.put("Pod", assigned("w1", "half", [(0, 20480), (1, 20480)]))
+    ext = start()
+    ext.wait_state(lambda s: gpu_usage(s, "half")[1][0] == 20480)
+    assert "policy fraglook, gpu policy fraglook" in ext.logtext()
+    names = ["empty", "busy", "half"]
+    pod = pod_obj("d", 1, 8192, 20)
+    default = ext.post("prioritize", args_names(pod, names))[1]
+    for pol, same in (("fraglook", True), ("binpack", False)):
+        ann = {"gpuslice.io/scheduling": json.dumps({"v": 1, "policy": pol})}
+        res = ext.post("prioritize", args_names(pod_obj("d", 1, 8192, 20, annotations=ann), names))[1]
+        assert (res == default) == same, (pol, res, default)
 
 
 def test_bind_records_assignment_and_creates_binding(api, start):
