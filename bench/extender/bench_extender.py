@@ -1,6 +1,7 @@
 """Benchmark (not a test): filter+prioritize latency and decisions per second
-through the extender's HTTP interface on a synthetic 1000-node, 8000-GPU
-cluster (nodeCacheCapable: true, so each call carries 1000 node names).
+through the extender's HTTP interface on a synthetic cluster of 1000 nodes
+(or --nodes=N) of 8 GPUs (nodeCacheCapable: true, so each filter call carries
+every node name).
 
 usage:
   python3 bench/extender/bench_extender.py EXT [seconds] [clients]
@@ -17,6 +18,15 @@ usage:
       Exactly N decisions from one Python client, then stop: a fixed request
       mix for profiling. Set BENCH_WRAP="valgrind --tool=callgrind ..." to run
       the extender under a tool.
+Options (Python clients):
+  --nodes=N    cluster size (1000)
+  --mtls       HTTPS with mutual TLS, as kube-scheduler calls it: throwaway CAs
+               (openssl), the extender with --tls-cert/--tls-key/--client-ca and
+               --status-port, each client presenting the scheduler's certificate
+               over a keep-alive connection
+  --slow=N     N slow clients hold connections to the verbs' port for the whole
+               run (a TLS handshake without a client certificate when --mtls,
+               then a request whose headers trickle in a line every 5 s)
 Extra extender flags: BENCH_EXT_ARGS (default "--threads 2").
 """
 import http.client
@@ -26,11 +36,15 @@ import os
 import pathlib
 import random
 import re
+import resource
 import shlex
+import socket
+import ssl
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,6 +52,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "extender"))
 import conftest  # noqa: E402
 from conftest import Extender, args_names, node_obj, pod_obj  # noqa: E402
 from apiserver_ext import ExtApiServerStandIn  # noqa: E402
+from test_mtls import make_ca, make_cert  # noqa: E402
 
 NODES, GPUS = 1000, 8
 SHAPES = [(1, 8192, 30), (1, 4096, 10), (2, 20000, 50), (1, None, None), (4, 16384, 25)]
@@ -48,7 +63,43 @@ class BenchExtender(Extender):
         return super().wait_ready(timeout)
 
 
-def setup(ext_path, tmp):
+def make_pki(d):
+    make_ca(d, "serving-ca")
+    make_cert(d, "extender", "serving-ca", "serverAuth", "IP:127.0.0.1")
+    make_ca(d, "scheduler-ca")
+    make_cert(d, "kube-scheduler", "scheduler-ca", "clientAuth")
+
+
+def tls_context(pki, client=True):
+    c = ssl.create_default_context(cafile=os.path.join(pki, "serving-ca.crt"))
+    if client:
+        c.load_cert_chain(os.path.join(pki, "kube-scheduler.crt"),
+                          os.path.join(pki, "kube-scheduler.key"))
+    return c
+
+
+class MtlsExtender(BenchExtender):
+    """The extender with mutual TLS on the verbs; status on its own port."""
+    def __init__(self, api, tmp, name, args, pki):
+        self.pki, self.status_port = pki, conftest.free_port()
+        args = [*args, "--tls-cert", os.path.join(pki, "extender.crt"),
+                "--tls-key", os.path.join(pki, "extender.key"),
+                "--client-ca", os.path.join(pki, "scheduler-ca.crt"),
+                "--status-addr", "127.0.0.1", "--status-port", str(self.status_port)]
+        super().__init__(api, tmp, name, args)
+
+    def get(self, path):
+        c = http.client.HTTPSConnection("127.0.0.1", self.status_port,
+                                        context=tls_context(self.pki, False), timeout=10)
+        try:
+            c.request("GET", path)
+            r = c.getresponse()
+            return r.status, r.read().decode()
+        finally:
+            c.close()
+
+
+def setup(ext_path, tmp, nodes=NODES, pki=None):
     """The API-server stand-in with the synthetic cluster, and the extender on it."""
     wrap = shlex.split(os.environ.get("BENCH_WRAP", ""))
     if wrap:
@@ -60,11 +111,11 @@ def setup(ext_path, tmp):
     conftest.EXTENDER = ext_path
     api = ExtApiServerStandIn()
     rng = random.Random(42)
-    names = [f"gpu-{i:04d}" for i in range(NODES)]
+    names = [f"gpu-{i:04d}" for i in range(nodes)]
     for n in names:
         api.put("Node", node_obj(n, ngpus=GPUS))
     # Pre-load about a third of the GPUs with running pods.
-    for i in range(NODES * GPUS // 3):
+    for i in range(nodes * GPUS // 3):
         n = rng.choice(names)
         gi = rng.randrange(GPUS)
         a = {"v": 1, "node": n, "gpus": [{"uuid": f"GPU-{n}-{gi}", "memory_mib": 8192, "cores": 20}],
@@ -73,16 +124,65 @@ def setup(ext_path, tmp):
         p["spec"]["nodeName"] = n
         api.put("Pod", p)
     ext_args = shlex.split(os.environ.get("BENCH_EXT_ARGS", "--threads 2"))
-    ext = BenchExtender(api, tmp, "bench", args=ext_args)
-    ext.wait_state(lambda s: len(s["nodes"]) == NODES, timeout=600)
+    ext = (MtlsExtender(api, tmp, "bench", ext_args, pki) if pki
+           else BenchExtender(api, tmp, "bench", args=ext_args))
+    ext.wait_state(lambda s: len(s["nodes"]) == nodes, timeout=600)
     return api, ext, names
+
+
+def hold_slow_clients(port, n, ctx, stop, held):
+    """n connections that never finish their request: each sends its
+    request line, then one header line every 5 s (under the server's 10 s
+    idle timeout). held[0] ends as the number still open at the end."""
+    socks = []
+    for _ in range(n):
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            if ctx:
+                s = ctx.wrap_socket(s, server_hostname="127.0.0.1")
+            s.sendall(b"POST /gpuslice/filter HTTP/1.1\r\nHost: x\r\n")
+            socks.append(s)
+        except OSError:
+            pass
+    held[1] = len(socks)
+    while not stop.wait(5):
+        alive = []
+        for s in socks:
+            try:
+                s.sendall(b"X-Slow: 1\r\n")
+                alive.append(s)
+            except OSError:
+                s.close()
+        socks = alive
+    held[0] = len(socks)
+    for s in socks:
+        s.close()
 
 
 def main():
     argv = [a for a in sys.argv[1:] if not a.startswith("--")]
-    flags = {a for a in sys.argv[1:] if a.startswith("--")}
+    flags = {a.split("=")[0] for a in sys.argv[1:] if a.startswith("--")}
+    opt = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
     tmp = pathlib.Path(tempfile.mkdtemp())
-    api, ext, names = setup(argv[0], tmp)
+    pki = None
+    if "--mtls" in flags:
+        pki = str(tmp / "pki")
+        os.mkdir(pki)
+        make_pki(pki)
+    nodes = int(opt.get("nodes", NODES))
+    api, ext, names = setup(argv[0], tmp, nodes, pki)
+    stop, held = threading.Event(), [0, 0]
+    slow = None
+    if int(opt.get("slow", 0)):
+        n = int(opt["slow"])
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, n + 1024)), hard))
+        slow = threading.Thread(target=hold_slow_clients,
+                                args=(ext.port, n, tls_context(pki, False) if pki else None,
+                                      stop, held))
+        slow.start()
+        while held[1] == 0 and slow.is_alive():
+            time.sleep(0.1)
     try:
         if "--mix" in flags:
             n = int(argv[1]) if len(argv) > 1 else 200
@@ -97,12 +197,28 @@ def main():
             return
         with mp.Pool(clients) as pool:
             t0 = time.time()
-            parts = pool.starmap(run_client, [(ext.port, names, secs, k) for k in range(clients)])
+            parts = pool.starmap(run_client, [(ext.port, names, secs, k, None, pki)
+                                              for k in range(clients)])
             wall = time.time() - t0
         report(clients, parts, wall)
+        if slow:
+            stop.set()
+            slow.join()
+            print(f"slow clients: {held[1]} opened, {held[0]} still held at the end")
+        print(f"nodes={nodes} {'mutual TLS' if pki else 'plain HTTP'} "
+              f"extender RSS={rss_mib(ext.proc.pid):.0f} MiB")
     finally:
+        stop.set()
         ext.stop()
         api.close()
+
+
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def report(clients, parts, wall):
@@ -114,9 +230,10 @@ def report(clients, parts, wall):
           f"mean={statistics.mean(lat) * 1000:.2f}ms")
 
 
-def run_client(port, names, secs, k, count=None):
+def run_client(port, names, secs, k, count=None, pki=None):
     """One kube-scheduler-like client: filter, then prioritize the survivors."""
-    conn = http.client.HTTPConnection("127.0.0.1", port)
+    conn = (http.client.HTTPSConnection("127.0.0.1", port, context=tls_context(pki))
+            if pki else http.client.HTTPConnection("127.0.0.1", port))
 
     def call(verb, body):
         conn.request("POST", "/gpuslice/" + verb, body, {"Content-Type": "application/json"})

@@ -29,6 +29,7 @@ class ExtApiServerStandIn(ApiServerStandIn):
             body = h.rfile.read(int(h.headers.get("Content-Length", "0")))
             with self.lock:
                 self.requests.append((method, h.path))
+                self.bodies.append((method, h.path, body))
             if len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and \
                     parts[4] == "pods" and parts[6] == "binding":
                 return self._bind(h, parts[3], parts[5], body)

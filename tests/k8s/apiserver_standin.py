@@ -9,10 +9,14 @@ streams (one JSON event per line, chunked) that start after a given
 resourceVersion and answer an ERROR event with code 410 when it is too old.
 With close_watches set, every watch ends at once with no event (a broken
 API server or proxy), so clients' re-watch backoff can be counted.
+Every body a client writes (PATCH, POST) is kept in `bodies`; with
+$GS_STANDIN_BODIES naming a directory, close() also saves them there as JSON
+lines, for tests/k8s/test_api_bodies.py to check against the official schemas.
 No auth, no admission, no other kinds.
 """
 import copy
 import json
+import os
 import threading
 import time
 import uuid
@@ -52,6 +56,7 @@ class ApiServerStandIn:
         self.touch_before_patch = 0  # next N conditional patches race a real writer
         self.conflicts = 0
         self.close_watches = False  # watches end at once, with no event
+        self.bodies = []  # (method, path, raw body) of every PATCH and POST
         self.stopping = False
         srv = self
 
@@ -79,6 +84,13 @@ class ApiServerStandIn:
             self.lock.notify_all()
         self.httpd.shutdown()
         self.httpd.server_close()
+        out = os.environ.get("GS_STANDIN_BODIES")
+        if out and self.bodies:
+            os.makedirs(out, exist_ok=True)
+            with open(os.path.join(out, f"{os.getpid()}-{id(self)}.jsonl"), "a") as f:
+                for m, path, body in self.bodies:
+                    f.write(json.dumps({"method": m, "path": path,
+                                        "body": body.decode(errors="replace")}) + "\n")
 
     # ---- object store ----
     def _bump(self, kind, obj, etype):
@@ -143,6 +155,8 @@ class ApiServerStandIn:
             body = h.rfile.read(int(h.headers.get("Content-Length", "0")))
         with self.lock:
             self.requests.append((method, h.path))
+            if method == "PATCH":
+                self.bodies.append((method, h.path, body))
             if self.fail_next:
                 code = self.fail_next.pop(0)
                 return self._send(h, code, status(code, "InternalError", "injected failure"))
