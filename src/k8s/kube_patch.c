@@ -24,7 +24,6 @@ int kube_annotate_retry(struct kube_client *kc, const char *path, json_t *cur, i
                     break; /* gone or forbidden: reading again will not help */
                 continue;
             }
-            stale = 0;
         }
         char rv[64] = "";
         const char *orv = json_string_value(
