@@ -10,7 +10,7 @@
    name agrees between the scheduler config and the webhook, RBAC is exactly
    the least-privilege set, every flag the Deployments pass exists in the
    binaries' --help;
-5. deploy/certs/gen-webhook-certs.sh makes a certificate that verifies against
+5. deploy/certs/gen-certs.sh makes a certificate that verifies against
    its CA with the Services' DNS names."""
 import glob
 import os
@@ -269,7 +269,7 @@ def test_deployment_flags_exist_in_binary(objs, deployment, env):
 
 
 def test_cert_script(tmp_path):
-    script = os.path.join(ROOT, "deploy", "certs", "gen-webhook-certs.sh")
+    script = os.path.join(ROOT, "deploy", "certs", "gen-certs.sh")
     p = subprocess.run(["sh", script, "--namespace", "gs", "--out", str(tmp_path), "--days", "2"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr

@@ -2,7 +2,7 @@
 # Makes a throwaway CA and one serving certificate for the gpuslice webhook and
 # extender Services (SANs: gpuslice-webhook.<ns>.svc, gpuslice-extender.<ns>.svc),
 # with openssl.
-#   gen-webhook-certs.sh [--namespace NS] [--out DIR] [--days N] [--apply]
+#   gen-certs.sh [--namespace NS] [--out DIR] [--days N] [--apply]
 # --apply also (with kubectl) creates/updates the Secret gpuslice-tls in NS
 # (tls.crt, tls.key, ca.crt) and sets caBundle on both webhook configurations.
 # The CA key stays in DIR; keep it or delete it, nothing in the cluster needs it.
@@ -18,11 +18,11 @@ while [ $# -gt 0 ]; do
     --days) days=${2:?--days needs a value}; shift 2 ;;
     --apply) apply=1; shift ;;
     -h | --help) sed -n '2,9p' "$0"; exit 0 ;;
-    *) echo "gen-webhook-certs.sh: unknown argument '$1'" >&2; exit 2 ;;
+    *) echo "gen-certs.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
-case $days in '' | *[!0-9]*) echo "gen-webhook-certs.sh: --days must be a number" >&2; exit 2 ;; esac
-command -v openssl >/dev/null || { echo "gen-webhook-certs.sh: openssl not found" >&2; exit 2; }
+case $days in '' | *[!0-9]*) echo "gen-certs.sh: --days must be a number" >&2; exit 2 ;; esac
+command -v openssl >/dev/null || { echo "gen-certs.sh: openssl not found" >&2; exit 2; }
 mkdir -p "$out"
 cd "$out"
 openssl req -x509 -newkey rsa:2048 -nodes -days "$days" -subj "/CN=gpuslice-ca" \
@@ -38,9 +38,9 @@ openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days "$d
     -extfile san.cnf -out tls.crt 2>/dev/null
 rm -f tls.csr
 openssl verify -CAfile ca.crt tls.crt >/dev/null
-echo "gen-webhook-certs.sh: wrote $(pwd)/{ca.crt,ca.key,tls.crt,tls.key}"
+echo "gen-certs.sh: wrote $(pwd)/{ca.crt,ca.key,tls.crt,tls.key}"
 if [ "$apply" = 1 ]; then
-    command -v kubectl >/dev/null || { echo "gen-webhook-certs.sh: kubectl not found" >&2; exit 2; }
+    command -v kubectl >/dev/null || { echo "gen-certs.sh: kubectl not found" >&2; exit 2; }
     kubectl -n "$ns" create secret generic gpuslice-tls --from-file=tls.crt --from-file=tls.key \
         --from-file=ca.crt --dry-run=client -o yaml | kubectl apply -f -
     bundle=$(base64 <ca.crt | tr -d '\n')
