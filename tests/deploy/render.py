@@ -1,75 +1,72 @@
 #!/usr/bin/env python3
-"""Our stand-in for `helm template` (helm is not installable here): it renders
-deploy/helm/gpuslice/templates/*.yaml by replacing `{{ .Values.a.b }}` with the
-value from values.yaml (plus --set a.b=v overrides). That is the only template
-syntax the chart uses; anything else inside {{ }} is an error, so the chart
-cannot silently grow syntax this renderer would mishandle. It is NOT Helm.
+"""Renders and lints deploy/helm/gpuslice with Helm itself: helm-python-sdk, the
+Helm v4 Go SDK behind a C ABI (no helm binary needed). It lives in the deploy
+tests' virtualenv (tests/deploy/make_venv.sh), so run this with that Python.
+
+Every render is linted first (`helm lint --strict`: warnings are errors),
+against the oldest Kubernetes version the chart supports. Helm renders a value
+that does not exist as empty even then; test_deploy.py checks that every
+`.Values.x` a template names is in values.yaml.
 
   render.py [--set key=value ...]            print the rendered chart
   render.py --write deploy/manifests         regenerate the plain manifests
 """
 import argparse
 import os
-import re
 import sys
 
-import yaml
+import helm_python as helm
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 CHART = os.path.join(ROOT, "deploy", "helm", "gpuslice")
-EXPR = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}")
-VALUE = re.compile(r"^\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)$")
+KUBE_VERSION = "v1.30.0"
+RELEASE = "gpuslice"
+# The plain manifests take their Secrets from deploy/certs/gen-certs.sh, so they
+# hold no key material and render the same every time.
+PLAIN_SETS = ()
+HEADER = ("# Generated from deploy/helm/gpuslice by tests/deploy/render.py --write "
+          "(default values); "
+          "edit the chart, not this file.\n")
+WARNING = 2  # helm lint severities: 1 info, 2 warning, 3 error
 
 
 class RenderError(Exception):
     pass
 
 
-def load_values(overrides=()):
-    with open(os.path.join(CHART, "values.yaml")) as f:
-        values = yaml.safe_load(f)
-    for o in overrides:
-        key, _, val = o.partition("=")
-        cur = values
-        parts = key.split(".")
-        for p in parts[:-1]:
-            cur = cur.setdefault(p, {})
-        cur[parts[-1]] = yaml.safe_load(val)
+def merge(dst, src):
+    for k, v in src.items():
+        if isinstance(v, dict) and isinstance(dst.get(k), dict):
+            merge(dst[k], v)
+        else:
+            dst[k] = v
+    return dst
+
+
+def set_values(sets):
+    """--set a.b=v ... as Helm parses them, later ones winning."""
+    values = {}
+    for s in sets:
+        merge(values, helm.parse_set_string(s))
     return values
 
 
-def lookup(values, path, where):
-    cur = values
-    for p in path.strip(".").split("."):
-        if not isinstance(cur, dict) or p not in cur:
-            raise RenderError(f"{where}: .Values{path} is not in values.yaml")
-        cur = cur[p]
-    if isinstance(cur, (dict, list)) or cur is None:
-        raise RenderError(f"{where}: .Values{path} is not a scalar")
-    if isinstance(cur, bool):
-        return "true" if cur else "false"
-    return str(cur)
+def lint(sets=(), chart=CHART):
+    """Problems `helm lint --strict` reports for these values (empty when clean)."""
+    report = helm.lint(chart, set_values(sets), strict=True, kube_version=KUBE_VERSION)
+    return report["errors"] + [f"{m['path']}: {m['error']}" for m in report["messages"]
+                               if m["severity"] >= WARNING]
 
 
-def render_text(text, values, where):
-    def sub(m):
-        v = VALUE.match(m.group(1))
-        if not v:
-            raise RenderError(f"{where}: unsupported template syntax {{{{ {m.group(1)} }}}} "
-                              "(only {{ .Values.x }} is handled by this stand-in)")
-        return lookup(values, v.group(1), where)
-    return EXPR.sub(sub, text)
-
-
-def render(values):
-    """{template file name: rendered text}, in file-name order."""
-    out = {}
-    tdir = os.path.join(CHART, "templates")
-    for name in sorted(os.listdir(tdir)):
-        if name.endswith(".yaml"):
-            with open(os.path.join(tdir, name)) as f:
-                out[name] = render_text(f.read(), values, name)
-    return out
+def render(sets=(), chart=CHART):
+    """{template file name: rendered text} in file-name order, templates that render
+    to nothing left out. Raises RenderError when the chart does not lint clean."""
+    problems = lint(sets, chart)
+    if problems:
+        raise RenderError("helm lint --strict: " + "; ".join(problems))
+    out = helm.Chart.load(chart).render(set_values(sets), name=RELEASE, is_install=True)
+    files = {os.path.basename(p): t for p, t in out.items() if p.endswith(".yaml")}
+    return {n: files[n] for n in sorted(files) if files[n].strip()}
 
 
 def main():
@@ -77,12 +74,17 @@ def main():
     ap.add_argument("--set", action="append", default=[])
     ap.add_argument("--write", metavar="DIR")
     a = ap.parse_args()
-    files = render(load_values(a.set))
+    try:
+        files = render(PLAIN_SETS + tuple(a.set) if a.write else a.set)
+    except (RenderError, helm.HelmError) as e:
+        sys.exit(f"render.py: {e}")
     if a.write:
+        for old in os.listdir(a.write):
+            if old.endswith(".yaml"):
+                os.unlink(os.path.join(a.write, old))
         for name, text in files.items():
             with open(os.path.join(a.write, name), "w") as f:
-                f.write("# Generated from deploy/helm/gpuslice by tests/deploy/render.py "
-                        "(default values); edit the chart, not this file.\n" + text)
+                f.write(HEADER + text.lstrip("\n"))
     else:
         sys.stdout.write("---\n".join(files.values()))
 
