@@ -23,9 +23,9 @@ KUBE_VERSION = "v1.30.0"
 RELEASE = "gpuslice"
 # The plain manifests take their Secrets from deploy/certs/gen-certs.sh, so they
 # hold no key material and render the same every time.
-PLAIN_SETS = ()
+PLAIN_SETS = ("tls.source=existing",)
 HEADER = ("# Generated from deploy/helm/gpuslice by tests/deploy/render.py --write "
-          "(default values); "
+          f"(default values, {' '.join('--set ' + s for s in PLAIN_SETS)}); "
           "edit the chart, not this file.\n")
 WARNING = 2  # helm lint severities: 1 info, 2 warning, 3 error
 
