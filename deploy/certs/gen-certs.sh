@@ -10,7 +10,8 @@
 #   gen-certs.sh [--namespace NS] [--out DIR] [--days N] [--apply]
 # --apply also (with kubectl) creates/updates the Secrets gpuslice-extender-tls,
 # gpuslice-webhook-tls and gpuslice-scheduler-client-tls in NS (tls.crt, tls.key,
-# ca.crt = the issuer) and sets caBundle on both webhook configurations.
+# ca.crt = the issuer), the assignment-signing key gpuslice-assignment-key (once),
+# and sets caBundle on both webhook configurations.
 # The CA keys stay in DIR; nothing in the cluster needs them.
 set -eu
 ns=gpuslice-system
@@ -70,6 +71,16 @@ if [ "$apply" = 1 ]; then
     secret gpuslice-extender-tls extender ca
     secret gpuslice-webhook-tls webhook ca
     secret gpuslice-scheduler-client-tls scheduler client-ca
+    # The assignment-signing key (64 random characters), made once: a new key
+    # would void the signatures of pods already bound.
+    # It goes to the extender's namespace and the node agent's (kube-system).
+    if ! kubectl -n "$ns" get secret gpuslice-assignment-key >/dev/null 2>&1; then
+        kubectl -n "$ns" create secret generic gpuslice-assignment-key \
+            --from-literal=key="$(openssl rand -hex 32)"
+    fi
+    kubectl -n "$ns" get secret gpuslice-assignment-key -o yaml |
+        sed -e "s/namespace: $ns\$/namespace: kube-system/" -e '/resourceVersion:/d' -e '/uid:/d' \
+            -e '/creationTimestamp:/d' | kubectl apply -f -
     bundle=$(base64 <ca.crt | tr -d '\n')
     for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
         kubectl patch "$kind" gpuslice-webhook --type=json \

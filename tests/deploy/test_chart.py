@@ -67,7 +67,11 @@ def test_every_object_against_the_official_schema(mode_objs):
             continue
         kubernetes_validate.validate(o, K8S_VERSION, strict=True)
     kinds = {o["kind"] for o in objs}
-    assert ("Secret" in kinds) is (mode == "helm") and ("Certificate" in kinds) is (mode == "certManager")
+    tls_secrets = {o["metadata"]["name"] for o in objs if o["kind"] == "Secret"} - {"gpuslice-assignment-key"}
+    assert bool(tls_secrets) is (mode == "helm") and ("Certificate" in kinds) is (mode == "certManager")
+    # The assignment-signing key: rendered unless the Secrets are made outside.
+    assert any(o["kind"] == "Secret" and o["metadata"]["name"] == "gpuslice-assignment-key"
+               for o in objs) is (mode != "existing")
     assert "NetworkPolicy" in kinds
 
 
@@ -351,3 +355,21 @@ def test_network_policy_values():
         assert peer["namespaceSelector"]["matchLabels"]["team"] == "obs"
         assert peer["podSelector"] == {"matchLabels": {"app": "prometheus"}}
     assert not [o for o in chart("networkPolicy.enabled=false") if o["kind"] == "NetworkPolicy"]
+
+
+def test_extender_and_agent_read_one_assignment_key(mode_objs):
+    """Both sides of the assignment signature (docs/device-plugin.md) get the
+    key from the one Secret, at the path their --assignment-key names."""
+    mode, objs = mode_objs
+    keys = {o["metadata"]["namespace"]: o["data"]["key"] for o in objs
+            if o["kind"] == "Secret" and o["metadata"]["name"] == "gpuslice-assignment-key"}
+    if mode != "existing":
+        assert len(set(keys.values())) == 1  # one key, wherever it is mounted
+    for kind, name in (("Deployment", "gpuslice-extender"), ("DaemonSet", "gpuslice-node")):
+        o = one(objs, kind, name)
+        spec = o["spec"]["template"]["spec"]
+        (c,) = spec["containers"]
+        path = args_of(c)["assignment-key"]
+        assert file_source(spec, c, path) == ("gpuslice-assignment-key", "key"), name
+        if mode != "existing":
+            assert o["metadata"]["namespace"] in keys, name  # a pod mounts its own namespace's Secrets
