@@ -7,28 +7,10 @@
 #define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_RELAXED)
 
-void gs_lim_account_init(struct gs_lim_account *a, enum gs_lim_mode mode, unsigned limit_pct, unsigned weight,
-                         uint64_t now)
+/* Stores the configuration (the claimant, or one taking over from it). */
+static void setup_account(struct gs_lim_account *a, enum gs_lim_mode mode, unsigned limit_pct, unsigned weight,
+                          uint64_t now)
 {
-    uint8_t zero = 0;
-    /* configured: 0 -> 2 (initialising) -> 1; losers wait for 1 */
-    if (!__atomic_compare_exchange_n(&a->configured, &zero, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        while (__atomic_load_n(&a->configured, __ATOMIC_ACQUIRE) == 2)
-            ;
-        uint64_t last = LD(&a->outer_last_ns);
-        if (now > last + 4 * GS_LIM_OUTER_NS) {
-            /* left over from processes long gone: start afresh (a share-mode
-             * target learnt then says nothing about now) */
-            if (a->mode == GS_LIM_SHARE)
-                ST(&a->rate_ppm, GS_LIM_PPM);
-            ST(&a->tokens, (int64_t)0);
-            ST(&a->refill_ns, now);
-            ST(&a->outer_last_ns, now);
-            ST(&a->outer_next_ns, now + GS_LIM_OUTER_NS);
-            ST(&a->nvml_seen_us, (uint64_t)0);
-        }
-        return;
-    }
     a->mode = (uint8_t)mode;
     a->limit_pct = limit_pct;
     a->weight = (uint16_t)(weight > 65535 ? 65535 : weight);
@@ -41,6 +23,65 @@ void gs_lim_account_init(struct gs_lim_account *a, enum gs_lim_mode mode, unsign
     ST(&a->outer_last_ns, now);
     ST(&a->outer_next_ns, now + GS_LIM_OUTER_NS);
     __atomic_store_n(&a->configured, 1, __ATOMIC_RELEASE);
+}
+
+int gs_lim_account_init(struct gs_lim_account *a, enum gs_lim_mode mode, unsigned limit_pct, unsigned weight,
+                        uint64_t now)
+{
+    uint8_t zero = 0;
+    /* configured: 0 -> 2 (initialising) -> 1 */
+    if (__atomic_compare_exchange_n(&a->configured, &zero, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        setup_account(a, mode, limit_pct, weight, now);
+        return 0;
+    }
+    if (zero == 2)
+        return 1; /* another process is setting it up (or died doing so) */
+    uint64_t last = LD(&a->outer_last_ns);
+    if (now > last + 4 * GS_LIM_OUTER_NS) {
+        /* left over from processes long gone: start afresh (a share-mode
+         * target learnt then says nothing about now) */
+        if (a->mode == GS_LIM_SHARE)
+            ST(&a->rate_ppm, GS_LIM_PPM);
+        ST(&a->tokens, (int64_t)0);
+        ST(&a->refill_ns, now);
+        ST(&a->outer_last_ns, now);
+        ST(&a->outer_next_ns, now + GS_LIM_OUTER_NS);
+        ST(&a->nvml_seen_us, (uint64_t)0);
+    }
+    return 0;
+}
+
+void gs_lim_account_take_over(struct gs_lim_account *a, enum gs_lim_mode mode, unsigned limit_pct, unsigned weight,
+                              uint64_t now)
+{
+    /* Setting up takes nanoseconds: a claim older than the caller's
+     * timeout is a process that died between claim and release. Two
+     * takers (or a claimant that was merely descheduled) store the same
+     * configuration; the last one wins and nothing is lost. */
+    if (__atomic_load_n(&a->configured, __ATOMIC_ACQUIRE) == 2)
+        setup_account(a, mode, limit_pct, weight, now);
+}
+
+uint32_t gs_lim_weight(const struct gs_lim_account *a)
+{
+    return a->mode == GS_LIM_SHARE ? a->weight : a->limit_pct;
+}
+
+uint64_t gs_lim_window_end(const struct gs_lim_close_facts *f, int *measured)
+{
+    *measured = 1;
+    if (f->drained_ns && (f->drained_ns - f->close_ns > GS_LIM_DRAIN_SLACK_NS || f->mark_ns < 0))
+        return f->drained_ns; /* work was still running: the GPU was ours until it drained */
+    if (f->mark_ns >= 0) {
+        /* it went idle: the last marker says when our work ended, unless
+         * launches came after it (their work ended after they were made) */
+        uint64_t end = f->start_ns + (uint64_t)f->mark_ns;
+        if (end < f->last_launch_ns)
+            end = f->last_launch_ns;
+        return end > f->close_ns ? f->close_ns : end;
+    }
+    *measured = 0;
+    return f->close_ns < f->planned_end_ns ? f->close_ns : f->planned_end_ns; /* at most the window */
 }
 
 static int64_t burst_of(uint32_t rate)

@@ -79,9 +79,39 @@ struct gs_lim_window {
     uint64_t est_ns; /* EMA of occupancy per launch; 0 = unknown */
 };
 
-/* Sets up the account once (first process of the container wins). */
-void gs_lim_account_init(struct gs_lim_account *a, enum gs_lim_mode mode, unsigned limit_pct, unsigned weight,
-                         uint64_t now);
+/* Sets up the account once (first process of the container wins): 0 when
+ * it is set up, 1 while another process is setting it up. A caller that
+ * keeps getting 1 past a timeout calls gs_lim_account_take_over: the
+ * claimant died between its claim and its release. */
+int gs_lim_account_init(struct gs_lim_account *a, enum gs_lim_mode mode, unsigned limit_pct, unsigned weight,
+                        uint64_t now);
+void gs_lim_account_take_over(struct gs_lim_account *a, enum gs_lim_mode mode, unsigned limit_pct, unsigned weight,
+                              uint64_t now);
+#define GS_LIM_CLAIM_TIMEOUT_NS 100000000ULL /* a set-up claim older than this was abandoned */
+
+/* The weight a container counts with beside others in share mode: its
+ * share weight, or its cap if capped. */
+uint32_t gs_lim_weight(const struct gs_lim_account *a);
+
+/* The cap predicate: whether the account lets its threads run with no
+ * window at all (share mode with the GPU to itself, or a limit of 100). */
+static inline int gs_lim_unthrottled(const struct gs_lim_account *a)
+{
+    return __atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED) >= GS_LIM_PPM;
+}
+
+/* Window-end inference: what a closing thread knows of its window. */
+#define GS_LIM_DRAIN_SLACK_NS 100000ULL /* a drain shorter than this: the marker knows better */
+struct gs_lim_close_facts {
+    uint64_t start_ns, planned_end_ns; /* the window */
+    uint64_t close_ns;                 /* when the closing launch came */
+    uint64_t drained_ns;               /* when its work drained, if it was pending; else 0 */
+    uint64_t last_launch_ns;           /* its last launch */
+    int64_t mark_ns;                   /* GPU time from its start event to its last marker; -1: none */
+};
+/* When the GPU stopped being the window's: sets *measured when that is
+ * measured (not merely bounded by the planned end). */
+uint64_t gs_lim_window_end(const struct gs_lim_close_facts *f, int *measured);
 
 /* Adds the tokens accrued since the last refill (capped at one period's
  * allowance). Safe to call from any number of processes at once. */

@@ -11,19 +11,16 @@
  */
 #define _GNU_SOURCE
 #include "compute_limiter.h"
-#include "ledger.h"
-#include "statedir.h"
+#include "compute_capture.h"
+#include "compute_clock.h"
+#include "compute_ledger.h"
+#include "compute_outer.h"
 #include "log.h"
-#include "procinfo.h"
 #include "real_driver.h"
 #include "runtime.h"
 
 #include <pthread.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #define MAX_STREAMS 4
 #define MARK_EVERY_NS 500000ULL   /* a progress marker every 0.5 ms of launching or of GPU work */
@@ -32,179 +29,6 @@
 #define DRAIN_HOLD_NS 1000000000ULL /* ... and while it drains, up to 1 s */
 
 int gs_compute_state;
-
-/* Open stream captures of the process: the streams Begin*Capture succeeded
- * on and EndCapture has not yet ended (untracked beyond MAX_CAPTURES: counted
- * only), plus captures about to begin. While any is open the limiter stays
- * out of the way. A thread that synchronises or queries (closing a window)
- * holds cap_busy; a capture begins only once no thread holds it, and a
- * thread takes it only while no capture is open (both sides announce
- * themselves first, seq_cst, so at least one sees the other). */
-#define MAX_CAPTURES 32
-#define CAPTURE_INVALIDATED 901
-static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
-static CUstream cap_stream[MAX_CAPTURES];
-static int cap_tracked, cap_untracked;
-static int cap_open; /* open + beginning captures; atomic */
-static int cap_busy; /* threads inside a drain or event query; atomic */
-
-int gs_compute_capturing(void)
-{
-    return __atomic_load_n(&cap_open, __ATOMIC_SEQ_CST);
-}
-
-/* Takes cap_busy unless a capture is open (returns 0 then). */
-static int sync_enter(void)
-{
-    __atomic_add_fetch(&cap_busy, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&cap_open, __ATOMIC_SEQ_CST) == 0)
-        return 1;
-    __atomic_sub_fetch(&cap_busy, 1, __ATOMIC_SEQ_CST);
-    return 0;
-}
-
-static void sync_leave(void)
-{
-    __atomic_sub_fetch(&cap_busy, 1, __ATOMIC_SEQ_CST);
-}
-
-void gs_compute_capture_prepare(void)
-{
-    __atomic_add_fetch(&cap_open, 1, __ATOMIC_SEQ_CST);
-    while (__atomic_load_n(&cap_busy, __ATOMIC_SEQ_CST) != 0) {
-        struct timespec ts = {0, 20000};
-        nanosleep(&ts, NULL);
-    }
-}
-
-void gs_compute_capture_begun(CUstream s, CUresult rc)
-{
-    pthread_mutex_lock(&cap_lock);
-    int i = 0;
-    while (i < cap_tracked && cap_stream[i] != s)
-        i++;
-    int keep = rc == CUDA_SUCCESS && i == cap_tracked; /* a new open capture keeps prepare's count */
-    if (keep) {
-        if (cap_tracked < MAX_CAPTURES)
-            cap_stream[cap_tracked++] = s;
-        else
-            cap_untracked++;
-    }
-    pthread_mutex_unlock(&cap_lock);
-    if (!keep)
-        __atomic_sub_fetch(&cap_open, 1, __ATOMIC_SEQ_CST);
-}
-
-void gs_compute_capture_ended(CUstream s, CUresult rc)
-{
-    /* Ended unless the stream says it is still capturing (EndCapture from
-     * the wrong thread, say); without cuStreamIsCapturing, by the result. */
-    gs_pfn_cuStreamIsCapturing is = GS_REAL_CU(cuStreamIsCapturing);
-    int status = 0;
-    int ended = is && is(s, &status) == CUDA_SUCCESS ? status == 0
-                                                      : rc == CUDA_SUCCESS || (int)rc == CAPTURE_INVALIDATED;
-    if (!ended)
-        return;
-    pthread_mutex_lock(&cap_lock);
-    int i = 0, gone = 1;
-    while (i < cap_tracked && cap_stream[i] != s)
-        i++;
-    if (i < cap_tracked)
-        cap_stream[i] = cap_stream[--cap_tracked];
-    else if (cap_untracked > 0)
-        cap_untracked--;
-    else
-        gone = 0; /* never seen begin: nothing to count down */
-    pthread_mutex_unlock(&cap_lock);
-    if (gone)
-        __atomic_sub_fetch(&cap_open, 1, __ATOMIC_SEQ_CST);
-}
-
-/* Whether s is capturing (or cannot be asked: the legacy stream while
- * another stream captures). Only on the slow path: a backstop for captures
- * begun through an entry point we do not wrap. */
-static int stream_capturing(CUstream s)
-{
-    gs_pfn_cuStreamIsCapturing is = GS_REAL_CU(cuStreamIsCapturing);
-    int status = 0;
-    if (!is)
-        return 0;
-    return is(s, &status) != CUDA_SUCCESS || status != 0;
-}
-
-/* The device ledger of each region device (ledger.h): the process's member
- * slot, joined at its first limited launch there (again after fork). */
-static pthread_mutex_t led_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct gs_ledger *led[GS_REGION_MAX_DEVICES];
-static int led_slot[GS_REGION_MAX_DEVICES];
-static unsigned led_gen[GS_REGION_MAX_DEVICES]; /* gs_rt_fork_generation + 1 when joined */
-static uint64_t led_container;
-
-static void ledger_join(struct gs_region *r, int d)
-{
-    const struct gs_lim_account *a = &r->dev[d].lim;
-    uint32_t weight = a->mode == GS_LIM_SHARE ? a->weight : a->limit_pct; /* as the share-mode registry counts it */
-    unsigned gen = __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1;
-    pthread_mutex_lock(&led_lock);
-    if (led_gen[d] != gen) {
-        led_gen[d] = gen;
-        led_slot[d] = -1;
-        char dir[sizeof gs_rt.cfg.region_path], path[sizeof dir + GS_REGION_UUID_LEN + 16], err[512];
-        struct stat st;
-        if (gs_rt_region_dir(dir, sizeof dir, &st) == 0) {
-            led_container = (uint64_t)st.st_ino;
-            char uuid[GS_REGION_UUID_LEN + 1];
-            snprintf(uuid, sizeof uuid, "%.*s", GS_REGION_UUID_LEN, r->dev[d].uuid);
-            if (!led[d] && gs_statedir_ledger_path(path, sizeof path, dir, uuid) == 0)
-                led[d] = gs_ledger_open(path, err, sizeof err);
-            if (!led[d])
-                gs_log(GS_LOG_INFO, "%s; the compute limiter corrects for other containers from NVML only", err);
-            uint64_t start = 0;
-            if (led[d] && gs_proc_start_time(getpid(), &start) == 0)
-                led_slot[d] = gs_ledger_join(led[d], (int32_t)getpid(), start, gs_proc_pidns(), led_container,
-                                             weight);
-            if (led[d] && led_slot[d] < 0)
-                gs_log(GS_LOG_INFO, "device ledger %s is full; corrections for other containers from NVML only",
-                       path);
-        }
-    }
-    pthread_mutex_unlock(&led_lock);
-}
-
-static struct gs_ledger *ledger_of(int d, int *slot)
-{
-    *slot = led_slot[d];
-    return *slot >= 0 ? led[d] : NULL;
-}
-
-static int alive(int32_t pid, uint64_t start_time, uint64_t pidns)
-{
-    return gs_proc_alive(pid, start_time, pidns, gs_proc_pidns());
-}
-
-uint64_t gs_compute_ledger_busy_weight(int d, uint64_t since)
-{
-    int slot;
-    struct gs_ledger *l = ledger_of(d, &slot);
-    return l ? gs_ledger_busy_weight(l, led_container, since) : 0;
-}
-
-int gs_compute_ledger_has_pid(int d, uint32_t pid)
-{
-    int slot;
-    struct gs_ledger *l = ledger_of(d, &slot);
-    return l && gs_ledger_has_pid(l, led_container, (int32_t)pid);
-}
-
-int gs_compute_ledger_others(int d)
-{
-    int slot;
-    struct gs_ledger *l = ledger_of(d, &slot);
-    if (!l)
-        return 0;
-    gs_ledger_reap(l, alive);
-    return gs_ledger_others(l, led_container);
-}
 
 struct tdev {
     unsigned gen;   /* gs_rt_fork_generation + 1 when set up; 0: never */
@@ -232,7 +56,7 @@ static void thread_exit(void *arg)
     struct tdev *td = arg;
     for (int d = 0; d < GS_REGION_MAX_DEVICES; d++) {
         int slot;
-        struct gs_ledger *l = ledger_of(d, &slot);
+        struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
         if (td[d].w.open && l)
             gs_ledger_close_window(l, slot);
         td[d].w.open = 0;
@@ -242,13 +66,6 @@ static void thread_exit(void *arg)
 static void make_exit_key(void)
 {
     (void)pthread_key_create(&exit_key, thread_exit);
-}
-
-uint64_t gs_compute_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 static void decide(void)
@@ -287,14 +104,24 @@ static void setup(struct tdev *t, struct gs_region *r, int d, CUdevice ord)
     int share = gs_rt.cfg.compute_mode == GS_COMPUTE_SHARE;
     if (!share && (limit == 0 || limit >= 100))
         return;
-    gs_lim_account_init(&r->dev[d].lim, share ? GS_LIM_SHARE : GS_LIM_CAP, limit, gs_rt.cfg.share_weight,
-                        gs_compute_now());
+    enum gs_lim_mode mode = share ? GS_LIM_SHARE : GS_LIM_CAP;
+    struct gs_lim_account *a = &r->dev[d].lim;
+    uint64_t since = gs_compute_now();
+    while (gs_lim_account_init(a, mode, limit, gs_rt.cfg.share_weight, gs_compute_now()) != 0) {
+        if (gs_compute_now() - since > GS_LIM_CLAIM_TIMEOUT_NS) {
+            gs_log(GS_LOG_INFO, "the compute account of device %d was left half set up (its process died); "
+                                "setting it up again", ord);
+            gs_lim_account_take_over(a, mode, limit, gs_rt.cfg.share_weight, gs_compute_now());
+        } else {
+            sleep_ns(100000);
+        }
+    }
     for (int i = 0; i < MAX_STREAMS; i++)
         t->drain[i] = make_event(0x2); /* CU_EVENT_DISABLE_TIMING */
     t->ev_start = make_event(0);
     t->ev_mark = make_event(0);
     t->limited = 1;
-    ledger_join(r, d);
+    gs_compute_ledger_join(r, d);
     pthread_once(&exit_once, make_exit_key);
     (void)pthread_setspecific(exit_key, t_dev);
     gs_log(GS_LOG_DEBUG, "compute limiter on device %d: %s %u%%, weight %u", ord, share ? "share" : "cap", limit,
@@ -315,7 +142,7 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
         if (recorded[i] && query && query(t->drain[i]) == CUDA_ERROR_NOT_READY)
             pending = 1;
     int slot;
-    struct gs_ledger *l = ledger_of(d, &slot);
+    struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
     if ((pending || t->overflow) && l)
         gs_ledger_extend(l, slot, close_ns + DRAIN_HOLD_NS);
     if (t->overflow) { /* more streams than we track: drain the whole context */
@@ -324,30 +151,22 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
             cs();
         pending = 1;
     }
-    uint64_t end = close_ns;
+    uint64_t drained = 0;
     if (pending) {
         for (int i = 0; i < t->nstreams; i++)
             if (recorded[i] && esync)
                 esync(t->drain[i]);
-        end = gs_compute_now();
+        drained = gs_compute_now();
     }
     float ms = 0;
     int marked = t->have_start && t->have_mark && elapsed && elapsed(&ms, t->ev_start, t->ev_mark) == CUDA_SUCCESS;
-    if (pending && (end - close_ns > 100000ULL || !marked)) {
-        /* work was still running: the GPU was ours until it drained */
-    } else if (marked) {
-        /* it went idle: the last marker says when our work ended, unless
-         * launches came after it (their work ended after they were made) */
-        end = t->w.start_ns + (uint64_t)((double)ms * 1e6);
-        if (end < t->last_launch_ns)
-            end = t->last_launch_ns;
-        if (end > close_ns)
-            end = close_ns;
-        pending = 1; /* measured */
-    } else {
-        end = close_ns < t->w.end_ns ? close_ns : t->w.end_ns; /* at most the window */
-        pending = 0;
-    }
+    struct gs_lim_close_facts f = {.start_ns = t->w.start_ns,
+                                   .planned_end_ns = t->w.end_ns,
+                                   .close_ns = close_ns,
+                                   .drained_ns = drained,
+                                   .last_launch_ns = t->last_launch_ns,
+                                   .mark_ns = marked ? (int64_t)((double)ms * 1e6) : -1};
+    uint64_t end = gs_lim_window_end(&f, &pending);
     uint64_t start = t->w.start_ns, wend = t->w.end_ns;
     uint32_t nl = t->w.launches;
     if (l)
@@ -376,7 +195,7 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
 static uint64_t ledger_open(struct tdev *t, int d, uint32_t *seq)
 {
     int slot;
-    struct gs_ledger *l = ledger_of(d, &slot);
+    struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
     if (!l)
         return 0;
     /* the turn is ours until the planned end (or one launch's cost, if
@@ -410,15 +229,15 @@ int gs_compute_before(CUstream s)
         return -1;
     struct gs_lim_account *a = &r->dev[d].lim;
     uint64_t now = gs_compute_now();
-    if (__atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED) >= GS_LIM_PPM) {
+    if (gs_lim_unthrottled(a)) {
         /* share mode with the GPU to ourselves: run free, keep watching */
-        if (t->w.open && sync_enter()) {
+        if (t->w.open && gs_compute_sync_enter()) {
             close_window(t, r, d, now);
-            sync_leave();
+            gs_compute_sync_leave();
         }
         if ((++t->tick & 63) == 0) {
             int slot;
-            struct gs_ledger *l = ledger_of(d, &slot);
+            struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
             if (l)
                 gs_ledger_touch(l, slot, now); /* other share tenants see our demand */
             gs_compute_outer(r, d, now);
@@ -429,15 +248,15 @@ int gs_compute_before(CUstream s)
         t->last_launch_ns = now;
         return d;
     }
-    if (!sync_enter())
+    if (!gs_compute_sync_enter())
         return -1;
-    if (stream_capturing(s)) {
-        sync_leave();
+    if (gs_compute_stream_capturing(s)) {
+        gs_compute_sync_leave();
         return -1;
     }
     if (t->w.open)
         close_window(t, r, d, now);
-    sync_leave();
+    gs_compute_sync_leave();
     gs_compute_outer(r, d, now);
     for (;;) {
         uint64_t t0 = gs_compute_now();
@@ -453,7 +272,7 @@ int gs_compute_before(CUstream s)
         if (gs_compute_capturing())
             return -1; /* a capture began while we waited */
         int lslot;
-        struct gs_ledger *l = ledger_of(d, &lslot);
+        struct gs_ledger *l = gs_compute_ledger_of(d, &lslot);
         if (turn && l)
             gs_ledger_wait(l, seq, wait < MAX_SLEEP_NS ? wait : MAX_SLEEP_NS);
         else
@@ -464,14 +283,14 @@ int gs_compute_before(CUstream s)
         if (slot >= 0)
             __atomic_add_fetch(&r->proc[slot].lim.wait_ns, slept, __ATOMIC_RELAXED);
         gs_compute_outer(r, d, gs_compute_now());
-        if (__atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED) >= GS_LIM_PPM)
+        if (gs_lim_unthrottled(a))
             return -1; /* share mode: the others went idle while we waited */
     }
-    if (!sync_enter())
+    if (!gs_compute_sync_enter())
         return -1; /* a capture began while we waited: the window runs unmarked */
     gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
     t->have_start = t->ev_start && rec && rec(t->ev_start, s) == CUDA_SUCCESS;
-    sync_leave();
+    gs_compute_sync_leave();
     t->mark_ns = t->last_launch_ns = t->w.start_ns;
     t->since_mark = 0;
     return d;

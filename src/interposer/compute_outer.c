@@ -14,7 +14,8 @@
  * (docs/compute.md, "Limitations").
  */
 #define _GNU_SOURCE
-#include "compute_limiter.h"
+#include "compute_outer.h"
+#include "compute_ledger.h"
 #include "log.h"
 #include "real_driver.h"
 #include "region_view.h"

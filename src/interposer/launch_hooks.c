@@ -1,6 +1,7 @@
 /* Every launch path, throttled by the compute limiter (compute_limiter.c).
  * With no compute limit configured each wrapper is one predictable branch
  * and a tail call into the driver. */
+#include "compute_capture.h"
 #include "compute_limiter.h"
 #include "real_driver.h"
 

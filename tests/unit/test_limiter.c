@@ -58,6 +58,56 @@ static void debt_makes_open_wait_exactly_until_paid(void **state)
     assert_int_equal(w.max_launches, 2); /* 6.25 ms of window at 5 ms a launch */
 }
 
+static void an_abandoned_set_up_claim_is_taken_over(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    memset(&a, 0, sizeof a);
+    a.configured = 2; /* a process died between its claim and its release */
+    assert_int_equal(gs_lim_account_init(&a, GS_LIM_CAP, 30, 100, 1000 * MS), 1);
+    assert_int_equal(a.configured, 2);
+    gs_lim_account_take_over(&a, GS_LIM_CAP, 30, 100, 1000 * MS);
+    assert_int_equal(a.configured, 1);
+    assert_int_equal(a.rate_ppm, 300000);
+    assert_int_equal(gs_lim_account_init(&a, GS_LIM_SHARE, 0, 50, 1001 * MS), 0);
+    assert_int_equal(a.mode, GS_LIM_CAP); /* the first configuration stands */
+    gs_lim_account_take_over(&a, GS_LIM_SHARE, 0, 50, 1001 * MS);
+    assert_int_equal(a.mode, GS_LIM_CAP); /* nothing to take over once set up */
+}
+
+static void weight_is_the_share_weight_or_the_cap(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 30, 100);
+    assert_int_equal(gs_lim_weight(&a), 30);
+    account(&a, GS_LIM_SHARE, 0, 70);
+    assert_int_equal(gs_lim_weight(&a), 70);
+    assert_true(gs_lim_unthrottled(&a));
+    account(&a, GS_LIM_CAP, 30, 100);
+    assert_false(gs_lim_unthrottled(&a));
+}
+
+static void window_end_follows_the_drain_else_the_marker_else_the_plan(void **state)
+{
+    (void)state;
+    int measured;
+    struct gs_lim_close_facts f = {.start_ns = 100 * MS, .planned_end_ns = 110 * MS, .close_ns = 112 * MS,
+                                   .drained_ns = 115 * MS, .last_launch_ns = 109 * MS, .mark_ns = 8 * MS};
+    assert_int_equal(gs_lim_window_end(&f, &measured), 115 * MS); /* drained well after the close */
+    assert_true(measured);
+    f.drained_ns = 112 * MS + 50 * US; /* drained at once: the marker knows better */
+    assert_int_equal(gs_lim_window_end(&f, &measured), 109 * MS); /* but not before the last launch */
+    f.mark_ns = 11 * MS;
+    assert_int_equal(gs_lim_window_end(&f, &measured), 111 * MS);
+    f.drained_ns = 0;
+    f.mark_ns = 20 * MS; /* never past the close */
+    assert_int_equal(gs_lim_window_end(&f, &measured), 112 * MS);
+    f.mark_ns = -1; /* nothing measured: at most the window */
+    assert_int_equal(gs_lim_window_end(&f, &measured), 110 * MS);
+    assert_false(measured);
+}
+
 static void overlapping_windows_of_one_container_are_charged_once(void **state)
 {
     (void)state;
@@ -441,6 +491,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(refill_is_capped_at_one_period),
         cmocka_unit_test(debt_makes_open_wait_exactly_until_paid),
+        cmocka_unit_test(an_abandoned_set_up_claim_is_taken_over),
+        cmocka_unit_test(weight_is_the_share_weight_or_the_cap),
+        cmocka_unit_test(window_end_follows_the_drain_else_the_marker_else_the_plan),
         cmocka_unit_test(overlapping_windows_of_one_container_are_charged_once),
         cmocka_unit_test(correction_sees_contention_but_not_our_own_gaps),
         cmocka_unit_test(share_target_is_weight_over_busy_weights),

@@ -1,0 +1,32 @@
+/*
+ * The process's membership in each device's ledger (src/core/ledger.h):
+ * joined at its first limited launch on the device (again after fork).
+ */
+#ifndef GPUSLICE_COMPUTE_LEDGER_H
+#define GPUSLICE_COMPUTE_LEDGER_H
+
+#include <stdint.h>
+
+#include "../core/ledger.h"
+#include "../core/region.h"
+
+/* Joins device d's ledger (idempotent per fork generation). */
+void gs_compute_ledger_join(struct gs_region *r, int d);
+
+/* Device d's ledger and this process's slot in it, or NULL. */
+struct gs_ledger *gs_compute_ledger_of(int d, int *slot);
+
+/* This process's container in the ledgers. */
+uint64_t gs_compute_ledger_container(void);
+
+/* Members of other containers in device d's ledger, after dropping the dead
+ * (the outer loop: while there are any, the ledger corrects for them). */
+int gs_compute_ledger_others(int d);
+
+/* Share mode: the summed weights of the other containers in device d's
+ * ledger that showed demand since `since`, and whether pid belongs to one
+ * of them (its NVML samples are then already counted). */
+uint64_t gs_compute_ledger_busy_weight(int d, uint64_t since);
+int gs_compute_ledger_has_pid(int d, uint32_t pid);
+
+#endif
