@@ -1,12 +1,14 @@
 /* The device ledger; see ledger.h and docs/compute.md. */
 #define _GNU_SOURCE
 #include "ledger.h"
+#include "ofdlock.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -15,187 +17,324 @@
 #include <time.h>
 #include <unistd.h>
 
-static void init_ledger(struct gs_ledger *l)
+/* Lock bytes lie past the end of the file (locks need no data there). */
+#define LOCK_OFF ((off_t)1 << 20)
+#define SLOT_OFF(i) (LOCK_OFF + 1 + (off_t)(i))
+
+#define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+
+static uint64_t mono_ns(void)
 {
-    memset(l, 0, sizeof *l);
-    l->version = GS_LEDGER_VERSION;
-    l->size = (uint32_t)sizeof *l;
-    pthread_mutexattr_t a;
-    if (pthread_mutexattr_init(&a) == 0) {
-        pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-        pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-        pthread_mutex_init(&l->lock, &a);
-        pthread_mutexattr_destroy(&a);
-    }
-    __atomic_store_n(&l->magic, GS_LEDGER_MAGIC, __ATOMIC_RELEASE);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-struct gs_ledger *gs_ledger_open(const char *path, char *err, size_t errlen)
+static void init_file(struct gs_ledger_file *f)
 {
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot open device ledger %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct gs_ledger *l = NULL;
+    memset(f, 0, sizeof *f);
+    f->version = GS_LEDGER_VERSION;
+    f->size = (uint32_t)sizeof *f;
+    __atomic_store_n(&f->magic, GS_LEDGER_MAGIC, __ATOMIC_RELEASE);
+}
+
+static struct gs_ledger_file *map_file(int fd, const char *path, char *err, size_t errlen)
+{
+    struct gs_ledger_file *f = NULL;
     struct stat st;
     if (flock(fd, LOCK_EX) != 0 || fstat(fd, &st) != 0) {
         snprintf(err, errlen, "cannot lock device ledger %s: %s", path, strerror(errno));
-        close(fd);
         return NULL;
     }
-    if (st.st_size != 0 && (size_t)st.st_size != sizeof *l) {
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "device ledger %s is not a regular file", path);
+    } else if (st.st_size != 0 && (size_t)st.st_size != sizeof *f) {
         snprintf(err, errlen, "device ledger %s has size %lld, expected %zu: another gpuslice version?", path,
-                 (long long)st.st_size, sizeof *l);
-    } else if (st.st_size == 0 && ftruncate(fd, (off_t)sizeof *l) != 0) {
+                 (long long)st.st_size, sizeof *f);
+    } else if (st.st_size == 0 && ftruncate(fd, (off_t)sizeof *f) != 0) {
         snprintf(err, errlen, "cannot size device ledger %s: %s", path, strerror(errno));
     } else {
-        void *m = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        void *m = mmap(NULL, sizeof *f, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (m == MAP_FAILED) {
             snprintf(err, errlen, "cannot map device ledger %s: %s", path, strerror(errno));
         } else {
-            l = m;
-            uint64_t magic = __atomic_load_n(&l->magic, __ATOMIC_ACQUIRE);
+            f = m;
+            uint64_t magic = __atomic_load_n(&f->magic, __ATOMIC_ACQUIRE);
             if (magic == 0) {
-                init_ledger(l);
-            } else if (magic != GS_LEDGER_MAGIC || l->version != GS_LEDGER_VERSION) {
+                init_file(f);
+            } else if (magic != GS_LEDGER_MAGIC || f->version != GS_LEDGER_VERSION) {
                 snprintf(err, errlen, "device ledger %s has layout version %u, this build uses %u", path,
-                         l->version, GS_LEDGER_VERSION);
-                munmap(m, sizeof *l);
-                l = NULL;
+                         f->version, GS_LEDGER_VERSION);
+                munmap(m, sizeof *f);
+                f = NULL;
             }
         }
     }
     flock(fd, LOCK_UN);
-    close(fd);
+    return f;
+}
+
+struct gs_ledger *gs_ledger_open(const char *path, char *err, size_t errlen)
+{
+    struct gs_ledger *l = calloc(1, sizeof *l);
+    if (!l || strlen(path) >= sizeof l->path) {
+        snprintf(err, errlen, "cannot open device ledger %s: %s", path, l ? "path too long" : "out of memory");
+        free(l);
+        return NULL;
+    }
+    l->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (l->fd < 0) {
+        snprintf(err, errlen, "cannot open device ledger %s: %s", path, strerror(errno));
+        free(l);
+        return NULL;
+    }
+    l->f = map_file(l->fd, path, err, errlen);
+    if (!l->f) {
+        close(l->fd);
+        free(l);
+        return NULL;
+    }
+    snprintf(l->path, sizeof l->path, "%s", path);
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
+        l->slot_fd[i] = -1;
     return l;
+}
+
+void gs_ledger_forget(struct gs_ledger *l)
+{
+    if (!l)
+        return;
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
+        if (l->slot_fd[i] >= 0)
+            close(l->slot_fd[i]); /* the parent's description stays open in the parent */
+    munmap(l->f, sizeof *l->f);
+    close(l->fd);
+    free(l);
 }
 
 void gs_ledger_close(struct gs_ledger *l)
 {
-    if (l)
-        munmap(l, sizeof *l);
+    if (!l)
+        return;
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
+        if (l->slot_fd[i] >= 0)
+            l->f->m[i] = (struct gs_ledger_member){0};
+    gs_ledger_forget(l);
 }
 
-static int container_open(const struct gs_ledger *l, uint64_t container)
+/* The ledger's lock: without blocking, retried for GS_LEDGER_LOCK_WAIT_NS. */
+static int lock(struct gs_ledger *l)
+{
+    uint64_t t0 = 0;
+    for (;;) {
+        if (gs_ofd_lock_byte(l->fd, LOCK_OFF) == 0)
+            return 0;
+        if (errno != EAGAIN && errno != EACCES)
+            return -1;
+        uint64_t now = mono_ns();
+        if (!t0)
+            t0 = now;
+        else if (now - t0 > GS_LEDGER_LOCK_WAIT_NS)
+            return -1; /* held too long: someone stalled or hostile */
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void unlock(struct gs_ledger *l)
+{
+    gs_ofd_unlock_byte(l->fd, LOCK_OFF);
+}
+
+/* Whether member i is alive: its byte is held by some description (ours,
+ * if this handle joined it). */
+static int alive(struct gs_ledger *l, int i)
+{
+    return l->slot_fd[i] >= 0 || gs_ofd_held(l->fd, SLOT_OFF(i)) == 1;
+}
+
+static uint32_t open_of(const struct gs_ledger_member *m)
+{
+    uint32_t o = LD(&m->open);
+    return o > GS_LEDGER_MAX_OPEN ? 0 : o;
+}
+
+/* Whether container has a live member with a window open (lock held). */
+static int container_open(struct gs_ledger *l, uint64_t container)
 {
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
-        if (l->m[i].pid != 0 && l->m[i].open != 0 && l->m[i].container == container)
+        if (LD(&l->f->m[i].container) == container && open_of(&l->f->m[i]) && alive(l, i))
             return 1;
     return 0;
 }
 
-/* Frees the turn if its container has no window open any more. */
+static void release_turn(struct gs_ledger *l)
+{
+    ST(&l->f->turn_container, (uint64_t)0);
+    ST(&l->f->turn_until_ns, (uint64_t)0);
+    __atomic_add_fetch(&l->f->turn_seq, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &l->f->turn_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Frees the turn if its container has no live window open (lock held). */
 static void settle_turn(struct gs_ledger *l)
 {
-    if (l->turn_container == 0 || container_open(l, l->turn_container))
-        return;
-    l->turn_container = 0;
-    l->turn_until_ns = 0;
-    __atomic_add_fetch(&l->turn_seq, 1, __ATOMIC_RELEASE);
-    syscall(SYS_futex, &l->turn_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    uint64_t c = LD(&l->f->turn_container);
+    if (c != 0 && !container_open(l, c))
+        release_turn(l);
 }
 
-static int lock(struct gs_ledger *l)
+int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t container, uint32_t weight)
 {
-    int rc = pthread_mutex_lock(&l->lock);
-    if (rc == EOWNERDEAD) {
-        /* the holder died mid-update: the members are the truth */
-        settle_turn(l);
-        pthread_mutex_consistent(&l->lock);
-        return 0;
-    }
-    return rc == 0 ? 0 : -1;
-}
-
-int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t start_time, uint64_t pidns, uint64_t container,
-                   uint32_t weight)
-{
-    if (lock(l) != 0)
+    if (container == 0)
         return -1;
-    int slot = -1;
-    for (int i = 0; i < GS_LEDGER_MEMBERS && slot < 0; i++)
-        if (l->m[i].pid == 0)
-            slot = i;
-    if (slot >= 0)
-        l->m[slot] = (struct gs_ledger_member){pid, 0, start_time, pidns, container, 0, weight, 0};
-    pthread_mutex_unlock(&l->lock);
-    return slot;
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
+        if (l->slot_fd[i] >= 0)
+            continue;
+        int fd = gs_ofd_hold(l->path, SLOT_OFF(i));
+        if (fd < 0)
+            continue; /* a live member's */
+        if (lock(l) != 0) {
+            close(fd);
+            return -1;
+        }
+        l->slot_fd[i] = fd;
+        l->f->m[i] = (struct gs_ledger_member){.container = container, .pid = pid, .weight = weight};
+        settle_turn(l); /* whatever the dead owner held */
+        unlock(l);
+        return i;
+    }
+    return -1;
 }
 
-uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint64_t until, uint32_t *seq)
+/* The turn as it stands, validated: 0 when free, expired or forged. */
+static uint64_t turn_holder(struct gs_ledger *l, uint64_t now)
 {
-    if (lock(l) != 0)
+    uint64_t c = LD(&l->f->turn_container), until = LD(&l->f->turn_until_ns);
+    if (c == 0 || now >= until || until > now + GS_LEDGER_MAX_HOLD_NS)
         return 0;
-    struct gs_ledger_member *m = &l->m[slot];
-    __atomic_store_n(&m->active_ns, now, __ATOMIC_RELAXED);
+    return c;
+}
+
+uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint64_t until, uint32_t *seq,
+                               int *took)
+{
+    *took = 0;
+    if (slot < 0 || slot >= GS_LEDGER_MEMBERS || lock(l) != 0)
+        return 0;
+    struct gs_ledger_member *m = &l->f->m[slot];
+    ST(&m->active_ns, now);
+    uint64_t holder = turn_holder(l, now);
+    if (holder != 0 && holder != m->container && !container_open(l, holder))
+        holder = 0; /* its windows are gone (or never were) */
     uint64_t wait = 0;
-    if (l->turn_container == 0 || l->turn_container == m->container || now >= l->turn_until_ns) {
-        if (l->turn_container != m->container)
-            l->turn_until_ns = 0;
-        l->turn_container = m->container;
-        if (until > l->turn_until_ns)
-            l->turn_until_ns = until;
-        m->open++;
+    if (holder == 0 || holder == m->container) {
+        if (holder != m->container)
+            ST(&l->f->turn_until_ns, (uint64_t)0);
+        ST(&l->f->turn_container, m->container);
+        if (until > now + GS_LEDGER_MAX_HOLD_NS)
+            until = now + GS_LEDGER_MAX_HOLD_NS;
+        if (until > LD(&l->f->turn_until_ns) || holder == 0)
+            ST(&l->f->turn_until_ns, until);
+        m->open = open_of(m) + 1;
+        *took = 1;
     } else {
-        wait = l->turn_until_ns - now;
-        *seq = __atomic_load_n(&l->turn_seq, __ATOMIC_ACQUIRE);
+        wait = LD(&l->f->turn_until_ns) - now;
+        *seq = __atomic_load_n(&l->f->turn_seq, __ATOMIC_ACQUIRE);
     }
-    pthread_mutex_unlock(&l->lock);
+    unlock(l);
     return wait;
 }
 
-void gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t until)
+void gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t now, uint64_t until)
 {
-    if (lock(l) != 0)
+    if (slot < 0 || slot >= GS_LEDGER_MEMBERS || lock(l) != 0)
         return;
-    if (l->turn_container == l->m[slot].container && until > l->turn_until_ns)
-        l->turn_until_ns = until;
-    pthread_mutex_unlock(&l->lock);
+    if (until > now + GS_LEDGER_MAX_HOLD_NS)
+        until = now + GS_LEDGER_MAX_HOLD_NS;
+    if (LD(&l->f->turn_container) == l->f->m[slot].container && until > LD(&l->f->turn_until_ns))
+        ST(&l->f->turn_until_ns, until);
+    unlock(l);
 }
 
 void gs_ledger_close_window(struct gs_ledger *l, int slot)
 {
-    if (lock(l) != 0)
+    if (slot < 0 || slot >= GS_LEDGER_MEMBERS)
         return;
-    if (l->m[slot].open > 0)
-        l->m[slot].open--;
+    if (lock(l) != 0) {
+        /* cannot settle the turn now: at least stop counting the window */
+        uint32_t o = open_of(&l->f->m[slot]);
+        ST(&l->f->m[slot].open, o ? o - 1 : 0);
+        return;
+    }
+    uint32_t o = open_of(&l->f->m[slot]);
+    l->f->m[slot].open = o ? o - 1 : 0;
     settle_turn(l);
-    pthread_mutex_unlock(&l->lock);
+    unlock(l);
 }
 
 void gs_ledger_touch(struct gs_ledger *l, int slot, uint64_t now)
 {
-    __atomic_store_n(&l->m[slot].active_ns, now, __ATOMIC_RELAXED);
+    if (slot >= 0 && slot < GS_LEDGER_MEMBERS)
+        ST(&l->f->m[slot].active_ns, now);
+}
+
+void gs_ledger_publish(struct gs_ledger *l, int slot, uint32_t use_ppm, uint64_t wants_ns)
+{
+    if (slot < 0 || slot >= GS_LEDGER_MEMBERS)
+        return;
+    ST(&l->f->m[slot].use_ppm, use_ppm);
+    ST(&l->f->m[slot].wants_ns, wants_ns);
+}
+
+unsigned gs_ledger_demands(struct gs_ledger *l, uint64_t container, uint64_t since, uint64_t wants_since,
+                           struct gs_ledger_demand *out, unsigned max)
+{
+    uint64_t seen[GS_LEDGER_MEMBERS];
+    unsigned k = 0;
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
+        const struct gs_ledger_member *m = &l->f->m[i];
+        uint64_t c = LD(&m->container);
+        if (c == 0 || c == container || LD(&m->active_ns) < since)
+            continue;
+        uint32_t w = LD(&m->weight), use = LD(&m->use_ppm);
+        w = w > 65535 ? 65535 : w;
+        use = use > 1000000 ? 1000000 : use;
+        int wants = LD(&m->wants_ns) >= wants_since;
+        unsigned j = 0;
+        while (j < k && seen[j] != c)
+            j++;
+        if (j == k) {
+            if (k == max)
+                continue;
+            seen[k] = c;
+            out[k++] = (struct gs_ledger_demand){w, use, wants};
+        } else {
+            out[j].use_ppm = use > out[j].use_ppm ? use : out[j].use_ppm;
+            out[j].wants_more |= wants;
+        }
+    }
+    return k;
 }
 
 uint64_t gs_ledger_busy_weight(struct gs_ledger *l, uint64_t container, uint64_t since)
 {
-    uint64_t seen[GS_LEDGER_MEMBERS] = {0}, total = 0;
-    uint32_t k = 0;
-    if (lock(l) != 0)
-        return 0;
-    for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
-        const struct gs_ledger_member *m = &l->m[i];
-        if (m->pid == 0 || m->container == container || __atomic_load_n(&m->active_ns, __ATOMIC_RELAXED) < since)
-            continue;
-        uint32_t j = 0;
-        while (j < k && seen[j] != m->container)
-            j++;
-        if (j == k) {
-            seen[k++] = m->container;
-            total += m->weight;
-        }
-    }
-    pthread_mutex_unlock(&l->lock);
+    struct gs_ledger_demand d[GS_LEDGER_MEMBERS];
+    unsigned n = gs_ledger_demands(l, container, since, UINT64_MAX, d, GS_LEDGER_MEMBERS);
+    uint64_t total = 0;
+    for (unsigned i = 0; i < n; i++)
+        total += d[i].weight;
     return total;
 }
 
 int gs_ledger_has_pid(struct gs_ledger *l, uint64_t container, int32_t pid)
 {
-    for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
-        if (__atomic_load_n(&l->m[i].pid, __ATOMIC_RELAXED) == pid && l->m[i].container != container)
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
+        uint64_t c = LD(&l->f->m[i].container);
+        if (c != 0 && c != container && LD(&l->f->m[i].pid) == pid)
             return 1;
+    }
     return 0;
 }
 
@@ -203,33 +342,26 @@ void gs_ledger_wait(struct gs_ledger *l, uint32_t seq, uint64_t ns)
 {
     struct timespec ts = {(time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL)};
     /* a shared (not private) futex: the waker is another process */
-    syscall(SYS_futex, &l->turn_seq, FUTEX_WAIT, seq, &ts, NULL, 0);
+    syscall(SYS_futex, &l->f->turn_seq, FUTEX_WAIT, seq, &ts, NULL, 0);
 }
 
 int gs_ledger_others(struct gs_ledger *l, uint64_t container)
 {
     int n = 0;
-    for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
-        n += __atomic_load_n(&l->m[i].pid, __ATOMIC_RELAXED) != 0 && l->m[i].container != container;
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
+        uint64_t c = LD(&l->f->m[i].container);
+        n += c != 0 && c != container;
+    }
     return n;
 }
 
-void gs_ledger_reap(struct gs_ledger *l, int (*alive)(int32_t pid, uint64_t start_time, uint64_t pidns))
+void gs_ledger_reap(struct gs_ledger *l)
 {
-    struct gs_ledger_member snap[GS_LEDGER_MEMBERS];
-    int dead[GS_LEDGER_MEMBERS] = {0};
-    if (lock(l) != 0)
-        return;
-    memcpy(snap, l->m, sizeof snap);
-    pthread_mutex_unlock(&l->lock);
-    /* liveness outside the lock: it reads /proc */
-    for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
-        dead[i] = snap[i].pid != 0 && !alive(snap[i].pid, snap[i].start_time, snap[i].pidns);
     if (lock(l) != 0)
         return;
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
-        if (dead[i] && l->m[i].pid == snap[i].pid && l->m[i].start_time == snap[i].start_time)
-            l->m[i] = (struct gs_ledger_member){0};
+        if (LD(&l->f->m[i].container) != 0 && !alive(l, i))
+            l->f->m[i] = (struct gs_ledger_member){0};
     settle_turn(l);
-    pthread_mutex_unlock(&l->lock);
+    unlock(l);
 }

@@ -1,71 +1,93 @@
 /*
- * The device ledger: one small shared file per GPU, next to the containers'
- * regions (same directory), through which the compute limiters of different
- * containers take turns on the GPU (docs/compute.md).
+ * The device ledger: one small shared file per GPU, in a directory every
+ * container on the node can reach (the flat layout's state directory, or
+ * the node agent's shared ledger directory), through which the compute
+ * limiters of different containers take turns on the GPU (docs/compute.md).
  *
  * Time-slicing does not split a GPU evenly (on an H200 the tenant with the
  * shorter windows got ~43 % of the overlapped time, and switches cost
- * ~5 %), so throttled windows of different containers do not overlap at
- * all: a window opens only while no other container holds the turn, and its
- * container holds it until it has no window open, or until the turn's
- * expiry (the holder's planned end plus a grace, extended while it drains):
- * a thread that stops launching inside a window, or a stopped process,
- * holds the others back by that much at most. Waiters sleep on a futex in
- * the ledger, woken when the turn is released. A window's occupancy is then
- * its container's own GPU time.
+ * ~5 %), so windows of throttled containers do not overlap: a window opens
+ * only while no other container holds the turn, and its container holds it
+ * until it has no window open, or until the turn's expiry (the holder's
+ * planned end plus a grace, extended while it drains, never more than
+ * GS_LEDGER_MAX_HOLD_NS ahead): a thread that stops launching inside a
+ * window, a stopped process or a forged turn holds the others back by that
+ * much at most. Waiters sleep on a futex in the ledger, woken when the turn
+ * is released.
  *
  * Members are processes (one slot each, with the count of their threads'
- * open windows). Each also records its weight and when it last showed
- * demand, for share mode's targets. A process that dies with windows open
- * is dropped by gs_ledger_reap (pid + start time), which frees the turn, or
- * by the next locker if it died holding the robust lock.
+ * open windows); each also records its container's weight, its recent use
+ * of the GPU and when it last showed demand or waited for tokens, for share
+ * mode's targets. Liveness does not trust pids (containers have pid
+ * namespaces of their own): a member holds an open-file-description lock on
+ * its slot's byte through a descriptor of its own (ofdlock.h), which the
+ * kernel drops when it dies; a slot whose byte nobody holds is dead,
+ * whatever it says. The ledger's own lock is an OFD lock too, taken without
+ * blocking for at most GS_LEDGER_LOCK_WAIT_NS: a tenant that holds it or
+ * writes garbage into the file cannot make anyone wait longer than that or
+ * than one turn's expiry; every field is validated where it is read.
  */
 #ifndef GPUSLICE_LEDGER_H
 #define GPUSLICE_LEDGER_H
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define GS_LEDGER_MAGIC 0x5245474445475321ULL /* "!GSGDEGER" */
-#define GS_LEDGER_VERSION 4U
+#define GS_LEDGER_VERSION 5U
 #define GS_LEDGER_MEMBERS 128
+#define GS_LEDGER_MAX_HOLD_NS 1200000000ULL /* a turn never reaches further ahead than this */
+#define GS_LEDGER_LOCK_WAIT_NS 5000000ULL   /* the ledger's lock, at most this long */
+#define GS_LEDGER_MAX_OPEN 4096U            /* more open windows than this in one member is garbage */
 
 struct gs_ledger_member {
-    int32_t pid; /* 0 = free */
-    uint32_t open; /* open windows of this process's threads */
-    uint64_t start_time;
-    uint64_t pidns;
-    uint64_t container; /* container id (its region's inode) */
+    uint64_t container; /* container id; 0 = free */
     uint64_t active_ns; /* last sign of demand: a window opened or waited for, or a free-running launch */
-    uint32_t weight;    /* share weight (a capped container: its cap), for share mode's targets */
-    uint32_t pad;
+    uint64_t wants_ns;  /* last time its container waited for tokens (it wants more than it gets) */
+    int32_t pid;        /* in its own pid namespace: for people, never for liveness */
+    uint32_t open;      /* open windows of this process's threads that hold the turn */
+    uint32_t weight;    /* share weight (a capped container: its cap) */
+    uint32_t use_ppm;   /* its container's GPU use lately */
 };
 
-struct gs_ledger {
+struct gs_ledger_file {
     uint64_t magic;
     uint32_t version;
     uint32_t size;
-    pthread_mutex_t lock;
-    uint32_t turn_seq;       /* futex word: bumped whenever the turn is released */
+    uint32_t turn_seq; /* futex word: bumped whenever the turn is released */
     uint32_t pad;
     uint64_t turn_container; /* holder of the turn; 0 = free */
     uint64_t turn_until_ns;  /* the turn is free after this anyway */
     struct gs_ledger_member m[GS_LEDGER_MEMBERS];
 };
 
+/* A process's handle on one ledger file. */
+struct gs_ledger {
+    struct gs_ledger_file *f; /* the shared mapping */
+    int fd;                   /* this handle's description: the ledger's lock, liveness queries */
+    int slot_fd[GS_LEDGER_MEMBERS]; /* descriptions holding the slots this handle joined; -1 */
+    char path[4096];
+};
+
 /* Maps (creating if needed) the ledger at path. NULL with a reason in err. */
 struct gs_ledger *gs_ledger_open(const char *path, char *err, size_t errlen);
+/* Unmaps it and closes its descriptors: the slots it held become free. */
 void gs_ledger_close(struct gs_ledger *l);
+/* In a forked child: forgets the handle without touching the parent's
+ * slots (closes the inherited descriptors and unmaps). */
+void gs_ledger_forget(struct gs_ledger *l);
 
-/* Takes a member slot for process pid of container (weight: see the
- * member). Returns it, or -1. */
-int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t start_time, uint64_t pidns, uint64_t container,
-                   uint32_t weight);
+/* Takes a member slot for a process of container (pid: for people only;
+ * weight: see the member). Returns it, or -1. */
+int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t container, uint32_t weight);
 
 /* The member shows demand at now (one atomic store, no lock: a share-mode
  * process that runs free calls it from its launch path). */
 void gs_ledger_touch(struct gs_ledger *l, int slot, uint64_t now);
+
+/* The member's container used use_ppm of the GPU lately and last waited
+ * for tokens at wants_ns (share mode's water-filling reads these). */
+void gs_ledger_publish(struct gs_ledger *l, int slot, uint32_t use_ppm, uint64_t wants_ns);
 
 /* Sum of the weights of the containers other than container that showed
  * demand since `since` (each counted once), and whether pid is a member of
@@ -73,15 +95,28 @@ void gs_ledger_touch(struct gs_ledger *l, int slot, uint64_t now);
 uint64_t gs_ledger_busy_weight(struct gs_ledger *l, uint64_t container, uint64_t since);
 int gs_ledger_has_pid(struct gs_ledger *l, uint64_t container, int32_t pid);
 
+/* The containers other than container that showed demand since `since`,
+ * one entry each (weight, the most recent use, whether any of its members
+ * waited for tokens since wants_since), at most max. Returns how many. */
+struct gs_ledger_demand {
+    uint32_t weight, use_ppm;
+    int wants_more;
+};
+unsigned gs_ledger_demands(struct gs_ledger *l, uint64_t container, uint64_t since, uint64_t wants_since,
+                           struct gs_ledger_demand *out, unsigned max);
+
 /* Opens a window of member slot at now, taking its container the turn
  * until `until` at least. Returns 0 if it opened; else (another container
  * holds the turn) the ns to wait at most before trying again, with the
- * value to pass gs_ledger_wait in *seq. */
-uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint64_t until, uint32_t *seq);
+ * value to pass gs_ledger_wait in *seq. If the ledger cannot be locked in
+ * time the window opens without the turn (returns 0, *took = 0). */
+uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint64_t until, uint32_t *seq,
+                               int *took);
 
 /* The member's container, if it holds the turn, holds it until `until` at
- * least: a closing thread that must wait for its work to drain says so. */
-void gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t until);
+ * least (never past now + GS_LEDGER_MAX_HOLD_NS): a closing thread that
+ * must wait for its work to drain says so. */
+void gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t now, uint64_t until);
 
 /* Closes a window of member slot. The turn is released when the container
  * has no window open. */
@@ -91,11 +126,11 @@ void gs_ledger_close_window(struct gs_ledger *l, int slot);
  * stale) or ns have passed. */
 void gs_ledger_wait(struct gs_ledger *l, uint32_t seq, uint64_t ns);
 
-/* Members of containers other than container that are alive (as of the last
- * reap). */
+/* Live members of containers other than container (as of the last reap). */
 int gs_ledger_others(struct gs_ledger *l, uint64_t container);
 
-/* Drops members whose process is gone (alive(pid, start_time, pidns) == 0). */
-void gs_ledger_reap(struct gs_ledger *l, int (*alive)(int32_t pid, uint64_t start_time, uint64_t pidns));
+/* Frees the slots whose byte nobody holds (their process is gone, or they
+ * were forged) and the turn of a container with no live open window. */
+void gs_ledger_reap(struct gs_ledger *l);
 
 #endif

@@ -110,6 +110,8 @@ static uint64_t charge_rate(const struct gs_lim_account *a)
     uint64_t c = LD(&a->corr_ppm), sp = LD(&a->speed_ppm);
     if (c < GS_LIM_MIN_CORR)
         c = GS_LIM_MIN_CORR;
+    if (c > GS_LIM_MAX_CORR)
+        c = GS_LIM_MAX_CORR;
     if (sp < GS_LIM_PPM)
         sp = GS_LIM_PPM;
     if (sp > GS_LIM_MAX_SPEED)
@@ -138,7 +140,8 @@ uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t
         len = 1;
     w->open = 1;
     w->launches = 0;
-    w->start_ns = now;
+    w->start_ns = w->busy_from = now;
+    w->busy_ns = 0;
     w->end_ns = now + len;
     /* Until a window has measured what a launch costs, one launch: a new
      * thread must not queue seconds of work into its first window. */
@@ -150,30 +153,45 @@ uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t
     return 0;
 }
 
+/* Charges the part of [from, end] the container has not charged yet. */
+static uint64_t charge_span(struct gs_lim_account *a, uint64_t from, uint64_t end_ns)
+{
+    uint64_t done = LD(&a->union_end_ns);
+    while (done < end_ns &&
+           !__atomic_compare_exchange_n(&a->union_end_ns, &done, end_ns, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+    if (done > from)
+        from = done;
+    uint64_t busy = end_ns > from ? end_ns - from : 0;
+    uint64_t charge = (uint64_t)((unsigned __int128)busy * charge_rate(a) / GS_LIM_PPM);
+    ADD(&a->tokens, -(int64_t)charge);
+    ADD(&a->occ_ns, busy);
+    ADD(&a->charged_ns, charge);
+    return charge;
+}
+
+uint64_t gs_lim_busy_interval(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, uint64_t next_ns)
+{
+    uint64_t charge = charge_span(a, w->busy_from, end_ns);
+    w->busy_ns += end_ns > w->busy_from ? end_ns - w->busy_from : 0;
+    w->busy_from = next_ns;
+    return charge;
+}
+
 uint64_t gs_lim_close(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, int measured)
 {
     if (!w->open)
         return 0;
     w->open = 0;
-    uint64_t own = end_ns > w->start_ns ? end_ns - w->start_ns : 0;
-    uint64_t done = LD(&a->union_end_ns);
-    while (done < end_ns &&
-           !__atomic_compare_exchange_n(&a->union_end_ns, &done, end_ns, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        ;
-    uint64_t from = done > w->start_ns ? done : w->start_ns;
-    uint64_t occ = end_ns > from ? end_ns - from : 0;
-    uint64_t charge = (uint64_t)((unsigned __int128)occ * charge_rate(a) / GS_LIM_PPM);
-    ADD(&a->tokens, -(int64_t)charge);
-    ADD(&a->occ_ns, occ);
-    ADD(&a->charged_ns, charge);
+    uint64_t charge = gs_lim_busy_interval(w, a, end_ns, end_ns);
     if (w->launches > 0 && measured) {
-        uint64_t per = own / w->launches;
+        uint64_t per = w->busy_ns / w->launches;
         w->est_ns = w->est_ns ? (w->est_ns * 3 + per) / 4 : per;
     }
     return charge;
 }
 
-uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, int64_t others_ppm, uint64_t occ_ppm)
+uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, uint64_t occ_ppm)
 {
     if (old_corr == 0)
         old_corr = GS_LIM_PPM;
@@ -181,11 +199,9 @@ uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, int64_t others_pp
         return old_corr; /* nothing to learn from */
     if (our_ppm == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM)
         return old_corr; /* we were busy and NVML saw none of it: it does not see our pids */
-    uint64_t ratio = (uint64_t)our_ppm * GS_LIM_PPM / occ_ppm;
-    int64_t floor = others_ppm < 0 ? 0 : (int64_t)GS_LIM_PPM - others_ppm;
-    uint64_t c = ratio > (uint64_t)(floor > 0 ? floor : 0) ? ratio : (uint64_t)floor;
-    if (c > GS_LIM_PPM)
-        c = GS_LIM_PPM;
+    uint64_t c = (uint64_t)our_ppm * GS_LIM_PPM / occ_ppm;
+    if (c > GS_LIM_MAX_CORR)
+        c = GS_LIM_MAX_CORR;
     if (c < GS_LIM_MIN_CORR)
         c = GS_LIM_MIN_CORR;
     return (uint32_t)((old_corr + c) / 2);
@@ -209,6 +225,13 @@ uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t 
     if (q > GS_LIM_PPM)
         q = GS_LIM_PPM;
     uint64_t c = GS_LIM_PPM - q / 2;
+    /* the device was busy no more than dev: what our events counted beyond
+     * it were gaps between our kernels (beyond a tenth: our windows are
+     * charged when they close, so one interval's busy time and the device's
+     * differ by that much without any gap) */
+    uint64_t gaps = dev_ppm * GS_LIM_PPM / occ_ppm;
+    if (dev_ppm >= GS_LIM_BUSY_PPM && gaps < c && gaps < GS_LIM_PPM * 9 / 10)
+        c = gaps < GS_LIM_MIN_CORR ? GS_LIM_MIN_CORR : gaps;
     return (uint32_t)((old_corr + c) / 2);
 }
 
@@ -241,6 +264,38 @@ uint32_t gs_lim_share_target(unsigned weight, uint64_t busy_others_weight)
     if (busy_others_weight == 0 || weight == 0)
         return GS_LIM_PPM;
     return (uint32_t)((uint64_t)weight * GS_LIM_PPM / (weight + busy_others_weight));
+}
+
+uint32_t gs_lim_share_fill(unsigned weight, const struct gs_lim_demand *others, unsigned n)
+{
+    /* water-filling: settle every tenant whose use fits under its weight's
+     * share of what is left, until none does */
+    uint64_t left = GS_LIM_PPM, wsum = weight ? weight : 1;
+    unsigned settled = 0;
+    uint8_t done[64] = {0};
+    if (n > 64)
+        n = 64;
+    for (unsigned i = 0; i < n; i++)
+        wsum += others[i].weight;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (unsigned i = 0; i < n; i++) {
+            if (done[i] || others[i].wants_more)
+                continue;
+            uint64_t fair = left * others[i].weight / wsum;
+            if (others[i].use_ppm <= fair) {
+                done[i] = 1;
+                settled++;
+                left -= others[i].use_ppm < left ? others[i].use_ppm : left;
+                wsum -= others[i].weight;
+                changed = 1;
+            }
+        }
+    }
+    if (settled == n)
+        return GS_LIM_PPM; /* nobody else wants more than they use */
+    uint64_t mine = left * (weight ? weight : 1) / (wsum ? wsum : 1);
+    return (uint32_t)(mine > GS_LIM_PPM ? GS_LIM_PPM : mine);
 }
 
 uint64_t gs_lim_aggregate(const struct gs_lim_sample *s, unsigned n, uint64_t since_us,

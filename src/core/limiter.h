@@ -35,6 +35,7 @@
 #define GS_LIM_DEFAULT_PERIOD_NS 50000000ULL /* 50 ms duty cycle */
 #define GS_LIM_OUTER_NS 250000000ULL         /* outer (NVML) loop every 250 ms */
 #define GS_LIM_MIN_CORR 50000U               /* c never below 0.05 */
+#define GS_LIM_MAX_CORR 1500000U             /* ... nor above 1.5 (events missed a tail of work) */
 #define GS_LIM_BUSY_PPM 50000U               /* others above 5 % count as busy (share mode) */
 #define GS_LIM_MAX_SPEED 2000000U            /* s never above 2 */
 #define GS_LIM_IDLE_POWER_PPM 150000U        /* power drawn busy-idle: 15 % of the limit */
@@ -49,9 +50,9 @@ struct gs_lim_account {
     uint64_t refill_ns;      /* clock of the last refill */
     uint32_t rate_ppm;       /* allowed share now (cap, or share target); >= GS_LIM_PPM: unthrottled */
     uint32_t corr_ppm;       /* c; 0 until initialised */
-    uint64_t union_end_ns;   /* end of the container's occupancy charged so far */
-    uint64_t occ_ns;         /* cumulative wall occupancy of closed windows */
-    uint64_t charged_ns;     /* cumulative charged GPU time (occupancy x c) */
+    uint64_t union_end_ns;   /* end of the container's busy time charged so far */
+    uint64_t occ_ns;         /* cumulative busy GPU time measured by events (before c and s) */
+    uint64_t charged_ns;     /* cumulative charged GPU time (busy x c x s) */
     uint64_t wait_ns;        /* cumulative time threads waited for tokens */
     uint64_t outer_next_ns;  /* next outer-loop run; claimed by CAS */
     uint64_t outer_last_ns;  /* clock of the last outer-loop run */
@@ -63,12 +64,15 @@ struct gs_lim_account {
     uint8_t configured;      /* 1 once set up */
     uint32_t use_ppm;        /* measured use over the last outer interval (NVML or charged) */
     uint32_t others_ppm;     /* others' use of the device, NVML */
-    uint64_t outer_charged_mark; /* charged_ns at the last outer run */
+    uint64_t throttled_ns;   /* clock when a thread last waited for tokens */
     uint32_t speed_ppm;      /* s; 0 until initialised */
     uint32_t dev_ppm;        /* device busy fraction at the last outer run (NVML) */
 };
 
-/* One thread's window on one device (process-private). */
+/* One thread's window on one device (process-private). Inside it the
+ * GPU time is measured as busy intervals: one starts at a launch that found
+ * the thread's work drained (or at the window's start) and ends when that
+ * work drained; the CPU gaps between them are not charged. */
 struct gs_lim_window {
     int open;
     uint32_t launches;
@@ -76,8 +80,23 @@ struct gs_lim_window {
     uint32_t pad;
     uint64_t start_ns;
     uint64_t end_ns;
-    uint64_t est_ns; /* EMA of occupancy per launch; 0 = unknown */
+    uint64_t est_ns;    /* EMA of busy GPU time per launch; 0 = unknown */
+    uint64_t busy_from; /* start of the current busy interval */
+    uint64_t busy_ns;   /* busy time of the window's closed intervals */
 };
+
+/* A container that waited for its tokens within this long is throttled:
+ * its windows take the device ledger's turn (docs/compute.md). */
+#define GS_LIM_THROTTLED_NS 500000000ULL
+static inline int gs_lim_throttled(const struct gs_lim_account *a, uint64_t now)
+{
+    return now - __atomic_load_n(&a->throttled_ns, __ATOMIC_RELAXED) < GS_LIM_THROTTLED_NS;
+}
+
+/* A CPU gap at least this long before a launch is worth asking whether the
+ * GPU drained meanwhile (shorter ones count as busy; the NVML correction c
+ * takes them out). */
+#define GS_LIM_GAP_NS 100000ULL
 
 /* Sets up the account once (first process of the container wins): 0 when
  * it is set up, 1 while another process is setting it up. A caller that
@@ -127,19 +146,25 @@ static inline int gs_lim_in_window(const struct gs_lim_window *w, uint64_t now)
  * before trying again (the account is in debt). */
 uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t now);
 
-/* Closes the window: the GPU was ours from its start to end_ns (the caller
- * works that out: when the drain finished if work was pending, else when the
- * last work launched in it completed). measured: end_ns was measured, so
- * occupancy / launches is a fair cost per launch. Charges the part of
- * [start, end] that no other window of the container (other threads and
- * processes) has charged already -- the container's occupancy is the union
- * of its windows -- times c x s, and returns the charge. */
+/* Busy aggregation: the window's current busy interval ended at end_ns (its
+ * work drained during a CPU gap); the next one starts at next_ns. Charges
+ * the part of [busy_from, end] that no other thread or process of the
+ * container has charged already -- the container's busy time is the union
+ * of its threads' -- times c x s, and returns the charge. */
+uint64_t gs_lim_busy_interval(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, uint64_t next_ns);
+
+/* Closes the window: its last busy interval ended at end_ns (the caller
+ * works that out: gs_lim_window_end). measured: end_ns was measured, so
+ * busy time / launches is a fair cost per launch. Charges that interval as
+ * gs_lim_busy_interval does and returns the charge. */
 uint64_t gs_lim_close(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, int measured);
 
 /* Outer loop, pure part. our_ppm/others_ppm: NVML-measured shares of the
- * interval (-1 if unknown); occ_ppm: our occupancy share of it. Returns the
- * new correction c in ppm. */
-uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, int64_t others_ppm, uint64_t occ_ppm);
+ * interval (-1 if unknown); occ_ppm: our busy time as our events measured it
+ * (which counts CPU gaps shorter than GS_LIM_GAP_NS, and time another
+ * context time-sliced the GPU away from us). Returns the new correction c in
+ * ppm: the fraction of that busy time the GPU really spent on our kernels. */
+uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, uint64_t occ_ppm);
 
 /* Outer loop without per-process data (NVML returns no samples, or none
  * with our pids: a container without hostPID): c from the device-level
@@ -173,6 +198,19 @@ uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, 
 /* Share mode: our target share given the weights of the others that are busy
  * (sum; 0 = none busy). GS_LIM_PPM means unthrottled. */
 uint32_t gs_lim_share_target(unsigned weight, uint64_t busy_others_weight);
+
+/* Share mode, work-conserving: the others' weights, what each used of the
+ * GPU lately (ppm) and whether it wanted more (it waited for tokens). A
+ * tenant that wanted no more than it used keeps what it used; the rest of
+ * the GPU is split by weight among the ones that want more, ourselves
+ * counted as one (water-filling). Returns our target; GS_LIM_PPM when
+ * nobody else wants more than what is left. */
+struct gs_lim_demand {
+    uint32_t weight;
+    uint32_t use_ppm;
+    int wants_more;
+};
+uint32_t gs_lim_share_fill(unsigned weight, const struct gs_lim_demand *others, unsigned n);
 
 /* NVML sample aggregation: the mean, over distinct sample timestamps, of the
  * summed smUtil of the samples whose pid is_ours() says belong to us, and of

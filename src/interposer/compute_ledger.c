@@ -4,12 +4,12 @@
 #define _GNU_SOURCE
 #include "compute_ledger.h"
 #include "log.h"
-#include "procinfo.h"
 #include "runtime.h"
 #include "statedir.h"
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,28 +21,55 @@ static int led_slot[GS_REGION_MAX_DEVICES];
 static unsigned led_gen[GS_REGION_MAX_DEVICES]; /* gs_rt_fork_generation + 1 when joined */
 static uint64_t led_container;
 
+/* A container is its region file: the same (device, inode) for all its
+ * processes, whatever their mount namespace (bind mounts keep both). The
+ * device counts too: the flat layout's directory and the node agent's can
+ * lie on different filesystems, whose inode numbers collide. */
+static uint64_t container_id(const struct stat *st)
+{
+    uint64_t x = (uint64_t)st->st_ino ^ ((uint64_t)st->st_dev * 0x9E3779B97F4A7C15ULL);
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ULL;
+    x ^= x >> 29;
+    return x ? x : 1;
+}
+
+/* Where the ledgers are: the configured shared directory (the node agent
+ * mounts one into every container), else next to the region. */
+static int ledger_dir(char *dir, size_t len, struct stat *region)
+{
+    if (gs_rt_region_dir(dir, len, region) != 0)
+        return -1;
+    const char *shared = getenv("GPUSLICE_LEDGER_DIR");
+    if (shared && *shared)
+        snprintf(dir, len, "%s", shared);
+    return 0;
+}
+
 void gs_compute_ledger_join(struct gs_region *r, int d)
 {
     uint32_t weight = gs_lim_weight(&r->dev[d].lim);
     unsigned gen = __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1;
     pthread_mutex_lock(&led_lock);
     if (led_gen[d] != gen) {
+        if (led[d] && led_gen[d] != 0) {
+            gs_ledger_forget(led[d]); /* the parent's handle: its slots stay the parent's */
+            led[d] = NULL;
+        }
         led_gen[d] = gen;
         led_slot[d] = -1;
-        char dir[sizeof gs_rt.cfg.region_path], path[sizeof dir + GS_REGION_UUID_LEN + 16], err[512];
+        char dir[sizeof gs_rt.cfg.region_path], path[sizeof dir + GS_REGION_UUID_LEN + 16], err[512] = "";
         struct stat st;
-        if (gs_rt_region_dir(dir, sizeof dir, &st) == 0) {
-            led_container = (uint64_t)st.st_ino;
+        if (ledger_dir(dir, sizeof dir, &st) == 0) {
+            led_container = container_id(&st);
             char uuid[GS_REGION_UUID_LEN + 1];
             snprintf(uuid, sizeof uuid, "%.*s", GS_REGION_UUID_LEN, r->dev[d].uuid);
-            if (!led[d] && gs_statedir_ledger_path(path, sizeof path, dir, uuid) == 0)
+            if (gs_statedir_ledger_path(path, sizeof path, dir, uuid) == 0)
                 led[d] = gs_ledger_open(path, err, sizeof err);
             if (!led[d])
                 gs_log(GS_LOG_INFO, "%s; the compute limiter corrects for other containers from NVML only", err);
-            uint64_t start = 0;
-            if (led[d] && gs_proc_start_time(getpid(), &start) == 0)
-                led_slot[d] = gs_ledger_join(led[d], (int32_t)getpid(), start, gs_proc_pidns(), led_container,
-                                             weight);
+            if (led[d])
+                led_slot[d] = gs_ledger_join(led[d], (int32_t)getpid(), led_container, weight);
             if (led[d] && led_slot[d] < 0)
                 gs_log(GS_LOG_INFO, "device ledger %s is full; corrections for other containers from NVML only",
                        path);
@@ -57,16 +84,33 @@ struct gs_ledger *gs_compute_ledger_of(int d, int *slot)
     return *slot >= 0 ? led[d] : NULL;
 }
 
-static int alive(int32_t pid, uint64_t start_time, uint64_t pidns)
-{
-    return gs_proc_alive(pid, start_time, pidns, gs_proc_pidns());
-}
-
 uint64_t gs_compute_ledger_busy_weight(int d, uint64_t since)
 {
     int slot;
     struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
     return l ? gs_ledger_busy_weight(l, led_container, since) : 0;
+}
+
+unsigned gs_compute_ledger_demands(int d, uint64_t since, uint64_t wants_since, struct gs_lim_demand *out,
+                                   unsigned max)
+{
+    int slot;
+    struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
+    struct gs_ledger_demand dem[GS_LEDGER_MEMBERS];
+    unsigned n = l ? gs_ledger_demands(l, led_container, since, wants_since, dem, GS_LEDGER_MEMBERS) : 0;
+    if (n > max)
+        n = max;
+    for (unsigned i = 0; i < n; i++)
+        out[i] = (struct gs_lim_demand){dem[i].weight, dem[i].use_ppm, dem[i].wants_more};
+    return n;
+}
+
+void gs_compute_ledger_publish(int d, uint32_t use_ppm, uint64_t wants_ns)
+{
+    int slot;
+    struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
+    if (l)
+        gs_ledger_publish(l, slot, use_ppm, wants_ns);
 }
 
 int gs_compute_ledger_has_pid(int d, uint32_t pid)
@@ -82,7 +126,7 @@ int gs_compute_ledger_others(int d)
     struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
     if (!l)
         return 0;
-    gs_ledger_reap(l, alive);
+    gs_ledger_reap(l);
     return gs_ledger_others(l, led_container);
 }
 

@@ -29,4 +29,11 @@ int gs_compute_ledger_others(int d);
 uint64_t gs_compute_ledger_busy_weight(int d, uint64_t since);
 int gs_compute_ledger_has_pid(int d, uint32_t pid);
 
+/* Share mode's water-filling: the other containers that showed demand since
+ * `since` (wants_more: waited for tokens since wants_since), and our own
+ * container's use and last wait published for them. */
+unsigned gs_compute_ledger_demands(int d, uint64_t since, uint64_t wants_since, struct gs_lim_demand *out,
+                                   unsigned max);
+void gs_compute_ledger_publish(int d, uint32_t use_ppm, uint64_t wants_ns);
+
 #endif

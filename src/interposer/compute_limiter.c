@@ -5,9 +5,13 @@
  *
  * Fast path (inside an open window): a clock read, two compares, a counter;
  * at most every MARK_EVERY_NS of launching or of estimated GPU work an event
- * record that marks how far the GPU got. No system call. Slow path
- * (window over): drain what the window launched (an event per stream used),
- * charge its occupancy, wait while the container is in debt, open the next.
+ * record that marks how far the GPU got. No system call. After a CPU gap of
+ * GS_LIM_GAP_NS or more, a probe (an event recorded and queried per stream
+ * used) asks whether the thread's work drained meanwhile: if so the busy
+ * interval ended at the last marker (or last launch), is charged, and a new
+ * one starts -- the gap is not GPU time. Slow path (window over): drain what
+ * the window launched, charge its last busy interval, wait while the
+ * container is in debt, open the next.
  */
 #define _GNU_SOURCE
 #include "compute_limiter.h"
@@ -33,7 +37,7 @@ int gs_compute_state;
 struct tdev {
     unsigned gen;   /* gs_rt_fork_generation + 1 when set up; 0: never */
     int8_t limited; /* -1 unknown, 0 no, 1 yes */
-    uint8_t have_start, have_mark, overflow;
+    uint8_t have_start, have_mark, overflow, turn; /* turn: the window holds the ledger's turn */
     int nstreams;
     uint32_t tick;
     uint32_t since_mark;     /* launches since the last marker */
@@ -57,7 +61,7 @@ static void thread_exit(void *arg)
     for (int d = 0; d < GS_REGION_MAX_DEVICES; d++) {
         int slot;
         struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
-        if (td[d].w.open && l)
+        if (td[d].w.open && td[d].turn && l)
             gs_ledger_close_window(l, slot);
         td[d].w.open = 0;
     }
@@ -128,6 +132,51 @@ static void setup(struct tdev *t, struct gs_region *r, int d, CUdevice ord)
            gs_rt.cfg.share_weight);
 }
 
+static void count_charge(struct gs_region *r, uint64_t charge, int window)
+{
+    int s = gs_rt_slot();
+    if (s >= 0) {
+        __atomic_add_fetch(&r->proc[s].lim.charged_ns, charge, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&r->proc[s].lim.windows, (uint64_t)window, __ATOMIC_RELAXED);
+    }
+}
+
+/* A launch on s after a CPU gap: if the thread's work drained during the
+ * gap, its busy interval ended when the last marker completed (or with the
+ * last launch, if later), and a new one starts now. */
+static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, uint64_t now)
+{
+    gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
+    gs_pfn_cuEventQuery query = GS_REAL_CU(cuEventQuery);
+    gs_pfn_cuEventElapsedTime elapsed = GS_REAL_CU(cuEventElapsedTime);
+    if (!t->have_start || !rec || !query || !elapsed || !gs_compute_sync_enter())
+        return;
+    int drained = !t->overflow;
+    for (int i = 0; i < t->nstreams && drained; i++)
+        drained = t->drain[i] && rec(t->drain[i], t->streams[i]) == CUDA_SUCCESS &&
+                  query(t->drain[i]) == CUDA_SUCCESS;
+    if (drained) {
+        float ms = 0;
+        int marked = t->have_mark && elapsed(&ms, t->ev_start, t->ev_mark) == CUDA_SUCCESS;
+        struct gs_lim_close_facts f = {.start_ns = t->w.busy_from,
+                                       .planned_end_ns = now,
+                                       .close_ns = now,
+                                       .last_launch_ns = t->last_launch_ns,
+                                       .mark_ns = marked ? (int64_t)((double)ms * 1e6) : -1};
+        int measured;
+        uint64_t end = gs_lim_window_end(&f, &measured);
+        if (!measured)
+            end = t->last_launch_ns; /* no marker: its work ended after the last launch, not at the gap's end */
+        count_charge(r, gs_lim_busy_interval(&t->w, &r->dev[d].lim, end, now), 0);
+        t->have_start = t->ev_start && rec(t->ev_start, s) == CUDA_SUCCESS;
+        t->have_mark = 0;
+        t->nstreams = 0;
+        t->mark_ns = now;
+        t->since_mark = 0;
+    }
+    gs_compute_sync_leave();
+}
+
 /* Drains the window's work and charges it. */
 static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t close_ns)
 {
@@ -143,8 +192,8 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
             pending = 1;
     int slot;
     struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
-    if ((pending || t->overflow) && l)
-        gs_ledger_extend(l, slot, close_ns + DRAIN_HOLD_NS);
+    if ((pending || t->overflow) && l && t->turn)
+        gs_ledger_extend(l, slot, close_ns, close_ns + DRAIN_HOLD_NS);
     if (t->overflow) { /* more streams than we track: drain the whole context */
         gs_pfn_cuCtxSynchronize cs = GS_REAL_CU(cuCtxSynchronize);
         if (cs)
@@ -160,7 +209,7 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     }
     float ms = 0;
     int marked = t->have_start && t->have_mark && elapsed && elapsed(&ms, t->ev_start, t->ev_mark) == CUDA_SUCCESS;
-    struct gs_lim_close_facts f = {.start_ns = t->w.start_ns,
+    struct gs_lim_close_facts f = {.start_ns = t->w.busy_from,
                                    .planned_end_ns = t->w.end_ns,
                                    .close_ns = close_ns,
                                    .drained_ns = drained,
@@ -169,32 +218,37 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     uint64_t end = gs_lim_window_end(&f, &pending);
     uint64_t start = t->w.start_ns, wend = t->w.end_ns;
     uint32_t nl = t->w.launches;
-    if (l)
+    if (l && t->turn)
         gs_ledger_close_window(l, slot); /* drained: the next container's turn */
+    t->turn = 0;
     uint64_t charge = gs_lim_close(&t->w, &r->dev[d].lim, end, pending);
     gs_log(GS_LOG_DEBUG, "tokens %lld window %llu us (planned %llu, closed at %llu, %u launches, %s): charged %llu us",
            (long long)__atomic_load_n(&r->dev[d].lim.tokens, __ATOMIC_RELAXED),
            (unsigned long long)((end - start) / 1000), (unsigned long long)((wend - start) / 1000),
            (unsigned long long)((close_ns - start) / 1000), nl, pending ? "measured" : "idle",
            (unsigned long long)(charge / 1000));
-    int s = gs_rt_slot();
-    if (s >= 0) {
-        __atomic_add_fetch(&r->proc[s].lim.charged_ns, charge, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&r->proc[s].lim.windows, 1, __ATOMIC_RELAXED);
-    }
+    count_charge(r, charge, 1);
     t->nstreams = 0;
     t->overflow = 0;
     t->have_start = t->have_mark = 0;
 }
 
+static void touch_ledger(int d, uint64_t now)
+{
+    int slot;
+    struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
+    if (l)
+        gs_ledger_touch(l, slot, now);
+}
+
 /* Registers the window just opened in the device ledger and takes the turn
- * (every throttled window does: capped and share-mode containers alike,
- * since time-slicing splits unevenly and loses time). Returns 0, or the ns
+ * (every window of a throttled container does: capped and share-mode ones
+ * alike, since time-slicing splits unevenly and loses time). Returns 0, or the ns
  * to wait at most while another container holds the turn (seq for
  * gs_ledger_wait). */
 static uint64_t ledger_open(struct tdev *t, int d, uint32_t *seq)
 {
-    int slot;
+    int slot, took = 0;
     struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
     if (!l)
         return 0;
@@ -204,7 +258,9 @@ static uint64_t ledger_open(struct tdev *t, int d, uint32_t *seq)
     uint64_t len = t->w.end_ns - t->w.start_ns;
     uint64_t busy = t->w.est_ns > len ? t->w.est_ns : len;
     uint64_t grace = len / 4 > TURN_GRACE_NS ? len / 4 : TURN_GRACE_NS;
-    return gs_ledger_open_window(l, slot, t->w.start_ns, t->w.start_ns + busy + grace, seq);
+    uint64_t wait = gs_ledger_open_window(l, slot, t->w.start_ns, t->w.start_ns + busy + grace, seq, &took);
+    t->turn = (uint8_t)took;
+    return wait;
 }
 
 int gs_compute_before(CUstream s)
@@ -236,15 +292,14 @@ int gs_compute_before(CUstream s)
             gs_compute_sync_leave();
         }
         if ((++t->tick & 63) == 0) {
-            int slot;
-            struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
-            if (l)
-                gs_ledger_touch(l, slot, now); /* other share tenants see our demand */
+            touch_ledger(d, now); /* other share tenants see our demand */
             gs_compute_outer(r, d, now);
         }
         return -1;
     }
     if (GS_LIKELY(gs_lim_in_window(&t->w, now))) {
+        if (GS_UNLIKELY(now - t->last_launch_ns >= GS_LIM_GAP_NS))
+            probe_gap(t, r, d, s, now);
         t->last_launch_ns = now;
         return d;
     }
@@ -263,9 +318,16 @@ int gs_compute_before(CUstream s)
         uint32_t seq = 0;
         int turn = 0;
         uint64_t wait = gs_lim_open(&t->w, a, t0);
-        if (!wait && (wait = ledger_open(t, d, &seq)) != 0) {
-            t->w.open = 0; /* another container holds the turn */
-            turn = 1;
+        t->turn = 0;
+        if (!wait && gs_lim_throttled(a, t0)) {
+            /* only containers held to their limit take turns: one under it
+             * never waits behind another's windows */
+            if ((wait = ledger_open(t, d, &seq)) != 0) {
+                t->w.open = 0; /* another container holds the turn */
+                turn = 1;
+            }
+        } else if (!wait) {
+            touch_ledger(d, t0);
         }
         if (!wait)
             break;
@@ -279,6 +341,8 @@ int gs_compute_before(CUstream s)
             sleep_ns(wait < MAX_SLEEP_NS ? wait : MAX_SLEEP_NS);
         uint64_t slept = gs_compute_now() - t0;
         __atomic_add_fetch(&a->wait_ns, slept, __ATOMIC_RELAXED);
+        if (!turn)
+            __atomic_store_n(&a->throttled_ns, t0 + slept, __ATOMIC_RELAXED);
         int slot = gs_rt_slot();
         if (slot >= 0)
             __atomic_add_fetch(&r->proc[slot].lim.wait_ns, slept, __ATOMIC_RELAXED);

@@ -242,8 +242,6 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
     uint64_t last = __atomic_exchange_n(&a->outer_last_ns, now, __ATOMIC_RELAXED);
     uint64_t occ = __atomic_load_n(&a->occ_ns, __ATOMIC_RELAXED);
     uint64_t occ_d = occ - __atomic_exchange_n(&a->outer_occ_mark, occ, __ATOMIC_RELAXED);
-    uint64_t ch = __atomic_load_n(&a->charged_ns, __ATOMIC_RELAXED);
-    uint64_t ch_d = ch - __atomic_exchange_n(&a->outer_charged_mark, ch, __ATOMIC_RELAXED);
     uint64_t interval = now > last ? now - last : 1;
     uint64_t occ_ppm = (uint64_t)((unsigned __int128)occ_d * GS_LIM_PPM / interval);
 
@@ -276,16 +274,26 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
      * about contention. Then, as without per-process samples (or without
      * our pids in them), c comes from device utilisation. */
     int occupancy_like = our >= 0 && others >= 0 && dev_ppm >= 0 && our + others > dev_ppm + GS_LIM_BUSY_PPM;
-    if (gs_compute_ledger_others(d) > 0) {
-        /* other containers share our device ledger: each window is charged
-         * its share from it, and NVML would count them twice */
+    int per_process = our >= 0 && !(our == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM) && !occupancy_like;
+    if (interval > 2 * GS_LIM_OUTER_NS) {
+        /* the outer loop slept with us (no launches): NVML's samples and our
+         * busy time cover different spans, learn nothing */
+        corr = old_corr ? old_corr : GS_LIM_PPM;
+    } else if (per_process) {
+        /* NVML's own measure of our kernels' time against what our events
+         * counted busy: takes out the short gaps between our kernels and
+         * the time another context time-sliced the GPU away from us */
+        corr = gs_lim_correction(old_corr, our, occ_ppm);
+    } else if (gs_compute_ledger_others(d) > 0) {
+        /* other containers share our device ledger: device utilisation
+         * mixes their time with ours */
         corr = GS_LIM_PPM;
-    } else if ((our < 0 || (our == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM) || occupancy_like) && dev_ppm >= 0) {
+    } else if (dev_ppm >= 0) {
         corr = gs_lim_correction_device(old_corr, (uint64_t)dev_ppm, occ_ppm);
         if (others < 0)
             others = dev_ppm > (int64_t)occ_ppm ? dev_ppm - (int64_t)occ_ppm : 0;
     } else {
-        corr = gs_lim_correction(old_corr, our, others, occ_ppm);
+        corr = old_corr ? old_corr : GS_LIM_PPM;
     }
     __atomic_store_n(&a->corr_ppm, corr, __ATOMIC_RELAXED);
     uint32_t speed = __atomic_load_n(&a->speed_ppm, __ATOMIC_RELAXED);
@@ -299,17 +307,30 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
            "c %u s %u",
            uuid, (unsigned long long)occ_ppm, (long long)our, (long long)others, (long long)dev_ppm,
            (long long)di.power_mw, (long long)di.limit_mw, corr, speed);
-    uint64_t use = our >= 0 ? (uint64_t)our : (uint64_t)((unsigned __int128)ch_d * GS_LIM_PPM / interval);
+    /* running free we measure nothing ourselves: the device's busy time is
+     * the most we can have used */
+    uint64_t use = our >= 0                 ? (uint64_t)our
+                   : gs_lim_unthrottled(a) ? (uint64_t)(dev_ppm > 0 ? dev_ppm : 0)
+                                            : occ_ppm * corr / GS_LIM_PPM;
     __atomic_store_n(&a->use_ppm, (uint32_t)(use > GS_LIM_PPM ? GS_LIM_PPM : use), __ATOMIC_RELAXED);
     __atomic_store_n(&a->others_ppm, (uint32_t)(others < 0 ? 0 : others), __ATOMIC_RELAXED);
 
-    /* other containers of the device ledger, by their demand there (NVML's
-     * per-process split of turn-taking contexts is not reliable: on an H200
-     * it credited one tenant with all of it) */
-    uint64_t led_w = a->mode == GS_LIM_SHARE ? gs_compute_ledger_busy_weight(d, now - 2 * GS_LIM_OUTER_NS) : 0;
-    if (a->mode == GS_LIM_SHARE && (n > 0 || led_w > 0)) {
-        uint64_t w = led_w + (n > 0 ? busy_weight(samples, n, seen, &ours, uuid, d) : 0);
-        uint32_t target = gs_lim_share_target(a->weight, w);
+    uint64_t wanted = __atomic_load_n(&a->throttled_ns, __ATOMIC_RELAXED);
+    gs_compute_ledger_publish(d, (uint32_t)(use > GS_LIM_PPM ? GS_LIM_PPM : use), wanted);
+    if (a->mode == GS_LIM_SHARE) {
+        /* Work-conserving: the other containers of the device ledger by their
+         * demand there (NVML's per-process split of turn-taking contexts is
+         * not reliable: on an H200 it credited one tenant with all of it);
+         * those that want no more than they use keep it, the rest is split by
+         * weight among those that want more. GPU users outside the ledger
+         * (NVML) count as wanting more, with their weights. */
+        struct gs_lim_demand dem[65];
+        uint64_t since = now - 2 * GS_LIM_OUTER_NS;
+        unsigned nd = gs_compute_ledger_demands(d, since, now - GS_LIM_THROTTLED_NS, dem, 64);
+        uint64_t outside = n > 0 ? busy_weight(samples, n, seen, &ours, uuid, d) : 0;
+        if (outside)
+            dem[nd++] = (struct gs_lim_demand){(uint32_t)(outside > 65535 ? 65535 : outside), 0, 1};
+        uint32_t target = nd ? gs_lim_share_fill(a->weight, dem, nd) : GS_LIM_PPM;
         uint32_t old = __atomic_exchange_n(&a->rate_ppm, target, __ATOMIC_RELAXED);
         if (old >= GS_LIM_PPM && target < GS_LIM_PPM) {
             __atomic_store_n(&a->tokens, (int64_t)0, __ATOMIC_RELAXED);
@@ -317,9 +338,6 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
         }
         if (old != target)
             gs_log(GS_LOG_DEBUG, "share mode on %s: target %u ppm (was %u)", uuid, target, old);
-    } else if (a->mode == GS_LIM_SHARE && n == 0 && seen != 0) {
-        /* no samples at all since last time: nobody ran, ourselves included */
-        __atomic_store_n(&a->rate_ppm, GS_LIM_PPM, __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&outer_lock);
 }

@@ -1,5 +1,6 @@
 /* The device ledger (src/core/ledger.c): the turns the containers on one
  * GPU take, in simulated time (and real time where a futex waiter wakes). */
+#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,6 +20,13 @@
 #include "ledger.h"
 
 #define MS 1000000ULL
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
 
 static struct gs_ledger *fresh(char *path, size_t len)
 {
@@ -36,13 +46,16 @@ static struct gs_ledger *fresh(char *path, size_t len)
 static void open_now(struct gs_ledger *l, int slot, uint64_t now, uint64_t until)
 {
     uint32_t seq;
-    assert_int_equal(gs_ledger_open_window(l, slot, now, until, &seq), 0);
+    int took;
+    assert_int_equal(gs_ledger_open_window(l, slot, now, until, &seq, &took), 0);
+    assert_true(took);
 }
 
 static uint64_t try_open(struct gs_ledger *l, int slot, uint64_t now, uint64_t until)
 {
     uint32_t seq;
-    return gs_ledger_open_window(l, slot, now, until, &seq);
+    int took;
+    return gs_ledger_open_window(l, slot, now, until, &seq, &took);
 }
 
 static void containers_take_turns(void **state)
@@ -50,18 +63,20 @@ static void containers_take_turns(void **state)
     (void)state;
     char path[128];
     struct gs_ledger *l = fresh(path, sizeof path);
-    int a = gs_ledger_join(l, 100, 1, 0, 11, 100), a2 = gs_ledger_join(l, 101, 1, 0, 11, 100);
-    int b = gs_ledger_join(l, 200, 1, 0, 22, 100);
+    int a = gs_ledger_join(l, 100, 11, 100), a2 = gs_ledger_join(l, 101, 11, 100);
+    int b = gs_ledger_join(l, 200, 22, 100);
     uint32_t seq = 0;
     open_now(l, a, 1000 * MS, 1050 * MS);
     /* b must wait (at most until a's turn expires); a's other process need not */
-    assert_int_equal(gs_ledger_open_window(l, b, 1010 * MS, 1060 * MS, &seq), 40 * MS);
+    int took = 1;
+    assert_int_equal(gs_ledger_open_window(l, b, 1010 * MS, 1060 * MS, &seq, &took), 40 * MS);
+    assert_false(took);
     uint32_t seq_b = seq;
     open_now(l, a2, 1010 * MS, 1070 * MS);
     gs_ledger_close_window(l, a);
     assert_int_equal(try_open(l, b, 1020 * MS, 1060 * MS), 50 * MS); /* a2 still open */
     gs_ledger_close_window(l, a2);
-    assert_true(l->turn_seq != seq_b); /* released: waiters wake */
+    assert_true(l->f->turn_seq != seq_b); /* released: waiters wake */
     open_now(l, b, 1025 * MS, 1060 * MS);
     assert_int_equal(try_open(l, a, 1030 * MS, 1080 * MS), 30 * MS);
     assert_int_equal(gs_ledger_others(l, 11), 1);
@@ -75,11 +90,11 @@ static void a_draining_holder_keeps_its_turn(void **state)
     (void)state;
     char path[128];
     struct gs_ledger *l = fresh(path, sizeof path);
-    int a = gs_ledger_join(l, 100, 1, 0, 11, 100), b = gs_ledger_join(l, 200, 1, 0, 22, 100);
+    int a = gs_ledger_join(l, 100, 11, 100), b = gs_ledger_join(l, 200, 22, 100);
     open_now(l, a, 1000 * MS, 1020 * MS);
-    gs_ledger_extend(l, b, 1500 * MS);                             /* not b's turn to extend */
-    assert_int_equal(l->turn_until_ns, 1020 * MS);
-    gs_ledger_extend(l, a, 1100 * MS);                             /* a waits for its work to drain */
+    gs_ledger_extend(l, b, 1000 * MS, 1500 * MS);                  /* not b's turn to extend */
+    assert_int_equal(l->f->turn_until_ns, 1020 * MS);
+    gs_ledger_extend(l, a, 1000 * MS, 1100 * MS);                  /* a waits for its work to drain */
     assert_int_equal(try_open(l, b, 1050 * MS, 1080 * MS), 50 * MS); /* past a's planned expiry */
     gs_ledger_close_window(l, a);
     open_now(l, b, 1060 * MS, 1080 * MS);
@@ -87,12 +102,12 @@ static void a_draining_holder_keeps_its_turn(void **state)
     unlink(path);
 }
 
-static int g_dead_pid;
-static int alive_but(int32_t pid, uint64_t start_time, uint64_t pidns)
+/* What a member's death looks like to the others: its slot's description
+ * closes (the kernel does that when a process dies, in any pid namespace). */
+static void die(struct gs_ledger *l, int slot)
 {
-    (void)start_time;
-    (void)pidns;
-    return pid != g_dead_pid;
+    close(l->slot_fd[slot]);
+    l->slot_fd[slot] = -1;
 }
 
 static void an_expired_or_dead_holder_loses_the_turn(void **state)
@@ -100,46 +115,87 @@ static void an_expired_or_dead_holder_loses_the_turn(void **state)
     (void)state;
     char path[128];
     struct gs_ledger *l = fresh(path, sizeof path);
-    int a = gs_ledger_join(l, 100, 1, 0, 11, 100), b = gs_ledger_join(l, 200, 1, 0, 22, 100);
+    int a = gs_ledger_join(l, 100, 11, 100), b = gs_ledger_join(l, 200, 22, 100);
     open_now(l, a, 1000 * MS, 1020 * MS);
     assert_true(try_open(l, b, 1019 * MS, 1040 * MS) > 0);
     open_now(l, b, 1020 * MS, 1040 * MS); /* a stalled */
     assert_true(try_open(l, a, 1021 * MS, 1040 * MS) > 0);
-    g_dead_pid = 200; /* b dies holding the turn */
-    gs_ledger_reap(l, alive_but);
-    assert_int_equal(l->turn_container, 0);
+    die(l, b); /* b dies holding the turn */
+    open_now(l, a, 1022 * MS, 1040 * MS); /* at once, not at b's expiry */
+    gs_ledger_reap(l);
     assert_int_equal(gs_ledger_others(l, 11), 0);
-    open_now(l, a, 1022 * MS, 1040 * MS);
     gs_ledger_close(l);
     unlink(path);
 }
 
-static void a_holder_killed_inside_the_lock_does_not_deadlock(void **state)
+static void a_forged_member_or_turn_blocks_no_one(void **state)
 {
     (void)state;
     char path[128];
     struct gs_ledger *l = fresh(path, sizeof path);
-    int a = gs_ledger_join(l, 100, 1, 0, 11, 100);
-    pid_t child = fork();
-    if (child == 0) {
-        pthread_mutex_lock(&l->lock);
-        l->turn_container = 99; /* half-way through taking the turn */
-        l->turn_until_ns = FAR;
-        _exit(0);
-    }
-    int st = 0;
-    waitpid(child, &st, 0);
-    open_now(l, a, 1000 * MS, 1010 * MS); /* EOWNERDEAD: repaired from the members, not stuck */
-    assert_int_equal(l->turn_container, 11);
+    int a = gs_ledger_join(l, 100, 11, 100);
+    /* a tenant writes a member of container 77 with windows open into a
+     * slot it does not hold, and hands 77 the turn */
+    l->f->m[40] = (struct gs_ledger_member){.container = 77, .active_ns = 1000 * MS, .open = 3, .weight = 65535};
+    l->f->turn_container = 77;
+    l->f->turn_until_ns = 1500 * MS;
+    open_now(l, a, 1000 * MS, 1010 * MS); /* nobody alive holds 77's windows */
+    assert_int_equal(l->f->turn_container, 11);
+    gs_ledger_close_window(l, a);
+    /* a turn that reaches beyond any window's hold is forged, whoever holds it */
+    int b = gs_ledger_join(l, 200, 22, 100);
+    open_now(l, b, 1020 * MS, 1030 * MS);
+    l->f->turn_until_ns = UINT64_MAX - 1;
+    open_now(l, a, 1021 * MS, 1030 * MS);
+    gs_ledger_close_window(l, a);
+    /* garbage open counts and weights are bounded where they are read */
+    l->f->m[b].open = 0xffffffffU;
+    assert_int_equal(gs_ledger_busy_weight(l, 11, 900 * MS), 100 + 65535);
+    gs_ledger_reap(l);
+    assert_int_equal(l->f->m[40].container, 0); /* the forged slot is freed */
+    assert_int_equal(gs_ledger_busy_weight(l, 11, 900 * MS), 100);
     gs_ledger_close(l);
     unlink(path);
 }
 
-static uint64_t mono_ns(void)
+static void a_process_that_holds_the_lock_or_dies_in_it_stalls_no_one(void **state)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    (void)state;
+    char path[128];
+    struct gs_ledger *l = fresh(path, sizeof path);
+    int a = gs_ledger_join(l, 100, 11, 100);
+    int go[2];
+    assert_int_equal(pipe(go), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        char err[256];
+        struct gs_ledger *h = gs_ledger_open(path, err, sizeof err);
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)1 << 20, .l_len = 1};
+        if (!h || fcntl(h->fd, F_OFD_SETLK, &fl) != 0)
+            _exit(1);
+        h->f->turn_container = 99; /* half-way through taking the turn */
+        h->f->turn_until_ns = FAR;
+        (void)!write(go[1], "x", 1);
+        pause(); /* holds the lock until killed */
+        _exit(0);
+    }
+    char c;
+    assert_int_equal(read(go[0], &c, 1), 1);
+    uint32_t seq;
+    int took = 1;
+    uint64_t t0 = mono_ns();
+    assert_int_equal(gs_ledger_open_window(l, a, 1000 * MS, 1010 * MS, &seq, &took), 0);
+    assert_false(took); /* opened without the turn, after a few ms at most */
+    assert_true(mono_ns() - t0 < 1000 * MS);
+    kill(child, SIGKILL);
+    int st = 0;
+    waitpid(child, &st, 0);
+    open_now(l, a, 1000 * MS, 1010 * MS); /* the kernel dropped its lock; its forged turn is ignored */
+    assert_int_equal(l->f->turn_container, 11);
+    close(go[0]);
+    close(go[1]);
+    gs_ledger_close(l);
+    unlink(path);
 }
 
 struct waiter {
@@ -162,10 +218,11 @@ static void a_waiter_wakes_when_the_turn_is_released(void **state)
     (void)state;
     char path[128];
     struct gs_ledger *l = fresh(path, sizeof path);
-    int a = gs_ledger_join(l, 100, 1, 0, 11, 100), b = gs_ledger_join(l, 200, 1, 0, 22, 100);
+    int a = gs_ledger_join(l, 100, 11, 100), b = gs_ledger_join(l, 200, 22, 100);
     struct waiter w = {l, 0, 0};
     open_now(l, a, 1000 * MS, FAR);
-    assert_true(gs_ledger_open_window(l, b, 1000 * MS, FAR, &w.seq) > 0);
+    int took;
+    assert_true(gs_ledger_open_window(l, b, 1000 * MS, FAR, &w.seq, &took) > 0);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, wait_for_turn, &w), 0);
     usleep(50000);
@@ -173,7 +230,7 @@ static void a_waiter_wakes_when_the_turn_is_released(void **state)
     pthread_join(th, NULL);
     assert_true(w.waited >= 40 * MS && w.waited < 2000 * MS); /* woken, not timed out */
     uint64_t t0 = mono_ns();
-    gs_ledger_wait(l, l->turn_seq, 20 * MS); /* nobody releases: the timeout */
+    gs_ledger_wait(l, l->f->turn_seq, 20 * MS); /* nobody releases: the timeout */
     assert_true(mono_ns() - t0 >= 15 * MS);
     gs_ledger_close(l);
     unlink(path);
@@ -184,8 +241,8 @@ static void share_mode_sees_the_others_demand_and_weights(void **state)
     (void)state;
     char path[128];
     struct gs_ledger *l = fresh(path, sizeof path);
-    int a = gs_ledger_join(l, 100, 1, 0, 11, 30), b = gs_ledger_join(l, 200, 1, 0, 22, 70);
-    int b2 = gs_ledger_join(l, 201, 1, 0, 22, 70), c = gs_ledger_join(l, 300, 1, 0, 33, 50);
+    int a = gs_ledger_join(l, 100, 11, 30), b = gs_ledger_join(l, 200, 22, 70);
+    int b2 = gs_ledger_join(l, 201, 22, 70), c = gs_ledger_join(l, 300, 33, 50);
     assert_true(a >= 0 && c >= 0);
     assert_int_equal(gs_ledger_busy_weight(l, 11, 900 * MS), 0); /* nobody showed demand yet */
     open_now(l, b, 1000 * MS, 1010 * MS);
@@ -222,7 +279,8 @@ int main(void)
         cmocka_unit_test(containers_take_turns),
         cmocka_unit_test(a_draining_holder_keeps_its_turn),
         cmocka_unit_test(an_expired_or_dead_holder_loses_the_turn),
-        cmocka_unit_test(a_holder_killed_inside_the_lock_does_not_deadlock),
+        cmocka_unit_test(a_forged_member_or_turn_blocks_no_one),
+        cmocka_unit_test(a_process_that_holds_the_lock_or_dies_in_it_stalls_no_one),
         cmocka_unit_test(a_waiter_wakes_when_the_turn_is_released),
         cmocka_unit_test(share_mode_sees_the_others_demand_and_weights),
         cmocka_unit_test(a_file_of_another_layout_is_refused),

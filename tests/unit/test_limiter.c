@@ -124,24 +124,49 @@ static void overlapping_windows_of_one_container_are_charged_once(void **state)
     assert_int_equal(a.occ_ns, 12 * MS);
 }
 
-static void correction_sees_contention_but_not_our_own_gaps(void **state)
+static void correction_is_nvml_kernel_time_over_event_busy_time(void **state)
 {
     (void)state;
-    /* B always busy: we occupied 60 % and NVML says we got 30 %, B 70 % */
+    /* B always busy: our events counted 60 % busy and NVML says our kernels ran 30 % */
     uint32_t c = GS_LIM_PPM;
     for (int i = 0; i < 20; i++)
-        c = gs_lim_correction(c, 300000, 700000, 600000);
+        c = gs_lim_correction(c, 300000, 600000);
     assert_in_range(c, 499000, 501000);
-    /* alone and launch-bound: the GPU idles inside our windows; that is not contention */
-    assert_int_equal(gs_lim_correction(GS_LIM_PPM, 360000, 0, 600000), GS_LIM_PPM);
+    /* alone and launch-bound: the GPU idles between our kernels inside a
+     * busy interval; that is not GPU time either */
+    c = GS_LIM_PPM;
+    for (int i = 0; i < 20; i++)
+        c = gs_lim_correction(c, 240000, 600000);
+    assert_in_range(c, 399000, 401000);
     /* NVML does not see our pids (containers): learn nothing */
-    assert_int_equal(gs_lim_correction(700000, 0, 900000, 500000), 700000);
-    assert_int_equal(gs_lim_correction(700000, -1, -1, 500000), 700000);
-    /* never below the floor */
+    assert_int_equal(gs_lim_correction(700000, 0, 500000), 700000);
+    assert_int_equal(gs_lim_correction(700000, -1, 500000), 700000);
+    /* never below the floor, nor above the ceiling */
     c = GS_LIM_PPM;
     for (int i = 0; i < 40; i++)
-        c = gs_lim_correction(c, 1000, 999000, 1000000);
+        c = gs_lim_correction(c, 1000, 1000000);
     assert_true(c >= GS_LIM_MIN_CORR);
+    for (int i = 0; i < 40; i++)
+        c = gs_lim_correction(c, 1000000, 100000);
+    assert_true(c <= GS_LIM_MAX_CORR);
+}
+
+static void water_filling_gives_the_unused_share_away(void **state)
+{
+    (void)state;
+    /* a light tenant of weight 70 using 10 %: we (30) may use the rest */
+    struct gs_lim_demand light = {70, 100000, 0};
+    assert_int_equal(gs_lim_share_fill(30, &light, 1), GS_LIM_PPM);
+    /* it wants more: weights hold */
+    light.wants_more = 1;
+    assert_int_equal(gs_lim_share_fill(30, &light, 1), 300000);
+    /* a tenant of weight 70 using 90 % without waiting: above its share, so
+     * weights hold between us */
+    struct gs_lim_demand heavy = {70, 900000, 0};
+    assert_int_equal(gs_lim_share_fill(30, &heavy, 1), 300000);
+    /* three: one light (10 %), two that want more: split the 90 % by weight */
+    struct gs_lim_demand three[2] = {{50, 100000, 0}, {60, 500000, 1}};
+    assert_int_equal(gs_lim_share_fill(30, three, 2), 900000 * 30 / 90);
 }
 
 static void share_target_is_weight_over_busy_weights(void **state)
@@ -192,14 +217,22 @@ static unsigned g_power_exp = GS_LIM_DEFAULT_POWER_EXP;
 #define PM_DYN 900.0
 #define MAXT 3
 
-enum tstate { T_RUN, T_DRAIN, T_WAIT };
+enum tstate { T_RUN, T_DRAIN, T_WAIT, T_SYNC };
+/* A tenant: kernels of kernel_ns GPU time, gap_ns of CPU time after each
+ * launch; with burst > 0, bursts of that many launches, each followed by a
+ * synchronisation and think_ns of CPU time (a token, a training step).
+ * free: no limiter at all (the alone baseline). */
 struct tenant {
     struct gs_lim_account *acct;
     struct gs_lim_window w;
     enum tstate st;
-    uint64_t kernel_ns, queue_ns, idle_since, wake_ns;
+    uint64_t kernel_ns, gap_ns, think_ns;
+    uint32_t burst, in_burst;
+    int free;
+    uint64_t queue_ns, idle_since, wake_ns, cpu_until, last_launch, burst_start;
     uint64_t busy_ns, busy_mark, done_ns, on_from, on_until; /* done: exclusive work completed */
-    int active;
+    uint64_t bursts, lat_sum, lat_max;                        /* burst completion latency, after `from` */
+    int measuring;
 };
 
 static void tenant_open(struct tenant *t, uint64_t now)
@@ -208,12 +241,33 @@ static void tenant_open(struct tenant *t, uint64_t now)
     if (wait) {
         t->st = T_WAIT;
         t->wake_ns = now + wait;
+        t->acct->throttled_ns = now;
     } else {
         t->st = T_RUN;
     }
 }
 
-/* One host step: an always-busy tenant keeps a kernel queued (when active). */
+/* When the window's last busy interval ended: the GPU went idle at
+ * idle_since, or nothing ran since the interval began. */
+static uint64_t busy_end(const struct tenant *t)
+{
+    return t->idle_since > t->w.busy_from ? t->idle_since : t->w.busy_from;
+}
+
+static void tenant_launch(struct tenant *t, uint64_t now)
+{
+    t->queue_ns += t->kernel_ns;
+    t->last_launch = now;
+    t->cpu_until = now + t->gap_ns;
+    if (t->burst) {
+        if (t->in_burst++ == 0)
+            t->burst_start = now;
+        if (t->in_burst == t->burst)
+            t->st = T_SYNC;
+    }
+}
+
+/* One host step. */
 static void tenant_host(struct tenant *t, uint64_t now)
 {
     int want = now >= t->on_from && now < t->on_until;
@@ -223,10 +277,30 @@ static void tenant_host(struct tenant *t, uint64_t now)
         gs_lim_close(&t->w, t->acct, now, 1);
         tenant_open(t, now);
     }
-    if (t->st != T_RUN || !want || t->queue_ns >= t->kernel_ns)
+    if (t->st == T_SYNC) {
+        if (t->queue_ns)
+            return;
+        uint64_t lat = now - t->burst_start;
+        if (t->measuring) {
+            t->bursts++;
+            t->lat_sum += lat;
+            t->lat_max = lat > t->lat_max ? lat : t->lat_max;
+        }
+        t->in_burst = 0;
+        t->cpu_until = now + t->think_ns;
+        t->st = T_RUN;
+    }
+    if (t->st != T_RUN || !want || now < t->cpu_until || t->queue_ns >= t->kernel_ns)
         return;
+    if (t->free) {
+        tenant_launch(t, now);
+        return;
+    }
     if (gs_lim_in_window(&t->w, now)) {
-        t->queue_ns += t->kernel_ns;
+        /* the interposer's probe after a CPU gap: drained meanwhile? */
+        if (now - t->last_launch >= GS_LIM_GAP_NS && t->queue_ns == 0)
+            gs_lim_busy_interval(&t->w, t->acct, busy_end(t), now);
+        tenant_launch(t, now);
         t->w.launches++;
         return;
     }
@@ -235,13 +309,13 @@ static void tenant_host(struct tenant *t, uint64_t now)
         return;
     }
     if (t->w.open)
-        gs_lim_close(&t->w, t->acct, t->idle_since < t->w.end_ns ? t->idle_since : t->w.end_ns, 1);
+        gs_lim_close(&t->w, t->acct, busy_end(t), 1);
     tenant_open(t, now);
 }
 
 /* Runs n tenants for `secs` of simulated time; the NVML outer loop runs every
  * 250 ms per account from a model of per-process utilisation. Returns each
- * tenant's share of exclusive throughput over [from, secs]. */
+ * tenant's exclusive work done per second over [from, secs]. */
 static void simulate(struct tenant *t, int n, double secs, double from, double *share)
 {
     uint64_t t0 = 1000 * MS, end = t0 + (uint64_t)(secs * 1e9), mfrom = t0 + (uint64_t)(from * 1e9);
@@ -251,12 +325,16 @@ static void simulate(struct tenant *t, int n, double secs, double from, double *
     for (int i = 0; i < n; i++) {
         t[i].on_from += t0;
         t[i].on_until = t[i].on_until ? t0 + t[i].on_until : UINT64_MAX;
-        tenant_open(&t[i], t0);
+        t[i].idle_since = t0;
+        if (!t[i].free)
+            tenant_open(&t[i], t0);
     }
     for (uint64_t now = t0; now < end; now += STEP) {
         if (now == mfrom)
-            for (int i = 0; i < n; i++)
+            for (int i = 0; i < n; i++) {
                 done_at_from[i] = t[i].done_ns;
+                t[i].measuring = 1;
+            }
         for (int i = 0; i < n; i++)
             tenant_host(&t[i], now);
         int k = 0;
@@ -284,31 +362,34 @@ static void simulate(struct tenant *t, int n, double secs, double from, double *
                 f = f > 1.0 ? 1.0 : f;
                 speed = pow(f / f_excl, 0.76);
             }
-            uint64_t total = 0;
-            for (int i = 0; i < n; i++)
-                total += t[i].busy_ns - t[i].busy_mark;
             for (int i = 0; i < n; i++) {
                 struct gs_lim_account *a = t[i].acct;
+                if (t[i].free)
+                    continue;
                 uint64_t mine = t[i].busy_ns - t[i].busy_mark;
                 uint64_t occ = a->occ_ns - occ_mark[i];
                 occ_mark[i] = a->occ_ns;
                 int64_t ours = (int64_t)(mine * GS_LIM_PPM / GS_LIM_OUTER_NS);
-                int64_t others = (int64_t)((total - mine) * GS_LIM_PPM / GS_LIM_OUTER_NS);
                 if (g_device_only)
                     a->corr_ppm = gs_lim_correction_device(a->corr_ppm, (dev_busy - dev_mark) * GS_LIM_PPM /
                                                                             GS_LIM_OUTER_NS,
                                                            occ * GS_LIM_PPM / GS_LIM_OUTER_NS);
                 else if (!g_no_correction)
-                    a->corr_ppm = gs_lim_correction(a->corr_ppm, ours, others, occ * GS_LIM_PPM / GS_LIM_OUTER_NS);
+                    a->corr_ppm = gs_lim_correction(a->corr_ppm, ours, occ * GS_LIM_PPM / GS_LIM_OUTER_NS);
                 if (g_power_model)
                     a->speed_ppm = gs_lim_speed(a->speed_ppm, (uint64_t)(power * 1000), (uint64_t)(PM_LIMIT * 1000),
                                                 busy_ppm, occ * GS_LIM_PPM / GS_LIM_OUTER_NS, g_power_exp);
                 if (a->mode == GS_LIM_SHARE) {
-                    uint64_t busy_w = 0;
-                    for (int j = 0; j < n; j++)
-                        if (j != i && (t[j].busy_ns - t[j].busy_mark) * GS_LIM_PPM / GS_LIM_OUTER_NS >= GS_LIM_BUSY_PPM)
-                            busy_w += t[j].acct->weight;
-                    uint32_t target = gs_lim_share_target(a->weight, busy_w);
+                    struct gs_lim_demand dem[MAXT];
+                    unsigned nd = 0;
+                    for (int j = 0; j < n; j++) {
+                        uint64_t use = (t[j].busy_ns - t[j].busy_mark) * GS_LIM_PPM / GS_LIM_OUTER_NS;
+                        if (j == i || use < GS_LIM_BUSY_PPM)
+                            continue;
+                        dem[nd++] = (struct gs_lim_demand){gs_lim_weight(t[j].acct), (uint32_t)use,
+                                                           !t[j].free && gs_lim_throttled(t[j].acct, now)};
+                    }
+                    uint32_t target = nd ? gs_lim_share_fill(a->weight, dem, nd) : GS_LIM_PPM;
                     if (a->rate_ppm >= GS_LIM_PPM && target < GS_LIM_PPM) {
                         a->tokens = 0;
                         a->refill_ns = now;
@@ -486,6 +567,138 @@ static void shares_30_70_split_30_70_and_a_lone_tenant_runs_free(void **state)
     assert_true(s[0] >= 0.95);
 }
 
+/* ---- GPU time, not window time (docs/compute.md) ---- */
+
+/* The light tenant: bursts of 50 kernels of 20 us (10 us of CPU between
+ * launches), a synchronisation, then 9 ms of CPU: ~10 % busy alone, like a
+ * decoder generating tokens. */
+static struct tenant light(struct gs_lim_account *a)
+{
+    return (struct tenant){.acct = a, .kernel_ns = 20 * US, .gap_ns = 10 * US, .burst = 50, .think_ns = 9 * MS};
+}
+
+/* The launch-bound tenant: 4 us kernels, 10 us of CPU per launch: 40 % busy. */
+static struct tenant launch_bound(struct gs_lim_account *a)
+{
+    return (struct tenant){.acct = a, .kernel_ns = 4 * US, .gap_ns = 10 * US};
+}
+
+static double alone_rate(struct tenant t)
+{
+    t.free = 1;
+    double r;
+    simulate(&t, 1, 4.0, 1.0, &r);
+    return r;
+}
+
+static double capped_rate(struct tenant t, unsigned pct)
+{
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, pct, 100);
+    t.acct = &a;
+    double r;
+    simulate(&t, 1, 6.0, 2.0, &r);
+    return r;
+}
+
+static void a_light_tenant_does_not_notice_a_cap_above_its_use(void **state)
+{
+    (void)state;
+    struct tenant t = light(NULL);
+    double alone = alone_rate(t), capped = capped_rate(t, 30);
+    print_message("light tenant: busy %.3f alone, %.4f of it under cap 30\n", alone, capped / alone);
+    assert_in_range((uint64_t)(alone * 1000), 80, 120); /* ~10 % busy */
+    assert_true(capped / alone >= 0.95);
+    /* the events alone see its CPU gaps (no NVML: a container whose pids
+     * NVML does not know), even under a cap closer to its use */
+    g_no_correction = 1;
+    double blind = capped_rate(t, 15); /* still above its use */
+    g_no_correction = 0;
+    print_message("light tenant, events only, cap 15: %.4f of alone\n", blind / alone);
+    assert_true(blind / alone >= 0.95);
+    /* under a cap below its use it is held to the cap: GPU time <= p x wall */
+    double tight = capped_rate(t, 5);
+    print_message("light tenant under cap 5: busy %.4f\n", tight);
+    assert_true(tight <= 0.05 + 0.005 && tight >= 0.04);
+}
+
+static void a_gpu_bound_tenant_gets_its_cap(void **state)
+{
+    (void)state;
+    struct tenant t = {.kernel_ns = 1 * MS};
+    double alone = alone_rate(t), capped = capped_rate(t, 30);
+    print_message("GPU-bound: %.4f of alone under cap 30\n", capped / alone);
+    assert_true(fabs(capped / alone - 0.30) <= 0.03);
+}
+
+static void a_launch_bound_tenant_is_charged_its_kernels_not_its_gaps(void **state)
+{
+    /* busy 40 % alone: a GPU 30 % as big would run it at 0.75 of its speed */
+    (void)state;
+    struct tenant t = launch_bound(NULL);
+    double alone = alone_rate(t), capped = capped_rate(t, 30);
+    print_message("launch-bound: busy %.3f alone, %.4f of it under cap 30\n", alone, capped / alone);
+    assert_in_range((uint64_t)(alone * 1000), 370, 430);
+    assert_true(capped / alone >= 0.70 && capped / alone <= 0.80);
+    assert_true(capped <= 0.30 + 0.01); /* the cap: its GPU time */
+    /* without the NVML correction the gaps inside its busy intervals are charged */
+    g_no_correction = 1;
+    double blind = capped_rate(t, 30);
+    g_no_correction = 0;
+    print_message("launch-bound without the correction: %.4f of alone\n", blind / alone);
+    assert_true(blind / alone < 0.60);
+}
+
+/* The light tenant beside a GPU-bound one; each limited (cap or share).
+ * Returns the light tenant's throughput against alone and its burst
+ * completion latency (mean and worst) against alone's worst. */
+static void co_located(enum gs_lim_mode mode, double *keep, double *lat_mean, double *lat_max, double *heavy)
+{
+    struct tenant alone = light(NULL);
+    alone.free = 1;
+    double r_alone;
+    simulate(&alone, 1, 4.0, 1.0, &r_alone);
+    double alone_max = (double)alone.lat_max;
+    struct gs_lim_account a, b;
+    if (mode == GS_LIM_CAP) {
+        account(&a, GS_LIM_CAP, 70, 100);
+        account(&b, GS_LIM_CAP, 30, 100);
+    } else {
+        account(&a, GS_LIM_SHARE, 0, 70);
+        account(&b, GS_LIM_SHARE, 0, 30);
+    }
+    struct tenant t[2] = {light(&a), {.acct = &b, .kernel_ns = 1 * MS}};
+    double s[2];
+    simulate(t, 2, 6.0, 2.0, s);
+    *keep = s[0] / r_alone;
+    *lat_mean = (double)t[0].lat_sum / (double)t[0].bursts / alone_max;
+    *lat_max = (double)t[0].lat_max / alone_max;
+    *heavy = s[1];
+}
+
+static void a_light_tenant_keeps_its_speed_and_latency_beside_a_gpu_bound_one(void **state)
+{
+    /* Neither is throttled on the light tenant's account: it is under its
+     * limit, so it takes no turn and waits behind nobody's windows. On the
+     * model GPU (processor sharing) its kernels run at half speed while
+     * the other's run: a burst completes within 2x its alone time plus one
+     * of the other's kernels in flight (1 ms). */
+    (void)state;
+    static const enum gs_lim_mode modes[] = {GS_LIM_CAP, GS_LIM_SHARE};
+    for (int i = 0; i < 2; i++) {
+        double keep, mean, max, heavy;
+        co_located(modes[i], &keep, &mean, &max, &heavy);
+        print_message("%s 70/30: light keeps %.4f, burst latency mean %.2f max %.2f x alone's worst; heavy %.4f\n",
+                      i ? "share" : "cap", keep, mean, max, heavy);
+        assert_true(keep >= 0.85);
+        assert_true(max <= 2.0 + 1.0 / 1.5); /* alone's worst burst: ~1.5 ms */
+        if (modes[i] == GS_LIM_CAP)
+            assert_true(heavy <= 0.30 + 0.01);
+        else
+            assert_true(heavy >= 0.75); /* work-conserving: the light one leaves ~90 % */
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -495,7 +708,8 @@ int main(void)
         cmocka_unit_test(weight_is_the_share_weight_or_the_cap),
         cmocka_unit_test(window_end_follows_the_drain_else_the_marker_else_the_plan),
         cmocka_unit_test(overlapping_windows_of_one_container_are_charged_once),
-        cmocka_unit_test(correction_sees_contention_but_not_our_own_gaps),
+        cmocka_unit_test(correction_is_nvml_kernel_time_over_event_busy_time),
+        cmocka_unit_test(water_filling_gives_the_unused_share_away),
         cmocka_unit_test(share_target_is_weight_over_busy_weights),
         cmocka_unit_test(nvml_samples_are_averaged_over_timestamps),
         cmocka_unit_test(cap_holds_for_5us_and_50ms_kernels),
@@ -505,6 +719,10 @@ int main(void)
         cmocka_unit_test(without_correction_a_capped_tenant_under_delivers),
         cmocka_unit_test(device_utilisation_alone_corrects_30_70_and_relaxes_when_alone),
         cmocka_unit_test(shares_30_70_split_30_70_and_a_lone_tenant_runs_free),
+        cmocka_unit_test(a_light_tenant_does_not_notice_a_cap_above_its_use),
+        cmocka_unit_test(a_gpu_bound_tenant_gets_its_cap),
+        cmocka_unit_test(a_launch_bound_tenant_is_charged_its_kernels_not_its_gaps),
+        cmocka_unit_test(a_light_tenant_keeps_its_speed_and_latency_beside_a_gpu_bound_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
