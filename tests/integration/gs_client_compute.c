@@ -10,6 +10,11 @@
  *                        between stream synchronisations (default 8); reports
  *                        launches and the wall time after the first WARM seconds
  *   idle SECS            sleep (a tenant that stops launching)
+ *   burst N THINK_US SECS
+ *                        a light tenant: N launches of the current function, a
+ *                        stream synchronisation, THINK_US of sleep, for SECS;
+ *                        reports bursts and the mean and worst time from a
+ *                        burst's first launch to its synchronisation's return
  *   capture N GAP_US [MODE] [BG]
  *                        capture N launches of the current function on a new
  *                        non-blocking stream (cuStreamBeginCapture_v2, MODE 0
@@ -175,6 +180,36 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)};
         nanosleep(&ts, NULL);
         *rc = CUDA_SUCCESS;
+        return 1;
+    }
+    if (!strcmp(c, "burst") && argc > 3) {
+        unsigned n = (unsigned)strtoul(argv[1], NULL, 0);
+        double think = atof(argv[2]) / 1e6, secs = atof(argv[3]);
+        launch_t launch = (launch_t)entry("cuLaunchKernel", "cuLaunchKernel", 0);
+        CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
+        if (!launch || !sync || !func) {
+            *rc = CUDA_ERROR_NOT_FOUND;
+            return 1;
+        }
+        double t0 = now_s(), sum = 0, worst = 0;
+        unsigned long long bursts = 0;
+        *rc = CUDA_SUCCESS;
+        while (!*rc && now_s() - t0 < secs) {
+            double b0 = now_s();
+            for (unsigned i = 0; i < n && !*rc; i++)
+                *rc = launch(func, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+            if (!*rc)
+                *rc = sync(NULL);
+            double lat = now_s() - b0;
+            sum += lat;
+            worst = lat > worst ? lat : worst;
+            bursts++;
+            struct timespec ts = {(time_t)think, (long)((think - (double)(time_t)think) * 1e9)};
+            nanosleep(&ts, NULL);
+        }
+        printf("bursts=%llu elapsed_us=%llu mean_us=%llu worst_us=%llu ", bursts,
+               (unsigned long long)((now_s() - t0) * 1e6), bursts ? (unsigned long long)(sum / (double)bursts * 1e6) : 0ULL,
+               (unsigned long long)(worst * 1e6));
         return 1;
     }
     if (!strcmp(c, "run") && argc > 2) {

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <pthread.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -273,6 +274,65 @@ static void a_file_of_another_layout_is_refused(void **state)
     unlink(path);
 }
 
+/* A member in a pid namespace of its own (pid 1 there, like a container's
+ * first process) holds the turn while it lives and loses it when it dies:
+ * liveness never compares pids. Needs root (CI runs as root). */
+static void a_member_in_another_pid_namespace_is_alive_until_it_dies(void **state)
+{
+    (void)state;
+    char path[128];
+    struct gs_ledger *l = fresh(path, sizeof path);
+    int a = gs_ledger_join(l, 100, 11, 100);
+    int up[2], hold[2];
+    assert_int_equal(pipe(up), 0);
+    assert_int_equal(pipe(hold), 0);
+    pid_t mid = fork();
+    if (mid == 0) {
+        if (unshare(CLONE_NEWPID) != 0)
+            _exit(2);
+        pid_t inner = fork();
+        if (inner == 0) {
+            char err[256], c;
+            int took = 0;
+            uint32_t seq;
+            struct gs_ledger *h = gs_ledger_open(path, err, sizeof err);
+            int s = h ? gs_ledger_join(h, getpid(), 22, 100) : -1;
+            if (s < 0 || gs_ledger_open_window(h, s, 1000 * MS, 1500 * MS, &seq, &took) != 0 || !took ||
+                getpid() != 1)
+                _exit(1);
+            close(hold[1]);
+            (void)!write(up[1], "x", 1);
+            (void)!read(hold[0], &c, 1); /* until the test lets go: then it dies with its window open */
+            _exit(0);
+        }
+        close(hold[1]); /* only the test's copy may keep the inner one alive */
+        close(up[1]);
+        int st = 0;
+        waitpid(inner, &st, 0);
+        _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
+    }
+    close(hold[0]);
+    close(up[1]); /* a child that fails closes the last writer: read sees EOF */
+    char c;
+    if (read(up[0], &c, 1) != 1) { /* no new pid namespace here (not root) */
+        int st = 0;
+        waitpid(mid, &st, 0);
+        assert_int_equal(WEXITSTATUS(st), 2);
+        skip();
+    }
+    assert_true(try_open(l, a, 1001 * MS, 1100 * MS) > 0); /* 22 holds the turn and lives */
+    close(hold[1]);
+    int st = 0;
+    waitpid(mid, &st, 0);
+    assert_int_equal(WEXITSTATUS(st), 0);
+    open_now(l, a, 1002 * MS, 1100 * MS); /* died: at once, not at its expiry */
+    gs_ledger_reap(l);
+    assert_int_equal(gs_ledger_others(l, 11), 0);
+    close(up[0]);
+    gs_ledger_close(l);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,6 +340,7 @@ int main(void)
         cmocka_unit_test(a_draining_holder_keeps_its_turn),
         cmocka_unit_test(an_expired_or_dead_holder_loses_the_turn),
         cmocka_unit_test(a_forged_member_or_turn_blocks_no_one),
+        cmocka_unit_test(a_member_in_another_pid_namespace_is_alive_until_it_dies),
         cmocka_unit_test(a_process_that_holds_the_lock_or_dies_in_it_stalls_no_one),
         cmocka_unit_test(a_waiter_wakes_when_the_turn_is_released),
         cmocka_unit_test(share_mode_sees_the_others_demand_and_weights),
