@@ -1,0 +1,100 @@
+"""One tenant of bench/compute/gputime.py: runs a load for --secs after
+--warm seconds; prints one JSON line: units per second and the latency of
+each unit (p50/p99, ms)."""
+import argparse
+import json
+import os
+import time
+
+import torch
+
+
+def decoder(dev):
+    try:
+        from transformers import LlamaConfig, LlamaForCausalLM
+        cfg = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
+                          num_key_value_heads=16, vocab_size=32000, max_position_embeddings=512)
+        m = LlamaForCausalLM(cfg).to(dev, torch.bfloat16).eval()
+        ids = torch.randint(0, 32000, (1, 16), device=dev)
+
+        def step():
+            with torch.no_grad():
+                m.generate(ids, max_new_tokens=16, min_new_tokens=16, do_sample=False, pad_token_id=0)
+        return step, "transformers", 16
+    except ImportError:
+        ws = [torch.randn(1024, 1024, device=dev, dtype=torch.bfloat16) for _ in range(32)]
+        x = torch.randn(1, 1024, device=dev, dtype=torch.bfloat16)
+
+        def step():
+            for _ in range(16):
+                h = x
+                for w in ws:
+                    h = torch.nn.functional.silu(h @ w)
+                h.sum().item()
+        return step, "fallback", 16
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--load", required=True)
+    ap.add_argument("--secs", type=float, default=20)
+    ap.add_argument("--warm", type=float, default=3)
+    a = ap.parse_args()
+    dev = torch.device("cuda")
+    kind, per = a.load, 1
+    if a.load in ("matmul", "small"):
+        n = 4096 if a.load == "matmul" else 1024
+        x = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+        y = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+        out = torch.empty(n, n, device=dev, dtype=torch.bfloat16)
+        per = 10 if a.load == "matmul" else 200
+
+        def step():
+            for _ in range(per):
+                torch.matmul(x, y, out=out)
+            torch.cuda.synchronize()
+    elif a.load == "decoder":
+        step, kind, per = decoder(dev)
+    elif a.load in ("train", "graphinf"):
+        m = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).to(dev)
+        xb = torch.randn(64, 1024, device=dev)
+        if a.load == "train":
+            opt = torch.optim.SGD(m.parameters(), lr=1e-3)
+            f = torch.compile(lambda v: m(v).square().mean())
+
+            def step():
+                opt.zero_grad(set_to_none=True)
+                f(xb).backward()
+                opt.step()
+                torch.cuda.synchronize()
+        else:
+            f = torch.compile(m, mode="reduce-overhead")
+
+            def step():
+                with torch.no_grad():
+                    f(xb).sum().item()
+    elif a.load == "launch":
+        z = torch.zeros(1, device=dev)
+        per = 1000
+
+        def step():
+            for _ in range(per):
+                z.add_(1)
+            torch.cuda.synchronize()
+    t0 = time.time()
+    while time.time() - t0 < a.warm:
+        step()
+    lat, t0 = [], time.time()
+    while time.time() - t0 < a.secs:
+        s = time.time()
+        step()
+        lat.append(time.time() - s)
+    el = time.time() - t0
+    lat.sort()
+    print(json.dumps({"load": a.load, "kind": kind, "rate": len(lat) * per / el,
+                      "p50_ms": 1e3 * lat[len(lat) // 2] / per, "p99_ms": 1e3 * lat[int(len(lat) * 0.99)] / per}),
+          flush=True)
+
+
+if __name__ == "__main__":
+    main()
