@@ -68,6 +68,8 @@ def main():
     ap.add_argument("--secs", type=float, default=20)
     ap.add_argument("--only", default="")
     a = ap.parse_args()
+    if not os.path.isfile(a.lib):
+        sys.exit(f"{a.lib}: no such library (build it first): every limited run would run unlimited")
     only = set(filter(None, a.only.split(",")))
     outf = open(os.path.join(a.out, "gputime.jsonl"), "a")
 
