@@ -9,7 +9,6 @@
 
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,15 +33,14 @@ static uint64_t container_id(const struct stat *st)
     return x ? x : 1;
 }
 
-/* Where the ledgers are: the configured shared directory (the node agent
- * mounts one into every container), else next to the region. */
+/* Where the ledgers are: the configured shared directory (cfg.ledger_dir;
+ * the node agent mounts one into every container), else next to the region. */
 static int ledger_dir(char *dir, size_t len, struct stat *region)
 {
     if (gs_rt_region_dir(dir, len, region) != 0)
         return -1;
-    const char *shared = getenv("GPUSLICE_LEDGER_DIR");
-    if (shared && *shared)
-        snprintf(dir, len, "%s", shared);
+    if (gs_rt.cfg.ledger_dir[0])
+        snprintf(dir, len, "%s", gs_rt.cfg.ledger_dir);
     return 0;
 }
 

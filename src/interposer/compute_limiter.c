@@ -38,6 +38,7 @@ struct tdev {
     unsigned gen;   /* gs_rt_fork_generation + 1 when set up; 0: never */
     int8_t limited; /* -1 unknown, 0 no, 1 yes */
     uint8_t have_start, have_mark, overflow, turn; /* turn: the window holds the ledger's turn */
+    uint8_t dense; /* a marker after every launch: its work drains between bursts (probe_gap) */
     int nstreams;
     uint32_t tick;
     uint32_t since_mark;     /* launches since the last marker */
@@ -165,8 +166,13 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
                                        .mark_ns = marked ? (int64_t)((double)ms * 1e6) : -1};
         int measured;
         uint64_t end = gs_lim_window_end(&f, &measured);
-        if (!measured)
-            end = t->last_launch_ns; /* no marker: its work ended after the last launch, not at the gap's end */
+        if (!measured || t->since_mark != 0) {
+            /* launches after the last marker: when their work ended is
+             * unknown, so the gap is charged (never less than the truth),
+             * and from now on every launch of this thread is marked */
+            end = now;
+            t->dense = 1;
+        }
         count_charge(r, gs_lim_busy_interval(&t->w, &r->dev[d].lim, end, now), 0);
         t->have_start = t->ev_start && rec(t->ev_start, s) == CUDA_SUCCESS;
         t->have_mark = 0;
@@ -378,7 +384,7 @@ void gs_compute_after(int d, CUstream s, CUresult rc)
     /* a marker per MARK_EVERY_NS of launching or of estimated GPU work,
      * not per launch: each one costs the GPU a few us between kernels */
     uint64_t work = (uint64_t)++t->since_mark * t->w.est_ns;
-    if (t->w.est_ns == 0 || work >= MARK_EVERY_NS || t->last_launch_ns - t->mark_ns >= MARK_EVERY_NS) {
+    if (t->dense || t->w.est_ns == 0 || work >= MARK_EVERY_NS || t->last_launch_ns - t->mark_ns >= MARK_EVERY_NS) {
         gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
         if (t->ev_mark && rec && rec(t->ev_mark, s) == CUDA_SUCCESS)
             t->have_mark = 1;

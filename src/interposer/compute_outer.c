@@ -289,7 +289,10 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
          * mixes their time with ours */
         corr = GS_LIM_PPM;
     } else if (dev_ppm >= 0) {
-        corr = gs_lim_correction_device(old_corr, (uint64_t)dev_ppm, occ_ppm);
+        /* the device's last sample period is a snapshot: it was busy at least
+         * as long as NVML's per-process samples say we were */
+        int64_t seen_busy = our > dev_ppm ? our : dev_ppm;
+        corr = gs_lim_correction_device(old_corr, (uint64_t)seen_busy, occ_ppm);
         if (others < 0)
             others = dev_ppm > (int64_t)occ_ppm ? dev_ppm - (int64_t)occ_ppm : 0;
     } else {
