@@ -291,7 +291,7 @@ void gs_ledger_publish(struct gs_ledger *l, int slot, uint32_t use_ppm, uint64_t
 unsigned gs_ledger_demands(struct gs_ledger *l, uint64_t container, uint64_t since, uint64_t wants_since,
                            struct gs_ledger_demand *out, unsigned max)
 {
-    uint64_t seen[GS_LEDGER_MEMBERS];
+    uint64_t seen[GS_LEDGER_MEMBERS] = {0};
     unsigned k = 0;
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
         const struct gs_ledger_member *m = &l->f->m[i];

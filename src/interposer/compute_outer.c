@@ -275,28 +275,28 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
      * our pids in them), c comes from device utilisation. */
     int occupancy_like = our >= 0 && others >= 0 && dev_ppm >= 0 && our + others > dev_ppm + GS_LIM_BUSY_PPM;
     int per_process = our >= 0 && !(our == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM) && !occupancy_like;
-    if (interval > 2 * GS_LIM_OUTER_NS) {
-        /* the outer loop slept with us (no launches): NVML's samples and our
-         * busy time cover different spans, learn nothing */
+    /* the outer loop slept with us (no launches): NVML's samples and our
+     * busy time cover different spans; without NVML nothing to learn either */
+    int learn = interval <= 2 * GS_LIM_OUTER_NS && (per_process || dev_ppm >= 0);
+    int ledger_others = gs_compute_ledger_others(d); /* also frees dead and forged members */
+    if (!learn) {
         corr = old_corr ? old_corr : GS_LIM_PPM;
     } else if (per_process) {
         /* NVML's own measure of our kernels' time against what our events
          * counted busy: takes out the short gaps between our kernels and
          * the time another context time-sliced the GPU away from us */
         corr = gs_lim_correction(old_corr, our, occ_ppm);
-    } else if (gs_compute_ledger_others(d) > 0) {
+    } else if (ledger_others > 0) {
         /* other containers share our device ledger: device utilisation
          * mixes their time with ours */
         corr = GS_LIM_PPM;
-    } else if (dev_ppm >= 0) {
+    } else {
         /* the device's last sample period is a snapshot: it was busy at least
          * as long as NVML's per-process samples say we were */
         int64_t seen_busy = our > dev_ppm ? our : dev_ppm;
         corr = gs_lim_correction_device(old_corr, (uint64_t)seen_busy, occ_ppm);
         if (others < 0)
             others = dev_ppm > (int64_t)occ_ppm ? dev_ppm - (int64_t)occ_ppm : 0;
-    } else {
-        corr = old_corr ? old_corr : GS_LIM_PPM;
     }
     __atomic_store_n(&a->corr_ppm, corr, __ATOMIC_RELAXED);
     uint32_t speed = __atomic_load_n(&a->speed_ppm, __ATOMIC_RELAXED);
