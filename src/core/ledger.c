@@ -1,6 +1,7 @@
 /* The device ledger; see ledger.h and docs/compute.md. */
 #define _GNU_SOURCE
 #include "ledger.h"
+#include "map_guard.h"
 #include "ofdlock.h"
 
 #include <errno.h>
@@ -60,12 +61,15 @@ static struct gs_ledger_file *map_file(int fd, const char *path, char *err, size
             snprintf(err, errlen, "cannot map device ledger %s: %s", path, strerror(errno));
         } else {
             f = m;
+            /* Any container can shrink the file under everyone's mapping. */
+            gs_map_guard_add(m, sizeof *f);
             uint64_t magic = __atomic_load_n(&f->magic, __ATOMIC_ACQUIRE);
             if (magic == 0) {
                 init_file(f);
             } else if (magic != GS_LEDGER_MAGIC || f->version != GS_LEDGER_VERSION) {
                 snprintf(err, errlen, "device ledger %s has layout version %u, this build uses %u", path,
                          f->version, GS_LEDGER_VERSION);
+                gs_map_guard_remove(m);
                 munmap(m, sizeof *f);
                 f = NULL;
             }
@@ -108,6 +112,7 @@ void gs_ledger_forget(struct gs_ledger *l)
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
         if (l->slot_fd[i] >= 0)
             close(l->slot_fd[i]); /* the parent's description stays open in the parent */
+    gs_map_guard_remove(l->f);
     munmap(l->f, sizeof *l->f);
     close(l->fd);
     free(l);
