@@ -261,6 +261,9 @@ int main(int argc, char **argv)
         kube_log(0, "WARNING: no --client-ca: anyone who can reach port %d can call /bind, which "
                  "binds any pod to any node with this extender's permissions; give "
                  "kube-scheduler a client certificate and pass its CA as --client-ca", port);
+    signal(SIGTERM, on_signal); /* before the server answers anyone */
+    signal(SIGINT, on_signal);
+    signal(SIGPIPE, SIG_IGN);
     const struct gs_httpd_tls tls = {cert, key, client_ca}, status_tls = {cert, key, NULL};
     struct gs_httpd *srv = gs_httpd_start_tls(addr, port, &tls, threads, handle, &x, err,
                                               sizeof err);
@@ -273,9 +276,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpuslice-extender: %s\n", err);
         return 1;
     }
-    signal(SIGTERM, on_signal);
-    signal(SIGINT, on_signal);
-    signal(SIGPIPE, SIG_IGN);
     if (ext_sync_start(&x) != 0) {
         fprintf(stderr, "gpuslice-extender: cannot start the sync thread\n");
         return 1;
@@ -287,7 +287,7 @@ int main(int argc, char **argv)
         kube_log(2, "status endpoints on %s:%d", status_addr ? status_addr : "0.0.0.0",
                  gs_httpd_port(status));
     while (!g_quit)
-        pause();
+        sleep(1); /* a signal ends it early; pause() could miss one that came just before */
     kube_log(2, "signal %d: shutting down", (int)g_quit);
     gs_httpd_stop(srv);
     gs_httpd_stop(status);

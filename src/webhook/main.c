@@ -132,21 +132,23 @@ int main(int argc, char **argv)
     if (gs_flag_readable(PROG, "tls-cert", cert) != 0 || gs_flag_readable(PROG, "tls-key", key) != 0)
         return 2;
     char err[512];
+    /* Before the server answers anyone: a SIGTERM right after it is up must
+     * still shut it down cleanly. */
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
+    signal(SIGPIPE, SIG_IGN);
     struct gs_httpd *srv = gs_httpd_start(addr, port, cert, key, threads, handle, &cfg, err,
                                           sizeof err);
     if (!srv) {
         fprintf(stderr, "gpuslice-webhook: %s\n", err);
         return 1;
     }
-    signal(SIGTERM, on_signal);
-    signal(SIGINT, on_signal);
-    signal(SIGPIPE, SIG_IGN);
     fprintf(stderr, "gpuslice-webhook: listening on %s:%d (https), scheduler %s, default "
             "gpu-cores %d, %zu annotation writer(s), first %s\n", addr ? addr : "0.0.0.0",
             gs_httpd_port(srv), cfg.scheduler_name, cfg.default_cores, cfg.n_annotation_writers,
             cfg.annotation_writers[0]);
     while (!g_quit)
-        pause();
+        sleep(1); /* a signal ends it early; pause() could miss one that came just before */
     fprintf(stderr, "gpuslice-webhook: signal %d: shutting down\n", (int)g_quit);
     gs_httpd_stop(srv);
     return 0;
