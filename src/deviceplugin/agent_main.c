@@ -228,8 +228,11 @@ int main(int argc, char **argv)
     }
     memcpy(p->lib_container, lc, strlen(lc) + 1);
     snprintf(p->node, sizeof p->node, "%s", node);
+#ifdef GPUSLICE_TEST_HOOKS
+    /* Only in builds with the tests (BUILD_TESTING): never in the images. */
     const char *delay = getenv("GPUSLICE_TEST_ALLOCATE_DELAY_MS");
     p->test_allocate_delay_ms = delay ? atoi(delay) : 0;
+#endif
     pthread_mutex_init(&p->lock, NULL);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
