@@ -7,6 +7,7 @@
  * whole gained across the creation.
  */
 #include "charge.h"
+#include "fork_hooks.h"
 #include "log.h"
 #include "real_driver.h"
 #include "runtime.h"
@@ -23,15 +24,10 @@
 static int charged[GS_MAX_DEVICES];
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void reset_after_fork(void)
+void gs_ctx_fork_child(void)
 {
     for (int i = 0; i < GS_MAX_DEVICES; i++)
         charged[i] = 0;
-}
-
-__attribute__((constructor)) static void ctx_hooks_init(void)
-{
-    pthread_atfork(NULL, NULL, reset_after_fork);
 }
 
 static nvmlDevice_t nvml_device_of(CUdevice ordinal)

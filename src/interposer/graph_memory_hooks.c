@@ -24,6 +24,7 @@
 #include "../core/accounting.h"
 #include "charge.h"
 #include "graph_memory.h"
+#include "fork_hooks.h"
 #include "log.h"
 #include "real_driver.h"
 #include "runtime.h"
@@ -60,18 +61,18 @@ static int have_orphans; /* read without the lock on every free */
 /* Guards both lists. */
 static pthread_mutex_t execs_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void execs_prepare(void)
+void gs_graph_fork_prepare(void)
 {
     pthread_mutex_lock(&execs_lock);
 }
 
-static void execs_parent(void)
+void gs_graph_fork_parent(void)
 {
     pthread_mutex_unlock(&execs_lock);
 }
 
 /* A forked child has no graphs of its own (and no charges: gs_alloc_clear). */
-static void execs_child(void)
+void gs_graph_fork_child(void)
 {
     while (execs) {
         struct exec_allocs *e = execs;
@@ -86,11 +87,6 @@ static void execs_child(void)
     }
     have_orphans = 0;
     pthread_mutex_unlock(&execs_lock);
-}
-
-__attribute__((constructor)) static void graph_memory_atfork(void)
-{
-    pthread_atfork(execs_prepare, execs_parent, execs_child);
 }
 
 /* The allocation nodes of g, with whether g frees each one. Returns the

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "runtime.h"
 #include "../core/alloc_table.h"
+#include "fork_hooks.h"
 #include "log.h"
 #include "real_driver.h"
 #include "vmm_share.h"
@@ -56,19 +57,19 @@ void gs_rt_report_broken(void)
 unsigned gs_rt_fork_generation;
 
 /* fork(): the child is a new process with no allocations and no slot. */
-static void before_fork(void)
+void gs_rt_fork_prepare(void)
 {
     pthread_mutex_lock(&setup_lock);
     gs_alloc_lock_all();
 }
 
-static void after_fork_parent(void)
+void gs_rt_fork_parent(void)
 {
     gs_alloc_unlock_all();
     pthread_mutex_unlock(&setup_lock);
 }
 
-static void after_fork_child(void)
+void gs_rt_fork_child(void)
 {
     gs_alloc_unlock_all();
     gs_alloc_clear();
@@ -110,7 +111,6 @@ __attribute__((constructor)) static void runtime_init(void)
         return; /* GS_MODE_PASSTHROUGH */
     if (!gs_rt.cfg.region_path[0])
         gs_statedir_fallback_region(gs_rt.cfg.region_path, sizeof gs_rt.cfg.region_path);
-    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     gs_rt.mode = GS_MODE_ENFORCE;
 }
 

@@ -1,0 +1,18 @@
+/* fork(): the child is a new process, with no slot, no allocations, no
+ * graphs and no charged contexts of its own. One pthread_atfork registration
+ * (fork_hooks.c) runs every module's handlers from one table. */
+#ifndef GPUSLICE_FORK_HOOKS_H
+#define GPUSLICE_FORK_HOOKS_H
+
+/* runtime.c: the set-up lock, the allocation table, the region slot. */
+void gs_rt_fork_prepare(void);
+void gs_rt_fork_parent(void);
+void gs_rt_fork_child(void);
+/* graph_memory_hooks.c: executable graphs and their charges. */
+void gs_graph_fork_prepare(void);
+void gs_graph_fork_parent(void);
+void gs_graph_fork_child(void);
+/* context_hooks.c: which devices' context overhead was charged. */
+void gs_ctx_fork_child(void);
+
+#endif
