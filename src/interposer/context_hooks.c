@@ -150,33 +150,25 @@ static void probe_end(struct ctx_probe *p, CUdevice ordinal, CUresult rc)
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    gs_pfn_cuDevicePrimaryCtxRetain real = GS_REAL_CU(cuDevicePrimaryCtxRetain);
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND;
+    GS_REAL_CU_OR_NOT_FOUND(real, cuDevicePrimaryCtxRetain);
     CTX_CALL(dev, real(pctx, dev));
 }
 
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    gs_pfn_cuCtxCreate_v2 real = GS_REAL_CU(cuCtxCreate_v2);
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND;
+    GS_REAL_CU_OR_NOT_FOUND(real, cuCtxCreate_v2);
     CTX_CALL(dev, real(pctx, flags, dev));
 }
 
 CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams, unsigned int flags,
                         CUdevice dev)
 {
-    gs_pfn_cuCtxCreate_v3 real = GS_REAL_CU(cuCtxCreate_v3);
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND;
+    GS_REAL_CU_OR_NOT_FOUND(real, cuCtxCreate_v3);
     CTX_CALL(dev, real(pctx, paramsArray, numParams, flags, dev));
 }
 
 CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev)
 {
-    gs_pfn_cuCtxCreate_v4 real = GS_REAL_CU(cuCtxCreate_v4);
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND;
+    GS_REAL_CU_OR_NOT_FOUND(real, cuCtxCreate_v4);
     CTX_CALL(dev, real(pctx, params, flags, dev));
 }

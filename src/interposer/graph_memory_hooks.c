@@ -215,44 +215,34 @@ static void commit_allocs(CUgraphExec exec, struct graph_alloc *a, size_t n, str
 CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
                             size_t bufferSize)
 {
-    gs_pfn_cuGraphInstantiate real = GS_REAL_CU(cuGraphInstantiate);
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND;
+    GS_REAL_CU_OR_NOT_FOUND(real, cuGraphInstantiate);
     CHARGED_INSTANTIATE(phGraphExec, hGraph, real(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize));
 }
 
 CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
                                char *logBuffer, size_t bufferSize)
 {
-    gs_pfn_cuGraphInstantiate_v2 real = GS_REAL_CU(cuGraphInstantiate_v2);
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND;
+    GS_REAL_CU_OR_NOT_FOUND(real, cuGraphInstantiate_v2);
     CHARGED_INSTANTIATE(phGraphExec, hGraph, real(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize));
 }
 
 CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
 {
-    gs_pfn_cuGraphInstantiateWithFlags real = GS_REAL_CU(cuGraphInstantiateWithFlags);
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND;
+    GS_REAL_CU_OR_NOT_FOUND(real, cuGraphInstantiateWithFlags);
     CHARGED_INSTANTIATE(phGraphExec, hGraph, real(phGraphExec, hGraph, flags));
 }
 
 CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
                                       CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
 {
-    gs_pfn_cuGraphInstantiateWithParams real = GS_REAL_CU(cuGraphInstantiateWithParams);
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND;
+    GS_REAL_CU_OR_NOT_FOUND(real, cuGraphInstantiateWithParams);
     CHARGED_INSTANTIATE(phGraphExec, hGraph, real(phGraphExec, hGraph, instantiateParams));
 }
 
 CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
                                            CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
 {
-    gs_pfn_cuGraphInstantiateWithParams_ptsz real = GS_REAL_CU(cuGraphInstantiateWithParams_ptsz);
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND;
+    GS_REAL_CU_OR_NOT_FOUND(real, cuGraphInstantiateWithParams_ptsz);
     CHARGED_INSTANTIATE(phGraphExec, hGraph, real(phGraphExec, hGraph, instantiateParams));
 }
 
@@ -326,9 +316,7 @@ static void put_exec(struct exec_allocs *e)
 
 CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
-    gs_pfn_cuGraphExecDestroy real = GS_REAL_CU(cuGraphExecDestroy);
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND;
+    GS_REAL_CU_OR_NOT_FOUND(real, cuGraphExecDestroy);
     if (gs_mode() == GS_MODE_PASSTHROUGH)
         return real(hGraphExec);
     struct exec_allocs *e = take_exec(hGraphExec);

@@ -6,9 +6,7 @@
 
 CUresult cuInit(unsigned int flags)
 {
-    gs_pfn_cuInit real = GS_REAL_CU(cuInit);
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND;
+    GS_REAL_CU_OR_NOT_FOUND(real, cuInit);
     if (gs_rt_ready() != 0)
         return CUDA_ERROR_NOT_INITIALIZED;
     return real(flags);
@@ -18,9 +16,7 @@ CUresult cuInit(unsigned int flags)
  * only ever swap its answer for the wrapper of that very variant. */
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {
-    gs_pfn_cuGetProcAddress real = GS_REAL_CU(cuGetProcAddress);
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND;
+    GS_REAL_CU_OR_NOT_FOUND(real, cuGetProcAddress);
     CUresult rc = real(symbol, pfn, cudaVersion, flags);
     if (rc == CUDA_SUCCESS && pfn)
         *pfn = gs_wrapper_for(*pfn);
@@ -30,9 +26,7 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *symbolStatus)
 {
-    gs_pfn_cuGetProcAddress_v2 real = GS_REAL_CU(cuGetProcAddress_v2);
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND;
+    GS_REAL_CU_OR_NOT_FOUND(real, cuGetProcAddress_v2);
     CUresult rc = real(symbol, pfn, cudaVersion, flags, symbolStatus);
     if (rc == CUDA_SUCCESS && pfn)
         *pfn = gs_wrapper_for(*pfn);

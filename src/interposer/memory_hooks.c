@@ -8,11 +8,6 @@
 #include "runtime.h"
 #include "vmm_share.h"
 
-#define REAL_OR_NOT_FOUND(var, name)                                                               \
-    gs_pfn_##name var = GS_REAL_CU(name);                                                          \
-    if (GS_UNLIKELY(!var))                                                                         \
-    return CUDA_ERROR_NOT_FOUND
-
 /* Free through `call`; on success release exactly what (kind, handle) was
  * charged. */
 #define RELEASING_CALL(kind, handle, call)                                                         \
@@ -56,14 +51,14 @@
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    REAL_OR_NOT_FOUND(real, cuMemAlloc_v2);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemAlloc_v2);
     CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize));
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
                             unsigned int ElementSizeBytes)
 {
-    REAL_OR_NOT_FOUND(real, cuMemAllocPitch_v2);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemAllocPitch_v2);
     /* The pitch is chosen by the driver; 512-byte alignment bounds it. */
     uint64_t row = ((uint64_t)WidthInBytes + 511) & ~(uint64_t)511;
     uint64_t bytes = Height && row > UINT64_MAX / Height ? UINT64_MAX : row * Height;
@@ -73,7 +68,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
 
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
-    REAL_OR_NOT_FOUND(real, cuMemAllocManaged);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemAllocManaged);
     if (gs_rt.cfg.managed_policy == GS_MANAGED_IGNORE)
         return real(dptr, bytesize, flags);
     CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize, flags));
@@ -81,7 +76,7 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-    REAL_OR_NOT_FOUND(real, cuMemFree_v2);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemFree_v2);
     RELEASING_PTR_CALL(dptr, real(dptr));
 }
 
@@ -90,14 +85,14 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
 
 CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
-    REAL_OR_NOT_FOUND(real, cuMemAlloc);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemAlloc);
     CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize));
 }
 
 CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
                          unsigned int Height, unsigned int ElementSizeBytes)
 {
-    REAL_OR_NOT_FOUND(real, cuMemAllocPitch);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemAllocPitch);
     uint64_t row = ((uint64_t)WidthInBytes + 511) & ~(uint64_t)511;
     CHARGED_CALL(gs_charge_linear(row * Height), GS_ALLOC_PTR, *dptr,
                  real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
@@ -105,20 +100,20 @@ CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned in
 
 CUresult cuMemFree(CUdeviceptr_v1 dptr)
 {
-    REAL_OR_NOT_FOUND(real, cuMemFree);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemFree);
     RELEASING_CALL(GS_ALLOC_PTR, dptr, real(dptr));
 }
 
 CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *d)
 {
-    REAL_OR_NOT_FOUND(real, cuArrayCreate);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuArrayCreate);
     uint64_t bytes = d ? gs_charge_array(d->Width, d->Height, 1, d->NumChannels, d->Format) : 0;
     CHARGED_CALL(bytes, GS_ALLOC_ARRAY, (uintptr_t)*pHandle, real(pHandle, d));
 }
 
 CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *d)
 {
-    REAL_OR_NOT_FOUND(real, cuArray3DCreate);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuArray3DCreate);
     uint64_t bytes = d ? gs_charge_array(d->Width, d->Height, d->Depth, d->NumChannels, d->Format) : 0;
     CHARGED_CALL(bytes, GS_ALLOC_ARRAY, (uintptr_t)*pHandle, real(pHandle, d));
 }
@@ -127,28 +122,28 @@ CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *d)
 
 CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d)
 {
-    REAL_OR_NOT_FOUND(real, cuArrayCreate_v2);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuArrayCreate_v2);
     uint64_t bytes = d ? gs_charge_array(d->Width, d->Height, 1, d->NumChannels, d->Format) : 0;
     CHARGED_CALL(bytes, GS_ALLOC_ARRAY, (uintptr_t)*pHandle, real(pHandle, d));
 }
 
 CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
-    REAL_OR_NOT_FOUND(real, cuArray3DCreate_v2);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuArray3DCreate_v2);
     uint64_t bytes = d ? gs_charge_array(d->Width, d->Height, d->Depth, d->NumChannels, d->Format) : 0;
     CHARGED_CALL(bytes, GS_ALLOC_ARRAY, (uintptr_t)*pHandle, real(pHandle, d));
 }
 
 CUresult cuArrayDestroy(CUarray hArray)
 {
-    REAL_OR_NOT_FOUND(real, cuArrayDestroy);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuArrayDestroy);
     RELEASING_CALL(GS_ALLOC_ARRAY, (uintptr_t)hArray, real(hArray));
 }
 
 CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d,
                                 unsigned int numMipmapLevels)
 {
-    REAL_OR_NOT_FOUND(real, cuMipmappedArrayCreate);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMipmappedArrayCreate);
     uint64_t bytes =
         d ? gs_charge_mipmapped(d->Width, d->Height, d->Depth, d->NumChannels, d->Format, numMipmapLevels) : 0;
     CHARGED_CALL(bytes, GS_ALLOC_MIPMAP, (uintptr_t)*pHandle, real(pHandle, d, numMipmapLevels));
@@ -156,7 +151,7 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DE
 
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
 {
-    REAL_OR_NOT_FOUND(real, cuMipmappedArrayDestroy);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMipmappedArrayDestroy);
     RELEASING_CALL(GS_ALLOC_MIPMAP, (uintptr_t)h, real(h));
 }
 
@@ -165,7 +160,7 @@ CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
 CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
                      unsigned long long flags)
 {
-    REAL_OR_NOT_FOUND(real, cuMemCreate);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemCreate);
     /* Physical memory lands where prop says, not on the current device;
      * host-located (pinned host) handles take no device memory. */
     if (prop && prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
@@ -176,7 +171,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
-    REAL_OR_NOT_FOUND(real, cuMemRelease);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemRelease);
     CUresult rc = real(handle);
     if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH && !gs_vmm_share_released(handle)) {
         struct gs_alloc_rec marker;
@@ -198,7 +193,7 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
                                       CUmemAllocationHandleType handleType, unsigned long long flags)
 {
-    REAL_OR_NOT_FOUND(real, cuMemExportToShareableHandle);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemExportToShareableHandle);
     CUresult rc = real(shareableHandle, handle, handleType, flags);
     if (rc == CUDA_SUCCESS && gs_mode() == GS_MODE_ENFORCE)
         gs_vmm_share_exported(handle, shareableHandle, handleType);
@@ -208,7 +203,7 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
                                         CUmemAllocationHandleType shHandleType)
 {
-    REAL_OR_NOT_FOUND(real, cuMemImportFromShareableHandle);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemImportFromShareableHandle);
     CUresult rc = real(handle, osHandle, shHandleType);
     if (rc != CUDA_SUCCESS || gs_mode() == GS_MODE_PASSTHROUGH)
         return rc;
@@ -237,7 +232,7 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long flags)
 {
-    REAL_OR_NOT_FOUND(real, cuMemMap);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemMap);
     struct gs_alloc_rec imported;
     if (gs_mode() == GS_MODE_PASSTHROUGH || gs_alloc_get(GS_ALLOC_VMM_IMPORT, handle, &imported) != 0)
         return real(ptr, size, offset, handle, flags);
@@ -247,7 +242,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
-    REAL_OR_NOT_FOUND(real, cuMemUnmap);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemUnmap);
     RELEASING_CALL(GS_ALLOC_VMM_MAP, ptr, real(ptr, size));
 }
 
@@ -257,37 +252,37 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-    REAL_OR_NOT_FOUND(real, cuMemAllocAsync);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemAllocAsync);
     CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize, hStream));
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-    REAL_OR_NOT_FOUND(real, cuMemAllocAsync_ptsz);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemAllocAsync_ptsz);
     CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize, hStream));
 }
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
 {
-    REAL_OR_NOT_FOUND(real, cuMemAllocFromPoolAsync);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemAllocFromPoolAsync);
     CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize, pool, hStream));
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
 {
-    REAL_OR_NOT_FOUND(real, cuMemAllocFromPoolAsync_ptsz);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemAllocFromPoolAsync_ptsz);
     CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize, pool, hStream));
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
-    REAL_OR_NOT_FOUND(real, cuMemFreeAsync);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemFreeAsync);
     RELEASING_PTR_CALL(dptr, real(dptr, hStream));
 }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
-    REAL_OR_NOT_FOUND(real, cuMemFreeAsync_ptsz);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemFreeAsync_ptsz);
     RELEASING_PTR_CALL(dptr, real(dptr, hStream));
 }
 
@@ -323,18 +318,18 @@ static CUresult ipc_open(gs_pfn_cuIpcOpenMemHandle real, CUdeviceptr *pdptr, CUi
 
 CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
 {
-    REAL_OR_NOT_FOUND(real, cuIpcOpenMemHandle);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuIpcOpenMemHandle);
     return ipc_open(real, pdptr, handle, Flags);
 }
 
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
 {
-    REAL_OR_NOT_FOUND(real, cuIpcOpenMemHandle_v2);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuIpcOpenMemHandle_v2);
     return ipc_open(real, pdptr, handle, Flags);
 }
 
 CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 {
-    REAL_OR_NOT_FOUND(real, cuIpcCloseMemHandle);
+    GS_REAL_CU_OR_NOT_FOUND(real, cuIpcCloseMemHandle);
     RELEASING_CALL(GS_ALLOC_IPC, dptr, real(dptr));
 }

@@ -70,9 +70,7 @@ static int own_view(nvmlDevice_t device, struct proc_entry *entries, unsigned in
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
                                                   nvmlProcessInfo_v1_t *infos)
 {
-    gs_pfn_nvmlDeviceGetComputeRunningProcesses real = GS_REAL_NVML(nvmlDeviceGetComputeRunningProcesses);
-    if (!real)
-        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    GS_REAL_NVML_OR_NOT_FOUND(real, nvmlDeviceGetComputeRunningProcesses);
     FILL_PROCESS_LIST(real, device, infoCount, infos,
                       infos[i_] = ((nvmlProcessInfo_v1_t){.pid = e_[i_].pid, .usedGpuMemory = e_[i_].used}));
 }
@@ -80,9 +78,7 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
                                                      nvmlProcessInfo_t *infos)
 {
-    gs_pfn_nvmlDeviceGetComputeRunningProcesses_v2 real = GS_REAL_NVML(nvmlDeviceGetComputeRunningProcesses_v2);
-    if (!real)
-        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    GS_REAL_NVML_OR_NOT_FOUND(real, nvmlDeviceGetComputeRunningProcesses_v2);
     FILL_PROCESS_LIST(real, device, infoCount, infos,
                       infos[i_] = ((nvmlProcessInfo_t){.pid = e_[i_].pid, .usedGpuMemory = e_[i_].used,
                                                        .gpuInstanceId = NOT_MIG, .computeInstanceId = NOT_MIG}));
@@ -91,9 +87,7 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsign
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                      nvmlProcessInfo_t *infos)
 {
-    gs_pfn_nvmlDeviceGetComputeRunningProcesses_v3 real = GS_REAL_NVML(nvmlDeviceGetComputeRunningProcesses_v3);
-    if (!real)
-        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    GS_REAL_NVML_OR_NOT_FOUND(real, nvmlDeviceGetComputeRunningProcesses_v3);
     FILL_PROCESS_LIST(real, device, infoCount, infos,
                       infos[i_] = ((nvmlProcessInfo_t){.pid = e_[i_].pid, .usedGpuMemory = e_[i_].used,
                                                        .gpuInstanceId = NOT_MIG, .computeInstanceId = NOT_MIG}));

@@ -53,6 +53,17 @@ static inline void *gs_real_fn(enum gs_lib lib, int id)
 /* Real entry point by name, typed. */
 #define GS_REAL_NVML(name) ((gs_pfn_##name)gs_real_fn(GS_LIB_NVML, GS_E_##name))
 
+/* Declares `var`, the real entry point `name`; a wrapper whose real entry
+ * point the driver does not have answers "not found", never a crash. */
+#define GS_REAL_CU_OR_NOT_FOUND(var, name)                                                         \
+    gs_pfn_##name var = GS_REAL_CU(name);                                                          \
+    if (GS_UNLIKELY(!var))                                                                         \
+    return CUDA_ERROR_NOT_FOUND
+#define GS_REAL_NVML_OR_NOT_FOUND(var, name)                                                       \
+    gs_pfn_##name var = GS_REAL_NVML(name);                                                        \
+    if (GS_UNLIKELY(!var))                                                                         \
+    return NVML_ERROR_FUNCTION_NOT_FOUND
+
 /* If p is a real entry point we wrap, our wrapper; otherwise p itself. */
 void *gs_wrapper_for(void *p);
 

@@ -14,9 +14,7 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
 
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
 {
-    gs_pfn_cuMemGetInfo_v2 real = GS_REAL_CU(cuMemGetInfo_v2);
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND;
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemGetInfo_v2);
     CUresult rc = real(free_bytes, total_bytes);
     if (rc != CUDA_SUCCESS || gs_mode() != GS_MODE_ENFORCE)
         return rc;
@@ -34,9 +32,7 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
 
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
-    gs_pfn_cuDeviceTotalMem_v2 real = GS_REAL_CU(cuDeviceTotalMem_v2);
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND;
+    GS_REAL_CU_OR_NOT_FOUND(real, cuDeviceTotalMem_v2);
     CUresult rc = real(bytes, dev);
     if (rc != CUDA_SUCCESS || gs_mode() != GS_MODE_ENFORCE || !bytes)
         return rc;
@@ -67,9 +63,7 @@ static int limited_view(nvmlDevice_t device, unsigned long long real_free, unsig
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
-    gs_pfn_nvmlDeviceGetMemoryInfo real = GS_REAL_NVML(nvmlDeviceGetMemoryInfo);
-    if (!real)
-        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    GS_REAL_NVML_OR_NOT_FOUND(real, nvmlDeviceGetMemoryInfo);
     nvmlReturn_t rc = real(device, memory);
     if (rc == NVML_SUCCESS)
         (void)limited_view(device, memory->free, &memory->total, &memory->used, &memory->free);
@@ -78,9 +72,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
-    gs_pfn_nvmlDeviceGetMemoryInfo_v2 real = GS_REAL_NVML(nvmlDeviceGetMemoryInfo_v2);
-    if (!real)
-        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    GS_REAL_NVML_OR_NOT_FOUND(real, nvmlDeviceGetMemoryInfo_v2);
     nvmlReturn_t rc = real(device, memory);
     /* The driver's reserved memory is outside any tenant's limit. */
     if (rc == NVML_SUCCESS &&
