@@ -70,12 +70,16 @@ uint32_t gs_lim_weight(const struct gs_lim_account *a)
 uint64_t gs_lim_window_end(const struct gs_lim_close_facts *f, int *measured)
 {
     *measured = 1;
-    if (f->drained_ns && (f->drained_ns - f->close_ns > GS_LIM_DRAIN_SLACK_NS || f->mark_ns < 0))
+    int known = f->mark_ns >= 0 || f->per_launch_ns;
+    if (f->drained_ns && (f->drained_ns - f->close_ns > GS_LIM_DRAIN_SLACK_NS || !known))
         return f->drained_ns; /* work was still running: the GPU was ours until it drained */
-    if (f->mark_ns >= 0) {
-        /* it went idle: the last marker says when our work ended, unless
-         * launches came after it (their work ended after they were made) */
-        uint64_t end = f->start_ns + (uint64_t)f->mark_ns;
+    if (known) {
+        /* it went idle: the last marker says when our work ended, plus the
+         * launches after it at the GPU time per launch the markers measured
+         * (their work ended after they were made, and before the close) */
+        uint64_t end = f->start_ns + (uint64_t)(f->mark_ns >= 0 ? f->mark_ns : 0);
+        if (f->after_mark)
+            end = f->per_launch_ns ? end + (uint64_t)f->after_mark * f->per_launch_ns : f->close_ns;
         if (end < f->last_launch_ns)
             end = f->last_launch_ns;
         return end > f->close_ns ? f->close_ns : end;

@@ -93,6 +93,10 @@ static inline int gs_lim_throttled(const struct gs_lim_account *a, uint64_t now)
     return now - __atomic_load_n(&a->throttled_ns, __ATOMIC_RELAXED) < GS_LIM_THROTTLED_NS;
 }
 
+/* The first launches of each busy interval that get a marker each (see
+ * gs_lim_window_end): a burst that short is measured whole. */
+#define GS_LIM_MARK_FIRST 4
+
 /* A CPU gap at least this long before a launch is worth asking whether the
  * GPU drained meanwhile (shorter ones count as busy; the NVML correction c
  * takes them out). */
@@ -127,9 +131,14 @@ struct gs_lim_close_facts {
     uint64_t drained_ns;               /* when its work drained, if it was pending; else 0 */
     uint64_t last_launch_ns;           /* its last launch */
     int64_t mark_ns;                   /* GPU time from its start event to its last marker; -1: none */
+    uint32_t after_mark;               /* launches after that marker (or after the start, if none) */
+    uint64_t per_launch_ns;            /* GPU time per launch that markers measured; 0: unknown */
 };
 /* When the GPU stopped being the window's: sets *measured when that is
- * measured (not merely bounded by the planned end). */
+ * measured (not merely bounded by the planned end). Launches after the last
+ * marker whose work drained unseen (a CPU gap, or a close that found nothing
+ * pending) ran for after_mark x per_launch_ns past it, at the latest until
+ * the close; with no per-launch time known, until the close. */
 uint64_t gs_lim_window_end(const struct gs_lim_close_facts *f, int *measured);
 
 /* Adds the tokens accrued since the last refill (capped at one period's

@@ -38,10 +38,12 @@ struct tdev {
     unsigned gen;   /* gs_rt_fork_generation + 1 when set up; 0: never */
     int8_t limited; /* -1 unknown, 0 no, 1 yes */
     uint8_t have_start, have_mark, overflow, turn; /* turn: the window holds the ledger's turn */
-    uint8_t dense; /* a marker after every launch: its work drains between bursts (probe_gap) */
     int nstreams;
     uint32_t tick;
+    uint32_t in_interval;    /* launches in the current busy interval */
+    uint32_t at_mark;        /* ... up to and including the one its last marker follows */
     uint32_t since_mark;     /* launches since the last marker */
+    uint64_t per_launch_ns;  /* GPU time per launch the markers measured (EMA); 0: unknown */
     uint64_t last_launch_ns; /* clock at the last launch of the window */
     uint64_t mark_ns;        /* clock at the last marker */
     struct gs_lim_window w;
@@ -142,6 +144,44 @@ static void count_charge(struct gs_region *r, uint64_t charge, int window)
     }
 }
 
+/* GPU time from the interval's start event to its last marker, or -1; each
+ * reading teaches the GPU time per launch that prices launches made after
+ * the marker (gs_lim_window_end). */
+static int64_t read_mark(struct tdev *t, gs_pfn_cuEventElapsedTime elapsed)
+{
+    float ms = 0;
+    if (!t->have_start || !t->have_mark || !elapsed || elapsed(&ms, t->ev_start, t->ev_mark) != CUDA_SUCCESS)
+        return -1;
+    int64_t mark = (int64_t)((double)ms * 1e6);
+    if (mark < 0)
+        mark = 0;
+    if (t->at_mark) {
+        uint64_t per = (uint64_t)mark / t->at_mark;
+        t->per_launch_ns = t->per_launch_ns ? (t->per_launch_ns + per) / 2 : per;
+    }
+    return mark;
+}
+
+/* The facts of the current busy interval for gs_lim_window_end. */
+static struct gs_lim_close_facts interval_facts(struct tdev *t, gs_pfn_cuEventElapsedTime elapsed)
+{
+    int64_t mark = read_mark(t, elapsed);
+    return (struct gs_lim_close_facts){.start_ns = t->w.busy_from,
+                                       .last_launch_ns = t->last_launch_ns,
+                                       .mark_ns = mark,
+                                       .after_mark = mark >= 0 ? t->since_mark : t->in_interval,
+                                       .per_launch_ns = t->per_launch_ns};
+}
+
+/* A new busy interval starts at the launch about to be made. */
+static void interval_begin(struct tdev *t, CUstream s, uint64_t now, gs_pfn_cuEventRecord rec)
+{
+    t->have_start = t->ev_start && rec && rec(t->ev_start, s) == CUDA_SUCCESS;
+    t->have_mark = 0;
+    t->mark_ns = now;
+    t->in_interval = t->at_mark = t->since_mark = 0;
+}
+
 /* A launch on s after a CPU gap: if the thread's work drained during the
  * gap, its busy interval ended when the last marker completed (or with the
  * last launch, if later), and a new one starts now. */
@@ -157,28 +197,15 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
         drained = t->drain[i] && rec(t->drain[i], t->streams[i]) == CUDA_SUCCESS &&
                   query(t->drain[i]) == CUDA_SUCCESS;
     if (drained) {
-        float ms = 0;
-        int marked = t->have_mark && elapsed(&ms, t->ev_start, t->ev_mark) == CUDA_SUCCESS;
-        struct gs_lim_close_facts f = {.start_ns = t->w.busy_from,
-                                       .planned_end_ns = now,
-                                       .close_ns = now,
-                                       .last_launch_ns = t->last_launch_ns,
-                                       .mark_ns = marked ? (int64_t)((double)ms * 1e6) : -1};
+        struct gs_lim_close_facts f = interval_facts(t, elapsed);
+        f.planned_end_ns = f.close_ns = now;
         int measured;
         uint64_t end = gs_lim_window_end(&f, &measured);
-        if (!measured || t->since_mark != 0) {
-            /* launches after the last marker: when their work ended is
-             * unknown, so the gap is charged (never less than the truth),
-             * and from now on every launch of this thread is marked */
-            end = now;
-            t->dense = 1;
-        }
+        if (!measured)
+            end = now; /* nothing measured: the gap is charged (never less than the truth) */
         count_charge(r, gs_lim_busy_interval(&t->w, &r->dev[d].lim, end, now), 0);
-        t->have_start = t->ev_start && rec(t->ev_start, s) == CUDA_SUCCESS;
-        t->have_mark = 0;
+        interval_begin(t, s, now, rec);
         t->nstreams = 0;
-        t->mark_ns = now;
-        t->since_mark = 0;
     }
     gs_compute_sync_leave();
 }
@@ -213,14 +240,10 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
                 esync(t->drain[i]);
         drained = gs_compute_now();
     }
-    float ms = 0;
-    int marked = t->have_start && t->have_mark && elapsed && elapsed(&ms, t->ev_start, t->ev_mark) == CUDA_SUCCESS;
-    struct gs_lim_close_facts f = {.start_ns = t->w.busy_from,
-                                   .planned_end_ns = t->w.end_ns,
-                                   .close_ns = close_ns,
-                                   .drained_ns = drained,
-                                   .last_launch_ns = t->last_launch_ns,
-                                   .mark_ns = marked ? (int64_t)((double)ms * 1e6) : -1};
+    struct gs_lim_close_facts f = interval_facts(t, elapsed);
+    f.planned_end_ns = t->w.end_ns;
+    f.close_ns = close_ns;
+    f.drained_ns = drained;
     uint64_t end = gs_lim_window_end(&f, &pending);
     uint64_t start = t->w.start_ns, wend = t->w.end_ns;
     uint32_t nl = t->w.launches;
@@ -358,11 +381,9 @@ int gs_compute_before(CUstream s)
     }
     if (!gs_compute_sync_enter())
         return -1; /* a capture began while we waited: the window runs unmarked */
-    gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
-    t->have_start = t->ev_start && rec && rec(t->ev_start, s) == CUDA_SUCCESS;
+    interval_begin(t, s, t->w.start_ns, GS_REAL_CU(cuEventRecord));
     gs_compute_sync_leave();
-    t->mark_ns = t->last_launch_ns = t->w.start_ns;
-    t->since_mark = 0;
+    t->last_launch_ns = t->w.start_ns;
     return d;
 }
 
@@ -381,14 +402,22 @@ void gs_compute_after(int d, CUstream s, CUresult rc)
         else
             t->overflow = 1;
     }
-    /* a marker per MARK_EVERY_NS of launching or of estimated GPU work,
-     * not per launch: each one costs the GPU a few us between kernels */
+    /* a marker after each of the interval's first GS_LIM_MARK_FIRST launches
+     * (a short burst is measured whole, and they measure the GPU time per
+     * launch that prices the launches after the last marker), then one per
+     * MARK_EVERY_NS of launching or of estimated GPU work, not per launch:
+     * each costs the GPU a few us between kernels and the host about a
+     * launch */
+    t->in_interval++;
     uint64_t work = (uint64_t)++t->since_mark * t->w.est_ns;
-    if (t->dense || t->w.est_ns == 0 || work >= MARK_EVERY_NS || t->last_launch_ns - t->mark_ns >= MARK_EVERY_NS) {
+    if (t->in_interval <= GS_LIM_MARK_FIRST || t->w.est_ns == 0 || work >= MARK_EVERY_NS ||
+        t->last_launch_ns - t->mark_ns >= MARK_EVERY_NS) {
         gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
-        if (t->ev_mark && rec && rec(t->ev_mark, s) == CUDA_SUCCESS)
+        if (t->ev_mark && rec && rec(t->ev_mark, s) == CUDA_SUCCESS) {
             t->have_mark = 1;
+            t->at_mark = t->in_interval;
+            t->since_mark = 0;
+        }
         t->mark_ns = t->last_launch_ns;
-        t->since_mark = 0;
     }
 }

@@ -206,6 +206,7 @@ static void nvml_samples_are_averaged_over_timestamps(void **state)
 #define STEP (1 * US)
 static int g_no_correction; /* pin c at 1: the limiter without its outer loop */
 static int g_device_only;   /* NVML without per-process samples: device utilisation only */
+static int g_exact_end;     /* the model knows when an interval's work drained (no markers) */
 /* The model GPU's power and clock (0: fixed clock). Busy, it draws
  * PM_IDLE + PM_DYN x (f / f_max)^2 watts; its clock follows the busy fraction
  * of the last outer interval so that the average stays within PM_LIMIT; work
@@ -228,12 +229,58 @@ struct tenant {
     enum tstate st;
     uint64_t kernel_ns, gap_ns, think_ns;
     uint32_t burst, in_burst;
+    uint32_t depth; /* launches it keeps queued at most (0: 1) */
     int free;
     uint64_t queue_ns, idle_since, wake_ns, cpu_until, last_launch, burst_start;
     uint64_t busy_ns, busy_mark, done_ns, on_from, on_until; /* done: exclusive work completed */
     uint64_t bursts, lat_sum, lat_max;                        /* burst completion latency, after `from` */
     int measuring;
+    /* the interposer's markers: an event after the interval's first
+     * GS_LIM_MARK_FIRST launches, then one per 0.5 ms of launching; the
+     * marker completes once the work queued before it has run */
+    uint32_t in_interval, at_mark, since_mark;
+    int have_mark, mark_pending;
+    uint64_t mark_left, mark_done, mark_launch, per_launch;
 };
+
+#define MARK_EVERY (500 * US)
+
+/* The facts the interposer has at a probe or a close that found nothing
+ * pending: when the interval's last marker completed (GPU time from its
+ * start event), the launches after it, the GPU time per launch the markers
+ * measured (learnt here, as read_mark does). */
+static struct gs_lim_close_facts marker_facts(struct tenant *t, uint64_t now)
+{
+    int64_t mark = t->have_mark && !t->mark_pending ? (int64_t)(t->mark_done - t->w.busy_from) : -1;
+    if (mark >= 0 && t->at_mark) {
+        uint64_t per = (uint64_t)mark / t->at_mark;
+        t->per_launch = t->per_launch ? (t->per_launch + per) / 2 : per;
+    }
+    return (struct gs_lim_close_facts){.start_ns = t->w.busy_from,
+                                       .planned_end_ns = now,
+                                       .close_ns = now,
+                                       .last_launch_ns = t->last_launch,
+                                       .mark_ns = mark,
+                                       .after_mark = mark >= 0 ? t->since_mark : t->in_interval,
+                                       .per_launch_ns = t->per_launch};
+}
+
+static void interval_begin(struct tenant *t, uint64_t now)
+{
+    t->in_interval = t->at_mark = t->since_mark = 0;
+    t->have_mark = t->mark_pending = 0;
+    t->mark_launch = now;
+}
+
+/* When the interval that drained unseen ended, as the interposer infers it
+ * from its markers (the GPU knows: idle_since). */
+static uint64_t inferred_end(struct tenant *t, uint64_t now)
+{
+    struct gs_lim_close_facts f = marker_facts(t, now);
+    int measured;
+    uint64_t end = gs_lim_window_end(&f, &measured);
+    return measured ? end : now;
+}
 
 static void tenant_open(struct tenant *t, uint64_t now)
 {
@@ -244,6 +291,7 @@ static void tenant_open(struct tenant *t, uint64_t now)
         t->acct->throttled_ns = now;
     } else {
         t->st = T_RUN;
+        interval_begin(t, now);
     }
 }
 
@@ -257,6 +305,17 @@ static uint64_t busy_end(const struct tenant *t)
 static void tenant_launch(struct tenant *t, uint64_t now)
 {
     t->queue_ns += t->kernel_ns;
+    if (!t->free) {
+        t->in_interval++;
+        t->since_mark++;
+        if (t->in_interval <= GS_LIM_MARK_FIRST || now - t->mark_launch >= MARK_EVERY) {
+            t->have_mark = t->mark_pending = 1;
+            t->mark_left = t->queue_ns;
+            t->at_mark = t->in_interval;
+            t->since_mark = 0;
+            t->mark_launch = now;
+        }
+    }
     t->last_launch = now;
     t->cpu_until = now + t->gap_ns;
     if (t->burst) {
@@ -274,7 +333,7 @@ static void tenant_host(struct tenant *t, uint64_t now)
     if (t->st == T_WAIT && now >= t->wake_ns)
         tenant_open(t, now);
     if (t->st == T_DRAIN && t->queue_ns == 0) {
-        gs_lim_close(&t->w, t->acct, now, 1);
+        gs_lim_close(&t->w, t->acct, now, 1); /* it waited for the drain: now is measured */
         tenant_open(t, now);
     }
     if (t->st == T_SYNC) {
@@ -290,7 +349,7 @@ static void tenant_host(struct tenant *t, uint64_t now)
         t->cpu_until = now + t->think_ns;
         t->st = T_RUN;
     }
-    if (t->st != T_RUN || !want || now < t->cpu_until || t->queue_ns >= t->kernel_ns)
+    if (t->st != T_RUN || !want || now < t->cpu_until || t->queue_ns >= t->kernel_ns * (t->depth ? t->depth : 1))
         return;
     if (t->free) {
         tenant_launch(t, now);
@@ -298,8 +357,10 @@ static void tenant_host(struct tenant *t, uint64_t now)
     }
     if (gs_lim_in_window(&t->w, now)) {
         /* the interposer's probe after a CPU gap: drained meanwhile? */
-        if (now - t->last_launch >= GS_LIM_GAP_NS && t->queue_ns == 0)
-            gs_lim_busy_interval(&t->w, t->acct, busy_end(t), now);
+        if (now - t->last_launch >= GS_LIM_GAP_NS && t->queue_ns == 0) {
+            gs_lim_busy_interval(&t->w, t->acct, g_exact_end ? busy_end(t) : inferred_end(t, now), now);
+            interval_begin(t, now);
+        }
         tenant_launch(t, now);
         t->w.launches++;
         return;
@@ -309,7 +370,7 @@ static void tenant_host(struct tenant *t, uint64_t now)
         return;
     }
     if (t->w.open)
-        gs_lim_close(&t->w, t->acct, busy_end(t), 1);
+        gs_lim_close(&t->w, t->acct, g_exact_end ? busy_end(t) : inferred_end(t, now), 1);
     tenant_open(t, now);
 }
 
@@ -349,6 +410,13 @@ static void simulate(struct tenant *t, int n, double secs, double from, double *
                 prog = t[i].queue_ns;
             t[i].queue_ns -= prog;
             t[i].done_ns += prog;
+            if (t[i].mark_pending) {
+                t[i].mark_left = t[i].mark_left > prog ? t[i].mark_left - prog : 0;
+                if (!t[i].mark_left) {
+                    t[i].mark_pending = 0;
+                    t[i].mark_done = now + STEP;
+                }
+            }
             t[i].busy_ns += STEP / (uint64_t)k;
             if (!t[i].queue_ns)
                 t[i].idle_since = now + STEP;
@@ -649,6 +717,39 @@ static void a_launch_bound_tenant_is_charged_its_kernels_not_its_gaps(void **sta
     assert_true(blind / alone < 0.60);
 }
 
+static void launches_after_the_last_marker_are_priced_by_the_markers(void **state)
+{
+    /* The interposer sees a burst's end only through its markers; the
+     * launches after the last one are charged at the GPU time per launch
+     * the markers measured, not up to the next launch (which charged a
+     * training step's CPU time, its think time, as GPU time), nor not at
+     * all (which let a deep queue's tail run free). c pinned at 1: no NVML
+     * per-process samples to correct either. */
+    (void)state;
+    g_no_correction = 1;
+    /* bursts of 40 launches 20 us apart, 10 us kernels (0.8 ms of launching:
+     * markers after the first 4 and at 0.5 ms), a sync and 3 ms of CPU:
+     * ~10 % busy, like a training step */
+    struct tenant step = {.kernel_ns = 10 * US, .gap_ns = 20 * US, .burst = 40, .think_ns = 3 * MS};
+    double alone = alone_rate(step), capped = capped_rate(step, 30);
+    /* (charged up to the next launch it kept 0.30 of its speed) */
+    print_message("training-like bursts: busy %.3f alone, %.4f of it under cap 30\n", alone, capped / alone);
+    assert_in_range((uint64_t)(alone * 1000), 80, 120);
+    assert_true(capped / alone >= 0.95);
+    /* bursts of 200 launches 5 us apart, 50 us kernels, all kept queued:
+     * 10 ms of work launched in 1 ms, the last marker ~5 ms of it before the
+     * end; a sync and 20 ms of CPU: ~33 % busy (unpriced, its tails ran
+     * free: 0.215 under cap 20) */
+    struct tenant deep = {.kernel_ns = 50 * US, .gap_ns = 5 * US, .burst = 200, .depth = 200, .think_ns = 20 * MS};
+    alone = alone_rate(deep);
+    capped = capped_rate(deep, 20);
+    print_message("deep-queue bursts: busy %.3f alone, %.4f under cap 20\n", alone, capped);
+    assert_in_range((uint64_t)(alone * 1000), 300, 370);
+    assert_true(capped <= 0.20 + 0.005); /* its GPU time: the cap (simulated: no noise) */
+    assert_true(capped >= 0.20 - 0.02);
+    g_no_correction = 0;
+}
+
 /* The light tenant beside a GPU-bound one; each limited (cap or share).
  * Returns the light tenant's throughput against alone and its burst
  * completion latency (mean and worst) against alone's worst. */
@@ -722,6 +823,7 @@ int main(void)
         cmocka_unit_test(a_light_tenant_does_not_notice_a_cap_above_its_use),
         cmocka_unit_test(a_gpu_bound_tenant_gets_its_cap),
         cmocka_unit_test(a_launch_bound_tenant_is_charged_its_kernels_not_its_gaps),
+        cmocka_unit_test(launches_after_the_last_marker_are_priced_by_the_markers),
         cmocka_unit_test(a_light_tenant_keeps_its_speed_and_latency_beside_a_gpu_bound_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
