@@ -1,7 +1,11 @@
 """GPU-time compute limits on a real GPU (issue 12): each load alone, then
 under caps; co-location; two containers in both layouts; launch rate.
 Writes $OUT/gputime.jsonl and prints it. Usage:
-  python3 bench/compute/gputime.py --lib build-gpu/lib/libgpuslice.so --out DIR --only a,b"""
+  python3 bench/compute/gputime.py --lib build-gpu/lib/libgpuslice.so --out DIR --only a,b --caps 10,30
+--only picks loads (matmul, small, decoder, train, graphinf) and scenarios
+(coloc, mps, two, launch); --caps the single loads' caps, --caps-for
+load=10,30 other caps for one load; --log DIR keeps each limited tenant's
+debug log (GPUSLICE_LOG_LEVEL=3) there."""
 import argparse
 import json
 import os
@@ -15,7 +19,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class Busy:
-    """Device utilisation (nvidia-smi, every 0.2 s) while it runs."""
+    """Device utilisation (nvidia-smi, every 0.2 s) while a tenant measures:
+    done(r) averages the samples inside its measured span [t0, t1] (its
+    start-up, compilation and warm-up are not its busy fraction)."""
     def __init__(self):
         self.vals, self.stop = [], False
         self.t = threading.Thread(target=self.loop)
@@ -28,27 +34,39 @@ class Busy:
             if self.stop:
                 break
             try:
-                self.vals.append(float(line))
+                self.vals.append((time.time(), float(line)))
             except ValueError:
                 pass
         p.kill()
 
-    def done(self, skip=10):
+    def done(self, r):
         self.stop = True
         self.t.join()
-        v = self.vals[skip:] or self.vals
+        v = [u for t, u in self.vals if r.get("t0", 0) + 0.5 <= t <= r.get("t1", 0)]
         return sum(v) / len(v) / 100 if v else -1
 
 
-def tenant(load, env, secs):
+LOG = {"dir": None, "n": 0}
+
+
+def tenant(load, env, secs, cpu=None):
     e = {k: v for k, v in os.environ.items() if not k.startswith("GPUSLICE_")}
     e.update(env)
-    return subprocess.Popen([sys.executable, os.path.join(HERE, "gputime_worker.py"), "--load", load, "--secs",
-                             str(secs)], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if LOG["dir"] and "LD_PRELOAD" in env and "GPUSLICE_REGION" in env:
+        e["GPUSLICE_LOG_LEVEL"] = "3"
+    pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    p = subprocess.Popen(pin + [sys.executable, os.path.join(HERE, "gputime_worker.py"), "--load", load, "--secs",
+                                str(secs)], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.logname = f"{LOG['n']:02d}-{load}-{os.path.basename(env.get('GPUSLICE_REGION', 'free'))}.log"
+    LOG["n"] += 1
+    return p
 
 
 def result(p):
     out, err = p.communicate()
+    if LOG["dir"]:
+        with open(os.path.join(LOG["dir"], p.logname), "w") as f:
+            f.write(err)
     for line in out.splitlines():
         if line.startswith("{"):
             return json.loads(line)
@@ -67,7 +85,12 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--secs", type=float, default=20)
     ap.add_argument("--only", default="")
+    ap.add_argument("--caps", default="30")
+    ap.add_argument("--caps-for", action="append", default=[])
+    ap.add_argument("--log", default=None)
     a = ap.parse_args()
+    LOG["dir"] = a.log
+    caps_for = {k: [int(c) for c in v.split(",")] for k, v in (x.split("=") for x in a.caps_for)}
     if not os.path.isfile(a.lib):
         sys.exit(f"{a.lib}: no such library (build it first): every limited run would run unlimited")
     only = set(filter(None, a.only.split(",")))
@@ -84,12 +107,12 @@ def main():
             continue
         b = Busy()
         alone = result(tenant(load, {}, a.secs))
-        busy = b.done()
+        busy = b.done(alone)
         emit({"scenario": "alone", "load": load, "busy": busy, **alone})
-        for cap in [30]:
+        for cap in caps_for.get(load, [int(c) for c in a.caps.split(",")]):
             b = Busy()
             r = result(tenant(load, limited(a.lib, state, f"{load}{cap}", {"GPUSLICE_CORES": str(cap)}), a.secs))
-            cb = b.done()
+            cb = b.done(r)
             u = busy
             emit({"scenario": f"cap{cap}", "load": load, "ratio": r.get("rate", 0) / alone["rate"],
                   "target_min": min(1, cap / 100 / u) - 0.05 if u > 0 else None, "busy": cb, **r})
@@ -108,6 +131,25 @@ def main():
                 pt = tenant("matmul", limited(a.lib, state, "tr" + mode[:3], et), a.secs)
             ri, rt = result(pi), result(pt)
             emit({"scenario": "coloc-" + mode, "inf_ratio": ri.get("rate", 0) / inf_alone["rate"],
+                  "inf_p99_vs_alone": ri.get("p99_ms", 0) / inf_alone["p99_ms"],
+                  "train_ratio": rt.get("rate", 0) / tr_alone["rate"], "inf": ri, "train": rt})
+        if not only or "mps" in only:
+            # MPS side by side: plain tenants under the MPS daemon (the
+            # caller starts it and quits it), inference at 70 % of the
+            # threads, training at 30 %
+            mps = {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/mps-pipe", "CUDA_MPS_LOG_DIRECTORY": "/tmp/mps-log"}
+            menv = {**os.environ, **mps}
+            for d in mps.values():
+                os.makedirs(d, exist_ok=True)
+            subprocess.run(["nvidia-cuda-mps-control", "-d"], env=menv, check=True)
+            try:
+                pi = tenant("decoder", {**mps, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "70"}, a.secs)
+                pt = tenant("matmul", {**mps, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30"}, a.secs)
+                ri, rt = result(pi), result(pt)
+            finally:
+                subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", text=True, env=menv)
+                time.sleep(2)
+            emit({"scenario": "coloc-mps70/30", "inf_ratio": ri.get("rate", 0) / inf_alone["rate"],
                   "inf_p99_vs_alone": ri.get("p99_ms", 0) / inf_alone["p99_ms"],
                   "train_ratio": rt.get("rate", 0) / tr_alone["rate"], "inf": ri, "train": rt})
     if not only or "two" in only:
@@ -134,9 +176,11 @@ def main():
                 emit({"scenario": f"two-{layout}-{mode}", "a": ra.get("rate", 0) / base["rate"],
                       "b": rb.get("rate", 0) / base["rate"]})
     if not only or "launch" in only:
-        native = result(tenant("launch", {}, 10))
-        nolim = result(tenant("launch", {"LD_PRELOAD": a.lib, "GPUSLICE_REGION": os.path.join(state, "l.region")}, 10))
-        cap99 = result(tenant("launch", limited(a.lib, state, "l99", {"GPUSLICE_CORES": "99"}), 10))
+        # each tenant pinned to one CPU (the same one), 15 s each
+        native = result(tenant("launch", {}, 15, cpu=2))
+        nolim = result(tenant("launch", {"LD_PRELOAD": a.lib, "GPUSLICE_REGION": os.path.join(state, "l.region")}, 15,
+                              cpu=2))
+        cap99 = result(tenant("launch", limited(a.lib, state, "l99", {"GPUSLICE_CORES": "99"}), 15, cpu=2))
         emit({"scenario": "launch-rate", "nolimit_vs_native": nolim["rate"] / native["rate"],
               "cap99_vs_native": cap99["rate"] / native["rate"], "native": native["rate"]})
 

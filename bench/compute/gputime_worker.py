@@ -85,13 +85,14 @@ def main():
     while time.time() - t0 < a.warm:
         step()
     lat, t0 = [], time.time()
+    start = t0
     while time.time() - t0 < a.secs:
         s = time.time()
         step()
         lat.append(time.time() - s)
     el = time.time() - t0
     lat.sort()
-    print(json.dumps({"load": a.load, "kind": kind, "rate": len(lat) * per / el,
+    print(json.dumps({"load": a.load, "kind": kind, "rate": len(lat) * per / el, "t0": start, "t1": start + el,
                       "p50_ms": 1e3 * lat[len(lat) // 2] / per, "p99_ms": 1e3 * lat[int(len(lat) * 0.99)] / per}),
           flush=True)
 
