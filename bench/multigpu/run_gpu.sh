@@ -5,8 +5,10 @@
 # mode) and $OUT/device.txt; bench/multigpu/summarize.py turns them into the
 # table for bench/results/. `run_gpu.sh ddp|cores|allreduce|tp` runs one part.
 #
-# Every gpuslice run uses one --name per test, so both ranks that torchrun
-# starts share one container (one region), as two ranks of a pod would.
+# The GPU host has no -dev packages, so only libgpuslice.so is built there and
+# each limited run sets what `gpuslice run --name NAME` would (gsrun below):
+# both ranks that torchrun starts share one container (one region), as two
+# ranks of a pod would. STEPS scales every loop down for a short lease.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpuslice-bench}
 mkdir -p "$OUT"
@@ -15,10 +17,13 @@ LOG="$OUT/multigpu.jsonl"
 # NVLink multicast can take the host's GPUs out of service: keep it off.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 B=bench/multigpu
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null &&
-  cmake --build build-gpu -j16 --target gpuslice gpuslice-cli >/dev/null || exit 1
-GS="$PWD/build-gpu/bin/gpuslice"
-export GPUSLICE_STATE_DIR=$(mktemp -d)
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DGPUSLICE_ONLY_INTERPOSER=ON >/dev/null &&
+  cmake --build build-gpu -j16 --target gpuslice >/dev/null || exit 1
+LIB="$PWD/build-gpu/lib/libgpuslice.so"
+STATE=$(mktemp -d)
+# gsrun NAME [VAR=VALUE...] CMD...: CMD under the interposer in container NAME.
+gsrun() { local name=$1; shift; env LD_PRELOAD="$LIB" GPUSLICE_REGION="$STATE/$name.region" GPUSLICE_CONTAINER="$name" "$@"; }
+S=${STEPS:-1}
 { nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.total --format=csv,noheader
   nvidia-smi topo -m
   python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version())"
@@ -44,24 +49,24 @@ with_peak() {
 part=${1:-all}
 if [ "$part" = all ] || [ "$part" = ddp ]; then
   # Same loss curve, each GPU <= 16 GiB in NVML, throughput >= 0.97 of native.
-  with_peak ddp_native trun $B/ddp_train.py
-  with_peak ddp_mem16 "$GS" run --memory 16GiB --name ddp -- torchrun --standalone --nproc_per_node=2 $B/ddp_train.py
+  with_peak ddp_native trun $B/ddp_train.py --steps $((200 * S / 4 + 40))
+  with_peak ddp_mem16 gsrun ddp GPUSLICE_MEMORY_LIMIT=16GiB torchrun --standalone --nproc_per_node=2 $B/ddp_train.py --steps $((200 * S / 4 + 40))
 fi
 if [ "$part" = all ] || [ "$part" = cores ]; then
   # Each rank 0.50 +- 0.03 of its alone throughput on a GPU-bound step.
   tag cores_native trun $B/ddp_train.py --gpu-bound --steps 60
-  tag cores_50 "$GS" run --cores 50 --name cores -- torchrun --standalone --nproc_per_node=2 $B/ddp_train.py --gpu-bound --steps 60
+  tag cores_50 gsrun cores GPUSLICE_CORES=50 torchrun --standalone --nproc_per_node=2 $B/ddp_train.py --gpu-bound --steps 60
 fi
 if [ "$part" = all ] || [ "$part" = allreduce ]; then
   # Bus bandwidth under the interposer with no limit: >= 0.98 of native.
   tag ar_native trun $B/allreduce_bw.py
-  tag ar_preload env LD_PRELOAD="$PWD/build-gpu/lib/libgpuslice.so" torchrun --standalone --nproc_per_node=2 $B/allreduce_bw.py
-  tag ar_tracked "$GS" run --name ar -- torchrun --standalone --nproc_per_node=2 $B/allreduce_bw.py
+  tag ar_preload env LD_PRELOAD="$LIB" torchrun --standalone --nproc_per_node=2 $B/allreduce_bw.py
+  tag ar_tracked gsrun ar torchrun --standalone --nproc_per_node=2 $B/allreduce_bw.py
 fi
 if [ "$part" = all ] || [ "$part" = tp ]; then
   # Matmul + all-reduce every step under --cores 40 on both ranks: completes,
   # never hangs (watchdog: exit 3), 0.40 +- 0.05 of alone.
-  tag tp_native trun $B/tp_loop.py
-  tag tp_40 "$GS" run --cores 40 --name tp -- torchrun --standalone --nproc_per_node=2 $B/tp_loop.py
+  tag tp_native trun $B/tp_loop.py --steps $((400 * S / 4 + 40))
+  tag tp_40 gsrun tp GPUSLICE_CORES=40 torchrun --standalone --nproc_per_node=2 $B/tp_loop.py --steps $((400 * S / 4 + 40))
 fi
 python3 $B/summarize.py "$LOG" | tee "$OUT/multigpu.md"
