@@ -1,6 +1,7 @@
 """Shared by the multi-GPU benchmarks: torch.distributed set-up from
 torchrun's environment, and one JSON line per result on stdout (rank 0)."""
 import json
+import sys
 import os
 
 import torch
@@ -19,7 +20,10 @@ def setup():
 
 def emit(rank, **fields):
     """Every rank prints its own line: the ratios are per rank."""
-    print(json.dumps({"rank": rank, **fields}), flush=True)
+    # One write per line: two ranks share the pipe, and print() writes the
+    # newline apart, so their lines could interleave.
+    sys.stdout.write(json.dumps({"rank": rank, **fields}) + "\n")
+    sys.stdout.flush()
 
 
 def timed(fn, steps):

@@ -32,11 +32,12 @@ S=${STEPS:-1}
 # tag MODE CMD...: runs CMD (timeout 600 s) and appends its JSON lines with "mode": MODE.
 tag() {
   local mode=$1; shift
-  timeout 600 "$@" 2> >(tail -5 >&2) | sed -n "s/^{/{\"mode\": \"$mode\", /p" | tee -a "$LOG"
+  timeout 600 bash -c '"$@"' _ "$@" 2> >(tail -5 >&2) | sed -n "s/^{/{\"mode\": \"$mode\", /p" | tee -a "$LOG"
   local rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] || echo "{\"mode\": \"$mode\", \"exit\": $rc}" | tee -a "$LOG"
 }
 trun() { torchrun --standalone --nproc_per_node=2 "$@"; }
+export -f trun gsrun
 # Real NVML peaks per GPU while "$@" runs (the watcher has no interposer).
 with_peak() {
   local mode=$1; shift

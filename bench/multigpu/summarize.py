@@ -5,7 +5,18 @@ import json
 import sys
 
 GiB = 1 << 30
-rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
+def objects(path):
+    """Every JSON object in the log, also two that ended up on one line."""
+    dec = json.JSONDecoder()
+    for line in open(path):
+        i = line.find("{")
+        while i >= 0:
+            obj, end = dec.raw_decode(line, i)
+            yield obj
+            i = line.find("{", end)
+
+
+rows = list(objects(sys.argv[1]))
 
 
 def pick(mode, test):
