@@ -53,7 +53,7 @@ static CUresult (*sync_ctx)(void);
  * wrapper of it under the interposer). */
 static void probe(const char *name, int version)
 {
-    Dl_info di = {0};
+    Dl_info di = { 0 };
     void *p = fn(name, version);
     const char *lib = p && dladdr(p, &di) && di.dli_fname ? strrchr(di.dli_fname, '/') : NULL;
     printf("result lookup %s@%d -> %s %s\n", name, version, lib ? lib + 1 : "-",
@@ -62,7 +62,8 @@ static void probe(const char *name, int version)
 
 static void legacy(void)
 {
-    CUresult (*alloc)(CUdeviceptr_v1 *, unsigned int) = (CUresult(*)(CUdeviceptr_v1 *, unsigned int))fn("cuMemAlloc", 2000);
+    CUresult (*alloc)(CUdeviceptr_v1 *, unsigned int) =
+        (CUresult(*)(CUdeviceptr_v1 *, unsigned int))fn("cuMemAlloc", 2000);
     CUresult (*freef)(CUdeviceptr_v1) = (CUresult(*)(CUdeviceptr_v1))fn("cuMemFree", 2000);
     if (!alloc || !freef) {
         printf("result legacy lookup failed\n");
@@ -82,17 +83,17 @@ static void legacy(void)
 static CUresult graph_with_alloc(size_t bytes, int free_in_graph, CUgraph *g, CUgraphExec *e, CUdeviceptr *dptr)
 {
     CUresult rc = F(CUresult(*)(CUgraph *, unsigned), "cuGraphCreate")(g, 0);
-    CUDA_MEM_ALLOC_NODE_PARAMS prm = {.poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}},
-                                      .bytesize = bytes};
+    CUDA_MEM_ALLOC_NODE_PARAMS prm = { .poolProps = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                                      .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } },
+                                       .bytesize = bytes };
     CUgraphNode a, f;
     if (!rc)
         rc = F(CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUDA_MEM_ALLOC_NODE_PARAMS *),
                "cuGraphAddMemAllocNode")(&a, *g, NULL, 0, &prm);
     *dptr = prm.dptr;
     if (!rc && free_in_graph)
-        rc = F(CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUdeviceptr), "cuGraphAddMemFreeNode")(
-            &f, *g, &a, 1, prm.dptr);
+        rc = F(CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUdeviceptr),
+               "cuGraphAddMemFreeNode")(&f, *g, &a, 1, prm.dptr);
     if (!rc)
         rc = F(CUresult(*)(CUgraphExec *, CUgraph, unsigned long long), "cuGraphInstantiateWithFlags")(e, *g, 0);
     return rc;
@@ -145,19 +146,20 @@ static void vmm_import(int pid, int remote_fd, size_t bytes)
     int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     int fd = pidfd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, pidfd, remote_fd, 0);
     CUmemGenericAllocationHandle h;
-    CUresult rc = F(CUresult(*)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType),
-                    "cuMemImportFromShareableHandle")(&h, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    CUresult rc =
+        F(CUresult(*)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType),
+          "cuMemImportFromShareableHandle")(&h, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     printf("result vmm_import fd=%d rc=%d\n", fd, (int)rc);
     if (rc)
         return;
     printf("release\n"); /* paths_check.py lets the exporter release its handle now */
     measure("vmm_imported_exporter_released");
     CUdeviceptr va = 0;
-    CUresult mrc = F(CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long), "cuMemAddressReserve")(
-        &va, bytes, 0, 0, 0);
+    CUresult mrc = F(CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long),
+                     "cuMemAddressReserve")(&va, bytes, 0, 0, 0);
     if (!mrc)
-        mrc = F(CUresult(*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long), "cuMemMap")(
-            va, bytes, 0, h, 0);
+        mrc = F(CUresult(*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long),
+                "cuMemMap")(va, bytes, 0, h, 0);
     printf("result vmm_import_map_%lluMiB rc=%d\n", (unsigned long long)(bytes / MiB), (int)mrc);
     measure("vmm_import_mapped");
     if (!mrc)
@@ -167,13 +169,14 @@ static void vmm_import(int pid, int remote_fd, size_t bytes)
 
 static void export_handle(size_t bytes)
 {
-    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                 .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
     CUmemGenericAllocationHandle h;
     int fd = -1;
-    CUresult rc = F(CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long),
-                    "cuMemCreate")(&h, bytes, &prop, 0);
+    CUresult rc =
+        F(CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long),
+          "cuMemCreate")(&h, bytes, &prop, 0);
     if (!rc)
         rc = F(CUresult(*)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long),
                "cuMemExportToShareableHandle")(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
@@ -213,11 +216,15 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int version;
-    } probes[] = {{"cuMemAlloc", 2000},           {"cuMemFree", 2000},
-                  {"cuGraphInstantiate", 10000},  {"cuGraphInstantiate", 11000},
-                  {"cuGraphInstantiate", 12000},  {"cuGraphInstantiate", 13000},
-                  {"cuGraphInstantiateWithFlags", 12000}, {"cuMemImportFromShareableHandle", 12000},
-                  {"cuMemMap", 12000}};
+    } probes[] = { { "cuMemAlloc", 2000 },
+                   { "cuMemFree", 2000 },
+                   { "cuGraphInstantiate", 10000 },
+                   { "cuGraphInstantiate", 11000 },
+                   { "cuGraphInstantiate", 12000 },
+                   { "cuGraphInstantiate", 13000 },
+                   { "cuGraphInstantiateWithFlags", 12000 },
+                   { "cuMemImportFromShareableHandle", 12000 },
+                   { "cuMemMap", 12000 } };
     for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++)
         probe(probes[i].name, probes[i].version);
     legacy();

@@ -18,10 +18,10 @@
 static const struct {
     int weight, num_gpus, gpu_milli, cpu, mem;
 } mix[] = {
-    {130, 0, 0, 12000, 30000},  {350, 1, 1000, 12000, 24576}, {130, 1, 810, 8000, 16384},
-    {90, 1, 470, 6000, 12288},  {40, 1, 320, 4000, 8192},     {30, 1, 650, 8000, 16384},
-    {15, 1, 230, 3000, 8192},   {10, 1, 160, 2000, 4096},     {6, 2, 1000, 24000, 65536},
-    {6, 4, 1000, 48000, 131072}, {5, 8, 1000, 88000, 262144},
+    { 130, 0, 0, 12000, 30000 },   { 350, 1, 1000, 12000, 24576 }, { 130, 1, 810, 8000, 16384 },
+    { 90, 1, 470, 6000, 12288 },   { 40, 1, 320, 4000, 8192 },     { 30, 1, 650, 8000, 16384 },
+    { 15, 1, 230, 3000, 8192 },    { 10, 1, 160, 2000, 4096 },     { 6, 2, 1000, 24000, 65536 },
+    { 6, 4, 1000, 48000, 131072 }, { 5, 8, 1000, 88000, 262144 },
 };
 
 static gs_request draw(sim_rng *rng)
@@ -64,7 +64,7 @@ static void prefill(gs_cluster *c, sim_rng *rng, double fill)
     while ((double)used < fill * (double)cap && misses < 100000) {
         gs_request r = draw(rng);
         gs_node *n = &c->nodes[sim_rng_below(rng, c->num_nodes)];
-        gs_placement p = {.node = (int32_t)(n - c->nodes), .num_gpus = 0};
+        gs_placement p = { .node = (int32_t)(n - c->nodes), .num_gpus = 0 };
         for (int g = 0; g < n->num_gpus && p.num_gpus < r.num_gpus; g++)
             if (gs_gpu_fit(&n->gpus[g], &r) == GS_FIT)
                 p.gpus[p.num_gpus++] = (int8_t)g;
@@ -88,8 +88,7 @@ int main(int argc, char **argv)
     int fill_pct = argc > 3 ? atoi(argv[3]) : 70;
     int decisions = argc > 4 ? atoi(argv[4]) : 2000;
     if (nodes <= 0 || fill_pct < 0 || fill_pct > 100 || decisions <= 0) {
-        fprintf(stderr, "usage: %s [POLICY] [NODES] [FILL_PCT] [DECISIONS] [NODE_LIST.csv]\n",
-                argv[0]);
+        fprintf(stderr, "usage: %s [POLICY] [NODES] [FILL_PCT] [DECISIONS] [NODE_LIST.csv]\n", argv[0]);
         return 2;
     }
     gs_cluster c;
@@ -105,8 +104,8 @@ int main(int argc, char **argv)
             c.num_nodes--;
         for (size_t i = 0; c.num_nodes < (size_t)nodes; i++) {
             gs_node n = c.nodes[i % base];
-            if (gs_cluster_add_node(&c, n.name, n.cpu_total_milli, n.mem_total_mib, n.model,
-                                    n.num_gpus, GS_MILLI_PER_GPU) < 0)
+            if (gs_cluster_add_node(&c, n.name, n.cpu_total_milli, n.mem_total_mib, n.model, n.num_gpus,
+                                    GS_MILLI_PER_GPU) < 0)
                 return 1;
         }
     } else {
@@ -142,12 +141,11 @@ int main(int argc, char **argv)
     double sum = 0.0;
     for (int i = 0; i < decisions; i++)
         sum += lat[i];
-    printf("policy %s: %d nodes, %lld GPUs, prefilled to %.1f %% GPU, %d decisions (%d placed)\n",
-           gs_policy_name(kind), nodes, (long long)gs_cluster_gpu_capacity(&c) / 1000,
-           100.0 * (double)gs_cluster_gpu_allocated(&c) / (double)gs_cluster_gpu_capacity(&c), decisions,
-           placed);
-    printf("decision latency ms: mean %.3f p50 %.3f p99 %.3f max %.3f\n", sum / decisions,
-           lat[decisions / 2], lat[(int)(0.99 * (decisions - 1))], lat[decisions - 1]);
+    printf("policy %s: %d nodes, %lld GPUs, prefilled to %.1f %% GPU, %d decisions (%d placed)\n", gs_policy_name(kind),
+           nodes, (long long)gs_cluster_gpu_capacity(&c) / 1000,
+           100.0 * (double)gs_cluster_gpu_allocated(&c) / (double)gs_cluster_gpu_capacity(&c), decisions, placed);
+    printf("decision latency ms: mean %.3f p50 %.3f p99 %.3f max %.3f\n", sum / decisions, lat[decisions / 2],
+           lat[(int)(0.99 * (decisions - 1))], lat[decisions - 1]);
     free(lat);
     gs_engine_free(e);
     gs_cluster_free(&c);

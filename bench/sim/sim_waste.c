@@ -73,8 +73,7 @@ int main(int argc, char **argv)
     if (dump_order) {
         for (size_t i = 0; i < len; i++) {
             const gs_request *r = &pods.pods[order[i]];
-            printf("%d %d %lld %lld\n", r->num_gpus, r->gpu_milli, (long long)r->cpu_milli,
-                   (long long)r->mem_mib);
+            printf("%d %d %lld %lld\n", r->num_gpus, r->gpu_milli, (long long)r->cpu_milli, (long long)r->mem_mib);
         }
         return 0;
     }
@@ -83,7 +82,7 @@ int main(int argc, char **argv)
         gs_engine_add_workload(e, &pods.pods[i], 1.0);
     size_t ngpu = c.num_nodes * GS_MAX_GPUS_PER_NODE;
     gpu_content *content = calloc(ngpu, sizeof(*content));
-    long failed_by_size[1001] = {0}, failed_multi = 0;
+    long failed_by_size[1001] = { 0 }, failed_multi = 0;
     int64_t arrived = 0, alloc = 0;
     double first_fail = -1;
     for (size_t i = 0; i < len; i++) {

@@ -192,10 +192,7 @@ enum {
 };
 
 typedef int CUmemAllocationGranularity_flags;
-enum {
-    CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0x0,
-    CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 0x1
-};
+enum { CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0x0, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 0x1 };
 
 enum { CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 0x3 };
 typedef struct CUmemAccessDesc_st {
@@ -229,11 +226,7 @@ typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_st {
 
 /* Sharing VMM allocations between processes. */
 typedef int CUmemAllocationHandleType;
-enum {
-    CU_MEM_HANDLE_TYPE_NONE = 0x0,
-    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1,
-    CU_MEM_HANDLE_TYPE_FABRIC = 0x8
-};
+enum { CU_MEM_HANDLE_TYPE_NONE = 0x0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1, CU_MEM_HANDLE_TYPE_FABRIC = 0x8 };
 typedef struct CUmemFabricHandle_st {
     unsigned char data[64];
 } CUmemFabricHandle;

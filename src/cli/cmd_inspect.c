@@ -44,7 +44,7 @@ static json_t *fetch_state(const char *base, const char *cacert, int insecure, l
         fprintf(stderr, "gpuslice inspect: cannot initialise libcurl\n");
         return NULL;
     }
-    struct gs_curl_buf b = {0};
+    struct gs_curl_buf b = { 0 };
     char cerr[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, gs_curl_buf_write);
@@ -65,11 +65,10 @@ static json_t *fetch_state(const char *base, const char *cacert, int insecure, l
     curl_easy_cleanup(c);
     json_t *j = NULL;
     if (rc != CURLE_OK) {
-        fprintf(stderr, "gpuslice inspect: cannot read %s: %s\n", url,
-                cerr[0] ? cerr : curl_easy_strerror(rc));
+        fprintf(stderr, "gpuslice inspect: cannot read %s: %s\n", url, cerr[0] ? cerr : curl_easy_strerror(rc));
     } else if (code != 200) {
-        fprintf(stderr, "gpuslice inspect: %s answered HTTP %ld%s%.200s\n", url, code,
-                b.data ? ": " : "", b.data ? b.data : "");
+        fprintf(stderr, "gpuslice inspect: %s answered HTTP %ld%s%.200s\n", url, code, b.data ? ": " : "",
+                b.data ? b.data : "");
     } else {
         json_error_t je;
         j = json_loadb(b.data ? b.data : "", b.len, 0, &je);
@@ -77,8 +76,10 @@ static json_t *fetch_state(const char *base, const char *cacert, int insecure, l
         if (!j) {
             fprintf(stderr, "gpuslice inspect: %s is not JSON (%s)\n", url, je.text);
         } else if (json_integer_value(json_object_get(j, "v")) != 1 || !json_is_array(nodes)) {
-            fprintf(stderr, "gpuslice inspect: %s is not an extender state document (v 1 "
-                            "with a nodes array)\n", url);
+            fprintf(stderr,
+                    "gpuslice inspect: %s is not an extender state document (v 1 "
+                    "with a nodes array)\n",
+                    url);
             json_decref(j);
             j = NULL;
         }
@@ -134,24 +135,20 @@ static json_t *summarise(json_t *state, const char *only)
             json_t *sp = json_object_get(x, "pods");
             for (size_t p = 0; p < json_array_size(sp); p++) {
                 json_t *y = json_array_get(sp, p);
-                json_array_append_new(pods, json_pack("{s:s,s:I,s:f,s:I,s:b}", "pod",
-                                                      str_or(y, "pod", "?"), "memory_mib",
-                                                      int_of(y, "memory_mib"), "cores",
-                                                      (double)int_of(y, "milli") / 10.0,
-                                                      "replica", int_of(y, "replica"), "claim",
-                                                      json_is_true(json_object_get(y, "claim"))));
+                json_array_append_new(
+                    pods, json_pack("{s:s,s:I,s:f,s:I,s:b}", "pod", str_or(y, "pod", "?"), "memory_mib",
+                                    int_of(y, "memory_mib"), "cores", (double)int_of(y, "milli") / 10.0, "replica",
+                                    int_of(y, "replica"), "claim", json_is_true(json_object_get(y, "claim"))));
             }
             json_array_append_new(
-                gpus, json_pack("{s:s,s:I,s:I,s:f,s:I,s:I,s:b,s:o}", "uuid", str_or(x, "uuid", "?"),
-                                "memory_mib", int_of(x, "memory_mib"), "memory_allocated_mib",
-                                int_of(x, "memory_used_mib"), "cores_allocated",
-                                (double)int_of(x, "milli_used") / 10.0, "replicas",
-                                int_of(x, "replicas"), "replicas_used", int_of(x, "replicas_used"),
-                                "healthy", json_is_true(json_object_get(x, "healthy")), "pods",
-                                pods));
+                gpus, json_pack("{s:s,s:I,s:I,s:f,s:I,s:I,s:b,s:o}", "uuid", str_or(x, "uuid", "?"), "memory_mib",
+                                int_of(x, "memory_mib"), "memory_allocated_mib", int_of(x, "memory_used_mib"),
+                                "cores_allocated", (double)int_of(x, "milli_used") / 10.0, "replicas",
+                                int_of(x, "replicas"), "replicas_used", int_of(x, "replicas_used"), "healthy",
+                                json_is_true(json_object_get(x, "healthy")), "pods", pods));
         }
-        json_array_append_new(nodes, json_pack("{s:s,s:s,s:o}", "name", str_or(v[i], "name", "?"),
-                                               "model", str_or(v[i], "model", ""), "gpus", gpus));
+        json_array_append_new(nodes, json_pack("{s:s,s:s,s:o}", "name", str_or(v[i], "name", "?"), "model",
+                                               str_or(v[i], "model", ""), "gpus", gpus));
     }
     free(v);
     return json_pack("{s:i,s:o}", "v", 1, "nodes", nodes);
@@ -161,8 +158,8 @@ static void print_table(json_t *sum, int show_pods)
 {
     json_t *nodes = json_object_get(sum, "nodes");
     long long mem = 0, mem_used = 0, ngpus = 0;
-    printf("%-20s %-40s %-24s %20s %7s %9s %5s %s\n", "NODE", "GPU", "MODEL",
-           "MEMORY MiB (alloc)", "CORES", "REPLICAS", "PODS", "HEALTH");
+    printf("%-20s %-40s %-24s %20s %7s %9s %5s %s\n", "NODE", "GPU", "MODEL", "MEMORY MiB (alloc)", "CORES", "REPLICAS",
+           "PODS", "HEALTH");
     for (size_t i = 0; i < json_array_size(nodes); i++) {
         json_t *nd = json_array_get(nodes, i);
         json_t *gpus = json_object_get(nd, "gpus");
@@ -173,20 +170,16 @@ static void print_table(json_t *sum, int show_pods)
             char m[48], r[24];
             long long tot = int_of(x, "memory_mib"), used = int_of(x, "memory_allocated_mib");
             snprintf(m, sizeof m, "%lld/%lld (%lld%%)", used, tot, tot ? used * 100 / tot : 0);
-            snprintf(r, sizeof r, "%lld/%lld", (long long)int_of(x, "replicas_used"),
-                     (long long)int_of(x, "replicas"));
+            snprintf(r, sizeof r, "%lld/%lld", (long long)int_of(x, "replicas_used"), (long long)int_of(x, "replicas"));
             json_t *pods = json_object_get(x, "pods");
-            printf("%-20.40s %-40.60s %-24.40s %20s %6.1f%% %9s %5zu %s\n",
-                   g ? "" : str_or(nd, "name", "?"), str_or(x, "uuid", "?"),
-                   str_or(nd, "model", ""), m,
-                   json_real_value(json_object_get(x, "cores_allocated")), r,
-                   json_array_size(pods),
+            printf("%-20.40s %-40.60s %-24.40s %20s %6.1f%% %9s %5zu %s\n", g ? "" : str_or(nd, "name", "?"),
+                   str_or(x, "uuid", "?"), str_or(nd, "model", ""), m,
+                   json_real_value(json_object_get(x, "cores_allocated")), r, json_array_size(pods),
                    json_is_true(json_object_get(x, "healthy")) ? "ok" : "UNHEALTHY");
             for (size_t p = 0; show_pods && p < json_array_size(pods); p++) {
                 json_t *y = json_array_get(pods, p);
                 printf("    %-56.100s %8lld MiB %6.1f%%  replica %lld%s\n", str_or(y, "pod", "?"),
-                       (long long)int_of(y, "memory_mib"),
-                       json_real_value(json_object_get(y, "cores")),
+                       (long long)int_of(y, "memory_mib"), json_real_value(json_object_get(y, "cores")),
                        (long long)int_of(y, "replica"),
                        json_is_true(json_object_get(y, "claim")) ? " (claim, not yet seen)" : "");
             }
@@ -195,18 +188,21 @@ static void print_table(json_t *sum, int show_pods)
             ngpus++;
         }
     }
-    printf("\n%zu node(s), %lld GPU(s), %lld/%lld MiB GPU memory allocated\n",
-           json_array_size(nodes), ngpus, mem_used, mem);
+    printf("\n%zu node(s), %lld GPU(s), %lld/%lld MiB GPU memory allocated\n", json_array_size(nodes), ngpus, mem_used,
+           mem);
 }
 
 int gs_cmd_inspect(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"url", required_argument, 0, 'u'},    {"node", required_argument, 0, 'n'},
-        {"json", no_argument, 0, 'j'},         {"pods", no_argument, 0, 'P'},
-        {"cacert", required_argument, 0, 'C'}, {"insecure", no_argument, 0, 'k'},
-        {"timeout", required_argument, 0, 't'}, {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+    static const struct option opts[] = { { "url", required_argument, 0, 'u' },
+                                          { "node", required_argument, 0, 'n' },
+                                          { "json", no_argument, 0, 'j' },
+                                          { "pods", no_argument, 0, 'P' },
+                                          { "cacert", required_argument, 0, 'C' },
+                                          { "insecure", no_argument, 0, 'k' },
+                                          { "timeout", required_argument, 0, 't' },
+                                          { "help", no_argument, 0, 'h' },
+                                          { 0, 0, 0, 0 } };
     const char *env = getenv("GPUSLICE_EXTENDER_URL");
     const char *url = env && *env ? env : INSPECT_DEFAULT_URL, *node = NULL, *cacert = NULL;
     int as_json = 0, insecure = 0, pods = 0, c;
@@ -224,8 +220,7 @@ int gs_cmd_inspect(int argc, char **argv)
         case 't':
             timeout = strtol(optarg, &end, 10);
             if (!*optarg || *end || timeout < 1 || timeout > 3600) {
-                fprintf(stderr, "gpuslice inspect: bad --timeout '%s' (1..3600 seconds)\n",
-                        optarg);
+                fprintf(stderr, "gpuslice inspect: bad --timeout '%s' (1..3600 seconds)\n", optarg);
                 return GS_EXIT_USAGE;
             }
             break;

@@ -8,24 +8,24 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const char rm_usage[] =
-    "Usage: gpuslice rm [--state-dir DIR] NAME...\n"
-    "\n"
-    "Remove the state of containers started with 'gpuslice run --name NAME':\n"
-    "their limits and usage records. A container with a live process is left\n"
-    "alone. 'gpuslice top' marks containers that have none as idle.\n"
-    "\n"
-    "Options:\n"
-    "      --state-dir DIR   state directory (default as for 'gpuslice run')\n"
-    "  -h, --help            show this help\n"
-    "\n"
-    "Exit status: 0 every NAME removed, 1 some NAME in use or not removable,\n"
-    "2 usage error.\n";
+static const char rm_usage[] = "Usage: gpuslice rm [--state-dir DIR] NAME...\n"
+                               "\n"
+                               "Remove the state of containers started with 'gpuslice run --name NAME':\n"
+                               "their limits and usage records. A container with a live process is left\n"
+                               "alone. 'gpuslice top' marks containers that have none as idle.\n"
+                               "\n"
+                               "Options:\n"
+                               "      --state-dir DIR   state directory (default as for 'gpuslice run')\n"
+                               "  -h, --help            show this help\n"
+                               "\n"
+                               "Exit status: 0 every NAME removed, 1 some NAME in use or not removable,\n"
+                               "2 usage error.\n";
 
 int gs_cmd_rm(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"state-dir", required_argument, NULL, 'S'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    static const struct option opts[] = { { "state-dir", required_argument, NULL, 'S' },
+                                          { "help", no_argument, NULL, 'h' },
+                                          { NULL, 0, NULL, 0 } };
     char dir[PATH_MAX];
     gs_statedir_default(dir, sizeof dir);
     optind = 1;

@@ -22,35 +22,34 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const char run_usage[] =
-    "Usage: gpuslice run [OPTIONS] -- COMMAND [ARGS...]\n"
-    "\n"
-    "Run COMMAND with libgpuslice.so preloaded, so that it and every process it\n"
-    "starts share the limits below. Runs started with the same --name share\n"
-    "one limit, like the processes of one container.\n"
-    "\n"
-    "Options:\n"
-    "  -m, --memory SIZE        GPU memory limit for every visible device, e.g.\n"
-    "                           4GiB, 512MiB, 8g; or per device: 0=4GiB,1=2GiB\n"
-    "  -c, --cores PERCENT      compute limit, 1-100 (% of the GPU's time)\n"
-    "      --mode cap|share     cap: never above PERCENT; share: a weight under\n"
-    "                           contention, idle time usable (default cap)\n"
-    "      --weight N           share-mode weight, 1-10000 (default 100)\n"
-    "  -d, --device LIST        devices to expose (CUDA_VISIBLE_DEVICES syntax)\n"
-    "  -n, --name NAME          container name; runs with one name share limits\n"
-    "                           (default: run-<pid>, private to this run)\n"
-    "      --managed count|ignore  count managed memory against the limit (count)\n"
-    "      --state-dir DIR      where shared state lives (default: $GPUSLICE_STATE_DIR,\n"
-    "                           /run/gpuslice as root, else /tmp/gpuslice-<uid>)\n"
-    "      --lib PATH           interposer to preload (default: ../lib/libgpuslice.so\n"
-    "                           next to this program, or $GPUSLICE_LIB)\n"
-    "  -h, --help               show this help\n"
-    "\n"
-    "SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are passed on to COMMAND; if gpuslice\n"
-    "run itself is killed, COMMAND gets SIGTERM.\n"
-    "\n"
-    "Exit status: COMMAND's own (128+N if killed by signal N); 2 bad options;\n"
-    "125 gpuslice could not set up; 126 COMMAND not executable; 127 not found.\n";
+static const char run_usage[] = "Usage: gpuslice run [OPTIONS] -- COMMAND [ARGS...]\n"
+                                "\n"
+                                "Run COMMAND with libgpuslice.so preloaded, so that it and every process it\n"
+                                "starts share the limits below. Runs started with the same --name share\n"
+                                "one limit, like the processes of one container.\n"
+                                "\n"
+                                "Options:\n"
+                                "  -m, --memory SIZE        GPU memory limit for every visible device, e.g.\n"
+                                "                           4GiB, 512MiB, 8g; or per device: 0=4GiB,1=2GiB\n"
+                                "  -c, --cores PERCENT      compute limit, 1-100 (% of the GPU's time)\n"
+                                "      --mode cap|share     cap: never above PERCENT; share: a weight under\n"
+                                "                           contention, idle time usable (default cap)\n"
+                                "      --weight N           share-mode weight, 1-10000 (default 100)\n"
+                                "  -d, --device LIST        devices to expose (CUDA_VISIBLE_DEVICES syntax)\n"
+                                "  -n, --name NAME          container name; runs with one name share limits\n"
+                                "                           (default: run-<pid>, private to this run)\n"
+                                "      --managed count|ignore  count managed memory against the limit (count)\n"
+                                "      --state-dir DIR      where shared state lives (default: $GPUSLICE_STATE_DIR,\n"
+                                "                           /run/gpuslice as root, else /tmp/gpuslice-<uid>)\n"
+                                "      --lib PATH           interposer to preload (default: ../lib/libgpuslice.so\n"
+                                "                           next to this program, or $GPUSLICE_LIB)\n"
+                                "  -h, --help               show this help\n"
+                                "\n"
+                                "SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are passed on to COMMAND; if gpuslice\n"
+                                "run itself is killed, COMMAND gets SIGTERM.\n"
+                                "\n"
+                                "Exit status: COMMAND's own (128+N if killed by signal N); 2 bad options;\n"
+                                "125 gpuslice could not set up; 126 COMMAND not executable; 127 not found.\n";
 
 static volatile sig_atomic_t child_pid;
 
@@ -67,8 +66,8 @@ static int valid_name(const char *s)
         return 0;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-              c == '_' || c == '.'))
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+              c == '.'))
             return 0;
     }
     return s[0] != '.';
@@ -87,13 +86,12 @@ static int check_memory_size(const char *size)
         return -1;
     }
     if (bytes == 0) {
-        fprintf(stderr, "gpuslice run: --memory '%s': a limit must be above 0 (leave --memory out for none)\n",
-                size);
+        fprintf(stderr, "gpuslice run: --memory '%s': a limit must be above 0 (leave --memory out for none)\n", size);
         return -1;
     }
     if (n && size[n - 1] >= '0' && size[n - 1] <= '9') {
-        fprintf(stderr, "gpuslice run: --memory '%s': no unit; write %sGiB or %sMiB (%sB for bytes)\n", size,
-                size, size, size);
+        fprintf(stderr, "gpuslice run: --memory '%s': no unit; write %sGiB or %sMiB (%sB for bytes)\n", size, size,
+                size, size);
         return -1;
     }
     return 0;
@@ -220,8 +218,8 @@ static int limits_differ(const struct gs_region_view *v, const struct gs_config 
             return 1;
         }
         if (cfg->compute_mode == GS_COMPUTE_CAP && dv->sm_limit != cfg->sm_limit[0]) {
-            snprintf(what, len, "a compute cap of %u%% on %s; this run asks for %u%%", dv->sm_limit ? dv->sm_limit : 100,
-                     dv->uuid, cfg->sm_limit[0] ? cfg->sm_limit[0] : 100);
+            snprintf(what, len, "a compute cap of %u%% on %s; this run asks for %u%%",
+                     dv->sm_limit ? dv->sm_limit : 100, dv->uuid, cfg->sm_limit[0] ? cfg->sm_limit[0] : 100);
             return 1;
         }
     }
@@ -236,8 +234,8 @@ static int reconcile_named(const char *path, const char *name, const struct gs_c
     char err[512], what[300];
     struct gs_region_view *v = gs_region_view_open(path, err, sizeof err);
     if (!v) {
-        fprintf(stderr, "gpuslice run: %s\n  If no process uses container '%s', remove the file and run again.\n",
-                err, name);
+        fprintf(stderr, "gpuslice run: %s\n  If no process uses container '%s', remove the file and run again.\n", err,
+                name);
         return GS_EXIT_SETUP;
     }
     int differ = limits_differ(v, cfg, what, sizeof what);
@@ -270,8 +268,7 @@ static int check_state_dir(const char *dir)
         int e = errno;
 
         fprintf(stderr, "gpuslice run: state directory %s: %s\n", dir,
-                e == ELOOP || e == ENOTDIR ? "not a directory (a symbolic link or a file); remove it"
-                                           : strerror(e));
+                e == ELOOP || e == ENOTDIR ? "not a directory (a symbolic link or a file); remove it" : strerror(e));
         return -1;
     }
     if (fstat(fd, &st) != 0) {
@@ -281,16 +278,18 @@ static int check_state_dir(const char *dir)
     }
     close(fd);
     if (st.st_uid != geteuid() && st.st_uid != 0) {
-        fprintf(stderr, "gpuslice run: state directory %s is owned by uid %u, mode %04o, not by you (uid %u) "
+        fprintf(stderr,
+                "gpuslice run: state directory %s is owned by uid %u, mode %04o, not by you (uid %u) "
                 "or root; another user may have made it to control your limits: remove it or set "
-                "GPUSLICE_STATE_DIR\n", dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
-                (unsigned)geteuid());
+                "GPUSLICE_STATE_DIR\n",
+                dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
         return -1;
     }
     if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-        fprintf(stderr, "gpuslice run: state directory %s (owner uid %u) has mode %04o, which lets other users "
-                "write to it: chmod go-w it or set GPUSLICE_STATE_DIR\n", dir, (unsigned)st.st_uid,
-                (unsigned)(st.st_mode & 07777));
+        fprintf(stderr,
+                "gpuslice run: state directory %s (owner uid %u) has mode %04o, which lets other users "
+                "write to it: chmod go-w it or set GPUSLICE_STATE_DIR\n",
+                dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
         return -1;
     }
     return 0;
@@ -298,7 +297,7 @@ static int check_state_dir(const char *dir)
 
 static int run_child(char **cmd, const char *region_path, int private_region)
 {
-    struct sigaction sa = {.sa_handler = forward_signal};
+    struct sigaction sa = { .sa_handler = forward_signal };
     sigemptyset(&sa.sa_mask);
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -345,13 +344,17 @@ static int run_child(char **cmd, const char *region_path, int private_region)
 
 int gs_cmd_run(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"memory", required_argument, NULL, 'm'}, {"cores", required_argument, NULL, 'c'},
-        {"device", required_argument, NULL, 'd'}, {"name", required_argument, NULL, 'n'},
-        {"mode", required_argument, NULL, 'M'},   {"managed", required_argument, NULL, 'G'},
-        {"weight", required_argument, NULL, 'W'},
-        {"state-dir", required_argument, NULL, 'S'}, {"lib", required_argument, NULL, 'L'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = { { "memory", required_argument, NULL, 'm' },
+                                          { "cores", required_argument, NULL, 'c' },
+                                          { "device", required_argument, NULL, 'd' },
+                                          { "name", required_argument, NULL, 'n' },
+                                          { "mode", required_argument, NULL, 'M' },
+                                          { "managed", required_argument, NULL, 'G' },
+                                          { "weight", required_argument, NULL, 'W' },
+                                          { "state-dir", required_argument, NULL, 'S' },
+                                          { "lib", required_argument, NULL, 'L' },
+                                          { "help", no_argument, NULL, 'h' },
+                                          { NULL, 0, NULL, 0 } };
     const char *name = NULL, *state_dir = NULL, *lib_arg = NULL;
     int have_limit = 0, share = 0, cores_given = 0, weight_given = 0;
     optind = 1;
@@ -369,9 +372,7 @@ int gs_cmd_run(int argc, char **argv)
             cores_given = 1;
             have_limit = 1;
             break;
-        case 'd':
-            setenv("CUDA_VISIBLE_DEVICES", optarg, 1);
-            break;
+        case 'd': setenv("CUDA_VISIBLE_DEVICES", optarg, 1); break;
         case 'n':
             if (!valid_name(optarg)) {
                 fprintf(stderr, "gpuslice run: --name '%s': use 1-64 letters, digits, '.', '_' or '-'\n", optarg);
@@ -401,18 +402,10 @@ int gs_cmd_run(int argc, char **argv)
             weight_given = 1;
             have_limit = 1;
             break;
-        case 'S':
-            state_dir = optarg;
-            break;
-        case 'L':
-            lib_arg = optarg;
-            break;
-        case 'h':
-            fputs(run_usage, stdout);
-            return 0;
-        default:
-            fputs(run_usage, stderr);
-            return GS_EXIT_USAGE;
+        case 'S': state_dir = optarg; break;
+        case 'L': lib_arg = optarg; break;
+        case 'h': fputs(run_usage, stdout); return 0;
+        default: fputs(run_usage, stderr); return GS_EXIT_USAGE;
         }
     }
     if (optind >= argc) {

@@ -16,17 +16,16 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char top_usage[] =
-    "Usage: gpuslice top [OPTIONS] [STATE_FILE...]\n"
-    "\n"
-    "Show GPU memory use per container and per process against the limits.\n"
-    "Without STATE_FILEs, reads every *.region file in the state directory.\n"
-    "\n"
-    "Options:\n"
-    "      --state-dir DIR   state directory (default as for 'gpuslice run')\n"
-    "      --json            print JSON instead of a table\n"
-    "  -w, --watch SECONDS   refresh every SECONDS until interrupted\n"
-    "  -h, --help            show this help\n";
+static const char top_usage[] = "Usage: gpuslice top [OPTIONS] [STATE_FILE...]\n"
+                                "\n"
+                                "Show GPU memory use per container and per process against the limits.\n"
+                                "Without STATE_FILEs, reads every *.region file in the state directory.\n"
+                                "\n"
+                                "Options:\n"
+                                "      --state-dir DIR   state directory (default as for 'gpuslice run')\n"
+                                "      --json            print JSON instead of a table\n"
+                                "  -w, --watch SECONDS   refresh every SECONDS until interrupted\n"
+                                "  -h, --help            show this help\n";
 
 static void fmt(uint64_t bytes, char *buf, size_t len)
 {
@@ -66,8 +65,8 @@ static void print_table(const char *path, const struct gs_region_view *v)
             snprintf(limit, sizeof limit, "unlimited");
         char compute[40];
         fmt_compute(&r->dev[d], compute, sizeof compute);
-        printf("%-20s %-42s %12s %12s %6d %14s\n", r->container[0] ? r->container : path, r->dev[d].uuid, used,
-               limit, procs, compute);
+        printf("%-20s %-42s %12s %12s %6d %14s\n", r->container[0] ? r->container : path, r->dev[d].uuid, used, limit,
+               procs, compute);
         for (int i = 0; i < GS_REGION_MAX_PROCS; i++) {
             const struct gs_region_proc *p = &r->proc[i];
             if (!gs_region_view_alive(v, i) || !p->mem_used[d])
@@ -80,8 +79,7 @@ static void print_table(const char *path, const struct gs_region_view *v)
         }
     }
     if (r->ndevices == 0)
-        printf("%-20s %-42s %12s %12s %6d\n", r->container[0] ? r->container : path, "(no GPU used yet)", "-", "-",
-               0);
+        printf("%-20s %-42s %12s %12s %6d\n", r->container[0] ? r->container : path, "(no GPU used yet)", "-", "-", 0);
     int live = 0;
     gs_region_view_used(v, -1, &live);
     if (live == 0)
@@ -128,8 +126,8 @@ static json_t *to_json(const char *path, const struct gs_region_view *v)
                                                 (json_int_t)p->mem_used[d], "context_bytes",
                                                 (json_int_t)p->ctx_overhead[d]));
         json_array_append_new(procs, json_pack("{s:i, s:o, s:I, s:I}", "pid", p->pid, "devices", pd,
-                                               "compute_charged_ns", (json_int_t)p->lim.charged_ns,
-                                               "compute_waited_ns", (json_int_t)p->lim.wait_ns));
+                                               "compute_charged_ns", (json_int_t)p->lim.charged_ns, "compute_waited_ns",
+                                               (json_int_t)p->lim.wait_ns));
     }
     int live = 0;
     gs_region_view_used(v, -1, &live);
@@ -161,7 +159,7 @@ static int show(char **files, int nfiles, const char *dir, int as_json)
 {
     char **list = files;
     int n = nfiles;
-    struct region_list found = {NULL, 0};
+    struct region_list found = { NULL, 0 };
     if (nfiles == 0) {
         if (gs_statedir_each_region(dir, collect_region, &found) == -1 && !found.paths) {
             if (as_json)
@@ -212,11 +210,11 @@ static int show(char **files, int nfiles, const char *dir, int as_json)
 
 int gs_cmd_top(int argc, char **argv)
 {
-    static const struct option opts[] = {{"state-dir", required_argument, NULL, 'S'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {"watch", required_argument, NULL, 'w'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = { { "state-dir", required_argument, NULL, 'S' },
+                                          { "json", no_argument, NULL, 'j' },
+                                          { "watch", required_argument, NULL, 'w' },
+                                          { "help", no_argument, NULL, 'h' },
+                                          { NULL, 0, NULL, 0 } };
     char dir[PATH_MAX];
     gs_statedir_default(dir, sizeof dir);
     int as_json = 0;
@@ -226,12 +224,8 @@ int gs_cmd_top(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "w:h", opts, NULL)) != -1) {
         char *end = NULL;
         switch (c) {
-        case 'S':
-            snprintf(dir, sizeof dir, "%s", optarg);
-            break;
-        case 'j':
-            as_json = 1;
-            break;
+        case 'S': snprintf(dir, sizeof dir, "%s", optarg); break;
+        case 'j': as_json = 1; break;
         case 'w':
             watch = strtol(optarg, &end, 10);
             if (!end || *end || watch < 1 || watch > 3600) {
@@ -239,12 +233,8 @@ int gs_cmd_top(int argc, char **argv)
                 return GS_EXIT_USAGE;
             }
             break;
-        case 'h':
-            fputs(top_usage, stdout);
-            return 0;
-        default:
-            fputs(top_usage, stderr);
-            return GS_EXIT_USAGE;
+        case 'h': fputs(top_usage, stdout); return 0;
+        default: fputs(top_usage, stderr); return GS_EXIT_USAGE;
         }
     }
     for (;;) {

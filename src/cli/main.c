@@ -5,21 +5,20 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char usage[] =
-    "Usage: gpuslice COMMAND [ARGS...]\n"
-    "\n"
-    "Share NVIDIA GPUs between jobs with hard memory limits.\n"
-    "\n"
-    "Commands:\n"
-    "  run     run a command under GPU limits (see 'gpuslice run --help')\n"
-    "  top     show each container's GPU memory use against its limit\n"
-    "  rm      remove an idle named container's state\n"
-    "  sim     replay a cluster trace through the scheduling policies\n"
-    "  inspect per-node, per-GPU allocation from the scheduler extender\n"
-    "  version print the version\n"
-    "\n"
-    "Exit status: 0 success, 1 runtime error, 2 usage error; 'run' returns\n"
-    "the command's own status, or 125/126/127 if it could not be started.\n";
+static const char usage[] = "Usage: gpuslice COMMAND [ARGS...]\n"
+                            "\n"
+                            "Share NVIDIA GPUs between jobs with hard memory limits.\n"
+                            "\n"
+                            "Commands:\n"
+                            "  run     run a command under GPU limits (see 'gpuslice run --help')\n"
+                            "  top     show each container's GPU memory use against its limit\n"
+                            "  rm      remove an idle named container's state\n"
+                            "  sim     replay a cluster trace through the scheduling policies\n"
+                            "  inspect per-node, per-GPU allocation from the scheduler extender\n"
+                            "  version print the version\n"
+                            "\n"
+                            "Exit status: 0 success, 1 runtime error, 2 usage error; 'run' returns\n"
+                            "the command's own status, or 125/126/127 if it could not be started.\n";
 
 int main(int argc, char **argv)
 {

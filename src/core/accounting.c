@@ -18,9 +18,14 @@ uint64_t gs_charge_linear(uint64_t size)
 static unsigned element_bytes(int format)
 {
     switch (format) {
-    case 0x01: case 0x08: return 1; /* (un)signed int8 */
-    case 0x02: case 0x09: case 0x10: return 2; /* int16, half */
-    case 0x03: case 0x0a: case 0x20: return 4; /* int32, float */
+    case 0x01:
+    case 0x08: return 1; /* (un)signed int8 */
+    case 0x02:
+    case 0x09:
+    case 0x10: return 2; /* int16, half */
+    case 0x03:
+    case 0x0a:
+    case 0x20: return 4; /* int32, float */
     default: return 16;
     }
 }

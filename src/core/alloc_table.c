@@ -88,8 +88,8 @@ static int grow(struct stripe *s)
     return 0;
 }
 
-int gs_alloc_put(enum gs_alloc_kind kind, uint64_t handle, struct gs_alloc_rec rec,
-                 struct gs_alloc_rec *replaced, int *was_replaced)
+int gs_alloc_put(enum gs_alloc_kind kind, uint64_t handle, struct gs_alloc_rec rec, struct gs_alloc_rec *replaced,
+                 int *was_replaced)
 {
     uint64_t key = make_key(kind, handle);
     struct stripe *s = stripe_of(key);

@@ -13,11 +13,11 @@
 
 /* Kinds keep handles of different object types apart in one table. */
 enum gs_alloc_kind {
-    GS_ALLOC_PTR = 1,     /* device pointer: classic, pitch, managed, async, pool */
-    GS_ALLOC_VMM = 2,     /* cuMemCreate handle */
-    GS_ALLOC_ARRAY = 3,   /* CUarray */
-    GS_ALLOC_MIPMAP = 4,  /* CUmipmappedArray */
-    GS_ALLOC_IPC = 5,     /* pointer returned by cuIpcOpenMemHandle */
+    GS_ALLOC_PTR = 1,        /* device pointer: classic, pitch, managed, async, pool */
+    GS_ALLOC_VMM = 2,        /* cuMemCreate handle */
+    GS_ALLOC_ARRAY = 3,      /* CUarray */
+    GS_ALLOC_MIPMAP = 4,     /* CUmipmappedArray */
+    GS_ALLOC_IPC = 5,        /* pointer returned by cuIpcOpenMemHandle */
     GS_ALLOC_VMM_IMPORT = 6, /* handle from cuMemImportFromShareableHandle (0 bytes: a marker) */
     GS_ALLOC_VMM_MAP = 7,    /* cuMemMap of an imported handle, by its address */
     GS_ALLOC_GRAPH = 8,      /* graph allocation node of a live executable graph, by its address */
@@ -36,8 +36,8 @@ struct gs_alloc_rec {
 /* Records a charge. Returns 0, or -1 if out of host memory. A key already
  * present is overwritten (the driver reused an address we never saw freed);
  * its old record is returned through *replaced when replaced != NULL. */
-int gs_alloc_put(enum gs_alloc_kind kind, uint64_t handle, struct gs_alloc_rec rec,
-                 struct gs_alloc_rec *replaced, int *was_replaced);
+int gs_alloc_put(enum gs_alloc_kind kind, uint64_t handle, struct gs_alloc_rec rec, struct gs_alloc_rec *replaced,
+                 int *was_replaced);
 
 /* Removes and returns the record. Returns 0, or -1 if unknown. */
 int gs_alloc_take(enum gs_alloc_kind kind, uint64_t handle, struct gs_alloc_rec *out);

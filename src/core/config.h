@@ -15,19 +15,20 @@ enum gs_compute_mode { GS_COMPUTE_CAP = 0, GS_COMPUTE_SHARE };
 enum gs_managed_policy { GS_MANAGED_COUNT = 0, GS_MANAGED_IGNORE };
 
 struct gs_config {
-    uint64_t mem_limit[GS_MAX_DEVICES]; /* bytes; 0 = no limit on that device (index = CUDA ordinal seen by the process) */
-    unsigned sm_limit[GS_MAX_DEVICES];  /* percent 1..100; 0 = no compute limit */
-    enum gs_compute_mode compute_mode;  /* cap or share */
-    unsigned share_weight;              /* for share mode; default 100 */
+    uint64_t
+        mem_limit[GS_MAX_DEVICES]; /* bytes; 0 = no limit on that device (index = CUDA ordinal seen by the process) */
+    unsigned sm_limit[GS_MAX_DEVICES]; /* percent 1..100; 0 = no compute limit */
+    enum gs_compute_mode compute_mode; /* cap or share */
+    unsigned share_weight;             /* for share mode; default 100 */
     enum gs_core_policy core_policy;
     enum gs_managed_policy managed_policy;
-    int64_t ctx_overhead;               /* bytes charged per context; -1 = measure automatically */
-    unsigned power_exp_milli;           /* compute limiter's power correction exponent, thousandths; 0 = off */
-    int log_level;                      /* 0 error, 1 warn (default), 2 info, 3 debug */
-    char region_path[4096];             /* shared state file; "" = none configured */
-    char ledger_dir[4096];              /* where the per-GPU ledgers are; "" = next to the region */
-    char container_name[128];           /* label shown by the node view; "" if unset */
-    int any_limit;                      /* 1 if any memory or compute limit is set */
+    int64_t ctx_overhead;     /* bytes charged per context; -1 = measure automatically */
+    unsigned power_exp_milli; /* compute limiter's power correction exponent, thousandths; 0 = off */
+    int log_level;            /* 0 error, 1 warn (default), 2 info, 3 debug */
+    char region_path[4096];   /* shared state file; "" = none configured */
+    char ledger_dir[4096];    /* where the per-GPU ledgers are; "" = next to the region */
+    char container_name[128]; /* label shown by the node view; "" if unset */
+    int any_limit;            /* 1 if any memory or compute limit is set */
 };
 
 /* Returns the value of name, or NULL if unset. ctx is passed through untouched. */

@@ -121,8 +121,7 @@ static int parse_line(char *s, unsigned lineno, struct gs_cfg_layer *layer, char
     gs_escape_text(shown, sizeof(shown), s, (size_t)(kend - s), 64);
     slot = gs_key_lookup(s, (size_t)(kend - s));
     if (slot == GS_KEY_BAD_INDEX)
-        return file_fail(err, errlen, layer->file, lineno, "%s: device index must be 0..%d", shown,
-                         GS_MAX_DEVICES - 1);
+        return file_fail(err, errlen, layer->file, lineno, "%s: device index must be 0..%d", shown, GS_MAX_DEVICES - 1);
     if (slot == GS_KEY_UNKNOWN) {
         hint[0] = '\0';
         if (gs_cfg_suggest(s, (size_t)(kend - s), sugg, sizeof(sugg)) != NULL)

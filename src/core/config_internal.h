@@ -20,8 +20,7 @@ struct gs_cfg_layer {
 
 /* Reads and parses the config file at path into layer, whose values then point into
  * *buf_out (free() it when done, also on failure). Returns 0 or -1 with a message. */
-int gs_config_file_read(const char *path, char **buf_out, struct gs_cfg_layer *layer, char *err,
-                        size_t errlen);
+int gs_config_file_read(const char *path, char **buf_out, struct gs_cfg_layer *layer, char *err, size_t errlen);
 
 /* Writes "gpuslice: [file:line: ]NAME='value': <reason>" for slot of layer; returns -1. */
 int gs_cfg_fail(char *err, size_t errlen, const struct gs_cfg_layer *layer, int slot, const char *reason);
@@ -29,18 +28,18 @@ int gs_cfg_fail(char *err, size_t errlen, const struct gs_cfg_layer *layer, int 
 /* The parsers named in config_keys.def (gs_cfg_parse_fn), each with the size of what it
  * stores (GS_CFG_STORES_<parser>; 0 for a string that fills the field, whatever its size).
  * None of them names the value in why: the caller does. */
-#define GS_CFG_STORES_mem_limit sizeof(uint64_t)  /* size > 0 */
-#define GS_CFG_STORES_hami_sm sizeof(unsigned)    /* lo..hi percent; 100 = no limit (0) */
-#define GS_CFG_STORES_uint sizeof(unsigned)       /* lo..hi */
-#define GS_CFG_STORES_path 0                      /* absolute, no control characters */
-#define GS_CFG_STORES_label 0                     /* printable ASCII, may be empty */
+#define GS_CFG_STORES_mem_limit sizeof(uint64_t) /* size > 0 */
+#define GS_CFG_STORES_hami_sm sizeof(unsigned)   /* lo..hi percent; 100 = no limit (0) */
+#define GS_CFG_STORES_uint sizeof(unsigned)      /* lo..hi */
+#define GS_CFG_STORES_path 0                     /* absolute, no control characters */
+#define GS_CFG_STORES_label 0                    /* printable ASCII, may be empty */
 #define GS_CFG_STORES_core_policy sizeof(enum gs_core_policy)
 #define GS_CFG_STORES_compute_mode sizeof(enum gs_compute_mode)
 #define GS_CFG_STORES_managed sizeof(enum gs_managed_policy)
-#define GS_CFG_STORES_hami_log sizeof(int)        /* HAMi-core's lo..hi, as gpuslice's level */
-#define GS_CFG_STORES_log_level sizeof(int)       /* a word, or lo..hi */
+#define GS_CFG_STORES_hami_log sizeof(int)         /* HAMi-core's lo..hi, as gpuslice's level */
+#define GS_CFG_STORES_log_level sizeof(int)        /* a word, or lo..hi */
 #define GS_CFG_STORES_ctx_overhead sizeof(int64_t) /* a size, or auto (-1) */
-#define GS_CFG_STORES_milli sizeof(unsigned)      /* 0..1, at most 3 decimals, in thousandths */
+#define GS_CFG_STORES_milli sizeof(unsigned)       /* 0..1, at most 3 decimals, in thousandths */
 int gs_cfg_parse_mem_limit(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
 int gs_cfg_parse_hami_sm(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
 int gs_cfg_parse_uint(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
@@ -56,11 +55,11 @@ int gs_cfg_parse_milli(const char *v, const struct gs_cfg_key *k, void *dst, cha
 
 /* The order of the parsers whose keys are limits (GS_AUTH_LIMIT): gs_cfg_rank_fn and
  * gs_cfg_show_fn over what the parser stores. */
-uint64_t gs_cfg_rank_mem_limit(const void *elem); /* 0: no limit */
-uint64_t gs_cfg_rank_hami_sm(const void *elem);   /* 0: no limit */
-uint64_t gs_cfg_rank_uint(const void *elem);      /* 0: no limit */
+uint64_t gs_cfg_rank_mem_limit(const void *elem);   /* 0: no limit */
+uint64_t gs_cfg_rank_hami_sm(const void *elem);     /* 0: no limit */
+uint64_t gs_cfg_rank_uint(const void *elem);        /* 0: no limit */
 uint64_t gs_cfg_rank_core_policy(const void *elem); /* disable is looser than default and force */
-uint64_t gs_cfg_rank_managed(const void *elem);   /* ignore is looser than count */
+uint64_t gs_cfg_rank_managed(const void *elem);     /* ignore is looser than count */
 void gs_cfg_show_mem_limit(const void *elem, char *buf, size_t len);
 void gs_cfg_show_hami_sm(const void *elem, char *buf, size_t len);
 void gs_cfg_show_uint(const void *elem, char *buf, size_t len);

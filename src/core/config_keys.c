@@ -11,11 +11,11 @@
 
 /* Each parser stores one type; a key pointing a parser at a field of another size is
  * a compile error, not a memory overwrite. */
-#define GS_DEVICE_KEY(id, name, parser, lo, hi, field, auth, owner)                                        \
-    _Static_assert(GS_ELEM_SIZE(field) == GS_CFG_STORES_##parser, name ": field does not fit the parser"); \
+#define GS_DEVICE_KEY(id, name, parser, lo, hi, field, auth, owner)                                                    \
+    _Static_assert(GS_ELEM_SIZE(field) == GS_CFG_STORES_##parser, name ": field does not fit the parser");             \
     _Static_assert(GS_FIELD_SIZE(field) == GS_MAX_DEVICES * GS_ELEM_SIZE(field), name ": not per device");
-#define GS_KEY(id, name, parser, lo, hi, field, auth, owner) \
-    _Static_assert(GS_CFG_STORES_##parser == 0 || GS_FIELD_SIZE(field) == GS_CFG_STORES_##parser, \
+#define GS_KEY(id, name, parser, lo, hi, field, auth, owner)                                                           \
+    _Static_assert(GS_CFG_STORES_##parser == 0 || GS_FIELD_SIZE(field) == GS_CFG_STORES_##parser,                      \
                    name ": field does not fit the parser");
 #include "config_keys.def"
 
@@ -26,12 +26,28 @@
 #define GS_CFG_ORDER_ENV(parser) NULL, NULL
 
 const struct gs_cfg_key gs_cfg_keys[] = {
-#define GS_DEVICE_KEY(id, name, parser, lo, hi, field, auth, owner)                                              \
-    { name, GS_KEY_##id, 1, gs_cfg_parse_##parser, lo, hi, offsetof(struct gs_config, field), GS_ELEM_SIZE(field), \
-      GS_AUTH_##auth, GS_CFG_ORDER_##auth(parser) },
-#define GS_KEY(id, name, parser, lo, hi, field, auth, owner)                                                      \
-    { name, GS_KEY_##id, 0, gs_cfg_parse_##parser, lo, hi, offsetof(struct gs_config, field), GS_FIELD_SIZE(field), \
-      GS_AUTH_##auth, GS_CFG_ORDER_##auth(parser) },
+#define GS_DEVICE_KEY(id, name, parser, lo, hi, field, auth, owner)                                                    \
+    { name,                                                                                                            \
+      GS_KEY_##id,                                                                                                     \
+      1,                                                                                                               \
+      gs_cfg_parse_##parser,                                                                                           \
+      lo,                                                                                                              \
+      hi,                                                                                                              \
+      offsetof(struct gs_config, field),                                                                               \
+      GS_ELEM_SIZE(field),                                                                                             \
+      GS_AUTH_##auth,                                                                                                  \
+      GS_CFG_ORDER_##auth(parser) },
+#define GS_KEY(id, name, parser, lo, hi, field, auth, owner)                                                           \
+    { name,                                                                                                            \
+      GS_KEY_##id,                                                                                                     \
+      0,                                                                                                               \
+      gs_cfg_parse_##parser,                                                                                           \
+      lo,                                                                                                              \
+      hi,                                                                                                              \
+      offsetof(struct gs_config, field),                                                                               \
+      GS_FIELD_SIZE(field),                                                                                            \
+      GS_AUTH_##auth,                                                                                                  \
+      GS_CFG_ORDER_##auth(parser) },
 #define GS_CONFIG_KEY(id, name, owner) { name, GS_KEY_##id, 0, NULL, 0, 0, 0, 0, GS_AUTH_ENV, NULL, NULL },
 #include "config_keys.def"
 };

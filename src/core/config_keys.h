@@ -10,7 +10,8 @@
 #include "config.h"
 
 enum gs_key_slot {
-#define GS_DEVICE_KEY(id, name, parser, lo, hi, field, auth, owner) GS_KEY_##id, GS_KEY_##id##_LAST = GS_KEY_##id + GS_MAX_DEVICES,
+#define GS_DEVICE_KEY(id, name, parser, lo, hi, field, auth, owner)                                                    \
+    GS_KEY_##id, GS_KEY_##id##_LAST = GS_KEY_##id + GS_MAX_DEVICES,
 #define GS_KEY(id, name, parser, lo, hi, field, auth, owner) GS_KEY_##id,
 #define GS_CONFIG_KEY(id, name, owner) GS_KEY_##id,
 #include "config_keys.def"
@@ -42,15 +43,15 @@ typedef int (*gs_cfg_parse_fn)(const char *v, const struct gs_cfg_key *k, void *
 
 struct gs_cfg_key {
     const char *name;
-    int slot;             /* the key's slot; a family's all-devices slot */
-    int per_device;       /* 1: a family of 1 + GS_MAX_DEVICES slots */
+    int slot;              /* the key's slot; a family's all-devices slot */
+    int per_device;        /* 1: a family of 1 + GS_MAX_DEVICES slots */
     gs_cfg_parse_fn parse; /* NULL: stores nothing (GPUSLICE_CONFIG) */
-    unsigned lo, hi;      /* the parser's bounds, where it takes any */
-    size_t offset;        /* of the field in struct gs_config */
-    size_t size;          /* of the field, or of one element of a per-device field */
+    unsigned lo, hi;       /* the parser's bounds, where it takes any */
+    size_t offset;         /* of the field in struct gs_config */
+    size_t size;           /* of the field, or of one element of a per-device field */
     enum gs_cfg_auth auth;
-    gs_cfg_rank_fn rank;  /* GS_AUTH_LIMIT only, else NULL */
-    gs_cfg_show_fn show;  /* GS_AUTH_LIMIT only, else NULL */
+    gs_cfg_rank_fn rank; /* GS_AUTH_LIMIT only, else NULL */
+    gs_cfg_show_fn show; /* GS_AUTH_LIMIT only, else NULL */
 };
 
 /* Every configuration key, in the table's order (the order of precedence within one

@@ -102,14 +102,13 @@ int gs_config_check_unknown(char **environ_list, char *err, size_t errlen)
         gs_escape_text(shown_name, sizeof(shown_name), entry, len, GS_ESCAPE_SHOW);
         gs_escape_text(shown_val, sizeof(shown_val), val, strlen(val), GS_ESCAPE_SHOW);
         if (slot == GS_KEY_BAD_INDEX) {
-            snprintf(err, errlen, "gpuslice: %s='%s': device index must be 0..%d (no leading zeros)",
-                     shown_name, shown_val, GS_MAX_DEVICES - 1);
+            snprintf(err, errlen, "gpuslice: %s='%s': device index must be 0..%d (no leading zeros)", shown_name,
+                     shown_val, GS_MAX_DEVICES - 1);
         } else if (gs_cfg_suggest(entry, len, sugg, sizeof(sugg)) != NULL) {
-            snprintf(err, errlen, "gpuslice: unknown variable %s='%s'; did you mean %s?", shown_name,
-                     shown_val, sugg);
+            snprintf(err, errlen, "gpuslice: unknown variable %s='%s'; did you mean %s?", shown_name, shown_val, sugg);
         } else {
-            snprintf(err, errlen, "gpuslice: unknown variable %s='%s' (see docs/configuration.md)",
-                     shown_name, shown_val);
+            snprintf(err, errlen, "gpuslice: unknown variable %s='%s' (see docs/configuration.md)", shown_name,
+                     shown_val);
         }
         return -1;
     }

@@ -67,8 +67,8 @@ static struct gs_ledger_file *map_file(int fd, const char *path, char *err, size
             if (magic == 0) {
                 init_file(f);
             } else if (magic != GS_LEDGER_MAGIC || f->version != GS_LEDGER_VERSION) {
-                snprintf(err, errlen, "device ledger %s has layout version %u, this build uses %u", path,
-                         f->version, GS_LEDGER_VERSION);
+                snprintf(err, errlen, "device ledger %s has layout version %u, this build uses %u", path, f->version,
+                         GS_LEDGER_VERSION);
                 gs_map_guard_remove(m);
                 munmap(m, sizeof *f);
                 f = NULL;
@@ -124,7 +124,7 @@ void gs_ledger_close(struct gs_ledger *l)
         return;
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
         if (l->slot_fd[i] >= 0)
-            l->f->m[i] = (struct gs_ledger_member){0};
+            l->f->m[i] = (struct gs_ledger_member){ 0 };
     gs_ledger_forget(l);
 }
 
@@ -142,7 +142,7 @@ static int lock(struct gs_ledger *l)
             t0 = now;
         else if (now - t0 > GS_LEDGER_LOCK_WAIT_NS)
             return -1; /* held too long: someone stalled or hostile */
-        struct timespec ts = {0, 20000};
+        struct timespec ts = { 0, 20000 };
         nanosleep(&ts, NULL);
     }
 }
@@ -205,7 +205,7 @@ int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t container, uint32_
             return -1;
         }
         l->slot_fd[i] = fd;
-        l->f->m[i] = (struct gs_ledger_member){.container = container, .pid = pid, .weight = weight};
+        l->f->m[i] = (struct gs_ledger_member){ .container = container, .pid = pid, .weight = weight };
         settle_turn(l); /* whatever the dead owner held */
         unlock(l);
         return i;
@@ -222,8 +222,7 @@ static uint64_t turn_holder(struct gs_ledger *l, uint64_t now)
     return c;
 }
 
-uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint64_t until, uint32_t *seq,
-                               int *took)
+uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint64_t until, uint32_t *seq, int *took)
 {
     *took = 0;
     if (slot < 0 || slot >= GS_LEDGER_MEMBERS || lock(l) != 0)
@@ -296,7 +295,7 @@ void gs_ledger_publish(struct gs_ledger *l, int slot, uint32_t use_ppm, uint64_t
 unsigned gs_ledger_demands(struct gs_ledger *l, uint64_t container, uint64_t since, uint64_t wants_since,
                            struct gs_ledger_demand *out, unsigned max)
 {
-    uint64_t seen[GS_LEDGER_MEMBERS] = {0};
+    uint64_t seen[GS_LEDGER_MEMBERS] = { 0 };
     unsigned k = 0;
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
         const struct gs_ledger_member *m = &l->f->m[i];
@@ -314,7 +313,7 @@ unsigned gs_ledger_demands(struct gs_ledger *l, uint64_t container, uint64_t sin
             if (k == max)
                 continue;
             seen[k] = c;
-            out[k++] = (struct gs_ledger_demand){w, use, wants};
+            out[k++] = (struct gs_ledger_demand){ w, use, wants };
         } else {
             out[j].use_ppm = use > out[j].use_ppm ? use : out[j].use_ppm;
             out[j].wants_more |= wants;
@@ -345,7 +344,7 @@ int gs_ledger_has_pid(struct gs_ledger *l, uint64_t container, int32_t pid)
 
 void gs_ledger_wait(struct gs_ledger *l, uint32_t seq, uint64_t ns)
 {
-    struct timespec ts = {(time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL)};
+    struct timespec ts = { (time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL) };
     /* a shared (not private) futex: the waker is another process */
     syscall(SYS_futex, &l->f->turn_seq, FUTEX_WAIT, seq, &ts, NULL, 0);
 }
@@ -366,7 +365,7 @@ void gs_ledger_reap(struct gs_ledger *l)
         return;
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
         if (LD(&l->f->m[i].container) != 0 && !alive(l, i))
-            l->f->m[i] = (struct gs_ledger_member){0};
+            l->f->m[i] = (struct gs_ledger_member){ 0 };
     settle_turn(l);
     unlock(l);
 }

@@ -63,8 +63,8 @@ struct gs_ledger_file {
 
 /* A process's handle on one ledger file. */
 struct gs_ledger {
-    struct gs_ledger_file *f; /* the shared mapping */
-    int fd;                   /* this handle's description: the ledger's lock, liveness queries */
+    struct gs_ledger_file *f;       /* the shared mapping */
+    int fd;                         /* this handle's description: the ledger's lock, liveness queries */
     int slot_fd[GS_LEDGER_MEMBERS]; /* descriptions holding the slots this handle joined; -1 */
     char path[4096];
 };
@@ -110,8 +110,7 @@ unsigned gs_ledger_demands(struct gs_ledger *l, uint64_t container, uint64_t sin
  * holds the turn) the ns to wait at most before trying again, with the
  * value to pass gs_ledger_wait in *seq. If the ledger cannot be locked in
  * time the window opens without the turn (returns 0, *took = 0). */
-uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint64_t until, uint32_t *seq,
-                               int *took);
+uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint64_t until, uint32_t *seq, int *took);
 
 /* The member's container, if it holds the turn, holds it until `until` at
  * least (never past now + GS_LEDGER_MAX_HOLD_NS): a closing thread that

@@ -276,7 +276,7 @@ uint32_t gs_lim_share_fill(unsigned weight, const struct gs_lim_demand *others, 
      * share of what is left, until none does */
     uint64_t left = GS_LIM_PPM, wsum = weight ? weight : 1;
     unsigned settled = 0;
-    uint8_t done[64] = {0};
+    uint8_t done[64] = { 0 };
     if (n > 64)
         n = 64;
     for (unsigned i = 0; i < n; i++)

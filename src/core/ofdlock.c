@@ -7,7 +7,7 @@
 
 static struct flock byte_at(short type, off_t off)
 {
-    struct flock fl = {0};
+    struct flock fl = { 0 };
     fl.l_type = type;
     fl.l_whence = SEEK_SET;
     fl.l_start = off;

@@ -52,8 +52,8 @@ int gs_region_check(const struct gs_region *r, char *err, size_t errlen)
         return -1;
     }
     if (r->version != GS_REGION_VERSION || r->size != sizeof *r) {
-        snprintf(err, errlen, "has layout version %u and size %u, this build uses version %u and size %zu",
-                 r->version, r->size, GS_REGION_VERSION, sizeof *r);
+        snprintf(err, errlen, "has layout version %u and size %u, this build uses version %u and size %zu", r->version,
+                 r->size, GS_REGION_VERSION, sizeof *r);
         return -1;
     }
     uint32_t nd = __atomic_load_n(&r->ndevices, __ATOMIC_ACQUIRE);
@@ -120,8 +120,8 @@ struct gs_region *gs_region_open(const char *path, int create, int *fd_out, char
         goto out;
     }
     if (!fresh && (size_t)st.st_size != sizeof *r) {
-        snprintf(err, errlen, "region %s has size %lld, expected %zu (truncated, or another gpuslice version)",
-                 path, (long long)st.st_size, sizeof *r);
+        snprintf(err, errlen, "region %s has size %lld, expected %zu (truncated, or another gpuslice version)", path,
+                 (long long)st.st_size, sizeof *r);
         goto out;
     }
     if (fresh && ftruncate(fd, (off_t)sizeof *r) != 0) {
@@ -172,7 +172,7 @@ int gs_region_slot_alive(int fd, int slot)
 /* Device totals from the slots, which are the truth. */
 static void rebuild_totals_locked(struct gs_region *r)
 {
-    uint64_t used[GS_REGION_MAX_DEVICES] = {0};
+    uint64_t used[GS_REGION_MAX_DEVICES] = { 0 };
     for (int i = 0; i < GS_REGION_MAX_PROCS; i++)
         if (r->proc[i].pid != 0)
             for (int d = 0; d < GS_REGION_MAX_DEVICES; d++)
@@ -200,7 +200,7 @@ void gs_region_unlock(struct gs_region *r)
 
 int gs_region_reclaim_locked(struct gs_region *r, int fd, int self)
 {
-    unsigned char dead[GS_REGION_MAX_PROCS] = {0};
+    unsigned char dead[GS_REGION_MAX_PROCS] = { 0 };
     int reclaimed = 0;
     for (int i = 0; i < GS_REGION_MAX_PROCS; i++) {
         if (r->proc[i].pid != 0 && i != self && !gs_region_slot_alive(fd, i)) {
@@ -286,7 +286,7 @@ void gs_region_detach(struct gs_region *r, int fd, int slot)
 {
     if (slot < 0 || slot >= GS_REGION_MAX_PROCS || gs_region_lock(r) != 0)
         return;
-    unsigned char leaving[GS_REGION_MAX_PROCS] = {0};
+    unsigned char leaving[GS_REGION_MAX_PROCS] = { 0 };
     leaving[slot] = 1;
     gs_region_exports_drop_locked(r, leaving); /* shared charges move to the other holders */
     struct gs_region_proc *p = &r->proc[slot];
@@ -301,8 +301,7 @@ void gs_region_detach(struct gs_region *r, int fd, int slot)
 
 static int fits(const struct gs_region_device *dv, uint64_t bytes)
 {
-    return dv->mem_limit == 0 ||
-           (dv->mem_used <= dv->mem_limit && bytes <= dv->mem_limit - dv->mem_used);
+    return dv->mem_limit == 0 || (dv->mem_used <= dv->mem_limit && bytes <= dv->mem_limit - dv->mem_used);
 }
 
 int gs_region_reserve(struct gs_region *r, int fd, int slot, int dev, uint64_t bytes)

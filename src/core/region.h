@@ -30,7 +30,7 @@
 #include "limiter.h"
 
 #define GS_REGION_MAGIC 0x45434c5355504721ULL /* "!GPUSLCE" */
-#define GS_REGION_VERSION 4U /* 3: slots live by their OFD lock; 4: export records */
+#define GS_REGION_VERSION 4U                  /* 3: slots live by their OFD lock; 4: export records */
 #define GS_REGION_MAX_DEVICES 16
 #define GS_REGION_MAX_PROCS 1024
 #define GS_REGION_UUID_LEN 64
@@ -50,7 +50,7 @@ struct gs_region_device {
     uint32_t sm_limit;             /* percent; 0 = unlimited */
     uint32_t flags;
     union {
-        uint64_t compute[15];      /* the compute limiter's account (limiter.h) */
+        uint64_t compute[15]; /* the compute limiter's account (limiter.h) */
         struct gs_lim_account lim;
     };
 };

@@ -84,7 +84,7 @@ int gs_region_export_new(struct gs_region *r, int slot, int dev, uint64_t bytes,
         e->dev = dev;
         e->payer = slot;
         e->exporter = slot;
-        e->holder[0] = (struct gs_export_holder){.slot = slot, .refs = 1};
+        e->holder[0] = (struct gs_export_holder){ .slot = slot, .refs = 1 };
         e->key[0] = *key;
         e->bytes = bytes;
     }
@@ -162,7 +162,7 @@ void gs_region_exports_drop_locked(struct gs_region *r, const unsigned char gone
             int s = e->holder[h].slot;
             if (e->holder[h].refs == 0 || !valid_slot(s) || !gone[s])
                 continue;
-            e->holder[h] = (struct gs_export_holder){0};
+            e->holder[h] = (struct gs_export_holder){ 0 };
             after_leaving_locked(r, e, s);
         }
         if (usable(e) && e->exporter >= 0 && e->exporter < GS_REGION_MAX_PROCS && gone[e->exporter])

@@ -44,8 +44,8 @@ struct gs_region_view *gs_region_view_open(const char *path, char *err, size_t e
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size != sizeof(struct gs_region)) {
-        snprintf(err, errlen, "%s is not a region of this gpuslice version (not a regular file of %zu bytes)",
-                 path, sizeof(struct gs_region));
+        snprintf(err, errlen, "%s is not a region of this gpuslice version (not a regular file of %zu bytes)", path,
+                 sizeof(struct gs_region));
         close(fd);
         return NULL;
     }

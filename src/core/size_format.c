@@ -41,8 +41,8 @@ int gs_format_size(uint64_t bytes, char *buf, size_t len)
         if (d == 0)
             n = snprintf(buf, len, "%" PRIu64 " %s", scaled, gs_units[u]);
         else
-            n = snprintf(buf, len, "%" PRIu64 ".%0*" PRIu64 " %s", scaled / pow10[d], d,
-                         scaled % pow10[d], gs_units[u]);
+            n = snprintf(buf, len, "%" PRIu64 ".%0*" PRIu64 " %s", scaled / pow10[d], d, scaled % pow10[d],
+                         gs_units[u]);
     }
     if (n < 0 || (size_t)n >= len)
         return -1;

@@ -11,8 +11,7 @@
 /* 2^40 (TiB) has 40 decimal places, so an exact fraction never needs more digits. */
 #define GS_FRAC_DIGITS_MAX 40
 
-static int size_fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static int size_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 static int size_fail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -72,8 +71,8 @@ static int parse_unit(const char *u, int *shift, char *err, size_t errlen)
         if (n != 2)
             goto unknown;
         /* KB/MB/GB/TB read as powers of 1000 to most people; refuse to guess. */
-        return size_fail(err, errlen, "ambiguous unit '%s'; use '%ciB' (2^%d) or '%c'", shown,
-                         lower(u[0]) - 'a' + 'A', s, lower(u[0]) - 'a' + 'A');
+        return size_fail(err, errlen, "ambiguous unit '%s'; use '%ciB' (2^%d) or '%c'", shown, lower(u[0]) - 'a' + 'A',
+                         s, lower(u[0]) - 'a' + 'A');
     }
     if (u[1] != 'i' && u[1] != 'I')
         goto unknown;
@@ -85,9 +84,7 @@ static int parse_unit(const char *u, int *shift, char *err, size_t errlen)
         return size_fail(err, errlen, "ambiguous unit '%s' ('b' means bits); use '%ciB'", shown,
                          lower(u[0]) - 'a' + 'A');
 unknown:
-    return size_fail(err, errlen,
-                     "unknown unit '%s'; use B, K/KiB, M/MiB, G/GiB or T/TiB (powers of 1024)",
-                     shown);
+    return size_fail(err, errlen, "unknown unit '%s'; use B, K/KiB, M/MiB, G/GiB or T/TiB (powers of 1024)", shown);
 }
 
 /* floor(0.digits * 2^shift) into *whole; returns 0 if that is exact, -1 if not. Doubles

@@ -72,8 +72,7 @@ static int parse_xids(const char *s, struct gs_health_opts *h)
     return 0;
 }
 
-static int do_register(const char *kubelet_sock, const char *endpoint, const char *resource,
-                       char *err, size_t errlen)
+static int do_register(const char *kubelet_sock, const char *endpoint, const char *resource, char *err, size_t errlen)
 {
     V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
     o.get_preferred_allocation_available = 1;
@@ -89,8 +88,7 @@ static int do_register(const char *kubelet_sock, const char *endpoint, const cha
     v1beta1__register_request__pack(&r, buf);
     uint8_t *out = NULL;
     size_t outlen = 0;
-    int st = gs_rpc_call(kubelet_sock, "/v1beta1.Registration/Register", buf, len, &out, &outlen,
-                         5000, err, errlen);
+    int st = gs_rpc_call(kubelet_sock, "/v1beta1.Registration/Register", buf, len, &out, &outlen, 5000, err, errlen);
     free(buf);
     free(out);
     return st;
@@ -98,7 +96,7 @@ static int do_register(const char *kubelet_sock, const char *endpoint, const cha
 
 static void sleep_ms(long ms)
 {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
 }
 
@@ -133,27 +131,40 @@ int main(int argc, char **argv)
     const char *api = NULL, *kubeconfig = NULL, *metrics_addr = "0.0.0.0";
     const char *node = getenv("NODE_NAME");
     int no_api = 0, metrics_port = 9400;
-    struct gs_health_opts hopts = {.recovery_s = 300};
+    struct gs_health_opts hopts = { .recovery_s = 300 };
     parse_xids("13,31,43,45,68", &hopts);
     snprintf(p->resource, sizeof p->resource, "gpuslice.io/gpu");
     p->replicas = 10;
     snprintf(p->lib_host, sizeof p->lib_host, "/usr/local/gpuslice/lib/libgpuslice.so");
     snprintf(p->preload_host, sizeof p->preload_host, "/usr/local/gpuslice/ld.so.preload");
     snprintf(p->state_root, sizeof p->state_root, "/var/lib/gpuslice/containers");
-    snprintf(p->podres_socket, sizeof p->podres_socket,
-             "/var/lib/kubelet/pod-resources/kubelet.sock");
+    snprintf(p->podres_socket, sizeof p->podres_socket, "/var/lib/kubelet/pod-resources/kubelet.sock");
     const char *lib_container = NULL, *key_file = NULL;
     static struct gs_sig_key sigkey;
     kube_log_set_prefix("gpuslice-node-agent");
-    static const struct option opts[] = {
-        {"node", 1, 0, 'n'},         {"resource", 1, 0, 'r'},      {"replicas", 1, 0, 'R'},
-        {"plugin-dir", 1, 0, 'd'},   {"endpoint", 1, 0, 'e'},      {"api-server", 1, 0, 'a'},
-        {"kubeconfig", 1, 0, 'k'},   {"no-api", 0, 0, 'N'},        {"state-root", 1, 0, 's'},
-        {"lib-host", 1, 0, 'l'},     {"lib-container", 1, 0, 'L'}, {"preload-host", 1, 0, 'p'},
-        {"cdi", 0, 0, 'c'},          {"metrics-addr", 1, 0, 'm'},  {"metrics-port", 1, 0, 'M'},
-        {"recovery-seconds", 1, 0, 'h'}, {"ignore-xids", 1, 0, 'x'}, {"log-level", 1, 0, 'v'},
-        {"pod-resources-socket", 1, 0, 'P'}, {"assignment-key", 1, 0, 'K'},
-        {"version", 0, 0, 'V'}, {"help", 0, 0, 'H'}, {0, 0, 0, 0}};
+    static const struct option opts[] = { { "node", 1, 0, 'n' },
+                                          { "resource", 1, 0, 'r' },
+                                          { "replicas", 1, 0, 'R' },
+                                          { "plugin-dir", 1, 0, 'd' },
+                                          { "endpoint", 1, 0, 'e' },
+                                          { "api-server", 1, 0, 'a' },
+                                          { "kubeconfig", 1, 0, 'k' },
+                                          { "no-api", 0, 0, 'N' },
+                                          { "state-root", 1, 0, 's' },
+                                          { "lib-host", 1, 0, 'l' },
+                                          { "lib-container", 1, 0, 'L' },
+                                          { "preload-host", 1, 0, 'p' },
+                                          { "cdi", 0, 0, 'c' },
+                                          { "metrics-addr", 1, 0, 'm' },
+                                          { "metrics-port", 1, 0, 'M' },
+                                          { "recovery-seconds", 1, 0, 'h' },
+                                          { "ignore-xids", 1, 0, 'x' },
+                                          { "log-level", 1, 0, 'v' },
+                                          { "pod-resources-socket", 1, 0, 'P' },
+                                          { "assignment-key", 1, 0, 'K' },
+                                          { "version", 0, 0, 'V' },
+                                          { "help", 0, 0, 'H' },
+                                          { 0, 0, 0, 0 } };
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -190,14 +201,16 @@ int main(int argc, char **argv)
                 return 2;
             break;
         case 'v': {
-            static const char *const lv[] = {"error", "warn", "info", "debug"};
+            static const char *const lv[] = { "error", "warn", "info", "debug" };
             int l = -1;
             for (int i = 0; i < 4; i++)
                 if (strcmp(optarg, lv[i]) == 0)
                     l = i;
             if (l < 0) {
-                fprintf(stderr, "gpuslice-node-agent: --log-level '%s': use error, warn, info "
-                                "or debug\n", optarg);
+                fprintf(stderr,
+                        "gpuslice-node-agent: --log-level '%s': use error, warn, info "
+                        "or debug\n",
+                        optarg);
                 return 2;
             }
             kube_log_set_level(l);
@@ -216,8 +229,7 @@ int main(int argc, char **argv)
                         "(the DaemonSet sets it from spec.nodeName)\n");
         return 2;
     }
-    if (strlen(endpoint) == 0 || strchr(endpoint, '/') ||
-        strlen(plugin_dir) + strlen(endpoint) + 2 > 200) {
+    if (strlen(endpoint) == 0 || strchr(endpoint, '/') || strlen(plugin_dir) + strlen(endpoint) + 2 > 200) {
         fprintf(stderr, "gpuslice-node-agent: --endpoint must be a short file name\n");
         return 2;
     }
@@ -249,10 +261,12 @@ int main(int argc, char **argv)
         }
         p->sigkey = &sigkey;
     } else {
-        kube_log(0, "WARNING: no --assignment-key: the %s of a pod is NOT verified, so a "
+        kube_log(0,
+                 "WARNING: no --assignment-key: the %s of a pod is NOT verified, so a "
                  "pod's owner who can edit its annotations can raise its limits before its "
                  "container first starts (a restart keeps the first one accepted); mount the "
-                 "extender's signing key and pass --assignment-key", GS_ANN_ASSIGNMENT);
+                 "extender's signing key and pass --assignment-key",
+                 GS_ANN_ASSIGNMENT);
     }
     if (gs_agent_state_init(p->state_root, err, sizeof err) != 0) {
         kube_log(0, "%s", err);
@@ -267,8 +281,7 @@ int main(int argc, char **argv)
         char uuids[GS_INV_MAX_GPUS][GS_UUID_MAX];
         for (int g = 0; g < inv.ngpus; g++)
             snprintf(uuids[g], sizeof uuids[g], "%s", inv.gpus[g].uuid);
-        if (gs_agent_ledgers_init(p->state_root, (const char (*)[GS_UUID_MAX])uuids, inv.ngpus,
-                                  err, sizeof err) != 0) {
+        if (gs_agent_ledgers_init(p->state_root, (const char(*)[GS_UUID_MAX])uuids, inv.ngpus, err, sizeof err) != 0) {
             kube_log(0, "%s", err);
             return 1;
         }
@@ -294,8 +307,7 @@ int main(int argc, char **argv)
     }
     struct gs_metrics *metrics = NULL;
     if (metrics_port > 0) {
-        metrics = gs_metrics_start(metrics_addr, metrics_port, &inv, p->state_root, p->replicas,
-                                   err, sizeof err);
+        metrics = gs_metrics_start(metrics_addr, metrics_port, &inv, p->state_root, p->replicas, err, sizeof err);
         if (!metrics)
             kube_log(0, "%s (continuing without metrics)", err);
     }
@@ -303,11 +315,11 @@ int main(int argc, char **argv)
     char sock[256], kubelet_sock[256];
     snprintf(sock, sizeof sock, "%s/%s", plugin_dir, endpoint);
     snprintf(kubelet_sock, sizeof kubelet_sock, "%s/kubelet.sock", plugin_dir);
-    struct gs_rpc_handlers h = {.ud = p,
-                                .unary = gs_plugin_unary,
-                                .stream_method = "/v1beta1.DevicePlugin/ListAndWatch",
-                                .stream_generation = gs_plugin_generation,
-                                .stream_message = gs_plugin_list};
+    struct gs_rpc_handlers h = { .ud = p,
+                                 .unary = gs_plugin_unary,
+                                 .stream_method = "/v1beta1.DevicePlugin/ListAndWatch",
+                                 .stream_generation = gs_plugin_generation,
+                                 .stream_message = gs_plugin_list };
     unsigned published_gen = 0;
     int published = 0;
     time_t next_publish = 0;
@@ -318,8 +330,7 @@ int main(int argc, char **argv)
             sleep_ms(1000);
             continue;
         }
-        kube_log(2, "serving %s on %s (%d GPUs x %d replicas)", p->resource, sock, inv.ngpus,
-                 p->replicas);
+        kube_log(2, "serving %s on %s (%d GPUs x %d replicas)", p->resource, sock, inv.ngpus, p->replicas);
         int registered = 0, attempts = 0;
         struct stat kst;
         ino_t kubelet_ino = 0;
@@ -340,8 +351,10 @@ int main(int argc, char **argv)
             }
             struct stat ss;
             if (stat(sock, &ss) != 0) {
-                kube_log(1, "our socket %s was removed (kubelet restarted?): serving and "
-                            "registering again", sock);
+                kube_log(1,
+                         "our socket %s was removed (kubelet restarted?): serving and "
+                         "registering again",
+                         sock);
                 break;
             }
             if (registered && (stat(kubelet_sock, &kst) != 0 || kst.st_ino != kubelet_ino)) {

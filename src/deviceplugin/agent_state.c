@@ -85,8 +85,7 @@ static long read_small(const char *path, char *buf, size_t len)
  * read-write in the container) and <state-root>/.limits/<key> (limits.conf,
  * read-only in the container; the tenant cannot edit its own limits). The
  * ids file there guards against a key collision. */
-int gs_agent_alloc_dirs(const char *root, char *const *ids, size_t n, struct gs_alloc_dirs *d,
-                        char *msg, size_t msglen)
+int gs_agent_alloc_dirs(const char *root, char *const *ids, size_t n, struct gs_alloc_dirs *d, char *msg, size_t msglen)
 {
     gs_alloc_key(ids, n, d->key, sizeof d->key);
     if (gs_statedir_agent_region_dir(d->state_dir, sizeof d->state_dir, root, d->key) != 0 ||
@@ -95,8 +94,7 @@ int gs_agent_alloc_dirs(const char *root, char *const *ids, size_t n, struct gs_
         return GS_ST_INTERNAL;
     }
     if (mkdirs(d->state_dir, 0755) != 0 || mkdirs(d->limits_dir, 0755) != 0) {
-        snprintf(msg, msglen, "cannot create state directory %s: %s", d->state_dir,
-                 strerror(errno));
+        snprintf(msg, msglen, "cannot create state directory %s: %s", d->state_dir, strerror(errno));
         return GS_ST_INTERNAL;
     }
     char want[GS_ASSIGN_MAX_GPUS * (GS_REPLICA_ID_MAX + 1) + 1];
@@ -105,8 +103,7 @@ int gs_agent_alloc_dirs(const char *root, char *const *ids, size_t n, struct gs_
     snprintf(path, sizeof path, "%s/ids", d->limits_dir);
     long r = read_small(path, have, sizeof have);
     if (r >= 0 && strcmp(have, want) != 0) {
-        snprintf(msg, msglen, "state key %s collides with another device set (%s); refusing",
-                 d->key, path);
+        snprintf(msg, msglen, "state key %s collides with another device set (%s); refusing", d->key, path);
         return GS_ST_INTERNAL;
     }
     if (r < 0 && write_atomic(d->limits_dir, "ids", want) != 0) {
@@ -120,10 +117,9 @@ int gs_agent_state_init(const char *root, char *msg, size_t msglen)
 {
     char limits[700];
     if (mkdirs(root, 0700) != 0 || chmod(root, 0700) != 0 ||
-        snprintf(limits, sizeof limits, "%s/.limits", root) >= (int)sizeof limits ||
-        mkdirs(limits, 0700) != 0 || chmod(limits, 0700) != 0) {
-        snprintf(msg, msglen, "cannot prepare state root %s (mode 0700): %s", root,
-                 strerror(errno));
+        snprintf(limits, sizeof limits, "%s/.limits", root) >= (int)sizeof limits || mkdirs(limits, 0700) != 0 ||
+        chmod(limits, 0700) != 0) {
+        snprintf(msg, msglen, "cannot prepare state root %s (mode 0700): %s", root, strerror(errno));
         return -1;
     }
     return 0;
@@ -146,20 +142,16 @@ static int ledger_file(int dirfd, const char *name)
     int fd = openat(dirfd, name, O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
     if (fd < 0)
         return -1;
-    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && fchown(fd, 0, 0) == 0 &&
-             fchmod(fd, 0666) == 0;
+    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && fchown(fd, 0, 0) == 0 && fchmod(fd, 0666) == 0;
     close(fd);
     return ok ? 0 : -1;
 }
 
-int gs_agent_ledgers_init(const char *root, const char (*uuids)[GS_UUID_MAX], int n, char *msg,
-                          size_t msglen)
+int gs_agent_ledgers_init(const char *root, const char (*uuids)[GS_UUID_MAX], int n, char *msg, size_t msglen)
 {
     char dir[700];
-    if (gs_statedir_agent_ledger_dir(dir, sizeof dir, root) != 0 || mkdirs(dir, 0711) != 0 ||
-        chmod(dir, 0711) != 0) {
-        snprintf(msg, msglen, "cannot prepare the device ledger directory under %s: %s", root,
-                 strerror(errno));
+    if (gs_statedir_agent_ledger_dir(dir, sizeof dir, root) != 0 || mkdirs(dir, 0711) != 0 || chmod(dir, 0711) != 0) {
+        snprintf(msg, msglen, "cannot prepare the device ledger directory under %s: %s", root, strerror(errno));
         return -1;
     }
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -170,10 +162,9 @@ int gs_agent_ledgers_init(const char *root, const char (*uuids)[GS_UUID_MAX], in
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
         char path[900];
-        if (gs_statedir_ledger_path(path, sizeof path, "", uuids[i]) != 0 ||
-            ledger_file(dfd, path + 1) != 0) {
-            snprintf(msg, msglen, "cannot prepare the device ledger of GPU %s in %s: %s",
-                     uuids[i], dir, strerror(errno));
+        if (gs_statedir_ledger_path(path, sizeof path, "", uuids[i]) != 0 || ledger_file(dfd, path + 1) != 0) {
+            snprintf(msg, msglen, "cannot prepare the device ledger of GPU %s in %s: %s", uuids[i], dir,
+                     strerror(errno));
             rc = -1;
         }
     }
@@ -219,8 +210,7 @@ static int remove_at(int parent, const char *name, int depth)
  * says, and initialises it, so that a process of any uid the pod runs as
  * finds a valid region it can open (it cannot create one: the directory
  * is root's). */
-static int make_region(const char *dir, const struct gs_region_owner *o, char *msg,
-                       size_t msglen)
+static int make_region(const char *dir, const struct gs_region_owner *o, char *msg, size_t msglen)
 {
     char path[700], err[512];
     snprintf(path, sizeof path, "%s/region", dir);
@@ -233,8 +223,8 @@ static int make_region(const char *dir, const struct gs_region_owner *o, char *m
     int e = errno;
     close(fd);
     if (!ok) {
-        snprintf(msg, msglen, "cannot give %s to uid %u gid %u mode %04o: %s", path, o->uid,
-                 o->gid, o->mode, strerror(e));
+        snprintf(msg, msglen, "cannot give %s to uid %u gid %u mode %04o: %s", path, o->uid, o->gid, o->mode,
+                 strerror(e));
         return -1;
     }
     struct gs_region *r = gs_region_open(path, 1, NULL, err, sizeof err);
@@ -246,8 +236,8 @@ static int make_region(const char *dir, const struct gs_region_owner *o, char *m
     return 0;
 }
 
-int gs_agent_state_reset(const char *root, const struct gs_alloc_dirs *d,
-                         const struct gs_region_owner *o, char *msg, size_t msglen)
+int gs_agent_state_reset(const char *root, const struct gs_alloc_dirs *d, const struct gs_region_owner *o, char *msg,
+                         size_t msglen)
 {
     static unsigned long seq;
     int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -266,8 +256,10 @@ int gs_agent_state_reset(const char *root, const struct gs_alloc_dirs *d,
         goto out;
     }
     if (remove_at(rootfd, trash, 0) != 0)
-        kube_log(1, "%s/%s: some of a previous owner's state could not be removed (%s); the "
-                 "container gets a fresh directory regardless", root, trash, strerror(errno));
+        kube_log(1,
+                 "%s/%s: some of a previous owner's state could not be removed (%s); the "
+                 "container gets a fresh directory regardless",
+                 root, trash, strerror(errno));
     if (mkdirat(rootfd, d->key, 0755) != 0) {
         snprintf(msg, msglen, "cannot create %s: %s", d->state_dir, strerror(errno));
         goto out;
@@ -286,8 +278,8 @@ out:
     return rc;
 }
 
-int gs_agent_pin_check(const struct gs_alloc_dirs *d, const char *uid, const char *container,
-                       const char *assignment, int *same_owner)
+int gs_agent_pin_check(const struct gs_alloc_dirs *d, const char *uid, const char *container, const char *assignment,
+                       int *same_owner)
 {
     char path[700], want[400], have[400];
     snprintf(want, sizeof want, "%s %s\n", uid, container);
@@ -304,13 +296,12 @@ int gs_agent_pin_check(const struct gs_alloc_dirs *d, const char *uid, const cha
     return rc;
 }
 
-int gs_agent_write_limits(const struct gs_alloc_dirs *d, const char *text, const char *uid,
-                          const char *container, const char *assignment)
+int gs_agent_write_limits(const struct gs_alloc_dirs *d, const char *text, const char *uid, const char *container,
+                          const char *assignment)
 {
     char owner[400];
     snprintf(owner, sizeof owner, "%s %s\n", uid, container);
-    if (write_atomic(d->limits_dir, "limits.conf", text) != 0 ||
-        write_atomic(d->limits_dir, "pod_uid", uid) != 0 ||
+    if (write_atomic(d->limits_dir, "limits.conf", text) != 0 || write_atomic(d->limits_dir, "pod_uid", uid) != 0 ||
         write_atomic(d->limits_dir, "assignment", assignment) != 0)
         return -1;
     return write_atomic(d->limits_dir, "owner", owner); /* last: the pin holds once whole */

@@ -24,8 +24,8 @@ struct gs_alloc_dirs {
 /* Names and creates the directories of device set ids under root and
  * guards against a key collision (the ids file). Returns 0 or a GS_ST_*
  * code with msg. */
-int gs_agent_alloc_dirs(const char *root, char *const *ids, size_t n, struct gs_alloc_dirs *d,
-                        char *msg, size_t msglen);
+int gs_agent_alloc_dirs(const char *root, char *const *ids, size_t n, struct gs_alloc_dirs *d, char *msg,
+                        size_t msglen);
 
 /* At startup: the state root and its .limits, mode 0700 (only root enters
  * them; containers see their own directories through their mounts). */
@@ -34,25 +34,24 @@ int gs_agent_state_init(const char *root, char *msg, size_t msglen);
 /* At startup, for the node's GPUs: <root>/.ledger (root's, 0711) and in it
  * <uuid>.ledger for each (root's, 0666; kept when valid), which Allocate
  * mounts into each container of that GPU. 0, or -1 with msg. */
-int gs_agent_ledgers_init(const char *root, const char (*uuids)[GS_UUID_MAX], int n, char *msg,
-                          size_t msglen);
+int gs_agent_ledgers_init(const char *root, const char (*uuids)[GS_UUID_MAX], int n, char *msg, size_t msglen);
 
 /* Whether container of pod uid is the recorded owner of these devices
  * (*same_owner: a container restart) and, if so, whether assignment is the
  * one accepted at its first start. 0, or -1 when it changed since. */
-int gs_agent_pin_check(const struct gs_alloc_dirs *d, const char *uid, const char *container,
-                       const char *assignment, int *same_owner);
+int gs_agent_pin_check(const struct gs_alloc_dirs *d, const char *uid, const char *container, const char *assignment,
+                       int *same_owner);
 
 /* Before a container starts, first or again: recreates its state directory
  * whole (the old tree is moved aside and removed without following any
  * symbolic link; nothing outside it is touched) and creates its region,
  * owned as o says. 0, or -1 with msg. */
-int gs_agent_state_reset(const char *root, const struct gs_alloc_dirs *d,
-                         const struct gs_region_owner *o, char *msg, size_t msglen);
+int gs_agent_state_reset(const char *root, const struct gs_alloc_dirs *d, const struct gs_region_owner *o, char *msg,
+                         size_t msglen);
 
 /* Writes the container's limits.conf, pod_uid and the pin (the accepted
  * assignment and its owner). 0, or -1 with errno. */
-int gs_agent_write_limits(const struct gs_alloc_dirs *d, const char *text, const char *uid,
-                          const char *container, const char *assignment);
+int gs_agent_write_limits(const struct gs_alloc_dirs *d, const char *text, const char *uid, const char *container,
+                          const char *assignment);
 
 #endif

@@ -99,8 +99,7 @@ static void finish_call(struct rpc_call *c)
     struct gs_rpc_server *s = c->s;
     grpc_call_unref(c->call);
     grpc_completion_queue_shutdown(c->cq);
-    while (grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-           GRPC_QUEUE_SHUTDOWN) {
+    while (grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type != GRPC_QUEUE_SHUTDOWN) {
     }
     grpc_completion_queue_destroy(c->cq);
     grpc_call_details_destroy(&c->details);
@@ -222,8 +221,7 @@ static void *call_main(void *arg)
     op_init(&ops[0], GRPC_OP_SEND_INITIAL_METADATA);
     op_init(&ops[1], GRPC_OP_RECV_MESSAGE);
     ops[1].data.recv_message.recv_message = &req;
-    if (grpc_call_start_batch(c->call, ops, 2, &tag_start, NULL) != GRPC_CALL_OK ||
-        !wait_tag(c->cq, &tag_start)) {
+    if (grpc_call_start_batch(c->call, ops, 2, &tag_start, NULL) != GRPC_CALL_OK || !wait_tag(c->cq, &tag_start)) {
         grpc_byte_buffer_destroy(req);
         finish_call(c);
         return NULL;
@@ -266,9 +264,8 @@ static void *acceptor_main(void *arg)
         grpc_call_details_init(&c->details);
         grpc_metadata_array_init(&c->md);
         c->cq = grpc_completion_queue_create_for_next(NULL);
-        grpc_call_error e = grpc_server_request_call(s->server, &c->call, &c->details, &c->md,
-                                                     c->cq, s->notify, c);
-        grpc_event ev = {0};
+        grpc_call_error e = grpc_server_request_call(s->server, &c->call, &c->details, &c->md, c->cq, s->notify, c);
+        grpc_event ev = { 0 };
         while (e == GRPC_CALL_OK) {
             ev = grpc_completion_queue_next(s->notify, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
             if (ev.type == GRPC_OP_COMPLETE && ev.tag == &s->tag_shutdown) {
@@ -279,8 +276,8 @@ static void *acceptor_main(void *arg)
         }
         if (e != GRPC_CALL_OK || ev.type != GRPC_OP_COMPLETE || !ev.success || ev.tag != c) {
             grpc_completion_queue_shutdown(c->cq);
-            while (grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
-                       .type != GRPC_QUEUE_SHUTDOWN) {
+            while (grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+                   GRPC_QUEUE_SHUTDOWN) {
             }
             grpc_completion_queue_destroy(c->cq);
             grpc_call_details_destroy(&c->details);
@@ -304,8 +301,7 @@ static void *acceptor_main(void *arg)
     return NULL;
 }
 
-struct gs_rpc_server *gs_rpc_server_start(const char *socket_path,
-                                          const struct gs_rpc_handlers *h, char *err,
+struct gs_rpc_server *gs_rpc_server_start(const char *socket_path, const struct gs_rpc_handlers *h, char *err,
                                           size_t errlen)
 {
     gs_rpc_global_init();
@@ -329,8 +325,8 @@ struct gs_rpc_server *gs_rpc_server_start(const char *socket_path,
         snprintf(err, errlen, "cannot listen on %s", socket_path);
         grpc_server_destroy(s->server);
         grpc_completion_queue_shutdown(s->notify);
-        while (grpc_completion_queue_next(s->notify, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
-                   .type != GRPC_QUEUE_SHUTDOWN) {
+        while (grpc_completion_queue_next(s->notify, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+               GRPC_QUEUE_SHUTDOWN) {
         }
         grpc_completion_queue_destroy(s->notify);
         free(s);
@@ -386,8 +382,8 @@ int gs_rpc_server_streams(struct gs_rpc_server *s)
     return n;
 }
 
-int gs_rpc_call(const char *socket_path, const char *method, const uint8_t *in, size_t inlen,
-                uint8_t **out, size_t *outlen, int timeout_ms, char *err, size_t errlen)
+int gs_rpc_call(const char *socket_path, const char *method, const uint8_t *in, size_t inlen, uint8_t **out,
+                size_t *outlen, int timeout_ms, char *err, size_t errlen)
 {
     gs_rpc_global_init();
     char addr[300];
@@ -397,8 +393,7 @@ int gs_rpc_call(const char *socket_path, const char *method, const uint8_t *in, 
     grpc_channel_credentials_release(cr);
     grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
     grpc_slice m = grpc_slice_from_copied_string(method);
-    grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, m, NULL,
-                                               in_ms(timeout_ms), NULL);
+    grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, m, NULL, in_ms(timeout_ms), NULL);
     grpc_slice_unref(m);
     grpc_byte_buffer *req = to_bb(in, inlen), *resp = NULL;
     grpc_metadata_array initial, trailing;
@@ -439,8 +434,7 @@ int gs_rpc_call(const char *socket_path, const char *method, const uint8_t *in, 
     grpc_metadata_array_destroy(&trailing);
     grpc_call_unref(call);
     grpc_completion_queue_shutdown(cq);
-    while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-           GRPC_QUEUE_SHUTDOWN) {
+    while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type != GRPC_QUEUE_SHUTDOWN) {
     }
     grpc_completion_queue_destroy(cq);
     grpc_channel_destroy(ch);

@@ -16,8 +16,8 @@ struct gs_rpc_handlers {
     void *ud;
     /* Unary call: decode in, answer with *out (malloc'd) or fail. Returns a
      * gRPC status code (0 = OK); on failure msg says why. */
-    int (*unary)(void *ud, const char *method, const uint8_t *in, size_t inlen, uint8_t **out,
-                 size_t *outlen, char *msg, size_t msglen);
+    int (*unary)(void *ud, const char *method, const uint8_t *in, size_t inlen, uint8_t **out, size_t *outlen,
+                 char *msg, size_t msglen);
     /* The streaming method's name, its current generation (a new message is
      * sent whenever it changes) and the message for it. */
     const char *stream_method;
@@ -26,8 +26,7 @@ struct gs_rpc_handlers {
 };
 
 /* Listens on the unix socket path (removed first if it exists). */
-struct gs_rpc_server *gs_rpc_server_start(const char *socket_path,
-                                          const struct gs_rpc_handlers *h, char *err,
+struct gs_rpc_server *gs_rpc_server_start(const char *socket_path, const struct gs_rpc_handlers *h, char *err,
                                           size_t errlen);
 /* Cancels every call, waits for the call threads and frees the server. */
 void gs_rpc_server_stop(struct gs_rpc_server *s);
@@ -36,8 +35,8 @@ int gs_rpc_server_streams(struct gs_rpc_server *s);
 
 /* One unary client call on a unix socket. Returns the gRPC status (0 OK),
  * or -1 when the call could not be made; *out gets the answer. */
-int gs_rpc_call(const char *socket_path, const char *method, const uint8_t *in, size_t inlen,
-                uint8_t **out, size_t *outlen, int timeout_ms, char *err, size_t errlen);
+int gs_rpc_call(const char *socket_path, const char *method, const uint8_t *in, size_t inlen, uint8_t **out,
+                size_t *outlen, int timeout_ms, char *err, size_t errlen);
 
 void gs_rpc_global_init(void);
 

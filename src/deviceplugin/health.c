@@ -43,8 +43,7 @@ static void recover(struct health_ctx *h)
             continue;
         g->healthy = 1;
         inv->generation++;
-        kube_log(2, "GPU %s: healthy again (no critical XID for %d s)", g->uuid,
-                 h->opts.recovery_s);
+        kube_log(2, "GPU %s: healthy again (no critical XID for %d s)", g->uuid, h->opts.recovery_s);
     }
     pthread_mutex_unlock(&inv->lock);
 }
@@ -58,7 +57,7 @@ static void *health_main(void *arg)
         memset(&ev, 0, sizeof ev);
         int rc = h->set ? g_nvml.nvmlEventSetWait_v2(h->set, &ev, 200) : GS_NVML_ERROR_TIMEOUT;
         if (!h->set) {
-            struct timespec ts = {0, 200000000L};
+            struct timespec ts = { 0, 200000000L };
             nanosleep(&ts, NULL);
         }
         if (rc == 0 && (ev.type & GS_NVML_EVENT_XID)) {
@@ -68,8 +67,7 @@ static void *health_main(void *arg)
                 if (g->handle != ev.device)
                     continue;
                 if (ignored(&h->opts, ev.data)) {
-                    kube_log(2, "GPU %s: XID %llu (application error; health unchanged)",
-                             g->uuid, ev.data);
+                    kube_log(2, "GPU %s: XID %llu (application error; health unchanged)", g->uuid, ev.data);
                     break;
                 }
                 g->last_xid = ev.data;
@@ -83,10 +81,8 @@ static void *health_main(void *arg)
             }
             pthread_mutex_unlock(&inv->lock);
         } else if (rc != 0 && rc != GS_NVML_ERROR_TIMEOUT) {
-            kube_log(1, "nvmlEventSetWait_v2: %s", g_nvml.nvmlErrorString
-                                                       ? g_nvml.nvmlErrorString(rc)
-                                                       : "error");
-            struct timespec ts = {0, 200000000L};
+            kube_log(1, "nvmlEventSetWait_v2: %s", g_nvml.nvmlErrorString ? g_nvml.nvmlErrorString(rc) : "error");
+            struct timespec ts = { 0, 200000000L };
             nanosleep(&ts, NULL);
         }
         recover(h);
@@ -97,8 +93,7 @@ static void *health_main(void *arg)
     return NULL;
 }
 
-int gs_health_start(struct gs_inventory *inv, const struct gs_health_opts *opts,
-                    volatile int *stop, pthread_t *thread)
+int gs_health_start(struct gs_inventory *inv, const struct gs_health_opts *opts, volatile int *stop, pthread_t *thread)
 {
     struct health_ctx *h = calloc(1, sizeof *h);
     if (!h)
@@ -106,16 +101,14 @@ int gs_health_start(struct gs_inventory *inv, const struct gs_health_opts *opts,
     h->inv = inv;
     h->opts = *opts;
     h->stop = stop;
-    if (inv->ngpus > 0 && g_nvml.nvmlEventSetCreate && g_nvml.nvmlDeviceRegisterEvents &&
-        g_nvml.nvmlEventSetWait_v2 && g_nvml.nvmlEventSetCreate(&h->set) == 0) {
+    if (inv->ngpus > 0 && g_nvml.nvmlEventSetCreate && g_nvml.nvmlDeviceRegisterEvents && g_nvml.nvmlEventSetWait_v2 &&
+        g_nvml.nvmlEventSetCreate(&h->set) == 0) {
         int registered = 0;
         for (int i = 0; i < inv->ngpus; i++)
-            if (g_nvml.nvmlDeviceRegisterEvents(inv->gpus[i].handle, GS_NVML_EVENT_XID,
-                                                h->set) == 0)
+            if (g_nvml.nvmlDeviceRegisterEvents(inv->gpus[i].handle, GS_NVML_EVENT_XID, h->set) == 0)
                 registered++;
             else
-                kube_log(1, "GPU %s: XID events not supported; health from NVML queries only",
-                         inv->gpus[i].uuid);
+                kube_log(1, "GPU %s: XID events not supported; health from NVML queries only", inv->gpus[i].uuid);
         if (!registered) {
             g_nvml.nvmlEventSetFree(h->set);
             h->set = NULL;

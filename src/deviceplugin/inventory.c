@@ -33,9 +33,8 @@ static int nvml_open(char *err, size_t errlen)
     LOAD(nvmlEventSetWait_v2);
     LOAD(nvmlEventSetFree);
     LOAD(nvmlErrorString);
-    if (!g_nvml.nvmlInit_v2 || !g_nvml.nvmlDeviceGetCount_v2 ||
-        !g_nvml.nvmlDeviceGetHandleByIndex_v2 || !g_nvml.nvmlDeviceGetUUID ||
-        !g_nvml.nvmlDeviceGetMemoryInfo) {
+    if (!g_nvml.nvmlInit_v2 || !g_nvml.nvmlDeviceGetCount_v2 || !g_nvml.nvmlDeviceGetHandleByIndex_v2 ||
+        !g_nvml.nvmlDeviceGetUUID || !g_nvml.nvmlDeviceGetMemoryInfo) {
         snprintf(err, errlen, "libnvidia-ml.so.1 lacks basic entry points");
         return -1;
     }
@@ -170,17 +169,15 @@ json_t *gs_inventory_json(struct gs_inventory *inv, int replicas)
     pthread_mutex_lock(&inv->lock);
     for (int i = 0; i < inv->ngpus; i++) {
         const struct gs_gpu *g = &inv->gpus[i];
-        json_t *o = json_pack("{s:i,s:s,s:s,s:I,s:i,s:b,s:i}", "index", (int)g->index, "uuid",
-                              g->uuid, "model", g->model, "memory_mib",
-                              (json_int_t)(g->mem_total >> 20), "replicas", replicas, "healthy",
+        json_t *o = json_pack("{s:i,s:s,s:s,s:I,s:i,s:b,s:i}", "index", (int)g->index, "uuid", g->uuid, "model",
+                              g->model, "memory_mib", (json_int_t)(g->mem_total >> 20), "replicas", replicas, "healthy",
                               g->healthy, "sm_count", g->sm_count);
         json_object_set_new(o, "numa", g->numa >= 0 ? json_integer(g->numa) : json_null());
         if (g->sm_count < 0)
             json_object_set_new(o, "sm_count", json_null());
         json_array_append_new(gpus, o);
     }
-    json_t *root = json_pack("{s:i,s:s,s:o}", "v", GS_INV_VERSION, "driver", inv->driver,
-                             "gpus", gpus);
+    json_t *root = json_pack("{s:i,s:s,s:o}", "v", GS_INV_VERSION, "driver", inv->driver, "gpus", gpus);
     pthread_mutex_unlock(&inv->lock);
     return root;
 }

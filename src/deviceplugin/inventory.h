@@ -58,7 +58,6 @@ struct gs_health_opts {
     unsigned long long ignore[32];
     int nignore;
 };
-int gs_health_start(struct gs_inventory *inv, const struct gs_health_opts *opts,
-                    volatile int *stop, pthread_t *thread);
+int gs_health_start(struct gs_inventory *inv, const struct gs_health_opts *opts, volatile int *stop, pthread_t *thread);
 
 #endif

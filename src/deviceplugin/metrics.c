@@ -111,10 +111,8 @@ static int scrape_region(const char *path, const char *key, void *arg)
         uint64_t used = gs_region_view_used(v, (int)i, &live);
         char lab[700];
         snprintf(lab, sizeof lab, "container=\"%s\",pod_uid=\"%s\",gpu=\"%s\"", cont, pod, u);
-        put(o, "gpuslice_container_memory_used_bytes{%s} %llu\n", lab,
-            (unsigned long long)used);
-        put(o, "gpuslice_container_memory_limit_bytes{%s} %llu\n", lab,
-            (unsigned long long)r->dev[i].mem_limit);
+        put(o, "gpuslice_container_memory_used_bytes{%s} %llu\n", lab, (unsigned long long)used);
+        put(o, "gpuslice_container_memory_limit_bytes{%s} %llu\n", lab, (unsigned long long)r->dev[i].mem_limit);
         put(o, "gpuslice_container_compute_limit_percent{%s} %u\n", lab, r->dev[i].sm_limit);
         put(o, "gpuslice_container_compute_used_ratio{%s} %.6f\n", lab,
             __atomic_load_n(&r->dev[i].lim.use_ppm, __ATOMIC_RELAXED) / 1e6);
@@ -128,7 +126,7 @@ static int scrape_region(const char *path, const char *key, void *arg)
 
 char *gs_metrics_render(struct gs_inventory *inv, const char *state_root, int replicas)
 {
-    struct out o = {0};
+    struct out o = { 0 };
     gs_inventory_refresh(inv);
     put(&o, "# HELP gpuslice_gpu_memory_total_bytes GPU memory (NVML).\n"
             "# TYPE gpuslice_gpu_memory_total_bytes gauge\n"
@@ -146,12 +144,9 @@ char *gs_metrics_render(struct gs_inventory *inv, const char *state_root, int re
         char model[200];
         esc(g->model, model, sizeof model);
         char lab[400];
-        snprintf(lab, sizeof lab, "gpu=\"%s\",index=\"%u\",model=\"%s\"", g->uuid, g->index,
-                 model);
-        put(&o, "gpuslice_gpu_memory_total_bytes{%s} %llu\n", lab,
-            (unsigned long long)g->mem_total);
-        put(&o, "gpuslice_gpu_memory_used_bytes{%s} %llu\n", lab,
-            (unsigned long long)g->mem_used);
+        snprintf(lab, sizeof lab, "gpu=\"%s\",index=\"%u\",model=\"%s\"", g->uuid, g->index, model);
+        put(&o, "gpuslice_gpu_memory_total_bytes{%s} %llu\n", lab, (unsigned long long)g->mem_total);
+        put(&o, "gpuslice_gpu_memory_used_bytes{%s} %llu\n", lab, (unsigned long long)g->mem_used);
         put(&o, "gpuslice_gpu_utilization_percent{%s} %u\n", lab, g->util_gpu);
         put(&o, "gpuslice_gpu_healthy{%s} %d\n", lab, g->healthy);
         put(&o, "gpuslice_gpu_replicas{%s} %d\n", lab, replicas);
@@ -174,14 +169,14 @@ char *gs_metrics_render(struct gs_inventory *inv, const char *state_root, int re
             "# TYPE gpuslice_container_compute_charged_seconds_total counter\n"
             "# HELP gpuslice_container_processes Live processes using the GPU.\n"
             "# TYPE gpuslice_container_processes gauge\n");
-    struct region_scrape rs = {&o, state_root};
+    struct region_scrape rs = { &o, state_root };
     if (state_root)
         gs_statedir_each_region(state_root, scrape_region, &rs);
     return o.s;
 }
 
-static int answer(void *ud, const char *method, const char *url, const char *body, size_t len,
-                  char **out, const char **ctype)
+static int answer(void *ud, const char *method, const char *url, const char *body, size_t len, char **out,
+                  const char **ctype)
 {
     struct gs_metrics *m = ud;
     (void)body;
@@ -205,9 +200,8 @@ static int answer(void *ud, const char *method, const char *url, const char *bod
     return 200;
 }
 
-struct gs_metrics *gs_metrics_start(const char *addr, int port, struct gs_inventory *inv,
-                                    const char *state_root, int replicas, char *err,
-                                    size_t errlen)
+struct gs_metrics *gs_metrics_start(const char *addr, int port, struct gs_inventory *inv, const char *state_root,
+                                    int replicas, char *err, size_t errlen)
 {
     struct gs_metrics *m = calloc(1, sizeof *m);
     if (!m)

@@ -67,7 +67,7 @@ static void sort_ids(char *const *ids, size_t n, const char **sorted)
 
 void gs_ids_lines(char *const *ids, size_t n, char *out, size_t len)
 {
-    const char *sorted[GS_ASSIGN_MAX_GPUS] = {0};
+    const char *sorted[GS_ASSIGN_MAX_GPUS] = { 0 };
     sort_ids(ids, n, sorted);
     out[0] = '\0';
     for (size_t i = 0; i < n; i++) {
@@ -81,7 +81,7 @@ void gs_ids_lines(char *const *ids, size_t n, char *out, size_t len)
  * file (agent_state.c). */
 void gs_alloc_key(char *const *ids, size_t n, char *out, size_t outlen)
 {
-    const char *sorted[GS_ASSIGN_MAX_GPUS] = {0};
+    const char *sorted[GS_ASSIGN_MAX_GPUS] = { 0 };
     sort_ids(ids, n, sorted);
     uint64_t h = 1469598103934665603ULL;
     for (size_t i = 0; i < n; i++) {
@@ -109,8 +109,8 @@ static int cmp_idx(const void *x, const void *y)
     return (a[0] > b[0]) - (a[0] < b[0]);
 }
 
-int gs_ids_check(const struct gs_node_view *v, const char *what, char *const *ids, size_t n,
-                 int *gpu, int *order, char *msg, size_t msglen)
+int gs_ids_check(const struct gs_node_view *v, const char *what, char *const *ids, size_t n, int *gpu, int *order,
+                 char *msg, size_t msglen)
 {
     if (n == 0 || n > GS_ASSIGN_MAX_GPUS) {
         snprintf(msg, msglen, "%s: %zu devices requested (1..%d)", what, n, GS_ASSIGN_MAX_GPUS);
@@ -121,20 +121,21 @@ int gs_ids_check(const struct gs_node_view *v, const char *what, char *const *id
         char uuid[GS_UUID_MAX];
         unsigned k = 0;
         if (!ids[i] || gs_replica_split(ids[i], uuid, sizeof uuid, &k) != 0) {
-            snprintf(msg, msglen, "%s: '%.140s' is not a gpuslice device ID (<GPU uuid>::<n>)",
-                     what, ids[i] ? ids[i] : "(null)");
+            snprintf(msg, msglen, "%s: '%.140s' is not a gpuslice device ID (<GPU uuid>::<n>)", what,
+                     ids[i] ? ids[i] : "(null)");
             return GS_ST_INVALID;
         }
         int g = view_find(v, uuid);
         if (g < 0 || k >= (unsigned)v->replicas) {
-            snprintf(msg, msglen, "%s: device %.140s is not a device of node %s", what, ids[i],
-                     v->node);
+            snprintf(msg, msglen, "%s: device %.140s is not a device of node %s", what, ids[i], v->node);
             return GS_ST_FAILED_PRECONDITION;
         }
         for (size_t j = 0; j < i; j++)
             if (gpu[j] == g) {
-                snprintf(msg, msglen, "%s: devices %.140s and %.140s are on the same GPU; a "
-                         "container gets at most one share of each GPU", what, ids[j], ids[i]);
+                snprintf(msg, msglen,
+                         "%s: devices %.140s and %.140s are on the same GPU; a "
+                         "container gets at most one share of each GPU",
+                         what, ids[j], ids[i]);
                 return GS_ST_INVALID;
             }
         gpu[i] = g;
@@ -147,8 +148,8 @@ int gs_ids_check(const struct gs_node_view *v, const char *what, char *const *id
     return 0;
 }
 
-void gs_match_pods(const struct gs_node_view *v, const struct gs_pod *pods, int npods,
-                   char *const *ids, size_t n, struct gs_match *m)
+void gs_match_pods(const struct gs_node_view *v, const struct gs_pod *pods, int npods, char *const *ids, size_t n,
+                   struct gs_match *m)
 {
     memset(m, 0, sizeof *m);
     for (int i = 0; i < npods; i++) {
@@ -162,8 +163,10 @@ void gs_match_pods(const struct gs_node_view *v, const struct gs_pod *pods, int 
             for (size_t k = 0; k < n; k++)
                 mentions |= strstr(pod->assignment, ids[k]) != NULL;
             if (!m->bad[0] || (mentions && !m->bad_mentions)) {
-                snprintf(m->bad, sizeof m->bad, "; pod %s/%s on this node has a malformed "
-                         "annotation: %s", pod->ns, pod->name, err);
+                snprintf(m->bad, sizeof m->bad,
+                         "; pod %s/%s on this node has a malformed "
+                         "annotation: %s",
+                         pod->ns, pod->name, err);
                 m->bad_mentions = mentions;
             }
             continue;
@@ -177,8 +180,7 @@ void gs_match_pods(const struct gs_node_view *v, const struct gs_pod *pods, int 
             continue;
         m->nmatches++;
         size_t l = strlen(m->names);
-        snprintf(m->names + l, sizeof m->names - l, "%s%s/%s", l ? ", " : "", pod->ns,
-                 pod->name);
+        snprintf(m->names + l, sizeof m->names - l, "%s%s/%s", l ? ", " : "", pod->ns, pod->name);
     }
 }
 
@@ -194,8 +196,7 @@ static int id_named(const struct gs_pod *pods, int npods, const char *id)
         if (!pods[i].terminal && pods[i].assignment && strstr(pods[i].assignment, id)) {
             struct gs_assignment a;
             char err[256];
-            if (gs_assignment_parse(pods[i].assignment, strlen(pods[i].assignment), &a, err,
-                                    sizeof err) != 0)
+            if (gs_assignment_parse(pods[i].assignment, strlen(pods[i].assignment), &a, err, sizeof err) != 0)
                 continue;
             for (int g = 0; g < a.ngpus; g++)
                 if (strcmp(a.gpus[g].replica, id) == 0)
@@ -209,9 +210,8 @@ static int id_named(const struct gs_pod *pods, int npods, const char *id)
  * replica of a pod that holds another one (so that the replicas held stay
  * those the extender counts as used), else one no live pod names, else any.
  * Returns the count chosen (a->ngpus when it fits). */
-static int fit_gpus(const struct gs_assignment *a, char *const *avail, size_t navail,
-                    char *const *must, size_t nmust, const struct gs_pod *pods, int npods,
-                    char **chosen)
+static int fit_gpus(const struct gs_assignment *a, char *const *avail, size_t navail, char *const *must, size_t nmust,
+                    const struct gs_pod *pods, int npods, char **chosen)
 {
     for (size_t k = 0; k < nmust; k++) {
         char uuid[GS_UUID_MAX];
@@ -230,13 +230,11 @@ static int fit_gpus(const struct gs_assignment *a, char *const *avail, size_t na
         for (size_t j = 0; j < navail; j++) {
             char *id = avail[j];
             char uuid[GS_UUID_MAX];
-            if (gs_replica_split(id, uuid, sizeof uuid, NULL) != 0 ||
-                strcmp(uuid, a->gpus[g].uuid) != 0)
+            if (gs_replica_split(id, uuid, sizeof uuid, NULL) != 0 || strcmp(uuid, a->gpus[g].uuid) != 0)
                 continue;
             int r = strcmp(id, a->gpus[g].replica) == 0 ? 0
-                    : gs_ids_contain(id, must, nmust)
-                        ? 1
-                        : 2 + (id_named(pods, npods, id) + 2) % 3; /* 1->2, 0->3, 2->4 */
+                    : gs_ids_contain(id, must, nmust)   ? 1
+                                                      : 2 + (id_named(pods, npods, id) + 2) % 3; /* 1->2, 0->3, 2->4 */
             if (r < rank) {
                 rank = r;
                 pick = id;
@@ -267,16 +265,15 @@ static int bound_order(const struct gs_pod *a, const struct gs_pod *b)
     return c ? c : strcmp(a->name, b->name);
 }
 
-void gs_prefer_candidates(const struct gs_node_view *v, const struct gs_pod *pods, int npods,
-                          struct gs_assignment *as, int *cand, int *ncand)
+void gs_prefer_candidates(const struct gs_node_view *v, const struct gs_pod *pods, int npods, struct gs_assignment *as,
+                          int *cand, int *ncand)
 {
     *ncand = 0;
     for (int i = 0; i < npods; i++) {
         const struct gs_pod *pd = &pods[i];
         char err[256];
         if (pd->terminal || pd->allocated || !pd->assignment ||
-            gs_assignment_parse(pd->assignment, strlen(pd->assignment), &as[i], err,
-                                sizeof err) != 0 ||
+            gs_assignment_parse(pd->assignment, strlen(pd->assignment), &as[i], err, sizeof err) != 0 ||
             (as[i].node[0] && strcmp(as[i].node, v->node) != 0))
             continue;
         int at = (*ncand)++;
@@ -291,9 +288,8 @@ void gs_prefer_candidates(const struct gs_node_view *v, const struct gs_pod *pod
     }
 }
 
-int gs_prefer(const struct gs_pod *pods, int npods, const struct gs_assignment *as,
-              const int *cand, int ncand, char *const *avail, size_t navail, char *const *must,
-              size_t nmust, int size, char **chosen)
+int gs_prefer(const struct gs_pod *pods, int npods, const struct gs_assignment *as, const int *cand, int ncand,
+              char *const *avail, size_t navail, char *const *must, size_t nmust, int size, char **chosen)
 {
     int k = 0;
     /* Pass 1: a pod's exact replicas. */
@@ -341,19 +337,16 @@ int gs_pod_usage(const struct gs_node_view *v, const struct gs_pod *q, struct gs
     *u = a;
     if (q->allocated) {
         char held[GS_ASSIGN_MAX_GPUS][GS_REPLICA_ID_MAX];
-        int k = gs_allocated_parse(q->allocated, strlen(q->allocated), held, GS_ASSIGN_MAX_GPUS,
-                                   err, sizeof err);
+        int k = gs_allocated_parse(q->allocated, strlen(q->allocated), held, GS_ASSIGN_MAX_GPUS, err, sizeof err);
         struct gs_assignment r;
-        if (k > 0 && gs_assignment_rebind(&a, (const char (*)[GS_REPLICA_ID_MAX])held, k, &r,
-                                          err, sizeof err) == 0)
+        if (k > 0 && gs_assignment_rebind(&a, (const char(*)[GS_REPLICA_ID_MAX])held, k, &r, err, sizeof err) == 0)
             *u = r;
     }
     return 0;
 }
 
-int gs_fits_on_held(const struct gs_node_view *v, const struct gs_pod *pods, int npods,
-                    const struct gs_pod *self, const struct gs_assignment *eff, char *why,
-                    size_t whylen)
+int gs_fits_on_held(const struct gs_node_view *v, const struct gs_pod *pods, int npods, const struct gs_pod *self,
+                    const struct gs_assignment *eff, char *why, size_t whylen)
 {
     int ok = 1;
     for (int i = 0; i < eff->ngpus && ok; i++) {
@@ -375,21 +368,20 @@ int gs_fits_on_held(const struct gs_node_view *v, const struct gs_pod *pods, int
                 g.mem_used_mib += (int64_t)u.gpus[k].memory_mib;
                 g.slots_used++;
                 size_t l = strlen(others);
-                snprintf(others + l, sizeof others - l, "%s%.40s/%.60s %lluMi/%u%%%s",
-                         l ? ", " : "", pods[j].ns, pods[j].name,
-                         (unsigned long long)u.gpus[k].memory_mib, u.gpus[k].cores,
+                snprintf(others + l, sizeof others - l, "%s%.40s/%.60s %lluMi/%u%%%s", l ? ", " : "", pods[j].ns,
+                         pods[j].name, (unsigned long long)u.gpus[k].memory_mib, u.gpus[k].cores,
                          pods[j].allocated ? "" : " (assigned, not started)");
             }
         }
-        const char *short_of =
-            gs_share_fit(&g, gs_cores_milli(mine->cores), (int64_t)mine->memory_mib);
+        const char *short_of = gs_share_fit(&g, gs_cores_milli(mine->cores), (int64_t)mine->memory_mib);
         if (short_of) {
             ok = 0;
-            snprintf(why, whylen, "it does not fit on GPU %s (%s: needs %lluMi/%u%% cores; "
+            snprintf(why, whylen,
+                     "it does not fit on GPU %s (%s: needs %lluMi/%u%% cores; "
                      "%lldMi of %lldMi, %d.%d%% cores and %d of %d replicas already taken by "
-                     "%s)", mine->uuid, short_of, (unsigned long long)mine->memory_mib, mine->cores,
-                     (long long)g.mem_used_mib, (long long)g.mem_total_mib, g.milli_used / 10,
-                     g.milli_used % 10, g.slots_used, g.slots_total,
+                     "%s)",
+                     mine->uuid, short_of, (unsigned long long)mine->memory_mib, mine->cores, (long long)g.mem_used_mib,
+                     (long long)g.mem_total_mib, g.milli_used / 10, g.milli_used % 10, g.slots_used, g.slots_total,
                      others[0] ? others : "no other pod");
         }
     }
@@ -398,8 +390,7 @@ int gs_fits_on_held(const struct gs_node_view *v, const struct gs_pod *pods, int
 
 /* ---- the region's owner ---- */
 
-void gs_region_owner_of(const struct gs_pod *pod, const char *container,
-                        struct gs_region_owner *o)
+void gs_region_owner_of(const struct gs_pod *pod, const char *container, struct gs_region_owner *o)
 {
     const struct gs_pod_container *c = NULL;
     for (int i = 0; i < pod->ncontainers; i++)
@@ -409,14 +400,15 @@ void gs_region_owner_of(const struct gs_pod *pod, const char *container,
     if (pod->host_users_false) {
         snprintf(o->why, sizeof o->why, "the pod runs in a user namespace");
     } else if (!c) {
-        snprintf(o->why, sizeof o->why, "container %s is not in the pod's spec as the agent saw "
-                 "it", container);
+        snprintf(o->why, sizeof o->why,
+                 "container %s is not in the pod's spec as the agent saw "
+                 "it",
+                 container);
     } else {
         uid = c->run_as_user != GS_ID_UNSET ? c->run_as_user : pod->run_as_user;
         gid = c->run_as_group != GS_ID_UNSET ? c->run_as_group : pod->run_as_group;
         fsg = pod->fs_group;
-        snprintf(o->why, sizeof o->why, "runAsUser %lld, runAsGroup %lld, fsGroup %lld", uid,
-                 gid, fsg);
+        snprintf(o->why, sizeof o->why, "runAsUser %lld, runAsGroup %lld, fsGroup %lld", uid, gid, fsg);
     }
     long long group = fsg != GS_ID_UNSET ? fsg : gid;
     if (uid == GS_ID_UNSET && group == GS_ID_UNSET) {
@@ -440,24 +432,24 @@ int gs_k8s_name_ok(const char *s, size_t max)
         return 0;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-'))
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+              c == '-'))
             return 0;
     }
     return 1;
 }
 
 void gs_limits_text(const struct gs_node_view *v, const struct gs_holder *h, const char *uid,
-                    const struct gs_assignment *a, const int *gpu, const int *order, size_t n,
-                    char *out, size_t len)
+                    const struct gs_assignment *a, const int *gpu, const int *order, size_t n, char *out, size_t len)
 {
     char label[600];
     snprintf(label, sizeof label, "%s/%s/%s", h->ns, h->pod, h->container);
     if (strlen(label) >= 128) /* the interposer's label limit */
         snprintf(label, sizeof label, "%.30s/%.60s/%.30s", h->ns, h->pod, h->container);
-    int l = snprintf(out, len, "# gpuslice-node-agent, PreStartContainer: pod uid %s\n"
-                     "GPUSLICE_CONTAINER=%s\nGPUSLICE_COMPUTE_MODE=%s\n", uid, label,
-                     a->share_mode ? "share" : "cap");
+    int l = snprintf(out, len,
+                     "# gpuslice-node-agent, PreStartContainer: pod uid %s\n"
+                     "GPUSLICE_CONTAINER=%s\nGPUSLICE_COMPUTE_MODE=%s\n",
+                     uid, label, a->share_mode ? "share" : "cap");
     for (size_t j = 0; j < n && l > 0 && (size_t)l < len; j++) {
         const char *uuid = v->gpus[gpu[order[j]]].uuid;
         for (int i = 0; i < a->ngpus; i++) {
@@ -466,8 +458,7 @@ void gs_limits_text(const struct gs_node_view *v, const struct gs_holder *h, con
             l += snprintf(out + l, len - (size_t)l, "GPUSLICE_MEMORY_LIMIT_%zu=%lluMi\n", j,
                           (unsigned long long)a->gpus[i].memory_mib);
             if (a->gpus[i].cores > 0 && (size_t)l < len)
-                l += snprintf(out + l, len - (size_t)l, "GPUSLICE_CORES_%zu=%u\n", j,
-                              a->gpus[i].cores);
+                l += snprintf(out + l, len - (size_t)l, "GPUSLICE_CORES_%zu=%u\n", j, a->gpus[i].cores);
         }
     }
 }

@@ -24,7 +24,7 @@
 /* What the decisions need to know about this node. */
 struct gs_view_gpu {
     char uuid[GS_UUID_MAX];
-    unsigned index;         /* NVML index */
+    unsigned index; /* NVML index */
     int64_t mem_total_mib;
 };
 struct gs_node_view {
@@ -58,33 +58,32 @@ void gs_alloc_key(char *const *ids, size_t n, char *out, size_t outlen);
  * GPU of this node, at most one per GPU. Fills gpu[i] (view index of
  * ids[i]) and order (positions of ids sorted by NVML index). Returns 0 or a
  * GS_ST_* code with msg. */
-int gs_ids_check(const struct gs_node_view *v, const char *what, char *const *ids, size_t n,
-                 int *gpu, int *order, char *msg, size_t msglen);
+int gs_ids_check(const struct gs_node_view *v, const char *what, char *const *ids, size_t n, int *gpu, int *order,
+                 char *msg, size_t msglen);
 
 /* The live pods of pods[] whose assignment is on exactly the GPUs of ids. */
 struct gs_match {
-    int ngpu_matches;  /* live pods whose assignment is on exactly these GPUs */
-    int nmatches;      /* ... and names exactly these IDs */
-    char names[512];   /* the exact matches, for messages */
-    char bad[700];     /* a malformed assignment on this node, for messages */
-    int bad_mentions;  /* ... whose text names one of the requested IDs */
+    int ngpu_matches; /* live pods whose assignment is on exactly these GPUs */
+    int nmatches;     /* ... and names exactly these IDs */
+    char names[512];  /* the exact matches, for messages */
+    char bad[700];    /* a malformed assignment on this node, for messages */
+    int bad_mentions; /* ... whose text names one of the requested IDs */
 };
-void gs_match_pods(const struct gs_node_view *v, const struct gs_pod *pods, int npods,
-                   char *const *ids, size_t n, struct gs_match *m);
+void gs_match_pods(const struct gs_node_view *v, const struct gs_pod *pods, int npods, char *const *ids, size_t n,
+                   struct gs_match *m);
 
 /* Candidates for a preferred allocation: live pods not yet recorded as
  * allocated, with a well-formed assignment for this node, in the order they
  * became bound here. as[i] is pods[i]'s assignment (valid for candidates);
  * cand[0..*ncand) their indices. */
-void gs_prefer_candidates(const struct gs_node_view *v, const struct gs_pod *pods, int npods,
-                          struct gs_assignment *as, int *cand, int *ncand);
+void gs_prefer_candidates(const struct gs_node_view *v, const struct gs_pod *pods, int npods, struct gs_assignment *as,
+                          int *cand, int *ncand);
 /* One container's preferred IDs (pointers into avail/must) among the
  * candidates: the replica set of the first-bound pod whose exact replicas
  * are available, else replicas of the GPUs of the first-bound pod whose GPUs
  * all have one free. Returns the count chosen, 0 when no pod fits. */
-int gs_prefer(const struct gs_pod *pods, int npods, const struct gs_assignment *as,
-              const int *cand, int ncand, char *const *avail, size_t navail, char *const *must,
-              size_t nmust, int size, char **chosen);
+int gs_prefer(const struct gs_pod *pods, int npods, const struct gs_assignment *as, const int *cand, int ncand,
+              char *const *avail, size_t navail, char *const *must, size_t nmust, int size, char **chosen);
 
 /* What pod q uses on this node: its allocated record mapped through its
  * assignment when present and consistent, else its assignment. 0, or -1
@@ -93,9 +92,8 @@ int gs_pod_usage(const struct gs_node_view *v, const struct gs_pod *q, struct gs
 /* Whether pod self, with limits eff on the GPUs it really holds, fits there
  * next to every other pod of pods[] that uses those GPUs, under the
  * extender's rule. Returns 1, or 0 with the reason in why. */
-int gs_fits_on_held(const struct gs_node_view *v, const struct gs_pod *pods, int npods,
-                    const struct gs_pod *self, const struct gs_assignment *eff, char *why,
-                    size_t whylen);
+int gs_fits_on_held(const struct gs_node_view *v, const struct gs_pod *pods, int npods, const struct gs_pod *self,
+                    const struct gs_assignment *eff, char *why, size_t whylen);
 
 /* Who owns a container's region file, so that every process of that
  * container can open it and nobody else is given more: its runAsUser
@@ -109,8 +107,7 @@ struct gs_region_owner {
     unsigned uid, gid, mode;
     char why[200]; /* for the log */
 };
-void gs_region_owner_of(const struct gs_pod *pod, const char *container,
-                        struct gs_region_owner *o);
+void gs_region_owner_of(const struct gs_pod *pod, const char *container, struct gs_region_owner *o);
 
 /* A Kubernetes name as kubelet reports it: 1..max of [A-Za-z0-9._-]. */
 int gs_k8s_name_ok(const char *s, size_t max);
@@ -119,7 +116,6 @@ int gs_k8s_name_ok(const char *s, size_t max);
  * docs/configuration.md's format, GPU j = the j-th of the container's GPUs
  * in NVML order (view indices gpu[order[j]]), limits from a. */
 void gs_limits_text(const struct gs_node_view *v, const struct gs_holder *h, const char *uid,
-                    const struct gs_assignment *a, const int *gpu, const int *order, size_t n,
-                    char *out, size_t len);
+                    const struct gs_assignment *a, const int *gpu, const int *order, size_t n, char *out, size_t len);
 
 #endif

@@ -51,7 +51,7 @@ int gs_plugin_list(void *ud, uint8_t **out, size_t *outlen)
     V1beta1__TopologyInfo *topo = calloc((size_t)p->inv->ngpus + 1, sizeof *topo);
     V1beta1__NUMANode *numa = calloc((size_t)p->inv->ngpus + 1, sizeof *numa);
     V1beta1__NUMANode **numap = calloc((size_t)p->inv->ngpus + 1, sizeof *numap);
-    char (*ids)[GS_REPLICA_ID_MAX] = calloc(n ? n : 1, GS_REPLICA_ID_MAX);
+    char(*ids)[GS_REPLICA_ID_MAX] = calloc(n ? n : 1, GS_REPLICA_ID_MAX);
     int rc = -1;
     if (!devs || !ptrs || !topo || !numa || !numap || !ids)
         goto out;
@@ -109,8 +109,8 @@ static void view_take(struct gs_plugin *p, struct gs_node_view *v)
 }
 
 /* gs_match_pods over the pod cache as it is now. */
-static void match_cached(struct gs_plugin *p, const struct gs_node_view *v, char *const *ids,
-                         size_t n, struct gs_match *m)
+static void match_cached(struct gs_plugin *p, const struct gs_node_view *v, char *const *ids, size_t n,
+                         struct gs_match *m)
 {
     struct gs_pod *pods = NULL;
     int np = gs_podcache_copy(p->pods, &pods);
@@ -168,9 +168,8 @@ static void add_mount(struct resp_buf *b, char *host, char *cont, int ro)
  * that may not exist (or is a previous owner's, which kubelet never
  * starts a container with: PreStartContainer must succeed first), and the
  * interposer refuses the GPU on a missing file: it fails closed. */
-static int build_response(struct gs_plugin *p, const struct gs_node_view *v, char *const *ids,
-                          size_t n, const int *gpu, const int *order, struct resp_buf *b,
-                          char *msg, size_t msglen)
+static int build_response(struct gs_plugin *p, const struct gs_node_view *v, char *const *ids, size_t n, const int *gpu,
+                          const int *order, struct resp_buf *b, char *msg, size_t msglen)
 {
     memset(b, 0, sizeof *b);
     v1beta1__container_allocate_response__init(&b->r);
@@ -215,8 +214,7 @@ static int build_response(struct gs_plugin *p, const struct gs_node_view *v, cha
     for (size_t j = 0; j < n; j++) {
         const char *uuid = v->gpus[gpu[order[j]]].uuid;
         if (gs_statedir_ledger_path(b->ledger_host[j], sizeof b->ledger_host[j], ldir, uuid) ||
-            gs_statedir_ledger_path(b->ledger_cont[j], sizeof b->ledger_cont[j],
-                                    GS_STATEDIR_CONTAINER_LEDGER, uuid)) {
+            gs_statedir_ledger_path(b->ledger_cont[j], sizeof b->ledger_cont[j], GS_STATEDIR_CONTAINER_LEDGER, uuid)) {
             snprintf(msg, msglen, "ledger path of GPU %s is too long", uuid);
             return GS_ST_INTERNAL;
         }
@@ -232,12 +230,12 @@ static int build_response(struct gs_plugin *p, const struct gs_node_view *v, cha
 
 static void sleep_ms(long ms)
 {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
 }
 
-static int do_allocate(struct gs_plugin *p, const uint8_t *in, size_t inlen, uint8_t **out,
-                       size_t *outlen, char *msg, size_t msglen)
+static int do_allocate(struct gs_plugin *p, const uint8_t *in, size_t inlen, uint8_t **out, size_t *outlen, char *msg,
+                       size_t msglen)
 {
     V1beta1__AllocateRequest *req = v1beta1__allocate_request__unpack(NULL, inlen, in);
     if (!req) {
@@ -260,8 +258,9 @@ static int do_allocate(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
     }
     if (!p->pods) {
         code = GS_ST_FAILED_PRECONDITION;
-        snprintf(msg, msglen, "Allocate: the agent has no API server connection, so it cannot "
-                              "know whether any pod was scheduled to these devices; refusing");
+        snprintf(msg, msglen,
+                 "Allocate: the agent has no API server connection, so it cannot "
+                 "know whether any pod was scheduled to these devices; refusing");
         goto out;
     }
     for (size_t c = 0; c < nc && code == 0; c++) {
@@ -271,8 +270,7 @@ static int do_allocate(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
         int gpu[GS_ASSIGN_MAX_GPUS], order[GS_ASSIGN_MAX_GPUS];
         if (n > GS_ASSIGN_MAX_GPUS) {
             code = GS_ST_INVALID;
-            snprintf(msg, msglen, "Allocate: container %zu asks for %zu devices (1..%d)", c, n,
-                     GS_ASSIGN_MAX_GPUS);
+            snprintf(msg, msglen, "Allocate: container %zu asks for %zu devices (1..%d)", c, n, GS_ASSIGN_MAX_GPUS);
             break;
         }
         gs_ids_text(ids, n, idtxt, sizeof idtxt);
@@ -293,14 +291,17 @@ static int do_allocate(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
         }
         if (m.ngpu_matches == 0) {
             code = GS_ST_FAILED_PRECONDITION;
-            snprintf(msg, msglen, "Allocate [%s]: no live pod on node %s has a %s on these "
-                                  "GPUs; was it scheduled by the gpuslice extender? Refusing "
-                                  "rather than guessing%s", idtxt, p->node, GS_ANN_ASSIGNMENT,
-                     m.bad);
+            snprintf(msg, msglen,
+                     "Allocate [%s]: no live pod on node %s has a %s on these "
+                     "GPUs; was it scheduled by the gpuslice extender? Refusing "
+                     "rather than guessing%s",
+                     idtxt, p->node, GS_ANN_ASSIGNMENT, m.bad);
         } else if (m.nmatches > 1) {
             code = GS_ST_FAILED_PRECONDITION;
-            snprintf(msg, msglen, "Allocate [%s]: %d pods claim these devices (%s); the "
-                                  "assignments conflict, refusing", idtxt, m.nmatches, m.names);
+            snprintf(msg, msglen,
+                     "Allocate [%s]: %d pods claim these devices (%s); the "
+                     "assignments conflict, refusing",
+                     idtxt, m.nmatches, m.names);
         }
         if (code == 0)
             code = build_response(p, &v, ids, n, gpu, order, &bufs[c], msg, msglen);
@@ -308,8 +309,7 @@ static int do_allocate(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
             rp[c] = &bufs[c].r;
             if (p->test_allocate_delay_ms > 0)
                 sleep_ms(p->test_allocate_delay_ms);
-            kube_log(2, "Allocate [%s] -> state %s (limits at PreStartContainer)", idtxt,
-                     bufs[c].dirs.key);
+            kube_log(2, "Allocate [%s] -> state %s (limits at PreStartContainer)", idtxt, bufs[c].dirs.key);
         }
     }
     if (code == 0) {
@@ -336,8 +336,7 @@ static int find_cached(struct gs_plugin *p, const struct gs_holder *h, struct gs
         struct gs_pod *pods = NULL;
         int np = gs_podcache_copy(p->pods, &pods), found = -1;
         for (int i = 0; i < np && found < 0; i++)
-            if (!pods[i].terminal && strcmp(pods[i].ns, h->ns) == 0 &&
-                strcmp(pods[i].name, h->pod) == 0)
+            if (!pods[i].terminal && strcmp(pods[i].ns, h->ns) == 0 && strcmp(pods[i].name, h->pod) == 0)
                 found = i;
         if (found >= 0) {
             *out = pods[found];
@@ -352,11 +351,10 @@ static int find_cached(struct gs_plugin *p, const struct gs_holder *h, struct gs
     return -1;
 }
 
-static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uint8_t **out,
-                       size_t *outlen, char *msg, size_t msglen)
+static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uint8_t **out, size_t *outlen, char *msg,
+                       size_t msglen)
 {
-    V1beta1__PreStartContainerRequest *req =
-        v1beta1__pre_start_container_request__unpack(NULL, inlen, in);
+    V1beta1__PreStartContainerRequest *req = v1beta1__pre_start_container_request__unpack(NULL, inlen, in);
     if (!req) {
         snprintf(msg, msglen, "PreStartContainer: cannot decode the request (%zu bytes)", inlen);
         return GS_ST_INVALID;
@@ -380,8 +378,10 @@ static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
         goto out;
     if (!p->pods) {
         code = GS_ST_FAILED_PRECONDITION;
-        snprintf(msg, msglen, "%s: the agent has no API server connection, so it cannot read "
-                 "the pod's limits; refusing", what);
+        snprintf(msg, msglen,
+                 "%s: the agent has no API server connection, so it cannot read "
+                 "the pod's limits; refusing",
+                 what);
         goto out;
     }
     code = gs_podres_find_holder(p->podres_socket, p->resource, what, ids, n, &h, msg, msglen);
@@ -389,24 +389,26 @@ static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
         goto out;
     if (find_cached(p, &h, &pod) != 0) {
         code = GS_ST_FAILED_PRECONDITION;
-        snprintf(msg, msglen, "%s: kubelet says pod %s/%s (container %s) holds these devices, "
-                 "but no live pod of that name is bound to node %s", what, h.ns, h.pod,
-                 h.container, p->node);
+        snprintf(msg, msglen,
+                 "%s: kubelet says pod %s/%s (container %s) holds these devices, "
+                 "but no live pod of that name is bound to node %s",
+                 what, h.ns, h.pod, h.container, p->node);
         goto out;
     }
     have_pod = 1;
     char err[256];
     if (!pod.assignment) {
         code = GS_ST_FAILED_PRECONDITION;
-        snprintf(msg, msglen, "%s: pod %s/%s has no %s; was it scheduled by the gpuslice "
-                 "extender? Not starting it without limits", what, h.ns, h.pod,
-                 GS_ANN_ASSIGNMENT);
+        snprintf(msg, msglen,
+                 "%s: pod %s/%s has no %s; was it scheduled by the gpuslice "
+                 "extender? Not starting it without limits",
+                 what, h.ns, h.pod, GS_ANN_ASSIGNMENT);
         goto out;
     }
     if (strlen(pod.assignment) >= GS_PIN_MAX) {
         code = GS_ST_FAILED_PRECONDITION;
-        snprintf(msg, msglen, "%s: pod %s/%s: its %s is %zu bytes long (at most %d)", what,
-                 h.ns, h.pod, GS_ANN_ASSIGNMENT, strlen(pod.assignment), GS_PIN_MAX - 1);
+        snprintf(msg, msglen, "%s: pod %s/%s: its %s is %zu bytes long (at most %d)", what, h.ns, h.pod,
+                 GS_ANN_ASSIGNMENT, strlen(pod.assignment), GS_PIN_MAX - 1);
         goto out;
     }
     if (gs_assignment_parse(pod.assignment, strlen(pod.assignment), &a, err, sizeof err) != 0) {
@@ -417,13 +419,13 @@ static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
     /* Only the extender's own decision for this pod on this node counts:
      * the pod's owner can edit its annotations, not forge the signature. */
     const char *bad_sig = NULL;
-    if (p->sigkey &&
-        gs_sig_verify(p->sigkey, pod.uid, p->node, pod.assignment, pod.signature, &bad_sig) != 0) {
+    if (p->sigkey && gs_sig_verify(p->sigkey, pod.uid, p->node, pod.assignment, pod.signature, &bad_sig) != 0) {
         code = GS_ST_FAILED_PRECONDITION;
-        snprintf(msg, msglen, "%s: pod %s/%s: the signature of its %s: %s; only an "
+        snprintf(msg, msglen,
+                 "%s: pod %s/%s: the signature of its %s: %s; only an "
                  "assignment the gpuslice extender signed for this pod on node %s is accepted "
-                 "(%s)", what, h.ns, h.pod, GS_ANN_ASSIGNMENT, bad_sig, p->node,
-                 GS_ANN_ASSIGNMENT_SIG);
+                 "(%s)",
+                 what, h.ns, h.pod, GS_ANN_ASSIGNMENT, bad_sig, p->node, GS_ANN_ASSIGNMENT_SIG);
         kube_log(0, "%s", msg);
         goto out;
     }
@@ -438,20 +440,19 @@ static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
     for (size_t i = 0; i < n; i++)
         snprintf(held[i], sizeof held[i], "%s", ids[i]);
     if ((a.node[0] && strcmp(a.node, p->node) != 0) ||
-        gs_assignment_rebind(&a, (const char (*)[GS_REPLICA_ID_MAX])held, (int)n, &eff, err,
-                             sizeof err) != 0) {
+        gs_assignment_rebind(&a, (const char(*)[GS_REPLICA_ID_MAX])held, (int)n, &eff, err, sizeof err) != 0) {
         code = GS_ST_FAILED_PRECONDITION;
-        snprintf(msg, msglen, "%s: pod %s/%s holds these devices, but its %s does not match "
-                 "them (%s on node %s: %s); refusing", what, h.ns, h.pod, GS_ANN_ASSIGNMENT, as,
-                 a.node[0] ? a.node : p->node,
+        snprintf(msg, msglen,
+                 "%s: pod %s/%s holds these devices, but its %s does not match "
+                 "them (%s on node %s: %s); refusing",
+                 what, h.ns, h.pod, GS_ANN_ASSIGNMENT, as, a.node[0] ? a.node : p->node,
                  a.node[0] && strcmp(a.node, p->node) != 0 ? "another node" : err);
         goto out;
     }
     int recorded = 0;
     if (pod.allocated) {
         char prev[GS_ASSIGN_MAX_GPUS][GS_REPLICA_ID_MAX];
-        int k = gs_allocated_parse(pod.allocated, strlen(pod.allocated), prev,
-                                   GS_ASSIGN_MAX_GPUS, err, sizeof err);
+        int k = gs_allocated_parse(pod.allocated, strlen(pod.allocated), prev, GS_ASSIGN_MAX_GPUS, err, sizeof err);
         recorded = k == (int)n;
         for (int i = 0; recorded && i < k; i++)
             recorded = gs_ids_contain(prev[i], ids, n);
@@ -474,28 +475,33 @@ static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
         gs_podcache_free_copy(pods, np);
         if (!fits) {
             code = GS_ST_FAILED_PRECONDITION;
-            snprintf(msg, msglen, "%s: pod %s/%s holds these devices, but its %s is for other "
+            snprintf(msg, msglen,
+                     "%s: pod %s/%s holds these devices, but its %s is for other "
                      "GPUs (%s on node %s) and %s; refusing rather than overcommitting the GPU "
-                     "(nothing written; delete the pod to reschedule it)", what, h.ns, h.pod,
-                     GS_ANN_ASSIGNMENT, as, a.node[0] ? a.node : p->node, why);
+                     "(nothing written; delete the pod to reschedule it)",
+                     what, h.ns, h.pod, GS_ANN_ASSIGNMENT, as, a.node[0] ? a.node : p->node, why);
             goto out;
         }
         if (gs_record_allocated(p->kc, p->pods, p->node, &pod, ids, n) != 0) {
             code = GS_ST_FAILED_PRECONDITION;
-            snprintf(msg, msglen, "%s: pod %s/%s holds replicas of other GPUs than its %s "
+            snprintf(msg, msglen,
+                     "%s: pod %s/%s holds replicas of other GPUs than its %s "
                      "(%s) and fits there, but recording %s failed (see the agent's log); "
                      "refusing until it can be recorded, so that every reader counts the pod "
-                     "where it really is", what, h.ns, h.pod, GS_ANN_ASSIGNMENT, as,
-                     GS_ANN_ALLOCATED);
+                     "where it really is",
+                     what, h.ns, h.pod, GS_ANN_ASSIGNMENT, as, GS_ANN_ALLOCATED);
             goto out;
         }
         recorded = 1;
-        kube_log(2, "%s: pod %s/%s holds replicas of other GPUs than its assignment (%s); it "
-                 "fits there, accepted with its own limits", what, h.ns, h.pod, as);
+        kube_log(2,
+                 "%s: pod %s/%s holds replicas of other GPUs than its assignment (%s); it "
+                 "fits there, accepted with its own limits",
+                 what, h.ns, h.pod, as);
     } else if (!gs_assignment_same_ids(&a, ids, n)) {
-        kube_log(2, "%s: pod %s/%s holds other replicas than its assignment names (kubelet "
-                 "admitted pods out of the hinted order); its limits follow the pod", what,
-                 h.ns, h.pod);
+        kube_log(2,
+                 "%s: pod %s/%s holds other replicas than its assignment names (kubelet "
+                 "admitted pods out of the hinted order); its limits follow the pod",
+                 what, h.ns, h.pod);
     }
     struct gs_alloc_dirs d;
     code = gs_agent_alloc_dirs(p->state_root, ids, n, &d, msg, msglen);
@@ -506,10 +512,11 @@ static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
     int same_owner = 0;
     if (gs_agent_pin_check(&d, pod.uid, h.container, pod.assignment, &same_owner) != 0) {
         code = GS_ST_FAILED_PRECONDITION;
-        snprintf(msg, msglen, "%s: pod %s/%s container %s: its %s changed since the agent "
+        snprintf(msg, msglen,
+                 "%s: pod %s/%s container %s: its %s changed since the agent "
                  "accepted it at the container's first start (%s/assignment); refusing the "
-                 "changed one (delete the pod to reschedule it)", what, h.ns, h.pod,
-                 h.container, GS_ANN_ASSIGNMENT, d.limits_dir);
+                 "changed one (delete the pod to reschedule it)",
+                 what, h.ns, h.pod, h.container, GS_ANN_ASSIGNMENT, d.limits_dir);
         kube_log(0, "%s", msg);
         goto out;
     }
@@ -522,19 +529,17 @@ static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
         char why[600];
         snprintf(why, sizeof why, "%s", msg);
         code = GS_ST_INTERNAL;
-        snprintf(msg, msglen, "%s: pod %s/%s: cannot prepare its state: %s", what, h.ns, h.pod,
-                 why);
+        snprintf(msg, msglen, "%s: pod %s/%s: cannot prepare its state: %s", what, h.ns, h.pod, why);
         goto out;
     }
     kube_log(2, "%s: %s state %s for %s/%s/%s; region uid %u gid %u mode %04o (%s)", what,
-             same_owner ? "restart, fresh" : "new owner,", d.state_dir, h.ns, h.pod,
-             h.container, ro.uid, ro.gid, ro.mode, ro.why);
+             same_owner ? "restart, fresh" : "new owner,", d.state_dir, h.ns, h.pod, h.container, ro.uid, ro.gid,
+             ro.mode, ro.why);
     char text[4096];
     gs_limits_text(&v, &h, pod.uid, &eff, gpu, order, n, text, sizeof text);
     if (gs_agent_write_limits(&d, text, pod.uid, h.container, pod.assignment) != 0) {
         code = GS_ST_INTERNAL;
-        snprintf(msg, msglen, "%s: cannot write %s/limits.conf: %s", what, d.limits_dir,
-                 strerror(errno));
+        snprintf(msg, msglen, "%s: cannot write %s/limits.conf: %s", what, d.limits_dir, strerror(errno));
         goto out;
     }
     /* Record the allocation on the pod (once; a container restart calls
@@ -566,8 +571,8 @@ out:
  * that order (placement.c, bound_order); when it does not, PreStartContainer re-checks
  * the fit on the GPUs really held. */
 /* Copies the pods and lists the candidates for a preferred allocation. */
-static int load_candidates(struct gs_plugin *p, struct gs_pod **pods, int *npods,
-                           struct gs_assignment **as, int **cand, int *ncand)
+static int load_candidates(struct gs_plugin *p, struct gs_pod **pods, int *npods, struct gs_assignment **as, int **cand,
+                           int *ncand)
 {
     struct gs_node_view v;
     view_take(p, &v);
@@ -581,14 +586,12 @@ static int load_candidates(struct gs_plugin *p, struct gs_pod **pods, int *npods
     return 0;
 }
 
-static int do_preferred(struct gs_plugin *p, const uint8_t *in, size_t inlen, uint8_t **out,
-                        size_t *outlen, char *msg, size_t msglen)
+static int do_preferred(struct gs_plugin *p, const uint8_t *in, size_t inlen, uint8_t **out, size_t *outlen, char *msg,
+                        size_t msglen)
 {
-    V1beta1__PreferredAllocationRequest *req =
-        v1beta1__preferred_allocation_request__unpack(NULL, inlen, in);
+    V1beta1__PreferredAllocationRequest *req = v1beta1__preferred_allocation_request__unpack(NULL, inlen, in);
     if (!req) {
-        snprintf(msg, msglen, "GetPreferredAllocation: cannot decode the request (%zu bytes)",
-                 inlen);
+        snprintf(msg, msglen, "GetPreferredAllocation: cannot decode the request (%zu bytes)", inlen);
         return GS_ST_INVALID;
     }
     size_t nc = req->n_container_requests;
@@ -617,9 +620,8 @@ static int do_preferred(struct gs_plugin *p, const uint8_t *in, size_t inlen, ui
             code = GS_ST_INTERNAL;
             goto out;
         }
-        int k = gs_prefer(pods, npods, as, cand, ncand, cr->available_deviceids,
-                          cr->n_available_deviceids, cr->must_include_deviceids,
-                          cr->n_must_include_deviceids, size, chosen[c]);
+        int k = gs_prefer(pods, npods, as, cand, ncand, cr->available_deviceids, cr->n_available_deviceids,
+                          cr->must_include_deviceids, cr->n_must_include_deviceids, size, chosen[c]);
         if (k == 0 && !relisted && p->pods) {
             /* No pod fits: the watch may lag a fresh binding; list once. */
             relisted = 1;
@@ -668,8 +670,8 @@ out:
     return code;
 }
 
-int gs_plugin_unary(void *ud, const char *method, const uint8_t *in, size_t inlen,
-                    uint8_t **out, size_t *outlen, char *msg, size_t msglen)
+int gs_plugin_unary(void *ud, const char *method, const uint8_t *in, size_t inlen, uint8_t **out, size_t *outlen,
+                    char *msg, size_t msglen)
 {
     struct gs_plugin *p = ud;
     if (strcmp(method, "/v1beta1.DevicePlugin/Allocate") == 0)

@@ -14,21 +14,21 @@ struct gs_plugin {
     struct kube_client *kc;
     char node[256];
     char resource[128];
-    int replicas;             /* per GPU */
-    char lib_host[512];       /* libgpuslice.so on the host */
-    char lib_container[512];  /* ... and where the container sees it */
-    char preload_host[512];   /* file mounted as /etc/ld.so.preload */
-    char state_root[512];     /* per-allocation state dirs on the host */
-    char podres_socket[512];  /* kubelet's pod-resources API (PreStartContainer) */
-    int cdi;                  /* answer with CDI device names */
+    int replicas;                    /* per GPU */
+    char lib_host[512];              /* libgpuslice.so on the host */
+    char lib_container[512];         /* ... and where the container sees it */
+    char preload_host[512];          /* file mounted as /etc/ld.so.preload */
+    char state_root[512];            /* per-allocation state dirs on the host */
+    char podres_socket[512];         /* kubelet's pod-resources API (PreStartContainer) */
+    int cdi;                         /* answer with CDI device names */
     const struct gs_sig_key *sigkey; /* NULL: assignments are not signed */
-    int test_allocate_delay_ms; /* test hook: sleep inside Allocate */
+    int test_allocate_delay_ms;      /* test hook: sleep inside Allocate */
     pthread_mutex_t lock;
 };
 
 /* gs_rpc_handlers callbacks (ud = struct gs_plugin *). */
-int gs_plugin_unary(void *ud, const char *method, const uint8_t *in, size_t inlen,
-                    uint8_t **out, size_t *outlen, char *msg, size_t msglen);
+int gs_plugin_unary(void *ud, const char *method, const uint8_t *in, size_t inlen, uint8_t **out, size_t *outlen,
+                    char *msg, size_t msglen);
 unsigned gs_plugin_generation(void *ud);
 int gs_plugin_list(void *ud, uint8_t **out, size_t *outlen);
 

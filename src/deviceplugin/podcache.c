@@ -34,7 +34,7 @@ static void security_from_json(json_t *spec, struct gs_pod *p)
     p->run_as_group = id_field(sc, "runAsGroup");
     p->fs_group = id_field(sc, "fsGroup");
     p->host_users_false = json_is_false(json_object_get(spec, "hostUsers"));
-    static const char *const lists[] = {"initContainers", "containers"};
+    static const char *const lists[] = { "initContainers", "containers" };
     int n = 0, overflow = 0;
     for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++) {
         json_t *arr = json_object_get(spec, lists[l]);
@@ -210,8 +210,7 @@ static int relist(struct gs_podcache *pc, char *rv, size_t rvlen)
         json_decref(list);
         return -1;
     }
-    const char *lrv =
-        json_string_value(json_object_get(json_object_get(list, "metadata"), "resourceVersion"));
+    const char *lrv = json_string_value(json_object_get(json_object_get(list, "metadata"), "resourceVersion"));
     pthread_mutex_lock(&pc->lock);
     /* Pods already known keep when they were first seen bound; new ones
      * are numbered in resourceVersion order (a list is in key order). */
@@ -224,7 +223,8 @@ static int relist(struct gs_podcache *pc, char *rv, size_t rvlen)
     int nfresh = 0;
     size_t i;
     json_t *it;
-    json_array_foreach(items, i, it) {
+    json_array_foreach(items, i, it)
+    {
         if (fresh && pod_from_json(it, &fresh[nfresh]) == 0)
             nfresh++;
     }
@@ -270,15 +270,13 @@ static int on_event(const char *type, json_t *obj, void *ud)
     if (strcmp(type, "ERROR") == 0) {
         json_t *code = json_object_get(obj, "code");
         kube_log(2, "pod watch: server error %lld: %s", (long long)json_integer_value(code),
-                 json_string_value(json_object_get(obj, "message"))
-                     ? json_string_value(json_object_get(obj, "message"))
-                     : "");
+                 json_string_value(json_object_get(obj, "message")) ? json_string_value(json_object_get(obj, "message"))
+                                                                    : "");
         w->expired = 1;
         return 1;
     }
     w->events++;
-    const char *rv =
-        json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    const char *rv = json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
     if (rv)
         snprintf(w->rv, sizeof w->rv, "%s", rv);
     if (strcmp(type, "BOOKMARK") == 0)
@@ -306,7 +304,7 @@ static void *cache_main(void *arg)
      * healthily, so a failing API server is not flooded. */
     struct kube_backoff bo;
     kube_backoff_init(&bo, 200, 30000);
-    struct watch_state w = {.pc = pc};
+    struct watch_state w = { .pc = pc };
     while (!*pc->stop) {
         if (relist(pc, w.rv, sizeof w.rv) != 0) {
             kube_backoff_wait(&bo, pc->stop);
@@ -314,8 +312,7 @@ static void *cache_main(void *arg)
         }
         while (!*pc->stop) {
             char extra[160], err[512];
-            snprintf(extra, sizeof extra,
-                     "&watch=1&allowWatchBookmarks=true&timeoutSeconds=240&resourceVersion=%s",
+            snprintf(extra, sizeof extra, "&watch=1&allowWatchBookmarks=true&timeoutSeconds=240&resourceVersion=%s",
                      w.rv);
             char *path = pods_path(pc, extra);
             if (!path)
@@ -339,8 +336,7 @@ static void *cache_main(void *arg)
     return NULL;
 }
 
-int gs_podcache_start(struct gs_podcache *pc, struct kube_client *kc, const char *node,
-                      volatile int *stop)
+int gs_podcache_start(struct gs_podcache *pc, struct kube_client *kc, const char *node, volatile int *stop)
 {
     memset(pc, 0, sizeof *pc);
     pthread_mutex_init(&pc->lock, NULL);

@@ -50,7 +50,7 @@ struct gs_podcache {
     pthread_mutex_t lock;
     struct gs_pod *pods;
     int npods, cap;
-    unsigned version; /* bumped on every change */
+    unsigned version;       /* bumped on every change */
     unsigned long long seq; /* last bound_seq handed out */
     struct kube_client *kc;
     char node[256];
@@ -59,8 +59,7 @@ struct gs_podcache {
     int synced; /* a list has completed */
 };
 
-int gs_podcache_start(struct gs_podcache *pc, struct kube_client *kc, const char *node,
-                      volatile int *stop);
+int gs_podcache_start(struct gs_podcache *pc, struct kube_client *kc, const char *node, volatile int *stop);
 void gs_podcache_join(struct gs_podcache *pc);
 /* Lists the node's pods now and replaces the cache. Returns 0 or -1. */
 int gs_podcache_relist(struct gs_podcache *pc);

@@ -10,9 +10,8 @@
 
 /* Asks kubelet's pod-resources API which container holds exactly ids (of
  * our resource). Returns 0 with h filled, else a status with msg. */
-int gs_podres_find_holder(const char *socket, const char *resource, const char *what,
-                          char *const *ids, size_t n, struct gs_holder *h, char *msg,
-                          size_t msglen)
+int gs_podres_find_holder(const char *socket, const char *resource, const char *what, char *const *ids, size_t n,
+                          struct gs_holder *h, char *msg, size_t msglen)
 {
     V1__ListPodResourcesRequest rq = V1__LIST_POD_RESOURCES_REQUEST__INIT;
     size_t rqlen = protobuf_c_message_get_packed_size(&rq.base);
@@ -25,20 +24,22 @@ int gs_podres_find_holder(const char *socket, const char *resource, const char *
         return GS_ST_INTERNAL;
     }
     protobuf_c_message_pack(&rq.base, rqb);
-    int st = gs_rpc_call(socket, "/v1.PodResourcesLister/List", rqb, rqlen, &ans,
-                         &anslen, 5000, err, sizeof err);
+    int st = gs_rpc_call(socket, "/v1.PodResourcesLister/List", rqb, rqlen, &ans, &anslen, 5000, err, sizeof err);
     free(rqb);
     if (st != 0 || !ans) {
         free(ans);
-        snprintf(msg, msglen, "%s: cannot ask kubelet which pod holds these devices "
+        snprintf(msg, msglen,
+                 "%s: cannot ask kubelet which pod holds these devices "
                  "(pod-resources API at %s: %s); not starting the container without its "
-                 "limits", what, socket, err[0] ? err : "no answer");
+                 "limits",
+                 what, socket, err[0] ? err : "no answer");
         return GS_ST_FAILED_PRECONDITION;
     }
     V1__ListPodResourcesResponse *r = v1__list_pod_resources_response__unpack(NULL, anslen, ans);
     free(ans);
     if (!r) {
-        snprintf(msg, msglen, "%s: kubelet's pod-resources answer (%zu bytes) does not decode "
+        snprintf(msg, msglen,
+                 "%s: kubelet's pod-resources answer (%zu bytes) does not decode "
                  "as a ListPodResourcesResponse; not starting the container without its limits",
                  what, anslen);
         return GS_ST_FAILED_PRECONDITION;
@@ -61,16 +62,18 @@ int gs_podres_find_holder(const char *socket, const char *resource, const char *
             }
             if (inset == 0)
                 continue;
-            int named = gs_k8s_name_ok(pr->namespace_, 63) && gs_k8s_name_ok(pr->name, 253) &&
-                        gs_k8s_name_ok(cr->name, 253);
+            int named =
+                gs_k8s_name_ok(pr->namespace_, 63) && gs_k8s_name_ok(pr->name, 253) && gs_k8s_name_ok(cr->name, 253);
             if (!named) {
                 malformed++;
                 continue;
             }
             if (held != n || inset != n) {
                 partial++;
-                snprintf(part, sizeof part, "; container %.63s/%.120s/%.60s holds %zu of them "
-                         "among %zu devices", pr->namespace_, pr->name, cr->name, inset, held);
+                snprintf(part, sizeof part,
+                         "; container %.63s/%.120s/%.60s holds %zu of them "
+                         "among %zu devices",
+                         pr->namespace_, pr->name, cr->name, inset, held);
                 continue;
             }
             if (nholders++ == 0) {
@@ -79,8 +82,8 @@ int gs_podres_find_holder(const char *socket, const char *resource, const char *
                 snprintf(h->container, sizeof h->container, "%s", cr->name);
             }
             size_t l = strlen(names);
-            snprintf(names + l, sizeof names - l, "%s%.63s/%.120s/%.60s", l ? ", " : "",
-                     pr->namespace_, pr->name, cr->name);
+            snprintf(names + l, sizeof names - l, "%s%.63s/%.120s/%.60s", l ? ", " : "", pr->namespace_, pr->name,
+                     cr->name);
         }
     }
     size_t npods = r->n_pod_resources;
@@ -88,17 +91,23 @@ int gs_podres_find_holder(const char *socket, const char *resource, const char *
     if (nholders == 1 && !partial && !malformed)
         return 0;
     if (nholders > 1)
-        snprintf(msg, msglen, "%s: kubelet reports %d containers holding these devices (%s); "
-                 "refusing", what, nholders, names);
+        snprintf(msg, msglen,
+                 "%s: kubelet reports %d containers holding these devices (%s); "
+                 "refusing",
+                 what, nholders, names);
     else if (malformed)
-        snprintf(msg, msglen, "%s: kubelet's pod-resources answer names these devices for a "
+        snprintf(msg, msglen,
+                 "%s: kubelet's pod-resources answer names these devices for a "
                  "container with a missing or malformed namespace/pod/container name; refusing",
                  what);
     else if (partial)
-        snprintf(msg, msglen, "%s: kubelet's pod-resources answer disagrees with the request%s; "
-                 "refusing", what, part);
+        snprintf(msg, msglen,
+                 "%s: kubelet's pod-resources answer disagrees with the request%s; "
+                 "refusing",
+                 what, part);
     else
-        snprintf(msg, msglen, "%s: no container on this node holds these devices according to "
+        snprintf(msg, msglen,
+                 "%s: no container on this node holds these devices according to "
                  "kubelet's pod-resources API (%zu pods listed); refusing, nothing written",
                  what, npods);
     return GS_ST_FAILED_PRECONDITION;

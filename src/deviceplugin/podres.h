@@ -9,8 +9,7 @@
 
 /* Returns 0 with h filled when exactly one container holds exactly ids,
  * else a GS_ST_* code with msg (what prefixes it). */
-int gs_podres_find_holder(const char *socket, const char *resource, const char *what,
-                          char *const *ids, size_t n, struct gs_holder *h, char *msg,
-                          size_t msglen);
+int gs_podres_find_holder(const char *socket, const char *resource, const char *what, char *const *ids, size_t n,
+                          struct gs_holder *h, char *msg, size_t msglen);
 
 #endif

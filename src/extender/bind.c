@@ -51,8 +51,8 @@ static char *pod_path(const char *ns, const char *name, const char *sub)
 }
 
 /* Builds the assignment for placement pl on node idx (caller holds mu). */
-static json_t *assignment(struct ext_state *st, const struct ext_want *w, int idx,
-                          const gs_placement *pl, char *err, size_t errlen)
+static json_t *assignment(struct ext_state *st, const struct ext_want *w, int idx, const gs_placement *pl, char *err,
+                          size_t errlen)
 {
     json_t *gpus = json_array(), *reps = json_array();
     for (int i = 0; i < pl->num_gpus; i++) {
@@ -66,14 +66,14 @@ static json_t *assignment(struct ext_state *st, const struct ext_want *w, int id
             return NULL;
         }
         int64_t mem = w->ps.mem_mib ? w->ps.mem_mib : st->cl.nodes[idx].gpus[gi].mem_total_mib;
-        json_array_append_new(gpus, json_pack("{s:s,s:I,s:i}", "uuid", uuid, "memory_mib",
-                                              (json_int_t)mem, "cores", w->ps.cores));
+        json_array_append_new(
+            gpus, json_pack("{s:s,s:I,s:i}", "uuid", uuid, "memory_mib", (json_int_t)mem, "cores", w->ps.cores));
         char id[GS_REPLICA_ID_MAX];
         snprintf(id, sizeof id, "%s::%d", uuid, k);
         json_array_append_new(reps, json_string(id));
     }
-    return json_pack("{s:i,s:s,s:o,s:o,s:s}", "v", GS_ANN_VERSION, "node", st->nodes[idx].name,
-                     "gpus", gpus, "replicas", reps, "mode", w->ps.opts.share_mode ? "share" : "cap");
+    return json_pack("{s:i,s:s,s:o,s:o,s:s}", "v", GS_ANN_VERSION, "node", st->nodes[idx].name, "gpus", gpus,
+                     "replicas", reps, "mode", w->ps.opts.share_mode ? "share" : "cap");
 }
 
 static void feed(struct ext_ctx *x, int node, json_t *obj)
@@ -106,8 +106,7 @@ struct claim_try {
 
 /* Decides the placement from the cache (refreshed with the node as re-read
  * after a conflict) and returns the node's live claims plus this one. */
-static json_t *claim_annotation(json_t *cur, int attempt, void *ud, char rv[64], char *why,
-                                size_t whylen)
+static json_t *claim_annotation(json_t *cur, int attempt, void *ud, char rv[64], char *why, size_t whylen)
 {
     struct claim_try *c = ud;
     struct ext_state *st = &c->x->st;
@@ -143,23 +142,22 @@ static json_t *claim_annotation(json_t *cur, int attempt, void *ud, char rv[64],
     snprintf(rv, 64, "%s", st->nodes[idx].rv);
     json_t *claims = ext_state_live_claims(st, idx, now);
     pthread_mutex_unlock(&st->mu);
-    json_array_append_new(claims, json_pack("{s:s,s:s,s:I,s:O}", "uid", c->uid, "pod", c->key,
-                                            "t", (json_int_t)now, "assignment", c->a));
+    json_array_append_new(
+        claims, json_pack("{s:s,s:s,s:I,s:O}", "uid", c->uid, "pod", c->key, "t", (json_int_t)now, "assignment", c->a));
     return claims_annotation(claims);
 }
 
 /* Claims a placement on the node; returns the assignment text or NULL. */
-static char *claim(struct ext_ctx *x, const struct gs_podspec *ps, const char *node,
-                   const char *uid, const char *key, char *msg, size_t msglen)
+static char *claim(struct ext_ctx *x, const struct gs_podspec *ps, const char *node, const char *uid, const char *key,
+                   char *msg, size_t msglen)
 {
     char *path = NULL;
     if (asprintf(&path, "/api/v1/nodes/%s", node) < 0)
         return NULL;
-    struct claim_try c = {x, ps, node, uid, key, NULL};
+    struct claim_try c = { x, ps, node, uid, key, NULL };
     json_t *out = NULL;
     char err[400];
-    int s = kube_annotate_retry(x->kc, path, NULL, NODE_ATTEMPTS, claim_annotation, &c, &out, err,
-                                sizeof err);
+    int s = kube_annotate_retry(x->kc, path, NULL, NODE_ATTEMPTS, claim_annotation, &c, &out, err, sizeof err);
     char *text = NULL;
     if (s == 200) {
         if (out)
@@ -181,8 +179,7 @@ static char *claim(struct ext_ctx *x, const struct gs_podspec *ps, const char *n
 }
 
 /* The node's claims less the pod's, from the node as read (into the cache). */
-static json_t *unclaim_annotation(json_t *cur, int attempt, void *ud, char rv[64], char *why,
-                                  size_t whylen)
+static json_t *unclaim_annotation(json_t *cur, int attempt, void *ud, char rv[64], char *why, size_t whylen)
 {
     struct claim_try *c = ud;
     (void)attempt;
@@ -213,10 +210,9 @@ static void unclaim(struct ext_ctx *x, const char *node, const char *uid)
         return;
     json_t *cur = NULL, *out = NULL;
     char err[256];
-    struct claim_try c = {x, NULL, node, uid, NULL, NULL};
+    struct claim_try c = { x, NULL, node, uid, NULL, NULL };
     if (kube_get_json(x->kc, path, &cur, err, sizeof err) == 200 &&
-        kube_annotate_retry(x->kc, path, cur, NODE_ATTEMPTS, unclaim_annotation, &c, &out, err,
-                            sizeof err) == 200 &&
+        kube_annotate_retry(x->kc, path, cur, NODE_ATTEMPTS, unclaim_annotation, &c, &out, err, sizeof err) == 200 &&
         out)
         feed(x, 1, out);
     json_decref(out);
@@ -229,8 +225,7 @@ struct pod_write {
 };
 
 /* The assignment annotations, while the pod is still the one we decided for. */
-static json_t *assignment_annotations(json_t *cur, int attempt, void *ud, char rv[64], char *why,
-                                      size_t whylen)
+static json_t *assignment_annotations(json_t *cur, int attempt, void *ud, char rv[64], char *why, size_t whylen)
 {
     const struct pod_write *w = ud;
     const char *u = json_string_value(json_object_get(json_object_get(cur, "metadata"), "uid"));
@@ -244,19 +239,18 @@ static json_t *assignment_annotations(json_t *cur, int attempt, void *ud, char r
 
 /* Writes the assignment on the pod, conditional on the pod's version, with
  * its signature for this pod on this node when a key is configured. */
-static int record(struct ext_ctx *x, const char *ppath, json_t *pod, const char *uid,
-                  const char *node, const char *text, char *msg, size_t msglen)
+static int record(struct ext_ctx *x, const char *ppath, json_t *pod, const char *uid, const char *node,
+                  const char *text, char *msg, size_t msglen)
 {
     char sig[GS_SIG_TEXT_MAX];
     if (x->st.sigkey && gs_sig_make(x->st.sigkey, uid, node, text, sig) != 0) {
         snprintf(msg, msglen, "signing the assignment failed");
         return -1;
     }
-    struct pod_write w = {uid, text, x->st.sigkey ? sig : NULL};
+    struct pod_write w = { uid, text, x->st.sigkey ? sig : NULL };
     json_t *out = NULL;
     char err[256];
-    int s = kube_annotate_retry(x->kc, ppath, pod, POD_ATTEMPTS, assignment_annotations, &w, &out,
-                                err, sizeof err);
+    int s = kube_annotate_retry(x->kc, ppath, pod, POD_ATTEMPTS, assignment_annotations, &w, &out, err, sizeof err);
     if (s == 200 && out)
         feed(x, 0, out);
     json_decref(out);
@@ -274,19 +268,17 @@ static int record(struct ext_ctx *x, const char *ppath, json_t *pod, const char 
     return -1;
 }
 
-static int create_binding(struct ext_ctx *x, const char *ns, const char *name, const char *uid,
-                          const char *node, char *msg, size_t msglen)
+static int create_binding(struct ext_ctx *x, const char *ns, const char *name, const char *uid, const char *node,
+                          char *msg, size_t msglen)
 {
     char *path = pod_path(ns, name, "/binding");
-    json_t *b = json_pack("{s:s,s:s,s:{s:s,s:s,s:s},s:{s:s,s:s,s:s}}", "apiVersion", "v1", "kind",
-                          "Binding", "metadata", "name", name, "namespace", ns, "uid", uid,
-                          "target", "apiVersion", "v1", "kind", "Node", "name", node);
+    json_t *b = json_pack("{s:s,s:s,s:{s:s,s:s,s:s},s:{s:s,s:s,s:s}}", "apiVersion", "v1", "kind", "Binding",
+                          "metadata", "name", name, "namespace", ns, "uid", uid, "target", "apiVersion", "v1", "kind",
+                          "Node", "name", node);
     char *data = json_dumps(b, JSON_COMPACT);
     json_decref(b);
     char *body = NULL, err[256];
-    int s = path && data ? kube_request(x->kc, "POST", path, "application/json", data, &body, err,
-                                        sizeof err)
-                         : -1;
+    int s = path && data ? kube_request(x->kc, "POST", path, "application/json", data, &body, err, sizeof err) : -1;
     if (s != 200 && s != 201) {
         char am[512];
         if (s < 0)
@@ -308,8 +300,8 @@ json_t *ext_bind(struct ext_ctx *x, json_t *args, int *bad)
     const char *ns = json_string_value(json_object_get(args, "PodNamespace"));
     const char *uid = json_string_value(json_object_get(args, "PodUID"));
     const char *node = json_string_value(json_object_get(args, "Node"));
-    if (!json_is_object(args) || !name_ok(name) || !name_ok(ns) || !name_ok(node) || !uid ||
-        !*uid || strlen(uid) >= 64) {
+    if (!json_is_object(args) || !name_ok(name) || !name_ok(ns) || !name_ok(node) || !uid || !*uid ||
+        strlen(uid) >= 64) {
         *bad = 1;
         return result("ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node as "
                       "Kubernetes names");
@@ -323,16 +315,17 @@ json_t *ext_bind(struct ext_ctx *x, json_t *args, int *bad)
     json_t *res = NULL;
     pthread_mutex_lock(&x->bind_mu);
     int s = kube_get_json(x->kc, ppath, &pod, err, sizeof err);
-    const char *cur_uid =
-        json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
+    const char *cur_uid = json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
     if (s != 200) {
         snprintf(msg, sizeof msg, "reading pod %s/%s: %s", ns, name,
-                 s == 404 ? "not found" : s < 0 ? err : "API error");
+                 s == 404 ? "not found"
+                 : s < 0  ? err
+                          : "API error");
         goto out;
     }
     if (!cur_uid || strcmp(cur_uid, uid) != 0) {
-        snprintf(msg, sizeof msg, "pod %s/%s has uid %s, not %s (it was recreated)", ns, name,
-                 cur_uid ? cur_uid : "?", uid);
+        snprintf(msg, sizeof msg, "pod %s/%s has uid %s, not %s (it was recreated)", ns, name, cur_uid ? cur_uid : "?",
+                 uid);
         goto out;
     }
     struct gs_podspec ps;
@@ -341,8 +334,8 @@ json_t *ext_bind(struct ext_ctx *x, json_t *args, int *bad)
     int gpu = gs_podspec_parse(pod, &ps, msg, sizeof msg);
     if (gpu < 0)
         goto out;
-    const char *have = json_string_value(json_object_get(
-        json_object_get(json_object_get(pod, "metadata"), "annotations"), GS_ANN_ASSIGNMENT));
+    const char *have = json_string_value(
+        json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"), GS_ANN_ASSIGNMENT));
     char *text = NULL;
     if (gpu && have) {
         /* A retried bind: keep the decision already recorded for this node. */
@@ -365,8 +358,8 @@ json_t *ext_bind(struct ext_ctx *x, json_t *args, int *bad)
     if (create_binding(x, ns, name, uid, node, msg, sizeof msg) != 0) {
         if (text) {
             /* Undo: the pod stays pending and the GPUs are free again. */
-            json_t *undo = json_pack("{s:{s:{s:n,s:n}}}", "metadata", "annotations",
-                                     GS_ANN_ASSIGNMENT, GS_ANN_ASSIGNMENT_SIG);
+            json_t *undo =
+                json_pack("{s:{s:{s:n,s:n}}}", "metadata", "annotations", GS_ANN_ASSIGNMENT, GS_ANN_ASSIGNMENT_SIG);
             json_t *o = NULL;
             if (kube_merge_patch(x->kc, ppath, undo, &o, err, sizeof err) == 200 && o)
                 feed(x, 0, o);

@@ -10,9 +10,9 @@
 
 struct ext_ctx {
     struct ext_state st;
-    struct kube_client *kc;   /* NULL: no API server (verbs only; bind refuses) */
-    pthread_mutex_t bind_mu;  /* one bind at a time per replica (no self-conflicts) */
-    volatile int ready;       /* first full list applied */
+    struct kube_client *kc;  /* NULL: no API server (verbs only; bind refuses) */
+    pthread_mutex_t bind_mu; /* one bind at a time per replica (no self-conflicts) */
+    volatile int ready;      /* first full list applied */
     volatile int stop;
     pthread_t sync_thread;
     int sync_started;

@@ -69,8 +69,8 @@ static const char *verb_of(const char *url)
 }
 
 /* The read-only endpoints (GET). */
-static int handle_status(void *ud, const char *method, const char *url, const char *body,
-                         size_t len, char **out, const char **ctype)
+static int handle_status(void *ud, const char *method, const char *url, const char *body, size_t len, char **out,
+                         const char **ctype)
 {
     struct ext_ctx *x = ud;
     (void)body;
@@ -108,14 +108,13 @@ static int handle_status(void *ud, const char *method, const char *url, const ch
 
 /* The scheduler's verbs (POST), and the read-only endpoints unless they
  * have their own listener. */
-static int handle(void *ud, const char *method, const char *url, const char *body, size_t len,
-                  char **out, const char **ctype)
+static int handle(void *ud, const char *method, const char *url, const char *body, size_t len, char **out,
+                  const char **ctype)
 {
     struct ext_ctx *x = ud;
     const char *v = verb_of(url);
     if (strcmp(method, "GET") == 0)
-        return g_status_apart ? not_found(out, ctype)
-                              : handle_status(ud, method, url, body, len, out, ctype);
+        return g_status_apart ? not_found(out, ctype) : handle_status(ud, method, url, body, len, out, ctype);
     *ctype = "application/json";
     enum ext_verb verb = strcmp(v, "filter") == 0       ? EXT_V_FILTER
                          : strcmp(v, "prioritize") == 0 ? EXT_V_PRIORITIZE
@@ -128,8 +127,7 @@ static int handle(void *ud, const char *method, const char *url, const char *bod
     }
     double t0 = now_s();
     int bad = 0, failed = 0;
-    if (verb != EXT_V_BIND &&
-        ext_verb_text(&x->st, verb == EXT_V_PRIORITIZE, body, len, out, &bad, &failed) == 0) {
+    if (verb != EXT_V_BIND && ext_verb_text(&x->st, verb == EXT_V_PRIORITIZE, body, len, out, &bad, &failed) == 0) {
         ext_metrics_observe(verb, now_s() - t0, failed);
         return bad ? 400 : 200;
     }
@@ -138,8 +136,7 @@ static int handle(void *ud, const char *method, const char *url, const char *bod
     json_t *res;
     if (!args) {
         char msg[300];
-        snprintf(msg, sizeof msg, "request body is not JSON (line %d column %d: %s)", je.line,
-                 je.column, je.text);
+        snprintf(msg, sizeof msg, "request body is not JSON (line %d column %d: %s)", je.line, je.column, je.text);
         res = json_pack("{s:s}", "Error", msg);
         bad = 1;
     } else if (verb == EXT_V_FILTER) {
@@ -159,17 +156,23 @@ static int handle(void *ud, const char *method, const char *url, const char *bod
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"api-server", required_argument, 0, 'a'}, {"kubeconfig", required_argument, 0, 'k'},
-        {"addr", required_argument, 0, 'A'},       {"port", required_argument, 0, 'p'},
-        {"tls-cert", required_argument, 0, 'c'},   {"tls-key", required_argument, 0, 'K'},
-        {"policy", required_argument, 0, 'P'},     {"gpu-policy", required_argument, 0, 'G'},
-        {"threads", required_argument, 0, 't'},    {"claim-ttl", required_argument, 0, 'T'},
-        {"assignment-key", required_argument, 0, 'S'},
-        {"client-ca", required_argument, 0, 'C'},  {"status-addr", required_argument, 0, 'B'},
-        {"status-port", required_argument, 0, 'Q'},
-        {"version", no_argument, 0, 'V'},
-        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+    static const struct option opts[] = { { "api-server", required_argument, 0, 'a' },
+                                          { "kubeconfig", required_argument, 0, 'k' },
+                                          { "addr", required_argument, 0, 'A' },
+                                          { "port", required_argument, 0, 'p' },
+                                          { "tls-cert", required_argument, 0, 'c' },
+                                          { "tls-key", required_argument, 0, 'K' },
+                                          { "policy", required_argument, 0, 'P' },
+                                          { "gpu-policy", required_argument, 0, 'G' },
+                                          { "threads", required_argument, 0, 't' },
+                                          { "claim-ttl", required_argument, 0, 'T' },
+                                          { "assignment-key", required_argument, 0, 'S' },
+                                          { "client-ca", required_argument, 0, 'C' },
+                                          { "status-addr", required_argument, 0, 'B' },
+                                          { "status-port", required_argument, 0, 'Q' },
+                                          { "version", no_argument, 0, 'V' },
+                                          { "help", no_argument, 0, 'h' },
+                                          { 0, 0, 0, 0 } };
     const char *url = NULL, *kcfg = NULL, *addr = NULL, *cert = NULL, *key = NULL;
     const char *sig_file = NULL, *client_ca = NULL, *status_addr = NULL;
     int port = 8888, status_port = -1, threads = 4, ttl = 300, verbose = 2, c;
@@ -217,7 +220,8 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": unexpected argument '%s'\n%s", argv[optind], usage);
         return 2;
     }
-    if ((cert && gs_flag_readable(PROG, "tls-cert", cert) != 0) || (key && gs_flag_readable(PROG, "tls-key", key) != 0) ||
+    if ((cert && gs_flag_readable(PROG, "tls-cert", cert) != 0) ||
+        (key && gs_flag_readable(PROG, "tls-key", key) != 0) ||
         (sig_file && gs_flag_readable(PROG, "assignment-key", sig_file) != 0) ||
         (client_ca && gs_flag_readable(PROG, "client-ca", client_ca) != 0))
         return 2;
@@ -247,9 +251,9 @@ int main(int argc, char **argv)
         x.st.sigkey = &sigkey;
     } else {
         kube_log(0, "WARNING: no --assignment-key: assignments are written unsigned and every "
-                 "pod's gpuslice.io/assignment is counted as it stands, so a pod's owner who can "
-                 "edit it can inflate the accounting; mount the signing key and pass "
-                 "--assignment-key (the same key as the node agents)");
+                    "pod's gpuslice.io/assignment is counted as it stands, so a pod's owner who can "
+                    "edit it can inflate the accounting; mount the signing key and pass "
+                    "--assignment-key (the same key as the node agents)");
     }
     pthread_mutex_init(&x.bind_mu, NULL);
     char err[512];
@@ -258,20 +262,20 @@ int main(int argc, char **argv)
         return 1;
     }
     if (!client_ca)
-        kube_log(0, "WARNING: no --client-ca: anyone who can reach port %d can call /bind, which "
+        kube_log(0,
+                 "WARNING: no --client-ca: anyone who can reach port %d can call /bind, which "
                  "binds any pod to any node with this extender's permissions; give "
-                 "kube-scheduler a client certificate and pass its CA as --client-ca", port);
+                 "kube-scheduler a client certificate and pass its CA as --client-ca",
+                 port);
     signal(SIGTERM, on_signal); /* before the server answers anyone */
     signal(SIGINT, on_signal);
     signal(SIGPIPE, SIG_IGN);
-    const struct gs_httpd_tls tls = {cert, key, client_ca}, status_tls = {cert, key, NULL};
-    struct gs_httpd *srv = gs_httpd_start_tls(addr, port, &tls, threads, handle, &x, err,
-                                              sizeof err);
+    const struct gs_httpd_tls tls = { cert, key, client_ca }, status_tls = { cert, key, NULL };
+    struct gs_httpd *srv = gs_httpd_start_tls(addr, port, &tls, threads, handle, &x, err, sizeof err);
     struct gs_httpd *status = NULL;
     g_status_apart = status_port >= 0;
     if (srv && g_status_apart)
-        status = gs_httpd_start_tls(status_addr, status_port, &status_tls, 1, handle_status, &x,
-                                    err, sizeof err);
+        status = gs_httpd_start_tls(status_addr, status_port, &status_tls, 1, handle_status, &x, err, sizeof err);
     if (!srv || (g_status_apart && !status)) {
         fprintf(stderr, "gpuslice-extender: %s\n", err);
         return 1;
@@ -280,12 +284,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpuslice-extender: cannot start the sync thread\n");
         return 1;
     }
-    kube_log(2, "listening on %s:%d (%s), policy %s, gpu policy %s", addr ? addr : "0.0.0.0",
-             gs_httpd_port(srv), client_ca ? "mutual TLS" : cert ? "https" : "http",
+    kube_log(2, "listening on %s:%d (%s), policy %s, gpu policy %s", addr ? addr : "0.0.0.0", gs_httpd_port(srv),
+             client_ca ? "mutual TLS"
+             : cert    ? "https"
+                       : "http",
              gs_policy_name(pol), gs_policy_name(gpol));
     if (status)
-        kube_log(2, "status endpoints on %s:%d", status_addr ? status_addr : "0.0.0.0",
-                 gs_httpd_port(status));
+        kube_log(2, "status endpoints on %s:%d", status_addr ? status_addr : "0.0.0.0", gs_httpd_port(status));
     while (!g_quit)
         sleep(1); /* a signal ends it early; pause() could miss one that came just before */
     kube_log(2, "signal %d: shutting down", (int)g_quit);

@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1};
+static const double bounds[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1 };
 #define NB (sizeof bounds / sizeof bounds[0])
-static const char *const names[EXT_V_COUNT] = {"filter", "prioritize", "bind"};
+static const char *const names[EXT_V_COUNT] = { "filter", "prioritize", "bind" };
 
 static struct {
     atomic_uint_fast64_t count, errors, bucket[NB], sum_ns;
@@ -57,31 +57,33 @@ char *ext_metrics_render(uint64_t nodes, uint64_t generation, int ready)
                "# TYPE gpuslice_extender_latency_seconds histogram\n");
     for (int v = 0; v < EXT_V_COUNT; v++) {
         for (size_t i = 0; i < NB; i++)
-            fprintf(f, "gpuslice_extender_latency_seconds_bucket{verb=\"%s\",le=\"%g\"} %llu\n",
-                    names[v], bounds[i], (unsigned long long)atomic_load(&g_verb[v].bucket[i]));
+            fprintf(f, "gpuslice_extender_latency_seconds_bucket{verb=\"%s\",le=\"%g\"} %llu\n", names[v], bounds[i],
+                    (unsigned long long)atomic_load(&g_verb[v].bucket[i]));
         unsigned long long c = atomic_load(&g_verb[v].count);
-        fprintf(f, "gpuslice_extender_latency_seconds_bucket{verb=\"%s\",le=\"+Inf\"} %llu\n",
-                names[v], c);
+        fprintf(f, "gpuslice_extender_latency_seconds_bucket{verb=\"%s\",le=\"+Inf\"} %llu\n", names[v], c);
         fprintf(f, "gpuslice_extender_latency_seconds_sum{verb=\"%s\"} %.9f\n", names[v],
                 (double)atomic_load(&g_verb[v].sum_ns) / 1e9);
         fprintf(f, "gpuslice_extender_latency_seconds_count{verb=\"%s\"} %llu\n", names[v], c);
     }
-    fprintf(f, "# HELP gpuslice_extender_filter_nodes_total Nodes judged by filter.\n"
-               "# TYPE gpuslice_extender_filter_nodes_total counter\n"
-               "gpuslice_extender_filter_nodes_total{result=\"passed\"} %llu\n"
-               "gpuslice_extender_filter_nodes_total{result=\"failed\"} %llu\n",
+    fprintf(f,
+            "# HELP gpuslice_extender_filter_nodes_total Nodes judged by filter.\n"
+            "# TYPE gpuslice_extender_filter_nodes_total counter\n"
+            "gpuslice_extender_filter_nodes_total{result=\"passed\"} %llu\n"
+            "gpuslice_extender_filter_nodes_total{result=\"failed\"} %llu\n",
             (unsigned long long)atomic_load(&g_passed), (unsigned long long)atomic_load(&g_failed));
-    fprintf(f, "# HELP gpuslice_extender_bind_conflicts_total Node claims retried after 409.\n"
-               "# TYPE gpuslice_extender_bind_conflicts_total counter\n"
-               "gpuslice_extender_bind_conflicts_total %llu\n",
+    fprintf(f,
+            "# HELP gpuslice_extender_bind_conflicts_total Node claims retried after 409.\n"
+            "# TYPE gpuslice_extender_bind_conflicts_total counter\n"
+            "gpuslice_extender_bind_conflicts_total %llu\n",
             (unsigned long long)atomic_load(&g_conflicts));
-    fprintf(f, "# HELP gpuslice_extender_nodes Nodes in the usage cache.\n"
-               "# TYPE gpuslice_extender_nodes gauge\ngpuslice_extender_nodes %llu\n"
-               "# HELP gpuslice_extender_cache_generation Changes applied to the cache.\n"
-               "# TYPE gpuslice_extender_cache_generation counter\n"
-               "gpuslice_extender_cache_generation %llu\n"
-               "# HELP gpuslice_extender_ready 1 once the cache is synced.\n"
-               "# TYPE gpuslice_extender_ready gauge\ngpuslice_extender_ready %d\n",
+    fprintf(f,
+            "# HELP gpuslice_extender_nodes Nodes in the usage cache.\n"
+            "# TYPE gpuslice_extender_nodes gauge\ngpuslice_extender_nodes %llu\n"
+            "# HELP gpuslice_extender_cache_generation Changes applied to the cache.\n"
+            "# TYPE gpuslice_extender_cache_generation counter\n"
+            "gpuslice_extender_cache_generation %llu\n"
+            "# HELP gpuslice_extender_ready 1 once the cache is synced.\n"
+            "# TYPE gpuslice_extender_ready gauge\ngpuslice_extender_ready %d\n",
             (unsigned long long)nodes, (unsigned long long)generation, ready);
     fclose(f);
     return buf;

@@ -58,17 +58,18 @@ static int view(const struct ext_state *st, const struct ext_want *w, int idx, g
 
 static bool resolvable(gs_reject r)
 {
-    return r == GS_REJ_GPUS_BUSY || r == GS_REJ_NUMA || r == GS_REJ_GPU_COMPUTE ||
-           r == GS_REJ_GPU_MEMORY || r == GS_REJ_GPU_SLOTS;
+    return r == GS_REJ_GPUS_BUSY || r == GS_REJ_NUMA || r == GS_REJ_GPU_COMPUTE || r == GS_REJ_GPU_MEMORY ||
+           r == GS_REJ_GPU_SLOTS;
 }
 
-gs_reject ext_explain(struct ext_state *st, const struct ext_want *w, int idx, char *why,
-                      size_t whylen, bool *unresolvable)
+gs_reject ext_explain(struct ext_state *st, const struct ext_want *w, int idx, char *why, size_t whylen,
+                      bool *unresolvable)
 {
     const struct ext_node *en = &st->nodes[idx];
     *unresolvable = true;
     if (en->deleted || !en->has_inv) {
-        snprintf(why, whylen, "gpuslice: node has no GPU inventory (is the gpuslice node agent "
+        snprintf(why, whylen,
+                 "gpuslice: node has no GPU inventory (is the gpuslice node agent "
                  "running there?)");
         return GS_REJ_GPU_COUNT;
     }
@@ -78,7 +79,7 @@ gs_reject ext_explain(struct ext_state *st, const struct ext_want *w, int idx, c
     gs_reject r = gs_filter_explain(&n, &w->r, &rep);
     if (r == GS_FIT)
         return r;
-    int usable = 0, count[GS_REJ_BAD_REQUEST + 1] = {0};
+    int usable = 0, count[GS_REJ_BAD_REQUEST + 1] = { 0 };
     for (int g = 0; g < n.num_gpus; g++) {
         usable += n.gpus[g].healthy;
         if ((unsigned)rep.gpu[g] <= GS_REJ_BAD_REQUEST)
@@ -92,16 +93,15 @@ gs_reject ext_explain(struct ext_state *st, const struct ext_want *w, int idx, c
         for (int k = 1; k <= GS_REJ_BAD_REQUEST; k++)
             if (count[k] && (size_t)off < whylen)
                 off += snprintf(why + off, whylen - (size_t)off, " %d %s;", count[k],
-                                k == GS_REJ_GPU_UNHEALTHY && hidden ? "unhealthy or excluded"
-                                                                    : gs_reject_str(k));
+                                k == GS_REJ_GPU_UNHEALTHY && hidden ? "unhealthy or excluded" : gs_reject_str(k));
         if ((size_t)off < whylen)
             snprintf(why + off, whylen - (size_t)off, ")");
     }
     return r;
 }
 
-bool ext_score(struct ext_state *st, const struct ext_want *w, int idx, gs_policy_kind k,
-               double *score, gs_placement *pl)
+bool ext_score(struct ext_state *st, const struct ext_want *w, int idx, gs_policy_kind k, double *score,
+               gs_placement *pl)
 {
     if (st->nodes[idx].deleted || !st->nodes[idx].has_inv)
         return false;

@@ -20,11 +20,11 @@ void ext_want_init(const struct ext_state *st, const struct gs_podspec *ps, stru
 
 /* GS_FIT, or a reason with a text naming it; *unresolvable says whether
  * evicting pods could never make it fit. */
-gs_reject ext_explain(struct ext_state *st, const struct ext_want *w, int idx, char *why,
-                      size_t whylen, bool *unresolvable);
+gs_reject ext_explain(struct ext_state *st, const struct ext_want *w, int idx, char *why, size_t whylen,
+                      bool *unresolvable);
 
 /* Scores node idx under policy k; false when it does not fit. */
-bool ext_score(struct ext_state *st, const struct ext_want *w, int idx, gs_policy_kind k,
-               double *score, gs_placement *pl);
+bool ext_score(struct ext_state *st, const struct ext_want *w, int idx, gs_policy_kind k, double *score,
+               gs_placement *pl);
 
 #endif

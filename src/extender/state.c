@@ -150,7 +150,7 @@ static void recount(struct ext_state *st, int idx)
         memset(st->nodes[idx].gpus[g].refs, 0, sizeof st->nodes[idx].gpus[g].refs);
     }
     n->version++;
-    struct recount_ctx c = {st, idx, st->nodes[idx].name};
+    struct recount_ctx c = { st, idx, st->nodes[idx].name };
     strmap_foreach(&st->pods, recount_one, &c);
 }
 
@@ -197,8 +197,8 @@ static int apply_inventory(struct ext_state *st, int idx, const char *text)
     json_t *inv = json_loads(text, JSON_REJECT_DUPLICATES, &je);
     json_t *gpus = json_object_get(inv, "gpus");
     int rc = -1;
-    if (!json_is_object(inv) || json_integer_value(json_object_get(inv, "v")) != 1 ||
-        !json_is_array(gpus) || json_array_size(gpus) > GS_MAX_GPUS_PER_NODE)
+    if (!json_is_object(inv) || json_integer_value(json_object_get(inv, "v")) != 1 || !json_is_array(gpus) ||
+        json_array_size(gpus) > GS_MAX_GPUS_PER_NODE)
         goto out;
     for (size_t i = 0; i < json_array_size(gpus); i++) {
         json_t *g = json_array_get(gpus, i);
@@ -207,8 +207,7 @@ static int apply_inventory(struct ext_state *st, int idx, const char *text)
         json_int_t mem = json_integer_value(json_object_get(g, "memory_mib"));
         json_int_t reps = json_integer_value(json_object_get(g, "replicas"));
         json_t *numa = json_object_get(g, "numa");
-        if (!uuid || !*uuid || strlen(uuid) >= sizeof en->gpus[i].uuid || mem <= 0 ||
-            reps <= 0)
+        if (!uuid || !*uuid || strlen(uuid) >= sizeof en->gpus[i].uuid || mem <= 0 || reps <= 0)
             goto out;
         int m = gs_cluster_model(&st->cl, model && *model ? model : "unknown");
         if (i == 0)
@@ -228,8 +227,7 @@ static int apply_inventory(struct ext_state *st, int idx, const char *text)
 out:
     if (rc != 0) {
         n->num_gpus = 0;
-        kube_log(1, "node %s: unreadable %s annotation; node gets no GPUs", en->name,
-                 GS_ANN_INVENTORY);
+        kube_log(1, "node %s: unreadable %s annotation; node gets no GPUs", en->name, GS_ANN_INVENTORY);
     }
     json_decref(inv);
     return rc;
@@ -253,8 +251,7 @@ static void add_rid(struct ext_pod *p, const char *uuid, int16_t k)
  * pod really got, gs_assignment_rebind, the agent's own rule) when given.
  * Both a's and held's replica IDs stay reserved while the pod lives: the
  * agent refuses an Allocate for IDs two live assignments name. */
-static int fill_use(struct ext_pod *p, const struct gs_assignment *a,
-                    const struct gs_assignment *held)
+static int fill_use(struct ext_pod *p, const struct gs_assignment *a, const struct gs_assignment *held)
 {
     const struct gs_assignment *on = held ? held : a;
     p->nuse = on->ngpus;
@@ -265,8 +262,7 @@ static int fill_use(struct ext_pod *p, const struct gs_assignment *a,
             unsigned k = 0;
             char uu[GS_UUID_MAX];
             gs_replica_split(src->gpus[i].replica, uu, sizeof uu, &k);
-            add_rid(p, src->gpus[i].uuid,
-                    (int16_t)(k < EXT_MAX_REPLICAS ? k : EXT_MAX_REPLICAS));
+            add_rid(p, src->gpus[i].uuid, (int16_t)(k < EXT_MAX_REPLICAS ? k : EXT_MAX_REPLICAS));
         }
     }
     for (int i = 0; i < on->ngpus; i++) {
@@ -332,7 +328,7 @@ static void collect_unseen_claim(const char *key, void *val, void *ud)
 
 static void apply_claims(struct ext_state *st, int idx, json_t *claims, time_t now)
 {
-    struct claim_pass c = {st, idx, json_object(), NULL, 0, 0};
+    struct claim_pass c = { st, idx, json_object(), NULL, 0, 0 };
     for (size_t i = 0; i < json_array_size(claims); i++) {
         json_t *cl = json_array_get(claims, i);
         const char *uid = json_string_value(json_object_get(cl, "uid"));
@@ -352,8 +348,8 @@ static void apply_claims(struct ext_state *st, int idx, json_t *claims, time_t n
         struct gs_assignment a;
         char err[256];
         if (!txt || gs_assignment_parse(txt, strlen(txt), &a, err, sizeof err) != 0) {
-            kube_log(1, "node %s: ignoring malformed claim for %s: %s", st->nodes[idx].name,
-                     uid, txt ? err : "no assignment");
+            kube_log(1, "node %s: ignoring malformed claim for %s: %s", st->nodes[idx].name, uid,
+                     txt ? err : "no assignment");
             free(txt);
             continue;
         }
@@ -481,16 +477,12 @@ void ext_state_pod_event(struct ext_state *st, const char *type, json_t *pod, ti
     /* Only what this extender signed counts: an assignment the pod's owner
      * edited must not inflate (or shrink) the books. A pod already counted
      * keeps being counted as it was. */
-    const char *node_of = a.node[0] ? a.node
-                                    : json_string_value(json_object_get(
-                                          json_object_get(pod, "spec"), "nodeName"));
+    const char *node_of =
+        a.node[0] ? a.node : json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
     const char *why = NULL;
-    if (st->sigkey &&
-        gs_sig_verify(st->sigkey, uid, node_of ? node_of : "", ann,
-                      json_string_value(json_object_get(anns, GS_ANN_ASSIGNMENT_SIG)),
-                      &why) != 0) {
-        kube_log(1, "pod %s/%s: the signature of its %s: %s; %s", ns ? ns : "", name,
-                 GS_ANN_ASSIGNMENT, why,
+    if (st->sigkey && gs_sig_verify(st->sigkey, uid, node_of ? node_of : "", ann,
+                                    json_string_value(json_object_get(anns, GS_ANN_ASSIGNMENT_SIG)), &why) != 0) {
+        kube_log(1, "pod %s/%s: the signature of its %s: %s; %s", ns ? ns : "", name, GS_ANN_ASSIGNMENT, why,
                  p && p->src == EXT_ASSIGNED ? "still counted as last verified" : "not counted");
         free(key);
         return;
@@ -500,17 +492,15 @@ void ext_state_pod_event(struct ext_state *st, const char *type, json_t *pod, ti
     int have_held = 0;
     if (alloc) {
         char reps[GS_ASSIGN_MAX_GPUS][GS_REPLICA_ID_MAX];
-        int k = gs_allocated_parse(alloc, strlen(alloc), reps, GS_ASSIGN_MAX_GPUS, err,
-                                   sizeof err);
-        have_held = k > 0 && gs_assignment_rebind(&a, (const char (*)[GS_REPLICA_ID_MAX])reps,
-                                                  k, &held, err, sizeof err) == 0;
+        int k = gs_allocated_parse(alloc, strlen(alloc), reps, GS_ASSIGN_MAX_GPUS, err, sizeof err);
+        have_held =
+            k > 0 && gs_assignment_rebind(&a, (const char(*)[GS_REPLICA_ID_MAX])reps, k, &held, err, sizeof err) == 0;
         if (!have_held)
-            kube_log(1, "pod %s/%s: %s unusable (%s); counted by its assignment",
-                     ns ? ns : "", name, GS_ANN_ALLOCATED, err);
+            kube_log(1, "pod %s/%s: %s unusable (%s); counted by its assignment", ns ? ns : "", name, GS_ANN_ALLOCATED,
+                     err);
     }
-    const char *node = a.node[0] ? a.node
-                                 : json_string_value(json_object_get(
-                                       json_object_get(pod, "spec"), "nodeName"));
+    const char *node =
+        a.node[0] ? a.node : json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
     if (!node || !*node) {
         free(key);
         return;
@@ -560,7 +550,7 @@ static void gc_one(const char *key, void *val, void *ud)
 
 void ext_state_gc(struct ext_state *st, time_t now)
 {
-    struct gc_ctx c = {st, now, NULL, 0, 0};
+    struct gc_ctx c = { st, now, NULL, 0, 0 };
     strmap_foreach(&st->pods, gc_one, &c);
     for (size_t i = 0; i < c.n; i++)
         pod_drop(st, c.drop[i]);
@@ -591,8 +581,7 @@ void ext_state_forget_missing(struct ext_state *st, json_t *present, time_t now)
     for (size_t i = 0; i < st->cl.num_nodes; i++) {
         json_t *claims = st->nodes[i].claims;
         for (size_t j = 0; j < json_array_size(claims); j++) {
-            const char *uid =
-                json_string_value(json_object_get(json_array_get(claims, j), "uid"));
+            const char *uid = json_string_value(json_object_get(json_array_get(claims, j), "uid"));
             if (!uid || strlen(uid) >= 64 || json_object_get(present, uid))
                 continue;
             struct ext_pod *p = strmap_get(&st->pods, uid);

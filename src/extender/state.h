@@ -28,9 +28,9 @@ struct ext_gpu {
 
 struct ext_node {
     char *name;
-    char rv[32];       /* metadata.resourceVersion last seen */
-    char *inv_text;    /* inventory annotation as last parsed */
-    json_t *claims;    /* the node's claims array (owned), or NULL */
+    char rv[32];    /* metadata.resourceVersion last seen */
+    char *inv_text; /* inventory annotation as last parsed */
+    json_t *claims; /* the node's claims array (owned), or NULL */
     int has_inv;
     int deleted;
     struct ext_gpu gpus[GS_MAX_GPUS_PER_NODE];
@@ -39,8 +39,8 @@ struct ext_node {
 enum ext_src { EXT_NONE = 0, EXT_ASSIGNED, EXT_CLAIMED, EXT_GONE };
 
 struct ext_use {
-    int8_t gi;      /* GPU index on the node, -1 when unknown there */
-    int16_t k;      /* replica index */
+    int8_t gi; /* GPU index on the node, -1 when unknown there */
+    int16_t k; /* replica index */
     int32_t milli;
     int64_t mem;
     char uuid[96];
@@ -58,7 +58,7 @@ struct ext_pod {
     char uid[64];
     char key[254 + 64]; /* namespace/name */
     char node[256];
-    int node_idx;       /* -1 until the node is known */
+    int node_idx; /* -1 until the node is known */
     enum ext_src src;
     int counted;
     int nuse;
@@ -66,8 +66,8 @@ struct ext_pod {
                                                * gpuslice.io/allocated says so */
     int nrid;
     struct ext_rid rid[2 * GS_MAX_GPUS_PER_NODE];
-    time_t t;           /* claim time, or when it went away */
-    char *ann;          /* assignment text it came from (to skip repeats) */
+    time_t t;  /* claim time, or when it went away */
+    char *ann; /* assignment text it came from (to skip repeats) */
 };
 
 struct ext_state {

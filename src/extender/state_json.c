@@ -20,9 +20,8 @@ static void add_pod(const char *key, void *val, void *ud)
         if (!g)
             continue;
         json_array_append_new(json_object_get(g, "pods"),
-                              json_pack("{s:s,s:I,s:i,s:i,s:b}", "pod", p->key, "memory_mib",
-                                        (json_int_t)p->use[i].mem, "milli", p->use[i].milli,
-                                        "replica", p->use[i].k, "claim",
+                              json_pack("{s:s,s:I,s:i,s:i,s:b}", "pod", p->key, "memory_mib", (json_int_t)p->use[i].mem,
+                                        "milli", p->use[i].milli, "replica", p->use[i].k, "claim",
                                         p->src == EXT_CLAIMED));
     }
 }
@@ -36,19 +35,16 @@ json_t *ext_state_json(struct ext_state *st)
         for (int g = 0; g < n->num_gpus; g++) {
             const gs_gpu *gg = &n->gpus[g];
             json_array_append_new(
-                gpus, json_pack("{s:s,s:I,s:I,s:i,s:i,s:i,s:b,s:i,s:[]}", "uuid",
-                                st->nodes[i].gpus[g].uuid, "memory_mib",
-                                (json_int_t)gg->mem_total_mib, "memory_used_mib",
-                                (json_int_t)gg->mem_used_mib, "milli_used", gg->milli_used,
-                                "replicas", gg->slots_total, "replicas_used", gg->slots_used,
-                                "healthy", gg->healthy, "numa", gg->numa, "pods"));
+                gpus, json_pack("{s:s,s:I,s:I,s:i,s:i,s:i,s:b,s:i,s:[]}", "uuid", st->nodes[i].gpus[g].uuid,
+                                "memory_mib", (json_int_t)gg->mem_total_mib, "memory_used_mib",
+                                (json_int_t)gg->mem_used_mib, "milli_used", gg->milli_used, "replicas", gg->slots_total,
+                                "replicas_used", gg->slots_used, "healthy", gg->healthy, "numa", gg->numa, "pods"));
         }
         const char *model = n->model >= 0 ? st->cl.model_names[n->model] : "";
-        json_array_append_new(nodes, json_pack("{s:s,s:s,s:b,s:o}", "name", n->name, "model",
-                                               model, "deleted", st->nodes[i].deleted, "gpus",
-                                               gpus));
+        json_array_append_new(nodes, json_pack("{s:s,s:s,s:b,s:o}", "name", n->name, "model", model, "deleted",
+                                               st->nodes[i].deleted, "gpus", gpus));
     }
-    struct pods_ctx c = {st, nodes};
+    struct pods_ctx c = { st, nodes };
     strmap_foreach(&st->pods, add_pod, &c);
     return json_pack("{s:i,s:o}", "v", 1, "nodes", nodes);
 }

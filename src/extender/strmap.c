@@ -104,8 +104,7 @@ void *strmap_del(struct strmap *m, const char *key)
     return NULL;
 }
 
-void strmap_foreach(const struct strmap *m, void (*fn)(const char *key, void *val, void *ud),
-                    void *ud)
+void strmap_foreach(const struct strmap *m, void (*fn)(const char *key, void *val, void *ud), void *ud)
 {
     for (size_t i = 0; i < m->nb; i++)
         for (struct strmap_ent *e = m->b[i]; e; e = e->next)

@@ -18,7 +18,6 @@ int strmap_put(struct strmap *m, const char *key, void *val);
 /* Removes and returns the value, or NULL. */
 void *strmap_del(struct strmap *m, const char *key);
 /* Calls fn for every entry; fn must not change the map. */
-void strmap_foreach(const struct strmap *m, void (*fn)(const char *key, void *val, void *ud),
-                    void *ud);
+void strmap_foreach(const struct strmap *m, void (*fn)(const char *key, void *val, void *ud), void *ud);
 
 #endif

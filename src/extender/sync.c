@@ -44,8 +44,7 @@ static int on_event(const char *type, json_t *obj, void *ud)
         }
         pthread_mutex_unlock(&w->x->st.mu);
     }
-    const char *rv =
-        json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    const char *rv = json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
     if (rv)
         snprintf(w->rv, sizeof w->rv, "%s", rv);
     return 0;
@@ -58,15 +57,13 @@ static void *watch_thread(void *p)
     kube_backoff_init(&bo, 200, 30000);
     while (!*w->stop && !w->x->stop) {
         char path[160], err[256];
-        snprintf(path, sizeof path,
-                 "/api/v1/%s?watch=1&allowWatchBookmarks=true&timeoutSeconds=60&resourceVersion=%s",
+        snprintf(path, sizeof path, "/api/v1/%s?watch=1&allowWatchBookmarks=true&timeoutSeconds=60&resourceVersion=%s",
                  w->node ? "nodes" : "pods", w->rv);
         w->events = 0;
         long t0 = kube_monotonic_ms();
         int rc = kube_watch(w->x->kc, path, on_event, w, w->stop, err, sizeof err);
         if (w->failed || rc != 0) {
-            kube_log(1, "watch %s ended (%s); re-listing", w->node ? "nodes" : "pods",
-                     w->failed ? "expired" : err);
+            kube_log(1, "watch %s ended (%s); re-listing", w->node ? "nodes" : "pods", w->failed ? "expired" : err);
             w->failed = 1;
             *w->stop = 1;
         } else if (KUBE_WATCH_HEALTHY(w->events, kube_monotonic_ms() - t0)) {
@@ -88,8 +85,7 @@ static int list(struct ext_ctx *x, const char *path, json_t **out, char *rv, siz
         kube_log(0, "list %s: %s", path, s == -2 ? "answer is not JSON" : s < 0 ? err : "failed");
         return -1;
     }
-    const char *v = json_string_value(
-        json_object_get(json_object_get(*out, "metadata"), "resourceVersion"));
+    const char *v = json_string_value(json_object_get(json_object_get(*out, "metadata"), "resourceVersion"));
     snprintf(rv, rvlen, "%s", v ? v : "0");
     return 0;
 }
@@ -97,8 +93,7 @@ static int list(struct ext_ctx *x, const char *path, json_t **out, char *rv, siz
 static int relist(struct ext_ctx *x, char *nrv, char *prv)
 {
     json_t *nodes = NULL, *pods = NULL;
-    if (list(x, "/api/v1/nodes", &nodes, nrv, 32) != 0 ||
-        list(x, "/api/v1/pods", &pods, prv, 32) != 0) {
+    if (list(x, "/api/v1/nodes", &nodes, nrv, 32) != 0 || list(x, "/api/v1/pods", &pods, prv, 32) != 0) {
         json_decref(nodes);
         return -1;
     }
@@ -112,8 +107,7 @@ static int relist(struct ext_ctx *x, char *nrv, char *prv)
     json_t *present = json_object();
     for (size_t i = 0; i < json_array_size(items); i++) {
         json_t *pod = json_array_get(items, i);
-        const char *uid =
-            json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
+        const char *uid = json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
         if (uid)
             json_object_set_new(present, uid, json_true());
         ext_state_pod_event(&x->st, "ADDED", pod, now);
@@ -146,7 +140,7 @@ static void *sync_main(void *p)
         }
         x->ready = 1;
         volatile int stop = 0;
-        struct watch_arg wn = {x, 1, "", &stop, 0, 0, 0, 0}, wp = {x, 0, "", &stop, 0, 0, 0, 0};
+        struct watch_arg wn = { x, 1, "", &stop, 0, 0, 0, 0 }, wp = { x, 0, "", &stop, 0, 0, 0, 0 };
         snprintf(wn.rv, sizeof wn.rv, "%s", nrv);
         snprintf(wp.rv, sizeof wp.rv, "%s", prv);
         pthread_t tn, tp;

@@ -21,7 +21,8 @@ int ext_candidates(json_t *args, const char ***names, int *as_objects, char *err
     json_t *src = json_is_array(nn) ? nn : items;
     *as_objects = !json_is_array(nn);
     if (!json_is_array(src)) {
-        snprintf(err, errlen, "ExtenderArgs has neither NodeNames (nodeCacheCapable: true) "
+        snprintf(err, errlen,
+                 "ExtenderArgs has neither NodeNames (nodeCacheCapable: true) "
                  "nor Nodes.items (nodeCacheCapable: false)");
         return -1;
     }
@@ -33,13 +34,10 @@ int ext_candidates(json_t *args, const char ***names, int *as_objects, char *err
     }
     for (size_t i = 0; i < n; i++) {
         json_t *e = json_array_get(src, i);
-        const char *s = *as_objects
-                            ? json_string_value(json_object_get(json_object_get(e, "metadata"),
-                                                                "name"))
-                            : json_string_value(e);
+        const char *s = *as_objects ? json_string_value(json_object_get(json_object_get(e, "metadata"), "name"))
+                                    : json_string_value(e);
         if (!s || !*s) {
-            snprintf(err, errlen, "%s[%zu] has no node name",
-                     *as_objects ? "Nodes.items" : "NodeNames", i);
+            snprintf(err, errlen, "%s[%zu] has no node name", *as_objects ? "Nodes.items" : "NodeNames", i);
             free(out);
             return -1;
         }
@@ -173,8 +171,7 @@ struct cands {
 
 /* Filter over already-read arguments; appends the ExtenderFilterResult.
  * Returns 1 when that answer carries an Error. */
-static int filter_core(struct ext_state *st, json_t *args, json_t *pod, const struct cands *c,
-                        struct sb *b)
+static int filter_core(struct ext_state *st, json_t *args, json_t *pod, const struct cands *c, struct sb *b)
 {
     char err[512];
     struct gs_podspec ps;
@@ -190,7 +187,7 @@ static int filter_core(struct ext_state *st, json_t *args, json_t *pod, const st
         b->oom = 1;
         return 1;
     }
-    struct sb failed = {0}, unres = {0};
+    struct sb failed = { 0 }, unres = { 0 };
     int npass = 0;
     pthread_mutex_lock(&st->mu);
     if (c->items)
@@ -203,7 +200,8 @@ static int filter_core(struct ext_state *st, json_t *args, json_t *pod, const st
         char why[400];
         bool unr = true;
         if (gpu && idx < 0) {
-            snprintf(why, sizeof why, "gpuslice: node unknown to the extender's cache "
+            snprintf(why, sizeof why,
+                     "gpuslice: node unknown to the extender's cache "
                      "(no GPU inventory seen)");
         } else if (!gpu || ext_explain(st, &w, idx, why, sizeof why, &unr) == GS_FIT) {
             pass[i] = 1;
@@ -247,8 +245,7 @@ static int filter_core(struct ext_state *st, json_t *args, json_t *pod, const st
 
 /* Prioritize over already-read arguments; appends the HostPriorityList or
  * {"Error"} (then *bad). */
-static void prioritize_core(struct ext_state *st, json_t *pod, const struct cands *c,
-                            struct sb *b, int *bad)
+static void prioritize_core(struct ext_state *st, json_t *pod, const struct cands *c, struct sb *b, int *bad)
 {
     char err[512];
     struct gs_podspec ps;
@@ -296,8 +293,7 @@ static void prioritize_core(struct ext_state *st, json_t *pod, const struct cand
     for (int i = 0; i < n; i++) {
         long long s = 0;
         if (ok[i])
-            s = hi > lo ? (long long)(0.5 + EXT_MAX_PRIORITY * (score[i] - lo) / (hi - lo))
-                        : EXT_MAX_PRIORITY;
+            s = hi > lo ? (long long)(0.5 + EXT_MAX_PRIORITY * (score[i] - lo) / (hi - lo)) : EXT_MAX_PRIORITY;
         char num[32];
         sb_puts(b, i ? ",{\"Host\":" : "{\"Host\":");
         sb_str(b, c->names[i]);
@@ -330,7 +326,7 @@ json_t *ext_filter(struct ext_state *st, json_t *args, int *bad)
 {
     char err[512];
     struct cands c;
-    struct sb b = {0};
+    struct sb b = { 0 };
     *bad = 0;
     if (read_cands(args, &c, err, sizeof err) < 0) {
         *bad = 1;
@@ -346,7 +342,7 @@ json_t *ext_prioritize(struct ext_state *st, json_t *args, int *bad)
 {
     char err[512];
     struct cands c;
-    struct sb b = {0};
+    struct sb b = { 0 };
     *bad = 0;
     if (read_cands(args, &c, err, sizeof err) < 0) {
         *bad = 1;
@@ -416,8 +412,7 @@ static int key_is(const char *k, size_t n, const char *want)
     return n == strlen(want) && memcmp(k, want, n) == 0;
 }
 
-int ext_verb_text(struct ext_state *st, int prioritize, const char *body, size_t len,
-                  char **out, int *bad, int *failed)
+int ext_verb_text(struct ext_state *st, int prioritize, const char *body, size_t len, char **out, int *bad, int *failed)
 {
     const char *p = ws(body, body + len), *e = body + len;
     const char *pod_s = NULL, *pod_e = NULL, *nn_s = NULL, *nn_e = NULL;
@@ -494,8 +489,8 @@ int ext_verb_text(struct ext_state *st, int prioritize, const char *body, size_t
     json_t *pod = json_loadb(pod_s, (size_t)(pod_e - pod_s), 0, NULL);
     if (!pod)
         goto out;
-    struct cands c = {names, n, NULL};
-    struct sb b = {0};
+    struct cands c = { names, n, NULL };
+    struct sb b = { 0 };
     *bad = 0;
     *failed = 0;
     if (prioritize)

@@ -32,12 +32,11 @@ json_t *ext_prioritize(struct ext_state *st, json_t *args, int *bad);
  * anything else, which the caller then gives to ext_filter/ext_prioritize.
  * Returns 0 when answered; *bad as above, *failed when the answer is an
  * error (for the metrics). The answer equals the general path's. */
-int ext_verb_text(struct ext_state *st, int prioritize, const char *body, size_t len,
-                  char **out, int *bad, int *failed);
+int ext_verb_text(struct ext_state *st, int prioritize, const char *body, size_t len, char **out, int *bad,
+                  int *failed);
 
 /* Shared by filter/prioritize: the candidate names (borrowed from args) and
  * whether they came as full Node objects. Returns count or -1 with err. */
-int ext_candidates(json_t *args, const char ***names, int *as_objects, char *err,
-                   size_t errlen);
+int ext_candidates(json_t *args, const char ***names, int *as_objects, char *err, size_t errlen);
 
 #endif

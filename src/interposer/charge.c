@@ -37,7 +37,7 @@ void gs_charge_commit(struct gs_charge *c, CUresult rc, enum gs_alloc_kind kind,
         gs_region_release(r, c->slot, c->dev, c->bytes);
         return;
     }
-    struct gs_alloc_rec rec = {.bytes = c->bytes, .dev = c->dev, .slot = c->slot};
+    struct gs_alloc_rec rec = { .bytes = c->bytes, .dev = c->dev, .slot = c->slot };
     struct gs_alloc_rec old;
     int replaced = 0;
     if (gs_alloc_put(kind, handle, rec, &old, &replaced) != 0) {

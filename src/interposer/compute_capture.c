@@ -47,7 +47,7 @@ void gs_compute_capture_prepare(void)
 {
     __atomic_add_fetch(&cap_open, 1, __ATOMIC_SEQ_CST);
     while (__atomic_load_n(&cap_busy, __ATOMIC_SEQ_CST) != 0) {
-        struct timespec ts = {0, 20000};
+        struct timespec ts = { 0, 20000 };
         nanosleep(&ts, NULL);
     }
 }
@@ -76,8 +76,8 @@ void gs_compute_capture_ended(CUstream s, CUresult rc)
      * the wrong thread, say); without cuStreamIsCapturing, by the result. */
     gs_pfn_cuStreamIsCapturing is = GS_REAL_CU(cuStreamIsCapturing);
     int status = 0;
-    int ended = is && is(s, &status) == CUDA_SUCCESS ? status == 0
-                                                      : rc == CUDA_SUCCESS || (int)rc == CAPTURE_INVALIDATED;
+    int ended =
+        is && is(s, &status) == CUDA_SUCCESS ? status == 0 : rc == CUDA_SUCCESS || (int)rc == CAPTURE_INVALIDATED;
     if (!ended)
         return;
     pthread_mutex_lock(&cap_lock);

@@ -69,8 +69,7 @@ void gs_compute_ledger_join(struct gs_region *r, int d)
             if (led[d])
                 led_slot[d] = gs_ledger_join(led[d], (int32_t)getpid(), led_container, weight);
             if (led[d] && led_slot[d] < 0)
-                gs_log(GS_LOG_INFO, "device ledger %s is full; corrections for other containers from NVML only",
-                       path);
+                gs_log(GS_LOG_INFO, "device ledger %s is full; corrections for other containers from NVML only", path);
         }
     }
     pthread_mutex_unlock(&led_lock);
@@ -89,8 +88,7 @@ uint64_t gs_compute_ledger_busy_weight(int d, uint64_t since)
     return l ? gs_ledger_busy_weight(l, led_container, since) : 0;
 }
 
-unsigned gs_compute_ledger_demands(int d, uint64_t since, uint64_t wants_since, struct gs_lim_demand *out,
-                                   unsigned max)
+unsigned gs_compute_ledger_demands(int d, uint64_t since, uint64_t wants_since, struct gs_lim_demand *out, unsigned max)
 {
     int slot;
     struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
@@ -99,7 +97,7 @@ unsigned gs_compute_ledger_demands(int d, uint64_t since, uint64_t wants_since, 
     if (n > max)
         n = max;
     for (unsigned i = 0; i < n; i++)
-        out[i] = (struct gs_lim_demand){dem[i].weight, dem[i].use_ppm, dem[i].wants_more};
+        out[i] = (struct gs_lim_demand){ dem[i].weight, dem[i].use_ppm, dem[i].wants_more };
     return n;
 }
 

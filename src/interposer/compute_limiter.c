@@ -27,16 +27,16 @@
 #include <time.h>
 
 #define MAX_STREAMS 4
-#define MARK_EVERY_NS 500000ULL   /* a progress marker every 0.5 ms of launching or of GPU work */
-#define MAX_SLEEP_NS 10000000ULL  /* re-check the account at least every 10 ms */
-#define TURN_GRACE_NS 2000000ULL  /* a window holds the device ledger's turn 2 ms past its end at least */
+#define MARK_EVERY_NS 500000ULL     /* a progress marker every 0.5 ms of launching or of GPU work */
+#define MAX_SLEEP_NS 10000000ULL    /* re-check the account at least every 10 ms */
+#define TURN_GRACE_NS 2000000ULL    /* a window holds the device ledger's turn 2 ms past its end at least */
 #define DRAIN_HOLD_NS 1000000000ULL /* ... and while it drains, up to 1 s */
 
 int gs_compute_state;
 
 struct tdev {
-    unsigned gen;   /* gs_rt_fork_generation + 1 when set up; 0: never */
-    int8_t limited; /* -1 unknown, 0 no, 1 yes */
+    unsigned gen;                                  /* gs_rt_fork_generation + 1 when set up; 0: never */
+    int8_t limited;                                /* -1 unknown, 0 no, 1 yes */
     uint8_t have_start, have_mark, overflow, turn; /* turn: the window holds the ledger's turn */
     int nstreams;
     uint32_t tick;
@@ -90,7 +90,7 @@ static void decide(void)
 
 static void sleep_ns(uint64_t ns)
 {
-    struct timespec ts = {(time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL)};
+    struct timespec ts = { (time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL) };
     nanosleep(&ts, NULL);
 }
 
@@ -106,7 +106,7 @@ static CUevent make_event(unsigned flags)
 /* Sets up this thread's view of device d (ordinal ord). */
 static void setup(struct tdev *t, struct gs_region *r, int d, CUdevice ord)
 {
-    *t = (struct tdev){.gen = __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1, .limited = 0};
+    *t = (struct tdev){ .gen = __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1, .limited = 0 };
     unsigned limit = ord >= 0 && ord < GS_MAX_DEVICES ? gs_rt.cfg.sm_limit[ord] : 0;
     int share = gs_rt.cfg.compute_mode == GS_COMPUTE_SHARE;
     if (!share && (limit == 0 || limit >= 100))
@@ -116,8 +116,10 @@ static void setup(struct tdev *t, struct gs_region *r, int d, CUdevice ord)
     uint64_t since = gs_compute_now();
     while (gs_lim_account_init(a, mode, limit, gs_rt.cfg.share_weight, gs_compute_now()) != 0) {
         if (gs_compute_now() - since > GS_LIM_CLAIM_TIMEOUT_NS) {
-            gs_log(GS_LOG_INFO, "the compute account of device %d was left half set up (its process died); "
-                                "setting it up again", ord);
+            gs_log(GS_LOG_INFO,
+                   "the compute account of device %d was left half set up (its process died); "
+                   "setting it up again",
+                   ord);
             gs_lim_account_take_over(a, mode, limit, gs_rt.cfg.share_weight, gs_compute_now());
         } else {
             sleep_ns(100000);
@@ -166,11 +168,11 @@ static int64_t read_mark(struct tdev *t, gs_pfn_cuEventElapsedTime elapsed)
 static struct gs_lim_close_facts interval_facts(struct tdev *t, gs_pfn_cuEventElapsedTime elapsed)
 {
     int64_t mark = read_mark(t, elapsed);
-    return (struct gs_lim_close_facts){.start_ns = t->w.busy_from,
-                                       .last_launch_ns = t->last_launch_ns,
-                                       .mark_ns = mark,
-                                       .after_mark = mark >= 0 ? t->since_mark : t->in_interval,
-                                       .per_launch_ns = t->per_launch_ns};
+    return (struct gs_lim_close_facts){ .start_ns = t->w.busy_from,
+                                        .last_launch_ns = t->last_launch_ns,
+                                        .mark_ns = mark,
+                                        .after_mark = mark >= 0 ? t->since_mark : t->in_interval,
+                                        .per_launch_ns = t->per_launch_ns };
 }
 
 /* A new busy interval starts at the launch about to be made. */
@@ -194,8 +196,7 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
         return;
     int drained = !t->overflow;
     for (int i = 0; i < t->nstreams && drained; i++)
-        drained = t->drain[i] && rec(t->drain[i], t->streams[i]) == CUDA_SUCCESS &&
-                  query(t->drain[i]) == CUDA_SUCCESS;
+        drained = t->drain[i] && rec(t->drain[i], t->streams[i]) == CUDA_SUCCESS && query(t->drain[i]) == CUDA_SUCCESS;
     if (drained) {
         struct gs_lim_close_facts f = interval_facts(t, elapsed);
         f.planned_end_ns = f.close_ns = now;
@@ -217,7 +218,7 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     gs_pfn_cuEventQuery query = GS_REAL_CU(cuEventQuery);
     gs_pfn_cuEventSynchronize esync = GS_REAL_CU(cuEventSynchronize);
     gs_pfn_cuEventElapsedTime elapsed = GS_REAL_CU(cuEventElapsedTime);
-    int pending = 0, recorded[MAX_STREAMS] = {0};
+    int pending = 0, recorded[MAX_STREAMS] = { 0 };
     for (int i = 0; i < t->nstreams; i++)
         recorded[i] = t->drain[i] && rec && rec(t->drain[i], t->streams[i]) == CUDA_SUCCESS;
     for (int i = 0; i < t->nstreams; i++)

@@ -73,7 +73,7 @@ static unsigned read_samples(const char *uuid, uint64_t seen, struct gs_lim_samp
     static unsigned cap;
     static int logged;
     unsigned got = 0;
-    *di = (struct devinfo){-1, -1, -1};
+    *di = (struct devinfo){ -1, -1, -1 };
     pthread_mutex_lock(&nvml_lock);
     if (nvml_state == 0) {
         nvml_state = -1;
@@ -122,7 +122,7 @@ static unsigned read_samples(const char *uuid, uint64_t seen, struct gs_lim_samp
         if (rc == NVML_SUCCESS) {
             unsigned from = n > MAX_SAMPLES ? n - MAX_SAMPLES : 0;
             for (unsigned i = from; i < n; i++)
-                out[got++] = (struct gs_lim_sample){buf[i].pid, buf[i].smUtil, buf[i].timeStamp};
+                out[got++] = (struct gs_lim_sample){ buf[i].pid, buf[i].smUtil, buf[i].timeStamp };
         } else if (rc != NVML_ERROR_NOT_FOUND && !logged) { /* NOT_FOUND: no samples since seen */
             logged = 1;
             gs_log(GS_LOG_DEBUG,
@@ -190,7 +190,7 @@ static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t 
                             const char *uuid, int dev)
 {
     uint32_t pid[MAX_BUSY];
-    uint64_t sum[MAX_BUSY] = {0};
+    uint64_t sum[MAX_BUSY] = { 0 };
     int np = 0;
     unsigned stamps = 0;
     for (unsigned i = 0; i < n; i++) {
@@ -219,7 +219,7 @@ static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t 
     if (nb == 0)
         return 0;
     /* Weights from sibling regions (read-only). */
-    struct sibling_scan sc = {.pid = pid, .busy = busy, .nb = nb, .uuid = uuid};
+    struct sibling_scan sc = { .pid = pid, .busy = busy, .nb = nb, .uuid = uuid };
     char dir[sizeof gs_rt.cfg.region_path];
     if (gs_rt_region_dir(dir, sizeof dir, &sc.self) == 0)
         gs_statedir_each_region(dir, weigh_sibling, &sc);
@@ -235,9 +235,8 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
 {
     struct gs_lim_account *a = &r->dev[d].lim;
     uint64_t next = __atomic_load_n(&a->outer_next_ns, __ATOMIC_RELAXED);
-    if (now < next ||
-        !__atomic_compare_exchange_n(&a->outer_next_ns, &next, now + GS_LIM_OUTER_NS, 0, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_RELAXED))
+    if (now < next || !__atomic_compare_exchange_n(&a->outer_next_ns, &next, now + GS_LIM_OUTER_NS, 0, __ATOMIC_ACQ_REL,
+                                                   __ATOMIC_RELAXED))
         return;
     uint64_t last = __atomic_exchange_n(&a->outer_last_ns, now, __ATOMIC_RELAXED);
     uint64_t occ = __atomic_load_n(&a->occ_ns, __ATOMIC_RELAXED);
@@ -312,9 +311,9 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
            (long long)di.power_mw, (long long)di.limit_mw, corr, speed);
     /* running free we measure nothing ourselves: the device's busy time is
      * the most we can have used */
-    uint64_t use = our >= 0                 ? (uint64_t)our
+    uint64_t use = our >= 0                ? (uint64_t)our
                    : gs_lim_unthrottled(a) ? (uint64_t)(dev_ppm > 0 ? dev_ppm : 0)
-                                            : occ_ppm * corr / GS_LIM_PPM;
+                                           : occ_ppm * corr / GS_LIM_PPM;
     __atomic_store_n(&a->use_ppm, (uint32_t)(use > GS_LIM_PPM ? GS_LIM_PPM : use), __ATOMIC_RELAXED);
     __atomic_store_n(&a->others_ppm, (uint32_t)(others < 0 ? 0 : others), __ATOMIC_RELAXED);
 
@@ -332,7 +331,7 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
         unsigned nd = gs_compute_ledger_demands(d, since, now - GS_LIM_THROTTLED_NS, dem, 64);
         uint64_t outside = n > 0 ? busy_weight(samples, n, seen, &ours, uuid, d) : 0;
         if (outside)
-            dem[nd++] = (struct gs_lim_demand){(uint32_t)(outside > 65535 ? 65535 : outside), 0, 1};
+            dem[nd++] = (struct gs_lim_demand){ (uint32_t)(outside > 65535 ? 65535 : outside), 0, 1 };
         uint32_t target = nd ? gs_lim_share_fill(a->weight, dem, nd) : GS_LIM_PPM;
         uint32_t old = __atomic_exchange_n(&a->rate_ppm, target, __ATOMIC_RELAXED);
         if (old >= GS_LIM_PPM && target < GS_LIM_PPM) {

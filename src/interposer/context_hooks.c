@@ -125,8 +125,8 @@ static void probe_end(struct ctx_probe *p, CUdevice ordinal, CUresult rc)
                    after - p->before <= MAX_PLAUSIBLE_OVERHEAD) {
             overhead = after - p->before;
         } else {
-            gs_log(GS_LOG_WARN, "could not measure context overhead on device %d; charging %llu MiB",
-                   ordinal, (unsigned long long)(FALLBACK_OVERHEAD >> 20));
+            gs_log(GS_LOG_WARN, "could not measure context overhead on device %d; charging %llu MiB", ordinal,
+                   (unsigned long long)(FALLBACK_OVERHEAD >> 20));
         }
         gs_charge_force(p->dev, overhead);
         charged[ordinal] = 1;
@@ -135,17 +135,17 @@ static void probe_end(struct ctx_probe *p, CUdevice ordinal, CUresult rc)
     pthread_mutex_unlock(&ctx_lock);
 }
 
-#define CTX_CALL(ordinal, call)                                                                    \
-    do {                                                                                           \
-        if (gs_mode() == GS_MODE_PASSTHROUGH)                                                      \
-            return call;                                                                           \
-        struct ctx_probe p_;                                                                       \
-        CUresult rc_ = probe_begin(&p_, (ordinal));                                                \
-        if (rc_ != CUDA_SUCCESS)                                                                   \
-            return rc_;                                                                            \
-        rc_ = call;                                                                                \
-        probe_end(&p_, (ordinal), rc_);                                                            \
-        return rc_;                                                                                \
+#define CTX_CALL(ordinal, call)                                                                                        \
+    do {                                                                                                               \
+        if (gs_mode() == GS_MODE_PASSTHROUGH)                                                                          \
+            return call;                                                                                               \
+        struct ctx_probe p_;                                                                                           \
+        CUresult rc_ = probe_begin(&p_, (ordinal));                                                                    \
+        if (rc_ != CUDA_SUCCESS)                                                                                       \
+            return rc_;                                                                                                \
+        rc_ = call;                                                                                                    \
+        probe_end(&p_, (ordinal), rc_);                                                                                \
+        return rc_;                                                                                                    \
     } while (0)
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)

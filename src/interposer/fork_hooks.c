@@ -11,9 +11,9 @@ static const struct {
     void (*parent)(void);
     void (*child)(void);
 } handlers[] = {
-    {gs_rt_fork_prepare, gs_rt_fork_parent, gs_rt_fork_child},
-    {gs_graph_fork_prepare, gs_graph_fork_parent, gs_graph_fork_child},
-    {NULL, NULL, gs_ctx_fork_child},
+    { gs_rt_fork_prepare, gs_rt_fork_parent, gs_rt_fork_child },
+    { gs_graph_fork_prepare, gs_graph_fork_parent, gs_graph_fork_child },
+    { NULL, NULL, gs_ctx_fork_child },
 };
 #define NHANDLERS (sizeof handlers / sizeof handlers[0])
 

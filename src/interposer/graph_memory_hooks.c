@@ -32,7 +32,7 @@
 struct graph_alloc {
     CUdeviceptr dptr;
     CUdevice ordinal;
-    int dev;            /* region device, -1: not device memory (not charged) */
+    int dev; /* region device, -1: not device memory (not charged) */
     uint64_t bytes;
     int freed_in_graph; /* a free node of the same graph frees it */
     int charged_before; /* charged already by a captured cuMemAllocAsync */
@@ -100,8 +100,7 @@ static long graph_allocs(CUgraph g, struct graph_alloc **out)
     gs_pfn_cuGraphMemAllocNodeGetParams alloc_params = GS_REAL_CU(cuGraphMemAllocNodeGetParams);
     gs_pfn_cuGraphMemFreeNodeGetParams free_params = GS_REAL_CU(cuGraphMemFreeNodeGetParams);
     size_t n = 0;
-    if (!get_nodes || !get_type || !alloc_params || !free_params || get_nodes(g, NULL, &n) != CUDA_SUCCESS ||
-        n == 0)
+    if (!get_nodes || !get_type || !alloc_params || !free_params || get_nodes(g, NULL, &n) != CUDA_SUCCESS || n == 0)
         return 0;
     CUgraphNode *nodes = calloc(n, sizeof *nodes);
     struct graph_alloc *a = calloc(n, sizeof *a);
@@ -118,10 +117,10 @@ static long graph_allocs(CUgraph g, struct graph_alloc **out)
             alloc_params(nodes[i], &p) != CUDA_SUCCESS)
             continue;
         int on_device = p.poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE;
-        a[na++] = (struct graph_alloc){.dptr = p.dptr,
-                                       .ordinal = p.poolProps.location.id,
-                                       .dev = on_device ? gs_rt_dev_of_ordinal(p.poolProps.location.id) : -1,
-                                       .bytes = gs_charge_linear(p.bytesize)};
+        a[na++] = (struct graph_alloc){ .dptr = p.dptr,
+                                        .ordinal = p.poolProps.location.id,
+                                        .dev = on_device ? gs_rt_dev_of_ordinal(p.poolProps.location.id) : -1,
+                                        .bytes = gs_charge_linear(p.bytesize) };
     }
     for (size_t i = 0; i < n && na; i++) {
         CUgraphNodeType t;
@@ -179,7 +178,7 @@ static void commit_allocs(CUgraphExec exec, struct graph_alloc *a, size_t n, str
         free(a);
         return;
     }
-    *e = (struct exec_allocs){.exec = exec, .n = n, .a = a};
+    *e = (struct exec_allocs){ .exec = exec, .n = n, .a = a };
     pthread_mutex_lock(&execs_lock);
     e->next = execs;
     execs = e;
@@ -188,28 +187,28 @@ static void commit_allocs(CUgraphExec exec, struct graph_alloc *a, size_t n, str
 
 /* Charge g's allocation nodes, run `call` (which fills *phGraphExec), keep
  * or give back. */
-#define CHARGED_INSTANTIATE(phGraphExec, g, call)                                                  \
-    do {                                                                                           \
-        if (gs_mode() == GS_MODE_PASSTHROUGH)                                                      \
-            return call;                                                                           \
-        struct graph_alloc *a_;                                                                    \
-        long n_ = graph_allocs((g), &a_);                                                          \
-        if (n_ < 0)                                                                                \
-            return CUDA_ERROR_OUT_OF_MEMORY;                                                       \
-        if (n_ == 0)                                                                               \
-            return call;                                                                           \
-        struct gs_charge *c_ = calloc((size_t)n_, sizeof *c_);                                     \
-        CUresult rc_ = c_ ? reserve_allocs(a_, (size_t)n_, c_) : CUDA_ERROR_OUT_OF_MEMORY;         \
-        if (rc_ != CUDA_SUCCESS) {                                                                 \
-            gs_log(GS_LOG_INFO, "graph instantiation refused: its allocation nodes exceed the limit"); \
-            free(c_);                                                                              \
-            free(a_);                                                                              \
-            return rc_;                                                                            \
-        }                                                                                          \
-        rc_ = call;                                                                                \
-        commit_allocs(rc_ == CUDA_SUCCESS ? *(phGraphExec) : NULL, a_, (size_t)n_, c_, rc_);       \
-        free(c_);                                                                                  \
-        return rc_;                                                                                \
+#define CHARGED_INSTANTIATE(phGraphExec, g, call)                                                                      \
+    do {                                                                                                               \
+        if (gs_mode() == GS_MODE_PASSTHROUGH)                                                                          \
+            return call;                                                                                               \
+        struct graph_alloc *a_;                                                                                        \
+        long n_ = graph_allocs((g), &a_);                                                                              \
+        if (n_ < 0)                                                                                                    \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                                                           \
+        if (n_ == 0)                                                                                                   \
+            return call;                                                                                               \
+        struct gs_charge *c_ = calloc((size_t)n_, sizeof *c_);                                                         \
+        CUresult rc_ = c_ ? reserve_allocs(a_, (size_t)n_, c_) : CUDA_ERROR_OUT_OF_MEMORY;                             \
+        if (rc_ != CUDA_SUCCESS) {                                                                                     \
+            gs_log(GS_LOG_INFO, "graph instantiation refused: its allocation nodes exceed the limit");                 \
+            free(c_);                                                                                                  \
+            free(a_);                                                                                                  \
+            return rc_;                                                                                                \
+        }                                                                                                              \
+        rc_ = call;                                                                                                    \
+        commit_allocs(rc_ == CUDA_SUCCESS ? *(phGraphExec) : NULL, a_, (size_t)n_, c_, rc_);                           \
+        free(c_);                                                                                                      \
+        return rc_;                                                                                                    \
     } while (0)
 
 CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
@@ -219,8 +218,8 @@ CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNod
     CHARGED_INSTANTIATE(phGraphExec, hGraph, real(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize));
 }
 
-CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                               char *logBuffer, size_t bufferSize)
+CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+                               size_t bufferSize)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuGraphInstantiate_v2);
     CHARGED_INSTANTIATE(phGraphExec, hGraph, real(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize));
@@ -246,7 +245,6 @@ CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGr
     CHARGED_INSTANTIATE(phGraphExec, hGraph, real(phGraphExec, hGraph, instantiateParams));
 }
 
-
 static void trim_device(CUdevice ordinal)
 {
     gs_pfn_cuDeviceGraphMemTrim trim = GS_REAL_CU(cuDeviceGraphMemTrim);
@@ -263,7 +261,7 @@ static void keep_orphan(const struct graph_alloc *a, struct gs_alloc_rec rec)
         gs_alloc_put(GS_ALLOC_GRAPH, a->dptr, rec, NULL, NULL);
         return;
     }
-    *o = (struct orphan){.dptr = a->dptr, .ordinal = a->ordinal, .rec = rec};
+    *o = (struct orphan){ .dptr = a->dptr, .ordinal = a->ordinal, .rec = rec };
     pthread_mutex_lock(&execs_lock);
     o->next = orphans;
     orphans = o;

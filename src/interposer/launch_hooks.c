@@ -5,22 +5,21 @@
 #include "compute_limiter.h"
 #include "real_driver.h"
 
-#define GATED(real, stream, call)                                                                  \
-    do {                                                                                           \
-        if (GS_UNLIKELY(!(real)))                                                                  \
-            return CUDA_ERROR_NOT_FOUND;                                                           \
-        if (GS_LIKELY(__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) == GS_COMPUTE_OFF))    \
-            return call;                                                                           \
-        int d_ = gs_compute_before(stream);                                                        \
-        CUresult rc_ = call;                                                                       \
-        if (d_ >= 0)                                                                               \
-            gs_compute_after(d_, (stream), rc_);                                                   \
-        return rc_;                                                                                \
+#define GATED(real, stream, call)                                                                                      \
+    do {                                                                                                               \
+        if (GS_UNLIKELY(!(real)))                                                                                      \
+            return CUDA_ERROR_NOT_FOUND;                                                                               \
+        if (GS_LIKELY(__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) == GS_COMPUTE_OFF))                         \
+            return call;                                                                                               \
+        int d_ = gs_compute_before(stream);                                                                            \
+        CUresult rc_ = call;                                                                                           \
+        if (d_ >= 0)                                                                                                   \
+            gs_compute_after(d_, (stream), rc_);                                                                       \
+        return rc_;                                                                                                    \
     } while (0)
 
 CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                        unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void **params,
-                        void **extra)
+                        unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void **params, void **extra)
 {
     gs_pfn_cuLaunchKernel real = GS_REAL_CU(cuLaunchKernel);
     GATED(real, s, real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra));
@@ -46,9 +45,8 @@ CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void 
     GATED(real, config ? config->hStream : NULL, real(config, f, params, extra));
 }
 
-CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                   unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
-                                   CUstream s, void **params)
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                                   unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void **params)
 {
     gs_pfn_cuLaunchCooperativeKernel real = GS_REAL_CU(cuLaunchCooperativeKernel);
     GATED(real, s, real(f, gx, gy, gz, bx, by, bz, shmem, s, params));
@@ -76,14 +74,14 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s)
 
 /* Stream capture: counted so that the limiter leaves the process's streams
  * alone while any capture is open (compute_limiter.c). */
-#define CAPTURE_BEGIN(real, stream, call)                                                          \
-    do {                                                                                           \
-        if (GS_UNLIKELY(!(real)))                                                                  \
-            return CUDA_ERROR_NOT_FOUND;                                                           \
-        gs_compute_capture_prepare();                                                              \
-        CUresult rc_ = call;                                                                       \
-        gs_compute_capture_begun((stream), rc_);                                                   \
-        return rc_;                                                                                \
+#define CAPTURE_BEGIN(real, stream, call)                                                                              \
+    do {                                                                                                               \
+        if (GS_UNLIKELY(!(real)))                                                                                      \
+            return CUDA_ERROR_NOT_FOUND;                                                                               \
+        gs_compute_capture_prepare();                                                                                  \
+        CUresult rc_ = call;                                                                                           \
+        gs_compute_capture_begun((stream), rc_);                                                                       \
+        return rc_;                                                                                                    \
     } while (0)
 
 CUresult cuStreamBeginCapture(CUstream s)
@@ -116,8 +114,7 @@ CUresult cuStreamBeginCaptureToGraph(CUstream s, void *g, const void *deps, cons
     CAPTURE_BEGIN(real, s, real(s, g, deps, data, n, mode));
 }
 
-CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, void *g, const void *deps, const void *data, size_t n,
-                                          int mode)
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, void *g, const void *deps, const void *data, size_t n, int mode)
 {
     gs_pfn_cuStreamBeginCaptureToGraph_ptsz real = GS_REAL_CU(cuStreamBeginCaptureToGraph_ptsz);
     CAPTURE_BEGIN(real, s, real(s, g, deps, data, n, mode));

@@ -8,10 +8,9 @@ int gs_log_threshold = GS_LOG_WARN;
 
 void gs_log_write(int level, const char *fmt, ...)
 {
-    static const char *const names[] = {"error", "warn", "info", "debug"};
+    static const char *const names[] = { "error", "warn", "info", "debug" };
     char buf[512];
-    int n = snprintf(buf, sizeof buf, "gpuslice[%d] %s: ", (int)getpid(),
-                     names[level < 0 ? 0 : level > 3 ? 3 : level]);
+    int n = snprintf(buf, sizeof buf, "gpuslice[%d] %s: ", (int)getpid(), names[level < 0 ? 0 : level > 3 ? 3 : level]);
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);

@@ -10,43 +10,43 @@
 
 /* Free through `call`; on success release exactly what (kind, handle) was
  * charged. */
-#define RELEASING_CALL(kind, handle, call)                                                         \
-    do {                                                                                           \
-        CUresult rc_ = call;                                                                       \
-        if (rc_ == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)                               \
-            gs_charge_release((kind), (uint64_t)(handle));                                         \
-        return rc_;                                                                                \
+#define RELEASING_CALL(kind, handle, call)                                                                             \
+    do {                                                                                                               \
+        CUresult rc_ = call;                                                                                           \
+        if (rc_ == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)                                                   \
+            gs_charge_release((kind), (uint64_t)(handle));                                                             \
+        return rc_;                                                                                                    \
     } while (0)
 
 /* A free of a device pointer: it may also be a graph allocation that
  * outlived its graph (graph_memory_hooks.c). */
-#define RELEASING_PTR_CALL(dptr, call)                                                             \
-    do {                                                                                           \
-        CUresult rc_ = call;                                                                       \
-        if (rc_ == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH) {                             \
-            gs_charge_release(GS_ALLOC_PTR, (dptr));                                               \
-            gs_graph_mem_freed(dptr);                                                              \
-        }                                                                                          \
-        return rc_;                                                                                \
+#define RELEASING_PTR_CALL(dptr, call)                                                                                 \
+    do {                                                                                                               \
+        CUresult rc_ = call;                                                                                           \
+        if (rc_ == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH) {                                                 \
+            gs_charge_release(GS_ALLOC_PTR, (dptr));                                                                   \
+            gs_graph_mem_freed(dptr);                                                                                  \
+        }                                                                                                              \
+        return rc_;                                                                                                    \
     } while (0)
 
 /* Charge `bytes` on region device `dev`, run `call`, keep or return. `dev`
  * is evaluated only when accounting is active. */
-#define CHARGED_CALL_ON(dev, bytes, kind, handle_expr, call)                                       \
-    do {                                                                                           \
-        if (gs_mode() == GS_MODE_PASSTHROUGH)                                                      \
-            return call;                                                                           \
-        struct gs_charge c_;                                                                       \
-        CUresult rc_ = gs_charge_reserve(&c_, (dev), (bytes));                                     \
-        if (rc_ != CUDA_SUCCESS)                                                                   \
-            return rc_;                                                                            \
-        rc_ = call;                                                                                \
-        gs_charge_commit(&c_, rc_, (kind), rc_ == CUDA_SUCCESS ? (uint64_t)(handle_expr) : 0);     \
-        return rc_;                                                                                \
+#define CHARGED_CALL_ON(dev, bytes, kind, handle_expr, call)                                                           \
+    do {                                                                                                               \
+        if (gs_mode() == GS_MODE_PASSTHROUGH)                                                                          \
+            return call;                                                                                               \
+        struct gs_charge c_;                                                                                           \
+        CUresult rc_ = gs_charge_reserve(&c_, (dev), (bytes));                                                         \
+        if (rc_ != CUDA_SUCCESS)                                                                                       \
+            return rc_;                                                                                                \
+        rc_ = call;                                                                                                    \
+        gs_charge_commit(&c_, rc_, (kind), rc_ == CUDA_SUCCESS ? (uint64_t)(handle_expr) : 0);                         \
+        return rc_;                                                                                                    \
     } while (0)
 
 /* The common case: memory on the current context's device. */
-#define CHARGED_CALL(bytes, kind, handle_expr, call)                                               \
+#define CHARGED_CALL(bytes, kind, handle_expr, call)                                                                   \
     CHARGED_CALL_ON(gs_rt_dev_current(NULL), bytes, kind, handle_expr, call)
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
@@ -89,8 +89,8 @@ CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
     CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize));
 }
 
-CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
-                         unsigned int Height, unsigned int ElementSizeBytes)
+CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes, unsigned int Height,
+                         unsigned int ElementSizeBytes)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuMemAllocPitch);
     uint64_t row = ((uint64_t)WidthInBytes + 511) & ~(uint64_t)511;
@@ -214,11 +214,11 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
         return rc; /* an export of this container, which pays for it once */
     /* The device the memory lives on; the current one if the driver cannot say. */
     gs_pfn_cuMemGetAllocationPropertiesFromHandle props = GS_REAL_CU(cuMemGetAllocationPropertiesFromHandle);
-    CUmemAllocationProp prop = {0};
+    CUmemAllocationProp prop = { 0 };
     int dev = props && props(&prop, *handle) == CUDA_SUCCESS && prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE
                   ? gs_rt_dev_of_ordinal(prop.location.id)
                   : gs_rt_dev_current(NULL);
-    struct gs_alloc_rec marker = {.bytes = 0, .dev = dev, .slot = -1};
+    struct gs_alloc_rec marker = { .bytes = 0, .dev = dev, .slot = -1 };
     if (gs_alloc_put(GS_ALLOC_VMM_IMPORT, *handle, marker, NULL, NULL) != 0) {
         /* Cannot remember it, so it could never be charged: refuse it. */
         gs_pfn_cuMemRelease release = GS_REAL_CU(cuMemRelease);
@@ -288,8 +288,7 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 
 /* ---- IPC imports: charged the size of the imported range ---- */
 
-static CUresult ipc_open(gs_pfn_cuIpcOpenMemHandle real, CUdeviceptr *pdptr, CUipcMemHandle handle,
-                         unsigned int flags)
+static CUresult ipc_open(gs_pfn_cuIpcOpenMemHandle real, CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int flags)
 {
     if (gs_mode() == GS_MODE_PASSTHROUGH)
         return real(pdptr, handle, flags);

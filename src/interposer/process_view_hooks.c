@@ -29,7 +29,7 @@ static unsigned int collect(const struct gs_region *r, int d, struct proc_entry 
         if (pid <= 0 || used == 0 || p->pidns != my_ns || !gs_proc_alive(pid, p->start_time, p->pidns, my_ns))
             continue;
         if (n < cap)
-            out[n] = (struct proc_entry){(unsigned int)pid, used};
+            out[n] = (struct proc_entry){ (unsigned int)pid, used };
         n++;
     }
     return n;
@@ -49,22 +49,22 @@ static int own_view(nvmlDevice_t device, struct proc_entry *entries, unsigned in
 }
 
 /* NVML's sizing protocol: *count in = capacity; out = entries needed. */
-#define FILL_PROCESS_LIST(real, device, count, infos, assign)                                      \
-    do {                                                                                           \
-        struct proc_entry e_[GS_REGION_MAX_PROCS];                                                 \
-        unsigned int n_ = 0;                                                                       \
-        if (!(count))                                                                              \
-            return NVML_ERROR_INVALID_ARGUMENT;                                                    \
-        if (own_view((device), e_, GS_REGION_MAX_PROCS, &n_) != 0)                                 \
-            return (real)((device), (count), (infos));                                             \
-        unsigned int cap_ = *(count);                                                              \
-        *(count) = n_;                                                                             \
-        if (n_ > cap_ || (n_ > 0 && !(infos)))                                                     \
-            return NVML_ERROR_INSUFFICIENT_SIZE;                                                   \
-        for (unsigned int i_ = 0; i_ < n_; i_++) {                                                 \
-            assign;                                                                                \
-        }                                                                                          \
-        return NVML_SUCCESS;                                                                       \
+#define FILL_PROCESS_LIST(real, device, count, infos, assign)                                                          \
+    do {                                                                                                               \
+        struct proc_entry e_[GS_REGION_MAX_PROCS];                                                                     \
+        unsigned int n_ = 0;                                                                                           \
+        if (!(count))                                                                                                  \
+            return NVML_ERROR_INVALID_ARGUMENT;                                                                        \
+        if (own_view((device), e_, GS_REGION_MAX_PROCS, &n_) != 0)                                                     \
+            return (real)((device), (count), (infos));                                                                 \
+        unsigned int cap_ = *(count);                                                                                  \
+        *(count) = n_;                                                                                                 \
+        if (n_ > cap_ || (n_ > 0 && !(infos)))                                                                         \
+            return NVML_ERROR_INSUFFICIENT_SIZE;                                                                       \
+        for (unsigned int i_ = 0; i_ < n_; i_++) {                                                                     \
+            assign;                                                                                                    \
+        }                                                                                                              \
+        return NVML_SUCCESS;                                                                                           \
     } while (0)
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
@@ -72,23 +72,25 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned 
 {
     GS_REAL_NVML_OR_NOT_FOUND(real, nvmlDeviceGetComputeRunningProcesses);
     FILL_PROCESS_LIST(real, device, infoCount, infos,
-                      infos[i_] = ((nvmlProcessInfo_v1_t){.pid = e_[i_].pid, .usedGpuMemory = e_[i_].used}));
+                      infos[i_] = ((nvmlProcessInfo_v1_t){ .pid = e_[i_].pid, .usedGpuMemory = e_[i_].used }));
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
                                                      nvmlProcessInfo_t *infos)
 {
     GS_REAL_NVML_OR_NOT_FOUND(real, nvmlDeviceGetComputeRunningProcesses_v2);
-    FILL_PROCESS_LIST(real, device, infoCount, infos,
-                      infos[i_] = ((nvmlProcessInfo_t){.pid = e_[i_].pid, .usedGpuMemory = e_[i_].used,
-                                                       .gpuInstanceId = NOT_MIG, .computeInstanceId = NOT_MIG}));
+    FILL_PROCESS_LIST(
+        real, device, infoCount, infos,
+        infos[i_] = ((nvmlProcessInfo_t){
+            .pid = e_[i_].pid, .usedGpuMemory = e_[i_].used, .gpuInstanceId = NOT_MIG, .computeInstanceId = NOT_MIG }));
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                      nvmlProcessInfo_t *infos)
 {
     GS_REAL_NVML_OR_NOT_FOUND(real, nvmlDeviceGetComputeRunningProcesses_v3);
-    FILL_PROCESS_LIST(real, device, infoCount, infos,
-                      infos[i_] = ((nvmlProcessInfo_t){.pid = e_[i_].pid, .usedGpuMemory = e_[i_].used,
-                                                       .gpuInstanceId = NOT_MIG, .computeInstanceId = NOT_MIG}));
+    FILL_PROCESS_LIST(
+        real, device, infoCount, infos,
+        infos[i_] = ((nvmlProcessInfo_t){
+            .pid = e_[i_].pid, .usedGpuMemory = e_[i_].used, .gpuInstanceId = NOT_MIG, .computeInstanceId = NOT_MIG }));
 }

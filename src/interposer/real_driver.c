@@ -29,7 +29,7 @@ static void *const entry_wrapper[GS_E_COUNT] = {
 #include "entry_points.def"
 };
 
-static const char *const lib_soname[2] = {"libcuda.so.1", "libnvidia-ml.so.1"};
+static const char *const lib_soname[2] = { "libcuda.so.1", "libnvidia-ml.so.1" };
 static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int gs_real_resolve(enum gs_lib lib, int load)

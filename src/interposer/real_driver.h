@@ -19,8 +19,8 @@ enum gs_entry_id {
     GS_E_COUNT
 };
 
-#define CU_ENTRY(name, params) typedef CUresult (*gs_pfn_##name) params;
-#define NVML_ENTRY(name, params) typedef nvmlReturn_t (*gs_pfn_##name) params;
+#define CU_ENTRY(name, params) typedef CUresult(*gs_pfn_##name) params;
+#define NVML_ENTRY(name, params) typedef nvmlReturn_t(*gs_pfn_##name) params;
 #include "entry_points.def"
 
 /* Our wrappers carry the real names and are exported, so that programs
@@ -55,13 +55,13 @@ static inline void *gs_real_fn(enum gs_lib lib, int id)
 
 /* Declares `var`, the real entry point `name`; a wrapper whose real entry
  * point the driver does not have answers "not found", never a crash. */
-#define GS_REAL_CU_OR_NOT_FOUND(var, name)                                                         \
-    gs_pfn_##name var = GS_REAL_CU(name);                                                          \
-    if (GS_UNLIKELY(!var))                                                                         \
+#define GS_REAL_CU_OR_NOT_FOUND(var, name)                                                                             \
+    gs_pfn_##name var = GS_REAL_CU(name);                                                                              \
+    if (GS_UNLIKELY(!var))                                                                                             \
     return CUDA_ERROR_NOT_FOUND
-#define GS_REAL_NVML_OR_NOT_FOUND(var, name)                                                       \
-    gs_pfn_##name var = GS_REAL_NVML(name);                                                        \
-    if (GS_UNLIKELY(!var))                                                                         \
+#define GS_REAL_NVML_OR_NOT_FOUND(var, name)                                                                           \
+    gs_pfn_##name var = GS_REAL_NVML(name);                                                                            \
+    if (GS_UNLIKELY(!var))                                                                                             \
     return NVML_ERROR_FUNCTION_NOT_FOUND
 
 /* If p is a real entry point we wrap, our wrapper; otherwise p itself. */

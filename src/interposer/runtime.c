@@ -50,8 +50,7 @@ static void set_region_broken(const char *why)
 void gs_rt_report_broken(void)
 {
     if (!__atomic_exchange_n(&broken_reported, 1, __ATOMIC_RELAXED))
-        gs_log(GS_LOG_ERROR, "%s; refusing GPU access rather than running without the configured limits",
-               gs_rt.error);
+        gs_log(GS_LOG_ERROR, "%s; refusing GPU access rather than running without the configured limits", gs_rt.error);
 }
 
 unsigned gs_rt_fork_generation;

@@ -75,8 +75,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
     GS_REAL_NVML_OR_NOT_FOUND(real, nvmlDeviceGetMemoryInfo_v2);
     nvmlReturn_t rc = real(device, memory);
     /* The driver's reserved memory is outside any tenant's limit. */
-    if (rc == NVML_SUCCESS &&
-        limited_view(device, memory->free, &memory->total, &memory->used, &memory->free) == 0)
+    if (rc == NVML_SUCCESS && limited_view(device, memory->free, &memory->total, &memory->used, &memory->free) == 0)
         memory->reserved = 0;
     return rc;
 }

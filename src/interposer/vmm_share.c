@@ -35,8 +35,7 @@ static struct {
 static pthread_mutex_t local_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* keep: for an export of a file, receives a duplicate to hold (-1: none). */
-static int make_key(CUmemAllocationHandleType type, const void *h, int exporting, struct gs_export_key *key,
-                    int *keep)
+static int make_key(CUmemAllocationHandleType type, const void *h, int exporting, struct gs_export_key *key, int *keep)
 {
     memset(key, 0, sizeof *key);
     *keep = -1;
@@ -51,7 +50,7 @@ static int make_key(CUmemAllocationHandleType type, const void *h, int exporting
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         return -1;
-    uint64_t id[2] = {(uint64_t)st.st_dev, (uint64_t)st.st_ino};
+    uint64_t id[2] = { (uint64_t)st.st_dev, (uint64_t)st.st_ino };
     key->type = GS_EXPORT_KEY_FILE;
     memcpy(key->bytes, id, sizeof id);
     if (exporting && (*keep = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
@@ -117,7 +116,7 @@ void gs_vmm_share_exported(CUmemGenericAllocationHandle handle, const void *shar
         return;
     }
     int idx = gs_region_export_new(r, rec.slot, rec.dev, rec.bytes, &key);
-    struct gs_alloc_rec shared = {.bytes = 0, .dev = rec.dev, .record = idx};
+    struct gs_alloc_rec shared = { .bytes = 0, .dev = rec.dev, .record = idx };
     if (idx < 0) {
         gs_log(GS_LOG_DEBUG, "export table full: importers of handle 0x%llx pay for it themselves",
                (unsigned long long)handle);
@@ -151,7 +150,7 @@ int gs_vmm_share_imported(CUmemGenericAllocationHandle handle, const void *os_ha
     int idx = gs_region_export_join(r, slot, &key, &dev);
     if (idx < 0)
         return 0;
-    struct gs_alloc_rec shared = {.bytes = 0, .dev = dev, .record = idx};
+    struct gs_alloc_rec shared = { .bytes = 0, .dev = dev, .record = idx };
     if (gs_alloc_put(GS_ALLOC_VMM_SHARED, handle, shared, NULL, NULL) != 0) {
         gs_region_export_leave(r, idx, slot);
         return 0;

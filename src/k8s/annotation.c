@@ -84,23 +84,19 @@ static json_t *load(const char *text, size_t len, const char *what, char *err, s
     return root;
 }
 
-static int get_replica(json_t *arr, size_t i, char *out, size_t outlen, const char *what,
-                       char *err, size_t errlen)
+static int get_replica(json_t *arr, size_t i, char *out, size_t outlen, const char *what, char *err, size_t errlen)
 {
     const char *id = json_string_value(json_array_get(arr, i));
     char uuid[GS_UUID_MAX];
-    if (!id || strlen(id) + 1 > outlen || !printable(id) ||
-        gs_replica_split(id, uuid, sizeof uuid, NULL) != 0) {
-        snprintf(err, errlen, "%s: replicas[%zu] must be a device ID \"<GPU uuid>::<n>\"", what,
-                 i);
+    if (!id || strlen(id) + 1 > outlen || !printable(id) || gs_replica_split(id, uuid, sizeof uuid, NULL) != 0) {
+        snprintf(err, errlen, "%s: replicas[%zu] must be a device ID \"<GPU uuid>::<n>\"", what, i);
         return -1;
     }
     snprintf(out, outlen, "%s", id);
     return 0;
 }
 
-int gs_assignment_parse(const char *text, size_t len, struct gs_assignment *out, char *err,
-                        size_t errlen)
+int gs_assignment_parse(const char *text, size_t len, struct gs_assignment *out, char *err, size_t errlen)
 {
     static const char what[] = GS_ANN_ASSIGNMENT;
     json_t *root = load(text, len, what, err, errlen);
@@ -115,13 +111,14 @@ int gs_assignment_parse(const char *text, size_t len, struct gs_assignment *out,
     json_t *mode = json_object_get(root, "mode");
     size_t n = json_array_size(gpus);
     if (!json_is_array(gpus) || n == 0 || n > GS_ASSIGN_MAX_GPUS) {
-        snprintf(err, errlen, "%s: \"gpus\" must be an array of 1..%d GPUs", what,
-                 GS_ASSIGN_MAX_GPUS);
+        snprintf(err, errlen, "%s: \"gpus\" must be an array of 1..%d GPUs", what, GS_ASSIGN_MAX_GPUS);
         goto out;
     }
     if (!json_is_array(reps) || json_array_size(reps) != n) {
-        snprintf(err, errlen, "%s: \"replicas\" must be an array with one device ID per GPU "
-                              "(%zu)", what, n);
+        snprintf(err, errlen,
+                 "%s: \"replicas\" must be an array with one device ID per GPU "
+                 "(%zu)",
+                 what, n);
         goto out;
     }
     if (node) {
@@ -149,21 +146,20 @@ int gs_assignment_parse(const char *text, size_t len, struct gs_assignment *out,
         const char *uuid = json_string_value(json_object_get(o, "uuid"));
         json_t *mem = json_object_get(o, "memory_mib");
         json_t *cores = json_object_get(o, "cores");
-        if (!json_is_object(o) || !uuid || !*uuid || strlen(uuid) >= GS_UUID_MAX ||
-            !printable(uuid) || strstr(uuid, "::")) {
+        if (!json_is_object(o) || !uuid || !*uuid || strlen(uuid) >= GS_UUID_MAX || !printable(uuid) ||
+            strstr(uuid, "::")) {
             snprintf(err, errlen, "%s: gpus[%zu].uuid must be a GPU UUID", what, i);
             goto out;
         }
         snprintf(g->uuid, sizeof g->uuid, "%s", uuid);
         if (!json_is_integer(mem) || json_integer_value(mem) < 1 ||
             (uint64_t)json_integer_value(mem) > GS_MAX_MEMORY_MIB) {
-            snprintf(err, errlen, "%s: gpus[%zu].memory_mib must be an integer in 1..%llu", what,
-                     i, (unsigned long long)GS_MAX_MEMORY_MIB);
+            snprintf(err, errlen, "%s: gpus[%zu].memory_mib must be an integer in 1..%llu", what, i,
+                     (unsigned long long)GS_MAX_MEMORY_MIB);
             goto out;
         }
         g->memory_mib = (uint64_t)json_integer_value(mem);
-        if (cores && (!json_is_integer(cores) || json_integer_value(cores) < 0 ||
-                      json_integer_value(cores) > 100)) {
+        if (cores && (!json_is_integer(cores) || json_integer_value(cores) < 0 || json_integer_value(cores) > 100)) {
             snprintf(err, errlen, "%s: gpus[%zu].cores must be an integer in 0..100", what, i);
             goto out;
         }
@@ -173,8 +169,7 @@ int gs_assignment_parse(const char *text, size_t len, struct gs_assignment *out,
         char ru[GS_UUID_MAX];
         gs_replica_split(g->replica, ru, sizeof ru, NULL);
         if (strcmp(ru, g->uuid) != 0) {
-            snprintf(err, errlen, "%s: replicas[%zu] is not a replica of gpus[%zu] (%s)", what,
-                     i, i, g->uuid);
+            snprintf(err, errlen, "%s: replicas[%zu] is not a replica of gpus[%zu] (%s)", what, i, i, g->uuid);
             goto out;
         }
         for (size_t j = 0; j < i; j++) {
@@ -192,8 +187,8 @@ out:
     return rc;
 }
 
-int gs_allocated_parse(const char *text, size_t len, char (*replicas)[GS_REPLICA_ID_MAX],
-                       int max, char *err, size_t errlen)
+int gs_allocated_parse(const char *text, size_t len, char (*replicas)[GS_REPLICA_ID_MAX], int max, char *err,
+                       size_t errlen)
 {
     static const char what[] = GS_ANN_ALLOCATED;
     json_t *root = load(text, len, what, err, errlen);
@@ -203,8 +198,7 @@ int gs_allocated_parse(const char *text, size_t len, char (*replicas)[GS_REPLICA
     size_t n = json_array_size(reps);
     int rc = -1;
     if (!json_is_array(reps) || n == 0 || n > (size_t)max) {
-        snprintf(err, errlen, "%s: \"replicas\" must be an array of 1..%d device IDs", what,
-                 max);
+        snprintf(err, errlen, "%s: \"replicas\" must be an array of 1..%d device IDs", what, max);
         goto out;
     }
     for (size_t i = 0; i < n; i++)
@@ -216,15 +210,15 @@ out:
     return rc;
 }
 
-int gs_assignment_rebind(const struct gs_assignment *a, const char (*held)[GS_REPLICA_ID_MAX],
-                         int n, struct gs_assignment *out, char *err, size_t errlen)
+int gs_assignment_rebind(const struct gs_assignment *a, const char (*held)[GS_REPLICA_ID_MAX], int n,
+                         struct gs_assignment *out, char *err, size_t errlen)
 {
     if (n != a->ngpus || n <= 0 || n > GS_ASSIGN_MAX_GPUS) {
         snprintf(err, errlen, "%d replicas held for an assignment of %d GPUs", n, a->ngpus);
         return -1;
     }
     struct gs_assignment o = *a;
-    int used[GS_ASSIGN_MAX_GPUS] = {0}, from[GS_ASSIGN_MAX_GPUS];
+    int used[GS_ASSIGN_MAX_GPUS] = { 0 }, from[GS_ASSIGN_MAX_GPUS];
     char uuid[GS_ASSIGN_MAX_GPUS][GS_UUID_MAX];
     for (int i = 0; i < n; i++) {
         from[i] = -1;

@@ -41,16 +41,15 @@ struct gs_assignment {
 
 /* Parses an assignment annotation value. Returns 0, or -1 with a one-line
  * reason in err. Never reads past len; text need not be NUL-terminated. */
-int gs_assignment_parse(const char *text, size_t len, struct gs_assignment *out, char *err,
-                        size_t errlen);
+int gs_assignment_parse(const char *text, size_t len, struct gs_assignment *out, char *err, size_t errlen);
 
 /* Splits a replica ID "<uuid>::<k>". Returns 0 and copies the uuid, or -1. */
 int gs_replica_split(const char *id, char *uuid, size_t uuidlen, unsigned *k);
 
 /* Parses an allocated annotation; fills replicas (up to max) and returns
  * their count, or -1 with err. */
-int gs_allocated_parse(const char *text, size_t len, char (*replicas)[GS_REPLICA_ID_MAX],
-                       int max, char *err, size_t errlen);
+int gs_allocated_parse(const char *text, size_t len, char (*replicas)[GS_REPLICA_ID_MAX], int max, char *err,
+                       size_t errlen);
 
 /* The assignment as it applies to the replicas a pod really holds (kubelet
  * may have given it replicas of other GPUs than the extender chose, see
@@ -61,7 +60,7 @@ int gs_allocated_parse(const char *text, size_t len, char (*replicas)[GS_REPLICA
  * held, in a's order. The node agent (limits) and the extender (usage)
  * both use this, so they agree. Returns 0, or -1 with err when n differs
  * from a's GPU count or an ID is malformed or two are on one GPU. */
-int gs_assignment_rebind(const struct gs_assignment *a, const char (*held)[GS_REPLICA_ID_MAX],
-                         int n, struct gs_assignment *out, char *err, size_t errlen);
+int gs_assignment_rebind(const struct gs_assignment *a, const char (*held)[GS_REPLICA_ID_MAX], int n,
+                         struct gs_assignment *out, char *err, size_t errlen);
 
 #endif

@@ -43,10 +43,10 @@ int gs_sig_key_load(const char *path, struct gs_sig_key *key, char *err, size_t 
 
 /* HMAC over length-prefixed fields, so that no two (uid, node,
  * assignment) triples give the same message. */
-static int mac(const struct gs_sig_key *key, const char *uid, const char *node,
-               const char *assignment, unsigned char out[32])
+static int mac(const struct gs_sig_key *key, const char *uid, const char *node, const char *assignment,
+               unsigned char out[32])
 {
-    const char *fields[] = {"gpuslice assignment v1", uid, node, assignment};
+    const char *fields[] = { "gpuslice assignment v1", uid, node, assignment };
     size_t n = 0;
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         n += strlen(fields[i]) + 24;
@@ -57,15 +57,14 @@ static int mac(const struct gs_sig_key *key, const char *uid, const char *node,
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         l += (size_t)snprintf(msg + l, n - l, "%zu:%s", strlen(fields[i]), fields[i]);
     unsigned int outlen = 0;
-    int ok = HMAC(EVP_sha256(), key->bytes, (int)key->len, (const unsigned char *)msg, l, out,
-                  &outlen) != NULL &&
+    int ok = HMAC(EVP_sha256(), key->bytes, (int)key->len, (const unsigned char *)msg, l, out, &outlen) != NULL &&
              outlen == 32;
     free(msg);
     return ok ? 0 : -1;
 }
 
-int gs_sig_make(const struct gs_sig_key *key, const char *uid, const char *node,
-                const char *assignment, char out[GS_SIG_TEXT_MAX])
+int gs_sig_make(const struct gs_sig_key *key, const char *uid, const char *node, const char *assignment,
+                char out[GS_SIG_TEXT_MAX])
 {
     unsigned char d[32];
     if (mac(key, uid, node, assignment, d) != 0)
@@ -76,16 +75,15 @@ int gs_sig_make(const struct gs_sig_key *key, const char *uid, const char *node,
     return 0;
 }
 
-int gs_sig_verify(const struct gs_sig_key *key, const char *uid, const char *node,
-                  const char *assignment, const char *sig, const char **why)
+int gs_sig_verify(const struct gs_sig_key *key, const char *uid, const char *node, const char *assignment,
+                  const char *sig, const char **why)
 {
     char want[GS_SIG_TEXT_MAX];
     if (!sig || !*sig) {
         *why = "missing";
         return -1;
     }
-    if (strlen(sig) != strlen(SIG_PREFIX) + 64 ||
-        strncmp(sig, SIG_PREFIX, strlen(SIG_PREFIX)) != 0) {
+    if (strlen(sig) != strlen(SIG_PREFIX) + 64 || strncmp(sig, SIG_PREFIX, strlen(SIG_PREFIX)) != 0) {
         *why = "malformed (not v1:hmac-sha256:<64 hex digits>)";
         return -1;
     }

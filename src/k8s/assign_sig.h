@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 #define GS_ANN_ASSIGNMENT_SIG "gpuslice.io/assignment-signature"
-#define GS_SIG_KEY_MIN 32   /* bytes: shorter keys are refused */
+#define GS_SIG_KEY_MIN 32 /* bytes: shorter keys are refused */
 #define GS_SIG_KEY_MAX 4096
 #define GS_SIG_TEXT_MAX 96
 
@@ -27,13 +27,13 @@ struct gs_sig_key {
 int gs_sig_key_load(const char *path, struct gs_sig_key *key, char *err, size_t errlen);
 
 /* The signature of assignment (as written) for pod uid on node. 0 or -1. */
-int gs_sig_make(const struct gs_sig_key *key, const char *uid, const char *node,
-                const char *assignment, char out[GS_SIG_TEXT_MAX]);
+int gs_sig_make(const struct gs_sig_key *key, const char *uid, const char *node, const char *assignment,
+                char out[GS_SIG_TEXT_MAX]);
 
 /* 0 when sig is assignment's signature for uid on node (compared in
  * constant time), else -1 with why ("missing", "malformed", "does not
  * match"). */
-int gs_sig_verify(const struct gs_sig_key *key, const char *uid, const char *node,
-                  const char *assignment, const char *sig, const char **why);
+int gs_sig_verify(const struct gs_sig_key *key, const char *uid, const char *node, const char *assignment,
+                  const char *sig, const char **why);
 
 #endif

@@ -27,13 +27,9 @@ const char *gs_share_fit(const struct gs_share_use *use, int32_t gpu_milli, int6
     r.gpu_milli = gpu_milli;
     r.gpu_mem_mib = mem_mib;
     switch (gs_gpu_fit(&g, &r)) {
-    case GS_FIT:
-        return NULL;
-    case GS_REJ_GPU_MEMORY:
-        return "memory";
-    case GS_REJ_GPU_SLOTS:
-        return "replicas";
-    default:
-        return "cores";
+    case GS_FIT: return NULL;
+    case GS_REJ_GPU_MEMORY: return "memory";
+    case GS_REJ_GPU_SLOTS: return "replicas";
+    default: return "cores";
     }
 }

@@ -66,9 +66,8 @@ static char *slurp(const char *path, char *err, size_t errlen)
 static enum MHD_Result reply(struct MHD_Connection *c, int status, char *text, const char *ctype)
 {
     size_t n = text ? strlen(text) : 0;
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(n, text ? text : (char *)"", text ? MHD_RESPMEM_MUST_FREE
-                                                                          : MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r = MHD_create_response_from_buffer(n, text ? text : (char *)"",
+                                                             text ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (!r) {
         free(text);
         return MHD_NO;
@@ -99,16 +98,13 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
  * client CA (chain, validity, purpose clientAuth). */
 static int peer_ok(struct MHD_Connection *c)
 {
-    const union MHD_ConnectionInfo *sc =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    const union MHD_ConnectionInfo *sc = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     int *verdict = sc ? sc->socket_context : NULL;
     if (verdict && *verdict != PEER_UNCHECKED)
         return *verdict == PEER_OK;
-    const union MHD_ConnectionInfo *ti =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    const union MHD_ConnectionInfo *ti = MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
     gnutls_session_t tls = ti ? (gnutls_session_t)ti->tls_session : NULL;
-    gnutls_typed_vdata_st purpose = {GNUTLS_DT_KEY_PURPOSE_OID,
-                                     (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT, 0};
+    gnutls_typed_vdata_st purpose = { GNUTLS_DT_KEY_PURPOSE_OID, (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT, 0 };
     unsigned status = 0;
     int ok = tls && gnutls_certificate_verify_peers(tls, &purpose, 1, &status) == 0 && status == 0;
     if (verdict)
@@ -116,9 +112,8 @@ static int peer_ok(struct MHD_Connection *c)
     return ok;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version, const char *data,
-                                  size_t *data_size, void **con_cls)
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *data, size_t *data_size, void **con_cls)
 {
     struct gs_httpd *s = cls;
     struct body *b = *con_cls;
@@ -176,8 +171,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return reply(c, st, out, ctype);
 }
 
-static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
-                    enum MHD_RequestTerminationCode toe)
+static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
     struct body *b = *con_cls;
     if (b) {
@@ -188,17 +182,15 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
-struct gs_httpd *gs_httpd_start(const char *addr, int port, const char *cert, const char *key,
-                                int threads, gs_httpd_handler h, void *ud, char *err,
-                                size_t errlen)
+struct gs_httpd *gs_httpd_start(const char *addr, int port, const char *cert, const char *key, int threads,
+                                gs_httpd_handler h, void *ud, char *err, size_t errlen)
 {
-    const struct gs_httpd_tls tls = {cert, key, NULL};
+    const struct gs_httpd_tls tls = { cert, key, NULL };
     return gs_httpd_start_tls(addr, port, &tls, threads, h, ud, err, errlen);
 }
 
-struct gs_httpd *gs_httpd_start_tls(const char *addr, int port, const struct gs_httpd_tls *t,
-                                    int threads, gs_httpd_handler h, void *ud, char *err,
-                                    size_t errlen)
+struct gs_httpd *gs_httpd_start_tls(const char *addr, int port, const struct gs_httpd_tls *t, int threads,
+                                    gs_httpd_handler h, void *ud, char *err, size_t errlen)
 {
     const char *cert = t->cert, *key = t->key;
     struct gs_httpd *s = calloc(1, sizeof *s);
@@ -215,8 +207,7 @@ struct gs_httpd *gs_httpd_start_tls(const char *addr, int port, const struct gs_
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
     if (cert || key) {
-        if (!cert || !key || !(s->cert = slurp(cert, err, errlen)) ||
-            !(s->key = slurp(key, err, errlen))) {
+        if (!cert || !key || !(s->cert = slurp(cert, err, errlen)) || !(s->key = slurp(key, err, errlen))) {
             if (!cert || !key)
                 snprintf(err, errlen, "TLS needs both a certificate and a key");
             gs_httpd_stop(s);
@@ -243,27 +234,23 @@ struct gs_httpd *gs_httpd_start_tls(const char *addr, int port, const struct gs_
         sa.sin_addr.s_addr = htonl(INADDR_ANY);
     /* The array ends at its first MHD_OPTION_END: plain HTTP has none of
      * these, and the client CA, optional, comes last. */
-    struct MHD_OptionItem tls[] = {
-        {s->cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, s->cert},
-        {MHD_OPTION_HTTPS_MEM_KEY, 0, s->key},
-        /* TLS 1.2 and 1.3 only. */
-        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"},
-        /* With a trust list, libmicrohttpd asks each client for a
+    struct MHD_OptionItem tls[] = { { s->cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, s->cert },
+                                    { MHD_OPTION_HTTPS_MEM_KEY, 0, s->key },
+                                    /* TLS 1.2 and 1.3 only. */
+                                    { MHD_OPTION_HTTPS_PRIORITIES, 0,
+                                      (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2" },
+                                    /* With a trust list, libmicrohttpd asks each client for a
          * certificate; peer_ok decides. */
-        {s->ca ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0, s->ca},
-        {MHD_OPTION_END, 0, NULL}};
-    s->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, s,
-                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(threads > 0 ? threads : 1),
-                            MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
-                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)GS_HTTPD_IDLE_SECONDS,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)GS_HTTPD_MAX_CONNECTIONS,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
-                            MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
+                                    { s->ca ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0, s->ca },
+                                    { MHD_OPTION_END, 0, NULL } };
+    s->d = MHD_start_daemon(
+        flags, (uint16_t)port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(threads > 0 ? threads : 1), MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)GS_HTTPD_IDLE_SECONDS, MHD_OPTION_CONNECTION_LIMIT, (unsigned)GS_HTTPD_MAX_CONNECTIONS,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024), MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
     if (!s->d) {
-        snprintf(err, errlen, "cannot listen on %s:%d%s", addr ? addr : "0.0.0.0", port,
-                 s->cert ? " (TLS)" : "");
+        snprintf(err, errlen, "cannot listen on %s:%d%s", addr ? addr : "0.0.0.0", port, s->cert ? " (TLS)" : "");
         gs_httpd_stop(s);
         return NULL;
     }

@@ -21,16 +21,15 @@
 #define GS_HTTPD_IDLE_SECONDS 10
 
 /* Returns the HTTP status and sets *out (malloc'd) and *ctype (static). */
-typedef int (*gs_httpd_handler)(void *ud, const char *method, const char *url, const char *body,
-                                size_t len, char **out, const char **ctype);
+typedef int (*gs_httpd_handler)(void *ud, const char *method, const char *url, const char *body, size_t len, char **out,
+                                const char **ctype);
 
 struct gs_httpd;
 
 /* addr NULL = all interfaces; port 0 = pick one (see gs_httpd_port).
  * cert/key: PEM file paths for TLS, or NULL for plain HTTP. */
-struct gs_httpd *gs_httpd_start(const char *addr, int port, const char *cert, const char *key,
-                                int threads, gs_httpd_handler h, void *ud, char *err,
-                                size_t errlen);
+struct gs_httpd *gs_httpd_start(const char *addr, int port, const char *cert, const char *key, int threads,
+                                gs_httpd_handler h, void *ud, char *err, size_t errlen);
 
 /* TLS settings: cert/key as above; client_ca (PEM file, needs cert/key):
  * mutual TLS, where every request must come over a connection whose client
@@ -40,9 +39,8 @@ struct gs_httpd *gs_httpd_start(const char *addr, int port, const char *cert, co
 struct gs_httpd_tls {
     const char *cert, *key, *client_ca;
 };
-struct gs_httpd *gs_httpd_start_tls(const char *addr, int port, const struct gs_httpd_tls *tls,
-                                    int threads, gs_httpd_handler h, void *ud, char *err,
-                                    size_t errlen);
+struct gs_httpd *gs_httpd_start_tls(const char *addr, int port, const struct gs_httpd_tls *tls, int threads,
+                                    gs_httpd_handler h, void *ud, char *err, size_t errlen);
 int gs_httpd_port(const struct gs_httpd *s);
 void gs_httpd_stop(struct gs_httpd *s);
 

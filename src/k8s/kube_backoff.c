@@ -36,7 +36,7 @@ void kube_backoff_wait(struct kube_backoff *b, volatile int *stop)
     long wait = kube_backoff_next(b);
     for (long t = 0; t < wait && !(stop && *stop); t += 50) {
         long step = wait - t < 50 ? wait - t : 50;
-        struct timespec ts = {0, step * 1000000L};
+        struct timespec ts = { 0, step * 1000000L };
         nanosleep(&ts, NULL);
     }
 }

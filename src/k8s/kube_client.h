@@ -28,31 +28,26 @@ struct kube_client *kube_client_new_incluster(const char *dir, char *err, size_t
  * (token or tokenFile). Client certificates are not supported (error). */
 struct kube_client *kube_client_new_kubeconfig(const char *path, char *err, size_t errlen);
 /* A base URL such as http://127.0.0.1:8080, with an optional bearer token. */
-struct kube_client *kube_client_new_url(const char *base_url, const char *token, char *err,
-                                        size_t errlen);
+struct kube_client *kube_client_new_url(const char *base_url, const char *token, char *err, size_t errlen);
 /* Picks one: url if given, else kubeconfig if given, else $KUBECONFIG if set,
  * else in-cluster. */
-struct kube_client *kube_client_new_auto(const char *url, const char *kubeconfig, char *err,
-                                         size_t errlen);
+struct kube_client *kube_client_new_auto(const char *url, const char *kubeconfig, char *err, size_t errlen);
 void kube_client_free(struct kube_client *kc);
 
 /* One request. Returns the HTTP status, or -1 after the last transport
  * failure (err says why). *body gets the response body (malloc'd,
  * NUL-terminated) when body is non-NULL, even for error statuses. */
-int kube_request(struct kube_client *kc, const char *method, const char *path,
-                 const char *content_type, const char *data, char **body, char *err,
-                 size_t errlen);
+int kube_request(struct kube_client *kc, const char *method, const char *path, const char *content_type,
+                 const char *data, char **body, char *err, size_t errlen);
 
 /* GET path and parse the JSON body. Returns the status (-1 transport, -2
  * body not JSON); *out is set only for 2xx. */
-int kube_get_json(struct kube_client *kc, const char *path, json_t **out, char *err,
-                  size_t errlen);
+int kube_get_json(struct kube_client *kc, const char *path, json_t **out, char *err, size_t errlen);
 
 /* JSON merge patch (RFC 7386). Put metadata.resourceVersion in the patch to
  * make it conditional: the server answers 409 when it moved on. Returns the
  * status; *out gets the updated object on 2xx if out is non-NULL. */
-int kube_merge_patch(struct kube_client *kc, const char *path, json_t *patch, json_t **out,
-                     char *err, size_t errlen);
+int kube_merge_patch(struct kube_client *kc, const char *path, json_t *patch, json_t **out, char *err, size_t errlen);
 
 /* Writes annotations on the object at path by a merge patch conditional on
  * its resourceVersion, and on 409 re-reads the object and decides again,
@@ -66,13 +61,12 @@ int kube_merge_patch(struct kube_client *kc, const char *path, json_t *patch, js
  * resourceVersion; build may set another (from its cache).
  * Returns the status of the last patch (2xx: *out gets the updated object
  * when out is non-NULL), or one of the KUBE_RETRY_* below; err says why. */
-typedef json_t *(*kube_annotate_fn)(json_t *cur, int attempt, void *ud, char rv[64], char *why,
-                                    size_t whylen);
+typedef json_t *(*kube_annotate_fn)(json_t *cur, int attempt, void *ud, char rv[64], char *why, size_t whylen);
 #define KUBE_RETRY_CONFLICTS 409 /* every attempt conflicted */
 #define KUBE_RETRY_GAVE_UP (-2)  /* build returned NULL */
 #define KUBE_RETRY_REREAD (-3)   /* the re-read after a conflict failed */
-int kube_annotate_retry(struct kube_client *kc, const char *path, json_t *cur, int attempts,
-                        kube_annotate_fn build, void *ud, json_t **out, char *err, size_t errlen);
+int kube_annotate_retry(struct kube_client *kc, const char *path, json_t *cur, int attempts, kube_annotate_fn build,
+                        void *ud, json_t **out, char *err, size_t errlen);
 
 /* Streams a watch: GET path (which must already carry ?watch=1 etc.) and
  * calls cb(type, object) for each event line. Returns when the server ends
@@ -80,8 +74,8 @@ int kube_annotate_retry(struct kube_client *kc, const char *path, json_t *cur, i
  * (0), or on failure (-1, or the HTTP status if not 200). Not retried: the
  * caller re-lists and re-watches. */
 typedef int (*kube_watch_cb)(const char *type, json_t *object, void *ud);
-int kube_watch(struct kube_client *kc, const char *path, kube_watch_cb cb, void *ud,
-               volatile int *stop, char *err, size_t errlen);
+int kube_watch(struct kube_client *kc, const char *path, kube_watch_cb cb, void *ud, volatile int *stop, char *err,
+               size_t errlen);
 
 /* Exponential backoff with jitter for re-list and re-watch: each wait is
  * drawn uniformly from [d/2, d], d doubling from base_ms up to max_ms; the

@@ -16,8 +16,7 @@ struct kube_client *kube_client_alloc(const char *base, char *err, size_t errlen
 {
     kube_global_init();
     if (!base || (strncmp(base, "http://", 7) != 0 && strncmp(base, "https://", 8) != 0)) {
-        snprintf(err, errlen, "API server URL '%s' must start with http:// or https://",
-                 base ? base : "(none)");
+        snprintf(err, errlen, "API server URL '%s' must start with http:// or https://", base ? base : "(none)");
         return NULL;
     }
     struct kube_client *kc = calloc(1, sizeof *kc);
@@ -50,8 +49,7 @@ void kube_client_free(struct kube_client *kc)
     free(kc);
 }
 
-struct kube_client *kube_client_new_url(const char *base_url, const char *token, char *err,
-                                        size_t errlen)
+struct kube_client *kube_client_new_url(const char *base_url, const char *token, char *err, size_t errlen)
 {
     struct kube_client *kc = kube_client_alloc(base_url, err, errlen);
     if (kc && token && *token)
@@ -66,8 +64,9 @@ struct kube_client *kube_client_new_incluster(const char *dir, char *err, size_t
     const char *host = getenv("KUBERNETES_SERVICE_HOST");
     const char *port = getenv("KUBERNETES_SERVICE_PORT");
     if (!host || !*host) {
-        snprintf(err, errlen, "in-cluster config: KUBERNETES_SERVICE_HOST is not set "
-                              "(not running in a pod? use --kubeconfig or --api-server)");
+        snprintf(err, errlen,
+                 "in-cluster config: KUBERNETES_SERVICE_HOST is not set "
+                 "(not running in a pod? use --kubeconfig or --api-server)");
         return NULL;
     }
     char tok[4096], ca[4096], base[512];
@@ -107,8 +106,8 @@ struct kc_doc {
 
 static void doc_free(struct kc_doc *d)
 {
-    struct kc_item *lists[3] = {d->clusters, d->contexts, d->users};
-    int counts[3] = {d->nclusters, d->ncontexts, d->nusers};
+    struct kc_item *lists[3] = { d->clusters, d->contexts, d->users };
+    int counts[3] = { d->nclusters, d->ncontexts, d->nusers };
     for (int l = 0; l < 3; l++)
         for (int i = 0; i < counts[l]; i++)
             for (int k = 0; k < lists[l][i].nkeys; k++)
@@ -199,7 +198,8 @@ static void json_items(json_t *arr, struct kc_item *items, int *count, const cha
 {
     size_t i;
     json_t *el;
-    json_array_foreach(arr, i, el) {
+    json_array_foreach(arr, i, el)
+    {
         if (*count >= KC_MAX_ITEMS)
             break;
         struct kc_item *it = &items[(*count)++];
@@ -209,7 +209,8 @@ static void json_items(json_t *arr, struct kc_item *items, int *count, const cha
         json_t *obj = json_object_get(el, inner);
         const char *k;
         json_t *v;
-        json_object_foreach(obj, k, v) {
+        json_object_foreach(obj, k, v)
+        {
             if (json_is_string(v))
                 item_set(it, k, json_string_value(v));
             else if (json_is_boolean(v))
@@ -295,8 +296,7 @@ struct kube_client *kube_client_new_kubeconfig(const char *path, char *err, size
         json_error_t je;
         json_t *root = json_loads(text, 0, &je);
         if (!root) {
-            snprintf(err, errlen, "kubeconfig %s: bad JSON at line %d: %s", path, je.line,
-                     je.text);
+            snprintf(err, errlen, "kubeconfig %s: bad JSON at line %d: %s", path, je.line, je.text);
             free(text);
             free(d);
             return NULL;
@@ -313,22 +313,21 @@ struct kube_client *kube_client_new_kubeconfig(const char *path, char *err, size
     }
     free(text);
     struct kube_client *kc = NULL;
-    const struct kc_item *ctx = find_named(d->contexts, d->ncontexts,
-                                           d->current[0] ? d->current : NULL);
-    const struct kc_item *cl = ctx ? find_named(d->clusters, d->nclusters,
-                                                item_get(ctx, "cluster"))
+    const struct kc_item *ctx = find_named(d->contexts, d->ncontexts, d->current[0] ? d->current : NULL);
+    const struct kc_item *cl = ctx ? find_named(d->clusters, d->nclusters, item_get(ctx, "cluster"))
                                    : (d->nclusters == 1 ? &d->clusters[0] : NULL);
-    const struct kc_item *us = ctx ? find_named(d->users, d->nusers, item_get(ctx, "user"))
-                                   : (d->nusers == 1 ? &d->users[0] : NULL);
+    const struct kc_item *us =
+        ctx ? find_named(d->users, d->nusers, item_get(ctx, "user")) : (d->nusers == 1 ? &d->users[0] : NULL);
     const char *server = cl ? item_get(cl, "server") : NULL;
     if (!server) {
-        snprintf(err, errlen, "kubeconfig %s: no server for context '%s'", path,
-                 d->current[0] ? d->current : "(none)");
+        snprintf(err, errlen, "kubeconfig %s: no server for context '%s'", path, d->current[0] ? d->current : "(none)");
         goto out;
     }
     if (us && (item_get(us, "client-certificate-data") || item_get(us, "client-certificate"))) {
-        snprintf(err, errlen, "kubeconfig %s: client certificates are not supported; use a "
-                              "token user", path);
+        snprintf(err, errlen,
+                 "kubeconfig %s: client certificates are not supported; use a "
+                 "token user",
+                 path);
         goto out;
     }
     kc = kube_client_alloc(server, err, errlen);
@@ -354,8 +353,7 @@ out:
     return kc;
 }
 
-struct kube_client *kube_client_new_auto(const char *url, const char *kubeconfig, char *err,
-                                         size_t errlen)
+struct kube_client *kube_client_new_auto(const char *url, const char *kubeconfig, char *err, size_t errlen)
 {
     if (url && *url)
         return kube_client_new_url(url, getenv("GPUSLICE_KUBE_TOKEN"), err, errlen);

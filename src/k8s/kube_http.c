@@ -41,8 +41,8 @@ static char *read_token(const struct kube_client *kc)
     return n ? strdup(tok) : NULL;
 }
 
-static CURL *make_handle(struct kube_client *kc, const char *method, const char *path,
-                         struct curl_slist **hdrs, const char *content_type)
+static CURL *make_handle(struct kube_client *kc, const char *method, const char *path, struct curl_slist **hdrs,
+                         const char *content_type)
 {
     CURL *c = curl_easy_init();
     if (!c)
@@ -88,14 +88,13 @@ static CURL *make_handle(struct kube_client *kc, const char *method, const char 
 
 static void sleep_ms(long ms)
 {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
 
-int kube_request(struct kube_client *kc, const char *method, const char *path,
-                 const char *content_type, const char *data, char **body, char *err,
-                 size_t errlen)
+int kube_request(struct kube_client *kc, const char *method, const char *path, const char *content_type,
+                 const char *data, char **body, char *err, size_t errlen)
 {
     long backoff = kc->backoff_ms;
     int status = -1;
@@ -103,7 +102,7 @@ int kube_request(struct kube_client *kc, const char *method, const char *path,
         *body = NULL;
     for (int attempt = 1; attempt <= kc->attempts; attempt++) {
         struct curl_slist *hdrs = NULL;
-        struct gs_curl_buf b = {0};
+        struct gs_curl_buf b = { 0 };
         CURL *c = make_handle(kc, method, path, &hdrs, content_type);
         if (!c) {
             snprintf(err, errlen, "%s %s: out of memory", method, path);
@@ -150,8 +149,7 @@ int kube_request(struct kube_client *kc, const char *method, const char *path,
     return status;
 }
 
-int kube_get_json(struct kube_client *kc, const char *path, json_t **out, char *err,
-                  size_t errlen)
+int kube_get_json(struct kube_client *kc, const char *path, json_t **out, char *err, size_t errlen)
 {
     char *body = NULL;
     *out = NULL;
@@ -160,8 +158,7 @@ int kube_get_json(struct kube_client *kc, const char *path, json_t **out, char *
         json_error_t je;
         *out = json_loads(body, 0, &je);
         if (!*out) {
-            snprintf(err, errlen, "GET %s: body is not JSON: %s (line %d)", path, je.text,
-                     je.line);
+            snprintf(err, errlen, "GET %s: body is not JSON: %s (line %d)", path, je.text, je.line);
             st = -2;
         }
     } else if (st >= 0) {
@@ -171,8 +168,7 @@ int kube_get_json(struct kube_client *kc, const char *path, json_t **out, char *
     return st;
 }
 
-int kube_merge_patch(struct kube_client *kc, const char *path, json_t *patch, json_t **out,
-                     char *err, size_t errlen)
+int kube_merge_patch(struct kube_client *kc, const char *path, json_t *patch, json_t **out, char *err, size_t errlen)
 {
     char *data = json_dumps(patch, JSON_COMPACT);
     char *body = NULL;
@@ -182,8 +178,7 @@ int kube_merge_patch(struct kube_client *kc, const char *path, json_t *patch, js
         snprintf(err, errlen, "PATCH %s: cannot encode the patch", path);
         return -1;
     }
-    int st = kube_request(kc, "PATCH", path, "application/merge-patch+json", data, &body, err,
-                          errlen);
+    int st = kube_request(kc, "PATCH", path, "application/merge-patch+json", data, &body, err, errlen);
     free(data);
     if (st >= 200 && st < 300) {
         if (out) {
@@ -262,8 +257,8 @@ static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_
     return (w->stop && *w->stop) ? 1 : 0;
 }
 
-int kube_watch(struct kube_client *kc, const char *path, kube_watch_cb cb, void *ud,
-               volatile int *stop, char *err, size_t errlen)
+int kube_watch(struct kube_client *kc, const char *path, kube_watch_cb cb, void *ud, volatile int *stop, char *err,
+               size_t errlen)
 {
     struct curl_slist *hdrs = NULL;
     CURL *c = make_handle(kc, "GET", path, &hdrs, NULL);
@@ -272,7 +267,7 @@ int kube_watch(struct kube_client *kc, const char *path, kube_watch_cb cb, void 
         snprintf(err, errlen, "watch %s: out of memory", path);
         return -1;
     }
-    struct watch_ctx w = {.cb = cb, .ud = ud, .stop = stop};
+    struct watch_ctx w = { .cb = cb, .ud = ud, .stop = stop };
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_watch);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &w);
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
@@ -309,8 +304,8 @@ char *kube_urlencode(const char *s)
         return NULL;
     char *o = out;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-            *p == '-' || *p == '_' || *p == '.' || *p == '~') {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' ||
+            *p == '_' || *p == '.' || *p == '~') {
             *o++ = (char)*p;
         } else {
             snprintf(o, 4, "%%%02X", *p);

@@ -21,7 +21,7 @@ void kube_log_set_prefix(const char *prefix)
 
 void kube_log(int level, const char *fmt, ...)
 {
-    static const char *const names[] = {"error", "warn", "info", "debug"};
+    static const char *const names[] = { "error", "warn", "info", "debug" };
     if (level > g_level)
         return;
     if (level < 0)
@@ -37,7 +37,6 @@ void kube_log(int level, const char *fmt, ...)
     clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
     gmtime_r(&ts.tv_sec, &tm);
-    fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s: %s: %s\n", tm.tm_year + 1900,
-            tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
-            g_prefix, names[level], line);
+    fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s: %s: %s\n", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+            tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, g_prefix, names[level], line);
 }

@@ -4,8 +4,8 @@
 
 #include "kube_client.h"
 
-int kube_annotate_retry(struct kube_client *kc, const char *path, json_t *cur, int attempts,
-                        kube_annotate_fn build, void *ud, json_t **out, char *err, size_t errlen)
+int kube_annotate_retry(struct kube_client *kc, const char *path, json_t *cur, int attempts, kube_annotate_fn build,
+                        void *ud, json_t **out, char *err, size_t errlen)
 {
     json_t *obj = json_incref(cur);
     int st = KUBE_RETRY_CONFLICTS, stale = 0, built = 0;
@@ -26,16 +26,14 @@ int kube_annotate_retry(struct kube_client *kc, const char *path, json_t *cur, i
             }
         }
         char rv[64] = "";
-        const char *orv = json_string_value(
-            json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+        const char *orv = json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
         snprintf(rv, sizeof rv, "%s", orv ? orv : "");
         json_t *ann = build(obj, built++, ud, rv, err, errlen);
         if (!ann) {
             st = KUBE_RETRY_GAVE_UP;
             break;
         }
-        json_t *patch = json_pack("{s:{s:s,s:o}}", "metadata", "resourceVersion", rv,
-                                  "annotations", ann);
+        json_t *patch = json_pack("{s:{s:s,s:o}}", "metadata", "resourceVersion", rv, "annotations", ann);
         json_t *res = NULL;
         int s = patch ? kube_merge_patch(kc, path, patch, &res, err, errlen) : -1;
         json_decref(patch);

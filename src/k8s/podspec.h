@@ -32,11 +32,11 @@ struct gs_sched_opts {
 };
 
 struct gs_podspec {
-    int container;      /* index of the GPU container */
-    int32_t num_gpus;   /* 1..16 */
-    int64_t mem_mib;    /* per GPU; 0 = whole GPU memory */
-    int cores;          /* per GPU percent 0..100; 0 = no compute limit */
-    int whole;          /* neither memory nor cores given: whole GPUs */
+    int container;    /* index of the GPU container */
+    int32_t num_gpus; /* 1..16 */
+    int64_t mem_mib;  /* per GPU; 0 = whole GPU memory */
+    int cores;        /* per GPU percent 0..100; 0 = no compute limit */
+    int whole;        /* neither memory nor cores given: whole GPUs */
     struct gs_sched_opts opts;
 };
 
@@ -46,8 +46,7 @@ struct gs_podspec {
 int gs_podspec_parse(json_t *pod, struct gs_podspec *out, char *err, size_t errlen);
 
 /* Parses the gpuslice.io/scheduling value (len bytes). 0 or -1 with err. */
-int gs_sched_opts_parse(const char *text, size_t len, struct gs_sched_opts *o, char *err,
-                        size_t errlen);
+int gs_sched_opts_parse(const char *text, size_t len, struct gs_sched_opts *o, char *err, size_t errlen);
 
 /* The policy engine's request for this pod (gpu_milli: gs_cores_milli). */
 void gs_podspec_request(const struct gs_podspec *ps, gs_request *r);

@@ -12,15 +12,8 @@ static int suffix(const char *s, int64_t *mul, int *milli)
     static const struct {
         const char *s;
         int64_t mul;
-    } tab[] = {{"", 1},
-               {"k", 1000},
-               {"M", 1000000},
-               {"G", 1000000000},
-               {"T", 1000000000000},
-               {"Ki", 1024},
-               {"Mi", 1 << 20},
-               {"Gi", 1 << 30},
-               {"Ti", (int64_t)1 << 40}};
+    } tab[] = { { "", 1 },      { "k", 1000 },     { "M", 1000000 },  { "G", 1000000000 },       { "T", 1000000000000 },
+                { "Ki", 1024 }, { "Mi", 1 << 20 }, { "Gi", 1 << 30 }, { "Ti", (int64_t)1 << 40 } };
     *milli = 0;
     if (strcmp(s, "m") == 0) {
         *mul = 1;

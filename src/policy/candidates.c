@@ -10,8 +10,7 @@ static int32_t gpu_free(const gs_gpu *g)
 
 static bool same_choice(const gs_candidate *a, const gs_candidate *b)
 {
-    return a->num_gpus == b->num_gpus &&
-           memcmp(a->gpus, b->gpus, (size_t)a->num_gpus * sizeof(a->gpus[0])) == 0;
+    return a->num_gpus == b->num_gpus && memcmp(a->gpus, b->gpus, (size_t)a->num_gpus * sizeof(a->gpus[0])) == 0;
 }
 
 static int push_unique(gs_candidate *out, int count, int max, const gs_candidate *c)
@@ -40,12 +39,12 @@ static void sort_by_free(const gs_node *n, int8_t *idx, int count)
 }
 
 /* Candidates from one pool of fitting GPUs (the whole node or one NUMA node). */
-static int from_pool(const gs_node *n, const gs_request *r, const int8_t *pool, int size,
-                     gs_candidate *out, int count, int max)
+static int from_pool(const gs_node *n, const gs_request *r, const int8_t *pool, int size, gs_candidate *out, int count,
+                     int max)
 {
     if (size < r->num_gpus)
         return count;
-    gs_candidate c = {.num_gpus = r->num_gpus};
+    gs_candidate c = { .num_gpus = r->num_gpus };
     if (r->num_gpus == 1) {
         /* One candidate per distinct free amount: equal GPUs are interchangeable. */
         for (int i = 0; i < size; i++) {
@@ -63,8 +62,7 @@ static int from_pool(const gs_node *n, const gs_request *r, const int8_t *pool, 
     return push_unique(out, count, max, &c);
 }
 
-int gs_candidates(const gs_node *n, const gs_request *r, const gs_reject *gpu_fit,
-                  gs_candidate *out, int max)
+int gs_candidates(const gs_node *n, const gs_request *r, const gs_reject *gpu_fit, gs_candidate *out, int max)
 {
     if (max <= 0)
         return 0;
@@ -81,7 +79,7 @@ int gs_candidates(const gs_node *n, const gs_request *r, const gs_reject *gpu_fi
     if (r->numa != GS_NUMA_SINGLE)
         return from_pool(n, r, fit, nfit, out, 0, max);
     int count = 0;
-    bool done[GS_MAX_GPUS_PER_NODE] = {false};
+    bool done[GS_MAX_GPUS_PER_NODE] = { false };
     for (int i = 0; i < nfit; i++) {
         if (done[i])
             continue;

@@ -37,8 +37,8 @@ int gs_cluster_model(gs_cluster *c, const char *name)
     return c->num_models++;
 }
 
-int gs_cluster_add_node(gs_cluster *c, const char *name, int64_t cpu_milli, int64_t mem_mib,
-                        int model, int num_gpus, int32_t milli_total)
+int gs_cluster_add_node(gs_cluster *c, const char *name, int64_t cpu_milli, int64_t mem_mib, int model, int num_gpus,
+                        int32_t milli_total)
 {
     if (cpu_milli < 0 || mem_mib < 0 || num_gpus < 0 || num_gpus > GS_MAX_GPUS_PER_NODE)
         return -1;
@@ -99,8 +99,8 @@ int gs_cluster_apply(gs_cluster *c, const gs_request *r, const gs_placement *p)
     if (!gs_request_valid(r) || !placement_valid(c, r, p))
         return -1;
     gs_node *n = &c->nodes[p->node];
-    if (n->cpu_used_milli + r->cpu_milli > n->cpu_total_milli ||
-        n->mem_used_mib + r->mem_mib > n->mem_total_mib || !n->healthy)
+    if (n->cpu_used_milli + r->cpu_milli > n->cpu_total_milli || n->mem_used_mib + r->mem_mib > n->mem_total_mib ||
+        !n->healthy)
         return -1;
     for (int i = 0; i < p->num_gpus; i++)
         if (gs_gpu_fit(&n->gpus[p->gpus[i]], r) != GS_FIT)

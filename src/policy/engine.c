@@ -6,11 +6,8 @@
 #include <string.h>
 
 static const char *const policy_names[GS_POLICY_COUNT] = {
-    [GS_POLICY_BINPACK] = "binpack",
-    [GS_POLICY_SPREAD] = "spread",
-    [GS_POLICY_BESTFIT] = "bestfit",
-    [GS_POLICY_FGD] = "fgd",
-    [GS_POLICY_FRAGLOOK] = "fraglook",
+    [GS_POLICY_BINPACK] = "binpack", [GS_POLICY_SPREAD] = "spread",     [GS_POLICY_BESTFIT] = "bestfit",
+    [GS_POLICY_FGD] = "fgd",         [GS_POLICY_FRAGLOOK] = "fraglook",
 };
 
 const char *gs_policy_name(gs_policy_kind k)
@@ -69,20 +66,14 @@ void gs_engine_reset_cache(gs_engine *e)
     gs_cache_init(&e->cache);
 }
 
-static double score_candidate(gs_engine *e, const gs_node *n, const gs_request *r,
-                              const gs_candidate *c)
+static double score_candidate(gs_engine *e, const gs_node *n, const gs_request *r, const gs_candidate *c)
 {
     switch (e->kind) {
-    case GS_POLICY_BINPACK:
-        return gs_score_binpack(n, r, c);
-    case GS_POLICY_BESTFIT:
-        return gs_score_bestfit(n, r);
-    case GS_POLICY_FGD:
-        return gs_score_fgd(e, n, r, c);
-    case GS_POLICY_FRAGLOOK:
-        return gs_score_fraglook(e, n, r, c);
-    default:
-        return gs_score_spread(n, r, c);
+    case GS_POLICY_BINPACK: return gs_score_binpack(n, r, c);
+    case GS_POLICY_BESTFIT: return gs_score_bestfit(n, r);
+    case GS_POLICY_FGD: return gs_score_fgd(e, n, r, c);
+    case GS_POLICY_FRAGLOOK: return gs_score_fraglook(e, n, r, c);
+    default: return gs_score_spread(n, r, c);
     }
 }
 
@@ -94,8 +85,8 @@ static bool wins_tie(gs_policy_kind kind, const gs_candidate *a, const gs_candid
     return kind == GS_POLICY_FGD && a->num_gpus > 0 && a->gpus[0] < b->gpus[0];
 }
 
-bool gs_engine_score_node(gs_engine *e, const gs_cluster *c, size_t idx, const gs_request *r,
-                          double *score, gs_placement *choice)
+bool gs_engine_score_node(gs_engine *e, const gs_cluster *c, size_t idx, const gs_request *r, double *score,
+                          gs_placement *choice)
 {
     if (idx >= c->num_nodes)
         return false;
@@ -112,8 +103,7 @@ bool gs_engine_score_node(gs_engine *e, const gs_cluster *c, size_t idx, const g
     double best_score = 0.0;
     for (int i = 0; i < count; i++) {
         double s = score_candidate(e, n, r, &cands[i]);
-        if (best < 0 || s > best_score ||
-            (s == best_score && wins_tie(e->kind, &cands[i], &cands[best]))) {
+        if (best < 0 || s > best_score || (s == best_score && wins_tie(e->kind, &cands[i], &cands[best]))) {
             best = i;
             best_score = s;
         }
@@ -129,8 +119,8 @@ bool gs_engine_score_node(gs_engine *e, const gs_cluster *c, size_t idx, const g
 }
 
 /* Cached per-node score; recomputed when the node or workload changed. */
-static bool score_cached(gs_engine *e, const gs_cluster *c, size_t i, const gs_request *r,
-                         gs_cache_entry *entries, double *s, gs_placement *p)
+static bool score_cached(gs_engine *e, const gs_cluster *c, size_t i, const gs_request *r, gs_cache_entry *entries,
+                         double *s, gs_placement *p)
 {
     if (!entries)
         return gs_engine_score_node(e, c, i, r, s, p);

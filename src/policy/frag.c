@@ -37,8 +37,8 @@ static gs_frag_group *find_group(gs_frag_model *m, const gs_request *r)
     uint32_t mask = r->any_model ? 0 : r->model_mask;
     for (int i = 0; i < m->num_groups; i++) {
         gs_frag_group *g = &m->groups[i];
-        if (g->num_gpus == r->num_gpus && g->gpu_milli == r->gpu_milli &&
-            g->any_model == r->any_model && g->model_mask == mask)
+        if (g->num_gpus == r->num_gpus && g->gpu_milli == r->gpu_milli && g->any_model == r->any_model &&
+            g->model_mask == mask)
             return g;
     }
     if (m->num_groups == m->cap_groups) {
@@ -74,7 +74,7 @@ static int add_sub(gs_frag_group *g, const gs_request *r, double weight)
         g->subs = grown;
         g->cap_subs = cap;
     }
-    g->subs[g->num_subs++] = (gs_frag_sub){r->cpu_milli, r->mem_mib, weight};
+    g->subs[g->num_subs++] = (gs_frag_sub){ r->cpu_milli, r->mem_mib, weight };
     return 0;
 }
 
@@ -176,7 +176,7 @@ double gs_frag_of(gs_frag_model *m, const gs_view *v)
 static void build_terminal(gs_frag_model *m)
 {
     /* mass[d]: share of GPUs requested in slices of d milli-GPU. */
-    double mass[GS_MILLI_PER_GPU + 1] = {0};
+    double mass[GS_MILLI_PER_GPU + 1] = { 0 };
     double total = 0.0;
     for (int gi = 0; gi < m->num_groups; gi++) {
         const gs_frag_group *g = &m->groups[gi];

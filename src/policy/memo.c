@@ -89,7 +89,7 @@ double gs_memo_get(gs_memo *m, const gs_view *v, gs_memo_fn compute, const void 
         at = (at + 1) & (m->cap - 1);
     }
     double value = compute(ctx, &key);
-    m->slots[at] = (gs_memo_slot){.hash = h, .key = key, .value = value, .used = true};
+    m->slots[at] = (gs_memo_slot){ .hash = h, .key = key, .value = value, .used = true };
     m->used++;
     return value;
 }

@@ -21,26 +21,26 @@
 #define GS_MILLI_PER_GPU 1000
 
 typedef struct gs_gpu {
-    int32_t milli_total;   /* compute capacity, normally 1000 */
+    int32_t milli_total; /* compute capacity, normally 1000 */
     int32_t milli_used;
     int64_t mem_total_mib; /* 0 = not tracked (requests for memory then fail) */
     int64_t mem_used_mib;
-    int32_t slots_total;   /* replicas allowed on this GPU; 0 = unlimited */
+    int32_t slots_total; /* replicas allowed on this GPU; 0 = unlimited */
     int32_t slots_used;
-    int32_t numa;          /* NUMA node the GPU is attached to */
+    int32_t numa; /* NUMA node the GPU is attached to */
     bool healthy;
 } gs_gpu;
 
 typedef struct gs_node {
-    const char *name;      /* borrowed, never freed by the engine */
+    const char *name; /* borrowed, never freed by the engine */
     int64_t cpu_total_milli;
     int64_t cpu_used_milli;
     int64_t mem_total_mib;
     int64_t mem_used_mib;
-    int32_t model;         /* index into gs_cluster.model_names; -1 = no GPUs */
+    int32_t model; /* index into gs_cluster.model_names; -1 = no GPUs */
     int32_t num_gpus;
     bool healthy;
-    uint32_t version;      /* bumped on every change; callers that edit a node
+    uint32_t version; /* bumped on every change; callers that edit a node
                             * directly (health, capacity) must bump it too,
                             * since the engine caches scores per version */
     gs_gpu gpus[GS_MAX_GPUS_PER_NODE];
@@ -62,11 +62,11 @@ typedef enum gs_numa_policy {
 typedef struct gs_request {
     int64_t cpu_milli;
     int64_t mem_mib;
-    int32_t num_gpus;      /* 0 = CPU-only pod */
-    int32_t gpu_milli;     /* per GPU; >= the GPU's total means an exclusive whole GPU */
-    int64_t gpu_mem_mib;   /* per GPU; 0 = no GPU memory requested */
-    bool any_model;        /* true: model_mask is ignored */
-    uint32_t model_mask;   /* bit i allows model i (when !any_model) */
+    int32_t num_gpus;    /* 0 = CPU-only pod */
+    int32_t gpu_milli;   /* per GPU; >= the GPU's total means an exclusive whole GPU */
+    int64_t gpu_mem_mib; /* per GPU; 0 = no GPU memory requested */
+    bool any_model;      /* true: model_mask is ignored */
+    uint32_t model_mask; /* bit i allows model i (when !any_model) */
     gs_numa_policy numa;
 } gs_request;
 
@@ -88,8 +88,8 @@ int gs_cluster_find_model(const gs_cluster *c, const char *name);
 /* Appends a node with num_gpus identical idle healthy GPUs of milli_total
  * each (NUMA 0, no memory, unlimited slots); returns its index or -1 on
  * bad arguments or out of memory. Callers may then edit gpus[] directly. */
-int gs_cluster_add_node(gs_cluster *c, const char *name, int64_t cpu_milli, int64_t mem_mib,
-                        int model, int num_gpus, int32_t milli_total);
+int gs_cluster_add_node(gs_cluster *c, const char *name, int64_t cpu_milli, int64_t mem_mib, int model, int num_gpus,
+                        int32_t milli_total);
 /* Commits a placement; returns 0, or -1 if it does not fit (nothing changes). */
 int gs_cluster_apply(gs_cluster *c, const gs_request *r, const gs_placement *p);
 /* Undoes an earlier gs_cluster_apply of the same request and placement. */
@@ -107,15 +107,15 @@ typedef enum gs_reject {
     GS_REJ_NODE_UNHEALTHY,
     GS_REJ_CPU,
     GS_REJ_MEMORY,
-    GS_REJ_GPU_MODEL,    /* node's GPU model not allowed by the request */
-    GS_REJ_GPU_COUNT,    /* node has fewer GPUs than requested */
-    GS_REJ_GPUS_BUSY,    /* not enough GPUs fit; see per-GPU reasons */
-    GS_REJ_NUMA,         /* enough GPUs fit, but not on one NUMA node */
+    GS_REJ_GPU_MODEL, /* node's GPU model not allowed by the request */
+    GS_REJ_GPU_COUNT, /* node has fewer GPUs than requested */
+    GS_REJ_GPUS_BUSY, /* not enough GPUs fit; see per-GPU reasons */
+    GS_REJ_NUMA,      /* enough GPUs fit, but not on one NUMA node */
     GS_REJ_GPU_UNHEALTHY,
-    GS_REJ_GPU_COMPUTE,  /* not enough free compute (or not idle for a whole GPU) */
+    GS_REJ_GPU_COMPUTE, /* not enough free compute (or not idle for a whole GPU) */
     GS_REJ_GPU_MEMORY,
     GS_REJ_GPU_SLOTS,
-    GS_REJ_BAD_REQUEST,  /* request itself is malformed */
+    GS_REJ_BAD_REQUEST, /* request itself is malformed */
 } gs_reject;
 
 const char *gs_reject_str(gs_reject r);
@@ -125,8 +125,8 @@ gs_reject gs_gpu_fit(const gs_gpu *g, const gs_request *r);
 gs_reject gs_node_fit(const gs_node *n, const gs_request *r);
 
 typedef struct gs_filter_report {
-    gs_reject node;                           /* GS_FIT when the node is feasible */
-    gs_reject gpu[GS_MAX_GPUS_PER_NODE];      /* per GPU, for GPU requests */
+    gs_reject node;                      /* GS_FIT when the node is feasible */
+    gs_reject gpu[GS_MAX_GPUS_PER_NODE]; /* per GPU, for GPU requests */
 } gs_filter_report;
 
 /* Fills a full explanation for one node; returns report->node. */
@@ -161,8 +161,8 @@ int gs_engine_add_workload(gs_engine *e, const gs_request *r, double weight);
 void gs_engine_reset_cache(gs_engine *e);
 /* Scores one node: best placement of r on node idx under the engine's
  * policy. Returns false when the node is infeasible. Higher is better. */
-bool gs_engine_score_node(gs_engine *e, const gs_cluster *c, size_t idx, const gs_request *r,
-                          double *score, gs_placement *choice);
+bool gs_engine_score_node(gs_engine *e, const gs_cluster *c, size_t idx, const gs_request *r, double *score,
+                          gs_placement *choice);
 /* Chooses the best feasible node (ties: lowest index). false = fits nowhere. */
 bool gs_engine_decide(gs_engine *e, const gs_cluster *c, const gs_request *r, gs_placement *out);
 

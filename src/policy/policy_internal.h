@@ -14,8 +14,7 @@ typedef struct gs_candidate {
 
 /* Distinct GPU choices for a feasible node (GPUs with equal free compute
  * and NUMA node are interchangeable, so only one of each is offered). */
-int gs_candidates(const gs_node *n, const gs_request *r, const gs_reject *gpu_fit,
-                  gs_candidate *out, int max);
+int gs_candidates(const gs_node *n, const gs_request *r, const gs_reject *gpu_fit, gs_candidate *out, int max);
 
 /* Node state after a hypothetical placement, as the scorers see it. */
 typedef struct gs_view {
@@ -23,8 +22,8 @@ typedef struct gs_view {
     int64_t mem_free, mem_total;
     int32_t model;
     int32_t num_gpus;
-    int32_t gpu_free[GS_MAX_GPUS_PER_NODE];  /* usable compute left; 0 if unusable */
-    bool gpu_idle[GS_MAX_GPUS_PER_NODE];      /* can still take an exclusive pod */
+    int32_t gpu_free[GS_MAX_GPUS_PER_NODE]; /* usable compute left; 0 if unusable */
+    bool gpu_idle[GS_MAX_GPUS_PER_NODE];    /* can still take an exclusive pod */
 } gs_view;
 
 void gs_view_of(const gs_node *n, gs_view *v);
@@ -66,14 +65,14 @@ typedef struct gs_typical {
     int32_t num_gpus, gpu_milli; /* 0, 0 for a CPU-only pod */
     bool any_model;
     uint32_t model_mask;
-    double count;                /* weight in the workload */
-    double share;                /* of the chosen shapes, summing to 1 */
+    double count; /* weight in the workload */
+    double share; /* of the chosen shapes, summing to 1 */
 } gs_typical;
 
 typedef struct gs_typical_set {
     gs_typical *items; /* after gs_typical_build: most popular first */
     int count, cap;
-    int chosen;        /* items[0..chosen) are typical; 0 = not built yet */
+    int chosen; /* items[0..chosen) are typical; 0 = not built yet */
 } gs_typical_set;
 
 void gs_typical_init(gs_typical_set *t);
@@ -94,7 +93,7 @@ typedef struct gs_frag_group {
     int32_t num_gpus, gpu_milli;
     bool any_model;
     uint32_t model_mask;
-    double weight;          /* sum of the subs */
+    double weight; /* sum of the subs */
     gs_frag_sub *subs;
     int num_subs, cap_subs;
 } gs_frag_group;
@@ -102,12 +101,12 @@ typedef struct gs_frag_group {
 typedef struct gs_frag_model {
     gs_frag_group *groups;
     int num_groups, cap_groups;
-    double total_weight;    /* of GPU requests; CPU-only ones are kept apart */
+    double total_weight; /* of GPU requests; CPU-only ones are kept apart */
     double cpu_only_weight;
-    double whole_weight;    /* of requests for whole GPUs (one or more) */
-    double sum_gpu_milli;              /* weighted sums over GPU requests */
+    double whole_weight;  /* of requests for whole GPUs (one or more) */
+    double sum_gpu_milli; /* weighted sums over GPU requests */
     double gpu_pod_cpu_milli, gpu_pod_mem_mib;
-    double sum_cpu_milli, sum_mem_mib;  /* over all requests */
+    double sum_cpu_milli, sum_mem_mib; /* over all requests */
     /* weight of GPU requests restricted to a model list that includes model i */
     double constrained[GS_MAX_MODELS];
     gs_memo memo;
@@ -133,9 +132,9 @@ double gs_frag_terminal(gs_frag_model *m, int32_t free_milli);
 
 struct gs_engine {
     gs_policy_kind kind;
-    gs_frag_model frag;       /* fraglook's workload model */
-    gs_typical_set typical;   /* fgd's workload model */
-    gs_memo fgd_memo;         /* fgd's fragmentation per node state */
+    gs_frag_model frag;     /* fraglook's workload model */
+    gs_typical_set typical; /* fgd's workload model */
+    gs_memo fgd_memo;       /* fgd's fragmentation per node state */
     gs_score_cache cache;
     /* Cluster totals seen by the last decision (0 until one): fraglook
      * compares them with the workload's CPU demand. */
@@ -149,7 +148,6 @@ double gs_fgd_frag(gs_engine *e, const gs_view *v);
 /* Fragmentation-policy scorers; higher is better. fgd's is the artifact's
  * integer score, int(100 * sigmoid(fragmentation decrease / 1000)). */
 double gs_score_fgd(gs_engine *e, const gs_node *n, const gs_request *r, const gs_candidate *cand);
-double gs_score_fraglook(gs_engine *e, const gs_node *n, const gs_request *r,
-                         const gs_candidate *cand);
+double gs_score_fraglook(gs_engine *e, const gs_node *n, const gs_request *r, const gs_candidate *cand);
 
 #endif

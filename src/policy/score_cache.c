@@ -38,9 +38,8 @@ void gs_cache_invalidate(gs_score_cache *c)
 static bool same_request(const gs_request *a, const gs_request *b)
 {
     return a->cpu_milli == b->cpu_milli && a->mem_mib == b->mem_mib && a->num_gpus == b->num_gpus &&
-           a->gpu_milli == b->gpu_milli && a->gpu_mem_mib == b->gpu_mem_mib &&
-           a->any_model == b->any_model && (a->any_model || a->model_mask == b->model_mask) &&
-           a->numa == b->numa;
+           a->gpu_milli == b->gpu_milli && a->gpu_mem_mib == b->gpu_mem_mib && a->any_model == b->any_model &&
+           (a->any_model || a->model_mask == b->model_mask) && a->numa == b->numa;
 }
 
 /* Starts over when the cluster (or its size) is not the one cached. */

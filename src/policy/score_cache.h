@@ -8,7 +8,7 @@
 typedef struct gs_cache_entry {
     double score;
     uint32_t version;
-    uint32_t epoch;  /* 0 = empty */
+    uint32_t epoch; /* 0 = empty */
     int8_t feasible;
     int8_t num_gpus;
     int8_t gpus[GS_MAX_GPUS_PER_NODE];

@@ -31,8 +31,7 @@ static double fgd_frag_compute(const void *ctx, const gs_view *v)
             int fit = 0;
             int64_t small = 0;
             for (int i = 0; i < v->num_gpus; i++) {
-                bool ok = p->gpu_milli >= GS_MILLI_PER_GPU ? v->gpu_idle[i]
-                                                            : v->gpu_free[i] >= p->gpu_milli;
+                bool ok = p->gpu_milli >= GS_MILLI_PER_GPU ? v->gpu_idle[i] : v->gpu_free[i] >= p->gpu_milli;
                 fit += ok;
                 small += ok ? 0 : v->gpu_free[i];
             }

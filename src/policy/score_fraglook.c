@@ -123,8 +123,7 @@ static double seeds_idle_gpu(const gs_node *n, const gs_request *r, const gs_can
     return r->gpu_milli < g->milli_total && g->milli_used == 0 && g->slots_used == 0 ? 1.0 : 0.0;
 }
 
-double gs_score_fraglook(gs_engine *e, const gs_node *n, const gs_request *r,
-                         const gs_candidate *cand)
+double gs_score_fraglook(gs_engine *e, const gs_node *n, const gs_request *r, const gs_candidate *cand)
 {
     gs_view before, after;
     gs_view_of(n, &before);
@@ -137,11 +136,9 @@ double gs_score_fraglook(gs_engine *e, const gs_node *n, const gs_request *r,
     double threat = 0.0, pressure = cpu_pressure(e);
     if (pressure > CPU_PRESSURE) {
         gs_typical_build(&e->typical);
-        threat = W_THREAT * (pressure - CPU_PRESSURE) *
-                 (cpu_pod_threat(e, &before) - cpu_pod_threat(e, &after));
+        threat = W_THREAT * (pressure - CPU_PRESSURE) * (cpu_pod_threat(e, &before) - cpu_pod_threat(e, &after));
     }
     return threat + W_FRAG * (gs_frag_of(m, &before) - gs_frag_of(m, &after)) +
            W_STRAND * (cpu_stranded(m, &before) - cpu_stranded(m, &after)) +
-           W_TERMINAL * (terminal_waste(m, &before) - terminal_waste(m, &after)) +
-           credit * seeds_idle_gpu(n, r, cand);
+           W_TERMINAL * (terminal_waste(m, &before) - terminal_waste(m, &after)) + credit * seeds_idle_gpu(n, r, cand);
 }

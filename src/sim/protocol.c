@@ -31,8 +31,8 @@ static int64_t per_gpu_milli(const gs_request *r)
     return r->gpu_milli < GS_MILLI_PER_GPU ? r->gpu_milli : GS_MILLI_PER_GPU;
 }
 
-size_t *sim_arrivals(const gs_request *pods, size_t num_pods, int64_t capacity_milli, int load_pct,
-                     uint64_t seed, size_t *len)
+size_t *sim_arrivals(const gs_request *pods, size_t num_pods, int64_t capacity_milli, int load_pct, uint64_t seed,
+                     size_t *len)
 {
     if (num_pods == 0 || load_pct < 1 || load_pct > SIM_MAX_LOAD_PCT)
         return NULL;
@@ -137,8 +137,7 @@ static int copy_cluster(const gs_cluster *src, uint64_t seed, gs_cluster *dst)
     return 0;
 }
 
-void sim_milestones_record(sim_milestones *m, int64_t arrived, int64_t allocated,
-                           int64_t capacity)
+void sim_milestones_record(sim_milestones *m, int64_t arrived, int64_t allocated, int64_t capacity)
 {
     int k = sim_arrived_bucket(arrived, capacity);
     if (k < 0 || k > SIM_MAX_LOAD_PCT)
@@ -164,9 +163,8 @@ void sim_milestones_finish(const sim_milestones *m, double *alloc_pct)
     }
 }
 
-int sim_run(const gs_cluster *cluster, const gs_request *pods, size_t num_pods,
-            gs_policy_kind policy, uint64_t seed, int load_pct, sim_progress_fn progress,
-            void *progress_ctx, sim_result *out)
+int sim_run(const gs_cluster *cluster, const gs_request *pods, size_t num_pods, gs_policy_kind policy, uint64_t seed,
+            int load_pct, sim_progress_fn progress, void *progress_ctx, sim_result *out)
 {
     memset(out, 0, sizeof(*out));
     out->load_pct = load_pct;

@@ -20,8 +20,8 @@
  * the artifact, which tests only the per-GPU share of a multi-GPU pod); a
  * trace that asks for more loses random pods until it fits. Returns a
  * malloc'd index array (count in *len) or NULL. */
-size_t *sim_arrivals(const gs_request *pods, size_t num_pods, int64_t capacity_milli, int load_pct,
-                     uint64_t seed, size_t *len);
+size_t *sim_arrivals(const gs_request *pods, size_t num_pods, int64_t capacity_milli, int load_pct, uint64_t seed,
+                     size_t *len);
 
 /* Node order for one seed: a random permutation (malloc'd, num_nodes long).
  * The engine gives ties to the first node in it. */
@@ -39,8 +39,7 @@ typedef struct sim_milestones {
 
 /* Counts one event: the allocated share (rounded to 0.01 %) towards the
  * percent its arrived request rounds to. */
-void sim_milestones_record(sim_milestones *m, int64_t arrived, int64_t allocated,
-                           int64_t capacity);
+void sim_milestones_record(sim_milestones *m, int64_t arrived, int64_t allocated, int64_t capacity);
 /* The means per percent (see sim_result.alloc_pct), SIM_MAX_LOAD_PCT + 1 of them. */
 void sim_milestones_finish(const sim_milestones *m, double *alloc_pct);
 
@@ -62,8 +61,7 @@ typedef void (*sim_progress_fn)(void *ctx, size_t done, size_t total);
 /* Runs one seed of one policy on a fresh copy of the cluster. workload =
  * the trace pods, which the fragmentation policies take as the expected
  * distribution. Returns 0, or -1 on out-of-memory. */
-int sim_run(const gs_cluster *cluster, const gs_request *pods, size_t num_pods,
-            gs_policy_kind policy, uint64_t seed, int load_pct, sim_progress_fn progress,
-            void *progress_ctx, sim_result *out);
+int sim_run(const gs_cluster *cluster, const gs_request *pods, size_t num_pods, gs_policy_kind policy, uint64_t seed,
+            int load_pct, sim_progress_fn progress, void *progress_ctx, sim_result *out);
 
 #endif

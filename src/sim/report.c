@@ -8,8 +8,7 @@ void report_csv_header(FILE *out)
     fputs("workload,policy,seed,arrived_pct,alloc_pct\n", out);
 }
 
-void report_csv_rows(FILE *out, const char *workload, const char *policy, unsigned long long seed,
-                     const sim_result *r)
+void report_csv_rows(FILE *out, const char *workload, const char *policy, unsigned long long seed, const sim_result *r)
 {
     for (int k = 1; k <= r->load_pct; k++)
         if (!isnan(r->alloc_pct[k]))
@@ -18,7 +17,7 @@ void report_csv_rows(FILE *out, const char *workload, const char *policy, unsign
 
 report_stats report_alloc_stats(const sim_result *runs, int n, int k)
 {
-    report_stats s = {NAN, NAN};
+    report_stats s = { NAN, NAN };
     double sum = 0.0;
     int count = 0;
     for (int i = 0; i < n; i++) {
@@ -47,8 +46,7 @@ static void format_stat(report_stats s, int runs, char *buf, size_t cap)
         snprintf(buf, cap, "%.2f", s.mean);
 }
 
-void report_summary(FILE *out, const char *title_extra, int load_pct, const report_row *rows,
-                    int num_rows)
+void report_summary(FILE *out, const char *title_extra, int load_pct, const report_row *rows, int num_rows)
 {
     fputs("# gpuslice sim summary\n\n", out);
     if (title_extra && *title_extra)
@@ -57,8 +55,9 @@ void report_summary(FILE *out, const char *title_extra, int load_pct, const repo
             "Allocated GPU share (%% of capacity) when the arrived GPU request reaches 100 %% "
             "and %d %% of capacity; mean ± sd over the seeds when there are several.\n\n",
             load_pct);
-    fprintf(out, "| pod list | policy | seeds | alloc @100 %% | alloc @%d %% | failed pods | "
-                 "s/seed | decision p99 µs |\n",
+    fprintf(out,
+            "| pod list | policy | seeds | alloc @100 %% | alloc @%d %% | failed pods | "
+            "s/seed | decision p99 µs |\n",
             load_pct);
     fputs("|---|---|---|---|---|---|---|---|\n", out);
     for (int i = 0; i < num_rows; i++) {
@@ -75,7 +74,7 @@ void report_summary(FILE *out, const char *title_extra, int load_pct, const repo
         char at100[32], atload[32];
         format_stat(a, row->num_runs, at100, sizeof(at100));
         format_stat(b, row->num_runs, atload, sizeof(atload));
-        fprintf(out, "| %s | %s | %d | %s | %s | %.0f | %.2f | %.0f |\n", row->workload,
-                row->policy, row->num_runs, at100, atload, failed / n, secs / n, p99);
+        fprintf(out, "| %s | %s | %d | %s | %s | %.0f | %.2f | %.0f |\n", row->workload, row->policy, row->num_runs,
+                at100, atload, failed / n, secs / n, p99);
     }
 }

@@ -7,8 +7,7 @@
 #include "protocol.h"
 
 void report_csv_header(FILE *out);
-void report_csv_rows(FILE *out, const char *workload, const char *policy, unsigned long long seed,
-                     const sim_result *r);
+void report_csv_rows(FILE *out, const char *workload, const char *policy, unsigned long long seed, const sim_result *r);
 
 typedef struct report_stats {
     double mean, sd;
@@ -24,7 +23,6 @@ typedef struct report_row {
     int num_runs;
 } report_row;
 
-void report_summary(FILE *out, const char *title_extra, int load_pct, const report_row *rows,
-                    int num_rows);
+void report_summary(FILE *out, const char *title_extra, int load_pct, const report_row *rows, int num_rows);
 
 #endif

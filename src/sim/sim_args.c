@@ -16,53 +16,52 @@
 
 void sim_usage(FILE *out)
 {
-    fputs(
-        "NAME\n"
-        "    gpuslice sim - replay a GPU cluster trace under scheduling policies\n"
-        "\n"
-        "SYNOPSIS\n"
-        "    gpuslice sim [--trace-dir DIR] [--nodes FILE] [--pods LIST[,LIST...]]\n"
-        "                 [--policy NAME[,NAME...]] [--seeds A-B|A,B,...] [--load PCT]\n"
-        "                 [--csv OUT] [--summary OUT] [--plot OUT.png] [--label TEXT]\n"
-        "                 [--plot-script PATH] [--python PATH] [--quiet]\n"
-        "\n"
-        "DESCRIPTION\n"
-        "    Follows the FGD artifact's protocol (USENIX ATC'23): shuffle the pod list with\n"
-        "    the seed, append pods sampled with replacement while the GPU request stays\n"
-        "    within PCT % of the cluster's GPU capacity (a list asking for more loses\n"
-        "    random pods), order the nodes at random, schedule in order with no\n"
-        "    departures (a pod that fits nowhere is dropped). A pod's GPU request is\n"
-        "    num_gpu x 1000 milli-GPU, or gpu_milli for a shared GPU. Node CPU and\n"
-        "    memory bind; gpu_spec restricts the GPU model. The allocated share at k %\n"
-        "    is the mean over the pods whose arrival brings the GPU request to k % of\n"
-        "    capacity (rounded). A summary (mean and sd over seeds at 100 % and PCT %)\n"
-        "    goes to stdout.\n"
-        "\n"
-        "OPTIONS (--opt value or --opt=value)\n"
-        "    --trace-dir DIR   directory of the openb CSVs (default: $GPUSLICE_TRACE_DIR,\n"
-        "                      else ../shared/traces/openb beside the repository:\n"
-        "                      " GPUSLICE_TRACE_DIR ")\n"
-        "    --nodes FILE      node list (default: DIR/openb_node_list_gpu_node.csv)\n"
-        "    --pods LISTS      pod lists, comma-separated: a short name (default,\n"
-        "                      gpushare40, ...) or file name in DIR, or a path with '/';\n"
-        "                      NAME+cpuX adds CPU-only pods sampled from the list until\n"
-        "                      their CPU is X times the list's own (default: default)\n"
-        "    --policy NAMES    binpack, spread, bestfit, fgd, fraglook, or 'all'\n"
-        "                      (default: all)\n"
-        "    --seeds SPEC      seed range A-B or list A,B,C (default: 42-51)\n"
-        "    --load PCT        arrived GPU request to reach, % of capacity (default 130)\n"
-        "    --csv OUT         per-seed curves: workload,policy,seed,arrived_pct,alloc_pct\n"
-        "    --summary OUT     also write the summary table (Markdown) to OUT\n"
-        "    --plot OUT.png    plot the mean curves per policy (runs the plot script)\n"
-        "    --label TEXT      line put at the top of the summary (date, machine, commit)\n"
-        "    --plot-script P   plot script (default: " GPUSLICE_PLOT_SCRIPT ")\n"
-        "    --python PATH     Python with matplotlib (default: /usr/bin/python3)\n"
-        "    --quiet           no progress on stderr\n"
-        "    --help            this text\n"
-        "\n"
-        "EXIT STATUS\n"
-        "    0 success, 1 runtime error (unreadable or malformed file), 2 usage error.\n",
-        out);
+    fputs("NAME\n"
+          "    gpuslice sim - replay a GPU cluster trace under scheduling policies\n"
+          "\n"
+          "SYNOPSIS\n"
+          "    gpuslice sim [--trace-dir DIR] [--nodes FILE] [--pods LIST[,LIST...]]\n"
+          "                 [--policy NAME[,NAME...]] [--seeds A-B|A,B,...] [--load PCT]\n"
+          "                 [--csv OUT] [--summary OUT] [--plot OUT.png] [--label TEXT]\n"
+          "                 [--plot-script PATH] [--python PATH] [--quiet]\n"
+          "\n"
+          "DESCRIPTION\n"
+          "    Follows the FGD artifact's protocol (USENIX ATC'23): shuffle the pod list with\n"
+          "    the seed, append pods sampled with replacement while the GPU request stays\n"
+          "    within PCT % of the cluster's GPU capacity (a list asking for more loses\n"
+          "    random pods), order the nodes at random, schedule in order with no\n"
+          "    departures (a pod that fits nowhere is dropped). A pod's GPU request is\n"
+          "    num_gpu x 1000 milli-GPU, or gpu_milli for a shared GPU. Node CPU and\n"
+          "    memory bind; gpu_spec restricts the GPU model. The allocated share at k %\n"
+          "    is the mean over the pods whose arrival brings the GPU request to k % of\n"
+          "    capacity (rounded). A summary (mean and sd over seeds at 100 % and PCT %)\n"
+          "    goes to stdout.\n"
+          "\n"
+          "OPTIONS (--opt value or --opt=value)\n"
+          "    --trace-dir DIR   directory of the openb CSVs (default: $GPUSLICE_TRACE_DIR,\n"
+          "                      else ../shared/traces/openb beside the repository:\n"
+          "                      " GPUSLICE_TRACE_DIR ")\n"
+          "    --nodes FILE      node list (default: DIR/openb_node_list_gpu_node.csv)\n"
+          "    --pods LISTS      pod lists, comma-separated: a short name (default,\n"
+          "                      gpushare40, ...) or file name in DIR, or a path with '/';\n"
+          "                      NAME+cpuX adds CPU-only pods sampled from the list until\n"
+          "                      their CPU is X times the list's own (default: default)\n"
+          "    --policy NAMES    binpack, spread, bestfit, fgd, fraglook, or 'all'\n"
+          "                      (default: all)\n"
+          "    --seeds SPEC      seed range A-B or list A,B,C (default: 42-51)\n"
+          "    --load PCT        arrived GPU request to reach, % of capacity (default 130)\n"
+          "    --csv OUT         per-seed curves: workload,policy,seed,arrived_pct,alloc_pct\n"
+          "    --summary OUT     also write the summary table (Markdown) to OUT\n"
+          "    --plot OUT.png    plot the mean curves per policy (runs the plot script)\n"
+          "    --label TEXT      line put at the top of the summary (date, machine, commit)\n"
+          "    --plot-script P   plot script (default: " GPUSLICE_PLOT_SCRIPT ")\n"
+          "    --python PATH     Python with matplotlib (default: /usr/bin/python3)\n"
+          "    --quiet           no progress on stderr\n"
+          "    --help            this text\n"
+          "\n"
+          "EXIT STATUS\n"
+          "    0 success, 1 runtime error (unreadable or malformed file), 2 usage error.\n",
+          out);
 }
 
 /* what + quoted arg, e.g. "unknown option '--x'". */
@@ -148,8 +147,7 @@ static int parse_pods(const char *spec, sim_args *a)
     for (char *tok = strtok_r(a->pods_buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char name[1024];
         double mix;
-        if (a->num_pods_files == SIM_MAX_PODFILES ||
-            sim_cpu_mix_spec(tok, name, sizeof(name), &mix) != 0)
+        if (a->num_pods_files == SIM_MAX_PODFILES || sim_cpu_mix_spec(tok, name, sizeof(name), &mix) != 0)
             return -1;
         a->pods[a->num_pods_files++] = tok;
     }
@@ -214,8 +212,7 @@ int sim_args_parse(int argc, char **argv, sim_args *a, FILE *err)
         else if (strcmp(flag, "--nodes") == 0) {
             bad = set_path(a->nodes, sizeof(a->nodes), v);
             a->nodes_given = !bad;
-        }
-        else if (strcmp(flag, "--pods") == 0)
+        } else if (strcmp(flag, "--pods") == 0)
             pods = v;
         else if (strcmp(flag, "--policy") == 0)
             bad = parse_policies(v, a);
@@ -253,8 +250,8 @@ int sim_args_parse(int argc, char **argv, sim_args *a, FILE *err)
     }
     if (parse_pods(pods, a) != 0)
         return usage_error(err, "bad value for --pods (LIST[+cpuX][,...], X > 1):", pods);
-    if (!a->nodes[0] && snprintf(a->nodes, sizeof(a->nodes), "%s/openb_node_list_gpu_node.csv",
-                                 a->trace_dir) >= (int)sizeof(a->nodes))
+    if (!a->nodes[0] &&
+        snprintf(a->nodes, sizeof(a->nodes), "%s/openb_node_list_gpu_node.csv", a->trace_dir) >= (int)sizeof(a->nodes))
         return usage_error(err, "trace directory path too long:", a->trace_dir);
     return 0;
 }

@@ -27,8 +27,7 @@ static void progress_cb(void *ctx, size_t done, size_t total)
 {
     const progress_ctx *p = ctx;
     if (p->tty)
-        fprintf(stderr, "\rsim: %s %s seed %llu: %zu/%zu pods", p->workload, p->policy, p->seed,
-                done, total);
+        fprintf(stderr, "\rsim: %s %s seed %llu: %zu/%zu pods", p->workload, p->policy, p->seed, done, total);
 }
 
 /* Pod list prefix of the openb file names, left out of short names. */
@@ -82,16 +81,15 @@ static int run_plot(const sim_args *a, const char *csv, int seeds)
         return 1;
     }
     if (pid == 0) {
-        char *argv[] = {(char *)a->python, (char *)a->plot_script, (char *)csv, (char *)a->plot,
-                        nseeds, NULL};
+        char *argv[] = { (char *)a->python, (char *)a->plot_script, (char *)csv, (char *)a->plot, nseeds, NULL };
         execvp(a->python, argv);
         fprintf(stderr, "gpuslice sim: cannot run %s: %s\n", a->python, strerror(errno));
         _exit(127);
     }
     int status;
     if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "gpuslice sim: no plot written: %s %s failed (the reason is above)\n",
-                a->python, a->plot_script);
+        fprintf(stderr, "gpuslice sim: no plot written: %s %s failed (the reason is above)\n", a->python,
+                a->plot_script);
         return 1;
     }
     return 0;
@@ -104,7 +102,7 @@ typedef struct sim_state {
     sim_result *runs; /* [file][policy][seed] */
     report_row *rows;
     FILE *csv;
-    const char *csv_path;  /* --csv, or tmp_csv for a plot without one */
+    const char *csv_path; /* --csv, or tmp_csv for a plot without one */
     char tmp_csv[64];
 } sim_state;
 
@@ -181,7 +179,7 @@ static int run_all(const sim_args *a, sim_state *s)
         fputs("gpuslice sim: out of memory\n", stderr);
         return 1;
     }
-    progress_ctx pc = {.tty = !a->quiet && isatty(STDERR_FILENO)};
+    progress_ctx pc = { .tty = !a->quiet && isatty(STDERR_FILENO) };
     size_t at = 0;
     for (int f = 0; f < a->num_pods_files; f++) {
         for (int p = 0; p < a->num_policies; p++) {
@@ -195,17 +193,18 @@ static int run_all(const sim_args *a, sim_state *s)
                 pc.policy = row->policy;
                 pc.seed = (unsigned long long)a->seeds[k];
                 sim_result *r = &s->runs[at];
-                if (sim_run(&s->cluster, s->pods[f].pods, s->pods[f].count, a->policies[p],
-                            a->seeds[k], a->load_pct, a->quiet ? NULL : progress_cb, &pc, r)) {
+                if (sim_run(&s->cluster, s->pods[f].pods, s->pods[f].count, a->policies[p], a->seeds[k], a->load_pct,
+                            a->quiet ? NULL : progress_cb, &pc, r)) {
                     fputs("gpuslice sim: out of memory during the run\n", stderr);
                     return 1;
                 }
                 if (!a->quiet)
-                    fprintf(stderr, "%ssim: %s %s seed %llu: alloc %.2f%% @100, %.2f%% @%d, "
-                                    "%zu/%zu placed, %.2f s, p99 %.0f us\n",
-                            pc.tty ? "\r" : "", row->workload, row->policy, pc.seed,
-                            r->alloc_pct[100], r->alloc_pct[a->load_pct], a->load_pct, r->placed,
-                            r->arrived, r->seconds, r->decision_p99_us);
+                    fprintf(stderr,
+                            "%ssim: %s %s seed %llu: alloc %.2f%% @100, %.2f%% @%d, "
+                            "%zu/%zu placed, %.2f s, p99 %.0f us\n",
+                            pc.tty ? "\r" : "", row->workload, row->policy, pc.seed, r->alloc_pct[100],
+                            r->alloc_pct[a->load_pct], a->load_pct, r->placed, r->arrived, r->seconds,
+                            r->decision_p99_us);
                 if (s->csv) {
                     report_csv_rows(s->csv, row->workload, row->policy, pc.seed, r);
                     fflush(s->csv);
@@ -265,8 +264,7 @@ int gpuslice_sim_main(int argc, char **argv)
         snprintf(s.tmp_csv, sizeof(s.tmp_csv), "/tmp/gpuslice-sim-XXXXXX.csv");
         int fd = mkstemps(s.tmp_csv, 4);
         if (fd < 0) {
-            fprintf(stderr, "gpuslice sim: cannot create a file for the plot's curves: %s\n",
-                    strerror(errno));
+            fprintf(stderr, "gpuslice sim: cannot create a file for the plot's curves: %s\n", strerror(errno));
             s.tmp_csv[0] = '\0';
             rc = 1;
         } else {

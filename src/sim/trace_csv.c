@@ -111,8 +111,7 @@ int trace_node_header(const char *line, trace_node_cols *cols, char *err, size_t
 }
 
 /* Strict non-negative decimal integer in [0, max]. */
-static int number(const fields *f, int i, const char *name, int64_t max, int64_t *out, char *err,
-                  size_t errlen)
+static int number(const fields *f, int i, const char *name, int64_t max, int64_t *out, char *err, size_t errlen)
 {
     size_t len = f->len[i];
     if (len == 0) {
@@ -123,8 +122,8 @@ static int number(const fields *f, int i, const char *name, int64_t max, int64_t
     for (size_t k = 0; k < len; k++) {
         char ch = f->at[i][k];
         if (ch < '0' || ch > '9') {
-            fail(err, errlen, "field '%s' is not a non-negative integer: '%.*s'", name,
-                 (int)(len < 40 ? len : 40), f->at[i]);
+            fail(err, errlen, "field '%s' is not a non-negative integer: '%.*s'", name, (int)(len < 40 ? len : 40),
+                 f->at[i]);
             return -1;
         }
         if (v > (max - (ch - '0')) / 10) {
@@ -150,8 +149,7 @@ static int row_fields(const char *line, int want, fields *f, char *err, size_t e
 
 /* "A|B|C" -> model mask; names no node has are ignored (the pod then only
  * fits the listed models that exist, possibly none). */
-static int model_mask(const fields *f, int i, const gs_cluster *models, gs_request *out, char *err,
-                      size_t errlen)
+static int model_mask(const fields *f, int i, const gs_cluster *models, gs_request *out, char *err, size_t errlen)
 {
     out->any_model = true;
     out->model_mask = 0;
@@ -178,8 +176,8 @@ static int model_mask(const fields *f, int i, const gs_cluster *models, gs_reque
     return 0;
 }
 
-int trace_parse_pod_row(const char *line, const trace_pod_cols *cols, const gs_cluster *models,
-                        gs_request *out, char *err, size_t errlen)
+int trace_parse_pod_row(const char *line, const trace_pod_cols *cols, const gs_cluster *models, gs_request *out,
+                        char *err, size_t errlen)
 {
     fields f;
     if (row_fields(line, cols->count, &f, err, errlen) != 0)
@@ -207,8 +205,7 @@ int trace_parse_pod_row(const char *line, const trace_pod_cols *cols, const gs_c
     return model_mask(&f, cols->gpu_spec, models, out, err, errlen);
 }
 
-int trace_parse_node_row(const char *line, const trace_node_cols *cols, gs_cluster *cluster,
-                         char *err, size_t errlen)
+int trace_parse_node_row(const char *line, const trace_node_cols *cols, gs_cluster *cluster, char *err, size_t errlen)
 {
     fields f;
     if (row_fields(line, cols->count, &f, err, errlen) != 0)
@@ -244,8 +241,7 @@ int trace_parse_node_row(const char *line, const trace_node_cols *cols, gs_clust
 /* Reads a file line by line, handing each data row to a callback. */
 typedef int (*row_fn)(const char *line, void *ctx, char *err, size_t errlen);
 
-static int each_line(const char *path, row_fn header, row_fn row, void *ctx, char *err,
-                     size_t errlen)
+static int each_line(const char *path, row_fn header, row_fn row, void *ctx, char *err, size_t errlen)
 {
     FILE *fp = fopen(path, "r");
     if (!fp) {
@@ -303,7 +299,7 @@ static int node_row_cb(const char *line, void *ctx, char *err, size_t errlen)
 
 int trace_load_nodes(const char *path, gs_cluster *cluster, char *err, size_t errlen)
 {
-    node_ctx ctx = {.cluster = cluster};
+    node_ctx ctx = { .cluster = cluster };
     if (each_line(path, node_header_cb, node_row_cb, &ctx, err, errlen) != 0)
         return -1;
     if (cluster->num_nodes == 0) {
@@ -344,11 +340,10 @@ static int pod_row_cb(const char *line, void *ctx, char *err, size_t errlen)
     return 0;
 }
 
-int trace_load_pods(const char *path, const gs_cluster *models, trace_pods *out, char *err,
-                    size_t errlen)
+int trace_load_pods(const char *path, const gs_cluster *models, trace_pods *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
-    pod_ctx ctx = {.models = models, .out = out};
+    pod_ctx ctx = { .models = models, .out = out };
     if (each_line(path, pod_header_cb, pod_row_cb, &ctx, err, errlen) != 0) {
         trace_pods_free(out);
         return -1;

@@ -25,12 +25,11 @@ int trace_node_header(const char *line, trace_node_cols *cols, char *err, size_t
  * looked up in the cluster's model table. Returns 0, or -1 with a message
  * naming the field. A pod's GPU request is num_gpu * 1000 milli-GPU, or
  * gpu_milli for a shared GPU (num_gpu = 1, gpu_milli < 1000). */
-int trace_parse_pod_row(const char *line, const trace_pod_cols *cols, const gs_cluster *models,
-                        gs_request *out, char *err, size_t errlen);
+int trace_parse_pod_row(const char *line, const trace_pod_cols *cols, const gs_cluster *models, gs_request *out,
+                        char *err, size_t errlen);
 
 /* Parses one node row and adds the node (and its GPU model) to the cluster. */
-int trace_parse_node_row(const char *line, const trace_node_cols *cols, gs_cluster *cluster,
-                         char *err, size_t errlen);
+int trace_parse_node_row(const char *line, const trace_node_cols *cols, gs_cluster *cluster, char *err, size_t errlen);
 
 typedef struct trace_pods {
     gs_request *pods;
@@ -39,8 +38,7 @@ typedef struct trace_pods {
 
 /* Whole-file loaders; errors are "FILE:LINE: message". */
 int trace_load_nodes(const char *path, gs_cluster *cluster, char *err, size_t errlen);
-int trace_load_pods(const char *path, const gs_cluster *models, trace_pods *out, char *err,
-                    size_t errlen);
+int trace_load_pods(const char *path, const gs_cluster *models, trace_pods *out, char *err, size_t errlen);
 void trace_pods_free(trace_pods *p);
 
 #endif

@@ -77,8 +77,7 @@ static json_t *warning(const char *text)
 
 static int known_resource(const char *k)
 {
-    return strcmp(k, GS_RES_GPU) == 0 || strcmp(k, GS_RES_GPU_MEMORY) == 0 ||
-           strcmp(k, GS_RES_GPU_CORES) == 0;
+    return strcmp(k, GS_RES_GPU) == 0 || strcmp(k, GS_RES_GPU_MEMORY) == 0 || strcmp(k, GS_RES_GPU_CORES) == 0;
 }
 
 /* 1 when any container (regular or init) names a gpuslice.io/ resource; an
@@ -86,19 +85,21 @@ static int known_resource(const char *k)
  * since the extender would otherwise silently ignore it. */
 static int scan_containers(json_t *list, const char *field, int *gpu, char *err, size_t errlen)
 {
-    static const char *const kinds[] = {"limits", "requests"};
+    static const char *const kinds[] = { "limits", "requests" };
     for (size_t i = 0; i < json_array_size(list); i++) {
         json_t *res = json_object_get(json_array_get(list, i), "resources");
         for (int k = 0; k < 2; k++) {
             const char *key;
             json_t *val;
-            json_object_foreach(json_object_get(res, kinds[k]), key, val) {
+            json_object_foreach(json_object_get(res, kinds[k]), key, val)
+            {
                 if (strncmp(key, GS_RES_PREFIX, strlen(GS_RES_PREFIX)) != 0)
                     continue;
                 if (!known_resource(key)) {
-                    snprintf(err, errlen, "spec.%s[%zu].resources.%s: unknown resource \"%.60s\" "
-                             "(gpuslice knows %s, %s and %s)", field, i, kinds[k], key,
-                             GS_RES_GPU, GS_RES_GPU_MEMORY, GS_RES_GPU_CORES);
+                    snprintf(err, errlen,
+                             "spec.%s[%zu].resources.%s: unknown resource \"%.60s\" "
+                             "(gpuslice knows %s, %s and %s)",
+                             field, i, kinds[k], key, GS_RES_GPU, GS_RES_GPU_MEMORY, GS_RES_GPU_CORES);
                     return -1;
                 }
                 *gpu = 1;
@@ -122,8 +123,7 @@ static void pod_name(json_t *pod, char *buf, size_t len)
 
 static void add_op(json_t *patch, const char *op, const char *path, json_t *value)
 {
-    json_array_append_new(patch, json_pack("{s:s,s:s,s:o}", "op", op, "path", path, "value",
-                                           value));
+    json_array_append_new(patch, json_pack("{s:s,s:s,s:o}", "op", op, "path", path, "value", value));
 }
 
 struct decision {
@@ -152,8 +152,8 @@ static void refuse(struct decision *d, json_t *pod, const char *err)
 }
 
 /* UPDATE of a pod (old: before) or of its ephemeralcontainers (ephemeral = 1). */
-static void decide_update(const struct gs_wh_config *cfg, json_t *pod, json_t *old, const char *username,
-                          int ephemeral, struct decision *d)
+static void decide_update(const struct gs_wh_config *cfg, json_t *pod, json_t *old, const char *username, int ephemeral,
+                          struct decision *d)
 {
     char err[300];
     int gpu = 0;
@@ -173,13 +173,13 @@ static void decide_update(const struct gs_wh_config *cfg, json_t *pod, json_t *o
     }
     /* An ephemeral container joins a GPU pod: the same environment rule. */
     if (scan_containers(json_object_get(spec, "containers"), "containers", &gpu, err, sizeof err) == 0 &&
-        scan_containers(json_object_get(spec, "initContainers"), "initContainers", &gpu, err, sizeof err) == 0 &&
-        gpu && gs_wh_check_env(json_object_get(spec, "ephemeralContainers"), "ephemeralContainers", err, sizeof err))
+        scan_containers(json_object_get(spec, "initContainers"), "initContainers", &gpu, err, sizeof err) == 0 && gpu &&
+        gs_wh_check_env(json_object_get(spec, "ephemeralContainers"), "ephemeralContainers", err, sizeof err))
         refuse(d, pod, err);
 }
 
-static void decide_pod(const struct gs_wh_config *cfg, enum gs_wh_mode mode, json_t *pod,
-                       const char *username, struct decision *d)
+static void decide_pod(const struct gs_wh_config *cfg, enum gs_wh_mode mode, json_t *pod, const char *username,
+                       struct decision *d)
 {
     char err[300];
     json_t *spec = json_object_get(pod, "spec");
@@ -189,10 +189,8 @@ static void decide_pod(const struct gs_wh_config *cfg, enum gs_wh_mode mode, jso
         snprintf(d->msg, sizeof d->msg, "gpuslice: request.object is not a Pod with a spec");
         return;
     }
-    if (scan_containers(json_object_get(spec, "containers"), "containers", &gpu, err,
-                        sizeof err) ||
-        scan_containers(json_object_get(spec, "initContainers"), "initContainers", &gpu, err,
-                        sizeof err))
+    if (scan_containers(json_object_get(spec, "containers"), "containers", &gpu, err, sizeof err) ||
+        scan_containers(json_object_get(spec, "initContainers"), "initContainers", &gpu, err, sizeof err))
         goto deny;
     /* Any pod: a forged gpuslice.io/assignment must not wait for a GPU request. */
     if (gs_wh_check_annotations(pod, NULL, username, cfg->annotation_writers, cfg->n_annotation_writers, err,
@@ -216,34 +214,33 @@ static void decide_pod(const struct gs_wh_config *cfg, enum gs_wh_mode mode, jso
         return;
 
     if (!s || !*s || strcmp(s, "default-scheduler") == 0) {
-        add_op(d->patch, s ? "replace" : "add", "/spec/schedulerName",
-               json_string(cfg->scheduler_name));
+        add_op(d->patch, s ? "replace" : "add", "/spec/schedulerName", json_string(cfg->scheduler_name));
     } else if (strcmp(s, cfg->scheduler_name) != 0) {
         char w[200];
-        snprintf(w, sizeof w, "gpuslice: spec.schedulerName \"%.60s\" kept; that scheduler must "
-                 "use the gpuslice extender or the node agent will refuse the pod", s);
+        snprintf(w, sizeof w,
+                 "gpuslice: spec.schedulerName \"%.60s\" kept; that scheduler must "
+                 "use the gpuslice extender or the node agent will refuse the pod",
+                 s);
         json_array_append_new(d->warnings, warning(w));
     }
 
     /* Memory given, cores absent: fill the default cap. */
     if (!ps.whole && ps.cores == 0 && cfg->default_cores > 0) {
-        static const char *const kinds[] = {"limits", "requests"};
-        json_t *res = json_object_get(json_array_get(json_object_get(spec, "containers"),
-                                                     (size_t)ps.container),
-                                      "resources");
+        static const char *const kinds[] = { "limits", "requests" };
+        json_t *res =
+            json_object_get(json_array_get(json_object_get(spec, "containers"), (size_t)ps.container), "resources");
         char key[64], path[160], val[16];
         gs_json_pointer_escape(GS_RES_GPU_CORES, key, sizeof key);
         snprintf(val, sizeof val, "%d", cfg->default_cores);
         for (int k = 0; k < 2; k++) {
             if (!json_object_get(json_object_get(res, kinds[k]), GS_RES_GPU))
                 continue;
-            snprintf(path, sizeof path, "/spec/containers/%d/resources/%s/%s", ps.container,
-                     kinds[k], key);
+            snprintf(path, sizeof path, "/spec/containers/%d/resources/%s/%s", ps.container, kinds[k], key);
             add_op(d->patch, "add", path, json_string(val));
         }
         char w[200];
-        snprintf(w, sizeof w, "gpuslice: %s not set; defaulted to %d (percent of each GPU)",
-                 GS_RES_GPU_CORES, cfg->default_cores);
+        snprintf(w, sizeof w, "gpuslice: %s not set; defaulted to %d (percent of each GPU)", GS_RES_GPU_CORES,
+                 cfg->default_cores);
         json_array_append_new(d->warnings, warning(w));
     }
     return;
@@ -262,16 +259,14 @@ static int fail(char **out, const char *text)
     return 400;
 }
 
-int gs_admission_review(const struct gs_wh_config *cfg, enum gs_wh_mode mode, const char *body,
-                        size_t len, char **out)
+int gs_admission_review(const struct gs_wh_config *cfg, enum gs_wh_mode mode, const char *body, size_t len, char **out)
 {
     *out = NULL;
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     char msg[400];
     if (!root) {
-        snprintf(msg, sizeof msg, "body is not JSON (line %d column %d: %s)", je.line, je.column,
-                 je.text);
+        snprintf(msg, sizeof msg, "body is not JSON (line %d column %d: %s)", je.line, je.column, je.text);
         return fail(out, msg);
     }
     int status = 400;
@@ -284,8 +279,10 @@ int gs_admission_review(const struct gs_wh_config *cfg, enum gs_wh_mode mode, co
         goto done;
     }
     if (!api || strcmp(api, "admission.k8s.io/v1") != 0) {
-        snprintf(msg, sizeof msg, "AdmissionReview apiVersion must be admission.k8s.io/v1 "
-                 "(got %.60s)", api ? api : "none");
+        snprintf(msg, sizeof msg,
+                 "AdmissionReview apiVersion must be admission.k8s.io/v1 "
+                 "(got %.60s)",
+                 api ? api : "none");
         fail(out, msg);
         goto done;
     }
@@ -294,7 +291,7 @@ int gs_admission_review(const struct gs_wh_config *cfg, enum gs_wh_mode mode, co
         goto done;
     }
 
-    struct decision d = {.allowed = 1, .patch = json_array(), .warnings = json_array()};
+    struct decision d = { .allowed = 1, .patch = json_array(), .warnings = json_array() };
     json_t *rk = json_object_get(req, "kind");
     const char *group = json_string_value(json_object_get(rk, "group"));
     const char *k = json_string_value(json_object_get(rk, "kind"));
@@ -311,8 +308,7 @@ int gs_admission_review(const struct gs_wh_config *cfg, enum gs_wh_mode mode, co
     json_t *resp = json_pack("{s:s,s:b}", "uid", uid, "allowed", d.allowed);
     if (!d.allowed) {
         json_object_set_new(resp, "status",
-                            json_pack("{s:i,s:s,s:s}", "code", 400, "reason", "BadRequest",
-                                      "message", d.msg));
+                            json_pack("{s:i,s:s,s:s}", "code", 400, "reason", "BadRequest", "message", d.msg));
     } else if (json_array_size(d.patch)) {
         char *p = json_dumps(d.patch, JSON_COMPACT);
         char *b64 = p ? gs_base64((const unsigned char *)p, strlen(p)) : NULL;
@@ -325,8 +321,8 @@ int gs_admission_review(const struct gs_wh_config *cfg, enum gs_wh_mode mode, co
     }
     if (d.allowed && json_array_size(d.warnings))
         json_object_set(resp, "warnings", d.warnings);
-    json_t *ans = json_pack("{s:s,s:s,s:o}", "apiVersion", "admission.k8s.io/v1", "kind",
-                            "AdmissionReview", "response", resp);
+    json_t *ans =
+        json_pack("{s:s,s:s,s:o}", "apiVersion", "admission.k8s.io/v1", "kind", "AdmissionReview", "response", resp);
     *out = ans ? json_dumps(ans, JSON_COMPACT) : NULL;
     json_decref(ans);
     json_decref(d.patch);

@@ -21,24 +21,23 @@ static void on_signal(int sig)
 
 #define PROG "gpuslice-webhook"
 
-static const char usage[] =
-    "usage: gpuslice-webhook --tls-cert FILE --tls-key FILE [options]\n"
-    "  --addr A --port P          listen address (default 0.0.0.0:8443)\n"
-    "  --tls-cert F --tls-key F   PEM serving certificate and key (required)\n"
-    "  --scheduler-name NAME      set on GPU pods that name no scheduler or default-scheduler\n"
-    "                             (default " GS_WH_DEFAULT_SCHEDULER ")\n"
-    "  --default-gpu-cores N      gpu-cores filled in when gpu-memory is given without it,\n"
-    "                             1..100; 0 = leave it absent (default 10)\n"
-    "  --annotation-writer USER   a user (userInfo.username) that may write gpuslice.io/\n"
-    "                             annotations; repeat for each; default gpuslice's own\n"
-    "                             service accounts (the extender's and the node agent's)\n"
-    "  --threads N                HTTP worker threads (2)\n"
-    "  -v                         log every decision\n"
-    "  --version                  print the version\n"
-    "Endpoints: POST /mutate, POST /validate (AdmissionReview v1); GET /healthz\n";
+static const char usage[] = "usage: gpuslice-webhook --tls-cert FILE --tls-key FILE [options]\n"
+                            "  --addr A --port P          listen address (default 0.0.0.0:8443)\n"
+                            "  --tls-cert F --tls-key F   PEM serving certificate and key (required)\n"
+                            "  --scheduler-name NAME      set on GPU pods that name no scheduler or default-scheduler\n"
+                            "                             (default " GS_WH_DEFAULT_SCHEDULER ")\n"
+                            "  --default-gpu-cores N      gpu-cores filled in when gpu-memory is given without it,\n"
+                            "                             1..100; 0 = leave it absent (default 10)\n"
+                            "  --annotation-writer USER   a user (userInfo.username) that may write gpuslice.io/\n"
+                            "                             annotations; repeat for each; default gpuslice's own\n"
+                            "                             service accounts (the extender's and the node agent's)\n"
+                            "  --threads N                HTTP worker threads (2)\n"
+                            "  -v                         log every decision\n"
+                            "  --version                  print the version\n"
+                            "Endpoints: POST /mutate, POST /validate (AdmissionReview v1); GET /healthz\n";
 
-static int handle(void *ud, const char *method, const char *url, const char *body, size_t len,
-                  char **out, const char **ctype)
+static int handle(void *ud, const char *method, const char *url, const char *body, size_t len, char **out,
+                  const char **ctype)
 {
     const struct gs_wh_config *cfg = ud;
     *ctype = "application/json";
@@ -64,19 +63,23 @@ static int handle(void *ud, const char *method, const char *url, const char *bod
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"addr", required_argument, 0, 'A'},           {"port", required_argument, 0, 'p'},
-        {"tls-cert", required_argument, 0, 'c'},       {"tls-key", required_argument, 0, 'K'},
-        {"scheduler-name", required_argument, 0, 's'}, {"default-gpu-cores", required_argument, 0, 'C'},
-        {"threads", required_argument, 0, 't'},        {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, 'V'},              {"annotation-writer", required_argument, 0, 'W'},
-        {0, 0, 0, 0}};
+    static const struct option opts[] = { { "addr", required_argument, 0, 'A' },
+                                          { "port", required_argument, 0, 'p' },
+                                          { "tls-cert", required_argument, 0, 'c' },
+                                          { "tls-key", required_argument, 0, 'K' },
+                                          { "scheduler-name", required_argument, 0, 's' },
+                                          { "default-gpu-cores", required_argument, 0, 'C' },
+                                          { "threads", required_argument, 0, 't' },
+                                          { "help", no_argument, 0, 'h' },
+                                          { "version", no_argument, 0, 'V' },
+                                          { "annotation-writer", required_argument, 0, 'W' },
+                                          { 0, 0, 0, 0 } };
     const char *addr = NULL, *cert = NULL, *key = NULL;
     static const char *const default_writers[] = GS_WH_DEFAULT_WRITERS;
     static const char *writers[16];
     size_t nwriters = 0;
-    static struct gs_wh_config cfg = {GS_WH_DEFAULT_SCHEDULER, GS_WH_DEFAULT_CORES, default_writers,
-                                      sizeof default_writers / sizeof default_writers[0]};
+    static struct gs_wh_config cfg = { GS_WH_DEFAULT_SCHEDULER, GS_WH_DEFAULT_CORES, default_writers,
+                                       sizeof default_writers / sizeof default_writers[0] };
     int port = 8443, threads = 2, c;
     while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
         switch (c) {
@@ -87,9 +90,10 @@ int main(int argc, char **argv)
         case 'W':
             if (strncmp(optarg, "system:serviceaccount:", 22) != 0 || strlen(optarg) > 300 ||
                 nwriters == sizeof writers / sizeof writers[0]) {
-                fprintf(stderr, PROG ": --annotation-writer '%s': expected a service account as "
-                        "system:serviceaccount:NAMESPACE:NAME, at most %zu of them\n", optarg,
-                        sizeof writers / sizeof writers[0]);
+                fprintf(stderr,
+                        PROG ": --annotation-writer '%s': expected a service account as "
+                             "system:serviceaccount:NAMESPACE:NAME, at most %zu of them\n",
+                        optarg, sizeof writers / sizeof writers[0]);
                 return 2;
             }
             writers[nwriters++] = optarg;
@@ -137,16 +141,16 @@ int main(int argc, char **argv)
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
     signal(SIGPIPE, SIG_IGN);
-    struct gs_httpd *srv = gs_httpd_start(addr, port, cert, key, threads, handle, &cfg, err,
-                                          sizeof err);
+    struct gs_httpd *srv = gs_httpd_start(addr, port, cert, key, threads, handle, &cfg, err, sizeof err);
     if (!srv) {
         fprintf(stderr, "gpuslice-webhook: %s\n", err);
         return 1;
     }
-    fprintf(stderr, "gpuslice-webhook: listening on %s:%d (https), scheduler %s, default "
-            "gpu-cores %d, %zu annotation writer(s), first %s\n", addr ? addr : "0.0.0.0",
-            gs_httpd_port(srv), cfg.scheduler_name, cfg.default_cores, cfg.n_annotation_writers,
-            cfg.annotation_writers[0]);
+    fprintf(stderr,
+            "gpuslice-webhook: listening on %s:%d (https), scheduler %s, default "
+            "gpu-cores %d, %zu annotation writer(s), first %s\n",
+            addr ? addr : "0.0.0.0", gs_httpd_port(srv), cfg.scheduler_name, cfg.default_cores,
+            cfg.n_annotation_writers, cfg.annotation_writers[0]);
     while (!g_quit)
         sleep(1); /* a signal ends it early; pause() could miss one that came just before */
     fprintf(stderr, "gpuslice-webhook: signal %d: shutting down\n", (int)g_quit);

@@ -142,8 +142,8 @@ static int changed(json_t *a, json_t *b, const char *key)
     return !(va && vb ? json_equal(va, vb) : va == vb);
 }
 
-int gs_wh_check_annotations(json_t *pod, json_t *old, const char *username, const char *const *writers,
-                            size_t nwriters, char *err, size_t errlen)
+int gs_wh_check_annotations(json_t *pod, json_t *old, const char *username, const char *const *writers, size_t nwriters,
+                            char *err, size_t errlen)
 {
     json_t *now = json_object_get(json_object_get(pod, "metadata"), "annotations");
     json_t *before = json_object_get(json_object_get(old, "metadata"), "annotations");
@@ -155,7 +155,8 @@ int gs_wh_check_annotations(json_t *pod, json_t *old, const char *username, cons
     if (is_writer(username, writers, nwriters))
         return 0;
     show(username ? username : "(no username)", who, sizeof who);
-    json_object_foreach(now, key, v) {
+    json_object_foreach(now, key, v)
+    {
         if (old == NULL && strcmp(key, GS_WH_USER_ANNOTATION) == 0)
             continue;
         if (!changed(now, old ? before : NULL, key))
@@ -165,12 +166,13 @@ int gs_wh_check_annotations(json_t *pod, json_t *old, const char *username, cons
                  old == NULL ? "set" : "changed", who);
         return -1;
     }
-    json_object_foreach(before, key, v) {
+    json_object_foreach(before, key, v)
+    {
         if (json_object_get(now, key) != NULL || !changed(before, now, key))
             continue;
         show(key, key_shown, sizeof key_shown);
-        snprintf(err, errlen, "annotation %s may be removed only by gpuslice's service accounts, not by %s",
-                 key_shown, who);
+        snprintf(err, errlen, "annotation %s may be removed only by gpuslice's service accounts, not by %s", key_shown,
+                 who);
         return -1;
     }
     return 0;

@@ -18,7 +18,7 @@ int gs_wh_check_env(json_t *list, const char *field, char *err, size_t errlen);
  * pod before) by username: writers[0..nwriters) may do anything; anyone else may only
  * create a pod with GS_WH_USER_ANNOTATION and never add, change or remove a
  * gpuslice.io/ annotation afterwards. Returns 0, or -1 with a reason in err. */
-int gs_wh_check_annotations(json_t *pod, json_t *old, const char *username, const char *const *writers,
-                            size_t nwriters, char *err, size_t errlen);
+int gs_wh_check_annotations(json_t *pod, json_t *old, const char *username, const char *const *writers, size_t nwriters,
+                            char *err, size_t errlen);
 
 #endif

@@ -17,15 +17,15 @@ static int b64_ok(const char *s)
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
         int pad = c == '=' && i >= n - 2;
-        if (!pad && !((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-                      (c >= '0' && c <= '9') || c == '+' || c == '/'))
+        if (!pad &&
+            !((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/'))
             return 0;
     }
     return 1;
 }
 
-static void check(const struct gs_wh_config *cfg, enum gs_wh_mode mode, const char *body,
-                  size_t len, const char *want_uid)
+static void check(const struct gs_wh_config *cfg, enum gs_wh_mode mode, const char *body, size_t len,
+                  const char *want_uid)
 {
     char *out = NULL;
     int st = gs_admission_review(cfg, mode, body, len, &out);
@@ -45,16 +45,14 @@ static void check(const struct gs_wh_config *cfg, enum gs_wh_mode mode, const ch
         FUZZ_CHECK(json_is_boolean(allowed));
         const char *patch = json_string_value(json_object_get(r, "patch"));
         if (!json_is_true(allowed)) {
-            const char *msg = json_string_value(json_object_get(json_object_get(r, "status"),
-                                                                "message"));
+            const char *msg = json_string_value(json_object_get(json_object_get(r, "status"), "message"));
             FUZZ_CHECK(msg && *msg);
             FUZZ_CHECK(!patch);
         }
         if (patch) {
             FUZZ_CHECK(mode == GS_WH_MUTATE);
             FUZZ_CHECK(b64_ok(patch));
-            FUZZ_CHECK(strcmp(json_string_value(json_object_get(r, "patchType")), "JSONPatch") ==
-                       0);
+            FUZZ_CHECK(strcmp(json_string_value(json_object_get(r, "patchType")), "JSONPatch") == 0);
         }
     }
     json_decref(j);
@@ -64,17 +62,16 @@ static void check(const struct gs_wh_config *cfg, enum gs_wh_mode mode, const ch
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char *const writers[] = GS_WH_DEFAULT_WRITERS;
-    static const struct gs_wh_config cfg = {GS_WH_DEFAULT_SCHEDULER, GS_WH_DEFAULT_CORES, writers,
-                                            sizeof writers / sizeof writers[0]};
+    static const struct gs_wh_config cfg = { GS_WH_DEFAULT_SCHEDULER, GS_WH_DEFAULT_CORES, writers,
+                                             sizeof writers / sizeof writers[0] };
     check(&cfg, GS_WH_MUTATE, (const char *)data, size, NULL);
     check(&cfg, GS_WH_VALIDATE, (const char *)data, size, NULL);
     json_t *pod = json_loadb((const char *)data, size, 0, NULL);
     if (!pod)
         return 0;
-    json_t *rev = json_pack("{s:s,s:s,s:{s:s,s:{s:s,s:s,s:s},s:s,s:o}}", "apiVersion",
-                            "admission.k8s.io/v1", "kind", "AdmissionReview", "request", "uid",
-                            "0f3c-fuzz", "kind", "group", "", "version", "v1", "kind", "Pod",
-                            "operation", "CREATE", "object", pod);
+    json_t *rev = json_pack("{s:s,s:s,s:{s:s,s:{s:s,s:s,s:s},s:s,s:o}}", "apiVersion", "admission.k8s.io/v1", "kind",
+                            "AdmissionReview", "request", "uid", "0f3c-fuzz", "kind", "group", "", "version", "v1",
+                            "kind", "Pod", "operation", "CREATE", "object", pod);
     char *body = rev ? json_dumps(rev, JSON_COMPACT) : NULL;
     if (body) {
         check(&cfg, GS_WH_MUTATE, body, strlen(body), "0f3c-fuzz");

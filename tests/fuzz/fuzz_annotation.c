@@ -28,8 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(err[0] != '\0' && strchr(err, '\n') == NULL);
     }
     char reps[GS_ASSIGN_MAX_GPUS][GS_REPLICA_ID_MAX];
-    int n = gs_allocated_parse((const char *)data, size, reps, GS_ASSIGN_MAX_GPUS, err,
-                               sizeof err);
+    int n = gs_allocated_parse((const char *)data, size, reps, GS_ASSIGN_MAX_GPUS, err, sizeof err);
     FUZZ_CHECK(n == -1 || (n >= 1 && n <= GS_ASSIGN_MAX_GPUS));
     return 0;
 }

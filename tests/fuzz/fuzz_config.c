@@ -17,9 +17,9 @@
 
 struct fuzz_env {
     char *entry[MAX_ENV + 1]; /* NULL-terminated, for gs_config_check_unknown */
-    size_t name_len[MAX_ENV];  /* length before '=': compared first, so the probes stay cheap */
+    size_t name_len[MAX_ENV]; /* length before '=': compared first, so the probes stay cheap */
     int n;
-    const char *file_path;    /* what GPUSLICE_CONFIG reads as, if set */
+    const char *file_path; /* what GPUSLICE_CONFIG reads as, if set */
 };
 
 static const char *fuzz_getenv(const char *name, void *ctx)

@@ -23,9 +23,8 @@ static void setup(void)
                       "\"model\":\"H100\",\"memory_mib\":81920,\"replicas\":10,\"healthy\":true,"
                       "\"numa\":1}]}";
     for (int i = 0; i < 2; i++) {
-        json_t *n = json_pack("{s:{s:s,s:s,s:{s:s}}}", "metadata", "name", i ? "n2" : "n1",
-                              "resourceVersion", "5", "annotations",
-                              "gpuslice.io/gpu-inventory", inv);
+        json_t *n = json_pack("{s:{s:s,s:s,s:{s:s}}}", "metadata", "name", i ? "n2" : "n1", "resourceVersion", "5",
+                              "annotations", "gpuslice.io/gpu-inventory", inv);
         ext_state_node_event(&g_st, "ADDED", n, 0);
         json_decref(n);
     }

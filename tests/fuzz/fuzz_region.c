@@ -28,8 +28,8 @@ static void base_region(struct gs_region *r)
     struct gs_region_export *e = &r->exports[0];
     e->bytes = 1ULL << 20;
     e->exporter = -1;
-    e->holder[0] = (struct gs_export_holder){.slot = 0, .refs = 1};
-    e->holder[1] = (struct gs_export_holder){.slot = 1, .refs = 2};
+    e->holder[0] = (struct gs_export_holder){ .slot = 0, .refs = 1 };
+    e->holder[1] = (struct gs_export_holder){ .slot = 1, .refs = 2 };
     e->key[0].type = GS_EXPORT_KEY_FILE;
 }
 

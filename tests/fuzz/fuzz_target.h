@@ -10,12 +10,12 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Invariant check that survives NDEBUG: a failed invariant is a crash for the fuzzer. */
-#define FUZZ_CHECK(cond)                                                                  \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond);   \
-            abort();                                                                      \
-        }                                                                                 \
+#define FUZZ_CHECK(cond)                                                                                               \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond);                               \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 #endif

@@ -30,8 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bool node_ok = line && trace_node_header(line, &ncols, err, sizeof(err)) == 0;
     while (line && (line = strtok_r(NULL, "\n", &save)) != NULL) {
         gs_request r;
-        if (pod_ok && trace_parse_pod_row(line, &pcols, &nodes, &r, err, sizeof(err)) == 0 &&
-            !gs_request_valid(&r))
+        if (pod_ok && trace_parse_pod_row(line, &pcols, &nodes, &r, err, sizeof(err)) == 0 && !gs_request_valid(&r))
             abort(); /* a parsed row must be a valid request */
         if (node_ok && nodes.num_nodes < 4096)
             trace_parse_node_row(line, &ncols, &nodes, err, sizeof(err));

@@ -61,25 +61,20 @@ static int nheld;
 static void keep(enum kind k, uint64_t h)
 {
     if (nheld < (int)(sizeof held / sizeof held[0]))
-        held[nheld++] = (struct held){k, h};
+        held[nheld++] = (struct held){ k, h };
 }
 
 static CUresult free_one(struct held *h)
 {
     switch (h->kind) {
-    case K_PTR:
-        return CU("cuMemFree", "cuMemFree_v2", 0, CUresult(*)(CUdeviceptr))(h->handle);
-    case K_ASYNC:
-        return CU("cuMemFreeAsync", "cuMemFreeAsync", 0, CUresult(*)(CUdeviceptr, CUstream))(h->handle, NULL);
-    case K_VMM:
-        return CU("cuMemRelease", "cuMemRelease", 0, CUresult(*)(CUmemGenericAllocationHandle))(h->handle);
-    case K_ARRAY:
-        return CU("cuArrayDestroy", "cuArrayDestroy", 0, CUresult(*)(CUarray))((CUarray)(uintptr_t)h->handle);
+    case K_PTR: return CU("cuMemFree", "cuMemFree_v2", 0, CUresult(*)(CUdeviceptr))(h->handle);
+    case K_ASYNC: return CU("cuMemFreeAsync", "cuMemFreeAsync", 0, CUresult(*)(CUdeviceptr, CUstream))(h->handle, NULL);
+    case K_VMM: return CU("cuMemRelease", "cuMemRelease", 0, CUresult(*)(CUmemGenericAllocationHandle))(h->handle);
+    case K_ARRAY: return CU("cuArrayDestroy", "cuArrayDestroy", 0, CUresult(*)(CUarray))((CUarray)(uintptr_t)h->handle);
     case K_MIPMAP:
         return CU("cuMipmappedArrayDestroy", "cuMipmappedArrayDestroy", 0,
                   CUresult(*)(CUmipmappedArray))((CUmipmappedArray)(uintptr_t)h->handle);
-    case K_IPC:
-        return CU("cuIpcCloseMemHandle", "cuIpcCloseMemHandle", 0, CUresult(*)(CUdeviceptr))(h->handle);
+    case K_IPC: return CU("cuIpcCloseMemHandle", "cuIpcCloseMemHandle", 0, CUresult(*)(CUdeviceptr))(h->handle);
     }
     return CUDA_ERROR_INVALID_VALUE;
 }
@@ -91,7 +86,7 @@ static unsigned long long num(const char *s)
 
 static CUresult run(char *line)
 {
-    char *argv[8] = {0};
+    char *argv[8] = { 0 };
     int argc = 0;
     for (char *t = strtok(line, ": \n"); t && argc < 8; t = strtok(NULL, ": \n"))
         argv[argc++] = t;
@@ -107,8 +102,8 @@ static CUresult run(char *line)
         if (!rc)
             rc = CU("cuDeviceGet", "cuDeviceGet", 0, CUresult(*)(CUdevice *, int))(&d, ord);
         if (!rc)
-            rc = CU("cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 0,
-                    CUresult(*)(CUcontext *, CUdevice))(&ctx, d);
+            rc = CU("cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 0, CUresult(*)(CUcontext *, CUdevice))(&ctx,
+                                                                                                                   d);
         if (!rc)
             rc = CU("cuCtxSetCurrent", "cuCtxSetCurrent", 0, CUresult(*)(CUcontext))(ctx);
     } else if (!strcmp(c, "alloc") || !strcmp(c, "managed") || !strcmp(c, "async") || !strcmp(c, "asyncptsz") ||
@@ -119,8 +114,8 @@ static CUresult run(char *line)
         if (!strcmp(c, "alloc"))
             rc = CU("cuMemAlloc", "cuMemAlloc_v2", 0, CUresult(*)(CUdeviceptr *, size_t))(&p, n);
         else if (!strcmp(c, "managed"))
-            rc = CU("cuMemAllocManaged", "cuMemAllocManaged", 0, CUresult(*)(CUdeviceptr *, size_t, unsigned))(
-                &p, n, CU_MEM_ATTACH_GLOBAL);
+            rc = CU("cuMemAllocManaged", "cuMemAllocManaged", 0,
+                    CUresult(*)(CUdeviceptr *, size_t, unsigned))(&p, n, CU_MEM_ATTACH_GLOBAL);
         else if (!strcmp(c, "pool")) {
             CUmemoryPool pool;
             rc = CU("cuDeviceGetDefaultMemPool", "cuDeviceGetDefaultMemPool", 0,
@@ -142,19 +137,22 @@ static CUresult run(char *line)
         size_t pitch = 0;
         rc = CU("cuMemAllocPitch", "cuMemAllocPitch_v2", 0,
                 CUresult(*)(CUdeviceptr *, size_t *, size_t, size_t, unsigned))(&p, &pitch, (size_t)num(argv[1]),
-                                                                              (size_t)num(argv[2]), 4);
+                                                                                (size_t)num(argv[2]), 4);
         if (!rc)
             keep(K_PTR, p);
     } else if (!strcmp(c, "array") || !strcmp(c, "array3d") || !strcmp(c, "mipmap")) {
-        CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = num(argv[1]), .Height = argc > 2 ? num(argv[2]) : 0,
-                                      .Depth = !strcmp(c, "array3d") && argc > 3 ? num(argv[3]) : 0,
-                                      .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+        CUDA_ARRAY3D_DESCRIPTOR d3 = { .Width = num(argv[1]),
+                                       .Height = argc > 2 ? num(argv[2]) : 0,
+                                       .Depth = !strcmp(c, "array3d") && argc > 3 ? num(argv[3]) : 0,
+                                       .Format = CU_AD_FORMAT_FLOAT,
+                                       .NumChannels = 1 };
         if (!strcmp(c, "array")) {
-            CUDA_ARRAY_DESCRIPTOR d = {.Width = d3.Width, .Height = d3.Height, .Format = CU_AD_FORMAT_FLOAT,
-                                       .NumChannels = 1};
+            CUDA_ARRAY_DESCRIPTOR d = {
+                .Width = d3.Width, .Height = d3.Height, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1
+            };
             CUarray a;
-            rc = CU("cuArrayCreate", "cuArrayCreate_v2", 0, CUresult(*)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *))(
-                &a, &d);
+            rc = CU("cuArrayCreate", "cuArrayCreate_v2", 0, CUresult(*)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *))(&a,
+                                                                                                                   &d);
             if (!rc)
                 keep(K_ARRAY, (uintptr_t)a);
         } else if (!strcmp(c, "array3d")) {
@@ -172,18 +170,18 @@ static CUresult run(char *line)
                 keep(K_MIPMAP, (uintptr_t)m);
         }
     } else if (!strcmp(c, "vmm")) {
-        CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+        CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                     .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
         CUmemGenericAllocationHandle h;
         rc = CU("cuMemCreate", "cuMemCreate", 0,
-                CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                            unsigned long long))(&h, (size_t)num(argv[1]), &prop, 0);
+                CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long))(
+            &h, (size_t)num(argv[1]), &prop, 0);
         if (!rc)
             keep(K_VMM, h);
     } else if (!strcmp(c, "ipcget")) {
         CUipcMemHandle h;
-        rc = nheld ? CU("cuIpcGetMemHandle", "cuIpcGetMemHandle", 0, CUresult(*)(CUipcMemHandle *, CUdeviceptr))(
-                         &h, held[nheld - 1].handle)
+        rc = nheld ? CU("cuIpcGetMemHandle", "cuIpcGetMemHandle", 0,
+                        CUresult(*)(CUipcMemHandle *, CUdeviceptr))(&h, held[nheld - 1].handle)
                    : CUDA_ERROR_INVALID_VALUE;
         if (!rc) {
             printf("ipc ");
@@ -259,7 +257,7 @@ static CUresult run(char *line)
             (nvmlReturn_t(*)(nvmlDevice_t, nvmlMemory_v2_t *))dlsym(nvml, "nvmlDeviceGetMemoryInfo_v2");
         nvmlDevice_t d;
         nvmlMemory_t m1;
-        nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
+        nvmlMemory_v2_t m2 = { .version = nvmlMemory_v2 };
         int r = init() || get(argc > 1 ? (unsigned)num(argv[1]) : 0, &d) || info1(d, &m1) || info2(d, &m2);
         rc = r ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
         if (!r)
@@ -270,12 +268,10 @@ static CUresult run(char *line)
         nvmlReturn_t (*init)(void) = (nvmlReturn_t(*)(void))dlsym(nvml, "nvmlInit_v2");
         nvmlReturn_t (*get)(unsigned, nvmlDevice_t *) =
             (nvmlReturn_t(*)(unsigned, nvmlDevice_t *))dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2");
-        nvmlReturn_t (*v1)(nvmlDevice_t, unsigned *, nvmlProcessInfo_v1_t *) =
-            (nvmlReturn_t(*)(nvmlDevice_t, unsigned *, nvmlProcessInfo_v1_t *))dlsym(
-                nvml, "nvmlDeviceGetComputeRunningProcesses");
-        nvmlReturn_t (*v3)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *) =
-            (nvmlReturn_t(*)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *))dlsym(
-                nvml, "nvmlDeviceGetComputeRunningProcesses_v3");
+        nvmlReturn_t (*v1)(nvmlDevice_t, unsigned *, nvmlProcessInfo_v1_t *) = (nvmlReturn_t(*)(
+            nvmlDevice_t, unsigned *, nvmlProcessInfo_v1_t *))dlsym(nvml, "nvmlDeviceGetComputeRunningProcesses");
+        nvmlReturn_t (*v3)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *) = (nvmlReturn_t(*)(
+            nvmlDevice_t, unsigned *, nvmlProcessInfo_t *))dlsym(nvml, "nvmlDeviceGetComputeRunningProcesses_v3");
         nvmlDevice_t d;
         nvmlProcessInfo_t p3[64];
         nvmlProcessInfo_v1_t p1[64];
@@ -307,7 +303,7 @@ static CUresult run(char *line)
                 (CUresult(*)(const char *, void **, int, cuuint64_t))dlsym(cuda, "cuGetProcAddress");
             rc = gpa1(argv[1], &p, (int)num(argv[2]), num(argv[3]));
         }
-        Dl_info di = {0};
+        Dl_info di = { 0 };
         if (p && dladdr(p, &di) && di.dli_fname) {
             const char *base = strrchr(di.dli_fname, '/');
             printf("lib=%s sym=%s ", base ? base + 1 : di.dli_fname, di.dli_sname ? di.dli_sname : "?");

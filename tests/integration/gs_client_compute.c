@@ -48,11 +48,11 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-typedef CUresult (*launch_t)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             CUstream, void **, void **);
+typedef CUresult (*launch_t)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                             void **, void **);
 typedef CUresult (*launch_ex_t)(const CUlaunchConfig *, CUfunction, void **, void **);
-typedef CUresult (*coop_t)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                           CUstream, void **);
+typedef CUresult (*coop_t)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                           void **);
 typedef CUresult (*graph_t)(CUgraphExec, CUstream);
 
 static CUresult launch_once(const char *path, void *fn)
@@ -60,8 +60,9 @@ static CUresult launch_once(const char *path, void *fn)
     if (!strcmp(path, "kernel") || !strcmp(path, "kernelptsz"))
         return ((launch_t)fn)(func, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
     if (!strcmp(path, "ex") || !strcmp(path, "exptsz")) {
-        CUlaunchConfig cfg = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 32, .blockDimY = 1,
-                              .blockDimZ = 1};
+        CUlaunchConfig cfg = {
+            .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 32, .blockDimY = 1, .blockDimZ = 1
+        };
         return ((launch_ex_t)fn)(&cfg, func, NULL, NULL);
     }
     if (!strcmp(path, "coop") || !strcmp(path, "coopptsz"))
@@ -111,7 +112,7 @@ static CUresult capture(gs_entry_fn entry, unsigned n, unsigned gap_us, int mode
         rc = mk(&bs, 1);
     if (rc)
         return rc;
-    struct bg b = {.launch = launch, .s = bs};
+    struct bg b = { .launch = launch, .s = bs };
     CUresult (*get_ctx)(CUcontext *) = (CUresult(*)(CUcontext *))entry(NULL, "cuCtxGetCurrent", 0);
     b.set_ctx = (CUresult(*)(CUcontext))entry(NULL, "cuCtxSetCurrent", 0);
     if (with_bg && (!get_ctx || !b.set_ctx || get_ctx(&b.ctx) != CUDA_SUCCESS))
@@ -150,17 +151,16 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
     const char *c = argv[0];
     if (!strcmp(c, "kernel") && argc > 1) {
         if (!module)
-            *rc = ((CUresult(*)(CUmodule *, const void *))entry("cuModuleLoadData", "cuModuleLoadData", 0))(
-                &module, "image");
+            *rc = ((CUresult(*)(CUmodule *, const void *))entry("cuModuleLoadData", "cuModuleLoadData", 0))(&module,
+                                                                                                            "image");
         else
             *rc = CUDA_SUCCESS;
         char name[64];
         func_us = strtoull(argv[1], NULL, 0);
         snprintf(name, sizeof name, "sleep_us:%llu", func_us);
         if (!*rc)
-            *rc = ((CUresult(*)(CUfunction *, CUmodule, const char *))entry("cuModuleGetFunction",
-                                                                           "cuModuleGetFunction", 0))(
-                &func, module, name);
+            *rc = ((CUresult(*)(CUfunction *, CUmodule, const char *))entry(
+                "cuModuleGetFunction", "cuModuleGetFunction", 0))(&func, module, name);
         return 1;
     }
     if (!strcmp(c, "graph") && argc > 1) {
@@ -177,7 +177,7 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
     }
     if (!strcmp(c, "idle") && argc > 1) {
         double secs = atof(argv[1]);
-        struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)};
+        struct timespec ts = { (time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9) };
         nanosleep(&ts, NULL);
         *rc = CUDA_SUCCESS;
         return 1;
@@ -204,12 +204,12 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
             sum += lat;
             worst = lat > worst ? lat : worst;
             bursts++;
-            struct timespec ts = {(time_t)think, (long)((think - (double)(time_t)think) * 1e9)};
+            struct timespec ts = { (time_t)think, (long)((think - (double)(time_t)think) * 1e9) };
             nanosleep(&ts, NULL);
         }
         printf("bursts=%llu elapsed_us=%llu mean_us=%llu worst_us=%llu ", bursts,
-               (unsigned long long)((now_s() - t0) * 1e6), bursts ? (unsigned long long)(sum / (double)bursts * 1e6) : 0ULL,
-               (unsigned long long)(worst * 1e6));
+               (unsigned long long)((now_s() - t0) * 1e6),
+               bursts ? (unsigned long long)(sum / (double)bursts * 1e6) : 0ULL, (unsigned long long)(worst * 1e6));
         return 1;
     }
     if (!strcmp(c, "run") && argc > 2) {

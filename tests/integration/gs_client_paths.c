@@ -52,9 +52,9 @@ static CUresult legacy_alloc(unsigned int n, const char *how, gs_entry_fn entry)
 static CUresult graph_make(size_t bytes, int free_in_graph, const char *how, gs_entry_fn entry)
 {
     CUresult rc = ((CUresult(*)(CUgraph *, unsigned))entry("cuGraphCreate", "cuGraphCreate", 0))(&graph, 0);
-    CUDA_MEM_ALLOC_NODE_PARAMS p = {.poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                                  .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}},
-                                    .bytesize = bytes};
+    CUDA_MEM_ALLOC_NODE_PARAMS p = { .poolProps = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                                    .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } },
+                                     .bytesize = bytes };
     CUgraphNode alloc_node, free_node;
     if (!rc)
         rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUDA_MEM_ALLOC_NODE_PARAMS *))entry(
@@ -87,8 +87,7 @@ static CUresult vmm_unmap(gs_entry_fn entry)
 {
     CUresult rc = ((CUresult(*)(CUdeviceptr, size_t))entry("cuMemUnmap", "cuMemUnmap", 0))(vmm_va, vmm_size);
     if (!rc)
-        rc = ((CUresult(*)(CUdeviceptr, size_t))entry("cuMemAddressFree", "cuMemAddressFree", 0))(vmm_va,
-                                                                                                    vmm_size);
+        rc = ((CUresult(*)(CUdeviceptr, size_t))entry("cuMemAddressFree", "cuMemAddressFree", 0))(vmm_va, vmm_size);
     return rc;
 }
 
@@ -96,9 +95,10 @@ static CUresult vmm_unmap(gs_entry_fn entry)
 static CUresult vmm_export(gs_entry_fn entry)
 {
     int fd = -1;
-    CUresult rc = ((CUresult(*)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long))
-                       entry("cuMemExportToShareableHandle", "cuMemExportToShareableHandle", 0))(
-        &fd, vmm_handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    CUresult rc =
+        ((CUresult(*)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long))entry(
+            "cuMemExportToShareableHandle", "cuMemExportToShareableHandle", 0))(
+            &fd, vmm_handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     printf("path=/proc/%d/fd/%d ", (int)getpid(), fd);
     return rc;
 }
@@ -121,8 +121,10 @@ int gs_client_paths(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         while (f && nlegacy && *rc == CUDA_SUCCESS)
             *rc = f(legacy_ptrs[--nlegacy]);
     } else if (!strcmp(c, "legacyarray")) { /* legacyarray <width> <height>: float32, 1 channel */
-        CUDA_ARRAY_DESCRIPTOR_v1 d = {.Width = (unsigned)n, .Height = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 0) : 0,
-                                      .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+        CUDA_ARRAY_DESCRIPTOR_v1 d = { .Width = (unsigned)n,
+                                       .Height = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 0) : 0,
+                                       .Format = CU_AD_FORMAT_FLOAT,
+                                       .NumChannels = 1 };
         CUresult (*f)(CUarray *, const CUDA_ARRAY_DESCRIPTOR_v1 *) =
             (CUresult(*)(CUarray *, const CUDA_ARRAY_DESCRIPTOR_v1 *))legacy("cuArrayCreate", "getproc", entry);
         CUarray a;
@@ -141,36 +143,36 @@ int gs_client_paths(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
     } else if (!strcmp(c, "gdestroy")) {
         *rc = ((CUresult(*)(CUgraph))entry("cuGraphDestroy", "cuGraphDestroy", 0))(graph);
     } else if (!strcmp(c, "vmmexport")) { /* vmmexport <bytes> [ordinal]: prints the exported fd's path */
-        CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                    .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE,
-                                                 .id = argc > 2 ? atoi(argv[2]) : 0}};
-        *rc = ((CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                            unsigned long long))entry("cuMemCreate", "cuMemCreate", 0))(&vmm_handle, (size_t)n,
-                                                                                        &prop, 0);
+        CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                     .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                     .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE,
+                                                   .id = argc > 2 ? atoi(argv[2]) : 0 } };
+        *rc =
+            ((CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                          unsigned long long))entry("cuMemCreate", "cuMemCreate", 0))(&vmm_handle, (size_t)n, &prop, 0);
         if (!*rc)
             *rc = vmm_export(entry);
     } else if (!strcmp(c, "vmmreexport")) { /* the last handle once more: a new fd */
         *rc = vmm_export(entry);
     } else if (!strcmp(c, "vmmfabric")) { /* the last handle as a fabric handle: prints its hex */
         CUmemFabricHandle fh;
-        *rc = ((CUresult(*)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long))
-                   entry("cuMemExportToShareableHandle", "cuMemExportToShareableHandle", 0))(
-            &fh, vmm_handle, CU_MEM_HANDLE_TYPE_FABRIC, 0);
+        *rc = ((CUresult(*)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long))entry(
+            "cuMemExportToShareableHandle", "cuMemExportToShareableHandle", 0))(&fh, vmm_handle,
+                                                                                CU_MEM_HANDLE_TYPE_FABRIC, 0);
         printf("fabric=x"); /* never all digits: the harness would read a number */
         for (size_t i = 0; i < sizeof fh.data; i++)
             printf("%02x", fh.data[i]);
         printf(" ");
     } else if (!strcmp(c, "vmmimportfabric")) { /* vmmimportfabric <x + hex, from vmmfabric> */
-        CUmemFabricHandle fh = {{0}};
+        CUmemFabricHandle fh = { { 0 } };
         const char *hex = argc > 1 && argv[1][0] == 'x' ? argv[1] + 1 : "";
         for (size_t i = 0; i < sizeof fh.data && hex[2 * i] && hex[2 * i + 1]; i++) {
-            char byte[3] = {hex[2 * i], hex[2 * i + 1], 0};
+            char byte[3] = { hex[2 * i], hex[2 * i + 1], 0 };
             fh.data[i] = (unsigned char)strtoul(byte, NULL, 16);
         }
         *rc = ((CUresult(*)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType))entry(
             "cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle", 0))(&vmm_handle, &fh,
-                                                                                   CU_MEM_HANDLE_TYPE_FABRIC);
+                                                                                    CU_MEM_HANDLE_TYPE_FABRIC);
     } else if (!strcmp(c, "vmmimport")) { /* vmmimport <path of an exported fd> */
         int fd = argc > 1 ? open(argv[1], O_RDONLY | O_CLOEXEC) : -1;
         *rc = ((CUresult(*)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType))entry(

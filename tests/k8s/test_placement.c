@@ -9,12 +9,12 @@
 
 static int failures;
 
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);           \
-            failures++;                                                                        \
-        }                                                                                      \
+#define CHECK(cond)                                                                                                    \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                                   \
+            failures++;                                                                                                \
+        }                                                                                                              \
     } while (0)
 
 static struct gs_node_view node(void)
@@ -47,9 +47,9 @@ static struct gs_pod pod(const char *name, char *assignment, char *allocated, in
     return p;
 }
 
-#define ONE(uuid, k, mem, cores)                                                              \
-    "{\"v\":1,\"node\":\"n1\",\"gpus\":[{\"uuid\":\"" uuid "\",\"memory_mib\":" #mem           \
-    ",\"cores\":" #cores "}],\"replicas\":[\"" uuid "::" #k "\"]}"
+#define ONE(uuid, k, mem, cores)                                                                                       \
+    "{\"v\":1,\"node\":\"n1\",\"gpus\":[{\"uuid\":\"" uuid "\",\"memory_mib\":" #mem ",\"cores\":" #cores              \
+    "}],\"replicas\":[\"" uuid "::" #k "\"]}"
 
 int main(void)
 {
@@ -58,22 +58,20 @@ int main(void)
     int gpu[GS_ASSIGN_MAX_GPUS], order[GS_ASSIGN_MAX_GPUS];
 
     /* IDs: sorted into NVML order; bad ones refused with a reason. */
-    char *two[] = {"GPU-b::1", "GPU-a::3"};
+    char *two[] = { "GPU-b::1", "GPU-a::3" };
     CHECK(gs_ids_check(&v, "t", two, 2, gpu, order, msg, sizeof msg) == 0);
     CHECK(gpu[0] == 0 && gpu[1] == 1 && order[0] == 1 && order[1] == 0);
-    char *same[] = {"GPU-a::1", "GPU-a::2"};
-    CHECK(gs_ids_check(&v, "t", same, 2, gpu, order, msg, sizeof msg) == GS_ST_INVALID &&
-          strstr(msg, "same GPU"));
-    char *far[] = {"GPU-a::4"};
-    CHECK(gs_ids_check(&v, "t", far, 1, gpu, order, msg, sizeof msg) ==
-              GS_ST_FAILED_PRECONDITION &&
+    char *same[] = { "GPU-a::1", "GPU-a::2" };
+    CHECK(gs_ids_check(&v, "t", same, 2, gpu, order, msg, sizeof msg) == GS_ST_INVALID && strstr(msg, "same GPU"));
+    char *far[] = { "GPU-a::4" };
+    CHECK(gs_ids_check(&v, "t", far, 1, gpu, order, msg, sizeof msg) == GS_ST_FAILED_PRECONDITION &&
           strstr(msg, "not a device of node n1"));
-    char *junk[] = {"GPU-a"};
+    char *junk[] = { "GPU-a" };
     CHECK(gs_ids_check(&v, "t", junk, 1, gpu, order, msg, sizeof msg) == GS_ST_INVALID);
 
     /* The state key does not depend on the order kubelet lists IDs in. */
     char k1[32], k2[32];
-    char *rev[] = {"GPU-a::3", "GPU-b::1"};
+    char *rev[] = { "GPU-a::3", "GPU-b::1" };
     gs_alloc_key(two, 2, k1, sizeof k1);
     gs_alloc_key(rev, 2, k2, sizeof k2);
     CHECK(strcmp(k1, k2) == 0 && strncmp(k1, "a-", 2) == 0 && strlen(k1) == 18);
@@ -84,12 +82,14 @@ int main(void)
     struct gs_pod pods[4] = {
         pod("p1", ONE("GPU-a", 1, 1000, 10), NULL, 2),
         pod("p2", ONE("GPU-a", 2, 2000, 20), NULL, 1),
-        pod("far", "{\"v\":1,\"node\":\"n2\",\"gpus\":[{\"uuid\":\"GPU-a\",\"memory_mib\":1}],"
-                   "\"replicas\":[\"GPU-a::0\"]}", NULL, 3),
+        pod("far",
+            "{\"v\":1,\"node\":\"n2\",\"gpus\":[{\"uuid\":\"GPU-a\",\"memory_mib\":1}],"
+            "\"replicas\":[\"GPU-a::0\"]}",
+            NULL, 3),
         pod("bad", "{\"v\":1,\"gpus\":[],\"replicas\":[\"GPU-a::1\"]}", NULL, 4),
     };
     struct gs_match m;
-    char *a1[] = {"GPU-a::1"};
+    char *a1[] = { "GPU-a::1" };
     gs_match_pods(&v, pods, 4, a1, 1, &m);
     CHECK(m.ngpu_matches == 2 && m.nmatches == 1 && strcmp(m.names, "default/p1") == 0);
     CHECK(strstr(m.bad, "default/bad") && m.bad_mentions);
@@ -100,14 +100,13 @@ int main(void)
     int cand[4], ncand = 0;
     gs_prefer_candidates(&v, pods, 4, as, cand, &ncand);
     CHECK(ncand == 2 && cand[0] == 1 && cand[1] == 0);
-    char *avail[] = {"GPU-a::0", "GPU-a::1", "GPU-a::2", "GPU-b::0"};
-    char *chosen[1] = {NULL};
-    CHECK(gs_prefer(pods, 4, as, cand, ncand, avail, 4, NULL, 0, 1, chosen) == 1 &&
-          strcmp(chosen[0], "GPU-a::2") == 0);
-    char *avail2[] = {"GPU-a::3", "GPU-b::0"};
+    char *avail[] = { "GPU-a::0", "GPU-a::1", "GPU-a::2", "GPU-b::0" };
+    char *chosen[1] = { NULL };
+    CHECK(gs_prefer(pods, 4, as, cand, ncand, avail, 4, NULL, 0, 1, chosen) == 1 && strcmp(chosen[0], "GPU-a::2") == 0);
+    char *avail2[] = { "GPU-a::3", "GPU-b::0" };
     CHECK(gs_prefer(pods, 4, as, cand, ncand, avail2, 2, NULL, 0, 1, chosen) == 1 &&
           strcmp(chosen[0], "GPU-a::3") == 0);
-    char *avail3[] = {"GPU-b::0"};
+    char *avail3[] = { "GPU-b::0" };
     CHECK(gs_prefer(pods, 4, as, cand, ncand, avail3, 1, NULL, 0, 1, chosen) == 0);
 
     /* The swap re-check counts the other pods on the GPU (p1 + p2 use
@@ -115,16 +114,15 @@ int main(void)
     struct gs_pod self = pod("new", NULL, NULL, 9);
     struct gs_assignment eff;
     char err[256], why[1000];
-    CHECK(gs_assignment_parse(ONE("GPU-a", 3, 5000, 70), strlen(ONE("GPU-a", 3, 5000, 70)),
-                              &eff, err, sizeof err) == 0);
+    CHECK(gs_assignment_parse(ONE("GPU-a", 3, 5000, 70), strlen(ONE("GPU-a", 3, 5000, 70)), &eff, err, sizeof err) ==
+          0);
     CHECK(gs_fits_on_held(&v, pods, 4, &self, &eff, why, sizeof why) == 1);
     eff.gpus[0].memory_mib = 5001;
-    CHECK(gs_fits_on_held(&v, pods, 4, &self, &eff, why, sizeof why) == 0 &&
-          strstr(why, "memory") && strstr(why, "default/p2 2000Mi/20%"));
+    CHECK(gs_fits_on_held(&v, pods, 4, &self, &eff, why, sizeof why) == 0 && strstr(why, "memory") &&
+          strstr(why, "default/p2 2000Mi/20%"));
     eff.gpus[0].memory_mib = 10;
     eff.gpus[0].cores = 71;
-    CHECK(gs_fits_on_held(&v, pods, 4, &self, &eff, why, sizeof why) == 0 &&
-          strstr(why, "cores"));
+    CHECK(gs_fits_on_held(&v, pods, 4, &self, &eff, why, sizeof why) == 0 && strstr(why, "cores"));
 
     /* The limits file: GPU j in NVML order. */
     struct gs_assignment two_a;
@@ -133,7 +131,7 @@ int main(void)
                     "[\"GPU-b::1\",\"GPU-a::3\"],\"mode\":\"share\"}";
     CHECK(gs_assignment_parse(t, strlen(t), &two_a, err, sizeof err) == 0);
     CHECK(gs_ids_check(&v, "t", two, 2, gpu, order, msg, sizeof msg) == 0);
-    struct gs_holder h = {"default", "p", "main"};
+    struct gs_holder h = { "default", "p", "main" };
     char text[1024];
     gs_limits_text(&v, &h, "uid-p", &two_a, gpu, order, 2, text, sizeof text);
     CHECK(strstr(text, "GPUSLICE_CONTAINER=default/p/main\nGPUSLICE_COMPUTE_MODE=share\n"

@@ -65,8 +65,8 @@ static void typical_ties_order_by_cpu_then_share(void **state)
     gs_typical_free(&t);
 }
 
-static double fgd_score(gs_cluster *c, int node, const gs_request *r, const gs_request *work,
-                        int nwork, gs_placement *p)
+static double fgd_score(gs_cluster *c, int node, const gs_request *r, const gs_request *work, int nwork,
+                        gs_placement *p)
 {
     gs_engine *e = gs_engine_new(GS_POLICY_FGD);
     assert_non_null(e);
@@ -93,7 +93,7 @@ static void fgd_score_is_truncated_sigmoid(void **state)
     gs_request whole = fx_req(1000, 1024, 1, 1000), cpu_only = fx_req(1000, 1024, 0, 0);
     gs_placement p;
     assert_float_equal(fgd_score(&c, n, &pod, &whole, 1, &p), 37.0, 0.0);
-    gs_request mix[] = {whole, cpu_only};
+    gs_request mix[] = { whole, cpu_only };
     assert_float_equal(fgd_score(&c, n, &pod, mix, 2, &p), 50.0, 0.0);
     /* A pod that changes nothing for the typical pods scores 50 exactly. */
     gs_request half = fx_req(1000, 1024, 1, 500);
@@ -112,8 +112,7 @@ static void fgd_ignores_memory(void **state)
     int tight = fx_node(&c, "G2", 96000, 2048, 1);
     gs_request pod = fx_req(1000, 1024, 1, 500), whole = fx_req(1000, 65536, 1, 1000);
     gs_placement p;
-    assert_float_equal(fgd_score(&c, roomy, &pod, &whole, 1, &p),
-                       fgd_score(&c, tight, &pod, &whole, 1, &p), 0.0);
+    assert_float_equal(fgd_score(&c, roomy, &pod, &whole, 1, &p), fgd_score(&c, tight, &pod, &whole, 1, &p), 0.0);
     gs_cluster_free(&c);
 }
 
@@ -128,8 +127,8 @@ static void fgd_ties_go_to_first_node_and_lowest_gpu(void **state)
     int b = fx_node(&c, "G2", 96000, 393216, 2);
     gs_request used300 = fx_req(0, 0, 1, 300), used400 = fx_req(0, 0, 1, 400);
     for (int n = a; n <= b; n++) {
-        fx_put(&c, &used300, n, 1, (int[]){0}); /* GPU 0: 700 free */
-        fx_put(&c, &used400, n, 1, (int[]){1}); /* GPU 1: 600 free */
+        fx_put(&c, &used300, n, 1, (int[]){ 0 }); /* GPU 0: 700 free */
+        fx_put(&c, &used400, n, 1, (int[]){ 1 }); /* GPU 1: 600 free */
     }
     gs_request pod = fx_req(1000, 1024, 1, 100);
     gs_engine *e = gs_engine_new(GS_POLICY_FGD);
@@ -174,7 +173,7 @@ static void binpack_scores_exactly(void **state)
     int empty = fx_node(&c, "G2", 96000, 393216, 4);
     int used = fx_node(&c, "G2", 96000, 393216, 4);
     gs_request r300 = fx_req(1000, 1024, 1, 300);
-    fx_put(&c, &r300, used, 1, (int[]){2});
+    fx_put(&c, &r300, used, 1, (int[]){ 2 });
     gs_engine *e = gs_engine_new(GS_POLICY_BINPACK);
     gs_request shared = fx_req(1000, 1024, 1, 500), whole = fx_req(1000, 1024, 1, 1000);
     gs_request cpu_only = fx_req(1000, 1024, 0, 0);

@@ -9,8 +9,8 @@
 #include "policy.h"
 #include "policy_fixture.h"
 
-static gs_placement decide(gs_policy_kind kind, const gs_cluster *c, const gs_request *r,
-                           const gs_request *workload, int num_workload)
+static gs_placement decide(gs_policy_kind kind, const gs_cluster *c, const gs_request *r, const gs_request *workload,
+                           int num_workload)
 {
     gs_engine *e = gs_engine_new(kind);
     assert_non_null(e);
@@ -30,8 +30,8 @@ static void two_nodes(gs_cluster *c)
     fx_node(c, "G2", 96000, 393216, 4);
     int busy = fx_node(c, "G2", 96000, 393216, 4);
     gs_request whole = fx_req(1000, 1024, 1, 1000), part = fx_req(1000, 1024, 1, 300);
-    fx_put(c, &whole, busy, 1, (int[]){1});
-    fx_put(c, &part, busy, 1, (int[]){0});
+    fx_put(c, &whole, busy, 1, (int[]){ 1 });
+    fx_put(c, &part, busy, 1, (int[]){ 0 });
 }
 
 static void binpack_fills_busiest_node_and_gpu(void **state)
@@ -100,7 +100,7 @@ static void numa_binding_picks_one_socket(void **state)
     for (int i = 0; i < 4; i++)
         c.nodes[n].gpus[i].numa = i / 2;
     gs_request whole = fx_req(0, 0, 1, 1000);
-    fx_put(&c, &whole, n, 1, (int[]){0});
+    fx_put(&c, &whole, n, 1, (int[]){ 0 });
     gs_request pair = fx_req(1000, 1024, 2, 1000);
     pair.numa = GS_NUMA_SINGLE;
     for (int k = 0; k < GS_POLICY_COUNT; k++) {
@@ -133,7 +133,7 @@ static void multi_gpu_pod_stays_on_one_node(void **state)
     gs_request cpu_heavy = fx_req(200000, 1024, 1, 1000);
     gs_engine *e = gs_engine_new(GS_POLICY_BINPACK);
     gs_placement p;
-    fx_put(&c, &quad, big, 4, (int[]){0, 1, 2, 3});
+    fx_put(&c, &quad, big, 4, (int[]){ 0, 1, 2, 3 });
     assert_false(gs_engine_decide(e, &c, &octo, &p));      /* 8 idle GPUs exist, on no node */
     assert_false(gs_engine_decide(e, &c, &cpu_heavy, &p)); /* too much CPU everywhere */
     gs_engine_free(e);
@@ -149,9 +149,9 @@ static void fgd_fills_dead_gaps(void **state)
     int idle = fx_node(&c, "G2", 96000, 393216, 2);
     int gap = fx_node(&c, "G2", 96000, 393216, 2);
     gs_request big = fx_req(4000, 8192, 1, 810), small = fx_req(2000, 4096, 1, 160);
-    fx_put(&c, &big, gap, 1, (int[]){0});
-    fx_put(&c, &big, gap, 1, (int[]){1});
-    gs_request workload[] = {big, big, big, small};
+    fx_put(&c, &big, gap, 1, (int[]){ 0 });
+    fx_put(&c, &big, gap, 1, (int[]){ 1 });
+    gs_request workload[] = { big, big, big, small };
     gs_placement p = decide(GS_POLICY_FGD, &c, &small, workload, 4);
     assert_int_equal(p.node, gap);
     p = decide(GS_POLICY_SPREAD, &c, &small, workload, 4);
@@ -177,15 +177,15 @@ static void fraglook_seeds_idle_gpu_unless_model_is_wanted(void **state)
     gs_request pinned = whole;
     pinned.any_model = false;
     pinned.model_mask = 1u << c.nodes[idle].model;
-    fx_put(&c, &big, gap, 1, (int[]){0});
-    fx_put(&c, &big, gap, 1, (int[]){1});
-    gs_request shared_only[] = {big, big, big, small};
+    fx_put(&c, &big, gap, 1, (int[]){ 0 });
+    fx_put(&c, &big, gap, 1, (int[]){ 1 });
+    gs_request shared_only[] = { big, big, big, small };
     gs_placement p = decide(GS_POLICY_FRAGLOOK, &c, &small, shared_only, 4);
     assert_int_equal(p.node, idle);
-    gs_request mostly_whole[] = {whole, whole, whole, whole, whole, whole, big, small};
+    gs_request mostly_whole[] = { whole, whole, whole, whole, whole, whole, big, small };
     p = decide(GS_POLICY_FRAGLOOK, &c, &small, mostly_whole, 8);
     assert_int_equal(p.node, idle);
-    gs_request mostly_pinned[] = {pinned, pinned, pinned, pinned, pinned, pinned, big, small};
+    gs_request mostly_pinned[] = { pinned, pinned, pinned, pinned, pinned, pinned, big, small };
     p = decide(GS_POLICY_FRAGLOOK, &c, &small, mostly_pinned, 8);
     assert_int_equal(p.node, gap);
     gs_cluster_free(&c);
@@ -202,8 +202,8 @@ static void fraglook_sends_cpu_pods_to_spare_cpu(void **state)
     int full = fx_node(&c, "G2", 48000, 393216, 4);
     gs_request gpu_pod = fx_req(4000, 8192, 1, 1000);
     for (int i = 0; i < 4; i++)
-        fx_put(&c, &gpu_pod, full, 1, (int[]){i});
-    gs_request workload[] = {fx_req(12000, 8192, 1, 1000)};
+        fx_put(&c, &gpu_pod, full, 1, (int[]){ i });
+    gs_request workload[] = { fx_req(12000, 8192, 1, 1000) };
     gs_request cpu_pod = fx_req(16000, 8192, 0, 0);
     gs_placement p = decide(GS_POLICY_FRAGLOOK, &c, &cpu_pod, workload, 1);
     assert_int_equal(p.node, full);

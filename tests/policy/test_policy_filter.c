@@ -13,7 +13,7 @@
 static void gpu_compute_fits_until_full(void **state)
 {
     (void)state;
-    gs_gpu g = {.milli_total = 1000, .milli_used = 600, .healthy = true};
+    gs_gpu g = { .milli_total = 1000, .milli_used = 600, .healthy = true };
     gs_request half = fx_req(0, 0, 1, 400), more = fx_req(0, 0, 1, 401);
     assert_int_equal(gs_gpu_fit(&g, &half), GS_FIT);
     assert_int_equal(gs_gpu_fit(&g, &more), GS_REJ_GPU_COMPUTE);
@@ -27,8 +27,12 @@ static void gpu_compute_fits_until_full(void **state)
 static void gpu_memory_slots_health(void **state)
 {
     (void)state;
-    gs_gpu g = {.milli_total = 1000, .mem_total_mib = 16384, .mem_used_mib = 12288,
-                .slots_total = 2, .slots_used = 1, .healthy = true};
+    gs_gpu g = { .milli_total = 1000,
+                 .mem_total_mib = 16384,
+                 .mem_used_mib = 12288,
+                 .slots_total = 2,
+                 .slots_used = 1,
+                 .healthy = true };
     gs_request r = fx_req(0, 0, 1, 100);
     r.gpu_mem_mib = 4096;
     assert_int_equal(gs_gpu_fit(&g, &r), GS_FIT);
@@ -75,8 +79,8 @@ static void explain_lists_every_gpu(void **state)
     gs_cluster_init(&c);
     int n = fx_node(&c, "G2", 96000, 393216, 4);
     gs_request busy = fx_req(1000, 1024, 1, 700);
-    fx_put(&c, &busy, n, 1, (int[]){0});
-    fx_put(&c, &busy, n, 1, (int[]){1});
+    fx_put(&c, &busy, n, 1, (int[]){ 0 });
+    fx_put(&c, &busy, n, 1, (int[]){ 1 });
     c.nodes[n].gpus[3].healthy = false;
     gs_filter_report rep;
     gs_request two = fx_req(1000, 1024, 2, 500);
@@ -101,8 +105,8 @@ static void numa_single_needs_one_socket(void **state)
     for (int i = 0; i < 4; i++)
         c.nodes[n].gpus[i].numa = i / 2; /* GPUs 0,1 on NUMA 0; 2,3 on NUMA 1 */
     gs_request whole = fx_req(0, 0, 1, 1000);
-    fx_put(&c, &whole, n, 1, (int[]){0});
-    fx_put(&c, &whole, n, 1, (int[]){2});
+    fx_put(&c, &whole, n, 1, (int[]){ 0 });
+    fx_put(&c, &whole, n, 1, (int[]){ 2 });
     gs_request pair = fx_req(1000, 1024, 2, 1000);
     assert_int_equal(gs_node_fit(&c.nodes[n], &pair), GS_FIT);
     pair.numa = GS_NUMA_SINGLE;
@@ -118,12 +122,12 @@ static void apply_release_round_trip(void **state)
     int n = fx_node(&c, "G2", 96000, 393216, 8);
     gs_node before = c.nodes[n];
     gs_request r = fx_req(12000, 4096, 2, 1000);
-    gs_placement p = {.node = n, .num_gpus = 2, .gpus = {3, 5}};
+    gs_placement p = { .node = n, .num_gpus = 2, .gpus = { 3, 5 } };
     assert_int_equal(gs_cluster_apply(&c, &r, &p), 0);
     assert_int_equal(gs_cluster_gpu_allocated(&c), 2000);
     assert_int_equal(c.nodes[n].cpu_used_milli, 12000);
     assert_int_equal(gs_cluster_apply(&c, &r, &p), -1); /* GPUs 3,5 now taken */
-    gs_placement dup = {.node = n, .num_gpus = 2, .gpus = {1, 1}};
+    gs_placement dup = { .node = n, .num_gpus = 2, .gpus = { 1, 1 } };
     assert_int_equal(gs_cluster_apply(&c, &r, &dup), -1);
     assert_int_equal(gs_cluster_release(&c, &r, &p), 0);
     assert_int_equal(gs_cluster_gpu_allocated(&c), 0);

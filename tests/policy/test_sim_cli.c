@@ -33,9 +33,8 @@ static int run(int argc, const char **argv)
     return rc;
 }
 
-#define RUN(...)                                                                                  \
-    run((int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)),                     \
-        (const char *[]){__VA_ARGS__})
+#define RUN(...)                                                                                                       \
+    run((int)(sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(const char *)), (const char *[]){ __VA_ARGS__ })
 
 static void usage_errors_exit_2(void **state)
 {
@@ -92,8 +91,8 @@ static void tiny_run_writes_outputs(void **state)
     char csv[] = "/tmp/gs_sim_csv_XXXXXX", md[] = "/tmp/gs_sim_md_XXXXXX";
     close(mkstemp(csv));
     close(mkstemp(md));
-    assert_int_equal(RUN("sim", "--nodes", nodes, "--pods", pods, "--policy", "binpack,fraglook",
-                         "--seeds", "1,2", "--csv", csv, "--summary", md, "--quiet"),
+    assert_int_equal(RUN("sim", "--nodes", nodes, "--pods", pods, "--policy", "binpack,fraglook", "--seeds", "1,2",
+                         "--csv", csv, "--summary", md, "--quiet"),
                      0);
     FILE *fp = fopen(csv, "r");
     assert_non_null(fp);
@@ -101,7 +100,7 @@ static void tiny_run_writes_outputs(void **state)
     int rows = 0;
     assert_non_null(fgets(line, sizeof(line), fp));
     assert_string_equal(line, "workload,policy,seed,arrived_pct,alloc_pct\n");
-    int per_run[2][2] = {{0}};
+    int per_run[2][2] = { { 0 } };
     while (fgets(line, sizeof(line), fp)) {
         char pol[32];
         int seed, pct;
@@ -123,9 +122,8 @@ static void tiny_run_writes_outputs(void **state)
     fclose(fp);
     assert_int_equal(table_rows, 2);
     /* A plot alone needs no --csv; a plot that cannot be drawn fails the run. */
-    assert_int_equal(RUN("sim", "--nodes", nodes, "--pods", pods, "--policy", "binpack", "--seeds",
-                         "1", "--plot", "/tmp/gs_sim_cli.png", "--python", "/nonexistent/python",
-                         "--quiet"),
+    assert_int_equal(RUN("sim", "--nodes", nodes, "--pods", pods, "--policy", "binpack", "--seeds", "1", "--plot",
+                         "/tmp/gs_sim_cli.png", "--python", "/nonexistent/python", "--quiet"),
                      1);
     unlink(nodes);
     unlink(pods);

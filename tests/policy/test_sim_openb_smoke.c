@@ -43,8 +43,7 @@ static void default_trace_seed42(void **state)
     sim_result ours, base;
     assert_int_equal(sim_run(&c, tp.pods, tp.count, GS_POLICY_FRAGLOOK, 42, 130, NULL, NULL, &ours), 0);
     assert_int_equal(sim_run(&c, tp.pods, tp.count, GS_POLICY_FGD, 42, 130, NULL, NULL, &base), 0);
-    printf("fraglook %.2f %% fgd %.2f %% at 130 %% arrived\n", ours.alloc_pct[130],
-           base.alloc_pct[130]);
+    printf("fraglook %.2f %% fgd %.2f %% at 130 %% arrived\n", ours.alloc_pct[130], base.alloc_pct[130]);
     assert_true(base.alloc_pct[130] >= FGD_LOW && base.alloc_pct[130] <= FGD_HIGH);
     assert_true(ours.alloc_pct[130] >= FLOOR_FRAGLOOK);
     assert_true(ours.alloc_pct[130] >= base.alloc_pct[130] + MIN_GAIN);
@@ -58,11 +57,11 @@ int main(int argc, char **argv)
     if (argc < 2 || stat(argv[1], &st) != 0 || !S_ISDIR(st.st_mode)) {
         const char *ci = getenv("CI");
         bool in_ci = ci && strcmp(ci, "true") == 0;
-        printf("%s: trace directory %s not found (CI keeps shared/ beside the checkout)\n",
-               in_ci ? "FAIL" : "skip", argc > 1 ? argv[1] : "(none given)");
+        printf("%s: trace directory %s not found (CI keeps shared/ beside the checkout)\n", in_ci ? "FAIL" : "skip",
+               argc > 1 ? argv[1] : "(none given)");
         return in_ci ? 1 : 77;
     }
     trace_dir = argv[1];
-    const struct CMUnitTest tests[] = {cmocka_unit_test(default_trace_seed42)};
+    const struct CMUnitTest tests[] = { cmocka_unit_test(default_trace_seed42) };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -41,13 +41,13 @@ static int64_t total_gpu(const gs_request *pods, const size_t *order, size_t len
 static void arrivals_trace_first_then_samples_up_to_load(void **state)
 {
     (void)state;
-    gs_request pods[] = {pod(1, 1000), pod(1, 500), pod(0, 0), pod(2, 1000)};
+    gs_request pods[] = { pod(1, 1000), pod(1, 500), pod(0, 0), pod(2, 1000) };
     size_t len = 0;
     const int64_t cap = 10000;
     size_t *order = sim_arrivals(pods, 4, cap, 130, 42, &len);
     assert_non_null(order);
     assert_true(len > 4);
-    int seen[4] = {0};
+    int seen[4] = { 0 };
     for (size_t i = 0; i < 4; i++)
         seen[order[i]]++;
     for (int i = 0; i < 4; i++)
@@ -71,7 +71,7 @@ static void arrivals_overfull_trace_drops_pods(void **state)
     size_t *order = sim_arrivals(pods, 20, 10000, 130, 42, &len); /* 200 % asked */
     assert_non_null(order);
     assert_int_equal(len, 13);
-    int seen[20] = {0};
+    int seen[20] = { 0 };
     for (size_t i = 0; i < len; i++)
         assert_int_equal(++seen[order[i]], 1);
     free(order);
@@ -111,7 +111,7 @@ static void node_order_is_a_seeded_permutation(void **state)
     assert_non_null(c);
     assert_memory_equal(a, b, 50 * sizeof(*a));
     assert_memory_not_equal(a, c, 50 * sizeof(*a));
-    int seen[50] = {0};
+    int seen[50] = { 0 };
     for (int i = 0; i < 50; i++)
         assert_int_equal(++seen[a[i]], 1);
     free(a);
@@ -140,7 +140,7 @@ static void milestones_exact_on_tiny_cluster(void **state)
     gs_cluster_init(&c);
     assert_int_equal(gs_cluster_model(&c, "T4"), 0);
     assert_true(gs_cluster_add_node(&c, NULL, 100000, 100000, 0, 4, 1000) == 0);
-    gs_request pods[] = {pod(1, 1000)};
+    gs_request pods[] = { pod(1, 1000) };
     sim_result r;
     assert_int_equal(sim_run(&c, pods, 1, GS_POLICY_BINPACK, 42, 130, NULL, NULL, &r), 0);
     assert_int_equal(r.arrived, 5);
@@ -184,7 +184,7 @@ static void milestone_is_mean_of_its_events(void **state)
 static void cpu_mix_adds_cpu_only_pods(void **state)
 {
     (void)state;
-    trace_pods tp = {.count = 3};
+    trace_pods tp = { .count = 3 };
     tp.pods = malloc(3 * sizeof(*tp.pods));
     assert_non_null(tp.pods);
     tp.pods[0] = pod(1, 500);
@@ -203,7 +203,7 @@ static void cpu_mix_adds_cpu_only_pods(void **state)
     assert_true(cpu >= 10000 && cpu < 10000 + 3000);
     trace_pods_free(&tp);
     gs_request only_gpu = pod(1, 500);
-    trace_pods none = {.pods = &only_gpu, .count = 1};
+    trace_pods none = { .pods = &only_gpu, .count = 1 };
     assert_int_equal(sim_cpu_mix(&none, 2.0, err, sizeof(err)), -1);
     char name[16];
     double x;
@@ -224,7 +224,7 @@ static void milestones_monotone_and_bounded(void **state)
     gs_cluster_model(&c, "G2");
     for (int i = 0; i < 6; i++)
         assert_true(gs_cluster_add_node(&c, NULL, 32000, 65536, 0, 4, 1000) >= 0);
-    gs_request pods[] = {pod(1, 470), pod(1, 810), pod(2, 1000), pod(0, 0), pod(1, 320)};
+    gs_request pods[] = { pod(1, 470), pod(1, 810), pod(2, 1000), pod(0, 0), pod(1, 320) };
     for (int k = 0; k < GS_POLICY_COUNT; k++) {
         sim_result r;
         assert_int_equal(sim_run(&c, pods, 5, (gs_policy_kind)k, 3, 130, NULL, NULL, &r), 0);
@@ -256,16 +256,13 @@ static void pod_rows_parse_and_fail_by_field(void **state)
     gs_cluster_model(&models, "V100M16");
     trace_pod_cols cols;
     char err[256];
-    assert_int_equal(trace_pod_header("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec", &cols,
-                                      err, sizeof(err)),
+    assert_int_equal(trace_pod_header("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec", &cols, err, sizeof(err)),
                      0);
     gs_request r;
     assert_int_equal(trace_parse_pod_row("p,6000,12288,1,460,", &cols, &models, &r, err, sizeof(err)), 0);
     assert_int_equal(r.gpu_milli, 460);
     assert_true(r.any_model);
-    assert_int_equal(trace_parse_pod_row("p,6000,12288,4,1000,V100M16|A100", &cols, &models, &r, err,
-                                         sizeof(err)),
-                     0);
+    assert_int_equal(trace_parse_pod_row("p,6000,12288,4,1000,V100M16|A100", &cols, &models, &r, err, sizeof(err)), 0);
     assert_false(r.any_model);
     assert_int_equal(r.model_mask, 1u << 1);
     assert_int_equal(gs_request_gpu_milli(&r), 4000);

@@ -10,18 +10,14 @@ static uint64_t format_bytes(CUarray_format f)
 {
     switch (f) {
     case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-        return 1;
+    case CU_AD_FORMAT_SIGNED_INT8: return 1;
     case CU_AD_FORMAT_UNSIGNED_INT16:
     case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-        return 2;
+    case CU_AD_FORMAT_HALF: return 2;
     case CU_AD_FORMAT_UNSIGNED_INT32:
     case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT:
-        return 4;
-    default:
-        return 0;
+    case CU_AD_FORMAT_FLOAT: return 4;
+    default: return 0;
     }
 }
 
@@ -31,8 +27,7 @@ static uint64_t at_least_1(uint64_t v)
 }
 
 /* Bytes of one array level; 0 on an invalid or overflowing description. */
-static uint64_t level_bytes(uint64_t w, uint64_t h, uint64_t d, CUarray_format f,
-                            unsigned int channels)
+static uint64_t level_bytes(uint64_t w, uint64_t h, uint64_t d, CUarray_format f, unsigned int channels)
 {
     uint64_t bpe = format_bytes(f), r = 0;
     if (!w || !bpe || (channels != 1 && channels != 2 && channels != 4))
@@ -77,8 +72,7 @@ static CUresult destroy(uint64_t handle, int kind)
     return rc;
 }
 
-static CUresult create_array(CUarray *out, uint64_t w, uint64_t h, uint64_t d, CUarray_format f,
-                             unsigned int ch)
+static CUresult create_array(CUarray *out, uint64_t w, uint64_t h, uint64_t d, CUarray_format f, unsigned int ch)
 {
     uint64_t handle = 0;
     if (!out)

@@ -100,7 +100,7 @@ static CUresult begin(CUstream s, int mode)
     } else {
         for (int i = 0; i < MAX_CAPTURES; i++)
             if (!caps[i].s) {
-                caps[i] = (struct capture){.s = s, .status = 1, .mode = mode, .thread = pthread_self()};
+                caps[i] = (struct capture){ .s = s, .status = 1, .mode = mode, .thread = pthread_self() };
                 rc = CUDA_SUCCESS;
                 break;
             }
@@ -136,9 +136,9 @@ static CUresult end(CUstream s, CUgraph *g)
     *g = NULL;
     pthread_mutex_lock(&cap_lock);
     struct capture *c = find(s);
-    struct capture done = c ? *c : (struct capture){0};
+    struct capture done = c ? *c : (struct capture){ 0 };
     if (c)
-        *c = (struct capture){0};
+        *c = (struct capture){ 0 };
     pthread_mutex_unlock(&cap_lock);
     if (!done.s)
         return SIM_ERR_ILLEGAL_STATE;

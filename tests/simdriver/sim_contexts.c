@@ -100,8 +100,7 @@ static CUresult create_ctx(CUcontext *pctx, unsigned int flags, CUdevice dev)
     rc = charge_overhead(&c, dev);
     if (rc != CUDA_SUCCESS)
         goto out;
-    sim_ctxs[idx] = (struct sim_ctx){.magic = SIM_CTX_MAGIC, .in_use = 1, .dev = dev,
-                                     .flags = flags};
+    sim_ctxs[idx] = (struct sim_ctx){ .magic = SIM_CTX_MAGIC, .in_use = 1, .dev = dev, .flags = flags };
     set_current(idx); /* cuCtxCreate makes the new context current */
     *pctx = sim_ctx_handle(idx);
 out:
@@ -119,8 +118,8 @@ SIM_API cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
     return create_ctx(pctx, flags, dev);
 }
 
-SIM_API cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
-                       unsigned int flags, CUdevice dev)
+SIM_API cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams, unsigned int flags,
+                       CUdevice dev)
 {
     /* Execution affinity (SM partitions) is not modelled. */
     if (numParams < 0 || (numParams > 0 && !paramsArray))
@@ -128,8 +127,7 @@ SIM_API cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int nu
     return create_ctx(pctx, flags, dev);
 }
 
-SIM_API cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
-                       CUdevice dev)
+SIM_API cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags, CUdevice dev)
 {
     return create_ctx(pctx, flags, dev);
 }
@@ -227,7 +225,7 @@ SIM_API cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         rc = charge_overhead(&c, dev);
         if (rc != CUDA_SUCCESS)
             goto out;
-        *x = (struct sim_ctx){.magic = SIM_CTX_MAGIC, .in_use = 1, .dev = dev, .primary = 1};
+        *x = (struct sim_ctx){ .magic = SIM_CTX_MAGIC, .in_use = 1, .dev = dev, .primary = 1 };
     }
     x->refcount++;
     *pctx = sim_ctx_handle(dev);

@@ -62,8 +62,8 @@ uint64_t sim_round_up(uint64_t v, uint64_t to);
 /* Charges and records one allocation. kind SIM_KIND_DEVICE at most 1 MiB is
  * carved from a chunk; kinds that hold no memory charge nothing. align: VA
  * alignment (0 = 2 MiB). */
-CUresult sim_alloc_new(struct sim_call *c, int ctx, int dev, int kind, uint64_t size, int legacy,
-                       uint64_t align, struct sim_alloc **out);
+CUresult sim_alloc_new(struct sim_call *c, int ctx, int dev, int kind, uint64_t size, int legacy, uint64_t align,
+                       struct sim_alloc **out);
 /* Uncharges and forgets one allocation (VMM mappings drop their reference). */
 void sim_alloc_drop(struct sim_state *st, struct sim_alloc *a);
 /* Our allocation of one of the kinds in kind_mask (1 << kind) starting at va. */

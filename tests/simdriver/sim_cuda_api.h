@@ -26,10 +26,9 @@ SIM_API cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
 /* Contexts. */
 SIM_API cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev);
 SIM_API cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
-SIM_API cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
-                       unsigned int flags, CUdevice dev);
-SIM_API cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
+SIM_API cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams, unsigned int flags,
                        CUdevice dev);
+SIM_API cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags, CUdevice dev);
 SIM_API cuCtxDestroy(CUcontext ctx);
 SIM_API cuCtxDestroy_v2(CUcontext ctx);
 SIM_API cuCtxSetCurrent(CUcontext ctx);
@@ -47,8 +46,8 @@ SIM_API cuMemFree(CUdeviceptr_v1 dptr);
 SIM_API cuMemFree_v2(CUdeviceptr dptr);
 SIM_API cuMemGetInfo(unsigned int *free, unsigned int *total);
 SIM_API cuMemGetInfo_v2(size_t *free, size_t *total);
-SIM_API cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
-                        unsigned int Height, unsigned int ElementSizeBytes);
+SIM_API cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes, unsigned int Height,
+                        unsigned int ElementSizeBytes);
 SIM_API cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
                            unsigned int ElementSizeBytes);
 SIM_API cuMemGetAddressRange(CUdeviceptr_v1 *pbase, unsigned int *psize, CUdeviceptr_v1 dptr);
@@ -66,8 +65,8 @@ SIM_API cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DES
 SIM_API cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray);
 
 /* Virtual memory management. */
-SIM_API cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
-                    const CUmemAllocationProp *prop, unsigned long long flags);
+SIM_API cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                    unsigned long long flags);
 SIM_API cuMemRelease(CUmemGenericAllocationHandle handle);
 SIM_API cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
                                       CUmemAllocationGranularity_flags option);
@@ -84,10 +83,8 @@ SIM_API cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
 SIM_API cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
 SIM_API cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream);
 SIM_API cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
-SIM_API cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                CUstream hStream);
-SIM_API cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                     CUstream hStream);
+SIM_API cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
+SIM_API cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
 SIM_API cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps);
 SIM_API cuMemPoolDestroy(CUmemoryPool pool);
 SIM_API cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev);
@@ -117,27 +114,20 @@ SIM_API cuEventDestroy_v2(CUevent hEvent);
 SIM_API cuModuleLoadData(CUmodule *module, const void *image);
 SIM_API cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
 SIM_API cuModuleUnload(CUmodule hmod);
-SIM_API cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                       unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-                       unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-                       void **kernelParams, void **extra);
-SIM_API cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                            unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-                            unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-                            void **kernelParams, void **extra);
-SIM_API cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
-                         void **extra);
-SIM_API cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
-                              void **extra);
-SIM_API cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                  unsigned int gridDimZ, unsigned int blockDimX,
-                                  unsigned int blockDimY, unsigned int blockDimZ,
-                                  unsigned int sharedMemBytes, CUstream hStream,
-                                  void **kernelParams);
+SIM_API cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                       unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                       unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
+SIM_API cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                            unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                            unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
+SIM_API cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra);
+SIM_API cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra);
+SIM_API cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                  unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                  unsigned int sharedMemBytes, CUstream hStream, void **kernelParams);
 SIM_API cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                       unsigned int gridDimZ, unsigned int blockDimX,
-                                       unsigned int blockDimY, unsigned int blockDimZ,
-                                       unsigned int sharedMemBytes, CUstream hStream,
+                                       unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                       unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                        void **kernelParams);
 SIM_API cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
 SIM_API cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
@@ -153,7 +143,6 @@ SIM_API cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuu
                             CUdriverProcAddressQueryResult *symbolStatus);
 /* Stands for an entry point newer than the interposer: *out = x * 2. */
 SIM_API cuSimFutureFeature(int x, int *out);
-
 
 /* Stream capture (sim_capture.c). Mode: 0 global, 1 thread-local, 2 relaxed.
  * Status: 0 none, 1 active, 2 invalidated. The sim's CUgraph is its

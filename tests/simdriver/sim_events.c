@@ -26,7 +26,7 @@
 #define SIM_EV_MAX_DEV 8
 
 struct nvmlEventSet_st {
-    long offset;                   /* bytes of the events file already read */
+    long offset; /* bytes of the events file already read */
     int registered[SIM_EV_MAX_DEV];
     nvmlDevice_t handle[SIM_EV_MAX_DEV];
 };
@@ -55,8 +55,7 @@ SIM_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
     return NVML_SUCCESS;
 }
 
-SIM_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device,
-                                                         unsigned long long *eventTypes)
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *eventTypes)
 {
     unsigned int idx;
     if (!eventTypes)
@@ -68,9 +67,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device,
     return NVML_SUCCESS;
 }
 
-SIM_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device,
-                                                 unsigned long long eventTypes,
-                                                 nvmlEventSet_t set)
+SIM_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set)
 {
     unsigned int idx;
     if (!set)
@@ -104,8 +101,7 @@ static int next_event(struct nvmlEventSet_st *s, unsigned *dev, unsigned long lo
         if (n > 0 && line[n - 1] == '\n') { /* only whole lines */
             s->offset += (long)n;
             rc = -1;
-            if (sscanf(line, "%u %llu", dev, xid) == 2 && *dev < SIM_EV_MAX_DEV &&
-                s->registered[*dev])
+            if (sscanf(line, "%u %llu", dev, xid) == 2 && *dev < SIM_EV_MAX_DEV && s->registered[*dev])
                 rc = 1;
         }
     }
@@ -113,8 +109,7 @@ static int next_event(struct nvmlEventSet_st *s, unsigned *dev, unsigned long lo
     return rc;
 }
 
-SIM_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data,
-                                            unsigned int timeoutms)
+SIM_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
 {
     if (!set || !data)
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -139,14 +134,13 @@ SIM_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t 
         long ms = (now.tv_sec - start.tv_sec) * 1000L + (now.tv_nsec - start.tv_nsec) / 1000000L;
         if (ms >= (long)timeoutms)
             return NVML_ERROR_TIMEOUT;
-        struct timespec ts = {0, 10 * 1000000L};
+        struct timespec ts = { 0, 10 * 1000000L };
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
         }
     }
 }
 
-SIM_EXPORT nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data,
-                                         unsigned int timeoutms)
+SIM_EXPORT nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
 {
     return nvmlEventSetWait_v2(set, data, timeoutms);
 }

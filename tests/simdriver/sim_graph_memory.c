@@ -137,7 +137,7 @@ SIM_API cuGraphCreate(CUgraph *phGraph, unsigned int flags)
     rc = CUDA_ERROR_OUT_OF_MEMORY;
     for (int g = 0; g < GM_GRAPHS; g++)
         if (!graphs[g].in_use) {
-            graphs[g] = (struct gm_graph){.in_use = 1};
+            graphs[g] = (struct gm_graph){ .in_use = 1 };
             *phGraph = (CUgraph)(void *)&graphs[g];
             rc = CUDA_SUCCESS;
             break;
@@ -179,8 +179,9 @@ SIM_API cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const C
         uint64_t span = sim_round_up(nodeParams->bytesize, SIM_GRANULE);
         rc = sim_alloc_new(&c, -1, dev, SIM_KIND_VA_RESERVE, span, 0, 0, &va);
         if (rc == CUDA_SUCCESS) {
-            struct gm_node n = {.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC, .dptr = va->va,
-                                .bytes = nodeParams->bytesize, .dev = dev};
+            struct gm_node n = {
+                .type = CU_GRAPH_NODE_TYPE_MEM_ALLOC, .dptr = va->va, .bytes = nodeParams->bytesize, .dev = dev
+            };
             rc = add_node(g, n, phGraphNode);
             if (rc == CUDA_SUCCESS)
                 nodeParams->dptr = va->va;
@@ -212,7 +213,7 @@ SIM_API cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CU
     if (!alloc || alloc->freed_in_graph) {
         rc = CUDA_ERROR_INVALID_VALUE;
     } else {
-        rc = add_node(g, (struct gm_node){.type = CU_GRAPH_NODE_TYPE_MEM_FREE, .dptr = dptr}, phGraphNode);
+        rc = add_node(g, (struct gm_node){ .type = CU_GRAPH_NODE_TYPE_MEM_FREE, .dptr = dptr }, phGraphNode);
         if (rc == CUDA_SUCCESS)
             alloc->freed_in_graph = 1;
     }
@@ -264,7 +265,8 @@ SIM_API cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARA
     if (n && n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
         memset(params_out, 0, sizeof *params_out);
         params_out->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-        params_out->poolProps.location = (CUmemLocation){.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = sim_dev_ordinal(n->dev)};
+        params_out->poolProps.location =
+            (CUmemLocation){ .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = sim_dev_ordinal(n->dev) };
         params_out->bytesize = n->bytes;
         params_out->dptr = n->dptr;
     } else {

@@ -32,7 +32,7 @@ SIM_API cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
         rc = CUDA_ERROR_INVALID_VALUE;
     } else {
         const struct sim_proc *p = &c.st->procs[c.proc];
-        struct sim_ipc_handle h = {SIM_IPC_MAGIC, p->pid, p->start_time, a->id};
+        struct sim_ipc_handle h = { SIM_IPC_MAGIC, p->pid, p->start_time, a->id };
         memset(pHandle, 0, sizeof(*pHandle));
         memcpy(pHandle->reserved, &h, sizeof(h));
     }

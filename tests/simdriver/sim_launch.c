@@ -22,7 +22,7 @@
 #include "sim_export.h"
 #include "sim_timeline.h"
 
-#define SIM_SMS 132 /* blocks per wave for wave_us: functions */
+#define SIM_SMS 132                      /* blocks per wave for wave_us: functions */
 #define SIM_MAX_PENDING_NS 2000000000ULL /* a launch blocks beyond this much queued work */
 #define MAX_GRAPHS 256
 
@@ -43,7 +43,7 @@ struct sim_event {
     uint64_t t_ns;
     int pending; /* recorded behind work not done yet */
     int dev;
-    uint64_t target; /* the process's submitted work when recorded */
+    uint64_t target;   /* the process's submitted work when recorded */
     CUstream captured; /* last recorded into this capturing stream, or NULL */
 };
 struct sim_graph {
@@ -121,7 +121,7 @@ static CUresult submit_work(uint64_t ns)
             return CUDA_SUCCESS;
         }
         sim_leave(&c);
-        struct timespec ts = {0, 1000000};
+        struct timespec ts = { 0, 1000000 };
         nanosleep(&ts, NULL);
     }
 }
@@ -179,7 +179,7 @@ static CUresult work_wait(int dev, uint64_t target, uint64_t *when)
             eta = 20000;
         if (eta > 2000000)
             eta = 2000000;
-        struct timespec ts = {0, (long)eta};
+        struct timespec ts = { 0, (long)eta };
         nanosleep(&ts, NULL);
     }
 }
@@ -221,7 +221,7 @@ SIM_API cuStreamCreate(CUstream *phStream, unsigned int Flags)
     pthread_mutex_lock(&g_lock);
     for (int i = 0; i < MAX_STREAMS; i++) {
         if (!g_streams[i].in_use) {
-            g_streams[i] = (struct sim_stream){1, ctx};
+            g_streams[i] = (struct sim_stream){ 1, ctx };
             *phStream = (CUstream)(void *)&g_streams[i];
             rc = CUDA_SUCCESS;
             break;
@@ -282,7 +282,6 @@ SIM_API cuStreamQuery(CUstream hStream)
 
 /* ---- events ---- */
 
-
 SIM_API cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
     if (!phEvent || (Flags & ~0x7U))
@@ -294,7 +293,7 @@ SIM_API cuEventCreate(CUevent *phEvent, unsigned int Flags)
     pthread_mutex_lock(&g_lock);
     for (int i = 0; i < MAX_EVENTS; i++) {
         if (!g_events[i].in_use) {
-            g_events[i] = (struct sim_event){.in_use = 1, .flags = Flags};
+            g_events[i] = (struct sim_event){ .in_use = 1, .flags = Flags };
             *phEvent = (CUevent)(void *)&g_events[i];
             rc = CUDA_SUCCESS;
             break;
@@ -486,7 +485,7 @@ SIM_API cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
         }
         if (free_i >= 0) {
             if (!g_funcs[free_i].in_use) {
-                g_funcs[free_i] = (struct sim_func){.in_use = 1, .module = m};
+                g_funcs[free_i] = (struct sim_func){ .in_use = 1, .module = m };
                 strcpy(g_funcs[free_i].name, name);
                 unsigned long long us = 0;
                 if (sscanf(name, "sleep_us:%llu", &us) == 1)
@@ -520,8 +519,8 @@ SIM_API cuModuleUnload(CUmodule hmod)
 
 /* ---- launches ---- */
 
-static CUresult check_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                             unsigned int bx, unsigned int by, unsigned int bz, CUstream s)
+static CUresult check_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                             unsigned int by, unsigned int bz, CUstream s)
 {
     CUresult rc = need_ctx();
     if (rc != CUDA_SUCCESS)
@@ -544,18 +543,16 @@ static CUresult check_launch(CUfunction f, unsigned int gx, unsigned int gy, uns
     return submit_work(dur);
 }
 
-SIM_API cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                       unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-                       unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-                       void **kernelParams, void **extra)
+SIM_API cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                       unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                       unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)
 {
     return check_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream);
 }
 
-SIM_API cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                            unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-                            unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-                            void **kernelParams, void **extra)
+SIM_API cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                            unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                            unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)
 {
     return check_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream);
 }
@@ -564,35 +561,30 @@ static CUresult launch_ex(const CUlaunchConfig *cfg, CUfunction f)
 {
     if (!cfg)
         return CUDA_ERROR_INVALID_VALUE;
-    return check_launch(f, cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ, cfg->blockDimX,
-                        cfg->blockDimY, cfg->blockDimZ, cfg->hStream);
+    return check_launch(f, cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ, cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ,
+                        cfg->hStream);
 }
 
-SIM_API cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
-                         void **extra)
+SIM_API cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
 {
     return launch_ex(config, f);
 }
 
-SIM_API cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
-                              void **extra)
+SIM_API cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
 {
     return launch_ex(config, f);
 }
 
-SIM_API cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                  unsigned int gridDimZ, unsigned int blockDimX,
-                                  unsigned int blockDimY, unsigned int blockDimZ,
-                                  unsigned int sharedMemBytes, CUstream hStream,
-                                  void **kernelParams)
+SIM_API cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                  unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                  unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
 {
     return check_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream);
 }
 
 SIM_API cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                       unsigned int gridDimZ, unsigned int blockDimX,
-                                       unsigned int blockDimY, unsigned int blockDimZ,
-                                       unsigned int sharedMemBytes, CUstream hStream,
+                                       unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                       unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                        void **kernelParams)
 {
     return check_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream);
@@ -638,7 +630,7 @@ SIM_EXPORT CUresult gpusliceSimGraphCreate(CUgraphExec *out, CUfunction f, unsig
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         for (int i = 0; i < MAX_GRAPHS; i++)
             if (!g_graphs[i].in_use) {
-                g_graphs[i] = (struct sim_graph){.in_use = 1, .func = fi, .count = count};
+                g_graphs[i] = (struct sim_graph){ .in_use = 1, .func = fi, .count = count };
                 *out = (CUgraphExec)(void *)&g_graphs[i];
                 rc = CUDA_SUCCESS;
                 break;
@@ -654,7 +646,7 @@ CUresult sim_graph_of_ns(CUgraphExec *out, uint64_t ns)
     pthread_mutex_lock(&g_lock);
     for (int i = 0; i < MAX_GRAPHS; i++)
         if (!g_graphs[i].in_use) {
-            g_graphs[i] = (struct sim_graph){.in_use = 1, .func = -1, .ns = ns};
+            g_graphs[i] = (struct sim_graph){ .in_use = 1, .func = -1, .ns = ns };
             *out = (CUgraphExec)(void *)&g_graphs[i];
             rc = CUDA_SUCCESS;
             break;
@@ -683,7 +675,7 @@ static CUresult host_func(CUstream s, CUhostFn fn, void *data)
     if (!sim_stream_valid(s))
         return CUDA_ERROR_INVALID_HANDLE;
     if (sim_capture_launch(s, 0, &rc))
-        return rc; /* a host node of the graph: the sim's graphs do not run it */
+        return rc;        /* a host node of the graph: the sim's graphs do not run it */
     rc = drain_current(); /* runs once the work before it is done */
     if (rc != CUDA_SUCCESS)
         return rc;

@@ -55,8 +55,7 @@ static int fits(struct sim_state *st, int dev, uint64_t bytes)
 }
 
 /* A place for a small allocation in a chunk of this context, or a new chunk. */
-static CUresult carve(struct sim_call *c, int ctx, int dev, uint64_t size, int legacy,
-                      int *chunk_out, uint64_t *va)
+static CUresult carve(struct sim_call *c, int ctx, int dev, uint64_t size, int legacy, int *chunk_out, uint64_t *va)
 {
     struct sim_state *st = c->st;
     uint64_t need = sim_round_up(size ? size : 1, SIM_SMALL_ALIGN);
@@ -87,27 +86,33 @@ static CUresult carve(struct sim_call *c, int ctx, int dev, uint64_t size, int l
     uint64_t base = 0;
     if (take_va(&st->procs[c->proc], SIM_GRANULE, 0, legacy, &base) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    st->chunks[k] = (struct sim_chunk){.va = base, .top = need, .proc = c->proc, .ctx = ctx,
-                                       .live = 1, .dev = (uint8_t)dev, .legacy = (uint8_t)legacy};
+    st->chunks[k] = (struct sim_chunk){
+        .va = base, .top = need, .proc = c->proc, .ctx = ctx, .live = 1, .dev = (uint8_t)dev, .legacy = (uint8_t)legacy
+    };
     st->procs[c->proc].used[dev] += SIM_GRANULE;
     *va = base;
     *chunk_out = k;
     return CUDA_SUCCESS;
 }
 
-CUresult sim_alloc_new(struct sim_call *c, int ctx, int dev, int kind, uint64_t size, int legacy,
-                       uint64_t align, struct sim_alloc **out)
+CUresult sim_alloc_new(struct sim_call *c, int ctx, int dev, int kind, uint64_t size, int legacy, uint64_t align,
+                       struct sim_alloc **out)
 {
     struct sim_state *st = c->st;
-    int holds_memory = kind != SIM_KIND_VA_RESERVE && kind != SIM_KIND_VMM_MAP &&
-                       kind != SIM_KIND_IPC_IMPORT && kind != SIM_KIND_VMM_IMPORT;
+    int holds_memory = kind != SIM_KIND_VA_RESERVE && kind != SIM_KIND_VMM_MAP && kind != SIM_KIND_IPC_IMPORT &&
+                       kind != SIM_KIND_VMM_IMPORT;
     if (holds_memory && size > st->dev[dev].total)
         return CUDA_ERROR_OUT_OF_MEMORY;
     int slot = free_alloc_slot(st);
     if (slot < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    struct sim_alloc a = {.size = size, .proc = c->proc, .chunk = -1, .ctx = ctx,
-                          .dev = (uint8_t)dev, .kind = (uint8_t)kind, .legacy = (uint8_t)legacy};
+    struct sim_alloc a = { .size = size,
+                           .proc = c->proc,
+                           .chunk = -1,
+                           .ctx = ctx,
+                           .dev = (uint8_t)dev,
+                           .kind = (uint8_t)kind,
+                           .legacy = (uint8_t)legacy };
     if (kind == SIM_KIND_DEVICE && size <= SIM_SMALL_MAX) {
         CUresult rc = carve(c, ctx, dev, size, legacy, &a.chunk, &a.va);
         if (rc != CUDA_SUCCESS)
@@ -246,8 +251,7 @@ SIM_API cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags
     return rc;
 }
 
-static CUresult pitch_size(uint64_t width, uint64_t height, unsigned int elem, uint64_t *pitch,
-                           uint64_t *size)
+static CUresult pitch_size(uint64_t width, uint64_t height, unsigned int elem, uint64_t *pitch, uint64_t *size)
 {
     if (width == 0 || height == 0 || (elem != 4 && elem != 8 && elem != 16))
         return CUDA_ERROR_INVALID_VALUE;
@@ -274,8 +278,8 @@ SIM_API cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByte
     return rc;
 }
 
-SIM_API cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
-                        unsigned int Height, unsigned int ElementSizeBytes)
+SIM_API cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes, unsigned int Height,
+                        unsigned int ElementSizeBytes)
 {
     uint64_t pitch = 0, size = 0, va = 0;
     if (!dptr || !pPitch)
@@ -299,8 +303,8 @@ static CUresult free_linear(uint64_t ptr)
     if (rc != CUDA_SUCCESS)
         return rc;
     /* cuMemFree also takes stream-ordered allocations (freed at once). */
-    struct sim_alloc *a = sim_alloc_at(
-        &c, ptr, SIM_MASK(SIM_KIND_DEVICE) | SIM_MASK(SIM_KIND_MANAGED) | SIM_MASK(SIM_KIND_POOL));
+    struct sim_alloc *a =
+        sim_alloc_at(&c, ptr, SIM_MASK(SIM_KIND_DEVICE) | SIM_MASK(SIM_KIND_MANAGED) | SIM_MASK(SIM_KIND_POOL));
     if (a)
         sim_alloc_drop(c.st, a);
     else if (!sim_graph_mem_free(&c, ptr)) /* or a graph allocation */
@@ -366,14 +370,12 @@ static CUresult address_range(uint64_t ptr, uint64_t *base, uint64_t *size)
     CUresult rc = sim_enter(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    const unsigned mask = SIM_MASK(SIM_KIND_DEVICE) | SIM_MASK(SIM_KIND_MANAGED) |
-                          SIM_MASK(SIM_KIND_POOL) | SIM_MASK(SIM_KIND_IPC_IMPORT) |
-                          SIM_MASK(SIM_KIND_VMM_MAP);
+    const unsigned mask = SIM_MASK(SIM_KIND_DEVICE) | SIM_MASK(SIM_KIND_MANAGED) | SIM_MASK(SIM_KIND_POOL) |
+                          SIM_MASK(SIM_KIND_IPC_IMPORT) | SIM_MASK(SIM_KIND_VMM_MAP);
     rc = CUDA_ERROR_NOT_FOUND;
     for (uint32_t i = 0; i < c.st->alloc_hwm; i++) {
         const struct sim_alloc *a = &c.st->allocs[i];
-        if (a->id && a->proc == c.proc && (mask & SIM_MASK(a->kind)) && ptr >= a->va &&
-            ptr - a->va < a->size) {
+        if (a->id && a->proc == c.proc && (mask & SIM_MASK(a->kind)) && ptr >= a->va && ptr - a->va < a->size) {
             *base = a->va;
             *size = a->size;
             rc = CUDA_SUCCESS;

@@ -17,7 +17,7 @@ static struct sim_state *g_st;
 struct sim_nvml_device {
     unsigned int index;
 };
-static struct sim_nvml_device g_devices[SIM_MAX_DEVICES] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
+static struct sim_nvml_device g_devices[SIM_MAX_DEVICES] = { { 0 }, { 1 }, { 2 }, { 3 }, { 4 }, { 5 }, { 6 }, { 7 } };
 
 static nvmlReturn_t init(void)
 {
@@ -63,26 +63,16 @@ SIM_NVML nvmlShutdown(void)
 SIM_EXPORT const char *nvmlErrorString(nvmlReturn_t result)
 {
     switch (result) {
-    case NVML_SUCCESS:
-        return "Success";
-    case NVML_ERROR_UNINITIALIZED:
-        return "Uninitialized";
-    case NVML_ERROR_INVALID_ARGUMENT:
-        return "Invalid Argument";
-    case NVML_ERROR_NOT_SUPPORTED:
-        return "Not Supported";
-    case NVML_ERROR_NO_PERMISSION:
-        return "Insufficient Permissions";
-    case NVML_ERROR_NOT_FOUND:
-        return "Not Found";
-    case NVML_ERROR_INSUFFICIENT_SIZE:
-        return "Insufficient Size";
-    case NVML_ERROR_FUNCTION_NOT_FOUND:
-        return "Function Not Found";
-    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
-        return "Argument version mismatch";
-    default:
-        return "Unknown Error";
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
+    default: return "Unknown Error";
     }
 }
 
@@ -271,8 +261,7 @@ SIM_NVML nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *mem)
  * is the capacity; out, the number of processes, with
  * NVML_ERROR_INSUFFICIENT_SIZE when they do not fit.
  */
-static nvmlReturn_t processes(nvmlDevice_t device, unsigned int *count, unsigned int *pids,
-                              unsigned long long *usage)
+static nvmlReturn_t processes(nvmlDevice_t device, unsigned int *count, unsigned int *pids, unsigned long long *usage)
 {
     struct sim_state *st;
     int d;
@@ -303,8 +292,7 @@ static nvmlReturn_t processes(nvmlDevice_t device, unsigned int *count, unsigned
     return rc;
 }
 
-SIM_NVML nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
-                                              nvmlProcessInfo_v1_t *infos)
+SIM_NVML nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_v1_t *infos)
 {
     unsigned int pids[SIM_MAX_PROCS];
     unsigned long long usage[SIM_MAX_PROCS];
@@ -314,12 +302,11 @@ SIM_NVML nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int 
         *infoCount = n;
     if (rc == NVML_SUCCESS)
         for (unsigned int i = 0; i < n; i++)
-            infos[i] = (nvmlProcessInfo_v1_t){.pid = pids[i], .usedGpuMemory = usage[i]};
+            infos[i] = (nvmlProcessInfo_v1_t){ .pid = pids[i], .usedGpuMemory = usage[i] };
     return rc;
 }
 
-static nvmlReturn_t processes_v2(nvmlDevice_t device, unsigned int *infoCount,
-                                 nvmlProcessInfo_t *infos)
+static nvmlReturn_t processes_v2(nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos)
 {
     unsigned int pids[SIM_MAX_PROCS];
     unsigned long long usage[SIM_MAX_PROCS];
@@ -329,20 +316,19 @@ static nvmlReturn_t processes_v2(nvmlDevice_t device, unsigned int *infoCount,
         *infoCount = n;
     if (rc == NVML_SUCCESS)
         for (unsigned int i = 0; i < n; i++) /* not a MIG device: instance ids are "none" */
-            infos[i] = (nvmlProcessInfo_t){.pid = pids[i], .usedGpuMemory = usage[i],
-                                           .gpuInstanceId = 0xFFFFFFFFU,
-                                           .computeInstanceId = 0xFFFFFFFFU};
+            infos[i] = (nvmlProcessInfo_t){ .pid = pids[i],
+                                            .usedGpuMemory = usage[i],
+                                            .gpuInstanceId = 0xFFFFFFFFU,
+                                            .computeInstanceId = 0xFFFFFFFFU };
     return rc;
 }
 
-SIM_NVML nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
-                                                 nvmlProcessInfo_t *infos)
+SIM_NVML nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos)
 {
     return processes_v2(device, infoCount, infos);
 }
 
-SIM_NVML nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
-                                                 nvmlProcessInfo_t *infos)
+SIM_NVML nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos)
 {
     return processes_v2(device, infoCount, infos);
 }
@@ -393,10 +379,8 @@ SIM_NVML nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limi
     return NVML_SUCCESS;
 }
 
-SIM_NVML nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
-                                         nvmlProcessUtilizationSample_t *utilization,
-                                         unsigned int *processSamplesCount,
-                                         unsigned long long lastSeenTimeStamp)
+SIM_NVML nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
+                                         unsigned int *processSamplesCount, unsigned long long lastSeenTimeStamp)
 {
     struct sim_state *st;
     int i;
@@ -418,8 +402,8 @@ SIM_NVML nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
         if (s->ts_us <= lastSeenTimeStamp)
             continue;
         if (utilization && want < cap)
-            utilization[want] = (nvmlProcessUtilizationSample_t){
-                .pid = s->pid, .timeStamp = s->ts_us, .smUtil = s->sm_util};
+            utilization[want] =
+                (nvmlProcessUtilizationSample_t){ .pid = s->pid, .timeStamp = s->ts_us, .smUtil = s->sm_util };
         want++;
     }
     sim_state_unlock(st);

@@ -39,7 +39,7 @@ SIM_API cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
     if (dev < 0) {
         rc = CUDA_ERROR_INVALID_DEVICE;
     } else {
-        sim_pools[dev] = (struct sim_pool){SIM_POOL_MAGIC, 1, dev, 1};
+        sim_pools[dev] = (struct sim_pool){ SIM_POOL_MAGIC, 1, dev, 1 };
         *pool_out = (CUmemoryPool)(void *)&sim_pools[dev];
     }
     sim_leave(&c);
@@ -62,7 +62,7 @@ SIM_API cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
     } else {
         for (int i = SIM_MAX_DEVICES; i < SIM_MAX_POOLS; i++) {
             if (!sim_pools[i].in_use) {
-                sim_pools[i] = (struct sim_pool){SIM_POOL_MAGIC, 1, dev, 0};
+                sim_pools[i] = (struct sim_pool){ SIM_POOL_MAGIC, 1, dev, 0 };
                 *pool = (CUmemoryPool)(void *)&sim_pools[i];
                 rc = CUDA_SUCCESS;
                 break;
@@ -119,7 +119,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
         if (pool_idx < 0)
             rc = CUDA_ERROR_INVALID_VALUE;
         else if (!pool) /* the default pool exists implicitly */
-            sim_pools[pool_idx] = (struct sim_pool){SIM_POOL_MAGIC, 1, pool_idx, 1};
+            sim_pools[pool_idx] = (struct sim_pool){ SIM_POOL_MAGIC, 1, pool_idx, 1 };
     }
     struct sim_alloc *a = NULL;
     if (rc == CUDA_SUCCESS)
@@ -142,16 +142,14 @@ SIM_API cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStrea
     return alloc_async(dptr, bytesize, NULL, hStream);
 }
 
-SIM_API cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                CUstream hStream)
+SIM_API cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
 {
     if (!pool)
         return CUDA_ERROR_INVALID_VALUE;
     return alloc_async(dptr, bytesize, pool, hStream);
 }
 
-SIM_API cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                     CUstream hStream)
+SIM_API cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
 {
     if (!pool)
         return CUDA_ERROR_INVALID_VALUE;

@@ -20,8 +20,14 @@ struct proc_entry {
     void *fn;
 };
 
-#define E(name, ver, fn) {name, ver, 0, (void *)(fn)}
-#define P(name, ver, fn) {name, ver, 1, (void *)(fn)}
+#define E(name, ver, fn)                                                                                               \
+    {                                                                                                                  \
+        name, ver, 0, (void *)(fn)                                                                                     \
+    }
+#define P(name, ver, fn)                                                                                               \
+    {                                                                                                                  \
+        name, ver, 1, (void *)(fn)                                                                                     \
+    }
 
 static const struct proc_entry k_entries[] = {
     E("cuInit", 2000, cuInit),
@@ -151,8 +157,8 @@ static CUresult resolve(const char *symbol, void **pfn, int cuda_version, cuuint
     CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     CUresult rc = CUDA_ERROR_NOT_FOUND;
     const struct proc_entry *best = NULL;
-    if (!symbol || !pfn || (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
-                                                  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))) {
+    if (!symbol || !pfn ||
+        (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))) {
         rc = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }

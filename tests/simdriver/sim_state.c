@@ -30,10 +30,22 @@ int sim_parse_bytes(const char *text, uint64_t *out)
         const char *suffix;
         uint64_t mult;
     } units[] = {
-        {"", 1},           {"k", 1ULL << 10}, {"K", 1ULL << 10}, {"Ki", 1ULL << 10},
-        {"KiB", 1ULL << 10}, {"m", 1ULL << 20}, {"M", 1ULL << 20}, {"Mi", 1ULL << 20},
-        {"MiB", 1ULL << 20}, {"g", 1ULL << 30}, {"G", 1ULL << 30}, {"Gi", 1ULL << 30},
-        {"GiB", 1ULL << 30}, {"T", 1ULL << 40}, {"Ti", 1ULL << 40}, {"TiB", 1ULL << 40},
+        { "", 1 },
+        { "k", 1ULL << 10 },
+        { "K", 1ULL << 10 },
+        { "Ki", 1ULL << 10 },
+        { "KiB", 1ULL << 10 },
+        { "m", 1ULL << 20 },
+        { "M", 1ULL << 20 },
+        { "Mi", 1ULL << 20 },
+        { "MiB", 1ULL << 20 },
+        { "g", 1ULL << 30 },
+        { "G", 1ULL << 30 },
+        { "Gi", 1ULL << 30 },
+        { "GiB", 1ULL << 30 },
+        { "T", 1ULL << 40 },
+        { "Ti", 1ULL << 40 },
+        { "TiB", 1ULL << 40 },
     };
     if (!text || text[0] < '0' || text[0] > '9')
         return -1;
@@ -80,8 +92,7 @@ static int env_uint(const char *name, uint64_t dflt, uint64_t max, const char *u
     errno = 0;
     unsigned long long n = strtoull(v, &end, 10);
     if (errno || end == v || *end || v[0] < '0' || v[0] > '9' || n > max) {
-        fprintf(stderr, "gpuslice-sim: invalid %s='%s': expected %s 0..%llu\n", name, v, unit,
-                (unsigned long long)max);
+        fprintf(stderr, "gpuslice-sim: invalid %s='%s': expected %s 0..%llu\n", name, v, unit, (unsigned long long)max);
         return -1;
     }
     *out = n;
@@ -97,8 +108,7 @@ int sim_config_from_env(struct sim_config *cfg)
         errno = 0;
         unsigned long d = strtoul(v, &end, 10);
         if (errno || end == v || *end || v[0] < '0' || v[0] > '9' || d < 1 || d > SIM_MAX_DEVICES) {
-            fprintf(stderr, "gpuslice-sim: invalid GPUSLICE_SIM_DEVICES='%s': expected 1..%d\n", v,
-                    SIM_MAX_DEVICES);
+            fprintf(stderr, "gpuslice-sim: invalid GPUSLICE_SIM_DEVICES='%s': expected 1..%d\n", v, SIM_MAX_DEVICES);
             return -1;
         }
         n = d;
@@ -155,8 +165,7 @@ static struct sim_state *attach_private(void)
     struct sim_config cfg;
     if (sim_config_from_env(&cfg) != 0)
         return NULL;
-    void *p = mmap(NULL, sizeof(struct sim_state), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, sizeof(struct sim_state), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
         perror("gpuslice-sim: mmap");
         return NULL;
@@ -175,8 +184,7 @@ static struct sim_state *attach_file(const char *path, int create)
 {
     int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0666);
     if (fd < 0) {
-        fprintf(stderr, "gpuslice-sim: cannot open GPUSLICE_SIM_STATE='%s': %s\n", path,
-                strerror(errno));
+        fprintf(stderr, "gpuslice-sim: cannot open GPUSLICE_SIM_STATE='%s': %s\n", path, strerror(errno));
         return NULL;
     }
     /* flock serialises creation; the robust mutex guards everything after. */
@@ -218,8 +226,7 @@ static struct sim_state *attach_file(const char *path, int create)
             goto out;
         }
         __atomic_store_n(&st->magic, SIM_STATE_MAGIC, __ATOMIC_RELEASE);
-    } else if (st->magic != SIM_STATE_MAGIC || st->version != SIM_STATE_VERSION ||
-               st->size != sizeof(*st)) {
+    } else if (st->magic != SIM_STATE_MAGIC || st->version != SIM_STATE_VERSION || st->size != sizeof(*st)) {
         fprintf(stderr, "gpuslice-sim: '%s' has a foreign magic or version\n", path);
         munmap(p, sizeof(*st));
         st = NULL;
@@ -467,8 +474,6 @@ void sim_device_uuid_string(int dev, char *out, size_t len)
 {
     unsigned char b[16];
     sim_device_uuid_bytes(dev, b);
-    snprintf(out, len,
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-             b[14], b[15]);
+    snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+             b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }

@@ -15,7 +15,7 @@
 #include <sys/types.h>
 
 #define SIM_STATE_MAGIC 0x314d495345494c53ULL /* "SLIESIM1" */
-#define SIM_STATE_VERSION 2U /* 2: kernel timeline (sim_timeline.h) */
+#define SIM_STATE_VERSION 2U                  /* 2: kernel timeline (sim_timeline.h) */
 
 #define SIM_MAX_DEVICES 8
 #define SIM_MAX_PROCS 128
@@ -24,9 +24,9 @@
 
 #define SIM_MIB (1024ULL * 1024ULL)
 #define SIM_GIB (1024ULL * SIM_MIB)
-#define SIM_GRANULE (2ULL * SIM_MIB)    /* physical page size of the device */
-#define SIM_SMALL_MAX (1ULL * SIM_MIB)  /* at most this is sub-allocated */
-#define SIM_SMALL_ALIGN 512ULL          /* alignment inside a 2 MiB chunk */
+#define SIM_GRANULE (2ULL * SIM_MIB)   /* physical page size of the device */
+#define SIM_SMALL_MAX (1ULL * SIM_MIB) /* at most this is sub-allocated */
+#define SIM_SMALL_ALIGN 512ULL         /* alignment inside a 2 MiB chunk */
 #define SIM_DEFAULT_MEM (80ULL * SIM_GIB)
 #define SIM_DEFAULT_CTX_OVERHEAD (512ULL * SIM_MIB)
 
@@ -84,11 +84,11 @@ struct sim_chunk {
  * it is done, both in nanoseconds of exclusive device time (sim_timeline.c). */
 #define SIM_BP_RING 32
 struct sim_work {
-    uint64_t submitted; /* ns of work launched, cumulative */
-    uint64_t done;      /* ns of work executed, cumulative; <= submitted */
-    uint64_t busy;      /* wall ns this process's kernels ran (time-sliced share) */
+    uint64_t submitted;   /* ns of work launched, cumulative */
+    uint64_t done;        /* ns of work executed, cumulative; <= submitted */
+    uint64_t busy;        /* wall ns this process's kernels ran (time-sliced share) */
     uint64_t period_busy; /* busy in the current NVML sample period */
-    uint32_t bp_head;   /* breakpoints written (ring index = bp_head % SIM_BP_RING) */
+    uint32_t bp_head;     /* breakpoints written (ring index = bp_head % SIM_BP_RING) */
     uint32_t pad;
     /* (time, done) points: done(t) is linear between consecutive ones. */
     uint64_t bp_t[SIM_BP_RING];
@@ -98,7 +98,7 @@ struct sim_work {
 struct sim_proc {
     int32_t pid; /* 0 = free slot */
     int32_t pad;
-    uint64_t start_time; /* /proc/<pid>/stat field 22: tells PID reuse apart */
+    uint64_t start_time;                /* /proc/<pid>/stat field 22: tells PID reuse apart */
     uint64_t used[SIM_MAX_DEVICES];     /* bytes charged, overhead included */
     uint32_t contexts[SIM_MAX_DEVICES]; /* live contexts per device */
     uint64_t va_next;

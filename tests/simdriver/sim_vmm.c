@@ -33,8 +33,8 @@ SIM_API cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocation
     return CUDA_SUCCESS;
 }
 
-SIM_API cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
-                    const CUmemAllocationProp *prop, unsigned long long flags)
+SIM_API cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                    unsigned long long flags)
 {
     if (!handle || size == 0 || size % SIM_GRANULE || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -44,8 +44,7 @@ SIM_API cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         return rc;
     int dev = prop_device(prop);
     struct sim_alloc *a = NULL;
-    rc = dev < 0 ? CUDA_ERROR_INVALID_VALUE
-                 : sim_alloc_new(&c, -1, dev, SIM_KIND_VMM_PHYS, size, 0, 0, &a);
+    rc = dev < 0 ? CUDA_ERROR_INVALID_VALUE : sim_alloc_new(&c, -1, dev, SIM_KIND_VMM_PHYS, size, 0, 0, &a);
     if (rc == CUDA_SUCCESS) {
         a->refs = 1; /* the handle itself */
         *handle = a->id;
@@ -97,8 +96,7 @@ SIM_API cuMemRelease(CUmemGenericAllocationHandle handle)
     return rc;
 }
 
-SIM_API cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
-                            unsigned long long flags)
+SIM_API cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags)
 {
     if (!ptr || size == 0 || size % SIM_GRANULE || (alignment & (alignment - 1)))
         return CUDA_ERROR_INVALID_VALUE;
@@ -138,8 +136,7 @@ static int range_mappable(struct sim_call *c, uint64_t va, uint64_t size)
         const struct sim_alloc *a = &c->st->allocs[i];
         if (!a->id || a->proc != c->proc)
             continue;
-        if (a->kind == SIM_KIND_VA_RESERVE && va >= a->va && va - a->va <= a->size &&
-            size <= a->size - (va - a->va))
+        if (a->kind == SIM_KIND_VA_RESERVE && va >= a->va && va - a->va <= a->size && size <= a->size - (va - a->va))
             inside = 1;
         if (a->kind == SIM_KIND_VMM_MAP && va < a->va + a->size && a->va < va + size)
             return 0;
@@ -185,8 +182,7 @@ SIM_API cuMemUnmap(CUdeviceptr ptr, size_t size)
     int found = 0;
     for (uint32_t i = 0; i < c.st->alloc_hwm; i++) {
         struct sim_alloc *a = &c.st->allocs[i];
-        if (a->id && a->proc == c.proc && a->kind == SIM_KIND_VMM_MAP && a->va >= ptr &&
-            a->va - ptr < size) {
+        if (a->id && a->proc == c.proc && a->kind == SIM_KIND_VMM_MAP && a->va >= ptr && a->va - ptr < size) {
             sim_alloc_drop(c.st, a);
             found = 1;
         }
@@ -209,8 +205,7 @@ SIM_API cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc
     uint64_t covered = 0;
     for (uint32_t i = 0; i < c.st->alloc_hwm; i++) {
         const struct sim_alloc *a = &c.st->allocs[i];
-        if (a->id && a->proc == c.proc && a->kind == SIM_KIND_VMM_MAP && a->va >= ptr &&
-            a->va - ptr < size)
+        if (a->id && a->proc == c.proc && a->kind == SIM_KIND_VMM_MAP && a->va >= ptr && a->va - ptr < size)
             covered += a->size;
     }
     if (covered < size)
@@ -249,12 +244,12 @@ SIM_API cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocati
         return rc;
     const struct sim_alloc *a = find_phys(&c, handle);
     const struct sim_proc *p = &c.st->procs[c.proc];
-    struct sim_share sh = {SIM_SHARE_MAGIC, p->pid, p->start_time, a ? a->id : 0};
+    struct sim_share sh = { SIM_SHARE_MAGIC, p->pid, p->start_time, a ? a->id : 0 };
     sim_leave(&c);
     if (!a)
         return CUDA_ERROR_INVALID_VALUE;
     if (handleType == CU_MEM_HANDLE_TYPE_FABRIC) {
-        CUmemFabricHandle fh = {{0}};
+        CUmemFabricHandle fh = { { 0 } };
         memcpy(fh.data, &sh, sizeof sh);
         memcpy(shareableHandle, &fh, sizeof fh);
         return CUDA_SUCCESS;
@@ -273,7 +268,7 @@ SIM_API cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocati
 SIM_API cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
                                        CUmemAllocationHandleType shHandleType)
 {
-    struct sim_share sh = {0};
+    struct sim_share sh = { 0 };
     if (!handle)
         return CUDA_ERROR_INVALID_VALUE;
     if (shHandleType == CU_MEM_HANDLE_TYPE_FABRIC && osHandle)
@@ -321,9 +316,10 @@ SIM_API cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemG
     } else if (sim_dev_ordinal(phys->dev) < 0) {
         rc = CUDA_ERROR_INVALID_DEVICE; /* on a device this process cannot see */
     } else {
-        *prop = (CUmemAllocationProp){.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                      .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                                      .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = sim_dev_ordinal(phys->dev)}};
+        *prop = (CUmemAllocationProp){ .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                       .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                       .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE,
+                                                     .id = sim_dev_ordinal(phys->dev) } };
     }
     sim_leave(&c);
     return rc;

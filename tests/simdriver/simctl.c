@@ -39,16 +39,15 @@ int main(int argc, char **argv)
         char uuid[96];
         uint64_t used = sim_device_used(st, (int)d), total = st->dev[d].total;
         sim_device_uuid_string((int)d, uuid, sizeof(uuid));
-        printf("device %u uuid %s total %llu used %llu free %llu\n", d, uuid,
-               (unsigned long long)total, (unsigned long long)used,
-               (unsigned long long)(used >= total ? 0 : total - used));
+        printf("device %u uuid %s total %llu used %llu free %llu\n", d, uuid, (unsigned long long)total,
+               (unsigned long long)used, (unsigned long long)(used >= total ? 0 : total - used));
     }
     for (uint32_t d = 0; d < st->ndevices; d++) {
         for (int p = 0; p < SIM_MAX_PROCS; p++) {
             const struct sim_proc *pr = &st->procs[p];
             if (pr->pid && (pr->used[d] || pr->contexts[d]))
-                printf("process %d device %u used %llu contexts %u\n", pr->pid, d,
-                       (unsigned long long)pr->used[d], pr->contexts[d]);
+                printf("process %d device %u used %llu contexts %u\n", pr->pid, d, (unsigned long long)pr->used[d],
+                       pr->contexts[d]);
         }
     }
     sim_state_unlock(st);

@@ -58,7 +58,7 @@ static void expect_invalid(const char *var, const char *value)
         _exit(0);
     }
     close(err[1]);
-    char buf[1024] = {0};
+    char buf[1024] = { 0 };
     size_t len = 0;
     ssize_t r;
     while ((r = read(err[0], buf + len, sizeof(buf) - 1 - len)) > 0)

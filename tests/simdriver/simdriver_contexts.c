@@ -147,12 +147,10 @@ static void devices_identity(void **state)
     assert_int_equal(cuDeviceGetName(name, sizeof(name), 0), CUDA_SUCCESS);
     assert_true(strlen(name) > 0);
     int sms = 0;
-    assert_int_equal(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0),
-                     CUDA_SUCCESS);
+    assert_int_equal(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0), CUDA_SUCCESS);
     assert_int_equal(sms, 132);
     int major = 0;
-    assert_int_equal(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 1),
-                     CUDA_SUCCESS);
+    assert_int_equal(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 1), CUDA_SUCCESS);
     assert_int_equal(major, 9);
     assert_int_equal(cuDeviceGetAttribute(&major, 99999, 0), CUDA_ERROR_INVALID_VALUE);
 }
@@ -182,10 +180,10 @@ static void streams_events_launches(void **state)
     assert_int_equal(cuEventRecord(e0, s), CUDA_SUCCESS);
     assert_int_equal(cuLaunchKernel(f, 132, 1, 1, 256, 1, 1, 0, s, NULL, NULL), CUDA_SUCCESS);
     assert_int_equal(cuLaunchKernel_ptsz(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_SUCCESS);
-    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 2048, 1, 1, 0, s, NULL, NULL),
-                     CUDA_ERROR_INVALID_VALUE);
-    CUlaunchConfig cfg = {.gridDimX = 4, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 32,
-                          .blockDimY = 1, .blockDimZ = 1, .hStream = s};
+    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 2048, 1, 1, 0, s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    CUlaunchConfig cfg = {
+        .gridDimX = 4, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 32, .blockDimY = 1, .blockDimZ = 1, .hStream = s
+    };
     assert_int_equal(cuLaunchKernelEx(&cfg, f, NULL, NULL), CUDA_SUCCESS);
     assert_int_equal(cuLaunchKernelEx_ptsz(&cfg, f, NULL, NULL), CUDA_SUCCESS);
     assert_int_equal(cuLaunchCooperativeKernel(f, 1, 1, 1, 1, 1, 1, 0, s, NULL), CUDA_SUCCESS);
@@ -206,11 +204,9 @@ static void streams_events_launches(void **state)
     assert_int_equal(cuEventDestroy(e1), CUDA_SUCCESS);
     assert_int_equal(cuEventDestroy_v2(e1), CUDA_ERROR_INVALID_HANDLE);
     assert_int_equal(cuStreamDestroy_v2(s), CUDA_SUCCESS);
-    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL),
-                     CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL), CUDA_ERROR_INVALID_HANDLE);
     assert_int_equal(cuModuleUnload(mod), CUDA_SUCCESS);
-    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
-                     CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_ERROR_INVALID_HANDLE);
     assert_int_equal(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
 }
 

@@ -136,16 +136,15 @@ static void arrays_and_mipmaps(void **state)
 {
     uint64_t base = simtest_used();
     CUarray a2, a3, a1;
-    CUDA_ARRAY_DESCRIPTOR d2 = {.Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT,
-                                .NumChannels = 4};
+    CUDA_ARRAY_DESCRIPTOR d2 = { .Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4 };
     assert_int_equal(cuArrayCreate_v2(&a2, &d2), CUDA_SUCCESS);
     assert_int_equal(simtest_used() - base, 16 * MIB);
-    CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = 100, .Height = 100, .Depth = 100,
-                                  .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
+    CUDA_ARRAY3D_DESCRIPTOR d3 = {
+        .Width = 100, .Height = 100, .Depth = 100, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1
+    };
     assert_int_equal(cuArray3DCreate_v2(&a3, &d3), CUDA_SUCCESS); /* 1e6 B -> 2 MiB */
     assert_int_equal(simtest_used() - base, 18 * MIB);
-    CUDA_ARRAY_DESCRIPTOR_v1 d1 = {.Width = 10, .Height = 0, .Format = CU_AD_FORMAT_HALF,
-                                   .NumChannels = 2};
+    CUDA_ARRAY_DESCRIPTOR_v1 d1 = { .Width = 10, .Height = 0, .Format = CU_AD_FORMAT_HALF, .NumChannels = 2 };
     assert_int_equal(cuArrayCreate(&a1, &d1), CUDA_SUCCESS);
     assert_int_equal(simtest_used() - base, 20 * MIB);
     d2.NumChannels = 3;
@@ -154,8 +153,9 @@ static void arrays_and_mipmaps(void **state)
 
     /* 2048x2048 RGBA8 with 3 levels: 16 + 4 + 1 MiB = 21 MiB -> 22 MiB. */
     CUmipmappedArray m;
-    CUDA_ARRAY3D_DESCRIPTOR dm = {.Width = 2048, .Height = 2048,
-                                  .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 4};
+    CUDA_ARRAY3D_DESCRIPTOR dm = {
+        .Width = 2048, .Height = 2048, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 4
+    };
     assert_int_equal(cuMipmappedArrayCreate(&m, &dm, 3), CUDA_SUCCESS);
     assert_int_equal(simtest_used() - base, 42 * MIB);
     assert_int_equal(cuMipmappedArrayCreate(&m, &dm, 13), CUDA_ERROR_INVALID_VALUE);
@@ -185,11 +185,10 @@ static void managed_memory_is_charged(void **state)
 static void vmm_frees_after_release_and_unmap(void **state)
 {
     uint64_t base = simtest_used();
-    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+    CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 } };
     size_t gran = 0;
-    assert_int_equal(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
-                     CUDA_SUCCESS);
+    assert_int_equal(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
     assert_int_equal(gran, 2 * MIB);
     CUmemGenericAllocationHandle h;
     assert_int_equal(cuMemCreate(&h, 3 * MIB, &prop, 0), CUDA_ERROR_INVALID_VALUE);
@@ -200,8 +199,8 @@ static void vmm_frees_after_release_and_unmap(void **state)
     assert_int_equal(simtest_used() - base, 4 * MIB); /* address space is free */
     assert_int_equal(cuMemMap(va, 4 * MIB, 0, h, 0), CUDA_SUCCESS);
     assert_int_equal(cuMemMap(va, 4 * MIB, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* overlap */
-    CUmemAccessDesc acc = {.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0},
-                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemAccessDesc acc = { .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
+                            .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
     assert_int_equal(cuMemSetAccess(va, 4 * MIB, &acc, 1), CUDA_SUCCESS);
     assert_int_equal(cuMemSetAccess(va, 8 * MIB, &acc, 1), CUDA_ERROR_INVALID_VALUE);
     CUdeviceptr rb;
@@ -229,8 +228,8 @@ static void stream_ordered_pools(void **state)
     assert_int_equal(simtest_used() - base, 8 * MIB);
     CUmemoryPool dflt, pool;
     assert_int_equal(cuDeviceGetDefaultMemPool(&dflt, 0), CUDA_SUCCESS);
-    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-                            .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+    CUmemPoolProps props = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                             .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 } };
     assert_int_equal(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
     assert_int_equal(cuMemAllocFromPoolAsync(&c, 2 * MIB, pool, s), CUDA_SUCCESS);
     assert_int_equal(simtest_used() - base, 10 * MIB);

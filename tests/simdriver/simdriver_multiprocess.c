@@ -85,7 +85,7 @@ static struct child spawn(uint64_t bytes)
         for (int fd = 3; fd < 256; fd++)
             if (fd != go[0] && fd != ready[1])
                 close(fd);
-        struct report r = {0};
+        struct report r = { 0 };
         CUcontext ctx;
         CHILD_CHECK(cuInit(0) == CUDA_SUCCESS);
         CHILD_CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS);
@@ -105,7 +105,7 @@ static struct child spawn(uint64_t bytes)
     }
     close(go[0]);
     close(ready[1]);
-    return (struct child){pid, go[1], ready[0]};
+    return (struct child){ pid, go[1], ready[0] };
 }
 
 static struct report wait_ready(const struct child *c)

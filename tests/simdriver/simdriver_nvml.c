@@ -53,10 +53,8 @@ static void identity_matches_cuda(void **state)
     assert_int_equal(cuDeviceGetUuid_v2(&cu, 0), CUDA_SUCCESS);
     char from_cuda[64];
     const unsigned char *b = (const unsigned char *)cu.bytes;
-    snprintf(from_cuda, sizeof(from_cuda),
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-             b[15]);
+    snprintf(from_cuda, sizeof(from_cuda), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
     assert_string_equal(uuid, from_cuda);
     nvmlDevice_t again;
     assert_int_equal(nvmlDeviceGetHandleByUUID(uuid, &again), NVML_SUCCESS);
@@ -87,7 +85,7 @@ static void memory_info_v1_and_v2(void **state)
     assert_int_equal(m1.total, 10 * GIB);
     assert_int_equal(m1.used, 356 * MIB);
     assert_int_equal(m1.free, 10 * GIB - 356 * MIB);
-    nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
+    nvmlMemory_v2_t m2 = { .version = nvmlMemory_v2 };
     assert_int_equal(nvmlDeviceGetMemoryInfo_v2(g_dev, &m2), NVML_SUCCESS);
     assert_int_equal(m2.total, 10 * GIB);
     assert_int_equal(m2.used, 356 * MIB);
@@ -128,13 +126,11 @@ static void process_lists_and_capacity(void **state)
 
     /* Capacity 0 and NULL: how many there are. */
     unsigned int n = 0;
-    assert_int_equal(nvmlDeviceGetComputeRunningProcesses_v3(g_dev, &n, NULL),
-                     NVML_ERROR_INSUFFICIENT_SIZE);
+    assert_int_equal(nvmlDeviceGetComputeRunningProcesses_v3(g_dev, &n, NULL), NVML_ERROR_INSUFFICIENT_SIZE);
     assert_int_equal(n, 2);
     nvmlProcessInfo_t info[4];
     n = 1;
-    assert_int_equal(nvmlDeviceGetComputeRunningProcesses_v2(g_dev, &n, info),
-                     NVML_ERROR_INSUFFICIENT_SIZE);
+    assert_int_equal(nvmlDeviceGetComputeRunningProcesses_v2(g_dev, &n, info), NVML_ERROR_INSUFFICIENT_SIZE);
     assert_int_equal(n, 2);
     n = 4;
     assert_int_equal(nvmlDeviceGetComputeRunningProcesses_v3(g_dev, &n, info), NVML_SUCCESS);
@@ -157,8 +153,7 @@ static void process_lists_and_capacity(void **state)
     assert_int_equal(n, 2);
     assert_true(v1[0].usedGpuMemory + v1[1].usedGpuMemory == 516 * MIB);
     n = 0;
-    assert_int_equal(nvmlDeviceGetComputeRunningProcesses(g_dev, &n, v1),
-                     NVML_ERROR_INSUFFICIENT_SIZE);
+    assert_int_equal(nvmlDeviceGetComputeRunningProcesses(g_dev, &n, v1), NVML_ERROR_INSUFFICIENT_SIZE);
     assert_int_equal(n, 2);
 
     close(go[1]);
@@ -178,7 +173,7 @@ static void process_lists_and_capacity(void **state)
 
 static void utilization_is_empty_for_now(void **state)
 {
-    nvmlUtilization_t u = {7, 7};
+    nvmlUtilization_t u = { 7, 7 };
     assert_int_equal(nvmlDeviceGetUtilizationRates(g_dev, &u), NVML_SUCCESS);
     assert_int_equal(u.gpu, 0);
     nvmlProcessUtilizationSample_t s[2];
@@ -190,10 +185,8 @@ static void utilization_is_empty_for_now(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(init_nests_and_guards_calls),
-        cmocka_unit_test(identity_matches_cuda),
-        cmocka_unit_test(memory_info_v1_and_v2),
-        cmocka_unit_test(process_lists_and_capacity),
+        cmocka_unit_test(init_nests_and_guards_calls),  cmocka_unit_test(identity_matches_cuda),
+        cmocka_unit_test(memory_info_v1_and_v2),        cmocka_unit_test(process_lists_and_capacity),
         cmocka_unit_test(utilization_is_empty_for_now),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

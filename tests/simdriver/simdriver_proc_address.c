@@ -28,13 +28,12 @@ static void expect(const char *base, int version, cuuint64_t flags, const char *
     CUdriverProcAddressQueryResult st = -1;
     CUresult rc = cuGetProcAddress_v2(base, &fn, version, flags, &st);
     if (rc != CUDA_SUCCESS || st != CU_GET_PROC_ADDRESS_SUCCESS)
-        fail_msg("%s@%d flags %llu: rc %d status %d", base, version, (unsigned long long)flags, rc,
-                 st);
+        fail_msg("%s@%d flags %llu: rc %d status %d", base, version, (unsigned long long)flags, rc, st);
     void *exported = dlsym(g_lib, want);
     assert_non_null(exported);
     if (fn != exported)
-        fail_msg("%s@%d flags %llu: got %p, dlsym(%s) = %p", base, version,
-                 (unsigned long long)flags, fn, want, exported);
+        fail_msg("%s@%d flags %llu: got %p, dlsym(%s) = %p", base, version, (unsigned long long)flags, fn, want,
+                 exported);
     /* The legacy 4-argument entry point answers the same. */
     void *fn4 = NULL;
     assert_int_equal(cuGetProcAddress(base, &fn4, version, flags), CUDA_SUCCESS);
@@ -43,10 +42,9 @@ static void expect(const char *base, int version, cuuint64_t flags, const char *
 
 static void versioned_memory_entry_points(void **state)
 {
-    static const char *const names[] = {"cuMemAlloc",      "cuMemFree",
-                                        "cuMemGetInfo",    "cuDeviceTotalMem",
-                                        "cuMemAllocPitch", "cuMemGetAddressRange",
-                                        "cuArrayCreate",   "cuArray3DCreate"};
+    static const char *const names[] = { "cuMemAlloc",       "cuMemFree",       "cuMemGetInfo",
+                                         "cuDeviceTotalMem", "cuMemAllocPitch", "cuMemGetAddressRange",
+                                         "cuArrayCreate",    "cuArray3DCreate" };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char v2[64];
         snprintf(v2, sizeof(v2), "%s_v2", names[i]);
@@ -86,10 +84,9 @@ static void get_proc_address_itself(void **state)
 
 static void per_thread_stream_flavours(void **state)
 {
-    static const char *const names[] = {"cuMemAllocAsync",  "cuMemFreeAsync",
-                                        "cuMemAllocFromPoolAsync", "cuLaunchKernel",
-                                        "cuLaunchKernelEx", "cuLaunchCooperativeKernel",
-                                        "cuGraphLaunch",    "cuLaunchHostFunc"};
+    static const char *const names[] = { "cuMemAllocAsync", "cuMemFreeAsync",   "cuMemAllocFromPoolAsync",
+                                         "cuLaunchKernel",  "cuLaunchKernelEx", "cuLaunchCooperativeKernel",
+                                         "cuGraphLaunch",   "cuLaunchHostFunc" };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char ptsz[64];
         snprintf(ptsz, sizeof(ptsz), "%s_ptsz", names[i]);
@@ -105,24 +102,20 @@ static void not_found_statuses(void **state)
 {
     void *fn = (void *)1;
     CUdriverProcAddressQueryResult st = -1;
-    assert_int_equal(cuGetProcAddress_v2("cuMemAllocAsync", &fn, 11010, 0, &st),
-                     CUDA_ERROR_NOT_FOUND);
+    assert_int_equal(cuGetProcAddress_v2("cuMemAllocAsync", &fn, 11010, 0, &st), CUDA_ERROR_NOT_FOUND);
     assert_int_equal(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
     assert_null(fn);
-    assert_int_equal(cuGetProcAddress_v2("cuLaunchKernelEx", &fn, 11050, 0, &st),
-                     CUDA_ERROR_NOT_FOUND);
+    assert_int_equal(cuGetProcAddress_v2("cuLaunchKernelEx", &fn, 11050, 0, &st), CUDA_ERROR_NOT_FOUND);
     assert_int_equal(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
     assert_int_equal(cuGetProcAddress_v2("cuMemCreate", &fn, 10010, 0, &st), CUDA_ERROR_NOT_FOUND);
     assert_int_equal(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
     expect("cuMemCreate", 10020, 0, "cuMemCreate");
     expect("cuLaunchKernelEx", 11060, 0, "cuLaunchKernelEx");
 
-    assert_int_equal(cuGetProcAddress_v2("cuNoSuchThing", &fn, 13000, 0, &st),
-                     CUDA_ERROR_NOT_FOUND);
+    assert_int_equal(cuGetProcAddress_v2("cuNoSuchThing", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
     assert_int_equal(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
     /* Versioned names are not base names. */
-    assert_int_equal(cuGetProcAddress_v2("cuMemAlloc_v2", &fn, 13000, 0, &st),
-                     CUDA_ERROR_NOT_FOUND);
+    assert_int_equal(cuGetProcAddress_v2("cuMemAlloc_v2", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
     assert_int_equal(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
     assert_int_equal(cuGetProcAddress("cuNoSuchThing", &fn, 13000, 0), CUDA_ERROR_NOT_FOUND);
     assert_int_equal(cuGetProcAddress_v2("cuInit", &fn, 13000, 4, &st), CUDA_ERROR_INVALID_VALUE);
@@ -133,8 +126,7 @@ static void future_feature_passes_through(void **state)
 {
     expect("cuSimFutureFeature", 13000, 0, "cuSimFutureFeature");
     CUresult (*fn)(int, int *) = NULL;
-    assert_int_equal(cuGetProcAddress_v2("cuSimFutureFeature", (void **)&fn, 13000, 0, NULL),
-                     CUDA_SUCCESS);
+    assert_int_equal(cuGetProcAddress_v2("cuSimFutureFeature", (void **)&fn, 13000, 0, NULL), CUDA_SUCCESS);
     int out = 0;
     assert_int_equal(fn(21, &out), CUDA_SUCCESS);
     assert_int_equal(out, 42);
@@ -142,17 +134,45 @@ static void future_feature_passes_through(void **state)
 
 static void every_plain_name_resolves_to_an_export(void **state)
 {
-    static const char *const names[] = {
-        "cuInit", "cuDriverGetVersion", "cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetName",
-        "cuDeviceGetAttribute", "cuCtxSetCurrent", "cuCtxGetCurrent", "cuCtxGetDevice",
-        "cuCtxSynchronize", "cuDevicePrimaryCtxRetain", "cuMemAllocManaged", "cuArrayDestroy",
-        "cuMipmappedArrayCreate", "cuMipmappedArrayDestroy", "cuMemRelease",
-        "cuMemGetAllocationGranularity", "cuMemAddressReserve", "cuMemAddressFree", "cuMemMap",
-        "cuMemUnmap", "cuMemSetAccess", "cuMemPoolCreate", "cuMemPoolDestroy",
-        "cuDeviceGetDefaultMemPool", "cuMemPoolTrimTo", "cuIpcGetMemHandle", "cuIpcCloseMemHandle",
-        "cuStreamCreate", "cuStreamSynchronize", "cuModuleLoadData", "cuModuleGetFunction",
-        "cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEventElapsedTime",
-        "cuGetErrorString", "cuGetErrorName", "cuGetExportTable"};
+    static const char *const names[] = { "cuInit",
+                                         "cuDriverGetVersion",
+                                         "cuDeviceGet",
+                                         "cuDeviceGetCount",
+                                         "cuDeviceGetName",
+                                         "cuDeviceGetAttribute",
+                                         "cuCtxSetCurrent",
+                                         "cuCtxGetCurrent",
+                                         "cuCtxGetDevice",
+                                         "cuCtxSynchronize",
+                                         "cuDevicePrimaryCtxRetain",
+                                         "cuMemAllocManaged",
+                                         "cuArrayDestroy",
+                                         "cuMipmappedArrayCreate",
+                                         "cuMipmappedArrayDestroy",
+                                         "cuMemRelease",
+                                         "cuMemGetAllocationGranularity",
+                                         "cuMemAddressReserve",
+                                         "cuMemAddressFree",
+                                         "cuMemMap",
+                                         "cuMemUnmap",
+                                         "cuMemSetAccess",
+                                         "cuMemPoolCreate",
+                                         "cuMemPoolDestroy",
+                                         "cuDeviceGetDefaultMemPool",
+                                         "cuMemPoolTrimTo",
+                                         "cuIpcGetMemHandle",
+                                         "cuIpcCloseMemHandle",
+                                         "cuStreamCreate",
+                                         "cuStreamSynchronize",
+                                         "cuModuleLoadData",
+                                         "cuModuleGetFunction",
+                                         "cuEventCreate",
+                                         "cuEventRecord",
+                                         "cuEventSynchronize",
+                                         "cuEventElapsedTime",
+                                         "cuGetErrorString",
+                                         "cuGetErrorName",
+                                         "cuGetExportTable" };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         expect(names[i], 13000, 0, names[i]);
     expect("cuStreamDestroy", 13000, 0, "cuStreamDestroy_v2");
@@ -165,7 +185,7 @@ static void misc_entry_points(void **state)
     assert_int_equal(cuDriverGetVersion(&v), CUDA_SUCCESS);
     assert_int_equal(v, 13000);
     const void *tbl = (const void *)1;
-    CUuuid id = {{0}};
+    CUuuid id = { { 0 } };
     assert_int_equal(cuGetExportTable(&tbl, &id), CUDA_ERROR_NOT_SUPPORTED);
     const char *s = NULL;
     assert_int_equal(cuGetErrorName(CUDA_ERROR_OUT_OF_MEMORY, &s), CUDA_SUCCESS);

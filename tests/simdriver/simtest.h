@@ -36,12 +36,12 @@ static inline uint64_t simtest_used(void)
 
 /* For forked children, where cmocka's runner must not be re-entered:
  * a failed check exits with the failing line's number. */
-#define CHILD_CHECK(cond)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: child check failed: %s\n", __FILE__, __LINE__, #cond);        \
-            _exit(1);                                                                              \
-        }                                                                                          \
+#define CHILD_CHECK(cond)                                                                                              \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "%s:%d: child check failed: %s\n", __FILE__, __LINE__, #cond);                             \
+            _exit(1);                                                                                                  \
+        }                                                                                                              \
     } while (0)
 
 #endif

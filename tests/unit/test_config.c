@@ -161,9 +161,11 @@ static void test_ledger_dir(void **state)
     assert_string_equal(cfg.region_path, "");
     assert_int_equal(cfg.any_limit, 0);
 
-    expect_reject("GPUSLICE_LEDGER_DIR", "ledgers", "gpuslice: GPUSLICE_LEDGER_DIR='ledgers': must be an absolute path");
+    expect_reject("GPUSLICE_LEDGER_DIR", "ledgers",
+                  "gpuslice: GPUSLICE_LEDGER_DIR='ledgers': must be an absolute path");
     expect_reject("GPUSLICE_LEDGER_DIR", "", "gpuslice: GPUSLICE_LEDGER_DIR='': empty value");
-    expect_reject("GPUSLICE_LEDGER_DIR", "/run/a\nb", "gpuslice: GPUSLICE_LEDGER_DIR='/run/a\\x0ab': control character in path");
+    expect_reject("GPUSLICE_LEDGER_DIR", "/run/a\nb",
+                  "gpuslice: GPUSLICE_LEDGER_DIR='/run/a\\x0ab': control character in path");
     memset(toolong, 'a', sizeof(toolong) - 1);
     toolong[0] = '/';
     snprintf(want, sizeof(want), "gpuslice: GPUSLICE_LEDGER_DIR='/%.95s...': path longer than 4095 bytes", toolong + 1);
@@ -172,9 +174,14 @@ static void test_ledger_dir(void **state)
 
 static void test_core_policy(void **state)
 {
-    static const struct { const char *v; enum gs_core_policy p; } cases[] = {
-        { "default", GS_CORE_POLICY_DEFAULT }, { "force", GS_CORE_POLICY_FORCE },
-        { "FORCE", GS_CORE_POLICY_FORCE },     { "Disable", GS_CORE_POLICY_DISABLE },
+    static const struct {
+        const char *v;
+        enum gs_core_policy p;
+    } cases[] = {
+        { "default", GS_CORE_POLICY_DEFAULT },
+        { "force", GS_CORE_POLICY_FORCE },
+        { "FORCE", GS_CORE_POLICY_FORCE },
+        { "Disable", GS_CORE_POLICY_DISABLE },
     };
     struct fake_env e = { 0 };
     struct gs_config cfg;
@@ -247,7 +254,10 @@ static void test_compute_mode_and_weight(void **state)
 
 static void test_power_exponent(void **state)
 {
-    static const struct { const char *v; unsigned milli; } ok[] = {
+    static const struct {
+        const char *v;
+        unsigned milli;
+    } ok[] = {
         { "0.38", 380 }, { ".5", 500 }, { "1", 1000 }, { "0", 0 }, { "1.000", 1000 }, { "0.125", 125 },
     };
     struct fake_env e = { 0 };
@@ -323,10 +333,12 @@ static void test_reject_memory(void **state)
     (void)state;
     expect_reject("CUDA_DEVICE_MEMORY_LIMIT_1", "4GB",
                   "gpuslice: CUDA_DEVICE_MEMORY_LIMIT_1='4GB': ambiguous unit 'GB'; use 'GiB' (2^30) or 'G'");
-    expect_reject("CUDA_DEVICE_MEMORY_LIMIT", "0",
-                  "gpuslice: CUDA_DEVICE_MEMORY_LIMIT='0': a memory limit of 0 is not allowed (unset the variable for no limit)");
+    expect_reject(
+        "CUDA_DEVICE_MEMORY_LIMIT", "0",
+        "gpuslice: CUDA_DEVICE_MEMORY_LIMIT='0': a memory limit of 0 is not allowed (unset the variable for no limit)");
     expect_reject("GPUSLICE_MEMORY_LIMIT_7", "0.0G",
-                  "gpuslice: GPUSLICE_MEMORY_LIMIT_7='0.0G': a memory limit of 0 is not allowed (unset the variable for no limit)");
+                  "gpuslice: GPUSLICE_MEMORY_LIMIT_7='0.0G': a memory limit of 0 is not allowed (unset the variable "
+                  "for no limit)");
     expect_reject("GPUSLICE_MEMORY_LIMIT", "-1", "gpuslice: GPUSLICE_MEMORY_LIMIT='-1': sign not allowed");
     expect_reject("GPUSLICE_MEMORY_LIMIT", "lots",
                   "gpuslice: GPUSLICE_MEMORY_LIMIT='lots': not a number (expected digits, then an optional unit)");
@@ -338,10 +350,12 @@ static void test_reject_memory(void **state)
 static void test_reject_compute(void **state)
 {
     (void)state;
-    expect_reject("CUDA_DEVICE_SM_LIMIT", "101", "gpuslice: CUDA_DEVICE_SM_LIMIT='101': out of range (expected 0..100)");
+    expect_reject("CUDA_DEVICE_SM_LIMIT", "101",
+                  "gpuslice: CUDA_DEVICE_SM_LIMIT='101': out of range (expected 0..100)");
     expect_reject("CUDA_DEVICE_SM_LIMIT_4", "30%",
                   "gpuslice: CUDA_DEVICE_SM_LIMIT_4='30%': not a decimal integer (expected 0..100)");
-    expect_reject("CUDA_DEVICE_SM_LIMIT", "-5", "gpuslice: CUDA_DEVICE_SM_LIMIT='-5': not a decimal integer (expected 0..100)");
+    expect_reject("CUDA_DEVICE_SM_LIMIT", "-5",
+                  "gpuslice: CUDA_DEVICE_SM_LIMIT='-5': not a decimal integer (expected 0..100)");
     expect_reject("GPUSLICE_CORES", "0", "gpuslice: GPUSLICE_CORES='0': out of range (expected 1..100)");
     expect_reject("GPUSLICE_CORES_0", "101", "gpuslice: GPUSLICE_CORES_0='101': out of range (expected 1..100)");
     expect_reject("GPUSLICE_CORES", "99999999999999999999999",
@@ -349,7 +363,8 @@ static void test_reject_compute(void **state)
     expect_reject("GPUSLICE_CORES", "", "gpuslice: GPUSLICE_CORES='': empty value");
     expect_reject("GPUSLICE_COMPUTE_MODE", "shared",
                   "gpuslice: GPUSLICE_COMPUTE_MODE='shared': unknown value; expected one of: cap, share");
-    expect_reject("GPUSLICE_POWER_EXPONENT", "1.5", "gpuslice: GPUSLICE_POWER_EXPONENT='1.5': out of range (expected 0..1)");
+    expect_reject("GPUSLICE_POWER_EXPONENT", "1.5",
+                  "gpuslice: GPUSLICE_POWER_EXPONENT='1.5': out of range (expected 0..1)");
     expect_reject("GPUSLICE_POWER_EXPONENT", "0.3805",
                   "gpuslice: GPUSLICE_POWER_EXPONENT='0.3805': at most 3 decimal places");
     expect_reject("GPUSLICE_POWER_EXPONENT", "0.",
@@ -360,11 +375,13 @@ static void test_reject_compute(void **state)
                   "gpuslice: GPUSLICE_POWER_EXPONENT='0.3x': not a decimal number between 0 and 1 (e.g. 0.38)");
     expect_reject("GPUSLICE_POWER_EXPONENT", "",
                   "gpuslice: GPUSLICE_POWER_EXPONENT='': not a decimal number between 0 and 1 (e.g. 0.38)");
-    expect_reject("GPUSLICE_SHARE_WEIGHT", "0", "gpuslice: GPUSLICE_SHARE_WEIGHT='0': out of range (expected 1..10000)");
+    expect_reject("GPUSLICE_SHARE_WEIGHT", "0",
+                  "gpuslice: GPUSLICE_SHARE_WEIGHT='0': out of range (expected 1..10000)");
     expect_reject("GPUSLICE_SHARE_WEIGHT", "10001",
                   "gpuslice: GPUSLICE_SHARE_WEIGHT='10001': out of range (expected 1..10000)");
-    expect_reject("GPU_CORE_UTILIZATION_POLICY", "forced",
-                  "gpuslice: GPU_CORE_UTILIZATION_POLICY='forced': unknown value; expected one of: default, force, disable");
+    expect_reject(
+        "GPU_CORE_UTILIZATION_POLICY", "forced",
+        "gpuslice: GPU_CORE_UTILIZATION_POLICY='forced': unknown value; expected one of: default, force, disable");
     expect_reject("GPU_CORE_UTILIZATION_POLICY", "",
                   "gpuslice: GPU_CORE_UTILIZATION_POLICY='': empty value; expected one of: default, force, disable");
 }
@@ -384,7 +401,8 @@ static void test_reject_other(void **state)
     snprintf(want, sizeof(want), "gpuslice: GPUSLICE_REGION='/%.95s...': path longer than 4095 bytes", toolong + 1);
     expect_reject("GPUSLICE_REGION", toolong, want);
     expect_reject("LIBCUDA_LOG_LEVEL", "5", "gpuslice: LIBCUDA_LOG_LEVEL='5': out of range (expected 0..4)");
-    expect_reject("LIBCUDA_LOG_LEVEL", "debug", "gpuslice: LIBCUDA_LOG_LEVEL='debug': not a decimal integer (expected 0..4)");
+    expect_reject("LIBCUDA_LOG_LEVEL", "debug",
+                  "gpuslice: LIBCUDA_LOG_LEVEL='debug': not a decimal integer (expected 0..4)");
     expect_reject("GPUSLICE_LOG_LEVEL", "4", "gpuslice: GPUSLICE_LOG_LEVEL='4': out of range (expected 0..3)");
     expect_reject("GPUSLICE_LOG_LEVEL", "verbose",
                   "gpuslice: GPUSLICE_LOG_LEVEL='verbose': unknown value; expected one of: error, warn, info, debug");
@@ -413,7 +431,8 @@ static void test_shadowed_invalid_value_still_fails(void **state)
     fake_env_set(&e, "GPUSLICE_MEMORY_LIMIT", "8GiB");
     fake_env_set(&e, "CUDA_DEVICE_MEMORY_LIMIT", "4GB");
     assert_int_equal(load(&e, &cfg), -1);
-    assert_string_equal(g_err, "gpuslice: CUDA_DEVICE_MEMORY_LIMIT='4GB': ambiguous unit 'GB'; use 'GiB' (2^30) or 'G'");
+    assert_string_equal(g_err,
+                        "gpuslice: CUDA_DEVICE_MEMORY_LIMIT='4GB': ambiguous unit 'GB'; use 'GiB' (2^30) or 'G'");
 
     fake_env_set(&e, "CUDA_DEVICE_MEMORY_LIMIT", "4G");
     fake_env_set(&e, "GPUSLICE_MEMORY_LIMIT_2", "1G");

@@ -109,7 +109,8 @@ static void test_syntax_errors(void **state)
     EXPECT_FILE_ERR("GPUSLICE_CORES=5\nGPUSLICE_MEMROY_LIMIT=4G\n",
                     "2: unknown key 'GPUSLICE_MEMROY_LIMIT'; did you mean GPUSLICE_MEMORY_LIMIT?");
     EXPECT_FILE_ERR("NVIDIA_VISIBLE_DEVICES=all\n", "1: unknown key 'NVIDIA_VISIBLE_DEVICES'");
-    EXPECT_FILE_ERR("\n\nCUDA_DEVICE_MEMORY_LIMIT_16=1G\n", "3: CUDA_DEVICE_MEMORY_LIMIT_16: device index must be 0..15");
+    EXPECT_FILE_ERR("\n\nCUDA_DEVICE_MEMORY_LIMIT_16=1G\n",
+                    "3: CUDA_DEVICE_MEMORY_LIMIT_16: device index must be 0..15");
     EXPECT_FILE_ERR("GPUSLICE_CORES_x=1\n", "1: GPUSLICE_CORES_x: device index must be 0..15");
     EXPECT_FILE_ERR("GPUSLICE_CORES=5\n# again\nGPUSLICE_CORES = 6\n",
                     "3: duplicate key 'GPUSLICE_CORES' (first set on line 1)");
@@ -173,7 +174,8 @@ static void test_unopenable_files(void **state)
 
     (void)state;
     assert_int_equal(load_path("/nonexistent/gpuslice.conf"), -1);
-    assert_string_equal(g_err, "gpuslice: GPUSLICE_CONFIG='/nonexistent/gpuslice.conf': cannot open: No such file or directory");
+    assert_string_equal(
+        g_err, "gpuslice: GPUSLICE_CONFIG='/nonexistent/gpuslice.conf': cannot open: No such file or directory");
 
     assert_non_null(mkdtemp(dir));
     assert_int_equal(load_path(dir), -1);

@@ -136,12 +136,14 @@ static void test_env_cannot_raise_the_agents_limit(void **state)
     expect_fail(&e,
                 "gpuslice: GPUSLICE_MEMORY_LIMIT='12GiB' would raise the limit set by %s:2: "
                 "GPUSLICE_MEMORY_LIMIT_0='1000Mi' (the environment may lower a limit of the config file, "
-                "never raise it)", path);
+                "never raise it)",
+                path);
     fake_env_set(&e, "GPUSLICE_MEMORY_LIMIT", "1001Mi"); /* one MiB over is over */
     expect_fail(&e,
                 "gpuslice: GPUSLICE_MEMORY_LIMIT='1001Mi' would raise the limit set by %s:2: "
                 "GPUSLICE_MEMORY_LIMIT_0='1000Mi' (the environment may lower a limit of the config file, "
-                "never raise it)", path);
+                "never raise it)",
+                path);
     fake_env_set(&e, "GPUSLICE_MEMORY_LIMIT", "1000Mi"); /* equal is not raising */
     load_ok(&e, &cfg);
     assert_int_equal(cfg.mem_limit[0], 1000ULL << 20);
@@ -150,7 +152,8 @@ static void test_env_cannot_raise_the_agents_limit(void **state)
     fake_env_set(&e, "GPUSLICE_CORES_0", "11");
     expect_fail(&e,
                 "gpuslice: GPUSLICE_CORES_0='11' would raise the limit set by %s:3: GPUSLICE_CORES_0='10' "
-                "(the environment may lower a limit of the config file, never raise it)", path);
+                "(the environment may lower a limit of the config file, never raise it)",
+                path);
 }
 
 /* Lowering is allowed, through either naming; the file's other devices keep their own. */
@@ -191,22 +194,26 @@ static void test_env_cannot_lift_a_limit(void **state)
     fake_env_set(&e, "CUDA_DEVICE_SM_LIMIT", "0");
     expect_fail(&e,
                 "gpuslice: CUDA_DEVICE_SM_LIMIT='0' would raise the limit set by %s:1: CUDA_DEVICE_SM_LIMIT='50' "
-                "(the environment may lower a limit of the config file, never raise it)", path);
+                "(the environment may lower a limit of the config file, never raise it)",
+                path);
     fake_env_set(&e, "CUDA_DEVICE_SM_LIMIT", "100");
     expect_fail(&e,
                 "gpuslice: CUDA_DEVICE_SM_LIMIT='100' would raise the limit set by %s:1: CUDA_DEVICE_SM_LIMIT='50' "
-                "(the environment may lower a limit of the config file, never raise it)", path);
+                "(the environment may lower a limit of the config file, never raise it)",
+                path);
     fake_env_set(&e, "CUDA_DEVICE_SM_LIMIT", "40");
     fake_env_set(&e, "GPUSLICE_CORES_7", "100");
     expect_fail(&e,
                 "gpuslice: GPUSLICE_CORES_7='100' would raise the limit set by %s:1: CUDA_DEVICE_SM_LIMIT='50' "
-                "(the environment may lower a limit of the config file, never raise it)", path);
+                "(the environment may lower a limit of the config file, never raise it)",
+                path);
     fake_env_set(&e, "GPUSLICE_CORES_7", "5");
     fake_env_set(&e, "CUDA_DEVICE_MEMORY_LIMIT_15", "2G");
     expect_fail(&e,
                 "gpuslice: CUDA_DEVICE_MEMORY_LIMIT_15='2G' would raise the limit set by %s:2: "
                 "CUDA_DEVICE_MEMORY_LIMIT='1G' (the environment may lower a limit of the config file, never "
-                "raise it)", path);
+                "raise it)",
+                path);
 }
 
 /* Switches that would loosen a limit: where the file is silent, the default is the
@@ -223,19 +230,22 @@ static void test_env_cannot_switch_a_limit_off(void **state)
     expect_fail(&e,
                 "gpuslice: GPUSLICE_MANAGED='ignore' would raise the limit set by %s, which leaves "
                 "GPUSLICE_MANAGED at its default 'count' (the environment may lower a limit of the config "
-                "file, never raise it)", path);
+                "file, never raise it)",
+                path);
     fake_env_set(&e, "GPUSLICE_MANAGED", "count");
     fake_env_set(&e, "GPU_CORE_UTILIZATION_POLICY", "disable");
     expect_fail(&e,
                 "gpuslice: GPU_CORE_UTILIZATION_POLICY='disable' would raise the limit set by %s, which leaves "
                 "GPU_CORE_UTILIZATION_POLICY at its default 'default' (the environment may lower a limit of the "
-                "config file, never raise it)", path);
+                "config file, never raise it)",
+                path);
     fake_env_set(&e, "GPU_CORE_UTILIZATION_POLICY", "force");
     fake_env_set(&e, "GPUSLICE_SHARE_WEIGHT", "101");
     expect_fail(&e,
                 "gpuslice: GPUSLICE_SHARE_WEIGHT='101' would raise the limit set by %s, which leaves "
                 "GPUSLICE_SHARE_WEIGHT at its default '100' (the environment may lower a limit of the config "
-                "file, never raise it)", path);
+                "file, never raise it)",
+                path);
     fake_env_set(&e, "GPUSLICE_SHARE_WEIGHT", "40");
     load_ok(&e, &cfg);
     assert_int_equal(cfg.managed_policy, GS_MANAGED_COUNT);

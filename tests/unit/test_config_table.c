@@ -110,8 +110,7 @@ static int scan_literal(const char *path, const struct stat *st, int type, struc
     buf = slurp(path);
     assert_non_null(buf);
     for (p = buf; regexec(&g_literal, p, 2, m, 0) == 0; p += m[0].rm_eo)
-        if ((size_t)(m[1].rm_eo - m[1].rm_so) == strlen(g_want) &&
-            memcmp(p + m[1].rm_so, g_want, strlen(g_want)) == 0)
+        if ((size_t)(m[1].rm_eo - m[1].rm_so) == strlen(g_want) && memcmp(p + m[1].rm_so, g_want, strlen(g_want)) == 0)
             g_seen = 1;
     free(buf);
     return g_seen; /* stops the walk once found */
@@ -125,10 +124,11 @@ static int setup(void **state)
     size_t i;
 
     (void)state;
-    assert_int_equal(regcomp(&g_use,
-                             "(secure_getenv|getenv|setenv|unsetenv|add_env)[[:space:]]*\\([^\"();]*\"(GPUSLICE_[A-Za-z0-9_]*)\"",
-                             REG_EXTENDED),
-                     0);
+    assert_int_equal(
+        regcomp(&g_use,
+                "(secure_getenv|getenv|setenv|unsetenv|add_env)[[:space:]]*\\([^\"();]*\"(GPUSLICE_[A-Za-z0-9_]*)\"",
+                REG_EXTENDED),
+        0);
     assert_int_equal(regcomp(&g_literal, "\"(GPUSLICE_[A-Za-z0-9_]*)\"", REG_EXTENDED), 0);
     for (i = 0; i < sizeof g_dirs / sizeof g_dirs[0]; i++)
         assert_int_equal(nftw(g_dirs[i], scan_uses, 16, FTW_PHYS), 0);

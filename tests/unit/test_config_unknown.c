@@ -30,18 +30,41 @@ static void test_clean_environments(void **state)
 {
     char *empty[] = { NULL };
     char *known[] = {
-        "CUDA_DEVICE_MEMORY_LIMIT=1G", "CUDA_DEVICE_MEMORY_LIMIT_0=1G", "CUDA_DEVICE_MEMORY_LIMIT_15=1G",
-        "CUDA_DEVICE_SM_LIMIT=5", "CUDA_DEVICE_SM_LIMIT_9=5", "CUDA_DEVICE_MEMORY_SHARED_CACHE=/x",
-        "GPU_CORE_UTILIZATION_POLICY=force", "LIBCUDA_LOG_LEVEL=1", "GPUSLICE_MEMORY_LIMIT=1G",
-        "GPUSLICE_MEMORY_LIMIT_10=1G", "GPUSLICE_CORES=1", "GPUSLICE_CORES_3=1", "GPUSLICE_COMPUTE_MODE=cap",
-        "GPUSLICE_SHARE_WEIGHT=1", "GPUSLICE_REGION=/r", "GPUSLICE_MANAGED=count", "GPUSLICE_CTX_OVERHEAD=auto",
-        "GPUSLICE_LOG_LEVEL=warn", "GPUSLICE_CONTAINER=c", "GPUSLICE_CONFIG=/c", "GPUSLICE_LEDGER_DIR=/l",
+        "CUDA_DEVICE_MEMORY_LIMIT=1G",
+        "CUDA_DEVICE_MEMORY_LIMIT_0=1G",
+        "CUDA_DEVICE_MEMORY_LIMIT_15=1G",
+        "CUDA_DEVICE_SM_LIMIT=5",
+        "CUDA_DEVICE_SM_LIMIT_9=5",
+        "CUDA_DEVICE_MEMORY_SHARED_CACHE=/x",
+        "GPU_CORE_UTILIZATION_POLICY=force",
+        "LIBCUDA_LOG_LEVEL=1",
+        "GPUSLICE_MEMORY_LIMIT=1G",
+        "GPUSLICE_MEMORY_LIMIT_10=1G",
+        "GPUSLICE_CORES=1",
+        "GPUSLICE_CORES_3=1",
+        "GPUSLICE_COMPUTE_MODE=cap",
+        "GPUSLICE_SHARE_WEIGHT=1",
+        "GPUSLICE_REGION=/r",
+        "GPUSLICE_MANAGED=count",
+        "GPUSLICE_CTX_OVERHEAD=auto",
+        "GPUSLICE_LOG_LEVEL=warn",
+        "GPUSLICE_CONTAINER=c",
+        "GPUSLICE_CONFIG=/c",
+        "GPUSLICE_LEDGER_DIR=/l",
         /* other gpuslice programs' variables, exported for inspect, sim or kubectl-like use */
-        "GPUSLICE_EXTENDER_URL=http://127.0.0.1:8888", "GPUSLICE_TRACE_DIR=/traces", "GPUSLICE_KUBE_TOKEN=t",
-        "GPUSLICE_SERVICEACCOUNT_DIR=/sa", "GPUSLICE_STATE_DIR=/run/gpuslice", "GPUSLICE_LIB=/l.so",
+        "GPUSLICE_EXTENDER_URL=http://127.0.0.1:8888",
+        "GPUSLICE_TRACE_DIR=/traces",
+        "GPUSLICE_KUBE_TOKEN=t",
+        "GPUSLICE_SERVICEACCOUNT_DIR=/sa",
+        "GPUSLICE_STATE_DIR=/run/gpuslice",
+        "GPUSLICE_LIB=/l.so",
         /* not ours: left alone */
-        "CUDA_VISIBLE_DEVICES=0", "CUDA_OVERSUBSCRIBE=true", "CUDA_DEVICE_MEMORY_LIMITS=5", "MY_GPUSLICE_X=1",
-        "NOEQUALS", NULL,
+        "CUDA_VISIBLE_DEVICES=0",
+        "CUDA_OVERSUBSCRIBE=true",
+        "CUDA_DEVICE_MEMORY_LIMITS=5",
+        "MY_GPUSLICE_X=1",
+        "NOEQUALS",
+        NULL,
     };
 
     (void)state;
@@ -75,7 +98,8 @@ static void test_bad_indexes(void **state)
                    "gpuslice: CUDA_DEVICE_SM_LIMIT_01='5': device index must be 0..15 (no leading zeros)");
     expect_unknown("CUDA_DEVICE_SM_LIMIT_-1=5",
                    "gpuslice: CUDA_DEVICE_SM_LIMIT_-1='5': device index must be 0..15 (no leading zeros)");
-    expect_unknown("GPUSLICE_CORES_x=5", "gpuslice: GPUSLICE_CORES_x='5': device index must be 0..15 (no leading zeros)");
+    expect_unknown("GPUSLICE_CORES_x=5",
+                   "gpuslice: GPUSLICE_CORES_x='5': device index must be 0..15 (no leading zeros)");
     expect_unknown("GPUSLICE_MEMORY_LIMIT_=1G",
                    "gpuslice: GPUSLICE_MEMORY_LIMIT_='1G': device index must be 0..15 (no leading zeros)");
 }

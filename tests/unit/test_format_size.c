@@ -47,17 +47,17 @@ static void test_units_and_digits(void **state)
 static void test_rounding(void **state)
 {
     (void)state;
-    expect_fmt(GIB + GIB / 200 + 1, "1.01 GiB"); /* just over 1.005 */
-    expect_fmt(GIB + GIB / 200, "1.00 GiB");     /* just under 1.005 */
+    expect_fmt(GIB + GIB / 200 + 1, "1.01 GiB");  /* just over 1.005 */
+    expect_fmt(GIB + GIB / 200, "1.00 GiB");      /* just under 1.005 */
     expect_fmt(1536 * MIB + 5 * MIB, "1.50 GiB"); /* 1.5049 */
-    expect_fmt(1034, "1.01 KiB");                /* 1.0098 */
-    expect_fmt(10239, "10.0 KiB");               /* 9.999 KiB keeps 3 digits */
-    expect_fmt(102399, "100 KiB");               /* 99.999 KiB */
-    expect_fmt(99 * KIB + 1000, "100 KiB");      /* 99.977 KiB: 1 decimal rounds to 100.0 */
+    expect_fmt(1034, "1.01 KiB");                 /* 1.0098 */
+    expect_fmt(10239, "10.0 KiB");                /* 9.999 KiB keeps 3 digits */
+    expect_fmt(102399, "100 KiB");                /* 99.999 KiB */
+    expect_fmt(99 * KIB + 1000, "100 KiB");       /* 99.977 KiB: 1 decimal rounds to 100.0 */
     expect_fmt(9 * KIB + 1000, "9.98 KiB");
     expect_fmt(1023 * MIB + 512 * KIB, "1.00 GiB"); /* 1023.5 MiB moves up a unit */
     expect_fmt(1023 * MIB + 511 * KIB, "1023 MiB");
-    expect_fmt(1024 * TIB - 1, "1024 TiB");      /* no unit above TiB */
+    expect_fmt(1024 * TIB - 1, "1024 TiB"); /* no unit above TiB */
 }
 
 static void test_buffer_limits(void **state)

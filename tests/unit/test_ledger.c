@@ -93,9 +93,9 @@ static void a_draining_holder_keeps_its_turn(void **state)
     struct gs_ledger *l = fresh(path, sizeof path);
     int a = gs_ledger_join(l, 100, 11, 100), b = gs_ledger_join(l, 200, 22, 100);
     open_now(l, a, 1000 * MS, 1020 * MS);
-    gs_ledger_extend(l, b, 1000 * MS, 1500 * MS);                  /* not b's turn to extend */
+    gs_ledger_extend(l, b, 1000 * MS, 1500 * MS); /* not b's turn to extend */
     assert_int_equal(l->f->turn_until_ns, 1020 * MS);
-    gs_ledger_extend(l, a, 1000 * MS, 1100 * MS);                  /* a waits for its work to drain */
+    gs_ledger_extend(l, a, 1000 * MS, 1100 * MS);                    /* a waits for its work to drain */
     assert_int_equal(try_open(l, b, 1050 * MS, 1080 * MS), 50 * MS); /* past a's planned expiry */
     gs_ledger_close_window(l, a);
     open_now(l, b, 1060 * MS, 1080 * MS);
@@ -121,7 +121,7 @@ static void an_expired_or_dead_holder_loses_the_turn(void **state)
     assert_true(try_open(l, b, 1019 * MS, 1040 * MS) > 0);
     open_now(l, b, 1020 * MS, 1040 * MS); /* a stalled */
     assert_true(try_open(l, a, 1021 * MS, 1040 * MS) > 0);
-    die(l, b); /* b dies holding the turn */
+    die(l, b);                            /* b dies holding the turn */
     open_now(l, a, 1022 * MS, 1040 * MS); /* at once, not at b's expiry */
     gs_ledger_reap(l);
     assert_int_equal(gs_ledger_others(l, 11), 0);
@@ -137,7 +137,7 @@ static void a_forged_member_or_turn_blocks_no_one(void **state)
     int a = gs_ledger_join(l, 100, 11, 100);
     /* a tenant writes a member of container 77 with windows open into a
      * slot it does not hold, and hands 77 the turn */
-    l->f->m[40] = (struct gs_ledger_member){.container = 77, .active_ns = 1000 * MS, .open = 3, .weight = 65535};
+    l->f->m[40] = (struct gs_ledger_member){ .container = 77, .active_ns = 1000 * MS, .open = 3, .weight = 65535 };
     l->f->turn_container = 77;
     l->f->turn_until_ns = 1500 * MS;
     open_now(l, a, 1000 * MS, 1010 * MS); /* nobody alive holds 77's windows */
@@ -171,7 +171,7 @@ static void a_process_that_holds_the_lock_or_dies_in_it_stalls_no_one(void **sta
     if (child == 0) {
         char err[256];
         struct gs_ledger *h = gs_ledger_open(path, err, sizeof err);
-        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)1 << 20, .l_len = 1};
+        struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)1 << 20, .l_len = 1 };
         if (!h || fcntl(h->fd, F_OFD_SETLK, &fl) != 0)
             _exit(1);
         h->f->turn_container = 99; /* half-way through taking the turn */
@@ -220,7 +220,7 @@ static void a_waiter_wakes_when_the_turn_is_released(void **state)
     char path[128];
     struct gs_ledger *l = fresh(path, sizeof path);
     int a = gs_ledger_join(l, 100, 11, 100), b = gs_ledger_join(l, 200, 22, 100);
-    struct waiter w = {l, 0, 0};
+    struct waiter w = { l, 0, 0 };
     open_now(l, a, 1000 * MS, FAR);
     int took;
     assert_true(gs_ledger_open_window(l, b, 1000 * MS, FAR, &w.seq, &took) > 0);
@@ -247,8 +247,8 @@ static void share_mode_sees_the_others_demand_and_weights(void **state)
     assert_true(a >= 0 && c >= 0);
     assert_int_equal(gs_ledger_busy_weight(l, 11, 900 * MS), 0); /* nobody showed demand yet */
     open_now(l, b, 1000 * MS, 1010 * MS);
-    gs_ledger_touch(l, b2, 1001 * MS);                          /* b's other process runs free */
-    assert_true(try_open(l, c, 1002 * MS, 1010 * MS) > 0);    /* waiting is demand */
+    gs_ledger_touch(l, b2, 1001 * MS);                                 /* b's other process runs free */
+    assert_true(try_open(l, c, 1002 * MS, 1010 * MS) > 0);             /* waiting is demand */
     assert_int_equal(gs_ledger_busy_weight(l, 11, 900 * MS), 70 + 50); /* b counted once */
     assert_int_equal(gs_ledger_busy_weight(l, 11, 1002 * MS), 50);     /* b's demand is older */
     assert_int_equal(gs_ledger_busy_weight(l, 22, 900 * MS), 50);      /* not its own */
@@ -297,8 +297,7 @@ static void a_member_in_another_pid_namespace_is_alive_until_it_dies(void **stat
             uint32_t seq;
             struct gs_ledger *h = gs_ledger_open(path, err, sizeof err);
             int s = h ? gs_ledger_join(h, getpid(), 22, 100) : -1;
-            if (s < 0 || gs_ledger_open_window(h, s, 1000 * MS, 1500 * MS, &seq, &took) != 0 || !took ||
-                getpid() != 1)
+            if (s < 0 || gs_ledger_open_window(h, s, 1000 * MS, 1500 * MS, &seq, &took) != 0 || !took || getpid() != 1)
                 _exit(1);
             close(hold[1]);
             (void)!write(up[1], "x", 1);

@@ -37,7 +37,7 @@ static void debt_makes_open_wait_exactly_until_paid(void **state)
 {
     (void)state;
     struct gs_lim_account a;
-    struct gs_lim_window w = {0};
+    struct gs_lim_window w = { 0 };
     account(&a, GS_LIM_CAP, 25, 100);
     uint64_t now = 1000 * MS;
     assert_int_equal(gs_lim_open(&w, &a, now), 0);
@@ -92,11 +92,15 @@ static void window_end_follows_the_drain_else_the_marker_else_the_plan(void **st
 {
     (void)state;
     int measured;
-    struct gs_lim_close_facts f = {.start_ns = 100 * MS, .planned_end_ns = 110 * MS, .close_ns = 112 * MS,
-                                   .drained_ns = 115 * MS, .last_launch_ns = 109 * MS, .mark_ns = 8 * MS};
+    struct gs_lim_close_facts f = { .start_ns = 100 * MS,
+                                    .planned_end_ns = 110 * MS,
+                                    .close_ns = 112 * MS,
+                                    .drained_ns = 115 * MS,
+                                    .last_launch_ns = 109 * MS,
+                                    .mark_ns = 8 * MS };
     assert_int_equal(gs_lim_window_end(&f, &measured), 115 * MS); /* drained well after the close */
     assert_true(measured);
-    f.drained_ns = 112 * MS + 50 * US; /* drained at once: the marker knows better */
+    f.drained_ns = 112 * MS + 50 * US;                            /* drained at once: the marker knows better */
     assert_int_equal(gs_lim_window_end(&f, &measured), 109 * MS); /* but not before the last launch */
     f.mark_ns = 11 * MS;
     assert_int_equal(gs_lim_window_end(&f, &measured), 111 * MS);
@@ -112,7 +116,7 @@ static void overlapping_windows_of_one_container_are_charged_once(void **state)
 {
     (void)state;
     struct gs_lim_account a;
-    struct gs_lim_window w1 = {0}, w2 = {0};
+    struct gs_lim_window w1 = { 0 }, w2 = { 0 };
     account(&a, GS_LIM_CAP, 50, 100);
     uint64_t t = 1000 * MS;
     gs_lim_open(&w1, &a, t);
@@ -155,17 +159,17 @@ static void water_filling_gives_the_unused_share_away(void **state)
 {
     (void)state;
     /* a light tenant of weight 70 using 10 %: we (30) may use the rest */
-    struct gs_lim_demand light = {70, 100000, 0};
+    struct gs_lim_demand light = { 70, 100000, 0 };
     assert_int_equal(gs_lim_share_fill(30, &light, 1), GS_LIM_PPM);
     /* it wants more: weights hold */
     light.wants_more = 1;
     assert_int_equal(gs_lim_share_fill(30, &light, 1), 300000);
     /* a tenant of weight 70 using 90 % without waiting: above its share, so
      * weights hold between us */
-    struct gs_lim_demand heavy = {70, 900000, 0};
+    struct gs_lim_demand heavy = { 70, 900000, 0 };
     assert_int_equal(gs_lim_share_fill(30, &heavy, 1), 300000);
     /* three: one light (10 %), two that want more: split the 90 % by weight */
-    struct gs_lim_demand three[2] = {{50, 100000, 0}, {60, 500000, 1}};
+    struct gs_lim_demand three[2] = { { 50, 100000, 0 }, { 60, 500000, 1 } };
     assert_int_equal(gs_lim_share_fill(30, three, 2), 900000 * 30 / 90);
 }
 
@@ -187,9 +191,9 @@ static void nvml_samples_are_averaged_over_timestamps(void **state)
 {
     (void)state;
     const struct gs_lim_sample s[] = {
-        {7, 20, 100}, {8, 10, 100}, {9, 70, 100}, /* period 1: ours 30, others 70 */
-        {7, 50, 200}, {9, 50, 200},               /* period 2: ours 50, others 50 */
-        {9, 99, 50},                              /* already seen */
+        { 7, 20, 100 }, { 8, 10, 100 }, { 9, 70, 100 }, /* period 1: ours 30, others 70 */
+        { 7, 50, 200 }, { 9, 50, 200 },                 /* period 2: ours 50, others 50 */
+        { 9, 99, 50 },                                  /* already seen */
     };
     int64_t ours, others;
     uint64_t newest = gs_lim_aggregate(s, 6, 60, pid_is_ours, NULL, &ours, &others);
@@ -233,7 +237,7 @@ struct tenant {
     int free;
     uint64_t queue_ns, idle_since, wake_ns, cpu_until, last_launch, burst_start;
     uint64_t busy_ns, busy_mark, done_ns, on_from, on_until; /* done: exclusive work completed */
-    uint64_t bursts, lat_sum, lat_max;                        /* burst completion latency, after `from` */
+    uint64_t bursts, lat_sum, lat_max;                       /* burst completion latency, after `from` */
     int measuring;
     /* the interposer's markers: an event after the interval's first
      * GS_LIM_MARK_FIRST launches, then one per 0.5 ms of launching; the
@@ -256,13 +260,13 @@ static struct gs_lim_close_facts marker_facts(struct tenant *t, uint64_t now)
         uint64_t per = (uint64_t)mark / t->at_mark;
         t->per_launch = t->per_launch ? (t->per_launch + per) / 2 : per;
     }
-    return (struct gs_lim_close_facts){.start_ns = t->w.busy_from,
-                                       .planned_end_ns = now,
-                                       .close_ns = now,
-                                       .last_launch_ns = t->last_launch,
-                                       .mark_ns = mark,
-                                       .after_mark = mark >= 0 ? t->since_mark : t->in_interval,
-                                       .per_launch_ns = t->per_launch};
+    return (struct gs_lim_close_facts){ .start_ns = t->w.busy_from,
+                                        .planned_end_ns = now,
+                                        .close_ns = now,
+                                        .last_launch_ns = t->last_launch,
+                                        .mark_ns = mark,
+                                        .after_mark = mark >= 0 ? t->since_mark : t->in_interval,
+                                        .per_launch_ns = t->per_launch };
 }
 
 static void interval_begin(struct tenant *t, uint64_t now)
@@ -380,7 +384,7 @@ static void tenant_host(struct tenant *t, uint64_t now)
 static void simulate(struct tenant *t, int n, double secs, double from, double *share)
 {
     uint64_t t0 = 1000 * MS, end = t0 + (uint64_t)(secs * 1e9), mfrom = t0 + (uint64_t)(from * 1e9);
-    uint64_t done_at_from[MAXT] = {0}, next_outer = t0 + GS_LIM_OUTER_NS, occ_mark[MAXT] = {0};
+    uint64_t done_at_from[MAXT] = { 0 }, next_outer = t0 + GS_LIM_OUTER_NS, occ_mark[MAXT] = { 0 };
     uint64_t dev_busy = 0, dev_mark = 0;
     double f_excl = sqrt((PM_LIMIT - PM_IDLE) / PM_DYN), f = 1.0, speed = 1.0, power = PM_IDLE;
     for (int i = 0; i < n; i++) {
@@ -439,9 +443,9 @@ static void simulate(struct tenant *t, int n, double secs, double from, double *
                 occ_mark[i] = a->occ_ns;
                 int64_t ours = (int64_t)(mine * GS_LIM_PPM / GS_LIM_OUTER_NS);
                 if (g_device_only)
-                    a->corr_ppm = gs_lim_correction_device(a->corr_ppm, (dev_busy - dev_mark) * GS_LIM_PPM /
-                                                                            GS_LIM_OUTER_NS,
-                                                           occ * GS_LIM_PPM / GS_LIM_OUTER_NS);
+                    a->corr_ppm =
+                        gs_lim_correction_device(a->corr_ppm, (dev_busy - dev_mark) * GS_LIM_PPM / GS_LIM_OUTER_NS,
+                                                 occ * GS_LIM_PPM / GS_LIM_OUTER_NS);
                 else if (!g_no_correction)
                     a->corr_ppm = gs_lim_correction(a->corr_ppm, ours, occ * GS_LIM_PPM / GS_LIM_OUTER_NS);
                 if (g_power_model)
@@ -454,8 +458,8 @@ static void simulate(struct tenant *t, int n, double secs, double from, double *
                         uint64_t use = (t[j].busy_ns - t[j].busy_mark) * GS_LIM_PPM / GS_LIM_OUTER_NS;
                         if (j == i || use < GS_LIM_BUSY_PPM)
                             continue;
-                        dem[nd++] = (struct gs_lim_demand){gs_lim_weight(t[j].acct), (uint32_t)use,
-                                                           !t[j].free && gs_lim_throttled(t[j].acct, now)};
+                        dem[nd++] = (struct gs_lim_demand){ gs_lim_weight(t[j].acct), (uint32_t)use,
+                                                            !t[j].free && gs_lim_throttled(t[j].acct, now) };
                     }
                     uint32_t target = nd ? gs_lim_share_fill(a->weight, dem, nd) : GS_LIM_PPM;
                     if (a->rate_ppm >= GS_LIM_PPM && target < GS_LIM_PPM) {
@@ -479,14 +483,14 @@ static void one_capped(unsigned pct, uint64_t kernel, double *share)
 {
     struct gs_lim_account a;
     account(&a, GS_LIM_CAP, pct, 100);
-    struct tenant t = {.acct = &a, .kernel_ns = kernel};
+    struct tenant t = { .acct = &a, .kernel_ns = kernel };
     simulate(&t, 1, 6.0, 1.0, share);
 }
 
 static void cap_holds_for_5us_and_50ms_kernels(void **state)
 {
     (void)state;
-    static const unsigned caps[] = {10, 30, 50, 70};
+    static const unsigned caps[] = { 10, 30, 50, 70 };
     for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
         double s5, s50;
         one_capped(caps[i], 5 * US, &s5);
@@ -504,8 +508,8 @@ static void speed_follows_the_power_headroom(void **state)
      * headroom, (900/595)^0.38 = 1.170; half-way from 1 */
     uint32_t s = gs_lim_speed(GS_LIM_PPM, 375000, 700000, 300000, 300000, 380);
     assert_in_range(s, 1084000, 1086000);
-    assert_int_equal(gs_lim_speed(s, 375000, 700000, 300000, 300000, 0), GS_LIM_PPM); /* exponent 0: off */
-    assert_int_equal(gs_lim_speed(s, 375000, 700000, 20000, 20000, 380), s);         /* nearly idle: keep */
+    assert_int_equal(gs_lim_speed(s, 375000, 700000, 300000, 300000, 0), GS_LIM_PPM);            /* exponent 0: off */
+    assert_int_equal(gs_lim_speed(s, 375000, 700000, 20000, 20000, 380), s);                     /* nearly idle: keep */
     assert_int_equal(gs_lim_speed(GS_LIM_PPM, 400000, 700000, 600000, 600000, 380), GS_LIM_PPM); /* within */
     assert_int_equal(gs_lim_speed(GS_LIM_PPM, 700000, 0, 600000, 600000, 380), GS_LIM_PPM);      /* no limit */
     /* A launch-bound load: its kernels draw 700 W above idle while they run,
@@ -528,7 +532,7 @@ static void cap_holds_in_exclusive_throughput_when_the_clock_boosts(void **state
      * (the model above): without the power correction p % of the time buys
      * more than p % of exclusive throughput; with it the cap holds. */
     (void)state;
-    static const unsigned caps[] = {10, 30, 50, 70};
+    static const unsigned caps[] = { 10, 30, 50, 70 };
     double s;
     g_power_model = 1;
     g_power_exp = 0;
@@ -550,7 +554,7 @@ static void two_tenants_capped_30_70_get_30_70(void **state)
     struct gs_lim_account a, b;
     account(&a, GS_LIM_CAP, 30, 100);
     account(&b, GS_LIM_CAP, 70, 100);
-    struct tenant t[2] = {{.acct = &a, .kernel_ns = 1 * MS}, {.acct = &b, .kernel_ns = 1 * MS}};
+    struct tenant t[2] = { { .acct = &a, .kernel_ns = 1 * MS }, { .acct = &b, .kernel_ns = 1 * MS } };
     double s[2];
     simulate(t, 2, 8.0, 3.0, s);
     print_message("caps 30/70: %.4f / %.4f\n", s[0], s[1]);
@@ -566,7 +570,7 @@ static void device_utilisation_alone_corrects_30_70_and_relaxes_when_alone(void 
     struct gs_lim_account a, b;
     account(&a, GS_LIM_CAP, 30, 100);
     account(&b, GS_LIM_CAP, 70, 100);
-    struct tenant t[2] = {{.acct = &a, .kernel_ns = 1 * MS}, {.acct = &b, .kernel_ns = 1 * MS}};
+    struct tenant t[2] = { { .acct = &a, .kernel_ns = 1 * MS }, { .acct = &b, .kernel_ns = 1 * MS } };
     double s[2];
     g_device_only = 1;
     simulate(t, 2, 8.0, 3.0, s);
@@ -577,8 +581,8 @@ static void device_utilisation_alone_corrects_30_70_and_relaxes_when_alone(void 
      * c it learnt next to a */
     account(&a, GS_LIM_CAP, 30, 100);
     account(&b, GS_LIM_CAP, 70, 100);
-    struct tenant u[2] = {{.acct = &a, .kernel_ns = 1 * MS, .on_until = 3000 * MS},
-                          {.acct = &b, .kernel_ns = 1 * MS}};
+    struct tenant u[2] = { { .acct = &a, .kernel_ns = 1 * MS, .on_until = 3000 * MS },
+                           { .acct = &b, .kernel_ns = 1 * MS } };
     simulate(u, 2, 9.0, 6.0, s);
     g_device_only = 0;
     print_message("b alone after a left: %.4f\n", s[1]);
@@ -594,7 +598,7 @@ static void without_correction_a_capped_tenant_under_delivers(void **state)
     struct gs_lim_account a, b;
     account(&a, GS_LIM_CAP, 30, 100);
     account(&b, GS_LIM_CAP, 100, 100); /* rate 100 %: always on */
-    struct tenant t[2] = {{.acct = &a, .kernel_ns = 1 * MS}, {.acct = &b, .kernel_ns = 1 * MS}};
+    struct tenant t[2] = { { .acct = &a, .kernel_ns = 1 * MS }, { .acct = &b, .kernel_ns = 1 * MS } };
     double s[2];
     g_no_correction = 1;
     simulate(t, 2, 6.0, 3.0, s);
@@ -605,7 +609,7 @@ static void without_correction_a_capped_tenant_under_delivers(void **state)
     struct gs_lim_account c, d;
     account(&c, GS_LIM_CAP, 30, 100);
     account(&d, GS_LIM_CAP, 100, 100);
-    struct tenant u[2] = {{.acct = &c, .kernel_ns = 1 * MS}, {.acct = &d, .kernel_ns = 1 * MS}};
+    struct tenant u[2] = { { .acct = &c, .kernel_ns = 1 * MS }, { .acct = &d, .kernel_ns = 1 * MS } };
     simulate(u, 2, 6.0, 3.0, s);
     print_message("cap 30 vs always-on, corrected: %.4f / %.4f\n", s[0], s[1]);
     assert_true(s[0] > 0.27 && s[0] < 0.33);
@@ -618,7 +622,8 @@ static void shares_30_70_split_30_70_and_a_lone_tenant_runs_free(void **state)
     account(&a, GS_LIM_SHARE, 0, 30);
     account(&b, GS_LIM_SHARE, 0, 70);
     /* b stops after 6 s: a must be back to (nearly) the whole GPU by 7 s */
-    struct tenant t[2] = {{.acct = &a, .kernel_ns = 1 * MS}, {.acct = &b, .kernel_ns = 1 * MS, .on_until = 6000 * MS}};
+    struct tenant t[2] = { { .acct = &a, .kernel_ns = 1 * MS },
+                           { .acct = &b, .kernel_ns = 1 * MS, .on_until = 6000 * MS } };
     double s[2];
     simulate(t, 2, 6.0, 3.0, s);
     print_message("shares 30:70: %.4f / %.4f\n", s[0], s[1]);
@@ -629,7 +634,8 @@ static void shares_30_70_split_30_70_and_a_lone_tenant_runs_free(void **state)
     struct gs_lim_account c, d;
     account(&c, GS_LIM_SHARE, 0, 30);
     account(&d, GS_LIM_SHARE, 0, 70);
-    struct tenant u[2] = {{.acct = &c, .kernel_ns = 1 * MS}, {.acct = &d, .kernel_ns = 1 * MS, .on_until = 3000 * MS}};
+    struct tenant u[2] = { { .acct = &c, .kernel_ns = 1 * MS },
+                           { .acct = &d, .kernel_ns = 1 * MS, .on_until = 3000 * MS } };
     simulate(u, 2, 6.0, 4.0, s);
     print_message("share 30 after the other left: %.4f\n", s[0]);
     assert_true(s[0] >= 0.95);
@@ -642,13 +648,13 @@ static void shares_30_70_split_30_70_and_a_lone_tenant_runs_free(void **state)
  * decoder generating tokens. */
 static struct tenant light(struct gs_lim_account *a)
 {
-    return (struct tenant){.acct = a, .kernel_ns = 20 * US, .gap_ns = 10 * US, .burst = 50, .think_ns = 9 * MS};
+    return (struct tenant){ .acct = a, .kernel_ns = 20 * US, .gap_ns = 10 * US, .burst = 50, .think_ns = 9 * MS };
 }
 
 /* The launch-bound tenant: 4 us kernels, 10 us of CPU per launch: 40 % busy. */
 static struct tenant launch_bound(struct gs_lim_account *a)
 {
-    return (struct tenant){.acct = a, .kernel_ns = 4 * US, .gap_ns = 10 * US};
+    return (struct tenant){ .acct = a, .kernel_ns = 4 * US, .gap_ns = 10 * US };
 }
 
 static double alone_rate(struct tenant t)
@@ -693,7 +699,7 @@ static void a_light_tenant_does_not_notice_a_cap_above_its_use(void **state)
 static void a_gpu_bound_tenant_gets_its_cap(void **state)
 {
     (void)state;
-    struct tenant t = {.kernel_ns = 1 * MS};
+    struct tenant t = { .kernel_ns = 1 * MS };
     double alone = alone_rate(t), capped = capped_rate(t, 30);
     print_message("GPU-bound: %.4f of alone under cap 30\n", capped / alone);
     assert_true(fabs(capped / alone - 0.30) <= 0.03);
@@ -730,7 +736,7 @@ static void launches_after_the_last_marker_are_priced_by_the_markers(void **stat
     /* bursts of 40 launches 20 us apart, 10 us kernels (0.8 ms of launching:
      * markers after the first 4 and at 0.5 ms), a sync and 3 ms of CPU:
      * ~10 % busy, like a training step */
-    struct tenant step = {.kernel_ns = 10 * US, .gap_ns = 20 * US, .burst = 40, .think_ns = 3 * MS};
+    struct tenant step = { .kernel_ns = 10 * US, .gap_ns = 20 * US, .burst = 40, .think_ns = 3 * MS };
     double alone = alone_rate(step), capped = capped_rate(step, 30);
     /* (charged up to the next launch it kept 0.30 of its speed) */
     print_message("training-like bursts: busy %.3f alone, %.4f of it under cap 30\n", alone, capped / alone);
@@ -740,7 +746,7 @@ static void launches_after_the_last_marker_are_priced_by_the_markers(void **stat
      * 10 ms of work launched in 1 ms, the last marker ~5 ms of it before the
      * end; a sync and 20 ms of CPU: ~33 % busy (unpriced, its tails ran
      * free: 0.215 under cap 20) */
-    struct tenant deep = {.kernel_ns = 50 * US, .gap_ns = 5 * US, .burst = 200, .depth = 200, .think_ns = 20 * MS};
+    struct tenant deep = { .kernel_ns = 50 * US, .gap_ns = 5 * US, .burst = 200, .depth = 200, .think_ns = 20 * MS };
     alone = alone_rate(deep);
     capped = capped_rate(deep, 20);
     print_message("deep-queue bursts: busy %.3f alone, %.4f under cap 20\n", alone, capped);
@@ -768,7 +774,7 @@ static void co_located(enum gs_lim_mode mode, double *keep, double *lat_mean, do
         account(&a, GS_LIM_SHARE, 0, 70);
         account(&b, GS_LIM_SHARE, 0, 30);
     }
-    struct tenant t[2] = {light(&a), {.acct = &b, .kernel_ns = 1 * MS}};
+    struct tenant t[2] = { light(&a), { .acct = &b, .kernel_ns = 1 * MS } };
     double s[2];
     simulate(t, 2, 6.0, 2.0, s);
     *keep = s[0] / r_alone;
@@ -785,7 +791,7 @@ static void a_light_tenant_keeps_its_speed_and_latency_beside_a_gpu_bound_one(vo
      * the other's run: a burst completes within 2x its alone time plus one
      * of the other's kernels in flight (1 ms). */
     (void)state;
-    static const enum gs_lim_mode modes[] = {GS_LIM_CAP, GS_LIM_SHARE};
+    static const enum gs_lim_mode modes[] = { GS_LIM_CAP, GS_LIM_SHARE };
     for (int i = 0; i < 2; i++) {
         double keep, mean, max, heavy;
         co_located(modes[i], &keep, &mean, &max, &heavy);

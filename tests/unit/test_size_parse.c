@@ -51,15 +51,16 @@ static void test_plain_bytes(void **state)
 
 static void test_every_unit(void **state)
 {
-    static const struct { const char *t; uint64_t v; } cases[] = {
-        { "3k", 3 * KIB },   { "3K", 3 * KIB },   { "3Ki", 3 * KIB },  { "3ki", 3 * KIB },
-        { "3KI", 3 * KIB },  { "3kI", 3 * KIB },  { "3KiB", 3 * KIB }, { "3kiB", 3 * KIB },
-        { "3KIB", 3 * KIB }, { "3m", 3 * MIB },   { "3M", 3 * MIB },   { "3Mi", 3 * MIB },
-        { "3mi", 3 * MIB },  { "3MiB", 3 * MIB }, { "3MIB", 3 * MIB }, { "3g", 3 * GIB },
-        { "3G", 3 * GIB },   { "3Gi", 3 * GIB },  { "3gi", 3 * GIB },  { "3GiB", 3 * GIB },
-        { "3GIB", 3 * GIB }, { "3t", 3 * TIB },   { "3T", 3 * TIB },   { "3Ti", 3 * TIB },
-        { "3ti", 3 * TIB },  { "3TiB", 3 * TIB }, { "3TIB", 3 * TIB },
-        { "4096m", 4 * GIB }, /* what HAMi's device plugin writes */
+    static const struct {
+        const char *t;
+        uint64_t v;
+    } cases[] = {
+        { "3k", 3 * KIB },   { "3K", 3 * KIB },   { "3Ki", 3 * KIB },   { "3ki", 3 * KIB },  { "3KI", 3 * KIB },
+        { "3kI", 3 * KIB },  { "3KiB", 3 * KIB }, { "3kiB", 3 * KIB },  { "3KIB", 3 * KIB }, { "3m", 3 * MIB },
+        { "3M", 3 * MIB },   { "3Mi", 3 * MIB },  { "3mi", 3 * MIB },   { "3MiB", 3 * MIB }, { "3MIB", 3 * MIB },
+        { "3g", 3 * GIB },   { "3G", 3 * GIB },   { "3Gi", 3 * GIB },   { "3gi", 3 * GIB },  { "3GiB", 3 * GIB },
+        { "3GIB", 3 * GIB }, { "3t", 3 * TIB },   { "3T", 3 * TIB },    { "3Ti", 3 * TIB },  { "3ti", 3 * TIB },
+        { "3TiB", 3 * TIB }, { "3TIB", 3 * TIB }, { "4096m", 4 * GIB }, /* what HAMi's device plugin writes */
         { "0G", 0 },
     };
     size_t i;

@@ -51,13 +51,13 @@ static void test_walk_lists_both_layouts_and_skips_the_rest(void **state)
     (void)state;
     char dir[] = "/tmp/gs-statedir-XXXXXX", p[PATH_MAX];
     assert_non_null(mkdtemp(dir));
-    touch(dir, "team-a.region");                  /* flat layout */
-    snprintf(p, sizeof p, "%s/abc123", dir);      /* the agent's layout */
+    touch(dir, "team-a.region");             /* flat layout */
+    snprintf(p, sizeof p, "%s/abc123", dir); /* the agent's layout */
     assert_int_equal(mkdir(p, 0700), 0);
     touch(p, "region");
-    snprintf(p, sizeof p, "%s/empty", dir);       /* a directory without a region */
+    snprintf(p, sizeof p, "%s/empty", dir); /* a directory without a region */
     assert_int_equal(mkdir(p, 0700), 0);
-    snprintf(p, sizeof p, "%s/.limits", dir);     /* dot entries are not containers */
+    snprintf(p, sizeof p, "%s/.limits", dir); /* dot entries are not containers */
     assert_int_equal(mkdir(p, 0700), 0);
     touch(p, "region");
     snprintf(p, sizeof p, "%s/link.region", dir); /* a symlink is never followed */
@@ -66,7 +66,7 @@ static void test_walk_lists_both_layouts_and_skips_the_rest(void **state)
     assert_int_equal(mkfifo(p, 0600), 0);
     touch(dir, "GPU-1.ledger");
 
-    struct seen s = {0};
+    struct seen s = { 0 };
     assert_int_equal(gs_statedir_each_region(dir, remember, &s), 0);
     assert_int_equal(s.n, 2);
     assert_true(has(&s, "team-a"));
@@ -80,7 +80,7 @@ static void test_walk_lists_both_layouts_and_skips_the_rest(void **state)
 static void test_walk_of_a_missing_directory_fails(void **state)
 {
     (void)state;
-    struct seen s = {0};
+    struct seen s = { 0 };
     assert_int_equal(gs_statedir_each_region("/nonexistent/gpuslice", remember, &s), -1);
     assert_int_equal(s.n, 0);
 }
