@@ -20,7 +20,7 @@ apt_get update -qq
 # Debian's grpcio, PyYAML for tests/deploy, openssl for test certificates);
 # matplotlib for the simulator's plot; wrk for the extender benchmark.
 apt_get install -y -qq --no-install-recommends \
-    build-essential cmake pkg-config clang-14 clang-tidy libclang-rt-14-dev cppcheck \
+    build-essential cmake pkg-config clang-14 clang-tidy clang-format-14 libclang-rt-14-dev cppcheck \
     libcmocka-dev libjansson-dev \
     libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler \
     libcurl4-openssl-dev libssl-dev libmicrohttpd-dev libgnutls28-dev \

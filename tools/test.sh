@@ -2,7 +2,7 @@
 # The whole test suite, as CI runs it:
 #   1. Release build (-O2, -Werror) and every CTest test;
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
-#   3. cppcheck over src/ and tests/, clang-tidy over every src/ directory
+#   3. cppcheck over src/ and tests/, the .clang-format check, clang-tidy over every src/ directory
 #      whose code is complete (see the list below);
 #   4. each libFuzzer target for a short run over its corpus.
 set -eu
@@ -41,6 +41,10 @@ step "cppcheck"
 cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
     --inline-suppr --suppress=missingIncludeSystem -I "$root/src" \
     "$root/src" "$root/tests"
+
+step "format (.clang-format, clang-format 14)"
+# shellcheck disable=SC2046 # the file list is meant to split
+clang-format-14 --dry-run --Werror $(find "$root/src" "$root/tests" "$root/bench" -name '*.[ch]')
 
 step "clang-tidy (checks in .clang-tidy)"
 # shellcheck disable=SC2046 # the file list is meant to split
