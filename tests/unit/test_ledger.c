@@ -317,6 +317,11 @@ static void a_member_in_another_pid_namespace_is_alive_until_it_dies(void **stat
         int st = 0;
         waitpid(mid, &st, 0);
         assert_int_equal(WEXITSTATUS(st), 2);
+        close(up[0]);
+        close(hold[0]);
+        close(hold[1]);
+        gs_ledger_close(l);
+        unlink(path);
         skip();
     }
     assert_true(try_open(l, a, 1001 * MS, 1100 * MS) > 0); /* 22 holds the turn and lives */
