@@ -122,9 +122,7 @@ CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, void *g, const void *deps,
 
 CUresult cuStreamEndCapture(CUstream s, void **g)
 {
-    gs_pfn_cuStreamEndCapture real = GS_REAL_CU(cuStreamEndCapture);
-    if (GS_UNLIKELY(!real))
-        return CUDA_ERROR_NOT_FOUND;
+    GS_REAL_CU_OR_NOT_FOUND(real, cuStreamEndCapture);
     CUresult rc = real(s, g);
     gs_compute_capture_ended(s, rc);
     return rc;
@@ -132,9 +130,7 @@ CUresult cuStreamEndCapture(CUstream s, void **g)
 
 CUresult cuStreamEndCapture_ptsz(CUstream s, void **g)
 {
-    gs_pfn_cuStreamEndCapture_ptsz real = GS_REAL_CU(cuStreamEndCapture_ptsz);
-    if (GS_UNLIKELY(!real))
-        return CUDA_ERROR_NOT_FOUND;
+    GS_REAL_CU_OR_NOT_FOUND(real, cuStreamEndCapture_ptsz);
     CUresult rc = real(s, g);
     gs_compute_capture_ended(s, rc);
     return rc;
