@@ -39,12 +39,19 @@ tag() {
 trun() { torchrun --standalone --nproc_per_node=2 "$@"; }
 export -f trun gsrun
 # Real NVML peaks per GPU while "$@" runs (the watcher has no interposer).
+# (A stop file, not a coprocess: bash closes a coprocess's pipe when it exits,
+# before its last line can be read.)
 with_peak() {
   local mode=$1; shift
-  coproc PEAK { env -u LD_PRELOAD python3 $B/nvml_peak.py; }
+  local stop out pid
+  stop=$(mktemp -u) out=$(mktemp)
+  env -u LD_PRELOAD python3 $B/nvml_peak.py "$stop" >"$out" &
+  pid=$!
   tag "$mode" "$@"
-  exec {PEAK[1]}>&-
-  sed "s/^{/{\"mode\": \"$mode\", \"test\": \"nvml\", /" <&"${PEAK[0]}" | tee -a "$LOG"
+  touch "$stop"
+  wait "$pid"
+  sed "s/^{/{\"mode\": \"$mode\", \"test\": \"nvml\", /" "$out" | tee -a "$LOG"
+  rm -f "$stop" "$out"
 }
 
 part=${1:-all}
