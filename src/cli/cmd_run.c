@@ -471,6 +471,12 @@ int gs_cmd_run(int argc, char **argv)
     }
     if (!r->container[0])
         snprintf(r->container, sizeof r->container, "%s", name);
+    /* What `gpuslice top` shows before the first process touches a GPU. */
+    int uniform = 1;
+    for (int i = 1; i < GS_MAX_DEVICES; i++)
+        uniform &= cfg.mem_limit[i] == cfg.mem_limit[0];
+    if (uniform && !r->default_limit_mib && cfg.mem_limit[0] >> 20 <= UINT32_MAX)
+        r->default_limit_mib = (uint32_t)(cfg.mem_limit[0] >> 20);
     gs_region_close(r, -1);
     return run_child(argv + optind, region, private_region);
 }

@@ -78,10 +78,17 @@ static void print_table(const char *path, const struct gs_region_view *v)
             printf("  %-19s %-42s %12s\n", "", "  of which context", ctx);
         }
     }
-    if (r->ndevices == 0)
-        printf("%-20s %-42s %12s %12s %6d\n", r->container[0] ? r->container : path, "(no GPU used yet)", "-", "-", 0);
     int live = 0;
     gs_region_view_used(v, -1, &live);
+    if (r->ndevices == 0) {
+        /* Before the first GPU use the limit is the one its run set for every device. */
+        if (r->default_limit_mib)
+            fmt((uint64_t)r->default_limit_mib << 20, limit, sizeof limit);
+        else
+            snprintf(limit, sizeof limit, "-");
+        printf("%-20s %-42s %12s %12s %6d\n", r->container[0] ? r->container : path, "(no GPU used yet)", "-", limit,
+               live);
+    }
     if (live == 0)
         printf("  (idle: no live process; 'gpuslice rm %s' removes it)\n", r->container[0] ? r->container : path);
 }
@@ -131,8 +138,9 @@ static json_t *to_json(const char *path, const struct gs_region_view *v)
     }
     int live = 0;
     gs_region_view_used(v, -1, &live);
-    return json_pack("{s:s, s:s, s:b, s:o, s:o}", "container", r->container, "state_file", path, "idle", live == 0,
-                     "devices", devs, "processes", procs);
+    const uint64_t default_limit = (uint64_t)r->default_limit_mib << 20;
+    return json_pack("{s:s, s:s, s:b, s:I, s:o, s:o}", "container", r->container, "state_file", path, "idle", live == 0,
+                     "default_memory_limit_bytes", (json_int_t)default_limit, "devices", devs, "processes", procs);
 }
 
 struct region_list {

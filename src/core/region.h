@@ -30,7 +30,7 @@
 #include "limiter.h"
 
 #define GS_REGION_MAGIC 0x45434c5355504721ULL /* "!GPUSLCE" */
-#define GS_REGION_VERSION 4U                  /* 3: slots live by their OFD lock; 4: export records */
+#define GS_REGION_VERSION 5U /* 3: slots live by their OFD lock; 4: export records; 5: default_limit_mib */
 #define GS_REGION_MAX_DEVICES 16
 #define GS_REGION_MAX_PROCS 1024
 #define GS_REGION_UUID_LEN 64
@@ -115,7 +115,10 @@ struct gs_region {
     char container[128];
     pthread_mutex_t lock;
     uint32_t ndevices;
-    uint32_t pad;
+    /* The memory limit the run that made the region set for every device, in
+     * MiB (0: none, or per device): for viewers, before any device is used.
+     * Never read for enforcement. */
+    uint32_t default_limit_mib;
     struct gs_region_device dev[GS_REGION_MAX_DEVICES];
     struct gs_region_proc proc[GS_REGION_MAX_PROCS];
     struct gs_region_export exports[GS_REGION_MAX_EXPORTS];

@@ -172,3 +172,20 @@ def test_top_shows_a_configured_cap_before_the_first_launch(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_top_shows_a_named_runs_memory_limit_before_its_first_gpu_use(tmp_path):
+    w = World(tmp_path)
+    holder = subprocess.Popen([CLI, "run", "-m", "3GiB", "--name", "early", "--", CLIENT],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=cli_env(w))
+    try:
+        holder.stdin.write("hold\n")  # alive, but no driver call yet
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "holding"
+        line = [ln for ln in run(w, ["top"]).stdout.splitlines() if ln.startswith("early")][0]
+        assert "(no GPU used yet)" in line and "3.00 GiB" in line, line
+        (c,) = json.loads(run(w, ["top", "--json"]).stdout)["containers"]
+        assert c["default_memory_limit_bytes"] == 3 * GiB and c["devices"] == []
+    finally:
+        holder.kill()
+        holder.wait()
