@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "cli.h"
 #include "config.h"
+#include "flags.h"
 #include "region.h"
 #include "region_view.h"
 #include "statedir.h"
@@ -147,13 +148,9 @@ static int set_cores(const char *text)
 
 static int set_weight(const char *text)
 {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || !end || *end || end == text || v < 1 || v > 10000) {
-        fprintf(stderr, "gpuslice run: --weight '%s': expected a whole number from 1 to 10000\n", text);
+    int weight;
+    if (gs_flag_int("gpuslice run", "weight", text, 1, 10000, &weight) != 0)
         return -1;
-    }
     return setenv("GPUSLICE_SHARE_WEIGHT", text, 1);
 }
 
@@ -201,11 +198,20 @@ static int prepend_preload(const char *lib)
  * refused while one does: two limits for one container cannot both hold.
  * A run with the same limits joins it, even one started a moment after the
  * first (whose processes may not hold a slot yet). */
-static int limits_differ(const struct gs_region_view *v, const struct gs_config *cfg, char *what, size_t len)
+/* 1 when every device has the same memory limit (and, with cores, the same
+ * compute cap) as device 0: limits a region can compare or record. */
+static int same_on_every_device(const struct gs_config *cfg, int cores)
 {
     for (int i = 1; i < GS_MAX_DEVICES; i++)
-        if (cfg->mem_limit[i] != cfg->mem_limit[0] || cfg->sm_limit[i] != cfg->sm_limit[0])
-            return 0; /* per-device limits: ordinals are the process's own, not comparable here */
+        if (cfg->mem_limit[i] != cfg->mem_limit[0] || (cores && cfg->sm_limit[i] != cfg->sm_limit[0]))
+            return 0;
+    return 1;
+}
+
+static int limits_differ(const struct gs_region_view *v, const struct gs_config *cfg, char *what, size_t len)
+{
+    if (!same_on_every_device(cfg, 1))
+        return 0; /* per-device limits: ordinals are the process's own, not comparable here */
     for (uint32_t d = 0; d < v->r.ndevices; d++) {
         const struct gs_region_device *dv = &v->r.dev[d];
         if (dv->mem_limit != cfg->mem_limit[0]) {
@@ -472,10 +478,7 @@ int gs_cmd_run(int argc, char **argv)
     if (!r->container[0])
         snprintf(r->container, sizeof r->container, "%s", name);
     /* What `gpuslice top` shows before the first process touches a GPU. */
-    int uniform = 1;
-    for (int i = 1; i < GS_MAX_DEVICES; i++)
-        uniform &= cfg.mem_limit[i] == cfg.mem_limit[0];
-    if (uniform && !r->default_limit_mib && cfg.mem_limit[0] >> 20 <= UINT32_MAX)
+    if (same_on_every_device(&cfg, 0) && !r->default_limit_mib && cfg.mem_limit[0] >> 20 <= UINT32_MAX)
         r->default_limit_mib = (uint32_t)(cfg.mem_limit[0] >> 20);
     gs_region_close(r, -1);
     return run_child(argv + optind, region, private_region);
