@@ -34,6 +34,20 @@ def run(w, args, stdin="", **kw):
     return subprocess.run([CLI, *args], input=stdin, capture_output=True, text=True, env=cli_env(w), **kw)
 
 
+def holding(w, run_args, alloc=None):
+    """`gpuslice run RUN_ARGS -- CLIENT`, left holding: after `init` and an
+    allocation of alloc bytes (asserted to succeed), or before any driver
+    call when alloc is None. The caller kills it."""
+    holder = subprocess.Popen([CLI, "run", *run_args, "--", CLIENT], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=cli_env(w))
+    holder.stdin.write(("hold\n" if alloc is None else f"init\nalloc {alloc}\nhold\n"))
+    holder.stdin.flush()
+    if alloc is not None:
+        assert "alloc rc=0" in holder.stdout.readline() + holder.stdout.readline()
+    assert holder.stdout.readline().strip() == "holding"
+    return holder
+
+
 def test_run_limits_the_command(tmp_path):
     w = World(tmp_path)
     r = run(w, ["run", "--memory", "1GiB", "--", CLIENT], "init\ninfo\nfill 67108864\n")
@@ -47,13 +61,7 @@ def test_run_limits_the_command(tmp_path):
 
 def test_runs_with_one_name_share_a_limit_and_top_shows_them(tmp_path):
     w = World(tmp_path)
-    env = cli_env(w)
-    holder = subprocess.Popen([CLI, "run", "-m", "2GiB", "--name", "team-a", "--", CLIENT],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-    holder.stdin.write("init\nalloc 1073741824\nhold\n")
-    holder.stdin.flush()
-    assert "alloc rc=0" in holder.stdout.readline() + holder.stdout.readline()
-    assert holder.stdout.readline().strip() == "holding"
+    holder = holding(w, ["-m", "2GiB", "--name", "team-a"], 1073741824)
     try:
         r = run(w, ["run", "-m", "2GiB", "-n", "team-a", "--", CLIENT], "init\ninfo\n")
         info = r.stdout.splitlines()[1]
@@ -121,13 +129,7 @@ def test_flag_errors_name_the_flag_the_user_typed(tmp_path):
 
 def test_a_named_container_keeps_one_set_of_limits_and_rm_removes_it_when_idle(tmp_path):
     w = World(tmp_path)
-    env = cli_env(w)
-    holder = subprocess.Popen([CLI, "run", "-m", "2GiB", "--name", "team-b", "--", CLIENT],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-    holder.stdin.write("init\nalloc 1048576\nhold\n")
-    holder.stdin.flush()
-    assert "alloc rc=0" in holder.stdout.readline() + holder.stdout.readline()
-    assert holder.stdout.readline().strip() == "holding"
+    holder = holding(w, ["-m", "2GiB", "--name", "team-b"], 1048576)
     try:
         # While it runs: other limits are refused, the same ones join it.
         r = run(w, ["run", "-m", "4GiB", "--name", "team-b", "--", CLIENT], "init\n")
@@ -160,13 +162,8 @@ def test_a_named_container_keeps_one_set_of_limits_and_rm_removes_it_when_idle(t
 
 def test_top_shows_a_configured_cap_before_the_first_launch(tmp_path):
     w = World(tmp_path)
-    holder = subprocess.Popen([CLI, "run", "-m", "2GiB", "-c", "30", "--name", "capped", "--", CLIENT],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=cli_env(w))
+    holder = holding(w, ["-m", "2GiB", "-c", "30", "--name", "capped"], 1048576)
     try:
-        holder.stdin.write("init\nalloc 1048576\nhold\n")
-        holder.stdin.flush()
-        assert "alloc rc=0" in holder.stdout.readline() + holder.stdout.readline()
-        assert holder.stdout.readline().strip() == "holding"
         line = [ln for ln in run(w, ["top"]).stdout.splitlines() if ln.startswith("capped")][0]
         assert line.split()[-1] == "-/30%cap", line
     finally:
@@ -176,12 +173,8 @@ def test_top_shows_a_configured_cap_before_the_first_launch(tmp_path):
 
 def test_top_shows_a_named_runs_memory_limit_before_its_first_gpu_use(tmp_path):
     w = World(tmp_path)
-    holder = subprocess.Popen([CLI, "run", "-m", "3GiB", "--name", "early", "--", CLIENT],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=cli_env(w))
+    holder = holding(w, ["-m", "3GiB", "--name", "early"])  # alive, but no driver call yet
     try:
-        holder.stdin.write("hold\n")  # alive, but no driver call yet
-        holder.stdin.flush()
-        assert holder.stdout.readline().strip() == "holding"
         line = [ln for ln in run(w, ["top"]).stdout.splitlines() if ln.startswith("early")][0]
         assert "(no GPU used yet)" in line and "3.00 GiB" in line, line
         (c,) = json.loads(run(w, ["top", "--json"]).stdout)["containers"]
