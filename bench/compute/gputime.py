@@ -55,18 +55,22 @@ def tenant(load, env, secs, cpu=None):
     if LOG["dir"] and "LD_PRELOAD" in env and "GPUSLICE_REGION" in env:
         e["GPUSLICE_LOG_LEVEL"] = "3"
     pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
-    p = subprocess.Popen(pin + [sys.executable, os.path.join(HERE, "gputime_worker.py"), "--load", load, "--secs",
-                                str(secs)], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    p.logname = f"{LOG['n']:02d}-{load}-{os.path.basename(env.get('GPUSLICE_REGION', 'free'))}.log"
+    # stderr goes to a file, never a pipe: a tenant whose debug log filled a
+    # pipe nobody read yet would block in write() and measure as throttled
+    name = f"{LOG['n']:02d}-{load}-{os.path.basename(env.get('GPUSLICE_REGION', 'free'))}.log"
     LOG["n"] += 1
+    err = open(os.path.join(LOG["dir"], name), "w+") if LOG["dir"] else tempfile.TemporaryFile("w+")
+    p = subprocess.Popen(pin + [sys.executable, os.path.join(HERE, "gputime_worker.py"), "--load", load, "--secs",
+                                str(secs)], env=e, stdout=subprocess.PIPE, stderr=err, text=True)
+    p.errfile = err
     return p
 
 
 def result(p):
-    out, err = p.communicate()
-    if LOG["dir"]:
-        with open(os.path.join(LOG["dir"], p.logname), "w") as f:
-            f.write(err)
+    out, _ = p.communicate()
+    p.errfile.seek(0)
+    err = p.errfile.read()
+    p.errfile.close()
     for line in out.splitlines():
         if line.startswith("{"):
             return json.loads(line)

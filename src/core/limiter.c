@@ -263,6 +263,16 @@ uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, 
     return (uint32_t)((old_speed + (uint64_t)target) / 2);
 }
 
+uint64_t gs_lim_device_busy(uint64_t dev_ppm, uint64_t our_use_ppm, const struct gs_lim_demand *others, unsigned n)
+{
+    uint64_t sum = our_use_ppm;
+    for (unsigned i = 0; i < n; i++)
+        sum += others[i].use_ppm;
+    if (sum > GS_LIM_PPM)
+        sum = GS_LIM_PPM;
+    return sum > dev_ppm ? sum : dev_ppm;
+}
+
 uint32_t gs_lim_share_target(unsigned weight, uint64_t busy_others_weight)
 {
     if (busy_others_weight == 0 || weight == 0)

@@ -221,6 +221,14 @@ struct gs_lim_demand {
 };
 uint32_t gs_lim_share_fill(unsigned weight, const struct gs_lim_demand *others, unsigned n);
 
+/* The busy fraction to weigh the power draw by (gs_lim_speed's dev_ppm):
+ * the device's, or our use plus what the other containers of the device
+ * ledger published, where that is more. NVML's device utilisation read
+ * 0.76-0.97 on an H100 kept full by two turn-taking tenants; the power at
+ * its limit then passed for duty-cycled work running fast, and s = 1.04-1.08
+ * charged both for time they did not get. */
+uint64_t gs_lim_device_busy(uint64_t dev_ppm, uint64_t our_use_ppm, const struct gs_lim_demand *others, unsigned n);
+
 /* NVML sample aggregation: the mean, over distinct sample timestamps, of the
  * summed smUtil of the samples whose pid is_ours() says belong to us, and of
  * the others; in ppm. Returns the newest timestamp seen (or since_us). */

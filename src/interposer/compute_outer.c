@@ -273,22 +273,29 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
      * about contention. Then, as without per-process samples (or without
      * our pids in them), c comes from device utilisation. */
     int occupancy_like = our >= 0 && others >= 0 && dev_ppm >= 0 && our + others > dev_ppm + GS_LIM_BUSY_PPM;
-    int per_process = our >= 0 && !(our == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM) && !occupancy_like;
+    (void)gs_compute_ledger_others(d); /* frees dead and forged members first */
+    /* the other containers of the device ledger active in the last two runs */
+    struct gs_lim_demand dem[65];
+    unsigned nd = gs_compute_ledger_demands(d, now - 2 * GS_LIM_OUTER_NS, now - GS_LIM_THROTTLED_NS, dem, 64);
+    /* Beside active containers of the device ledger, NVML's per-process split
+     * is no measure either: throttled containers take turns, and an H100
+     * gave each 250 ms sample the whole device's busy time to one of two
+     * turn-taking tenants and 0 to the other (c rose to 1.4 for the one it
+     * favoured, which then got 0.58 instead of its cap of 0.70). The turns
+     * keep our windows apart from theirs, so our events measure our time. */
+    int per_process = our >= 0 && !(our == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM) && !occupancy_like && nd == 0;
     /* the outer loop slept with us (no launches): NVML's samples and our
      * busy time cover different spans; without NVML nothing to learn either */
-    int learn = interval <= 2 * GS_LIM_OUTER_NS && (per_process || dev_ppm >= 0);
-    int ledger_others = gs_compute_ledger_others(d); /* also frees dead and forged members */
+    int learn = interval <= 2 * GS_LIM_OUTER_NS && (per_process || dev_ppm >= 0 || nd > 0);
     if (!learn) {
         corr = old_corr ? old_corr : GS_LIM_PPM;
+    } else if (nd > 0) {
+        corr = GS_LIM_PPM;
     } else if (per_process) {
         /* NVML's own measure of our kernels' time against what our events
          * counted busy: takes out the short gaps between our kernels and
          * the time another context time-sliced the GPU away from us */
         corr = gs_lim_correction(old_corr, our, occ_ppm);
-    } else if (ledger_others > 0) {
-        /* other containers share our device ledger: device utilisation
-         * mixes their time with ours */
-        corr = GS_LIM_PPM;
     } else {
         /* the device's last sample period is a snapshot: it was busy at least
          * as long as NVML's per-process samples say we were */
@@ -298,27 +305,29 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
             others = dev_ppm > (int64_t)occ_ppm ? dev_ppm - (int64_t)occ_ppm : 0;
     }
     __atomic_store_n(&a->corr_ppm, corr, __ATOMIC_RELAXED);
+    /* running free we measure nothing ourselves: the device's busy time is
+     * the most we can have used */
+    uint64_t use = per_process             ? (uint64_t)our
+                   : gs_lim_unthrottled(a) ? (uint64_t)(dev_ppm > 0 ? dev_ppm : 0)
+                                           : occ_ppm * corr / GS_LIM_PPM;
+    if (use > GS_LIM_PPM)
+        use = GS_LIM_PPM;
     uint32_t speed = __atomic_load_n(&a->speed_ppm, __ATOMIC_RELAXED);
     if (di.power_mw >= 0 && di.limit_mw > 0 && dev_ppm >= 0)
-        speed = gs_lim_speed(speed, (uint64_t)di.power_mw, (uint64_t)di.limit_mw, (uint64_t)dev_ppm, occ_ppm,
-                             gs_rt.cfg.power_exp_milli);
+        speed = gs_lim_speed(speed, (uint64_t)di.power_mw, (uint64_t)di.limit_mw,
+                             gs_lim_device_busy((uint64_t)dev_ppm, use, dem, nd), occ_ppm, gs_rt.cfg.power_exp_milli);
     __atomic_store_n(&a->speed_ppm, speed, __ATOMIC_RELAXED);
     __atomic_store_n(&a->dev_ppm, (uint32_t)(dev_ppm < 0 ? 0 : dev_ppm), __ATOMIC_RELAXED);
     gs_log(GS_LOG_DEBUG,
-           "outer %s: occupancy %llu ppm, nvml ours %lld others %lld device %lld ppm, power %lld/%lld mW -> "
-           "c %u s %u",
-           uuid, (unsigned long long)occ_ppm, (long long)our, (long long)others, (long long)dev_ppm,
+           "outer %s: occupancy %llu ppm, nvml ours %lld others %lld device %lld ppm, %u active in the ledger, "
+           "power %lld/%lld mW -> c %u s %u",
+           uuid, (unsigned long long)occ_ppm, (long long)our, (long long)others, (long long)dev_ppm, nd,
            (long long)di.power_mw, (long long)di.limit_mw, corr, speed);
-    /* running free we measure nothing ourselves: the device's busy time is
-     * the most we can have used */
-    uint64_t use = our >= 0                ? (uint64_t)our
-                   : gs_lim_unthrottled(a) ? (uint64_t)(dev_ppm > 0 ? dev_ppm : 0)
-                                           : occ_ppm * corr / GS_LIM_PPM;
-    __atomic_store_n(&a->use_ppm, (uint32_t)(use > GS_LIM_PPM ? GS_LIM_PPM : use), __ATOMIC_RELAXED);
+    __atomic_store_n(&a->use_ppm, (uint32_t)use, __ATOMIC_RELAXED);
     __atomic_store_n(&a->others_ppm, (uint32_t)(others < 0 ? 0 : others), __ATOMIC_RELAXED);
 
     uint64_t wanted = __atomic_load_n(&a->throttled_ns, __ATOMIC_RELAXED);
-    gs_compute_ledger_publish(d, (uint32_t)(use > GS_LIM_PPM ? GS_LIM_PPM : use), wanted);
+    gs_compute_ledger_publish(d, (uint32_t)use, wanted);
     if (a->mode == GS_LIM_SHARE) {
         /* Work-conserving: the other containers of the device ledger by their
          * demand there (NVML's per-process split of turn-taking contexts is
@@ -326,9 +335,6 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
          * those that want no more than they use keep it, the rest is split by
          * weight among those that want more. GPU users outside the ledger
          * (NVML) count as wanting more, with their weights. */
-        struct gs_lim_demand dem[65];
-        uint64_t since = now - 2 * GS_LIM_OUTER_NS;
-        unsigned nd = gs_compute_ledger_demands(d, since, now - GS_LIM_THROTTLED_NS, dem, 64);
         uint64_t outside = n > 0 ? busy_weight(samples, n, seen, &ours, uuid, d) : 0;
         if (outside)
             dem[nd++] = (struct gs_lim_demand){ (uint32_t)(outside > 65535 ? 65535 : outside), 0, 1 };

@@ -125,6 +125,9 @@ int sim_config_from_env(struct sim_config *cfg)
     if (env_uint("GPUSLICE_SIM_SWITCH_LOSS", 0, 90, "percent", &w) != 0)
         return -1;
     cfg->switch_loss_pct = (uint32_t)w;
+    if (env_uint("GPUSLICE_SIM_NVML_SNAPSHOT", 0, 1, "a flag", &w) != 0)
+        return -1;
+    cfg->nvml_snapshot = (uint32_t)w;
     return 0;
 }
 
@@ -153,9 +156,12 @@ static void init_state(struct sim_state *st, const struct sim_config *cfg)
     st->ctx_overhead = cfg->ctx_overhead;
     st->power_dyn_mw = cfg->power_dyn_mw;
     st->switch_loss_pct = cfg->switch_loss_pct;
+    st->nvml_snapshot = cfg->nvml_snapshot;
     st->next_id = 1;
-    for (uint32_t d = 0; d < cfg->ndevices; d++)
+    for (uint32_t d = 0; d < cfg->ndevices; d++) {
         st->dev[d].total = cfg->mem;
+        st->dev[d].tl_last_proc = -1;
+    }
     for (int c = 0; c < SIM_MAX_CHUNKS; c++)
         st->chunks[c].proc = -1;
 }

@@ -15,7 +15,7 @@
 #include <sys/types.h>
 
 #define SIM_STATE_MAGIC 0x314d495345494c53ULL /* "SLIESIM1" */
-#define SIM_STATE_VERSION 2U                  /* 2: kernel timeline (sim_timeline.h) */
+#define SIM_STATE_VERSION 3U                  /* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots */
 
 #define SIM_MAX_DEVICES 8
 #define SIM_MAX_PROCS 128
@@ -125,6 +125,8 @@ struct sim_device {
     uint64_t tl_period_busy;  /* device busy ns in it */
     uint32_t tl_last_util;    /* device utilisation of the last full period, percent */
     uint32_t tl_sample_head;  /* samples written (ring index = head % SIM_UTIL_SAMPLES) */
+    int32_t tl_last_proc;     /* the process whose kernels ran last; -1: none yet */
+    uint32_t tl_pad;
     struct sim_util_sample samples[SIM_UTIL_SAMPLES];
 };
 
@@ -137,6 +139,8 @@ struct sim_state {
     uint32_t alloc_hwm; /* allocs[] is empty from here on */
     uint32_t chunk_hwm;
     uint32_t switch_loss_pct; /* time-slicing loses this much of the device (sim_timeline.h) */
+    uint32_t nvml_snapshot;   /* per-process samples as an H100 gave them (sim_timeline.h) */
+    uint32_t pad;
     uint64_t ctx_overhead;
     uint64_t power_dyn_mw; /* power drawn above idle while busy (NVML power model) */
     uint64_t next_id;
@@ -153,6 +157,7 @@ struct sim_config {
     uint64_t ctx_overhead;
     uint64_t power_dyn_mw;
     uint32_t switch_loss_pct;
+    uint32_t nvml_snapshot;
 };
 
 /* The NVML power model: a device draws SIM_IDLE_POWER_MW plus power_dyn_mw x

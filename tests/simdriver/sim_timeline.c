@@ -50,11 +50,14 @@ static void bp_add(struct sim_work *w, uint64_t t, uint32_t k, uint64_t seg_star
 static void emit_samples(struct sim_state *st, int dev, uint64_t period_end)
 {
     struct sim_device *d = &st->dev[dev];
+    uint64_t dev_pct = (d->tl_period_busy * 100 + SIM_UTIL_PERIOD_NS / 2) / SIM_UTIL_PERIOD_NS;
     for (int p = 0; p < SIM_MAX_PROCS; p++) {
         struct sim_work *w = &st->procs[p].work[dev];
         if (!st->procs[p].pid || w->period_busy == 0)
             continue;
         uint64_t pct = (w->period_busy * 100 + SIM_UTIL_PERIOD_NS / 2) / SIM_UTIL_PERIOD_NS;
+        if (st->nvml_snapshot)
+            pct = p == d->tl_last_proc ? dev_pct : 0;
         struct sim_util_sample *s = &d->samples[d->tl_sample_head % SIM_UTIL_SAMPLES];
         s->pid = (uint32_t)st->procs[p].pid;
         s->sm_util = (uint32_t)(pct > 100 ? 100 : pct);
@@ -62,7 +65,7 @@ static void emit_samples(struct sim_state *st, int dev, uint64_t period_end)
         d->tl_sample_head++;
         w->period_busy = 0;
     }
-    d->tl_last_util = (uint32_t)((d->tl_period_busy * 100 + SIM_UTIL_PERIOD_NS / 2) / SIM_UTIL_PERIOD_NS);
+    d->tl_last_util = (uint32_t)dev_pct;
     d->tl_period_busy = 0;
     d->tl_period_start = period_end;
 }
@@ -109,6 +112,7 @@ void sim_tl_advance(struct sim_state *st, int dev, uint64_t now)
                 uint64_t rem = w->submitted - w->done;
                 uint64_t prog = completes && rem == minrem ? rem : (gain < rem ? gain : rem);
                 w->done += prog;
+                d->tl_last_proc = p;
                 w->busy += share;
                 w->period_busy += share;
                 bp_add(w, seg_end, k, t);

@@ -10,7 +10,10 @@
  *
  * NVML per-process utilisation is derived from the same timeline: at the end
  * of each SIM_UTIL_PERIOD_NS period every process whose kernels ran gets a
- * sample (pid, timestamp, percent of the period its kernels ran).
+ * sample (pid, timestamp, percent of the period its kernels ran). With
+ * GPUSLICE_SIM_NVML_SNAPSHOT=1 the samples are what an H100 gave two
+ * turn-taking tenants: the process whose kernels ran last in the period gets
+ * the device's whole busy percent, every other one 0.
  *
  * All functions here want the state lock held.
  */

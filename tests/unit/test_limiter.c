@@ -526,6 +526,24 @@ static void speed_follows_the_power_headroom(void **state)
     assert_true(big <= GS_LIM_MAX_SPEED && big > GS_LIM_MAX_SPEED - 1000);
 }
 
+static void two_turn_taking_tenants_at_the_power_limit_run_at_no_boost(void **state)
+{
+    (void)state;
+    /* H100: both tenants GPU-bound (0.29 and 0.67 of the time, turns), 690 W
+     * against a 700 W limit, while NVML's device utilisation read 0.85 */
+    struct gs_lim_demand other = { 30, 290000, 1 };
+    uint64_t busy = gs_lim_device_busy(850000, 670000, &other, 1);
+    assert_int_equal(busy, 960000);
+    assert_true(gs_lim_speed(GS_LIM_PPM, 690000, 700000, busy, 670000, 380) < 1005000);
+    /* by the device's reading alone it passed for boosted work */
+    assert_true(gs_lim_speed(GS_LIM_PPM, 690000, 700000, 850000, 670000, 380) > 1020000);
+    /* the device's reading wins where it is more; the sum is at most 1 */
+    assert_int_equal(gs_lim_device_busy(900000, 100000, &other, 1), 900000);
+    struct gs_lim_demand many[3] = { { 1, 900000, 1 }, { 1, 900000, 1 }, { 1, 900000, 1 } };
+    assert_int_equal(gs_lim_device_busy(0, 900000, many, 3), GS_LIM_PPM);
+    assert_int_equal(gs_lim_device_busy(300000, 300000, NULL, 0), 300000);
+}
+
 static void cap_holds_in_exclusive_throughput_when_the_clock_boosts(void **state)
 {
     /* A duty-cycled GPU keeps a higher clock than one that is always busy
@@ -827,6 +845,7 @@ int main(void)
         cmocka_unit_test(device_utilisation_alone_corrects_30_70_and_relaxes_when_alone),
         cmocka_unit_test(shares_30_70_split_30_70_and_a_lone_tenant_runs_free),
         cmocka_unit_test(a_light_tenant_does_not_notice_a_cap_above_its_use),
+        cmocka_unit_test(two_turn_taking_tenants_at_the_power_limit_run_at_no_boost),
         cmocka_unit_test(a_gpu_bound_tenant_gets_its_cap),
         cmocka_unit_test(a_launch_bound_tenant_is_charged_its_kernels_not_its_gaps),
         cmocka_unit_test(launches_after_the_last_marker_are_priced_by_the_markers),
