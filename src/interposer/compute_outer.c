@@ -277,25 +277,33 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
     /* the other containers of the device ledger active in the last two runs */
     struct gs_lim_demand dem[65];
     unsigned nd = gs_compute_ledger_demands(d, now - 2 * GS_LIM_OUTER_NS, now - GS_LIM_THROTTLED_NS, dem, 64);
-    /* Beside active containers of the device ledger, NVML's per-process split
-     * is no measure either: throttled containers take turns, and an H100
-     * gave each 250 ms sample the whole device's busy time to one of two
-     * turn-taking tenants and 0 to the other (c rose to 1.4 for the one it
-     * favoured, which then got 0.58 instead of its cap of 0.70). The turns
-     * keep our windows apart from theirs, so our events measure our time. */
-    int per_process = our >= 0 && !(our == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM) && !occupancy_like && nd == 0;
+    /* A throttled container beside active containers of the device ledger
+     * takes turns with them, and NVML's per-process split is no measure of
+     * turn-taking tenants: an H100 gave each 250 ms sample the whole device's
+     * busy time to one of two and 0 to the other (c rose to 1.4 for the one
+     * it favoured, which then got 0.58 instead of its cap of 0.70). The turns
+     * keep our windows apart from theirs, so our events measure our time.
+     * One under its limit takes no turns: its kernels time-slice with the
+     * others' and its CPU gaps shorter than a probe sit inside its busy
+     * intervals, so NVML's samples (noisy, averaged) still correct it. */
+    int turns = nd > 0 && gs_lim_throttled(a, now);
+    int per_process = our >= 0 && !(our == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM) && !occupancy_like && !turns;
     /* the outer loop slept with us (no launches): NVML's samples and our
      * busy time cover different spans; without NVML nothing to learn either */
     int learn = interval <= 2 * GS_LIM_OUTER_NS && (per_process || dev_ppm >= 0 || nd > 0);
     if (!learn) {
         corr = old_corr ? old_corr : GS_LIM_PPM;
-    } else if (nd > 0) {
+    } else if (turns) {
         corr = GS_LIM_PPM;
     } else if (per_process) {
         /* NVML's own measure of our kernels' time against what our events
          * counted busy: takes out the short gaps between our kernels and
          * the time another context time-sliced the GPU away from us */
         corr = gs_lim_correction(old_corr, our, occ_ppm);
+    } else if (nd > 0) {
+        /* other containers share our device ledger: device utilisation
+         * mixes their time with ours */
+        corr = GS_LIM_PPM;
     } else {
         /* the device's last sample period is a snapshot: it was busy at least
          * as long as NVML's per-process samples say we were */
