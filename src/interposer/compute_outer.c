@@ -293,16 +293,15 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
     int learn = interval <= 2 * GS_LIM_OUTER_NS && (per_process || dev_ppm >= 0 || nd > 0);
     if (!learn) {
         corr = old_corr ? old_corr : GS_LIM_PPM;
-    } else if (turns) {
-        corr = GS_LIM_PPM;
     } else if (per_process) {
         /* NVML's own measure of our kernels' time against what our events
          * counted busy: takes out the short gaps between our kernels and
          * the time another context time-sliced the GPU away from us */
         corr = gs_lim_correction(old_corr, our, occ_ppm);
     } else if (nd > 0) {
-        /* other containers share our device ledger: device utilisation
-         * mixes their time with ours */
+        /* taking turns (above), or no usable samples while other containers
+         * share our device ledger: device utilisation mixes their time with
+         * ours */
         corr = GS_LIM_PPM;
     } else {
         /* the device's last sample period is a snapshot: it was busy at least
