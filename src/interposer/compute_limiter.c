@@ -9,7 +9,9 @@
  * GS_LIM_GAP_NS or more, a probe (an event recorded and queried per stream
  * used) asks whether the thread's work drained meanwhile: if so the busy
  * interval ended at the last marker (or last launch), is charged, and a new
- * one starts -- the gap is not GPU time. Slow path (window over): drain what
+ * one starts -- the gap is not GPU time. While other containers of the
+ * device ledger are active (c = 1) the probe looks at gaps from
+ * GS_LIM_FINE_GAP_NS. Slow path (window over): drain what
  * the window launched, charge its last busy interval, wait while the
  * container is in debt, open the next.
  */
@@ -328,7 +330,8 @@ int gs_compute_before(CUstream s)
         return -1;
     }
     if (GS_LIKELY(gs_lim_in_window(&t->w, now))) {
-        if (GS_UNLIKELY(now - t->last_launch_ns >= GS_LIM_GAP_NS))
+        uint64_t gap = gs_lim_probe_gap(gs_compute_others_active(d));
+        if (GS_UNLIKELY(now - t->last_launch_ns >= gap))
             probe_gap(t, r, d, s, now);
         t->last_launch_ns = now;
         return d;

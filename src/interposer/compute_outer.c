@@ -231,6 +231,13 @@ static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t 
     return total;
 }
 
+static uint8_t others_active[GS_REGION_MAX_DEVICES];
+
+int gs_compute_others_active(int dev)
+{
+    return dev >= 0 && dev < GS_REGION_MAX_DEVICES && __atomic_load_n(&others_active[dev], __ATOMIC_RELAXED);
+}
+
 void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
 {
     struct gs_lim_account *a = &r->dev[d].lim;
@@ -277,17 +284,16 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
     /* the other containers of the device ledger active in the last two runs */
     struct gs_lim_demand dem[65];
     unsigned nd = gs_compute_ledger_demands(d, now - 2 * GS_LIM_OUTER_NS, now - GS_LIM_THROTTLED_NS, dem, 64);
-    /* A throttled container beside active containers of the device ledger
-     * takes turns with them, and NVML's per-process split is no measure of
-     * turn-taking tenants: an H100 gave each 250 ms sample the whole device's
-     * busy time to one of two and 0 to the other (c rose to 1.4 for the one
-     * it favoured, which then got 0.58 instead of its cap of 0.70). The turns
-     * keep our windows apart from theirs, so our events measure our time.
-     * One under its limit takes no turns: its kernels time-slice with the
-     * others' and its CPU gaps shorter than a probe sit inside its busy
-     * intervals, so NVML's samples (noisy, averaged) still correct it. */
-    int turns = nd > 0 && gs_lim_throttled(a, now);
-    int per_process = our >= 0 && !(our == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM) && !occupancy_like && !turns;
+    __atomic_store_n(&others_active[d], (uint8_t)(nd > 0), __ATOMIC_RELAXED);
+    /* Beside active containers of the device ledger NVML's per-process split
+     * is no measure: an H100 gave each 250 ms sample the whole device's busy
+     * time to one of two tenants and 0 to the other (c rose to 1.4 for the
+     * one it favoured, which then got 0.58 instead of its cap of 0.70, and a
+     * light tenant published the whole device as its use). There our events
+     * alone measure us: throttled containers take turns, and the probe looks
+     * at CPU gaps from GS_LIM_FINE_GAP_NS (compute_limiter.c), so that a
+     * decoder's gaps between its small kernels are not counted busy. */
+    int per_process = our >= 0 && !(our == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM) && !occupancy_like && nd == 0;
     /* the outer loop slept with us (no launches): NVML's samples and our
      * busy time cover different spans; without NVML nothing to learn either */
     int learn = interval <= 2 * GS_LIM_OUTER_NS && (per_process || dev_ppm >= 0 || nd > 0);
@@ -299,9 +305,8 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
          * the time another context time-sliced the GPU away from us */
         corr = gs_lim_correction(old_corr, our, occ_ppm);
     } else if (nd > 0) {
-        /* taking turns (above), or no usable samples while other containers
-         * share our device ledger: device utilisation mixes their time with
-         * ours */
+        /* other containers active in our device ledger (above); device
+         * utilisation mixes their time with ours too */
         corr = GS_LIM_PPM;
     } else {
         /* the device's last sample period is a snapshot: it was busy at least

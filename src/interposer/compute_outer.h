@@ -10,4 +10,8 @@
  * processes: NVML corrections and share-mode targets. */
 void gs_compute_outer(struct gs_region *r, int dev, uint64_t now);
 
+/* Whether other containers of device dev's ledger were active at this
+ * process's last outer run. */
+int gs_compute_others_active(int dev);
+
 #endif

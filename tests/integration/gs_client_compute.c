@@ -183,8 +183,12 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         return 1;
     }
     if (!strcmp(c, "burst") && argc > 3) {
+        /* burst N THINK_US SECS [GAP_US]: N launches (GAP_US of CPU work
+         * spun between them, as a Python decoder spends between its small
+         * kernels), a sync, THINK_US asleep; again until SECS */
         unsigned n = (unsigned)strtoul(argv[1], NULL, 0);
         double think = atof(argv[2]) / 1e6, secs = atof(argv[3]);
+        double gap = argc > 4 ? atof(argv[4]) / 1e6 : 0;
         launch_t launch = (launch_t)entry("cuLaunchKernel", "cuLaunchKernel", 0);
         CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
         if (!launch || !sync || !func) {
@@ -196,8 +200,11 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         *rc = CUDA_SUCCESS;
         while (!*rc && now_s() - t0 < secs) {
             double b0 = now_s();
-            for (unsigned i = 0; i < n && !*rc; i++)
+            for (unsigned i = 0; i < n && !*rc; i++) {
+                for (double g0 = now_s(); i && gap > 0 && now_s() - g0 < gap;)
+                    ;
                 *rc = launch(func, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+            }
             if (!*rc)
                 *rc = sync(NULL);
             double lat = now_s() - b0;
