@@ -93,7 +93,7 @@ static int64_t burst_of(uint32_t rate)
     return (int64_t)((unsigned __int128)GS_LIM_DEFAULT_PERIOD_NS * rate / GS_LIM_PPM);
 }
 
-void gs_lim_refill(struct gs_lim_account *a, uint64_t now)
+void gs_lim_refill(struct gs_lim_account *a, uint64_t now, unsigned periods)
 {
     uint64_t last = LD(&a->refill_ns);
     if (now <= last)
@@ -102,7 +102,7 @@ void gs_lim_refill(struct gs_lim_account *a, uint64_t now)
         return; /* someone else refilled up to (at least) a moment ago */
     uint32_t rate = LD(&a->rate_ppm);
     int64_t add = (int64_t)((unsigned __int128)(now - last) * rate / GS_LIM_PPM);
-    int64_t burst = burst_of(rate);
+    int64_t burst = burst_of(rate) * (int64_t)(periods ? periods : 1);
     int64_t t = ADD(&a->tokens, add);
     while (t > burst && !__atomic_compare_exchange_n(&a->tokens, &t, burst, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
@@ -123,9 +123,9 @@ static uint64_t charge_rate(const struct gs_lim_account *a)
     return c * sp / GS_LIM_PPM;
 }
 
-uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t now)
+uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t now, unsigned bank_periods)
 {
-    gs_lim_refill(a, now);
+    gs_lim_refill(a, now, bank_periods);
     uint32_t rate = LD(&a->rate_ppm);
     if (rate == 0)
         rate = 1;

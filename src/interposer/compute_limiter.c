@@ -346,11 +346,12 @@ int gs_compute_before(CUstream s)
         close_window(t, r, d, now);
     gs_compute_sync_leave();
     gs_compute_outer(r, d, now);
+    unsigned bank = 1;
     for (;;) {
         uint64_t t0 = gs_compute_now();
         uint32_t seq = 0;
         int turn = 0;
-        uint64_t wait = gs_lim_open(&t->w, a, t0);
+        uint64_t wait = gs_lim_open(&t->w, a, t0, bank);
         t->turn = 0;
         if (!wait && gs_lim_throttled(a, t0)) {
             /* only containers held to their limit take turns: one under it
@@ -368,9 +369,10 @@ int gs_compute_before(CUstream s)
             return -1; /* a capture began while we waited */
         int lslot;
         struct gs_ledger *l = gs_compute_ledger_of(d, &lslot);
-        if (turn && l)
+        if (turn && l) {
             gs_ledger_wait(l, seq, wait < MAX_SLEEP_NS ? wait : MAX_SLEEP_NS);
-        else
+            bank = GS_LIM_TURN_BANK;
+        } else
             sleep_ns(wait < MAX_SLEEP_NS ? wait : MAX_SLEEP_NS);
         uint64_t slept = gs_compute_now() - t0;
         __atomic_add_fetch(&a->wait_ns, slept, __ATOMIC_RELAXED);

@@ -27,10 +27,17 @@ static void refill_is_capped_at_one_period(void **state)
     (void)state;
     struct gs_lim_account a;
     account(&a, GS_LIM_CAP, 30, 100);
-    gs_lim_refill(&a, 1000 * MS + 10 * MS);
+    gs_lim_refill(&a, 1000 * MS + 10 * MS, 1);
     assert_int_equal(a.tokens, 3 * MS); /* 30 % of 10 ms */
-    gs_lim_refill(&a, 1000 * MS + 5000 * MS);
+    gs_lim_refill(&a, 1000 * MS + 5000 * MS, 1);
     assert_int_equal(a.tokens, 15 * MS); /* 30 % of the 50 ms period, not of 5 s */
+    /* after waiting for another container's turn: two periods */
+    gs_lim_refill(&a, 1000 * MS + 5040 * MS, GS_LIM_TURN_BANK);
+    assert_int_equal(a.tokens, 27 * MS);
+    gs_lim_refill(&a, 1000 * MS + 6000 * MS, GS_LIM_TURN_BANK);
+    assert_int_equal(a.tokens, 30 * MS);
+    gs_lim_refill(&a, 1000 * MS + 6010 * MS, 1); /* idle again: one period */
+    assert_int_equal(a.tokens, 15 * MS);
 }
 
 static void debt_makes_open_wait_exactly_until_paid(void **state)
@@ -40,7 +47,7 @@ static void debt_makes_open_wait_exactly_until_paid(void **state)
     struct gs_lim_window w = { 0 };
     account(&a, GS_LIM_CAP, 25, 100);
     uint64_t now = 1000 * MS;
-    assert_int_equal(gs_lim_open(&w, &a, now), 0);
+    assert_int_equal(gs_lim_open(&w, &a, now, 1), 0);
     assert_true(w.open);
     /* quantum: half the period's allowance (6.25 ms) at c = 1 */
     assert_int_equal(w.end_ns - w.start_ns, 6250 * US);
@@ -50,10 +57,10 @@ static void debt_makes_open_wait_exactly_until_paid(void **state)
     assert_int_equal(charge, 20 * MS);
     assert_int_equal(w.est_ns, 5 * MS);
     /* 20 ms used, 5 ms accrued meanwhile: 15 ms of debt = 60 ms at 25 % */
-    uint64_t wait = gs_lim_open(&w, &a, now + 20 * MS);
+    uint64_t wait = gs_lim_open(&w, &a, now + 20 * MS, 1);
     assert_int_equal(wait, 60 * MS);
     assert_false(w.open);
-    assert_int_equal(gs_lim_open(&w, &a, now + 80 * MS), 0);
+    assert_int_equal(gs_lim_open(&w, &a, now + 80 * MS, 1), 0);
     assert_true(w.open);
     assert_int_equal(w.max_launches, 2); /* 6.25 ms of window at 5 ms a launch */
 }
@@ -119,8 +126,8 @@ static void overlapping_windows_of_one_container_are_charged_once(void **state)
     struct gs_lim_window w1 = { 0 }, w2 = { 0 };
     account(&a, GS_LIM_CAP, 50, 100);
     uint64_t t = 1000 * MS;
-    gs_lim_open(&w1, &a, t);
-    gs_lim_open(&w2, &a, t + 2 * MS);
+    gs_lim_open(&w1, &a, t, 1);
+    gs_lim_open(&w2, &a, t + 2 * MS, 1);
     uint64_t c1 = gs_lim_close(&w1, &a, t + 10 * MS, 1);
     uint64_t c2 = gs_lim_close(&w2, &a, t + 12 * MS, 1);
     assert_int_equal(c1, 10 * MS);
@@ -288,7 +295,7 @@ static uint64_t inferred_end(struct tenant *t, uint64_t now)
 
 static void tenant_open(struct tenant *t, uint64_t now)
 {
-    uint64_t wait = gs_lim_open(&t->w, t->acct, now);
+    uint64_t wait = gs_lim_open(&t->w, t->acct, now, 1);
     if (wait) {
         t->st = T_WAIT;
         t->wake_ns = now + wait;
