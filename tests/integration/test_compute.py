@@ -286,6 +286,30 @@ def test_two_containers_with_separate_state_dirs_share_the_ledger_dir(world):
     assert list(shared.glob("*.ledger")), list(shared.iterdir())
 
 
+def light_beside_heavy(w, light, heavy):
+    """light = (kernel us, env, burst command), heavy = (env, secs, warm): a
+    light container bursting beside a GPU-bound one (1 ms kernels), each its
+    own region; the light one's burst reply, the heavy one's ratio and the
+    seconds the limiter made the light one wait."""
+    us, lenv, cmd = light
+    henv, secs, warm = heavy
+    a = start(w, us, env={"GPUSLICE_REGION": str(w.tmp / "light.region"), **lenv})
+    b = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "heavy.region"), **henv})
+    out = {}
+
+    def go():
+        out["light"] = a.ok(cmd)
+
+    th = threading.Thread(target=go)
+    th.start()
+    ratio = run(b, "kernel", secs, warm, 8)
+    th.join()
+    light_waited = waited_s(w.tmp / "light.region")
+    a.close()
+    b.close()
+    return out["light"], ratio, light_waited
+
+
 def test_a_light_tenant_beside_a_gpu_bound_one_waits_behind_none_of_its_windows(world):
     """Light (10 % busy, cap 70) beside GPU-bound (cap 30), separate
     containers: the light one is under its cap, takes no turn and is never
@@ -295,21 +319,8 @@ def test_a_light_tenant_beside_a_gpu_bound_one_waits_behind_none_of_its_windows(
     solo = start(w, 50, env={"GPUSLICE_REGION": str(w.tmp / "solo.region"), "GPUSLICE_CORES": "70"})
     alone = solo.ok("burst 20 9000 1.0")
     solo.close()
-    a = start(w, 50, env={"GPUSLICE_REGION": str(w.tmp / "light.region"), "GPUSLICE_CORES": "70"})
-    b = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "heavy.region"), "GPUSLICE_CORES": "30"})
-    out = {}
-
-    def light():
-        out["light"] = a.ok("burst 20 9000 3.0")
-
-    th = threading.Thread(target=light)
-    th.start()
-    heavy = run(b, "kernel", 3.0, 0.5, 8)
-    th.join()
-    lr = out["light"]
-    light_waited = waited_s(w.tmp / "light.region")
-    a.close()
-    b.close()
+    lr, heavy, light_waited = light_beside_heavy(w, (50, {"GPUSLICE_CORES": "70"}, "burst 20 9000 3.0"),
+                                                 ({"GPUSLICE_CORES": "30"}, 3.0, 0.5))
     assert light_waited <= 0.05 * lr["elapsed_us"] / 1e6, (light_waited, lr)
     assert heavy <= 0.30 + TOL, heavy
     # bound on the simulated device: 2x alone's mean plus one 1 ms kernel in flight, + scheduling slack
@@ -329,20 +340,8 @@ def test_a_decoder_like_share_tenant_is_charged_its_kernels_not_its_cpu_gaps(wor
     a slower light tenant uses less."""
     share = {"GPUSLICE_COMPUTE_MODE": "share"}
     w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1)
-    a = start(w, 10, env={"GPUSLICE_REGION": str(w.tmp / "light.region"), **share, "GPUSLICE_SHARE_WEIGHT": "70"})
-    b = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "heavy.region"), **share, "GPUSLICE_SHARE_WEIGHT": "30"})
-    out = {}
-
-    def light():
-        out["light"] = a.ok("burst 16 0 5.0 40")
-
-    th = threading.Thread(target=light)
-    th.start()
-    heavy = run(b, "kernel", 5.0, 1.5, 8)
-    th.join()
-    lr = out["light"]
-    light_waited = waited_s(w.tmp / "light.region")
-    a.close()
-    b.close()
+    lr, heavy, light_waited = light_beside_heavy(
+        w, (10, {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, "burst 16 0 5.0 40"),
+        ({**share, "GPUSLICE_SHARE_WEIGHT": "30"}, 5.0, 1.5))
     assert light_waited <= 0.05 * lr["elapsed_us"] / 1e6, (light_waited, lr)
     assert heavy >= 0.75, (heavy, lr)
