@@ -3,7 +3,9 @@ under caps; co-location; two containers in both layouts; launch rate.
 Writes $OUT/gputime.jsonl and prints it. Usage:
   python3 bench/compute/gputime.py --lib build-gpu/lib/libgpuslice.so --out DIR --only a,b --caps 10,30
 --only picks loads (matmul, small, decoder, train, graphinf) and scenarios
-(coloc, mps, two, launch); --caps the single loads' caps, --caps-for
+(coloc, mps, two, launch, launchc: the driver-API loop of launch_rate.c, built
+with `cc -O2 -Isrc bench/compute/launch_rate.c -ldl -o BIN` and named by
+--launch-bin BIN); --caps the single loads' caps, --caps-for
 load=10,30 other caps for one load; --log DIR keeps each limited tenant's
 debug log (GPUSLICE_LOG_LEVEL=3) there."""
 import argparse
@@ -16,6 +18,7 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PIN = max(os.sched_getaffinity(0))  # the CPU the launch-rate runs share
 
 
 class Busy:
@@ -92,6 +95,7 @@ def main():
     ap.add_argument("--caps", default="30")
     ap.add_argument("--caps-for", action="append", default=[])
     ap.add_argument("--log", default=None)
+    ap.add_argument("--launch-bin", default=None)
     a = ap.parse_args()
     LOG["dir"] = a.log
     caps_for = {k: [int(c) for c in v.split(",")] for k, v in (x.split("=") for x in a.caps_for)}
@@ -187,10 +191,31 @@ def main():
                  "cap99": limited(a.lib, state, "l99", {"GPUSLICE_CORES": "99"})}
         rounds = []
         for _ in range(5):
-            rounds.append({k: result(tenant("launch", e, 5, cpu=2))["rate"] for k, e in kinds.items()})
+            rounds.append({k: result(tenant("launch", e, 5, cpu=PIN))["rate"] for k, e in kinds.items()})
         med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
         emit({"scenario": "launch-rate", "nolimit_vs_native": med([r["nolimit"] / r["native"] for r in rounds]),
               "cap99_vs_native": med([r["cap99"] / r["native"] for r in rounds]), "rounds": rounds})
+    if "launchc" in only:
+        if not a.launch_bin or not os.path.isfile(a.launch_bin):
+            sys.exit("launchc needs --launch-bin, the compiled bench/compute/launch_rate.c")
+        kinds = {"native": {}, "nolimit": {"LD_PRELOAD": a.lib, "GPUSLICE_REGION": os.path.join(state, "lc.region")},
+                 "cap99": limited(a.lib, state, "lc99", {"GPUSLICE_CORES": "99"})}
+        rounds = []
+        for _ in range(7):
+            r = {}
+            for k, e in kinds.items():
+                env = {x: v for x, v in os.environ.items() if not x.startswith("GPUSLICE_")}
+                env.update(e)
+                out = subprocess.run(["taskset", "-c", str(PIN), a.launch_bin, "--secs", "3", "--warm", "1"], env=env,
+                                     capture_output=True, text=True)
+                if out.returncode != 0:
+                    print(out.stderr, file=sys.stderr)
+                r[k] = json.loads(out.stdout)["launches_per_s"] if out.returncode == 0 else None
+            rounds.append(r)
+        ok = [r for r in rounds if None not in r.values()]
+        med = lambda v: sorted(v)[len(v) // 2] if v else None  # noqa: E731
+        emit({"scenario": "launch-rate-c", "nolimit_vs_native": med([r["nolimit"] / r["native"] for r in ok]),
+              "cap99_vs_native": med([r["cap99"] / r["native"] for r in ok]), "rounds": rounds})
 
 
 if __name__ == "__main__":

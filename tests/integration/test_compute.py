@@ -10,6 +10,7 @@ test asserts what the limiter did instead (the time it made the tenant wait,
 from the region), or an upper bound the limiter enforces however slowly the
 tenant runs (its GPU time against wall time)."""
 import json
+import os
 import subprocess
 import threading
 
@@ -345,3 +346,22 @@ def test_a_decoder_like_share_tenant_is_charged_its_kernels_not_its_cpu_gaps(wor
         ({**share, "GPUSLICE_SHARE_WEIGHT": "30"}, 5.0, 1.5))
     assert light_waited <= 0.05 * lr["elapsed_us"] / 1e6, (light_waited, lr)
     assert heavy >= 0.75, (heavy, lr)
+
+
+def test_the_launch_rate_benchmark_goes_through_the_interposer(world):
+    """bench/compute/launch_rate.c times the launches a program makes
+    through the interposer: under a cap of 99 the limiter charges them (a
+    benchmark that went round it would time the bare driver). Bad flags are
+    refused with the value named."""
+    from conftest import BUILD
+    prog = os.path.join(BUILD, "bench", "gpuslice-launch-rate")
+    w = world_env(world, GPUSLICE_CORES=99)
+    out = subprocess.run([prog, "--secs", "0.3", "--warm", "0.1", "--sync-every", "100"], env=w.env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["launches"] >= 100 and r["launches_per_s"] > 0, r
+    dev = top(w.region)["containers"][0]["devices"][0]
+    assert dev["compute_mode"] == "cap" and dev["compute_charged_ns"] > 0, dev
+    bad = subprocess.run([prog, "--secs", "soon"], env=w.env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--secs soon: not a number" in bad.stderr, bad.stderr
