@@ -1,4 +1,4 @@
-"""Compute-limiter benchmark driver (bench/compute/run_gpu.sh runs it).
+"""Compute-limiter benchmark driver of the window-time design (bench/results/compute-2026-11-2[12]-*).
 
 Every ratio is a tenant's throughput per window divided by the same load's
 exclusive throughput measured in the same run, with no interposer (for the
