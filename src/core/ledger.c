@@ -293,7 +293,7 @@ void gs_ledger_publish(struct gs_ledger *l, int slot, uint32_t use_ppm, uint64_t
 }
 
 unsigned gs_ledger_demands(struct gs_ledger *l, uint64_t container, uint64_t since, uint64_t wants_since,
-                           struct gs_ledger_demand *out, unsigned max)
+                           struct gs_lim_demand *out, unsigned max)
 {
     uint64_t seen[GS_LEDGER_MEMBERS] = { 0 };
     unsigned k = 0;
@@ -313,7 +313,7 @@ unsigned gs_ledger_demands(struct gs_ledger *l, uint64_t container, uint64_t sin
             if (k == max)
                 continue;
             seen[k] = c;
-            out[k++] = (struct gs_ledger_demand){ w, use, wants };
+            out[k++] = (struct gs_lim_demand){ w, use, wants };
         } else {
             out[j].use_ppm = use > out[j].use_ppm ? use : out[j].use_ppm;
             out[j].wants_more |= wants;
@@ -324,7 +324,7 @@ unsigned gs_ledger_demands(struct gs_ledger *l, uint64_t container, uint64_t sin
 
 uint64_t gs_ledger_busy_weight(struct gs_ledger *l, uint64_t container, uint64_t since)
 {
-    struct gs_ledger_demand d[GS_LEDGER_MEMBERS];
+    struct gs_lim_demand d[GS_LEDGER_MEMBERS];
     unsigned n = gs_ledger_demands(l, container, since, UINT64_MAX, d, GS_LEDGER_MEMBERS);
     uint64_t total = 0;
     for (unsigned i = 0; i < n; i++)

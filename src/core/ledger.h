@@ -33,6 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "limiter.h"
+
 #define GS_LEDGER_MAGIC 0x5245474445475321ULL /* "!GSGDEGER" */
 #define GS_LEDGER_VERSION 5U
 #define GS_LEDGER_MEMBERS 128
@@ -98,12 +100,8 @@ int gs_ledger_has_pid(struct gs_ledger *l, uint64_t container, int32_t pid);
 /* The containers other than container that showed demand since `since`,
  * one entry each (weight, the most recent use, whether any of its members
  * waited for tokens since wants_since), at most max. Returns how many. */
-struct gs_ledger_demand {
-    uint32_t weight, use_ppm;
-    int wants_more;
-};
 unsigned gs_ledger_demands(struct gs_ledger *l, uint64_t container, uint64_t since, uint64_t wants_since,
-                           struct gs_ledger_demand *out, unsigned max);
+                           struct gs_lim_demand *out, unsigned max);
 
 /* Opens a window of member slot at now, taking its container the turn
  * until `until` at least. Returns 0 if it opened; else (another container

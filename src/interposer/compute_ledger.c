@@ -81,24 +81,11 @@ struct gs_ledger *gs_compute_ledger_of(int d, int *slot)
     return *slot >= 0 ? led[d] : NULL;
 }
 
-uint64_t gs_compute_ledger_busy_weight(int d, uint64_t since)
-{
-    int slot;
-    struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
-    return l ? gs_ledger_busy_weight(l, led_container, since) : 0;
-}
-
 unsigned gs_compute_ledger_demands(int d, uint64_t since, uint64_t wants_since, struct gs_lim_demand *out, unsigned max)
 {
     int slot;
     struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
-    struct gs_ledger_demand dem[GS_LEDGER_MEMBERS];
-    unsigned n = l ? gs_ledger_demands(l, led_container, since, wants_since, dem, GS_LEDGER_MEMBERS) : 0;
-    if (n > max)
-        n = max;
-    for (unsigned i = 0; i < n; i++)
-        out[i] = (struct gs_lim_demand){ dem[i].weight, dem[i].use_ppm, dem[i].wants_more };
-    return n;
+    return l ? gs_ledger_demands(l, led_container, since, wants_since, out, max) : 0;
 }
 
 void gs_compute_ledger_publish(int d, uint32_t use_ppm, uint64_t wants_ns)
@@ -116,17 +103,10 @@ int gs_compute_ledger_has_pid(int d, uint32_t pid)
     return l && gs_ledger_has_pid(l, led_container, (int32_t)pid);
 }
 
-int gs_compute_ledger_others(int d)
+void gs_compute_ledger_reap(int d)
 {
     int slot;
     struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
-    if (!l)
-        return 0;
-    gs_ledger_reap(l);
-    return gs_ledger_others(l, led_container);
-}
-
-uint64_t gs_compute_ledger_container(void)
-{
-    return led_container;
+    if (l)
+        gs_ledger_reap(l);
 }

@@ -16,20 +16,15 @@ void gs_compute_ledger_join(struct gs_region *r, int d);
 /* Device d's ledger and this process's slot in it, or NULL. */
 struct gs_ledger *gs_compute_ledger_of(int d, int *slot);
 
-/* This process's container in the ledgers. */
-uint64_t gs_compute_ledger_container(void);
+/* Frees device d's dead and forged members (the outer loop, before it
+ * reads the others' demand). */
+void gs_compute_ledger_reap(int d);
 
-/* Members of other containers in device d's ledger, after dropping the dead
- * (the outer loop: while there are any, the ledger corrects for them). */
-int gs_compute_ledger_others(int d);
-
-/* Share mode: the summed weights of the other containers in device d's
- * ledger that showed demand since `since`, and whether pid belongs to one
- * of them (its NVML samples are then already counted). */
-uint64_t gs_compute_ledger_busy_weight(int d, uint64_t since);
+/* Whether pid belongs to another container of device d's ledger (its NVML
+ * samples are then already counted there). */
 int gs_compute_ledger_has_pid(int d, uint32_t pid);
 
-/* Share mode's water-filling: the other containers that showed demand since
+/* The other containers of device d's ledger that showed demand since
  * `since` (wants_more: waited for tokens since wants_since), and our own
  * container's use and last wait published for them. */
 unsigned gs_compute_ledger_demands(int d, uint64_t since, uint64_t wants_since, struct gs_lim_demand *out,

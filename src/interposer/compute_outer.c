@@ -280,7 +280,7 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
      * about contention. Then, as without per-process samples (or without
      * our pids in them), c comes from device utilisation. */
     int occupancy_like = our >= 0 && others >= 0 && dev_ppm >= 0 && our + others > dev_ppm + GS_LIM_BUSY_PPM;
-    (void)gs_compute_ledger_others(d); /* frees dead and forged members first */
+    gs_compute_ledger_reap(d);
     /* the other containers of the device ledger active in the last two runs */
     struct gs_lim_demand dem[65];
     unsigned nd = gs_compute_ledger_demands(d, now - 2 * GS_LIM_OUTER_NS, now - GS_LIM_THROTTLED_NS, dem, 64);
