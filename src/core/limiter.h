@@ -109,12 +109,6 @@ static inline int gs_lim_throttled(const struct gs_lim_account *a, uint64_t now)
  * record and query per stream. */
 #define GS_LIM_FINE_GAP_NS 20000ULL
 
-/* The probe's gap: the fine one beside other containers (see above). */
-static inline uint64_t gs_lim_probe_gap(int others_active)
-{
-    return others_active ? GS_LIM_FINE_GAP_NS : GS_LIM_GAP_NS;
-}
-
 /* Sets up the account once (first process of the container wins): 0 when
  * it is set up, 1 while another process is setting it up. A caller that
  * keeps getting 1 past a timeout calls gs_lim_account_take_over: the

@@ -330,8 +330,10 @@ int gs_compute_before(CUstream s)
         return -1;
     }
     if (GS_LIKELY(gs_lim_in_window(&t->w, now))) {
-        uint64_t gap = gs_lim_probe_gap(gs_compute_others_active(d));
-        if (GS_UNLIKELY(now - t->last_launch_ns >= gap))
+        /* the ledger flag is read only after a gap worth a look: most
+         * launches come closer together than the fine gap */
+        uint64_t gap = now - t->last_launch_ns;
+        if (GS_UNLIKELY(gap >= GS_LIM_FINE_GAP_NS) && (gap >= GS_LIM_GAP_NS || gs_compute_others_active(d)))
             probe_gap(t, r, d, s, now);
         t->last_launch_ns = now;
         return d;
