@@ -5,16 +5,7 @@
 #include <string.h>
 
 #include "annotation.h"
-
-static int failures;
-
-#define CHECK(cond)                                                                                                    \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                                   \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
+#include "check.h"
 
 static int parse(const char *s, struct gs_assignment *a, char *err, size_t n)
 {
@@ -111,9 +102,5 @@ int main(void)
           strstr(err, "2 replicas held for an assignment of 3 GPUs"));
     const char junk[3][GS_REPLICA_ID_MAX] = { "GPU-d", "GPU-b::7", "GPU-e::1" };
     CHECK(gs_assignment_rebind(&r3, junk, 3, &out, err, sizeof err) == -1 && strstr(err, "is not a device ID"));
-    if (failures)
-        fprintf(stderr, "%d failure(s)\n", failures);
-    else
-        printf("annotation parser: all checks passed\n");
-    return failures ? 1 : 0;
+    return check_result("annotation parser");
 }

@@ -6,16 +6,7 @@
 #include <string.h>
 
 #include "placement.h"
-
-static int failures;
-
-#define CHECK(cond)                                                                                                    \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                                   \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
+#include "check.h"
 
 static struct gs_node_view node(void)
 {
@@ -167,7 +158,5 @@ int main(void)
     gs_region_owner_of(&sp, "main", &o);
     CHECK(o.uid == 0 && o.gid == 0 && o.mode == 0666);
 
-    if (failures)
-        fprintf(stderr, "%d check(s) failed\n", failures);
-    return failures ? 1 : 0;
+    return check_result("placement");
 }
