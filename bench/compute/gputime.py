@@ -52,9 +52,19 @@ class Busy:
 LOG = {"dir": None, "n": 0}
 
 
-def tenant(load, env, secs, cpu=None):
+def tenant_env(env):
+    """This process's environment without any GPUSLICE_ setting, plus env."""
     e = {k: v for k, v in os.environ.items() if not k.startswith("GPUSLICE_")}
     e.update(env)
+    return e
+
+
+def median(v):
+    return sorted(v)[len(v) // 2] if v else None
+
+
+def tenant(load, env, secs, cpu=None):
+    e = tenant_env(env)
     if LOG["dir"] and "LD_PRELOAD" in env and "GPUSLICE_REGION" in env:
         e["GPUSLICE_LOG_LEVEL"] = "3"
     pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
@@ -192,9 +202,8 @@ def main():
         rounds = []
         for _ in range(5):
             rounds.append({k: result(tenant("launch", e, 5, cpu=PIN))["rate"] for k, e in kinds.items()})
-        med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
-        emit({"scenario": "launch-rate", "nolimit_vs_native": med([r["nolimit"] / r["native"] for r in rounds]),
-              "cap99_vs_native": med([r["cap99"] / r["native"] for r in rounds]), "rounds": rounds})
+        emit({"scenario": "launch-rate", "nolimit_vs_native": median([r["nolimit"] / r["native"] for r in rounds]),
+              "cap99_vs_native": median([r["cap99"] / r["native"] for r in rounds]), "rounds": rounds})
     if "launchc" in only:
         if not a.launch_bin or not os.path.isfile(a.launch_bin):
             sys.exit("launchc needs --launch-bin, the compiled bench/compute/launch_rate.c")
@@ -204,18 +213,15 @@ def main():
         for _ in range(7):
             r = {}
             for k, e in kinds.items():
-                env = {x: v for x, v in os.environ.items() if not x.startswith("GPUSLICE_")}
-                env.update(e)
-                out = subprocess.run(["taskset", "-c", str(PIN), a.launch_bin, "--secs", "3", "--warm", "1"], env=env,
-                                     capture_output=True, text=True)
+                out = subprocess.run(["taskset", "-c", str(PIN), a.launch_bin, "--secs", "3", "--warm", "1"],
+                                     env=tenant_env(e), capture_output=True, text=True)
                 if out.returncode != 0:
                     print(out.stderr, file=sys.stderr)
                 r[k] = json.loads(out.stdout)["launches_per_s"] if out.returncode == 0 else None
             rounds.append(r)
         ok = [r for r in rounds if None not in r.values()]
-        med = lambda v: sorted(v)[len(v) // 2] if v else None  # noqa: E731
-        emit({"scenario": "launch-rate-c", "nolimit_vs_native": med([r["nolimit"] / r["native"] for r in ok]),
-              "cap99_vs_native": med([r["cap99"] / r["native"] for r in ok]), "rounds": rounds})
+        emit({"scenario": "launch-rate-c", "nolimit_vs_native": median([r["nolimit"] / r["native"] for r in ok]),
+              "cap99_vs_native": median([r["cap99"] / r["native"] for r in ok]), "rounds": rounds})
 
 
 if __name__ == "__main__":
