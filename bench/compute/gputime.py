@@ -3,9 +3,10 @@ under caps; co-location; two containers in both layouts; launch rate.
 Writes $OUT/gputime.jsonl and prints it. Usage:
   python3 bench/compute/gputime.py --lib build-gpu/lib/libgpuslice.so --out DIR --only a,b --caps 10,30
 --only picks loads (matmul, small, decoder, train, graphinf) and scenarios
-(coloc, mps, two, launch, launchc: the driver-API loop of launch_rate.c, built
-with `cc -O2 -Isrc bench/compute/launch_rate.c -ldl -o BIN` and named by
---launch-bin BIN); --caps the single loads' caps, --caps-for
+(coloc, mps, decoverhead: the limiter's host cost on the decoder, two, launch,
+launchc: the driver-API loop of launch_rate.c, built with
+`cc -O2 -Isrc bench/compute/launch_rate.c -ldl -o BIN` and named by
+--launch-bin BIN); --rounds repeats the co-location scenarios; --caps the single loads' caps, --caps-for
 load=10,30 other caps for one load; --log DIR keeps each limited tenant's
 debug log (GPUSLICE_LOG_LEVEL=3) there."""
 import argparse
@@ -63,7 +64,7 @@ def median(v):
     return sorted(v)[len(v) // 2] if v else None
 
 
-def tenant(load, env, secs, cpu=None):
+def tenant(load, env, secs, cpu=None, sync=None):
     e = tenant_env(env)
     if LOG["dir"] and "LD_PRELOAD" in env and "GPUSLICE_REGION" in env:
         e["GPUSLICE_LOG_LEVEL"] = "3"
@@ -73,10 +74,27 @@ def tenant(load, env, secs, cpu=None):
     name = f"{LOG['n']:02d}-{load}-{os.path.basename(env.get('GPUSLICE_REGION', 'free'))}.log"
     LOG["n"] += 1
     err = open(os.path.join(LOG["dir"], name), "w+") if LOG["dir"] else tempfile.TemporaryFile("w+")
-    p = subprocess.Popen(pin + [sys.executable, os.path.join(HERE, "gputime_worker.py"), "--load", load, "--secs",
-                                str(secs)], env=e, stdout=subprocess.PIPE, stderr=err, text=True)
+    cmd = [sys.executable, os.path.join(HERE, "gputime_worker.py"), "--load", load, "--secs", str(secs)]
+    if sync:
+        cmd += ["--sync", sync]
+    p = subprocess.Popen(pin + cmd, env=e, stdout=subprocess.PIPE, stderr=err, text=True)
     p.errfile = err
     return p
+
+
+def side_by_side(tenants, secs, ready_limit=240):
+    """Runs (load, env, cpus) tenants together; each measures the same span:
+    every one warms until all are warm (gputime_worker.py --sync). Returns
+    their results in order."""
+    sync = tempfile.mkdtemp()
+    ps = [tenant(load, env, secs, cpu=cpus, sync=sync) for load, env, cpus in tenants]
+    t0 = time.time()
+    while sum(f.startswith("ready-") for f in os.listdir(sync)) < len(ps):
+        if time.time() - t0 > ready_limit or any(p.poll() is not None for p in ps):
+            break  # a tenant died or hung in start-up: the others run on, and its result says why
+        time.sleep(0.1)
+    open(os.path.join(sync, "go"), "w").close()
+    return [result(p) for p in ps]
 
 
 def result(p):
@@ -106,6 +124,9 @@ def main():
     ap.add_argument("--caps-for", action="append", default=[])
     ap.add_argument("--log", default=None)
     ap.add_argument("--launch-bin", default=None)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--launch-rounds", type=int, default=7)
+    ap.add_argument("--tag", default="", help="added to every line (the commit, the library's name)")
     a = ap.parse_args()
     LOG["dir"] = a.log
     caps_for = {k: [int(c) for c in v.split(",")] for k, v in (x.split("=") for x in a.caps_for)}
@@ -115,6 +136,8 @@ def main():
     outf = open(os.path.join(a.out, "gputime.jsonl"), "a")
 
     def emit(d):
+        if a.tag:
+            d["tag"] = a.tag
         print(json.dumps(d), flush=True)
         outf.write(json.dumps(d) + "\n")
         outf.flush()
@@ -134,44 +157,65 @@ def main():
             u = busy
             emit({"scenario": f"cap{cap}", "load": load, "ratio": r.get("rate", 0) / alone["rate"],
                   "target_min": min(1, cap / 100 / u) - 0.05 if u > 0 else None, "busy": cb, **r})
-    if not only or "coloc" in only:
-        inf_alone = result(tenant("decoder", {}, a.secs))
-        tr_alone = result(tenant("matmul", {}, a.secs))
-        emit({"scenario": "coloc-alone", "inf": inf_alone, "train": tr_alone})
-        for mode, ei, et in [("plain", {}, {}),
-                             ("share70/30", {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_SHARE_WEIGHT": "70"},
-                              {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_SHARE_WEIGHT": "30"}),
-                             ("cap70/30", {"GPUSLICE_CORES": "70"}, {"GPUSLICE_CORES": "30"})]:
-            if mode == "plain":
-                pi, pt = tenant("decoder", {}, a.secs), tenant("matmul", {}, a.secs)
-            else:
-                pi = tenant("decoder", limited(a.lib, state, "inf" + mode[:3], ei), a.secs)
-                pt = tenant("matmul", limited(a.lib, state, "tr" + mode[:3], et), a.secs)
-            ri, rt = result(pi), result(pt)
-            emit({"scenario": "coloc-" + mode, "inf_ratio": ri.get("rate", 0) / inf_alone["rate"],
-                  "inf_p99_vs_alone": ri.get("p99_ms", 0) / inf_alone["p99_ms"],
-                  "train_ratio": rt.get("rate", 0) / tr_alone["rate"], "inf": ri, "train": rt})
-        if not only or "mps" in only:
-            # MPS side by side: plain tenants under the MPS daemon (the
-            # caller starts it and quits it), inference at 70 % of the
-            # threads, training at 30 %
-            mps = {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/mps-pipe", "CUDA_MPS_LOG_DIRECTORY": "/tmp/mps-log"}
-            menv = {**os.environ, **mps}
-            for d in mps.values():
-                os.makedirs(d, exist_ok=True)
-            subprocess.run(["nvidia-cuda-mps-control", "-d"], env=menv, check=True)
-            try:
-                pi = tenant("decoder", {**mps, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "70"}, a.secs)
-                pt = tenant("matmul", {**mps, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30"}, a.secs)
-                ri, rt = result(pi), result(pt)
-            finally:
-                subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", text=True, env=menv)
-                time.sleep(2)
-            emit({"scenario": "coloc-mps70/30", "inf_ratio": ri.get("rate", 0) / inf_alone["rate"],
-                  "inf_p99_vs_alone": ri.get("p99_ms", 0) / inf_alone["p99_ms"],
-                  "train_ratio": rt.get("rate", 0) / tr_alone["rate"], "inf": ri, "train": rt})
+    if not only or "coloc" in only or "decoverhead" in only:
+        # the decoder and the training on CPUs of their own, alone and side by
+        # side; each pair measures the same span; rounds alternate the
+        # scenarios (the host drifts by 10-20 % between device calls)
+        INF, TR, NB = "2-3", "6-7", "10"
+        mps = {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/mps-pipe", "CUDA_MPS_LOG_DIRECTORY": "/tmp/mps-log"}
+        share = {"GPUSLICE_COMPUTE_MODE": "share"}
+        for rnd in range(a.rounds):
+            inf_alone = side_by_side([("decoder", {}, INF)], a.secs)[0]
+            if "decoverhead" in only:
+                # the limiter's host cost on a decoder: no limit, cap 70 alone
+                # (100 us probe), cap 70 beside a mostly idle notebook capped
+                # at 30 (another active ledger member: the 20 us probe)
+                for mode, ei, nb in [("nolimit", None, None), ("cap70", {"GPUSLICE_CORES": "70"}, None),
+                                     ("cap70+notebook", {"GPUSLICE_CORES": "70"}, {"GPUSLICE_CORES": "30"})]:
+                    env = limited(a.lib, state, f"ov{rnd}{mode[:5]}", ei) if ei else \
+                        {"LD_PRELOAD": a.lib, "GPUSLICE_REGION": os.path.join(state, f"ov{rnd}.region")}
+                    ts = [("decoder", env, INF)]
+                    if nb:
+                        ts.append(("notebook", limited(a.lib, state, f"nb{rnd}", nb), NB))
+                    ri = side_by_side(ts, a.secs)[0]
+                    emit({"scenario": "decoder-" + mode, "round": rnd, "inf_ratio": ri.get("rate", 0) /
+                          inf_alone["rate"], "inf_p99_vs_alone": ri.get("p99_ms", 0) / inf_alone["p99_ms"],
+                          "inf": ri, "inf_alone": inf_alone})
+            if only and "coloc" not in only:
+                continue
+            tr_alone = side_by_side([("matmul", {}, TR)], a.secs)[0]
+            emit({"scenario": "coloc-alone", "round": rnd, "inf": inf_alone, "train": tr_alone})
+            modes = [("plain", {}, {}),
+                     ("share70/30", {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, {**share, "GPUSLICE_SHARE_WEIGHT": "30"}),
+                     ("cap70/30", {"GPUSLICE_CORES": "70"}, {"GPUSLICE_CORES": "30"})]
+            if not only or "mps" in only:
+                modes.append(("mps70/30", {**mps, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "70"},
+                              {**mps, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30"}))
+            for mode, ei, et in modes:
+                if mode.startswith("mps"):
+                    # MPS side by side: plain tenants under the MPS daemon,
+                    # inference at 70 % of the threads, training at 30 %
+                    menv = {**os.environ, **mps}
+                    for d in mps.values():
+                        os.makedirs(d, exist_ok=True)
+                    subprocess.run(["nvidia-cuda-mps-control", "-d"], env=menv, check=True)
+                    try:
+                        ri, rt = side_by_side([("decoder", ei, INF), ("matmul", et, TR)], a.secs)
+                    finally:
+                        subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", text=True, env=menv)
+                        time.sleep(2)
+                elif mode == "plain":
+                    ri, rt = side_by_side([("decoder", {}, INF), ("matmul", {}, TR)], a.secs)
+                else:
+                    ri, rt = side_by_side([("decoder", limited(a.lib, state, f"inf{rnd}{mode[:3]}", ei), INF),
+                                           ("matmul", limited(a.lib, state, f"tr{rnd}{mode[:3]}", et), TR)], a.secs)
+                overlap = min(ri.get("t1", 0), rt.get("t1", 0)) - max(ri.get("t0", 0), rt.get("t0", 0))
+                emit({"scenario": "coloc-" + mode, "round": rnd, "inf_ratio": ri.get("rate", 0) / inf_alone["rate"],
+                      "inf_p99_vs_alone": ri.get("p99_ms", 0) / inf_alone["p99_ms"],
+                      "train_ratio": rt.get("rate", 0) / tr_alone["rate"], "overlap_s": overlap,
+                      "inf": ri, "train": rt})
     if not only or "two" in only:
-        base = result(tenant("matmul", {}, a.secs))
+        base = side_by_side([("matmul", {}, "6-7")], a.secs)[0]
         agent = tempfile.mkdtemp()
         ledgers = os.path.join(agent, "ledgers")
         os.makedirs(ledgers)
@@ -189,8 +233,7 @@ def main():
                         env = {"LD_PRELOAD": a.lib, "GPUSLICE_REGION": os.path.join(d, "region"),
                                "GPUSLICE_LEDGER_DIR": ledgers, **e}
                     envs.append(env)
-                pa, pb = tenant("matmul", envs[0], a.secs), tenant("matmul", envs[1], a.secs)
-                ra, rb = result(pa), result(pb)
+                ra, rb = side_by_side([("matmul", envs[0], "6-7"), ("matmul", envs[1], "10-11")], a.secs)
                 emit({"scenario": f"two-{layout}-{mode}", "a": ra.get("rate", 0) / base["rate"],
                       "b": rb.get("rate", 0) / base["rate"]})
     if not only or "launch" in only:
@@ -205,24 +248,26 @@ def main():
         emit({"scenario": "launch-rate", "nolimit_vs_native": median([r["nolimit"] / r["native"] for r in rounds]),
               "cap99_vs_native": median([r["cap99"] / r["native"] for r in rounds]), "rounds": rounds})
     if "launchc" in only:
+        # one process alternates blocks through the interposer's
+        # cuLaunchKernel and the driver's own (launch_rate --paired 1): the
+        # host drifts by 10 % between processes, not between adjacent blocks
         if not a.launch_bin or not os.path.isfile(a.launch_bin):
             sys.exit("launchc needs --launch-bin, the compiled bench/compute/launch_rate.c")
-        kinds = {"native": {}, "nolimit": {"LD_PRELOAD": a.lib, "GPUSLICE_REGION": os.path.join(state, "lc.region")},
+        kinds = {"nolimit": {"LD_PRELOAD": a.lib, "GPUSLICE_REGION": os.path.join(state, "lc.region")},
                  "cap99": limited(a.lib, state, "lc99", {"GPUSLICE_CORES": "99"})}
         rounds = []
-        for _ in range(7):
+        for _ in range(a.launch_rounds):
             r = {}
             for k, e in kinds.items():
-                out = subprocess.run(["taskset", "-c", str(PIN), a.launch_bin, "--secs", "3", "--warm", "1"],
-                                     env=tenant_env(e), capture_output=True, text=True)
+                out = subprocess.run(["taskset", "-c", str(PIN), a.launch_bin, "--secs", "3", "--warm", "1",
+                                      "--paired", "1"], env=tenant_env(e), capture_output=True, text=True)
                 if out.returncode != 0:
                     print(out.stderr, file=sys.stderr)
-                r[k] = json.loads(out.stdout)["launches_per_s"] if out.returncode == 0 else None
+                r[k] = json.loads(out.stdout) if out.returncode == 0 else None
             rounds.append(r)
         ok = [r for r in rounds if None not in r.values()]
-        emit({"scenario": "launch-rate-c", "nolimit_vs_native": median([r["nolimit"] / r["native"] for r in ok]),
-              "cap99_vs_native": median([r["cap99"] / r["native"] for r in ok]), "rounds": rounds})
-
+        emit({"scenario": "launch-rate-c-paired", "nolimit_vs_native": median([r["nolimit"]["vs_direct"] for r in ok]),
+              "cap99_vs_native": median([r["cap99"]["vs_direct"] for r in ok]), "rounds": rounds})
 
 if __name__ == "__main__":
     main()

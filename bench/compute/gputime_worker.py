@@ -1,6 +1,9 @@
 """One tenant of bench/compute/gputime.py: runs a load for --secs after
 --warm seconds; prints one JSON line: units per second and the latency of
-each unit (p50/p99, ms)."""
+each unit (p50/p99, ms). With --sync DIR it announces that it is warm
+(DIR/ready-PID) and keeps warming until DIR/go exists, so that tenants run
+side by side measure the same span (a transformers decoder takes ~15 s to
+start, a matmul loop ~3 s)."""
 import argparse
 import json
 import os
@@ -39,6 +42,7 @@ def main():
     ap.add_argument("--load", required=True)
     ap.add_argument("--secs", type=float, default=20)
     ap.add_argument("--warm", type=float, default=3)
+    ap.add_argument("--sync", default=None)
     a = ap.parse_args()
     dev = torch.device("cuda")
     kind, per = a.load, 1
@@ -73,6 +77,14 @@ def main():
             def step():
                 with torch.no_grad():
                     f(xb).sum().item()
+    elif a.load == "notebook":
+        # a notebook that sits mostly idle: one small kernel every 50 ms
+        z = torch.zeros(1, device=dev)
+
+        def step():
+            z.add_(1)
+            torch.cuda.synchronize()
+            time.sleep(0.05)
     elif a.load == "launch":
         z = torch.zeros(1, device=dev)
         per = 1000
@@ -84,6 +96,11 @@ def main():
     t0 = time.time()
     while time.time() - t0 < a.warm:
         step()
+    if a.sync:
+        open(os.path.join(a.sync, f"ready-{os.getpid()}"), "w").close()
+        go = os.path.join(a.sync, "go")
+        while not os.path.exists(go):
+            step()
     lat, t0 = [], time.time()
     start = t0
     while time.time() - t0 < a.secs:

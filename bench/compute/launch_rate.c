@@ -7,8 +7,14 @@
  *
  * The driver's symbols are looked up in the global scope, so that an
  * interposer in LD_PRELOAD is the one called, as it is for any program.
+ * With --paired 1 the same process alternates blocks of launches through
+ * that cuLaunchKernel and through libcuda.so.1's own (looked up in its
+ * handle: never the interposer's) and reports both rates and their ratio:
+ * each pair of blocks runs under the same host conditions, which drift by
+ * 10 % between processes on the GPU hosts measured (a ratio of two separate
+ * runs cannot resolve 2 %).
  * On a GPU host without the build tree: cc -O2 -Isrc bench/compute/launch_rate.c -ldl
- *   launch_rate [--secs 5] [--warm 1] [--sync-every 1000]
+ *   launch_rate [--secs 5] [--warm 1] [--sync-every 1000] [--paired 0|1]
  */
 #define _GNU_SOURCE
 #include "abi/cuda_abi.h"
@@ -47,7 +53,7 @@ static void *sym(const char *name)
     return p;
 }
 
-static int parse(int argc, char **argv, double *secs, double *warm, long *every)
+static int parse(int argc, char **argv, double *secs, double *warm, long *every, long *paired)
 {
     for (int i = 1; i < argc; i++) {
         char *end = NULL;
@@ -62,8 +68,10 @@ static int parse(int argc, char **argv, double *secs, double *warm, long *every)
             *warm = strtod(v, &end);
         else if (!strcmp(flag, "--sync-every"))
             *every = strtol(v, &end, 10);
+        else if (!strcmp(flag, "--paired"))
+            *paired = strtol(v, &end, 10);
         else {
-            fprintf(stderr, "launch_rate: unknown flag %s (--secs, --warm, --sync-every)\n", flag);
+            fprintf(stderr, "launch_rate: unknown flag %s (--secs, --warm, --sync-every, --paired)\n", flag);
             return -1;
         }
         if (!end || *end || end == v) {
@@ -71,20 +79,38 @@ static int parse(int argc, char **argv, double *secs, double *warm, long *every)
             return -1;
         }
     }
-    if (*secs <= 0 || *warm < 0 || *every < 1) {
-        fprintf(stderr, "launch_rate: --secs must be > 0, --warm >= 0, --sync-every >= 1\n");
+    if (*secs <= 0 || *warm < 0 || *every < 1 || (*paired != 0 && *paired != 1)) {
+        fprintf(stderr, "launch_rate: --secs must be > 0, --warm >= 0, --sync-every >= 1, --paired 0 or 1\n");
         return -1;
     }
     return 0;
 }
 
+/* One block: `every` launches through fn and a synchronise; its seconds, or
+ * -1 when a launch failed. */
+static double block(launch_fn fn, sync_fn sync, CUfunction f, long every)
+{
+    double t = now_s();
+    CUresult rc = CUDA_SUCCESS;
+    for (long i = 0; i < every && !rc; i++)
+        rc = fn(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+    if (!rc)
+        rc = sync();
+    if (rc) {
+        fprintf(stderr, "launch_rate: a launch failed: CUresult %d\n", rc);
+        return -1;
+    }
+    return now_s() - t;
+}
+
 int main(int argc, char **argv)
 {
     double secs = 5, warm = 1;
-    long every = 1000;
-    if (parse(argc, argv, &secs, &warm, &every) != 0)
+    long every = 1000, paired = 0;
+    if (parse(argc, argv, &secs, &warm, &every, &paired) != 0)
         return 2;
-    if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL)) {
+    void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (!driver) {
         fprintf(stderr, "launch_rate: %s\n", dlerror());
         return 1;
     }
@@ -95,8 +121,9 @@ int main(int argc, char **argv)
     load_fn load = (load_fn)sym("cuModuleLoadData");
     get_function_fn get_function = (get_function_fn)sym("cuModuleGetFunction");
     launch_fn launch = (launch_fn)sym("cuLaunchKernel");
+    launch_fn direct = (launch_fn)dlsym(driver, "cuLaunchKernel");
     sync_fn sync = (sync_fn)sym("cuCtxSynchronize");
-    if (!init || !device_get || !retain || !set_current || !load || !get_function || !launch || !sync)
+    if (!init || !device_get || !retain || !set_current || !load || !get_function || !launch || !direct || !sync)
         return 1;
     CUdevice dev;
     CUcontext ctx;
@@ -117,28 +144,31 @@ int main(int argc, char **argv)
         fprintf(stderr, "launch_rate: setting up the kernel failed: CUresult %d\n", rc);
         return 1;
     }
-    double t0 = now_s(), start = t0 + warm, end = start + secs, tm = 0;
-    unsigned long long counted = 0;
-    for (int measuring = 0;;) {
-        for (long i = 0; i < every && !rc; i++)
-            rc = launch(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
-        if (!rc)
-            rc = sync();
-        if (rc) {
-            fprintf(stderr, "launch_rate: a launch failed: CUresult %d\n", rc);
-            return 1;
+    double t0 = now_s(), start = t0 + warm, end = start + secs, spent[2] = { 0, 0 };
+    unsigned long long counted[2] = { 0, 0 };
+    /* pairs alternate which path goes first, so neither always follows a sync */
+    for (unsigned long long n = 0;; n++) {
+        for (int k = 0; k < 1 + (int)paired; k++) {
+            int path = paired ? (int)((n + (unsigned long long)k) & 1) : 0;
+            double el = block(path ? direct : launch, sync, f, every);
+            if (el < 0)
+                return 1;
+            if (now_s() >= start) {
+                spent[path] += el;
+                counted[path] += (unsigned long long)every;
+            }
         }
-        double t = now_s();
-        if (measuring)
-            counted += (unsigned long long)every;
-        else if (t >= start) {
-            measuring = 1;
-            tm = t;
-        }
-        if (measuring && t >= end)
+        if (now_s() >= end)
             break;
     }
-    double el = now_s() - tm;
-    printf("{\"launches\": %llu, \"secs\": %.3f, \"launches_per_s\": %.1f}\n", counted, el, (double)counted / el);
+    double rate = (double)counted[0] / spent[0];
+    if (!paired) {
+        printf("{\"launches\": %llu, \"secs\": %.3f, \"launches_per_s\": %.1f}\n", counted[0], spent[0], rate);
+        return 0;
+    }
+    double native = (double)counted[1] / spent[1];
+    printf("{\"launches\": %llu, \"secs\": %.3f, \"launches_per_s\": %.1f, \"direct_launches_per_s\": %.1f, "
+           "\"vs_direct\": %.4f}\n",
+           counted[0], spent[0], rate, native, rate / native);
     return 0;
 }

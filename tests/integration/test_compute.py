@@ -365,3 +365,21 @@ def test_the_launch_rate_benchmark_goes_through_the_interposer(world):
     assert dev["compute_mode"] == "cap" and dev["compute_charged_ns"] > 0, dev
     bad = subprocess.run([prog, "--secs", "soon"], env=w.env, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--secs soon: not a number" in bad.stderr, bad.stderr
+    bad = subprocess.run([prog, "--paired", "2"], env=w.env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--paired 0 or 1" in bad.stderr, bad.stderr
+
+
+def test_the_paired_launch_rate_times_the_driver_beside_the_interposer(world):
+    """launch_rate --paired 1 alternates blocks through the interposer's
+    cuLaunchKernel (the limiter charges them) and the driver's own, and
+    reports both rates and their ratio."""
+    from conftest import BUILD
+    prog = os.path.join(BUILD, "bench", "gpuslice-launch-rate")
+    w = world_env(world, GPUSLICE_CORES=99)
+    out = subprocess.run([prog, "--secs", "0.4", "--warm", "0.1", "--sync-every", "100", "--paired", "1"],
+                         env=w.env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["launches"] >= 100 and r["direct_launches_per_s"] > 0, r
+    assert abs(r["vs_direct"] - r["launches_per_s"] / r["direct_launches_per_s"]) < 1e-3, r
+    assert top(w.region)["containers"][0]["devices"][0]["compute_charged_ns"] > 0
