@@ -6,14 +6,13 @@
  * Fast path (inside an open window): a clock read, two compares, a counter;
  * at most every MARK_EVERY_NS of launching or of estimated GPU work an event
  * record that marks how far the GPU got. No system call. After a CPU gap of
- * GS_LIM_GAP_NS or more, a probe (an event recorded and queried per stream
- * used) asks whether the thread's work drained meanwhile: if so the busy
- * interval ended at the last marker (or last launch), is charged, and a new
- * one starts -- the gap is not GPU time. While other containers of the
- * device ledger are active (c = 1) the probe looks at gaps from
- * GS_LIM_FINE_GAP_NS. Slow path (window over): drain what
- * the window launched, charge its last busy interval, wait while the
- * container is in debt, open the next.
+ * GS_LIM_GAP_NS or more, a probe (a query of each stream used) asks whether
+ * the thread's work drained meanwhile: if so the busy interval ended at the
+ * last marker (or last launch), is charged, and a new one starts -- the gap
+ * is not GPU time. While other containers of the device ledger are active
+ * (c = 1) the probe looks at gaps from GS_LIM_FINE_GAP_NS. Slow path (window
+ * over): drain what the window launched, charge its last busy interval, wait
+ * while the container is in debt, open the next.
  */
 #define _GNU_SOURCE
 #include "compute_limiter.h"
@@ -192,13 +191,15 @@ static void interval_begin(struct tdev *t, CUstream s, uint64_t now, gs_pfn_cuEv
 static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, uint64_t now)
 {
     gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
-    gs_pfn_cuEventQuery query = GS_REAL_CU(cuEventQuery);
+    gs_pfn_cuStreamQuery query = GS_REAL_CU(cuStreamQuery);
     gs_pfn_cuEventElapsedTime elapsed = GS_REAL_CU(cuEventElapsedTime);
     if (!t->have_start || !rec || !query || !elapsed || !gs_compute_sync_enter())
         return;
+    /* a stream query, not an event recorded and queried: a decoder probes
+     * after nearly every kernel, and the record is most of the probe's cost */
     int drained = !t->overflow;
     for (int i = 0; i < t->nstreams && drained; i++)
-        drained = t->drain[i] && rec(t->drain[i], t->streams[i]) == CUDA_SUCCESS && query(t->drain[i]) == CUDA_SUCCESS;
+        drained = query(t->streams[i]) == CUDA_SUCCESS;
     if (drained) {
         struct gs_lim_close_facts f = interval_facts(t, elapsed);
         f.planned_end_ns = f.close_ns = now;
