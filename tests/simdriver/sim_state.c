@@ -128,6 +128,9 @@ int sim_config_from_env(struct sim_config *cfg)
     if (env_uint("GPUSLICE_SIM_NVML_SNAPSHOT", 0, 1, "a flag", &w) != 0)
         return -1;
     cfg->nvml_snapshot = (uint32_t)w;
+    if (env_uint("GPUSLICE_SIM_TIMESLICE_US", 0, 100000, "microseconds", &w) != 0)
+        return -1;
+    cfg->timeslice_us = (uint32_t)w;
     return 0;
 }
 
@@ -157,10 +160,12 @@ static void init_state(struct sim_state *st, const struct sim_config *cfg)
     st->power_dyn_mw = cfg->power_dyn_mw;
     st->switch_loss_pct = cfg->switch_loss_pct;
     st->nvml_snapshot = cfg->nvml_snapshot;
+    st->timeslice_us = cfg->timeslice_us;
     st->next_id = 1;
     for (uint32_t d = 0; d < cfg->ndevices; d++) {
         st->dev[d].total = cfg->mem;
         st->dev[d].tl_last_proc = -1;
+        st->dev[d].tl_owner = -1;
     }
     for (int c = 0; c < SIM_MAX_CHUNKS; c++)
         st->chunks[c].proc = -1;

@@ -15,7 +15,7 @@
 #include <sys/types.h>
 
 #define SIM_STATE_MAGIC 0x314d495345494c53ULL /* "SLIESIM1" */
-#define SIM_STATE_VERSION 3U                  /* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots */
+#define SIM_STATE_VERSION 4U /* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots; 4: time slices */
 
 #define SIM_MAX_DEVICES 8
 #define SIM_MAX_PROCS 128
@@ -82,7 +82,7 @@ struct sim_chunk {
 
 /* Per process and device: the work it has given the device and how much of
  * it is done, both in nanoseconds of exclusive device time (sim_timeline.c). */
-#define SIM_BP_RING 32
+#define SIM_BP_RING 256
 struct sim_work {
     uint64_t submitted;   /* ns of work launched, cumulative */
     uint64_t done;        /* ns of work executed, cumulative; <= submitted */
@@ -126,7 +126,8 @@ struct sim_device {
     uint32_t tl_last_util;    /* device utilisation of the last full period, percent */
     uint32_t tl_sample_head;  /* samples written (ring index = head % SIM_UTIL_SAMPLES) */
     int32_t tl_last_proc;     /* the process whose kernels ran last; -1: none yet */
-    uint32_t tl_pad;
+    int32_t tl_owner;         /* with time slices: the process whose slice runs; -1: none yet */
+    uint64_t tl_slice_end;    /* ... and when its slice ends */
     struct sim_util_sample samples[SIM_UTIL_SAMPLES];
 };
 
@@ -140,7 +141,7 @@ struct sim_state {
     uint32_t chunk_hwm;
     uint32_t switch_loss_pct; /* time-slicing loses this much of the device (sim_timeline.h) */
     uint32_t nvml_snapshot;   /* per-process samples as an H100 gave them (sim_timeline.h) */
-    uint32_t pad;
+    uint32_t timeslice_us;    /* 0: processor sharing; else round-robin slices this long (sim_timeline.h) */
     uint64_t ctx_overhead;
     uint64_t power_dyn_mw; /* power drawn above idle while busy (NVML power model) */
     uint64_t next_id;
@@ -158,6 +159,7 @@ struct sim_config {
     uint64_t power_dyn_mw;
     uint32_t switch_loss_pct;
     uint32_t nvml_snapshot;
+    uint32_t timeslice_us;
 };
 
 /* The NVML power model: a device draws SIM_IDLE_POWER_MW plus power_dyn_mw x

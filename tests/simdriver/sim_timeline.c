@@ -1,5 +1,6 @@
-/* The per-device kernel timeline: processor sharing between processes, and
- * the NVML utilisation samples it implies (see sim_timeline.h). */
+/* The per-device kernel timeline: processor sharing or round-robin time
+ * slices between processes, and the NVML utilisation samples it implies
+ * (see sim_timeline.h). */
 #include "sim_timeline.h"
 
 #include <time.h>
@@ -70,6 +71,68 @@ static void emit_samples(struct sim_state *st, int dev, uint64_t period_end)
     d->tl_period_start = period_end;
 }
 
+#define STALLED 0xffffffffU /* bp_add's slope key of a process waiting for its slice */
+
+/* With time slices (GPUSLICE_SIM_TIMESLICE_US): the process whose slice runs
+ * now, or -1 when none has work. A slice lasts until its end or until the
+ * process's queue empties; then the next process with work (round robin
+ * from the owner) gets one. A process alone keeps its slices running, so a
+ * newcomer waits for the current one to end, as on the real device. */
+static int slice_owner(struct sim_state *st, int dev, uint64_t t)
+{
+    struct sim_device *d = &st->dev[dev];
+    uint64_t slice = (uint64_t)st->timeslice_us * 1000;
+    int o = d->tl_owner;
+    if (o >= 0 && st->procs[o].pid && pending(&st->procs[o].work[dev])) {
+        if (t < d->tl_slice_end)
+            return o;
+        if (sim_tl_active(st, dev) == 1) { /* alone: its next slice */
+            d->tl_slice_end += slice * ((t - d->tl_slice_end) / slice + 1);
+            return o;
+        }
+    }
+    for (int i = 1; i <= SIM_MAX_PROCS; i++) {
+        int p = ((o < 0 ? 0 : o) + i) % SIM_MAX_PROCS;
+        if (st->procs[p].pid && pending(&st->procs[p].work[dev])) {
+            d->tl_owner = p;
+            d->tl_slice_end = t + slice;
+            return p;
+        }
+    }
+    return -1;
+}
+
+/* One segment [t, up to seg_end] of a time-sliced device: the owner runs at
+ * full speed, every other process with work waits. Returns its end. */
+static uint64_t advance_sliced(struct sim_state *st, int dev, uint64_t t, uint64_t seg_end)
+{
+    struct sim_device *d = &st->dev[dev];
+    int o = slice_owner(st, dev, t);
+    if (o < 0)
+        return seg_end;
+    struct sim_work *ow = &st->procs[o].work[dev];
+    uint64_t rem = ow->submitted - ow->done;
+    if (d->tl_slice_end < seg_end)
+        seg_end = d->tl_slice_end;
+    if (rem < seg_end - t)
+        seg_end = t + rem; /* its queue empties: the next one's slice */
+    uint64_t dt = seg_end - t;
+    for (int p = 0; p < SIM_MAX_PROCS; p++) {
+        struct sim_work *w = &st->procs[p].work[dev];
+        if (p == o || !st->procs[p].pid || !pending(w))
+            continue;
+        bp_add(w, seg_end, STALLED, t);
+    }
+    ow->done += dt;
+    ow->busy += dt;
+    ow->period_busy += dt;
+    bp_add(ow, seg_end, 1, t);
+    d->tl_last_proc = o;
+    d->tl_busy_ns += dt;
+    d->tl_period_busy += dt;
+    return seg_end;
+}
+
 void sim_tl_advance(struct sim_state *st, int dev, uint64_t now)
 {
     struct sim_device *d = &st->dev[dev];
@@ -82,6 +145,18 @@ void sim_tl_advance(struct sim_state *st, int dev, uint64_t now)
     while (t < now) {
         uint64_t pend = d->tl_period_start + SIM_UTIL_PERIOD_NS;
         uint64_t seg_end = now < pend ? now : pend;
+        if (st->timeslice_us) {
+            t = advance_sliced(st, dev, t, seg_end);
+            if (t == pend)
+                emit_samples(st, dev, pend);
+            if (t == pend && sim_tl_active(st, dev) == 0 && now - t > SIM_UTIL_PERIOD_NS) {
+                uint64_t skip = (now - t) / SIM_UTIL_PERIOD_NS;
+                d->tl_period_start += skip * SIM_UTIL_PERIOD_NS;
+                d->tl_last_util = 0;
+                t = d->tl_period_start;
+            }
+            continue;
+        }
         uint32_t k = 0;
         uint64_t minrem = UINT64_MAX;
         for (int p = 0; p < SIM_MAX_PROCS; p++) {

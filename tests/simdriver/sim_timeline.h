@@ -5,8 +5,13 @@
  * processes have work, the device time-slices between them: each progresses
  * at 1/k of full speed (processor sharing, the limit of the real driver's
  * round-robin time slices; GPUSLICE_SIM_SWITCH_LOSS=L makes each progress at
- * (1 - L/100)/k instead, the context switches' cost). Time is CLOCK_MONOTONIC; nothing runs in the
- * background: the timeline is computed up to "now" whenever anyone looks.
+ * (1 - L/100)/k instead, the context switches' cost). With
+ * GPUSLICE_SIM_TIMESLICE_US=T the device instead runs one process at a time
+ * for a slice of up to T (until its queue empties), round robin, as an H100
+ * does: a process that submits a short kernel while another's slice runs
+ * waits for that slice to end, and its events then span the other's slices
+ * too. Time is CLOCK_MONOTONIC; nothing runs in the background: the
+ * timeline is computed up to "now" whenever anyone looks.
  *
  * NVML per-process utilisation is derived from the same timeline: at the end
  * of each SIM_UTIL_PERIOD_NS period every process whose kernels ran gets a
