@@ -130,6 +130,12 @@ uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t
     if (rate == 0)
         rate = 1;
     int64_t t = LD(&a->tokens);
+    if (t < 0 && rate >= GS_LIM_SHARE_MEASURED) {
+        /* held back by nobody, only measured: a debt is the charge's error
+         * (the power correction, time-sliced overlap), never a wait */
+        __atomic_store_n(&a->tokens, (int64_t)0, __ATOMIC_RELAXED);
+        t = 0;
+    }
     if (t < 0) {
         uint64_t wait = (uint64_t)((unsigned __int128)(uint64_t)(-t) * GS_LIM_PPM / rate);
         return wait ? wait : 1;
@@ -261,6 +267,29 @@ uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, 
     if (target > GS_LIM_MAX_SPEED)
         target = GS_LIM_MAX_SPEED;
     return (uint32_t)((old_speed + (uint64_t)target) / 2);
+}
+
+int gs_lim_any_wants_more(const struct gs_lim_demand *others, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (others[i].wants_more)
+            return 1;
+    return 0;
+}
+
+uint32_t gs_lim_correction_overlap(uint32_t old_corr, uint64_t occ_ppm, uint64_t others_ppm, uint64_t dev_ppm)
+{
+    if (old_corr == 0)
+        old_corr = GS_LIM_PPM;
+    if (occ_ppm < GS_LIM_BUSY_PPM)
+        return old_corr; /* we barely ran: nothing to learn */
+    uint64_t over = occ_ppm + others_ppm > dev_ppm ? occ_ppm + others_ppm - dev_ppm : 0;
+    if (over > occ_ppm)
+        over = occ_ppm;
+    if (over > others_ppm)
+        over = others_ppm;
+    uint64_t c = (occ_ppm - over / 2) * GS_LIM_PPM / occ_ppm;
+    return (uint32_t)((old_corr + c) / 2);
 }
 
 uint64_t gs_lim_device_busy(uint64_t dev_ppm, uint64_t our_use_ppm, const struct gs_lim_demand *others, unsigned n)

@@ -123,6 +123,11 @@ void gs_lim_account_take_over(struct gs_lim_account *a, enum gs_lim_mode mode, u
  * share weight, or its cap if capped. */
 uint32_t gs_lim_weight(const struct gs_lim_account *a);
 
+/* A share container's rate beside other active containers when nobody
+ * holds it back: the whole GPU, but through windows, so that it measures
+ * its use (gs_lim_unthrottled is false). */
+#define GS_LIM_SHARE_MEASURED (GS_LIM_PPM - 1)
+
 /* The cap predicate: whether the account lets its threads run with no
  * window at all (share mode with the GPU to itself, or a limit of 100). */
 static inline int gs_lim_unthrottled(const struct gs_lim_account *a)
@@ -238,6 +243,19 @@ struct gs_lim_demand {
     int wants_more;
 };
 uint32_t gs_lim_share_fill(unsigned weight, const struct gs_lim_demand *others, unsigned n);
+
+/* Whether any of the n others wants more than it gets (waits for tokens). */
+int gs_lim_any_wants_more(const struct gs_lim_demand *others, unsigned n);
+
+/* A share-mode container beside active containers of the device ledger
+ * none of which wants more than it gets: c from the time both counted. Where our
+ * occupancy occ and the others' published uses add up to more than the
+ * device was busy (dev), the excess ran one at a time, time-sliced, yet both
+ * counted it: a light tenant's events stay open while its next kernel waits
+ * for the other's slice (an H100: a decoder counted 0.69-0.83 of the time
+ * beside training). Half of that overlap is taken as the other's, so c is
+ * in [1/2, 1] (EMA 1/2 with old_corr). */
+uint32_t gs_lim_correction_overlap(uint32_t old_corr, uint64_t occ_ppm, uint64_t others_ppm, uint64_t dev_ppm);
 
 /* The busy fraction to weigh the power draw by (gs_lim_speed's dev_ppm):
  * the device's, or our use plus what the other containers of the device

@@ -304,9 +304,25 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
          * counted busy: takes out the short gaps between our kernels and
          * the time another context time-sliced the GPU away from us */
         corr = gs_lim_correction(old_corr, our, occ_ppm);
+    } else if (nd > 0 && a->mode == GS_LIM_SHARE && dev_ppm >= 0 &&
+               !(gs_lim_throttled(a, now) && gs_lim_any_wants_more(dem, nd))) {
+        /* share containers that do not take turns (turns are only between
+         * containers that are all held to their share) time-slice: what
+         * both counted beyond the device's busy time is split
+         * (gs_lim_correction_overlap). With c = 1 a decoder beside training
+         * counted the training's slices, went over its share and waited,
+         * and the training was held to what the decoder seemed to use */
+        uint64_t others_use = 0;
+        for (unsigned i = 0; i < nd; i++)
+            others_use += dem[i].use_ppm;
+        corr = gs_lim_correction_overlap(old_corr, occ_ppm, others_use, (uint64_t)dev_ppm);
     } else if (nd > 0) {
         /* other containers active in our device ledger (above); device
-         * utilisation mixes their time with ours too */
+         * utilisation mixes their time with ours too. Throttled ones take
+         * turns, so nothing overlaps their windows (an H100's utilisation
+         * read 0.76-0.97 while two of them kept it full: no measure of the
+         * overlap there); a capped light one is charged the overlap (it gets
+         * less, never more than its cap) */
         corr = GS_LIM_PPM;
     } else {
         /* the device's last sample period is a snapshot: it was busy at least
@@ -351,8 +367,14 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
         if (outside)
             dem[nd++] = (struct gs_lim_demand){ (uint32_t)(outside > 65535 ? 65535 : outside), 0, 1 };
         uint32_t target = nd ? gs_lim_share_fill(a->weight, dem, nd) : GS_LIM_PPM;
+        /* beside others a container keeps its windows even when nobody holds
+         * it back: its events are its only measure there, and one running
+         * free published the device's whole busy time as its use (a decoder
+         * beside training then held the training to its weight's part) */
+        if (nd && target > GS_LIM_SHARE_MEASURED)
+            target = GS_LIM_SHARE_MEASURED;
         uint32_t old = __atomic_exchange_n(&a->rate_ppm, target, __ATOMIC_RELAXED);
-        if (old >= GS_LIM_PPM && target < GS_LIM_PPM) {
+        if (old >= GS_LIM_SHARE_MEASURED && target < GS_LIM_SHARE_MEASURED) {
             __atomic_store_n(&a->tokens, (int64_t)0, __ATOMIC_RELAXED);
             __atomic_store_n(&a->refill_ns, now, __ATOMIC_RELAXED);
         }

@@ -348,6 +348,24 @@ def test_a_decoder_like_share_tenant_is_charged_its_kernels_not_its_cpu_gaps(wor
     assert heavy >= 0.75, (heavy, lr)
 
 
+def test_a_decoder_like_share_tenant_beside_a_gpu_bound_one_on_a_time_sliced_device(world):
+    """The same two tenants on a device that runs one process at a time in
+    2 ms slices, as an H100 does (GPUSLICE_SIM_TIMESLICE_US): the light one's
+    events stay open while its kernels wait for the other's slice, so it
+    counts the other's time too. Counted in full, it went over its share of
+    70 and waited, and the GPU-bound one was held to 0.42-0.50 (an H100:
+    training 0.51 beside a decoder). Share containers that do not take turns
+    split what both counted beyond the device's busy time: the light one
+    never waits, the heavy one gets what it leaves."""
+    share = {"GPUSLICE_COMPUTE_MODE": "share"}
+    w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1, GPUSLICE_SIM_TIMESLICE_US=2000)
+    lr, heavy, light_waited = light_beside_heavy(
+        w, (10, {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, "burst 16 0 5.0 40"),
+        ({**share, "GPUSLICE_SHARE_WEIGHT": "30"}, 5.0, 1.5))
+    assert light_waited <= 0.05 * lr["elapsed_us"] / 1e6, (light_waited, lr)
+    assert heavy >= 0.75, (heavy, lr)
+
+
 def test_the_launch_rate_benchmark_goes_through_the_interposer(world):
     """bench/compute/launch_rate.c times the launches a program makes
     through the interposer: under a cap of 99 the limiter charges them (a

@@ -551,6 +551,50 @@ static void two_turn_taking_tenants_at_the_power_limit_run_at_no_boost(void **st
     assert_int_equal(gs_lim_device_busy(300000, 300000, NULL, 0), 300000);
 }
 
+static void share_tenants_that_time_slice_split_what_both_counted(void **state)
+{
+    (void)state;
+    /* H100: a decoder counted 0.79 of the time beside training running free
+     * (published 0.99) on a device busy 0.99: all of it overlapped, half is
+     * the training's */
+    assert_int_equal(gs_lim_correction_overlap(GS_LIM_PPM, 790000, 990000, 990000), 750000);
+    assert_int_equal(gs_lim_correction_overlap(500000, 790000, 990000, 990000), 500000);
+    /* what the device saw both do: nothing overlapped, nothing taken out */
+    assert_int_equal(gs_lim_correction_overlap(GS_LIM_PPM, 200000, 300000, 500000), GS_LIM_PPM);
+    /* part of it: the excess, halved */
+    assert_int_equal(gs_lim_correction_overlap(GS_LIM_PPM, 400000, 300000, 500000), (GS_LIM_PPM + 750000) / 2);
+    /* never more than the others counted, never below one half */
+    assert_int_equal(gs_lim_correction_overlap(GS_LIM_PPM, 800000, 100000, 0), (GS_LIM_PPM + 937500) / 2);
+    assert_true(gs_lim_correction_overlap(500000, 900000, GS_LIM_PPM, 0) >= 500000);
+    /* we barely ran: nothing learnt */
+    assert_int_equal(gs_lim_correction_overlap(800000, 1000, 900000, 900000), 800000);
+    struct gs_lim_demand d[2] = { { 30, 300000, 0 }, { 70, 100000, 0 } };
+    assert_false(gs_lim_any_wants_more(d, 2));
+    d[1].wants_more = 1;
+    assert_true(gs_lim_any_wants_more(d, 2));
+    assert_false(gs_lim_any_wants_more(d, 1));
+}
+
+static void a_share_container_held_back_by_nobody_never_waits(void **state)
+{
+    (void)state;
+    /* beside others, at the measured rate: a debt (the power correction or
+     * overlap charged past the whole GPU) opens the next window at once */
+    struct gs_lim_account a;
+    account(&a, GS_LIM_SHARE, 0, 30);
+    a.rate_ppm = GS_LIM_SHARE_MEASURED;
+    a.tokens = -(int64_t)(20 * MS);
+    struct gs_lim_window w = { 0 };
+    assert_int_equal(gs_lim_open(&w, &a, 1001 * MS, 1), 0);
+    assert_true(w.open);
+    assert_true(a.tokens >= 0);
+    /* held to a share, the same debt is waited out */
+    a.rate_ppm = 300000;
+    a.tokens = -(int64_t)(20 * MS);
+    a.refill_ns = 1001 * MS;
+    assert_true(gs_lim_open(&w, &a, 1001 * MS, 1) > 60 * MS);
+}
+
 static void cap_holds_in_exclusive_throughput_when_the_clock_boosts(void **state)
 {
     /* A duty-cycled GPU keeps a higher clock than one that is always busy
@@ -853,6 +897,8 @@ int main(void)
         cmocka_unit_test(shares_30_70_split_30_70_and_a_lone_tenant_runs_free),
         cmocka_unit_test(a_light_tenant_does_not_notice_a_cap_above_its_use),
         cmocka_unit_test(two_turn_taking_tenants_at_the_power_limit_run_at_no_boost),
+        cmocka_unit_test(share_tenants_that_time_slice_split_what_both_counted),
+        cmocka_unit_test(a_share_container_held_back_by_nobody_never_waits),
         cmocka_unit_test(a_gpu_bound_tenant_gets_its_cap),
         cmocka_unit_test(a_launch_bound_tenant_is_charged_its_kernels_not_its_gaps),
         cmocka_unit_test(launches_after_the_last_marker_are_priced_by_the_markers),
