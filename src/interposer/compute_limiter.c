@@ -18,6 +18,7 @@
 #include "compute_limiter.h"
 #include "compute_capture.h"
 #include "compute_clock.h"
+#include "compute_cost.h"
 #include "compute_ledger.h"
 #include "compute_outer.h"
 #include "log.h"
@@ -212,6 +213,7 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
         t->nstreams = 0;
     }
     gs_compute_sync_leave();
+    gs_cost_add(GS_COST_PROBE, gs_compute_now() - now);
 }
 
 /* Drains the window's work and charges it. */
@@ -239,10 +241,12 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     }
     uint64_t drained = 0;
     if (pending) {
+        uint64_t from = gs_compute_now();
         for (int i = 0; i < t->nstreams; i++)
             if (recorded[i] && esync)
                 esync(t->drain[i]);
         drained = gs_compute_now();
+        gs_cost_add(GS_COST_DRAIN, drained - from);
     }
     struct gs_lim_close_facts f = interval_facts(t, elapsed);
     f.planned_end_ns = t->w.end_ns;
@@ -378,6 +382,7 @@ int gs_compute_before(CUstream s)
         } else
             sleep_ns(wait < MAX_SLEEP_NS ? wait : MAX_SLEEP_NS);
         uint64_t slept = gs_compute_now() - t0;
+        gs_cost_add(GS_COST_WAIT, slept);
         __atomic_add_fetch(&a->wait_ns, slept, __ATOMIC_RELAXED);
         if (!turn)
             __atomic_store_n(&a->throttled_ns, t0 + slept, __ATOMIC_RELAXED);

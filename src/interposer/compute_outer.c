@@ -15,6 +15,8 @@
  */
 #define _GNU_SOURCE
 #include "compute_outer.h"
+#include "compute_clock.h"
+#include "compute_cost.h"
 #include "compute_ledger.h"
 #include "log.h"
 #include "real_driver.h"
@@ -238,13 +240,10 @@ int gs_compute_others_active(int dev)
     return dev >= 0 && dev < GS_REGION_MAX_DEVICES && __atomic_load_n(&others_active[dev], __ATOMIC_RELAXED);
 }
 
-void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
+/* One run of the outer loop, by the thread that won this period's turn. */
+static void outer_run(struct gs_region *r, int d, uint64_t now)
 {
     struct gs_lim_account *a = &r->dev[d].lim;
-    uint64_t next = __atomic_load_n(&a->outer_next_ns, __ATOMIC_RELAXED);
-    if (now < next || !__atomic_compare_exchange_n(&a->outer_next_ns, &next, now + GS_LIM_OUTER_NS, 0, __ATOMIC_ACQ_REL,
-                                                   __ATOMIC_RELAXED))
-        return;
     uint64_t last = __atomic_exchange_n(&a->outer_last_ns, now, __ATOMIC_RELAXED);
     uint64_t occ = __atomic_load_n(&a->occ_ns, __ATOMIC_RELAXED);
     uint64_t occ_d = occ - __atomic_exchange_n(&a->outer_occ_mark, occ, __ATOMIC_RELAXED);
@@ -382,4 +381,15 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
             gs_log(GS_LOG_DEBUG, "share mode on %s: target %u ppm (was %u)", uuid, target, old);
     }
     pthread_mutex_unlock(&outer_lock);
+}
+
+void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
+{
+    struct gs_lim_account *a = &r->dev[d].lim;
+    uint64_t next = __atomic_load_n(&a->outer_next_ns, __ATOMIC_RELAXED);
+    if (now < next || !__atomic_compare_exchange_n(&a->outer_next_ns, &next, now + GS_LIM_OUTER_NS, 0, __ATOMIC_ACQ_REL,
+                                                   __ATOMIC_RELAXED))
+        return;
+    outer_run(r, d, now);
+    gs_cost_add(GS_COST_OUTER, gs_compute_now() - now);
 }
