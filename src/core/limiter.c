@@ -269,6 +269,14 @@ uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, 
     return (uint32_t)((old_speed + (uint64_t)target) / 2);
 }
 
+uint32_t gs_lim_weight_part(unsigned weight, const struct gs_lim_demand *others, unsigned n)
+{
+    uint64_t sum = weight ? weight : 1;
+    for (unsigned i = 0; i < n; i++)
+        sum += others[i].weight;
+    return (uint32_t)((uint64_t)(weight ? weight : 1) * GS_LIM_PPM / sum);
+}
+
 int gs_lim_any_wants_more(const struct gs_lim_demand *others, unsigned n)
 {
     for (unsigned i = 0; i < n; i++)

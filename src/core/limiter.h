@@ -244,6 +244,10 @@ struct gs_lim_demand {
 };
 uint32_t gs_lim_share_fill(unsigned weight, const struct gs_lim_demand *others, unsigned n);
 
+/* A container's part of the device by weight alone beside the n others
+ * (weight / the sum of all weights), in ppm. */
+uint32_t gs_lim_weight_part(unsigned weight, const struct gs_lim_demand *others, unsigned n);
+
 /* Whether any of the n others wants more than it gets (waits for tokens). */
 int gs_lim_any_wants_more(const struct gs_lim_demand *others, unsigned n);
 

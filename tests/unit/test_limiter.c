@@ -569,6 +569,9 @@ static void share_tenants_that_time_slice_split_what_both_counted(void **state)
     /* we barely ran: nothing learnt */
     assert_int_equal(gs_lim_correction_overlap(800000, 1000, 900000, 900000), 800000);
     struct gs_lim_demand d[2] = { { 30, 300000, 0 }, { 70, 100000, 0 } };
+    assert_int_equal(gs_lim_weight_part(100, d, 2), 500000);
+    assert_int_equal(gs_lim_weight_part(70, d, 1), 700000);
+    assert_int_equal(gs_lim_weight_part(0, d, 0), GS_LIM_PPM);
     assert_false(gs_lim_any_wants_more(d, 2));
     d[1].wants_more = 1;
     assert_true(gs_lim_any_wants_more(d, 2));
