@@ -4,7 +4,8 @@ Writes $OUT/gputime.jsonl and prints it. Usage:
   python3 bench/compute/gputime.py --lib build-gpu/lib/libgpuslice.so --out DIR --only a,b --caps 10,30
 --only picks loads (matmul, small, decoder, train, graphinf) and scenarios
 (coloc, mps, decoverhead: the limiter's host cost on the decoder, two, launch,
-launchc: the driver-API loop of launch_rate.c, built with
+launchc: the driver-API loop of launch_rate.c, each process timing the
+interposer's cuLaunchKernel against the driver's own (--paired 1), built with
 `cc -O2 -Isrc bench/compute/launch_rate.c -ldl -o BIN` and named by
 --launch-bin BIN); --rounds repeats the co-location scenarios; --caps the single loads' caps, --caps-for
 load=10,30 other caps for one load; --log DIR keeps each limited tenant's
@@ -125,6 +126,7 @@ def main():
     ap.add_argument("--log", default=None)
     ap.add_argument("--launch-bin", default=None)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--coloc-modes", default="", help="plain,share70/30,cap70/30,mps70/30 (default: all)")
     ap.add_argument("--launch-rounds", type=int, default=7)
     ap.add_argument("--tag", default="", help="added to every line (the commit, the library's name)")
     a = ap.parse_args()
@@ -192,6 +194,8 @@ def main():
                 modes.append(("mps70/30", {**mps, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "70"},
                               {**mps, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30"}))
             for mode, ei, et in modes:
+                if a.coloc_modes and mode not in a.coloc_modes.split(","):
+                    continue
                 if mode.startswith("mps"):
                     # MPS side by side: plain tenants under the MPS daemon,
                     # inference at 70 % of the threads, training at 30 %

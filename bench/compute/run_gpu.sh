@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # GPU benchmark of the compute limiter (docs/compute.md, issue 12's table). From the repo root:
 #   bash bench/compute/run_gpu.sh [--only LOADS,SCENARIOS] [--caps 10,30,50,70] [--log DIR]
-# LOADS: matmul small decoder train graphinf; SCENARIOS: coloc mps two launch launchc.
+#        [--rounds N] [--coloc-modes plain,share70/30,cap70/30,mps70/30]
+# LOADS: matmul small decoder train graphinf; SCENARIOS: coloc mps decoverhead two launch launchc.
+# --log DIR keeps each limited tenant's debug log, whose last lines say where the limiter spent
+# the tenant's host time (probes, drains, outer loop, waits).
 # Needs an NVIDIA GPU, PyTorch with CUDA (transformers for the decoder), cmake and a C compiler.
 # Builds the interposer alone and the driver-API launch loop (launch_rate.c), then runs
 # bench/compute/gputime.py: $OUT/gputime.jsonl, one JSON line per scenario. Everything at
