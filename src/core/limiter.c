@@ -277,6 +277,14 @@ uint32_t gs_lim_weight_part(unsigned weight, const struct gs_lim_demand *others,
     return (uint32_t)((uint64_t)(weight ? weight : 1) * GS_LIM_PPM / sum);
 }
 
+unsigned gs_lim_count_busy(const struct gs_lim_demand *others, unsigned n)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < n; i++)
+        k += others[i].wants_more || others[i].use_ppm >= GS_LIM_SEEN_PPM;
+    return k;
+}
+
 int gs_lim_any_wants_more(const struct gs_lim_demand *others, unsigned n)
 {
     for (unsigned i = 0; i < n; i++)

@@ -248,6 +248,11 @@ uint32_t gs_lim_share_fill(unsigned weight, const struct gs_lim_demand *others, 
  * (weight / the sum of all weights), in ppm. */
 uint32_t gs_lim_weight_part(unsigned weight, const struct gs_lim_demand *others, unsigned n);
 
+/* How many of the n others use a share of the device that can blur ours
+ * (GS_LIM_SEEN_PPM or more) or want more than they get. */
+#define GS_LIM_SEEN_PPM 10000U
+unsigned gs_lim_count_busy(const struct gs_lim_demand *others, unsigned n);
+
 /* Whether any of the n others wants more than it gets (waits for tokens). */
 int gs_lim_any_wants_more(const struct gs_lim_demand *others, unsigned n);
 

@@ -283,7 +283,11 @@ static void outer_run(struct gs_region *r, int d, uint64_t now)
     /* the other containers of the device ledger active in the last two runs */
     struct gs_lim_demand dem[65];
     unsigned nd = gs_compute_ledger_demands(d, now - 2 * GS_LIM_OUTER_NS, now - GS_LIM_THROTTLED_NS, dem, 64);
-    __atomic_store_n(&others_active[d], (uint8_t)(nd > 0), __ATOMIC_RELAXED);
+    /* ... of which those whose GPU time can blur ours: a notebook that runs
+     * a small kernel now and then is active but not among them (beside one,
+     * an H100 decoder probed after every kernel and lost 30 % of its speed) */
+    unsigned nb = gs_lim_count_busy(dem, nd);
+    __atomic_store_n(&others_active[d], (uint8_t)(nb > 0), __ATOMIC_RELAXED);
     /* Beside active containers of the device ledger NVML's per-process split
      * is no measure: an H100 gave each 250 ms sample the whole device's busy
      * time to one of two tenants and 0 to the other (c rose to 1.4 for the
@@ -292,10 +296,10 @@ static void outer_run(struct gs_region *r, int d, uint64_t now)
      * alone measure us: throttled containers take turns, and the probe looks
      * at CPU gaps from GS_LIM_FINE_GAP_NS (compute_limiter.c), so that a
      * decoder's gaps between its small kernels are not counted busy. */
-    int per_process = our >= 0 && !(our == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM) && !occupancy_like && nd == 0;
+    int per_process = our >= 0 && !(our == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM) && !occupancy_like && nb == 0;
     /* the outer loop slept with us (no launches): NVML's samples and our
      * busy time cover different spans; without NVML nothing to learn either */
-    int learn = interval <= 2 * GS_LIM_OUTER_NS && (per_process || dev_ppm >= 0 || nd > 0);
+    int learn = interval <= 2 * GS_LIM_OUTER_NS && (per_process || dev_ppm >= 0 || nb > 0);
     if (!learn) {
         corr = old_corr ? old_corr : GS_LIM_PPM;
     } else if (per_process) {
@@ -303,7 +307,7 @@ static void outer_run(struct gs_region *r, int d, uint64_t now)
          * counted busy: takes out the short gaps between our kernels and
          * the time another context time-sliced the GPU away from us */
         corr = gs_lim_correction(old_corr, our, occ_ppm);
-    } else if (nd > 0 && a->mode == GS_LIM_SHARE && dev_ppm >= 0 &&
+    } else if (nb > 0 && a->mode == GS_LIM_SHARE && dev_ppm >= 0 &&
                !(gs_lim_throttled(a, now) && gs_lim_any_wants_more(dem, nd))) {
         /* share containers that do not take turns (turns are only between
          * containers that are all held to their share) time-slice: what
@@ -315,7 +319,7 @@ static void outer_run(struct gs_region *r, int d, uint64_t now)
         for (unsigned i = 0; i < nd; i++)
             others_use += dem[i].use_ppm;
         corr = gs_lim_correction_overlap(old_corr, occ_ppm, others_use, (uint64_t)dev_ppm);
-    } else if (nd > 0) {
+    } else if (nb > 0) {
         /* other containers active in our device ledger (above); device
          * utilisation mixes their time with ours too. Throttled ones take
          * turns, so nothing overlaps their windows (an H100's utilisation

@@ -572,6 +572,10 @@ static void share_tenants_that_time_slice_split_what_both_counted(void **state)
     assert_int_equal(gs_lim_weight_part(100, d, 2), 500000);
     assert_int_equal(gs_lim_weight_part(70, d, 1), 700000);
     assert_int_equal(gs_lim_weight_part(0, d, 0), GS_LIM_PPM);
+    assert_int_equal(gs_lim_count_busy(d, 2), 2);
+    struct gs_lim_demand idle[3] = { { 30, 2000, 0 }, { 70, GS_LIM_SEEN_PPM - 1, 0 }, { 10, 0, 1 } };
+    assert_int_equal(gs_lim_count_busy(idle, 2), 0); /* a notebook between its cells */
+    assert_int_equal(gs_lim_count_busy(idle, 3), 1); /* one that waits counts whatever it used */
     assert_false(gs_lim_any_wants_more(d, 2));
     d[1].wants_more = 1;
     assert_true(gs_lim_any_wants_more(d, 2));
