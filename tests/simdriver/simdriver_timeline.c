@@ -12,7 +12,9 @@
 #define US 1000ULL
 #define MS 1000000ULL
 
-static struct sim_state *two_procs(uint32_t timeslice_us)
+/* One device, processes A (slot 0) and B (slot 1): A queues 10 ms of work
+ * at T0, B a 10 us kernel b_at later; the timeline is computed to T0 + 20 ms. */
+static struct sim_state *two_procs(uint32_t timeslice_us, uint64_t b_at)
 {
     struct sim_state *st = calloc(1, sizeof *st);
     assert_non_null(st);
@@ -22,10 +24,9 @@ static struct sim_state *two_procs(uint32_t timeslice_us)
     st->dev[0].tl_owner = -1;
     st->procs[0].pid = 100;
     st->procs[1].pid = 200;
-    /* A queues 10 ms of work at T0; B a 10 us kernel 100 us later */
     sim_tl_advance(st, 0, T0);
     sim_tl_submit(st, 0, 0, 10 * MS, T0);
-    sim_tl_submit(st, 1, 0, 10 * US, T0 + 100 * US);
+    sim_tl_submit(st, 1, 0, 10 * US, T0 + b_at);
     sim_tl_advance(st, 0, T0 + 20 * MS);
     return st;
 }
@@ -33,7 +34,7 @@ static struct sim_state *two_procs(uint32_t timeslice_us)
 static void processor_sharing_runs_both_at_half_speed(void **state)
 {
     (void)state;
-    struct sim_state *st = two_procs(0);
+    struct sim_state *st = two_procs(0, 100 * US);
     /* B progresses at 1/2 from its submission: done 20 us later */
     assert_int_equal(sim_tl_done_time(&st->procs[1].work[0], 10 * US), T0 + 120 * US);
     /* A lost half of those 20 us */
@@ -44,7 +45,7 @@ static void processor_sharing_runs_both_at_half_speed(void **state)
 static void a_short_kernel_waits_for_the_running_slice(void **state)
 {
     (void)state;
-    struct sim_state *st = two_procs(2000);
+    struct sim_state *st = two_procs(2000, 100 * US);
     /* A's slice began at T0 and runs 2 ms; B runs 10 us after it */
     assert_int_equal(sim_tl_done_time(&st->procs[1].work[0], 10 * US), T0 + 2 * MS + 10 * US);
     assert_int_equal(sim_tl_done_time(&st->procs[0].work[0], 10 * MS), T0 + 10 * MS + 10 * US);
@@ -59,17 +60,7 @@ static void a_process_alone_keeps_its_slices_running(void **state)
     (void)state;
     /* A alone for 5.5 ms: its third slice began at 4 ms, so a newcomer at
      * 5.5 ms waits until 6 ms */
-    struct sim_state *st = calloc(1, sizeof *st);
-    assert_non_null(st);
-    st->ndevices = 1;
-    st->timeslice_us = 2000;
-    st->dev[0].tl_last_proc = st->dev[0].tl_owner = -1;
-    st->procs[0].pid = 100;
-    st->procs[1].pid = 200;
-    sim_tl_advance(st, 0, T0);
-    sim_tl_submit(st, 0, 0, 10 * MS, T0);
-    sim_tl_submit(st, 1, 0, 10 * US, T0 + 5500 * US);
-    sim_tl_advance(st, 0, T0 + 20 * MS);
+    struct sim_state *st = two_procs(2000, 5500 * US);
     assert_int_equal(sim_tl_done_time(&st->procs[1].work[0], 10 * US), T0 + 6 * MS + 10 * US);
     free(st);
 }
