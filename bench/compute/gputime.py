@@ -174,8 +174,7 @@ def main():
                 # at 30 (another active ledger member: the 20 us probe)
                 for mode, ei, nb in [("nolimit", None, None), ("cap70", {"GPUSLICE_CORES": "70"}, None),
                                      ("cap70+notebook", {"GPUSLICE_CORES": "70"}, {"GPUSLICE_CORES": "30"})]:
-                    env = limited(a.lib, state, f"ov{rnd}{mode[:5]}", ei) if ei else \
-                        {"LD_PRELOAD": a.lib, "GPUSLICE_REGION": os.path.join(state, f"ov{rnd}.region")}
+                    env = limited(a.lib, state, f"ov{rnd}{mode[:5]}", ei or {})
                     ts = [("decoder", env, INF)]
                     if nb:
                         ts.append(("notebook", limited(a.lib, state, f"nb{rnd}", nb), NB))
@@ -244,7 +243,7 @@ def main():
         # every tenant pinned to the same CPU; native, no limit and cap 99
         # alternate in 5 rounds of 5 s each (the machine drifts between
         # rounds); the median of the rounds' ratios
-        kinds = {"native": {}, "nolimit": {"LD_PRELOAD": a.lib, "GPUSLICE_REGION": os.path.join(state, "l.region")},
+        kinds = {"native": {}, "nolimit": limited(a.lib, state, "l", {}),
                  "cap99": limited(a.lib, state, "l99", {"GPUSLICE_CORES": "99"})}
         rounds = []
         for _ in range(5):
@@ -257,7 +256,7 @@ def main():
         # host drifts by 10 % between processes, not between adjacent blocks
         if not a.launch_bin or not os.path.isfile(a.launch_bin):
             sys.exit("launchc needs --launch-bin, the compiled bench/compute/launch_rate.c")
-        kinds = {"nolimit": {"LD_PRELOAD": a.lib, "GPUSLICE_REGION": os.path.join(state, "lc.region")},
+        kinds = {"nolimit": limited(a.lib, state, "lc", {}),
                  "cap99": limited(a.lib, state, "lc99", {"GPUSLICE_CORES": "99"})}
         rounds = []
         for _ in range(a.launch_rounds):
@@ -272,6 +271,7 @@ def main():
         ok = [r for r in rounds if None not in r.values()]
         emit({"scenario": "launch-rate-c-paired", "nolimit_vs_native": median([r["nolimit"]["vs_direct"] for r in ok]),
               "cap99_vs_native": median([r["cap99"]["vs_direct"] for r in ok]), "rounds": rounds})
+
 
 if __name__ == "__main__":
     main()

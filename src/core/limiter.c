@@ -293,8 +293,19 @@ int gs_lim_any_wants_more(const struct gs_lim_demand *others, unsigned n)
     return 0;
 }
 
-uint32_t gs_lim_correction_overlap(uint32_t old_corr, uint64_t occ_ppm, uint64_t others_ppm, uint64_t dev_ppm)
+/* The uses the n others published, summed. */
+static uint64_t uses_of(const struct gs_lim_demand *others, unsigned n)
 {
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < n; i++)
+        sum += others[i].use_ppm;
+    return sum;
+}
+
+uint32_t gs_lim_correction_overlap(uint32_t old_corr, uint64_t occ_ppm, const struct gs_lim_demand *others, unsigned n,
+                                   uint64_t dev_ppm)
+{
+    uint64_t others_ppm = uses_of(others, n);
     if (old_corr == 0)
         old_corr = GS_LIM_PPM;
     if (occ_ppm < GS_LIM_BUSY_PPM)
@@ -310,9 +321,7 @@ uint32_t gs_lim_correction_overlap(uint32_t old_corr, uint64_t occ_ppm, uint64_t
 
 uint64_t gs_lim_device_busy(uint64_t dev_ppm, uint64_t our_use_ppm, const struct gs_lim_demand *others, unsigned n)
 {
-    uint64_t sum = our_use_ppm;
-    for (unsigned i = 0; i < n; i++)
-        sum += others[i].use_ppm;
+    uint64_t sum = our_use_ppm + uses_of(others, n);
     if (sum > GS_LIM_PPM)
         sum = GS_LIM_PPM;
     return sum > dev_ppm ? sum : dev_ppm;

@@ -256,15 +256,16 @@ unsigned gs_lim_count_busy(const struct gs_lim_demand *others, unsigned n);
 /* Whether any of the n others wants more than it gets (waits for tokens). */
 int gs_lim_any_wants_more(const struct gs_lim_demand *others, unsigned n);
 
-/* A share-mode container beside active containers of the device ledger
- * none of which wants more than it gets: c from the time both counted. Where our
- * occupancy occ and the others' published uses add up to more than the
- * device was busy (dev), the excess ran one at a time, time-sliced, yet both
- * counted it: a light tenant's events stay open while its next kernel waits
+/* A share-mode container beside busy containers of the device ledger that
+ * it does not take turns with (turns: it is held to its share and another
+ * wants more): c from the time both counted. Where our occupancy occ and the
+ * uses the n others published add up to more than the device was busy
+ * (dev), the excess ran one at a time, time-sliced, yet both counted it: a light tenant's events stay open while its next kernel waits
  * for the other's slice (an H100: a decoder counted 0.69-0.83 of the time
  * beside training). Half of that overlap is taken as the other's, so c is
  * in [1/2, 1] (EMA 1/2 with old_corr). */
-uint32_t gs_lim_correction_overlap(uint32_t old_corr, uint64_t occ_ppm, uint64_t others_ppm, uint64_t dev_ppm);
+uint32_t gs_lim_correction_overlap(uint32_t old_corr, uint64_t occ_ppm, const struct gs_lim_demand *others, unsigned n,
+                                   uint64_t dev_ppm);
 
 /* The busy fraction to weigh the power draw by (gs_lim_speed's dev_ppm):
  * the device's, or our use plus what the other containers of the device

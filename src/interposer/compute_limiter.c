@@ -9,8 +9,8 @@
  * GS_LIM_GAP_NS or more, a probe (a query of each stream used) asks whether
  * the thread's work drained meanwhile: if so the busy interval ended at the
  * last marker (or last launch), is charged, and a new one starts -- the gap
- * is not GPU time. While other containers of the device ledger are active
- * (c = 1) the probe looks at gaps from GS_LIM_FINE_GAP_NS. Slow path (window
+ * is not GPU time. While other containers of the device ledger are busy
+ * (gs_lim_count_busy) the probe looks at gaps from GS_LIM_FINE_GAP_NS. Slow path (window
  * over): drain what the window launched, charge its last busy interval, wait
  * while the container is in debt, open the next.
  */

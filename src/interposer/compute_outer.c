@@ -315,10 +315,7 @@ static void outer_run(struct gs_region *r, int d, uint64_t now)
          * (gs_lim_correction_overlap). With c = 1 a decoder beside training
          * counted the training's slices, went over its share and waited,
          * and the training was held to what the decoder seemed to use */
-        uint64_t others_use = 0;
-        for (unsigned i = 0; i < nd; i++)
-            others_use += dem[i].use_ppm;
-        corr = gs_lim_correction_overlap(old_corr, occ_ppm, others_use, (uint64_t)dev_ppm);
+        corr = gs_lim_correction_overlap(old_corr, occ_ppm, dem, nd, (uint64_t)dev_ppm);
     } else if (nb > 0) {
         /* other containers active in our device ledger (above); device
          * utilisation mixes their time with ours too. Throttled ones take

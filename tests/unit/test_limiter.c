@@ -551,23 +551,33 @@ static void two_turn_taking_tenants_at_the_power_limit_run_at_no_boost(void **st
     assert_int_equal(gs_lim_device_busy(300000, 300000, NULL, 0), 300000);
 }
 
+/* gs_lim_correction_overlap beside one other container that published others_ppm */
+static uint32_t overlap_beside_one(uint32_t old_corr, uint64_t occ_ppm, uint32_t others_ppm, uint64_t dev_ppm)
+{
+    struct gs_lim_demand other = { 30, others_ppm, 0 };
+    return gs_lim_correction_overlap(old_corr, occ_ppm, &other, 1, dev_ppm);
+}
+
 static void share_tenants_that_time_slice_split_what_both_counted(void **state)
 {
     (void)state;
     /* H100: a decoder counted 0.79 of the time beside training running free
      * (published 0.99) on a device busy 0.99: all of it overlapped, half is
      * the training's */
-    assert_int_equal(gs_lim_correction_overlap(GS_LIM_PPM, 790000, 990000, 990000), 750000);
-    assert_int_equal(gs_lim_correction_overlap(500000, 790000, 990000, 990000), 500000);
+    assert_int_equal(overlap_beside_one(GS_LIM_PPM, 790000, 990000, 990000), 750000);
+    assert_int_equal(overlap_beside_one(500000, 790000, 990000, 990000), 500000);
+    /* the others' uses add up */
+    struct gs_lim_demand two[2] = { { 30, 495000, 0 }, { 40, 495000, 0 } };
+    assert_int_equal(gs_lim_correction_overlap(GS_LIM_PPM, 790000, two, 2, 990000), 750000);
     /* what the device saw both do: nothing overlapped, nothing taken out */
-    assert_int_equal(gs_lim_correction_overlap(GS_LIM_PPM, 200000, 300000, 500000), GS_LIM_PPM);
+    assert_int_equal(overlap_beside_one(GS_LIM_PPM, 200000, 300000, 500000), GS_LIM_PPM);
     /* part of it: the excess, halved */
-    assert_int_equal(gs_lim_correction_overlap(GS_LIM_PPM, 400000, 300000, 500000), (GS_LIM_PPM + 750000) / 2);
+    assert_int_equal(overlap_beside_one(GS_LIM_PPM, 400000, 300000, 500000), (GS_LIM_PPM + 750000) / 2);
     /* never more than the others counted, never below one half */
-    assert_int_equal(gs_lim_correction_overlap(GS_LIM_PPM, 800000, 100000, 0), (GS_LIM_PPM + 937500) / 2);
-    assert_true(gs_lim_correction_overlap(500000, 900000, GS_LIM_PPM, 0) >= 500000);
+    assert_int_equal(overlap_beside_one(GS_LIM_PPM, 800000, 100000, 0), (GS_LIM_PPM + 937500) / 2);
+    assert_true(overlap_beside_one(500000, 900000, GS_LIM_PPM, 0) >= 500000);
     /* we barely ran: nothing learnt */
-    assert_int_equal(gs_lim_correction_overlap(800000, 1000, 900000, 900000), 800000);
+    assert_int_equal(overlap_beside_one(800000, 1000, 900000, 900000), 800000);
     struct gs_lim_demand d[2] = { { 30, 300000, 0 }, { 70, 100000, 0 } };
     assert_int_equal(gs_lim_weight_part(100, d, 2), 500000);
     assert_int_equal(gs_lim_weight_part(70, d, 1), 700000);
