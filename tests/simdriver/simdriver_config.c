@@ -81,6 +81,8 @@ static void invalid_values_fail_closed(void **state)
     expect_invalid("GPUSLICE_SIM_DEVICES", "9");
     expect_invalid("GPUSLICE_SIM_DEVICES", "2x");
     expect_invalid("GPUSLICE_SIM_CTX_OVERHEAD", "-1");
+    expect_invalid("GPUSLICE_SIM_TIMESLICE_US", "2ms");
+    expect_invalid("GPUSLICE_SIM_TIMESLICE_US", "100001");
 }
 
 static int run_child(void (*fn)(void))
