@@ -126,7 +126,7 @@ def main():
     ap.add_argument("--log", default=None)
     ap.add_argument("--launch-bin", default=None)
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--coloc-modes", default="", help="plain,share70/30,cap70/30,mps70/30 (default: all)")
+    ap.add_argument("--coloc-modes", default="", help="plain,share70/30,cap70/30,free/cap30,mps70/30 (default: all)")
     ap.add_argument("--launch-rounds", type=int, default=7)
     ap.add_argument("--tag", default="", help="added to every line (the commit, the library's name)")
     a = ap.parse_args()
@@ -188,7 +188,11 @@ def main():
             emit({"scenario": "coloc-alone", "round": rnd, "inf": inf_alone, "train": tr_alone})
             modes = [("plain", {}, {}),
                      ("share70/30", {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, {**share, "GPUSLICE_SHARE_WEIGHT": "30"}),
-                     ("cap70/30", {"GPUSLICE_CORES": "70"}, {"GPUSLICE_CORES": "30"})]
+                     ("cap70/30", {"GPUSLICE_CORES": "70"}, {"GPUSLICE_CORES": "30"}),
+                     # the decoder without the interposer beside the capped
+                     # training: what time-slicing with a 30 % neighbour costs
+                     # it, apart from the limiter's cost on the decoder itself
+                     ("free/cap30", None, {"GPUSLICE_CORES": "30"})]
             if not only or "mps" in only:
                 modes.append(("mps70/30", {**mps, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "70"},
                               {**mps, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30"}))
@@ -210,7 +214,8 @@ def main():
                 elif mode == "plain":
                     ri, rt = side_by_side([("decoder", {}, INF), ("matmul", {}, TR)], a.secs)
                 else:
-                    ri, rt = side_by_side([("decoder", limited(a.lib, state, f"inf{rnd}{mode[:3]}", ei), INF),
+                    inf_env = limited(a.lib, state, f"inf{rnd}{mode[:3]}", ei) if ei is not None else {}
+                    ri, rt = side_by_side([("decoder", inf_env, INF),
                                            ("matmul", limited(a.lib, state, f"tr{rnd}{mode[:3]}", et), TR)], a.secs)
                 overlap = min(ri.get("t1", 0), rt.get("t1", 0)) - max(ri.get("t0", 0), rt.get("t0", 0))
                 emit({"scenario": "coloc-" + mode, "round": rnd, "inf_ratio": ri.get("rate", 0) / inf_alone["rate"],
