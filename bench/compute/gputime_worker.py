@@ -46,12 +46,14 @@ def main():
     a = ap.parse_args()
     dev = torch.device("cuda")
     kind, per = a.load, 1
-    if a.load in ("matmul", "small"):
-        n = 4096 if a.load == "matmul" else 1024
+    if a.load in ("matmul", "matmul1", "small"):
+        # matmul1: the same 4096^2 training loop waiting for every matmul
+        # (one kernel queued at a time)
+        n = 1024 if a.load == "small" else 4096
         x = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
         y = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
         out = torch.empty(n, n, device=dev, dtype=torch.bfloat16)
-        per = 10 if a.load == "matmul" else 200
+        per = {"matmul": 10, "matmul1": 1, "small": 200}[a.load]
 
         def step():
             for _ in range(per):
