@@ -319,6 +319,32 @@ uint32_t gs_lim_correction_overlap(uint32_t old_corr, uint64_t occ_ppm, const st
     return (uint32_t)((old_corr + c) / 2);
 }
 
+int gs_lim_bound_holds(uint64_t dev_ppm, unsigned limit_pct)
+{
+    if (limit_pct == 0 || limit_pct >= 100)
+        return 0;
+    return dev_ppm * 100 < (uint64_t)limit_pct * GS_LIM_BOUND_PPM;
+}
+
+uint32_t gs_lim_correction_bound(uint32_t old_corr, uint64_t dev_ppm, uint64_t occ_ppm)
+{
+    if (old_corr == 0)
+        old_corr = GS_LIM_PPM;
+    uint64_t c = GS_LIM_PPM;
+    if (occ_ppm > dev_ppm)
+        c = dev_ppm * GS_LIM_PPM / occ_ppm;
+    if (c < GS_LIM_MIN_CORR)
+        c = GS_LIM_MIN_CORR;
+    return c >= old_corr ? (uint32_t)c : (uint32_t)((old_corr + c) / 2);
+}
+
+uint64_t gs_lim_bound_use(uint64_t charged_ppm, uint64_t dev_ppm, const struct gs_lim_demand *others, unsigned n)
+{
+    uint64_t theirs = uses_of(others, n);
+    uint64_t left = dev_ppm > theirs ? dev_ppm - theirs : 0;
+    return charged_ppm < left ? charged_ppm : left;
+}
+
 uint64_t gs_lim_device_busy(uint64_t dev_ppm, uint64_t our_use_ppm, const struct gs_lim_demand *others, unsigned n)
 {
     uint64_t sum = our_use_ppm + uses_of(others, n);

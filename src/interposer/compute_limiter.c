@@ -10,7 +10,8 @@
  * the thread's work drained meanwhile: if so the busy interval ended at the
  * last marker (or last launch), is charged, and a new one starts -- the gap
  * is not GPU time. While other containers of the device ledger are busy
- * (gs_lim_count_busy) the probe looks at gaps from GS_LIM_FINE_GAP_NS. Slow path (window
+ * (gs_lim_count_busy) the probe looks at gaps from GS_LIM_FINE_GAP_NS, unless
+ * the device is busy well under our cap (gs_lim_bound_holds). Slow path (window
  * over): drain what the window launched, charge its last busy interval, wait
  * while the container is in debt, open the next.
  */
@@ -338,7 +339,7 @@ int gs_compute_before(CUstream s)
         /* the ledger flag is read only after a gap worth a look: most
          * launches come closer together than the fine gap */
         uint64_t gap = now - t->last_launch_ns;
-        if (GS_UNLIKELY(gap >= GS_LIM_FINE_GAP_NS) && (gap >= GS_LIM_GAP_NS || gs_compute_others_active(d)))
+        if (GS_UNLIKELY(gap >= GS_LIM_FINE_GAP_NS) && (gap >= GS_LIM_GAP_NS || gs_compute_fine_probe(d)))
             probe_gap(t, r, d, s, now);
         t->last_launch_ns = now;
         return d;

@@ -233,11 +233,11 @@ static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t 
     return total;
 }
 
-static uint8_t others_active[GS_REGION_MAX_DEVICES];
+static uint8_t fine_probe[GS_REGION_MAX_DEVICES];
 
-int gs_compute_others_active(int dev)
+int gs_compute_fine_probe(int dev)
 {
-    return dev >= 0 && dev < GS_REGION_MAX_DEVICES && __atomic_load_n(&others_active[dev], __ATOMIC_RELAXED);
+    return dev >= 0 && dev < GS_REGION_MAX_DEVICES && __atomic_load_n(&fine_probe[dev], __ATOMIC_RELAXED);
 }
 
 /* One run of the outer loop, by the thread that won this period's turn. */
@@ -287,7 +287,11 @@ static void outer_run(struct gs_region *r, int d, uint64_t now)
      * a small kernel now and then is active but not among them (beside one,
      * an H100 decoder probed after every kernel and lost 30 % of its speed) */
     unsigned nb = gs_lim_count_busy(dem, nd);
-    __atomic_store_n(&others_active[d], (uint8_t)(nb > 0), __ATOMIC_RELAXED);
+    /* a capped container on a device busy well under its cap cannot reach
+     * the cap, whoever's kernels kept it busy: no fine probe there, and c
+     * from the device's busy time (gs_lim_bound_holds) */
+    int bounded = nb > 0 && a->mode == GS_LIM_CAP && dev_ppm >= 0 && gs_lim_bound_holds((uint64_t)dev_ppm, a->limit_pct);
+    __atomic_store_n(&fine_probe[d], (uint8_t)(nb > 0 && !bounded), __ATOMIC_RELAXED);
     /* Beside active containers of the device ledger NVML's per-process split
      * is no measure: an H100 gave each 250 ms sample the whole device's busy
      * time to one of two tenants and 0 to the other (c rose to 1.4 for the
@@ -295,7 +299,8 @@ static void outer_run(struct gs_region *r, int d, uint64_t now)
      * light tenant published the whole device as its use). There our events
      * alone measure us: throttled containers take turns, and the probe looks
      * at CPU gaps from GS_LIM_FINE_GAP_NS (compute_limiter.c), so that a
-     * decoder's gaps between its small kernels are not counted busy. */
+     * decoder's gaps between its small kernels are not counted busy (unless
+     * bounded, above). */
     int per_process = our >= 0 && !(our == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM) && !occupancy_like && nb == 0;
     /* the outer loop slept with us (no launches): NVML's samples and our
      * busy time cover different spans; without NVML nothing to learn either */
@@ -307,6 +312,8 @@ static void outer_run(struct gs_region *r, int d, uint64_t now)
          * counted busy: takes out the short gaps between our kernels and
          * the time another context time-sliced the GPU away from us */
         corr = gs_lim_correction(old_corr, our, occ_ppm);
+    } else if (bounded) {
+        corr = gs_lim_correction_bound(old_corr, (uint64_t)dev_ppm, occ_ppm);
     } else if (nb > 0 && a->mode == GS_LIM_SHARE && dev_ppm >= 0 &&
                !(gs_lim_throttled(a, now) && gs_lim_any_wants_more(dem, nd))) {
         /* share containers that do not take turns (turns are only between
@@ -337,6 +344,7 @@ static void outer_run(struct gs_region *r, int d, uint64_t now)
      * the most we can have used */
     uint64_t use = per_process             ? (uint64_t)our
                    : gs_lim_unthrottled(a) ? (uint64_t)(dev_ppm > 0 ? dev_ppm : 0)
+                   : bounded               ? gs_lim_bound_use(occ_ppm * corr / GS_LIM_PPM, (uint64_t)dev_ppm, dem, nd)
                                            : occ_ppm * corr / GS_LIM_PPM;
     if (use > GS_LIM_PPM)
         use = GS_LIM_PPM;

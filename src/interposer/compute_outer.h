@@ -10,8 +10,9 @@
  * processes: NVML corrections and share-mode targets. */
 void gs_compute_outer(struct gs_region *r, int dev, uint64_t now);
 
-/* Whether other containers of device dev's ledger were active at this
- * process's last outer run. */
-int gs_compute_others_active(int dev);
+/* Whether the gap probe looks at CPU gaps from GS_LIM_FINE_GAP_NS on device
+ * dev: other containers of its ledger were busy at this process's last
+ * outer run, and the device was not busy well under our cap. */
+int gs_compute_fine_probe(int dev);
 
 #endif

@@ -385,6 +385,35 @@ def test_a_decoder_like_tenant_beside_a_mostly_idle_notebook_probes_as_if_alone(
     assert int(m.group(1)) <= 3 * r["bursts"], (m.group(0), r)
 
 
+def test_a_decoder_like_tenant_far_under_its_cap_beside_a_capped_one_probes_as_if_alone(world):
+    """A decoder-like tenant capped at 80 beside a GPU-bound container capped
+    at 30, on a device that time-slices in 2 ms slices: the device is busy
+    about half the time, well under the decoder's cap, so the decoder cannot
+    reach its cap whatever its events count. It probes as if alone (after
+    100 us gaps), not after every 20 us CPU gap (13 probes a burst before: on
+    an H100 a transformers decoder capped at 70 there spent 1.6 s of 20 in
+    probes and ran at 0.85 of alone, 1.02 without the interposer), is never
+    held back, and the GPU-bound one still gets no more than its cap. The
+    probe count comes from the limiter's cost report at exit."""
+    w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1, GPUSLICE_SIM_TIMESLICE_US=2000)
+    heavy = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "heavy.region"), "GPUSLICE_CORES": "30"})
+    out = {}
+    th = threading.Thread(target=lambda: out.update(ratio=run(heavy, "kernel", 4.0, 0.5, 8)))
+    th.start()
+    time.sleep(0.8)  # the heavy one is an active ledger member before the decoder starts
+    dec = start(w, 10, env={"GPUSLICE_REGION": str(w.tmp / "decoder.region"), "GPUSLICE_CORES": "80",
+                            "GPUSLICE_LOG_LEVEL": "3"})
+    r = dec.ok("burst 16 0 2.5 40")
+    err = dec.close()
+    th.join()
+    heavy.close()
+    m = re.search(r"compute limiter cost: (\d+) gap probes", err)
+    assert m, err[-2000:]
+    assert int(m.group(1)) <= 3 * r["bursts"], (m.group(0), r)
+    assert waited_s(w.tmp / "decoder.region") <= 0.05 * r["elapsed_us"] / 1e6, r
+    assert out["ratio"] <= 0.30 + TOL, out
+
+
 def test_the_launch_rate_benchmark_goes_through_the_interposer(world):
     """bench/compute/launch_rate.c times the launches a program makes
     through the interposer: under a cap of 99 the limiter charges them (a

@@ -592,6 +592,30 @@ static void share_tenants_that_time_slice_split_what_both_counted(void **state)
     assert_false(gs_lim_any_wants_more(d, 1));
 }
 
+static void a_device_busy_well_under_the_cap_bounds_the_charge(void **state)
+{
+    (void)state;
+    /* H100: a decoder capped at 70 beside training capped at 30, the device
+     * 0.45 busy: it cannot reach 70, whatever its events count */
+    assert_true(gs_lim_bound_holds(450000, 70));
+    assert_false(gs_lim_bound_holds(560000, 70)); /* 0.8 of the cap: measure finely again */
+    assert_false(gs_lim_bound_holds(450000, 30)); /* the training itself is near its cap */
+    assert_false(gs_lim_bound_holds(0, 100));     /* no cap */
+    assert_false(gs_lim_bound_holds(0, 0));
+    /* c = dev / occ: the charge is the device's busy time, never less */
+    assert_int_equal(gs_lim_correction_bound(0, 450000, 900000), 750000); /* EMA from 1 */
+    assert_int_equal(gs_lim_correction_bound(500000, 450000, 900000), 500000);
+    /* it rises at once: a burst is charged in full from the first run */
+    assert_int_equal(gs_lim_correction_bound(500000, 450000, 450000), GS_LIM_PPM);
+    assert_int_equal(gs_lim_correction_bound(500000, 900000, 450000), GS_LIM_PPM);
+    assert_int_equal(gs_lim_correction_bound(GS_LIM_MIN_CORR, 0, 900000), GS_LIM_MIN_CORR);
+    /* published: the device's busy time beyond the others' uses, at most the charge */
+    struct gs_lim_demand tr = { 30, 300000, 0 };
+    assert_int_equal(gs_lim_bound_use(450000, 450000, &tr, 1), 150000);
+    assert_int_equal(gs_lim_bound_use(100000, 450000, &tr, 1), 100000);
+    assert_int_equal(gs_lim_bound_use(450000, 200000, &tr, 1), 0);
+}
+
 static void a_share_container_held_back_by_nobody_never_waits(void **state)
 {
     (void)state;
@@ -916,6 +940,7 @@ int main(void)
         cmocka_unit_test(two_turn_taking_tenants_at_the_power_limit_run_at_no_boost),
         cmocka_unit_test(share_tenants_that_time_slice_split_what_both_counted),
         cmocka_unit_test(a_share_container_held_back_by_nobody_never_waits),
+        cmocka_unit_test(a_device_busy_well_under_the_cap_bounds_the_charge),
         cmocka_unit_test(a_gpu_bound_tenant_gets_its_cap),
         cmocka_unit_test(a_launch_bound_tenant_is_charged_its_kernels_not_its_gaps),
         cmocka_unit_test(launches_after_the_last_marker_are_priced_by_the_markers),
