@@ -3,7 +3,9 @@ under caps; co-location; two containers in both layouts; launch rate.
 Writes $OUT/gputime.jsonl and prints it. Usage:
   python3 bench/compute/gputime.py --lib build-gpu/lib/libgpuslice.so --out DIR --only a,b --caps 10,30
 --only picks loads (matmul, small, decoder, train, graphinf) and scenarios
-(coloc, mps, decoverhead: the limiter's host cost on the decoder, two, launch,
+(coloc, mps, decoverhead: the limiter's host cost on the decoder, turns: the
+co-location scenarios in alternating turns of 2.5 s with every tenant started
+once, so that the host's drift cancels, two, launch,
 launchc: the driver-API loop of launch_rate.c, each process timing the
 interposer's cuLaunchKernel against the driver's own (--paired 1), built with
 `cc -O2 -Isrc bench/compute/launch_rate.c -ldl -o BIN` and named by
@@ -65,7 +67,7 @@ def median(v):
     return sorted(v)[len(v) // 2] if v else None
 
 
-def tenant(load, env, secs, cpu=None, sync=None):
+def tenant(load, env, secs, cpu=None, sync=None, turns=None):
     e = tenant_env(env)
     if LOG["dir"] and "LD_PRELOAD" in env and "GPUSLICE_REGION" in env:
         e["GPUSLICE_LOG_LEVEL"] = "3"
@@ -78,9 +80,35 @@ def tenant(load, env, secs, cpu=None, sync=None):
     cmd = [sys.executable, os.path.join(HERE, "gputime_worker.py"), "--load", load, "--secs", str(secs)]
     if sync:
         cmd += ["--sync", sync]
+    if turns:
+        cmd += ["--turns", turns[0], "--names", ",".join(turns[1])]
     p = subprocess.Popen(pin + cmd, env=e, stdout=subprocess.PIPE, stderr=err, text=True)
     p.errfile = err
     return p
+
+
+def in_turns(tenants, phases, seg, cycles, ready_limit=240):
+    """Tenants (load, env, cpus, names) that run only in the turns they are
+    named in (gputime_worker.py --turns): phases is a list of lists of turn
+    names; within a phase its turns alternate `cycles` times, `seg` seconds
+    each. Returns each tenant's result: per name, its rate and latency in
+    those turns."""
+    d = tempfile.mkdtemp()
+    ps = [tenant(load, env, 0, cpu=cpus, turns=(d, names)) for load, env, cpus, names in tenants]
+    t0 = time.time()
+    while sum(f.startswith("ready-") for f in os.listdir(d)) < len(ps):
+        if time.time() - t0 > ready_limit or any(p.poll() is not None for p in ps):
+            break
+        time.sleep(0.1)
+    for turns in phases:
+        for _ in range(cycles):
+            for t in turns:
+                with open(os.path.join(d, "turn.tmp"), "w") as f:
+                    f.write(t)
+                os.replace(os.path.join(d, "turn.tmp"), os.path.join(d, "turn"))
+                time.sleep(seg)
+    open(os.path.join(d, "stop"), "w").close()
+    return [result(p) for p in ps]
 
 
 def side_by_side(tenants, secs, ready_limit=240):
@@ -239,6 +267,38 @@ def main():
                       "inf_p99_vs_alone": ri.get("p99_ms", 0) / inf_p99,
                       "train_ratio": rt.get("rate", 0) / tr_alone["rate"], "overlap_s": overlap,
                       "inf": ri, "train": rt})
+    if "turns" in only:
+        # the co-location scenarios in alternating turns of a few seconds,
+        # all tenants started once: the host's drift between runs (the
+        # decoder alone at 80 and 120 tokens/s a few minutes apart) cancels
+        INF, TR = "2-3", "6-7"
+        share = {"GPUSLICE_COMPUTE_MODE": "share"}
+        lim = lambda name, e: limited(a.lib, state, "turns-" + name, e)  # noqa: E731
+        tenants = [("decoder", {}, INF, ["A-free", "B-free", "C-plain"]),
+                   ("decoder", lim("dec-cap70", {"GPUSLICE_CORES": "70"}), INF, ["A-cap", "B-cap"]),
+                   ("decoder", lim("dec-share70", {**share, "GPUSLICE_SHARE_WEIGHT": "70"}), INF, ["C-share"]),
+                   ("matmul", {}, TR, ["T-alone", "C-plain"]),
+                   ("matmul", lim("tr-cap30", {"GPUSLICE_CORES": "30"}), TR, ["B-free", "B-cap"]),
+                   ("matmul", lim("tr-share30", {**share, "GPUSLICE_SHARE_WEIGHT": "30"}), TR, ["C-share"])]
+        phases = [["A-free", "A-cap", "T-alone"], ["B-free", "B-cap"], ["C-plain", "C-share"]]
+        r = in_turns(tenants, phases, seg=2.5, cycles=8)
+        if any("error" in x for x in r):
+            emit({"scenario": "turns", "error": [x.get("error") for x in r]})
+        else:
+            dfree, dcap, dshare, tfree, tcap, tshare = r
+            base, tbase = dfree["A-free"], tfree["T-alone"]
+
+            def row(name, inf, tr):
+                d = {"scenario": "turns-" + name, "inf_ratio": inf["rate"] / base["rate"],
+                     "inf_p99_vs_alone": inf["p99_ms"] / base["p99_ms"], "inf": inf, "inf_alone": base}
+                if tr:
+                    d.update(train_ratio=tr["rate"] / tbase["rate"], train=tr, train_alone=tbase)
+                emit(d)
+            row("decoder-cap70-alone", dcap["A-cap"], None)
+            row("free/cap30", dfree["B-free"], tcap["B-free"])
+            row("cap70/30", dcap["B-cap"], tcap["B-cap"])
+            row("plain", dfree["C-plain"], tfree["C-plain"])
+            row("share70/30", dshare["C-share"], tshare["C-share"])
     if not only or "two" in only:
         base = side_by_side([("matmul", {}, "6-7")], a.secs)[0]
         agent = tempfile.mkdtemp()

@@ -37,12 +37,50 @@ def decoder(dev):
         return step, "fallback", 16
 
 
+def take_turns(a, step, per, kind, settle=0.3):
+    """Runs only while DIR/turn names one of --names; DIR/ready-PID says it is
+    warm, DIR/stop ends it. Steps begun in the first `settle` seconds of a
+    turn (the previous turn's last step may still run) are not measured.
+    Prints, per name, units per second over the measured steps and their
+    latency (p50/p99, ms): tenants measured in alternating turns of a few
+    seconds see the same host, whose speed drifted by 20-40 % between
+    20-second runs on the device machines."""
+    names = set(a.names.split(","))
+    open(os.path.join(a.turns, f"ready-{os.getpid()}"), "w").close()
+    lat = {n: [] for n in names}
+    cur, since = None, time.time()
+    while not os.path.exists(os.path.join(a.turns, "stop")):
+        try:
+            with open(os.path.join(a.turns, "turn")) as f:
+                t = f.read().strip()
+        except OSError:
+            t = ""
+        if t != cur:
+            cur, since = t, time.time()
+        if t not in names:
+            time.sleep(0.002)
+            continue
+        s = time.time()
+        step()
+        if s - since >= settle:
+            lat[t].append(time.time() - s)
+    out = {"load": a.load, "kind": kind}
+    for n, v in lat.items():
+        v.sort()
+        out[n] = {"rate": len(v) * per / sum(v) if v else 0, "steps": len(v),
+                  "p50_ms": 1e3 * v[len(v) // 2] / per if v else 0,
+                  "p99_ms": 1e3 * v[int(len(v) * 0.99)] / per if v else 0}
+    print(json.dumps(out), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--load", required=True)
     ap.add_argument("--secs", type=float, default=20)
     ap.add_argument("--warm", type=float, default=3)
     ap.add_argument("--sync", default=None)
+    ap.add_argument("--turns", default=None, help="DIR: run only in the turns named in --names (see take_turns)")
+    ap.add_argument("--names", default="")
     a = ap.parse_args()
     dev = torch.device("cuda")
     kind, per = a.load, 1
@@ -98,6 +136,8 @@ def main():
     t0 = time.time()
     while time.time() - t0 < a.warm:
         step()
+    if a.turns:
+        return take_turns(a, step, per, kind)
     if a.sync:
         open(os.path.join(a.sync, f"ready-{os.getpid()}"), "w").close()
         go = os.path.join(a.sync, "go")
