@@ -273,7 +273,10 @@ def main():
         # decoder alone at 80 and 120 tokens/s a few minutes apart) cancels
         INF, TR = "2-3", "6-7"
         share = {"GPUSLICE_COMPUTE_MODE": "share"}
-        lim = lambda name, e: limited(a.lib, state, "turns-" + name, e)  # noqa: E731
+
+        def lim(name, e):
+            return limited(a.lib, state, "turns-" + name, e)
+
         tenants = [("decoder", {}, INF, ["A-free", "B-free", "C-plain"]),
                    ("decoder", lim("dec-cap70", {"GPUSLICE_CORES": "70"}), INF, ["A-cap", "B-cap"]),
                    ("decoder", lim("dec-share70", {**share, "GPUSLICE_SHARE_WEIGHT": "70"}), INF, ["C-share"]),

@@ -2,7 +2,8 @@
 # GPU benchmark of the compute limiter (docs/compute.md, issue 12's table). From the repo root:
 #   bash bench/compute/run_gpu.sh [--only LOADS,SCENARIOS] [--caps 10,30,50,70] [--log DIR]
 #        [--rounds N] [--coloc-modes plain,plain-shallow,share70/30,cap70/30,free/cap30,mps70/30]
-# LOADS: matmul small decoder train graphinf; SCENARIOS: coloc mps decoverhead two launch launchc.
+# LOADS: matmul small decoder train graphinf; SCENARIOS: coloc mps decoverhead turns two launch launchc
+# (turns: the co-location scenarios in alternating 2.5 s turns, every tenant started once).
 # --log DIR keeps each limited tenant's debug log, whose last lines say where the limiter spent
 # the tenant's host time (probes, drains, outer loop, waits).
 # Needs an NVIDIA GPU, PyTorch with CUDA (transformers for the decoder), cmake and a C compiler.

@@ -290,7 +290,8 @@ static void outer_run(struct gs_region *r, int d, uint64_t now)
     /* a capped container on a device busy well under its cap cannot reach
      * the cap, whoever's kernels kept it busy: no fine probe there, and c
      * from the device's busy time (gs_lim_bound_holds) */
-    int bounded = nb > 0 && a->mode == GS_LIM_CAP && dev_ppm >= 0 && gs_lim_bound_holds((uint64_t)dev_ppm, a->limit_pct);
+    int bounded =
+        nb > 0 && a->mode == GS_LIM_CAP && dev_ppm >= 0 && gs_lim_bound_holds((uint64_t)dev_ppm, a->limit_pct);
     __atomic_store_n(&fine_probe[d], (uint8_t)(nb > 0 && !bounded), __ATOMIC_RELAXED);
     /* Beside active containers of the device ledger NVML's per-process split
      * is no measure: an H100 gave each 250 ms sample the whole device's busy
