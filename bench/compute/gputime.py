@@ -154,7 +154,7 @@ def main():
     ap.add_argument("--log", default=None)
     ap.add_argument("--launch-bin", default=None)
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--coloc-modes", default="", help="plain,plain-shallow,share70/30,cap70/30,free/cap30,mps70/30 (default: all)")
+    ap.add_argument("--coloc-modes", default="", help="plain,plain-shallow,share70/30,share70/30-yield,cap70/30,free/cap30,mps70/30 (default: all)")
     ap.add_argument("--launch-rounds", type=int, default=7)
     ap.add_argument("--tag", default="", help="added to every line (the commit, the library's name)")
     a = ap.parse_args()
@@ -223,6 +223,10 @@ def main():
                      # queue let the decoder's kernels in sooner?
                      ("plain-shallow", {}, {}),
                      ("share70/30", {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, {**share, "GPUSLICE_SHARE_WEIGHT": "30"}),
+                     # the training keeps its queue shallow while it borrows
+                     # the decoder's part (GPUSLICE_SHARE_YIELD_US)
+                     ("share70/30-yield", {**share, "GPUSLICE_SHARE_WEIGHT": "70"},
+                      {**share, "GPUSLICE_SHARE_WEIGHT": "30", "GPUSLICE_SHARE_YIELD_US": "250"}),
                      ("cap70/30", {"GPUSLICE_CORES": "70"}, {"GPUSLICE_CORES": "30"}),
                      # the decoder without the interposer beside the capped
                      # training: what time-slicing with a 30 % neighbour costs
@@ -251,9 +255,9 @@ def main():
                 elif mode.startswith("plain"):
                     ri, rt = side_by_side([("decoder", {}, INF), (train, {}, TR)], a.secs)
                 else:
-                    inf_env = limited(a.lib, state, f"inf{rnd}{mode[:3]}", ei) if ei is not None else {}
+                    inf_env = limited(a.lib, state, f"inf{rnd}{mode.replace('/', '-')}", ei) if ei is not None else {}
                     ri, rt = side_by_side([("decoder", inf_env, INF),
-                                           ("matmul", limited(a.lib, state, f"tr{rnd}{mode[:3]}", et), TR)], a.secs)
+                                           ("matmul", limited(a.lib, state, f"tr{rnd}{mode.replace('/', '-')}", et), TR)], a.secs)
                 rows.append((mode, ri, rt))
             # the host drifts: the decoder alone again after the modes, and
             # every ratio against the mean of the two alone runs

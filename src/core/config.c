@@ -81,6 +81,7 @@ static void set_defaults(struct gs_config *cfg)
     cfg->ctx_overhead = -1;
     cfg->log_level = 1;
     cfg->power_exp_milli = GS_LIM_DEFAULT_POWER_EXP;
+    cfg->share_yield_us = GS_LIM_DEFAULT_YIELD_US;
 }
 
 /* The slot of layer that decided element dev of the field at offset (-1: none), in the

@@ -24,9 +24,10 @@ struct gs_config {
     enum gs_managed_policy managed_policy;
     int64_t ctx_overhead;     /* bytes charged per context; -1 = measure automatically */
     unsigned power_exp_milli; /* compute limiter's power correction exponent, thousandths; 0 = off */
-    int log_level;            /* 0 error, 1 warn (default), 2 info, 3 debug */
-    char region_path[4096];   /* shared state file; "" = none configured */
-    char ledger_dir[4096];    /* where the per-GPU ledgers are; "" = next to the region */
+    unsigned share_yield_us; /* share mode: GPU work queued at most while borrowing a light neighbour's part; 0 = off */
+    int log_level;           /* 0 error, 1 warn (default), 2 info, 3 debug */
+    char region_path[4096];  /* shared state file; "" = none configured */
+    char ledger_dir[4096];   /* where the per-GPU ledgers are; "" = next to the region */
     char container_name[128]; /* label shown by the node view; "" if unset */
     int any_limit;            /* 1 if any memory or compute limit is set */
 };

@@ -319,6 +319,21 @@ uint32_t gs_lim_correction_overlap(uint32_t old_corr, uint64_t occ_ppm, const st
     return (uint32_t)((old_corr + c) / 2);
 }
 
+int gs_lim_yields(unsigned weight, uint64_t use_ppm, const struct gs_lim_demand *others, unsigned n)
+{
+    if (n == 0 || use_ppm <= gs_lim_weight_part(weight, others, n))
+        return 0;
+    uint64_t sum = weight ? weight : 1;
+    for (unsigned i = 0; i < n; i++)
+        sum += others[i].weight;
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t part = (uint64_t)others[i].weight * GS_LIM_PPM / sum;
+        if (!others[i].wants_more && others[i].use_ppm >= GS_LIM_SEEN_PPM && others[i].use_ppm < part)
+            return 1;
+    }
+    return 0;
+}
+
 int gs_lim_bound_holds(uint64_t dev_ppm, unsigned limit_pct)
 {
     if (limit_pct == 0 || limit_pct >= 100)

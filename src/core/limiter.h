@@ -289,6 +289,26 @@ uint32_t gs_lim_correction_bound(uint32_t old_corr, uint64_t dev_ppm, uint64_t o
  * the device's whole busy time, theirs included). */
 uint64_t gs_lim_bound_use(uint64_t charged_ppm, uint64_t dev_ppm, const struct gs_lim_demand *others, unsigned n);
 
+/* Share mode, latency: whether a container that uses use_ppm of the device,
+ * more than its weight's part, borrows from a light neighbour, one of the n
+ * others that runs (GS_LIM_SEEN_PPM or more) yet wants no more and uses less
+ * than its own weight's part. Such a container keeps its queue shallow
+ * (GPUSLICE_SHARE_YIELD_US, compute_limiter.c): on a time-sliced GPU a light
+ * tenant's kernel waits for what the other context has queued. On an H100 a
+ * decoder beside training with ten 4096^2 matmuls queued kept 0.58 of its
+ * speed, beside the same training waiting for each matmul 0.96. */
+int gs_lim_yields(unsigned weight, uint64_t use_ppm, const struct gs_lim_demand *others, unsigned n);
+
+/* The estimated GPU work (us) a yielding container lets queue up before it
+ * waits for it to finish (the GPU goes idle for a moment, and the
+ * time-slicer hands it to the light neighbour's waiting kernel):
+ * GPUSLICE_SHARE_YIELD_US. Off (0) by default until measured on a GPU: on the
+ * simulated driver (2 ms slices) 250 brought a decoder-like tenant's bursts
+ * from 2.6-3.0x to 2.0-2.3x its time alone and cost the GPU-bound one 0.78-0.89
+ * -> 0.57-0.74 of the device, with the simulated driver's coarse wake-up
+ * from a synchronisation (20 us and more) in that cost. */
+#define GS_LIM_DEFAULT_YIELD_US 0U
+
 /* The busy fraction to weigh the power draw by (gs_lim_speed's dev_ppm):
  * the device's, or our use plus what the other containers of the device
  * ledger published, where that is more. NVML's device utilisation read

@@ -402,6 +402,23 @@ int gs_compute_before(CUstream s)
     return d;
 }
 
+/* Share mode, borrowing a light neighbour's part (gs_compute_yield): waits
+ * for the work up to the marker just recorded, so that at most
+ * GPUSLICE_SHARE_YIELD_US of ours is queued and the GPU goes idle for a
+ * moment, when the time-slicer hands it to the neighbour's waiting kernel. */
+static void yield_queue(struct tdev *t)
+{
+    gs_pfn_cuEventSynchronize esync = GS_REAL_CU(cuEventSynchronize);
+    if (!esync || !gs_compute_sync_enter())
+        return;
+    uint64_t from = gs_compute_now();
+    esync(t->ev_mark);
+    gs_compute_sync_leave();
+    uint64_t to = gs_compute_now();
+    gs_cost_add(GS_COST_YIELD, to - from);
+    t->last_launch_ns = to; /* our own wait is no CPU gap: no probe, the interval goes on */
+}
+
 void gs_compute_after(int d, CUstream s, CUresult rc)
 {
     struct tdev *t = &t_dev[d];
@@ -425,14 +442,18 @@ void gs_compute_after(int d, CUstream s, CUresult rc)
      * launch */
     t->in_interval++;
     uint64_t work = (uint64_t)++t->since_mark * t->w.est_ns;
-    if (t->in_interval <= GS_LIM_MARK_FIRST || t->w.est_ns == 0 || work >= MARK_EVERY_NS ||
+    int yield = t->w.est_ns && work >= (uint64_t)gs_rt.cfg.share_yield_us * 1000 && gs_compute_yield(d);
+    if (yield || t->in_interval <= GS_LIM_MARK_FIRST || t->w.est_ns == 0 || work >= MARK_EVERY_NS ||
         t->last_launch_ns - t->mark_ns >= MARK_EVERY_NS) {
         gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
-        if (t->ev_mark && rec && rec(t->ev_mark, s) == CUDA_SUCCESS) {
+        int marked = t->ev_mark && rec && rec(t->ev_mark, s) == CUDA_SUCCESS;
+        if (marked) {
             t->have_mark = 1;
             t->at_mark = t->in_interval;
             t->since_mark = 0;
         }
         t->mark_ns = t->last_launch_ns;
+        if (yield && marked)
+            yield_queue(t);
     }
 }

@@ -240,6 +240,13 @@ int gs_compute_fine_probe(int dev)
     return dev >= 0 && dev < GS_REGION_MAX_DEVICES && __atomic_load_n(&fine_probe[dev], __ATOMIC_RELAXED);
 }
 
+static uint8_t yield_queue[GS_REGION_MAX_DEVICES];
+
+int gs_compute_yield(int dev)
+{
+    return dev >= 0 && dev < GS_REGION_MAX_DEVICES && __atomic_load_n(&yield_queue[dev], __ATOMIC_RELAXED);
+}
+
 /* One run of the outer loop, by the thread that won this period's turn. */
 static void outer_run(struct gs_region *r, int d, uint64_t now)
 {
@@ -371,6 +378,12 @@ static void outer_run(struct gs_region *r, int d, uint64_t now)
         use > gs_lim_weight_part(a->weight, dem, nd))
         wanted = now;
     gs_compute_ledger_publish(d, (uint32_t)use, wanted);
+    /* share mode: using a light neighbour's part, we keep our queue shallow
+     * so that its kernels do not wait behind ours (gs_lim_yields) */
+    __atomic_store_n(
+        &yield_queue[d],
+        (uint8_t)(a->mode == GS_LIM_SHARE && gs_rt.cfg.share_yield_us && gs_lim_yields(a->weight, use, dem, nd)),
+        __ATOMIC_RELAXED);
     if (a->mode == GS_LIM_SHARE) {
         /* Work-conserving: the other containers of the device ledger by their
          * demand there (NVML's per-process split of turn-taking contexts is

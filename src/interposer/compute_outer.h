@@ -15,4 +15,9 @@ void gs_compute_outer(struct gs_region *r, int dev, uint64_t now);
  * outer run, and the device was not busy well under our cap. */
 int gs_compute_fine_probe(int dev);
 
+/* Whether this process keeps its queue on device dev shallow
+ * (GPUSLICE_SHARE_YIELD_US): share mode, using a light neighbour's part
+ * (gs_lim_yields) at its last outer run. */
+int gs_compute_yield(int dev);
+
 #endif

@@ -616,6 +616,28 @@ static void a_device_busy_well_under_the_cap_bounds_the_charge(void **state)
     assert_int_equal(gs_lim_bound_use(450000, 200000, &tr, 1), 0);
 }
 
+static void a_share_container_borrowing_a_light_neighbours_part_yields(void **state)
+{
+    (void)state;
+    /* training weight 30 using 0.85 beside a decoder weight 70 using 0.20 */
+    struct gs_lim_demand dec = { 70, 200000, 0 };
+    assert_true(gs_lim_yields(30, 850000, &dec, 1));
+    /* the decoder itself is under its part: it never yields */
+    struct gs_lim_demand tr = { 30, 850000, 1 };
+    assert_false(gs_lim_yields(70, 200000, &tr, 1));
+    /* within our own part there is nothing borrowed */
+    assert_false(gs_lim_yields(30, 300000, &dec, 1));
+    /* a neighbour that wants more, or barely runs, or uses its whole part, is not light */
+    struct gs_lim_demand wants = { 70, 200000, 1 }, idle = { 70, GS_LIM_SEEN_PPM - 1, 0 }, full = { 70, 700000, 0 };
+    assert_false(gs_lim_yields(30, 850000, &wants, 1));
+    assert_false(gs_lim_yields(30, 850000, &idle, 1));
+    assert_false(gs_lim_yields(30, 850000, &full, 1));
+    /* one light one among others is enough; alone nothing to yield to */
+    struct gs_lim_demand two[2] = { { 30, 400000, 1 }, { 40, 100000, 0 } };
+    assert_true(gs_lim_yields(30, 500000, two, 2));
+    assert_false(gs_lim_yields(30, 900000, NULL, 0));
+}
+
 static void a_share_container_held_back_by_nobody_never_waits(void **state)
 {
     (void)state;
@@ -940,6 +962,7 @@ int main(void)
         cmocka_unit_test(two_turn_taking_tenants_at_the_power_limit_run_at_no_boost),
         cmocka_unit_test(share_tenants_that_time_slice_split_what_both_counted),
         cmocka_unit_test(a_share_container_held_back_by_nobody_never_waits),
+        cmocka_unit_test(a_share_container_borrowing_a_light_neighbours_part_yields),
         cmocka_unit_test(a_device_busy_well_under_the_cap_bounds_the_charge),
         cmocka_unit_test(a_gpu_bound_tenant_gets_its_cap),
         cmocka_unit_test(a_launch_bound_tenant_is_charged_its_kernels_not_its_gaps),
