@@ -359,6 +359,31 @@ def test_a_decoder_like_share_tenant_is_charged_its_kernels_not_its_cpu_gaps(wor
     assert heavy >= 0.75, (heavy, lr)
 
 
+def cost_count(err, what):
+    """How many times the limiter did `what`, from its cost report at exit
+    (GPUSLICE_LOG_LEVEL=3); None where the report has no such line."""
+    m = re.search(r"compute limiter cost: (\d+) " + re.escape(what), err)
+    return int(m.group(1)) if m else None
+
+
+def decoder_beside(w, other, job, lead_s, cap, burst):
+    """Runs job(other) in a thread; lead_s later (the other is an active
+    ledger member by then) a decoder-like tenant (10 us kernels) capped at
+    cap runs the burst command with its cost report on. Returns its burst
+    reply, its stderr and what job returned; closes both."""
+    out = {}
+    th = threading.Thread(target=lambda: out.update(result=job(other)))
+    th.start()
+    time.sleep(lead_s)
+    dec = start(w, 10, env={"GPUSLICE_REGION": str(w.tmp / "decoder.region"), "GPUSLICE_CORES": str(cap),
+                            "GPUSLICE_LOG_LEVEL": "3"})
+    r = dec.ok(burst)
+    err = dec.close()
+    th.join()
+    other.close()
+    return r, err, out.get("result")
+
+
 def test_a_decoder_like_tenant_beside_a_mostly_idle_notebook_probes_as_if_alone(world):
     """A notebook that runs one small kernel every 50 ms is an active member
     of the device ledger, but its GPU time cannot blur anyone's. Counted as a
@@ -370,19 +395,10 @@ def test_a_decoder_like_tenant_beside_a_mostly_idle_notebook_probes_as_if_alone(
     The probe count comes from the limiter's cost report at exit."""
     w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1)
     nb = start(w, 10, env={"GPUSLICE_REGION": str(w.tmp / "notebook.region"), "GPUSLICE_CORES": "30"})
-    out = {}
-    th = threading.Thread(target=lambda: out.update(nb.ok("burst 1 50000 3.0")))
-    th.start()
-    time.sleep(0.6)  # the notebook is an active ledger member before the decoder starts
-    dec = start(w, 10, env={"GPUSLICE_REGION": str(w.tmp / "decoder.region"), "GPUSLICE_CORES": "70",
-                            "GPUSLICE_LOG_LEVEL": "3"})
-    r = dec.ok("burst 16 0 2.0 40")
-    err = dec.close()
-    th.join()
-    nb.close()
-    m = re.search(r"compute limiter cost: (\d+) gap probes", err)
-    assert m, err[-2000:]
-    assert int(m.group(1)) <= 3 * r["bursts"], (m.group(0), r)
+    r, err, _ = decoder_beside(w, nb, lambda c: c.ok("burst 1 50000 3.0"), 0.6, 70, "burst 16 0 2.0 40")
+    probes = cost_count(err, "gap probes")
+    assert probes is not None, err[-2000:]
+    assert probes <= 3 * r["bursts"], (probes, r)
 
 
 def test_a_decoder_like_tenant_far_under_its_cap_beside_a_capped_one_probes_as_if_alone(world):
@@ -397,27 +413,12 @@ def test_a_decoder_like_tenant_far_under_its_cap_beside_a_capped_one_probes_as_i
     probe count comes from the limiter's cost report at exit."""
     w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1, GPUSLICE_SIM_TIMESLICE_US=2000)
     heavy = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "heavy.region"), "GPUSLICE_CORES": "30"})
-    out = {}
-    th = threading.Thread(target=lambda: out.update(ratio=run(heavy, "kernel", 4.0, 0.5, 8)))
-    th.start()
-    time.sleep(0.8)  # the heavy one is an active ledger member before the decoder starts
-    dec = start(w, 10, env={"GPUSLICE_REGION": str(w.tmp / "decoder.region"), "GPUSLICE_CORES": "80",
-                            "GPUSLICE_LOG_LEVEL": "3"})
-    r = dec.ok("burst 16 0 2.5 40")
-    err = dec.close()
-    th.join()
-    heavy.close()
-    m = re.search(r"compute limiter cost: (\d+) gap probes", err)
-    assert m, err[-2000:]
-    assert int(m.group(1)) <= 3 * r["bursts"], (m.group(0), r)
+    r, err, ratio = decoder_beside(w, heavy, lambda c: run(c, "kernel", 4.0, 0.5, 8), 0.8, 80, "burst 16 0 2.5 40")
+    probes = cost_count(err, "gap probes")
+    assert probes is not None, err[-2000:]
+    assert probes <= 3 * r["bursts"], (probes, r)
     assert waited_s(w.tmp / "decoder.region") <= 0.05 * r["elapsed_us"] / 1e6, r
-    assert out["ratio"] <= 0.30 + TOL, out
-
-
-def yields_in(err):
-    """How many times a process waited for its own shallow queue (its cost report)."""
-    m = re.search(r"compute limiter cost: (\d+) yields", err)
-    return int(m.group(1)) if m else 0
+    assert ratio <= 0.30 + TOL, ratio
 
 
 @pytest.mark.parametrize("yield_us", [0, 250])
@@ -448,9 +449,9 @@ def test_a_share_container_borrowing_a_light_neighbours_part_keeps_its_queue_sha
     err = heavy.close()
     assert waited_s(w.tmp / "light.region") <= 0.05 * r["elapsed_us"] / 1e6, r
     if yield_us:
-        assert yields_in(err) >= 200, err[-2000:]  # ~3 s of 1 ms kernels beside the decoder
+        assert (cost_count(err, "yields") or 0) >= 200, err[-2000:]  # ~3 s of 1 ms kernels beside the decoder
     else:
-        assert yields_in(err) == 0, err[-2000:]
+        assert (cost_count(err, "yields") or 0) == 0, err[-2000:]
 
 
 def test_share_containers_that_both_want_more_never_yield(world):
@@ -463,7 +464,7 @@ def test_share_containers_that_both_want_more_never_yield(world):
     a, b = start(w, 1000, env=envs[0]), start(w, 1000, env=envs[1])
     together((a, "kernel", 3.0, 1.0, 8), (b, "kernel", 3.0, 1.0, 8))
     errs = [a.close(), b.close()]
-    assert [yields_in(e) for e in errs] == [0, 0], [e[-1500:] for e in errs]
+    assert [cost_count(e, "yields") or 0 for e in errs] == [0, 0], [e[-1500:] for e in errs]
 
 
 def test_the_launch_rate_benchmark_goes_through_the_interposer(world):
