@@ -154,7 +154,9 @@ def main():
     ap.add_argument("--log", default=None)
     ap.add_argument("--launch-bin", default=None)
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--coloc-modes", default="", help="plain,plain-shallow,share70/30,share70/30-yield,cap70/30,free/cap30,mps70/30 (default: all)")
+    ap.add_argument("--coloc-modes", default="",
+                    help="plain,plain-shallow,share70/30,share70/30-yieldY,cap70/30,free/cap30,mps70/30 (default: all)")
+    ap.add_argument("--share-yield", default="250", help="GPUSLICE_SHARE_YIELD_US values to run share70/30 with")
     ap.add_argument("--launch-rounds", type=int, default=7)
     ap.add_argument("--tag", default="", help="added to every line (the commit, the library's name)")
     a = ap.parse_args()
@@ -224,9 +226,11 @@ def main():
                      ("plain-shallow", {}, {}),
                      ("share70/30", {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, {**share, "GPUSLICE_SHARE_WEIGHT": "30"}),
                      # the training keeps its queue shallow while it borrows
-                     # the decoder's part (GPUSLICE_SHARE_YIELD_US)
-                     ("share70/30-yield", {**share, "GPUSLICE_SHARE_WEIGHT": "70"},
-                      {**share, "GPUSLICE_SHARE_WEIGHT": "30", "GPUSLICE_SHARE_YIELD_US": "250"}),
+                     # the decoder's part (GPUSLICE_SHARE_YIELD_US, one mode
+                     # per value of --share-yield)
+                     *[(f"share70/30-yield{y}", {**share, "GPUSLICE_SHARE_WEIGHT": "70"},
+                        {**share, "GPUSLICE_SHARE_WEIGHT": "30", "GPUSLICE_SHARE_YIELD_US": y})
+                       for y in a.share_yield.split(",") if y],
                      ("cap70/30", {"GPUSLICE_CORES": "70"}, {"GPUSLICE_CORES": "30"}),
                      # the decoder without the interposer beside the capped
                      # training: what time-slicing with a 30 % neighbour costs
