@@ -87,6 +87,15 @@ def tenant(load, env, secs, cpu=None, sync=None, turns=None):
     return p
 
 
+def wait_ready(d, ps, limit):
+    """Until every tenant of ps has announced in d that it is warm (d/ready-PID)."""
+    t0 = time.time()
+    while sum(f.startswith("ready-") for f in os.listdir(d)) < len(ps):
+        if time.time() - t0 > limit or any(p.poll() is not None for p in ps):
+            break  # a tenant died or hung in start-up: the others run on, and its result says why
+        time.sleep(0.1)
+
+
 def in_turns(tenants, phases, seg, cycles, ready_limit=240):
     """Tenants (load, env, cpus, names) that run only in the turns they are
     named in (gputime_worker.py --turns): phases is a list of lists of turn
@@ -95,11 +104,7 @@ def in_turns(tenants, phases, seg, cycles, ready_limit=240):
     those turns."""
     d = tempfile.mkdtemp()
     ps = [tenant(load, env, 0, cpu=cpus, turns=(d, names)) for load, env, cpus, names in tenants]
-    t0 = time.time()
-    while sum(f.startswith("ready-") for f in os.listdir(d)) < len(ps):
-        if time.time() - t0 > ready_limit or any(p.poll() is not None for p in ps):
-            break
-        time.sleep(0.1)
+    wait_ready(d, ps, ready_limit)
     for turns in phases:
         for _ in range(cycles):
             for t in turns:
@@ -117,11 +122,7 @@ def side_by_side(tenants, secs, ready_limit=240):
     their results in order."""
     sync = tempfile.mkdtemp()
     ps = [tenant(load, env, secs, cpu=cpus, sync=sync) for load, env, cpus in tenants]
-    t0 = time.time()
-    while sum(f.startswith("ready-") for f in os.listdir(sync)) < len(ps):
-        if time.time() - t0 > ready_limit or any(p.poll() is not None for p in ps):
-            break  # a tenant died or hung in start-up: the others run on, and its result says why
-        time.sleep(0.1)
+    wait_ready(sync, ps, ready_limit)
     open(os.path.join(sync, "go"), "w").close()
     return [result(p) for p in ps]
 

@@ -269,12 +269,18 @@ uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, 
     return (uint32_t)((old_speed + (uint64_t)target) / 2);
 }
 
-uint32_t gs_lim_weight_part(unsigned weight, const struct gs_lim_demand *others, unsigned n)
+/* Our weight (at least 1) plus the n others', summed. */
+static uint64_t weights_of(unsigned weight, const struct gs_lim_demand *others, unsigned n)
 {
     uint64_t sum = weight ? weight : 1;
     for (unsigned i = 0; i < n; i++)
         sum += others[i].weight;
-    return (uint32_t)((uint64_t)(weight ? weight : 1) * GS_LIM_PPM / sum);
+    return sum;
+}
+
+uint32_t gs_lim_weight_part(unsigned weight, const struct gs_lim_demand *others, unsigned n)
+{
+    return (uint32_t)((uint64_t)(weight ? weight : 1) * GS_LIM_PPM / weights_of(weight, others, n));
 }
 
 unsigned gs_lim_count_busy(const struct gs_lim_demand *others, unsigned n)
@@ -323,9 +329,7 @@ int gs_lim_yields(unsigned weight, uint64_t use_ppm, const struct gs_lim_demand 
 {
     if (n == 0 || use_ppm <= gs_lim_weight_part(weight, others, n))
         return 0;
-    uint64_t sum = weight ? weight : 1;
-    for (unsigned i = 0; i < n; i++)
-        sum += others[i].weight;
+    uint64_t sum = weights_of(weight, others, n);
     for (unsigned i = 0; i < n; i++) {
         uint64_t part = (uint64_t)others[i].weight * GS_LIM_PPM / sum;
         if (!others[i].wants_more && others[i].use_ppm >= GS_LIM_SEEN_PPM && others[i].use_ppm < part)

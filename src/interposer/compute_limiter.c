@@ -442,7 +442,8 @@ void gs_compute_after(int d, CUstream s, CUresult rc)
      * launch */
     t->in_interval++;
     uint64_t work = (uint64_t)++t->since_mark * t->w.est_ns;
-    int yield = t->w.est_ns && work >= (uint64_t)gs_rt.cfg.share_yield_us * 1000 && gs_compute_yield(d);
+    int yield = gs_rt.cfg.share_yield_us && t->w.est_ns && work >= (uint64_t)gs_rt.cfg.share_yield_us * 1000 &&
+                gs_compute_yield(d);
     if (yield || t->in_interval <= GS_LIM_MARK_FIRST || t->w.est_ns == 0 || work >= MARK_EVERY_NS ||
         t->last_launch_ns - t->mark_ns >= MARK_EVERY_NS) {
         gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);

@@ -233,18 +233,22 @@ static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t 
     return total;
 }
 
-static uint8_t fine_probe[GS_REGION_MAX_DEVICES];
+/* What the last outer run decided for the launch path, per device. */
+static uint8_t fine_probe[GS_REGION_MAX_DEVICES], yield_queue[GS_REGION_MAX_DEVICES];
+
+static int flag_of(const uint8_t *flags, int dev)
+{
+    return dev >= 0 && dev < GS_REGION_MAX_DEVICES && __atomic_load_n(&flags[dev], __ATOMIC_RELAXED);
+}
 
 int gs_compute_fine_probe(int dev)
 {
-    return dev >= 0 && dev < GS_REGION_MAX_DEVICES && __atomic_load_n(&fine_probe[dev], __ATOMIC_RELAXED);
+    return flag_of(fine_probe, dev);
 }
-
-static uint8_t yield_queue[GS_REGION_MAX_DEVICES];
 
 int gs_compute_yield(int dev)
 {
-    return dev >= 0 && dev < GS_REGION_MAX_DEVICES && __atomic_load_n(&yield_queue[dev], __ATOMIC_RELAXED);
+    return flag_of(yield_queue, dev);
 }
 
 /* One run of the outer loop, by the thread that won this period's turn. */
