@@ -250,6 +250,11 @@ static void test_compute_mode_and_weight(void **state)
     load_ok(&e, &cfg);
     assert_int_equal(cfg.compute_mode, GS_COMPUTE_CAP);
     assert_int_equal(cfg.share_weight, 10000);
+    assert_int_equal(cfg.share_yield_us, 0); /* off unless set */
+
+    fake_env_set(&e, "GPUSLICE_SHARE_YIELD_US", "250");
+    load_ok(&e, &cfg);
+    assert_int_equal(cfg.share_yield_us, 250);
 }
 
 static void test_power_exponent(void **state)
@@ -379,6 +384,10 @@ static void test_reject_compute(void **state)
                   "gpuslice: GPUSLICE_SHARE_WEIGHT='0': out of range (expected 1..10000)");
     expect_reject("GPUSLICE_SHARE_WEIGHT", "10001",
                   "gpuslice: GPUSLICE_SHARE_WEIGHT='10001': out of range (expected 1..10000)");
+    expect_reject("GPUSLICE_SHARE_YIELD_US", "100001",
+                  "gpuslice: GPUSLICE_SHARE_YIELD_US='100001': out of range (expected 0..100000)");
+    expect_reject("GPUSLICE_SHARE_YIELD_US", "250us",
+                  "gpuslice: GPUSLICE_SHARE_YIELD_US='250us': not a decimal integer (expected 0..100000)");
     expect_reject(
         "GPU_CORE_UTILIZATION_POLICY", "forced",
         "gpuslice: GPU_CORE_UTILIZATION_POLICY='forced': unknown value; expected one of: default, force, disable");
