@@ -167,6 +167,14 @@ void gs_lim_refill(struct gs_lim_account *a, uint64_t now, unsigned periods);
  * simulated driver). */
 #define GS_LIM_TURN_BANK 2U
 
+/* The longest a window waits for other containers' turns before it opens
+ * without one: a window lasts two periods at most, plus its grace. The turn
+ * lives in a file every container can write; a tenant that forged one for
+ * a live neighbour (with open windows that never close) held a container
+ * capped at 30 to 0.06 on the simulated driver, waiting until it no longer
+ * counted as throttled. */
+#define GS_LIM_TURN_WAIT_MAX_NS (3 * GS_LIM_DEFAULT_PERIOD_NS)
+
 /* Fast path: may this thread launch now without closing its window? */
 static inline int gs_lim_in_window(const struct gs_lim_window *w, uint64_t now)
 {

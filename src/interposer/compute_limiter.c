@@ -301,6 +301,13 @@ static uint64_t ledger_open(struct tdev *t, int d, uint32_t *seq)
     return wait;
 }
 
+/* The cost report counts each window's wait for turns once, whole. */
+static void count_turn_wait(uint64_t ns)
+{
+    if (ns)
+        gs_cost_add(GS_COST_TURN, ns);
+}
+
 int gs_compute_before(CUstream s)
 {
     if (__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) == GS_COMPUTE_UNKNOWN)
@@ -355,15 +362,18 @@ int gs_compute_before(CUstream s)
     gs_compute_sync_leave();
     gs_compute_outer(r, d, now);
     unsigned bank = 1;
+    uint64_t turn_waited = 0;
     for (;;) {
         uint64_t t0 = gs_compute_now();
         uint32_t seq = 0;
         int turn = 0;
         uint64_t wait = gs_lim_open(&t->w, a, t0, bank);
         t->turn = 0;
-        if (!wait && gs_lim_throttled(a, t0)) {
+        if (!wait && gs_lim_throttled(a, t0) && turn_waited < GS_LIM_TURN_WAIT_MAX_NS) {
             /* only containers held to their limit take turns: one under it
-             * never waits behind another's windows */
+             * never waits behind another's windows; and no window waits
+             * for turns longer than another's window can last (the turn may
+             * be forged) */
             if ((wait = ledger_open(t, d, &seq)) != 0) {
                 t->w.open = 0; /* another container holds the turn */
                 turn = 1;
@@ -373,27 +383,38 @@ int gs_compute_before(CUstream s)
         }
         if (!wait)
             break;
-        if (gs_compute_capturing())
+        if (gs_compute_capturing()) {
+            count_turn_wait(turn_waited);
             return -1; /* a capture began while we waited */
+        }
         int lslot;
         struct gs_ledger *l = gs_compute_ledger_of(d, &lslot);
         if (turn && l) {
+            uint64_t left = GS_LIM_TURN_WAIT_MAX_NS - turn_waited;
+            if (wait > left)
+                wait = left;
             gs_ledger_wait(l, seq, wait < MAX_SLEEP_NS ? wait : MAX_SLEEP_NS);
             bank = GS_LIM_TURN_BANK;
         } else
             sleep_ns(wait < MAX_SLEEP_NS ? wait : MAX_SLEEP_NS);
         uint64_t slept = gs_compute_now() - t0;
-        gs_cost_add(GS_COST_WAIT, slept);
         __atomic_add_fetch(&a->wait_ns, slept, __ATOMIC_RELAXED);
-        if (!turn)
+        if (turn) {
+            turn_waited += slept;
+        } else {
+            gs_cost_add(GS_COST_TOKENS, slept);
             __atomic_store_n(&a->throttled_ns, t0 + slept, __ATOMIC_RELAXED);
+        }
         int slot = gs_rt_slot();
         if (slot >= 0)
             __atomic_add_fetch(&r->proc[slot].lim.wait_ns, slept, __ATOMIC_RELAXED);
         gs_compute_outer(r, d, gs_compute_now());
-        if (gs_lim_unthrottled(a))
+        if (gs_lim_unthrottled(a)) {
+            count_turn_wait(turn_waited);
             return -1; /* share mode: the others went idle while we waited */
+        }
     }
+    count_turn_wait(turn_waited);
     if (!gs_compute_sync_enter())
         return -1; /* a capture began while we waited: the window runs unmarked */
     interval_begin(t, s, t->w.start_ns, GS_REAL_CU(cuEventRecord));

@@ -12,6 +12,7 @@ tenant runs (its GPU time against wall time)."""
 import json
 import os
 import re
+import struct
 import subprocess
 import threading
 import time
@@ -31,8 +32,8 @@ def run(client, path, secs, warm=0.0, depth=8):
     return r["ratio_ppm"] / 1e6
 
 
-def start(w, us, env=None, graph=None):
-    c = w.client(env=env)
+def start(w, us, env=None, graph=None, wrap=()):
+    c = w.client(env=env, wrap=wrap)
     c.ok("init")
     c.ok(f"kernel {us}")
     if graph:
@@ -151,18 +152,52 @@ def test_two_processes_of_one_container_share_its_cap(world):
     assert min(ra, rb) >= 0.10, (ra, rb)  # neither starves
 
 
-def two_containers(world, env_a, env_b, secs=4.0, warm=2.0, **sim):
+def pid_namespace():
+    """The command that runs a client in a pid namespace of its own, as each
+    container runs: unshare as root, inside a user namespace otherwise."""
+    for cmd in (["unshare", "--pid", "--fork", "--kill-child"],
+                ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child"]):
+        if subprocess.run([*cmd, "true"], capture_output=True).returncode == 0:
+            return cmd
+    pytest.skip("no pid namespace can be made here (unshare --pid, also inside a user namespace)")
+
+
+def two_containers(world, env_a, env_b, layout="flat", secs=4.0, warm=2.0, hostile=None, logs=False, **sim):
+    """Two GPU-bound containers (1 ms kernels, 8 queued) side by side; their
+    ratios. layout "flat": both regions in one state directory (gpuslice
+    run); "agent": as the node agent lays them out, each container its own
+    state directory and pid namespace (both tenants are pid 1 there), the
+    device ledger in a directory both reach. hostile(ledger_dir) runs beside
+    them, as a third tenant that can write there. logs: their stderr too."""
     w = world_env(world, **sim)
-    a = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "a.region"), **env_a})
-    b = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "b.region"), **env_b})
+    wrap, envs = (), []
+    for name, e in (("a", env_a), ("b", env_b)):
+        if layout == "flat":
+            envs.append({"GPUSLICE_REGION": str(w.tmp / f"{name}.region"), **e})
+        else:
+            (w.tmp / name).mkdir()
+            envs.append({"GPUSLICE_REGION": str(w.tmp / name / "region"),
+                         "GPUSLICE_LEDGER_DIR": str(w.tmp / "ledgers"), **e})
+    if layout == "agent":
+        (w.tmp / "ledgers").mkdir()
+        wrap = pid_namespace()
+    a = start(w, 1000, env=envs[0], wrap=wrap)
+    b = start(w, 1000, env=envs[1], wrap=wrap)
+    th = threading.Thread(target=hostile, args=(w.tmp / "ledgers",)) if hostile else None
+    if th:
+        th.start()
     ra, rb = together((a, "kernel", secs, warm, 8), (b, "kernel", secs, warm, 8))
-    a.close()
-    b.close()
-    return ra, rb
+    if th:
+        th.join()
+    ea, eb = a.close(), b.close()
+    if layout == "agent":
+        assert list((w.tmp / "ledgers").glob("*.ledger")), list((w.tmp / "ledgers").iterdir())
+    return (ra, rb, ea, eb) if logs else (ra, rb)
 
 
+@pytest.mark.parametrize("layout", ["flat", "agent"])
 @pytest.mark.parametrize("snapshot", [0, 1])
-def test_two_containers_capped_30_and_70_get_30_and_70(world, snapshot):
+def test_two_containers_capped_30_and_70_get_30_and_70(world, snapshot, layout):
     """The simulated device loses 30 % of its time to context switches while
     both time-slice it (an H200 lost ~5 % and split unevenly): a limiter that
     let the two overlap and charged each half of the overlap would give the
@@ -170,22 +205,83 @@ def test_two_containers_capped_30_and_70_get_30_and_70(world, snapshot):
     ledger, so nothing is time-sliced and nothing lost. With NVML's
     per-process samples as an H100 gave them (snapshot: the whole device to
     the tenant that ran last), a limiter that corrected by them gave the 70
-    side 0.58 there."""
-    ra, rb = two_containers(world, {"GPUSLICE_CORES": "30"}, {"GPUSLICE_CORES": "70"},
+    side 0.58 there. In the agent's layout (own directories and pid
+    namespaces, a shared ledger directory) without the shared ledger the pair
+    got 0.14 / 0.54."""
+    ra, rb = two_containers(world, {"GPUSLICE_CORES": "30"}, {"GPUSLICE_CORES": "70"}, layout,
                             GPUSLICE_SIM_SWITCH_LOSS=30, GPUSLICE_SIM_NVML_SNAPSHOT=snapshot)
     assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
 
 
-@pytest.mark.parametrize("yield_us", [0, 250])
+def scribble(ledgers):
+    """Random bytes over the whole device ledger: forged members, turns,
+    open counts and weights."""
+    for f in ledgers.glob("*.ledger"):
+        with open(f, "r+b") as fh:
+            fh.write(os.urandom(os.path.getsize(f)))
+
+
+def forge_turn(ledgers):
+    """Hands the turn, for the longest a turn may reach, to the live member
+    capped at 70 and writes it thousands of open windows, which its own
+    window closes do not count down (struct gs_ledger_file, ledger.h: the
+    turn at byte 24, 40-byte members from byte 40, open at +28, weight at
+    +32)."""
+    for f in ledgers.glob("*.ledger"):
+        with open(f, "r+b") as fh:
+            b = fh.read()
+            for off in range(40, len(b) - 39, 40):
+                c, = struct.unpack_from("<Q", b, off)
+                if c and struct.unpack_from("<I", b, off + 32)[0] == 70:
+                    fh.seek(24)
+                    fh.write(struct.pack("<QQ", c, time.monotonic_ns() + 1_100_000_000))
+                    fh.seek(off + 28)
+                    fh.write(struct.pack("<I", 4000))
+
+
+def cost_longest_ms(err, what):
+    """The longest single `what` in the limiter's cost report, in ms; 0
+    where it never happened."""
+    m = re.search(r"compute limiter cost: \d+ " + re.escape(what) + r".*longest ([\d.]+) us", err)
+    return float(m.group(1)) / 1e3 if m else 0.0
+
+
+@pytest.mark.parametrize("attack", [scribble, forge_turn], ids=["garbage", "forged-turn"])
+def test_what_a_tenant_writes_into_the_shared_ledger_holds_no_window_back_longer_than_one(world, attack):
+    """A third tenant that can write the agent's shared ledger directory
+    attacks it every 5 ms while two containers capped 30 / 70 run in the
+    agent's layout. Neither exceeds its cap, no window of the 30 side waits
+    for turns longer than the longest window of another container (150 ms,
+    GS_LIM_TURN_WAIT_MAX_NS; scheduling slack on top), and it keeps running.
+    Before that bound a turn forged for the live 70 side held the 30 side's
+    windows until it no longer counted as throttled (~0.5 s): 0.06 of the
+    device. What it still costs: the attacked turns no longer keep the two
+    apart, and they time-slice (here with a 30 % switch loss)."""
+    def attacker(ledgers):
+        end = time.monotonic() + 5.5
+        time.sleep(1.0)
+        while time.monotonic() < end:
+            attack(ledgers)
+            time.sleep(0.005)
+
+    ra, rb, ea, _ = two_containers(world, {"GPUSLICE_CORES": "30", "GPUSLICE_LOG_LEVEL": "3"},
+                                   {"GPUSLICE_CORES": "70"}, "agent", hostile=attacker, logs=True,
+                                   GPUSLICE_SIM_SWITCH_LOSS=30)
+    assert ra <= 0.30 + TOL and rb <= 0.70 + TOL, (ra, rb)
+    assert cost_longest_ms(ea, "windows that waited for another container's turn") <= 150 + 100, ea[-2000:]
+    assert ra >= 0.05 and rb >= 0.35, (ra, rb)
+
+
+@pytest.mark.parametrize("layout,yield_us", [("flat", 0), ("flat", 250), ("agent", 0)])
 @pytest.mark.parametrize("snapshot", [0, 1])
-def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, snapshot, yield_us):
+def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, snapshot, layout, yield_us):
     """yield_us: GPUSLICE_SHARE_YIELD_US. While the two settle, the 70 side
     (time-sliced to about half) is under its part and wants no more, so the
     30 side, over its part, yields to it; settled, neither is light and the
     split is the same as without yielding."""
     share = {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_SHARE_YIELD_US": str(yield_us)}
     ra, rb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
-                            {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, GPUSLICE_SIM_SWITCH_LOSS=30,
+                            {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, layout, GPUSLICE_SIM_SWITCH_LOSS=30,
                             GPUSLICE_SIM_NVML_SNAPSHOT=snapshot)
     assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
     assert ra + rb >= 0.93, (ra, rb)
@@ -269,29 +365,6 @@ def test_global_capture_in_one_thread_while_another_is_throttled(world, mode):
     after = run(c, "kernel", 1.5, 0.5, 4)  # and the cap holds again afterwards
     c.close()
     assert abs(after - 0.30) <= TOL, after
-
-
-def test_two_containers_with_separate_state_dirs_share_the_ledger_dir(world):
-    """The node agent's layout: each container its own state directory, the
-    device ledger in a directory they all reach (GPUSLICE_LEDGER_DIR). Capped
-    30/70 under 30 % switch loss: without turns across the two the capped
-    pair got 0.14 / 0.54; with them each gets its cap."""
-    w = world_env(world, GPUSLICE_SIM_SWITCH_LOSS=30)
-    shared = w.tmp / "ledgers"
-    shared.mkdir()
-    envs = []
-    for name, cap in (("a", 30), ("b", 70)):
-        d = w.tmp / name
-        d.mkdir()
-        envs.append({"GPUSLICE_REGION": str(d / "region"), "GPUSLICE_LEDGER_DIR": str(shared),
-                     "GPUSLICE_CORES": str(cap)})
-    a, b = start(w, 1000, env=envs[0]), start(w, 1000, env=envs[1])
-    ra, rb = together((a, "kernel", 4.0, 2.0, 8), (b, "kernel", 4.0, 2.0, 8))
-    a.close()
-    b.close()
-    assert ra <= 0.30 + TOL and rb <= 0.70 + TOL, (ra, rb)
-    assert ra >= 0.30 - 2 * TOL and rb >= 0.70 - 2 * TOL, (ra, rb)
-    assert list(shared.glob("*.ledger")), list(shared.iterdir())
 
 
 def light_beside_heavy(w, light, heavy, heavy_us=1000):
