@@ -168,7 +168,9 @@ void gs_lim_refill(struct gs_lim_account *a, uint64_t now, unsigned periods);
 #define GS_LIM_TURN_BANK 2U
 
 /* The longest a window waits for other containers' turns before it opens
- * without one: a window lasts two periods at most, plus its grace. The turn
+ * without one: a window lasts two periods at most, plus its grace, and the
+ * others' windows of one round add up to two periods' allowance of their
+ * caps (under 100 ms while the caps add up to 100 % or less). The turn
  * lives in a file every container can write; a tenant that forged one for
  * a live neighbour (with open windows that never close) held a container
  * capped at 30 to 0.06 on the simulated driver, waiting until it no longer
