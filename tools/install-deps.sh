@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs what building, testing and benchmarking gpuslice needs, from Debian
-# packages and PyPI only. Safe to run again. As root it runs as it is; a
+# packages only (the tests fetch their PyPI tools into virtualenvs under the
+# build tree themselves). Safe to run again. As root it runs as it is; a
 # normal user's run goes through sudo.
 set -eu
 if [ "$(id -u)" -ne 0 ]; then
@@ -24,12 +25,6 @@ apt_get install -y -qq --no-install-recommends \
     libcmocka-dev libjansson-dev \
     libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler \
     libcurl4-openssl-dev libssl-dev libmicrohttpd-dev libgnutls28-dev \
-    python3-grpcio python3-grpc-tools python3-protobuf python3-pytest python3-yaml \
+    python3-grpcio python3-grpc-tools python3-protobuf python3-pytest python3-yaml python3-venv \
     python3-matplotlib openssl wrk >/dev/null
-# The interposer's pytest harness runs on whatever python3 is first on PATH.
-pip_install() {
-    python3 -m pip install -q --disable-pip-version-check "$@" 2>/dev/null ||
-        python3 -m pip install -q --disable-pip-version-check --break-system-packages "$@"
-}
-pip_install pytest pytest-timeout pyyaml
 echo "install-deps.sh: done"
