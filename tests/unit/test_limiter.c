@@ -855,6 +855,26 @@ static void a_launch_bound_tenant_is_charged_its_kernels_not_its_gaps(void **sta
     assert_true(blind / alone < 0.60);
 }
 
+static void a_launch_bound_tenant_under_a_cap_above_its_use_is_not_held_by_device_utilisation(void **state)
+{
+    /* No per-process samples (a container without hostPID): c from device
+     * utilisation. Alone and running free, the launch-bound tenant's events
+     * count nearly all wall time (its CPU gaps are under the probe's), so
+     * nothing is left idle to see others by and c relaxes towards 1; it must
+     * relax slowly, or the tenant is held to its cap of wall time whenever
+     * it runs free: with c reset to 1 at once it ran at 0.79 / 0.88 of
+     * alone under caps 50 / 70. */
+    (void)state;
+    struct tenant t = launch_bound(NULL);
+    double alone = alone_rate(t);
+    g_device_only = 1;
+    double c50 = capped_rate(t, 50), c70 = capped_rate(t, 70);
+    g_device_only = 0;
+    print_message("launch-bound, device utilisation only: %.4f / %.4f of alone under caps 50 / 70\n", c50 / alone,
+                  c70 / alone);
+    assert_true(c50 / alone >= 0.95 && c70 / alone >= 0.95);
+}
+
 static void launches_after_the_last_marker_are_priced_by_the_markers(void **state)
 {
     /* The interposer sees a burst's end only through its markers; the
@@ -966,6 +986,7 @@ int main(void)
         cmocka_unit_test(a_device_busy_well_under_the_cap_bounds_the_charge),
         cmocka_unit_test(a_gpu_bound_tenant_gets_its_cap),
         cmocka_unit_test(a_launch_bound_tenant_is_charged_its_kernels_not_its_gaps),
+        cmocka_unit_test(a_launch_bound_tenant_under_a_cap_above_its_use_is_not_held_by_device_utilisation),
         cmocka_unit_test(launches_after_the_last_marker_are_priced_by_the_markers),
         cmocka_unit_test(a_light_tenant_keeps_its_speed_and_latency_beside_a_gpu_bound_one),
     };
