@@ -55,6 +55,7 @@ struct tdev {
     CUevent ev_start, ev_mark;
 };
 static __thread struct tdev t_dev[GS_REGION_MAX_DEVICES];
+static __thread uint32_t t_gate_tick;
 
 /* A thread that exits with a window open hands it back to the ledger, or the
  * other containers would go on seeing it active. */
@@ -310,6 +311,8 @@ static void count_turn_wait(uint64_t ns)
 
 int gs_compute_before(CUstream s)
 {
+    /* one launch in 64 times the gate's fast path, for the cost report */
+    uint64_t timed = GS_UNLIKELY((++t_gate_tick & 63) == 0) ? gs_compute_now() : 0;
     if (__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) == GS_COMPUTE_UNKNOWN)
         decide();
     if (__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) != GS_COMPUTE_ON)
@@ -348,6 +351,8 @@ int gs_compute_before(CUstream s)
         uint64_t gap = now - t->last_launch_ns;
         if (GS_UNLIKELY(gap >= GS_LIM_FINE_GAP_NS) && (gap >= GS_LIM_GAP_NS || gs_compute_fine_probe(d)))
             probe_gap(t, r, d, s, now);
+        else if (GS_UNLIKELY(timed))
+            gs_cost_add(GS_COST_GATE, gs_compute_now() - timed);
         t->last_launch_ns = now;
         return d;
     }
@@ -468,7 +473,9 @@ void gs_compute_after(int d, CUstream s, CUresult rc)
     if (yield || t->in_interval <= GS_LIM_MARK_FIRST || t->w.est_ns == 0 || work >= MARK_EVERY_NS ||
         t->last_launch_ns - t->mark_ns >= MARK_EVERY_NS) {
         gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
+        uint64_t m0 = gs_compute_now();
         int marked = t->ev_mark && rec && rec(t->ev_mark, s) == CUDA_SUCCESS;
+        gs_cost_add(GS_COST_MARK, gs_compute_now() - m0);
         if (marked) {
             t->have_mark = 1;
             t->at_mark = t->in_interval;
