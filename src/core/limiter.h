@@ -168,13 +168,16 @@ void gs_lim_refill(struct gs_lim_account *a, uint64_t now, unsigned periods);
 #define GS_LIM_TURN_BANK 2U
 
 /* The longest a window waits for other containers' turns before it opens
- * without one: a window lasts two periods at most, plus its grace, and the
- * others' windows of one round add up to two periods' allowance of their
- * caps (under 100 ms while the caps add up to 100 % or less). The turn
- * lives in a file every container can write; a tenant that forged one for
- * a live neighbour (with open windows that never close) held a container
- * capped at 30 to 0.06 on the simulated driver, waiting until it no longer
- * counted as throttled. */
+ * without one: a window lasts two periods at most, plus its grace, and
+ * capped containers' windows of one round add up to two periods' allowance
+ * of their caps (under 100 ms while the caps add up to 100 % or less).
+ * Share containers' windows can add up to more: then the waiter overlaps
+ * the rest of a window, time-slicing as without turns (a capped tenant
+ * warming beside two share ones on the simulated driver reached it in a few
+ * of 28 waits). The turn lives in a file every container can write; a
+ * tenant that forged one for a live neighbour (with open windows that never
+ * close) held a container capped at 30 to 0.06 on the simulated driver,
+ * waiting until it no longer counted as throttled. */
 #define GS_LIM_TURN_WAIT_MAX_NS (3 * GS_LIM_DEFAULT_PERIOD_NS)
 
 /* Fast path: may this thread launch now without closing its window? */
