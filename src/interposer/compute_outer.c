@@ -270,7 +270,9 @@ static void outer_run(struct gs_region *r, int d, uint64_t now)
     uuid[sizeof uuid - 1] = '\0';
     uint64_t seen = __atomic_load_n(&a->nvml_seen_us, __ATOMIC_RELAXED);
     struct devinfo di;
+    uint64_t read_from = gs_compute_now();
     unsigned n = read_samples(uuid, seen, samples, &di);
+    gs_cost_add(GS_COST_NVML, gs_compute_now() - read_from);
     int64_t dev_ppm = di.busy_ppm;
     live_pids(r, &ours);
     int64_t our = -1, others = -1;
