@@ -6,7 +6,8 @@
 # LOADS: matmul small decoder train graphinf; SCENARIOS: coloc mps decoverhead turns two launch launchc
 # (turns: the co-location scenarios in alternating 2.5 s turns, every tenant started once).
 # --log DIR keeps each limited tenant's debug log, whose last lines say where the limiter spent
-# the tenant's host time (probes, drains, outer loop, waits).
+# the tenant's host time (probes, drains, outer loop and its NVML reads, token and turn waits,
+# progress markers, yields, the launch gate's fast path).
 # Needs an NVIDIA GPU, PyTorch with CUDA (transformers for the decoder), cmake and a C compiler.
 # Builds the interposer alone and the driver-API launch loop (launch_rate.c), then runs
 # bench/compute/gputime.py: $OUT/gputime.jsonl, one JSON line per scenario. Everything at
