@@ -174,10 +174,10 @@ void gs_lim_refill(struct gs_lim_account *a, uint64_t now, unsigned periods);
  * Share containers' windows can add up to more: then the waiter overlaps
  * the rest of a window, time-slicing as without turns (a capped tenant
  * warming beside two share ones on the simulated driver reached it at least
- * once in 28 waits, 68 ms on average). The turn lives in a file every container can write; a
- * tenant that forged one for a live neighbour (with open windows that never
- * close) held a container capped at 30 to 0.06 on the simulated driver,
- * waiting until it no longer counted as throttled. */
+ * once in 28 waits, 68 ms on average). The turn lives in a file every
+ * container can write; a tenant that forged one for a live neighbour (with
+ * open windows that never close) held a container capped at 30 to 0.06 on
+ * the simulated driver, waiting until it no longer counted as throttled. */
 #define GS_LIM_TURN_WAIT_MAX_NS (3 * GS_LIM_DEFAULT_PERIOD_NS)
 
 /* Fast path: may this thread launch now without closing its window? */
@@ -315,11 +315,11 @@ int gs_lim_yields(unsigned weight, uint64_t use_ppm, const struct gs_lim_demand 
 /* The estimated GPU work (us) a yielding container lets queue up before it
  * waits for it to finish (the GPU goes idle for a moment, and the
  * time-slicer hands it to the light neighbour's waiting kernel):
- * GPUSLICE_SHARE_YIELD_US. Off (0) by default until measured on a GPU: on the
- * simulated driver (2 ms slices) 250 brought a decoder-like tenant's bursts
- * from 2.6-3.0x to 2.0-2.3x its time alone and cost the GPU-bound one 0.78-0.89
- * -> 0.57-0.74 of the device, with the simulated driver's coarse wake-up
- * from a synchronisation (20 us and more) in that cost. */
+ * GPUSLICE_SHARE_YIELD_US. Off (0) by default: it trades the borrower's
+ * throughput for the neighbour's latency, and on an H100 no value gave both
+ * (a decoder beside matmul training kept 0.96-1.15 of its speed with
+ * 100-500 us while the training fell to 0.40-0.63; with 1000-2000 us both
+ * stayed where they were without it). */
 #define GS_LIM_DEFAULT_YIELD_US 0U
 
 /* The busy fraction to weigh the power draw by (gs_lim_speed's dev_ppm):

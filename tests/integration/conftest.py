@@ -34,6 +34,16 @@ def sanitizer_preload():
     return libs
 
 
+def pid_namespace():
+    """The command that runs a client in a pid namespace of its own, as each
+    container runs: unshare as root, inside a user namespace otherwise."""
+    for cmd in (["unshare", "--pid", "--fork", "--kill-child"],
+                ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child"]):
+        if subprocess.run([*cmd, "true"], capture_output=True).returncode == 0:
+            return cmd
+    pytest.skip("no pid namespace can be made here (unshare --pid, also inside a user namespace)")
+
+
 class World:
     """One simulated node (sim state file) and one container (region)."""
 

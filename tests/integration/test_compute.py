@@ -18,6 +18,7 @@ import threading
 import time
 
 import pytest
+from conftest import pid_namespace
 
 TOL = 0.05
 
@@ -150,16 +151,6 @@ def test_two_processes_of_one_container_share_its_cap(world):
     assert ra + rb <= 0.43, (ra, rb)
     assert ra + rb >= 0.33, (ra, rb)
     assert min(ra, rb) >= 0.10, (ra, rb)  # neither starves
-
-
-def pid_namespace():
-    """The command that runs a client in a pid namespace of its own, as each
-    container runs: unshare as root, inside a user namespace otherwise."""
-    for cmd in (["unshare", "--pid", "--fork", "--kill-child"],
-                ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child"]):
-        if subprocess.run([*cmd, "true"], capture_output=True).returncode == 0:
-            return cmd
-    pytest.skip("no pid namespace can be made here (unshare --pid, also inside a user namespace)")
 
 
 def two_containers(world, env_a, env_b, layout="flat", secs=4.0, warm=2.0, hostile=None, logs=False, **sim):
@@ -379,15 +370,15 @@ def test_global_capture_in_one_thread_while_another_is_throttled(world, mode):
     assert abs(after - 0.30) <= TOL, after
 
 
-def light_beside_heavy(w, light, heavy, heavy_us=1000):
+def light_beside_heavy(w, light, heavy):
     """light = (kernel us, env, burst command), heavy = (env, secs, warm): a
-    light container bursting beside a GPU-bound one (heavy_us kernels, 8
-    queued), each its own region; the light one's burst reply, the heavy
+    light container bursting beside a GPU-bound one (1 ms kernels, 8 queued),
+    each its own region; the light one's burst reply, the heavy
     one's ratio and the seconds the limiter made the light one wait."""
     us, lenv, cmd = light
     henv, secs, warm = heavy
     a = start(w, us, env={"GPUSLICE_REGION": str(w.tmp / "light.region"), **lenv})
-    b = start(w, heavy_us, env={"GPUSLICE_REGION": str(w.tmp / "heavy.region"), **henv})
+    b = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "heavy.region"), **henv})
     out = {}
 
     def go():

@@ -6,10 +6,9 @@ import os
 import signal
 import subprocess
 
-from conftest import CLI, GiB, MiB
+from conftest import CLI, GiB, MiB, pid_namespace
 
 CTX = 256 * MiB  # the World's GPUSLICE_CTX_OVERHEAD
-UNSHARE = ["unshare", "--pid", "--fork", "--kill-child"]
 
 
 def gone(pid):
@@ -41,14 +40,14 @@ def listed_processes(w):
 
 def test_restart_in_a_new_pid_namespace_gets_the_whole_limit(world):
     w = world(limit="1GiB")
-    a = w.client(wrap=UNSHARE)
+    a = w.client(wrap=pid_namespace())
     a.ok("init")
     a.ok(f"alloc {512 * MiB}")
     assert w.usage()[0] == CTX + 512 * MiB
     assert len(listed_processes(w)) == 1
     os.kill(only_child(a.p.pid), signal.SIGKILL)  # the tenant, pid 1 of its namespace
     a.p.wait()
-    b = w.client(wrap=UNSHARE)  # the restarted container: another pid namespace
+    b = w.client(wrap=pid_namespace())  # the restarted container: another pid namespace
     b.ok("init")
     assert b.cmd(f"fill {64 * MiB}")["count"] == (GiB - CTX) // (64 * MiB)  # nothing lost to the dead one
     assert w.usage()[0] == GiB
