@@ -162,6 +162,8 @@ def main():
     ap.add_argument("--tag", default="", help="added to every line (the commit, the library's name)")
     a = ap.parse_args()
     LOG["dir"] = a.log
+    if a.log:
+        os.makedirs(a.log, exist_ok=True)
     caps_for = {k: [int(c) for c in v.split(",")] for k, v in (x.split("=") for x in a.caps_for)}
     if not os.path.isfile(a.lib):
         sys.exit(f"{a.lib}: no such library (build it first): every limited run would run unlimited")
