@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -19,6 +20,7 @@ SIMDIR = os.environ.get("GPUSLICE_SIMDRIVER_DIR", "")
 CLIENT = os.environ.get("GS_CLIENT", "")
 CLI = os.environ.get("GPUSLICE_CLI", "")
 LIB = os.environ.get("GPUSLICE_LIB", "")
+SIM_CLOCK = os.environ.get("GPUSLICE_SIM_CLOCK", "")
 SIMCTL = os.path.join(BUILD, "tests", "simdriver", "gpuslice-simctl")
 
 
@@ -47,21 +49,27 @@ def pid_namespace():
 class World:
     """One simulated node (sim state file) and one container (region)."""
 
-    def __init__(self, tmp_path, limit="1GiB", sim_mem=16 * GiB, ctx_overhead="256MiB", extra=None):
+    def __init__(self, tmp_path, limit="1GiB", sim_mem=16 * GiB, ctx_overhead="256MiB", extra=None, slowdown=1):
+        """slowdown: the tenants' monotonic clock runs this many times slower
+        than the wall (tests/simdriver/sim_clock.c), their sleeps and the
+        simulated device with it."""
         self.tmp = tmp_path
+        self.slowdown = slowdown
         self.region = str(tmp_path / "container.region")
         self.sim_state = str(tmp_path / "gpu.state")
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("GPUSLICE_", "CUDA_DEVICE_", "GPU_CORE_", "LIBCUDA_"))}
         env.update({
             "LD_LIBRARY_PATH": SIMDIR,
-            "LD_PRELOAD": ":".join(sanitizer_preload() + [LIB]),
+            "LD_PRELOAD": ":".join(sanitizer_preload() + ([SIM_CLOCK] if slowdown > 1 else []) + [LIB]),
             "GPUSLICE_SIM_STATE": self.sim_state,
             "GPUSLICE_SIM_MEM": str(sim_mem),
             "GPUSLICE_SIM_CTX_OVERHEAD": str(512 * MiB),
             "GPUSLICE_REGION": self.region,
             "ASAN_OPTIONS": "detect_leaks=0:verify_asan_link_order=0",
         })
+        if slowdown > 1:
+            env["GPUSLICE_SIM_CLOCK_SLOWDOWN"] = str(slowdown)
         if limit is not None:
             env["CUDA_DEVICE_MEMORY_LIMIT"] = limit
         if ctx_overhead is not None:
@@ -81,6 +89,10 @@ class World:
         if not devs:
             return 0, None
         return devs[0]["memory_used_bytes"], devs[0]["memory_limit_bytes"]
+
+    def now_ns(self):
+        """The tenants' monotonic clock now."""
+        return time.monotonic_ns() // self.slowdown
 
     def gpu_used(self):
         """Device memory the simulated GPU says is in use (all processes)."""
