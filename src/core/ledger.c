@@ -213,11 +213,14 @@ int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t container, uint32_
     return -1;
 }
 
-/* The turn as it stands, validated: 0 when free, expired or forged. */
-static uint64_t turn_holder(struct gs_ledger *l, uint64_t now)
+/* The turn as it stands, validated: 0 when free, expired or forged; else
+ * its holder, and in *until when it expires (read once: another container
+ * may write the field meanwhile). */
+static uint64_t turn_holder(struct gs_ledger *l, uint64_t now, uint64_t *until)
 {
-    uint64_t c = LD(&l->f->turn_container), until = LD(&l->f->turn_until_ns);
-    if (c == 0 || now >= until || until > now + GS_LEDGER_MAX_HOLD_NS)
+    uint64_t c = LD(&l->f->turn_container);
+    *until = LD(&l->f->turn_until_ns);
+    if (c == 0 || now >= *until || *until > now + GS_LEDGER_MAX_HOLD_NS)
         return 0;
     return c;
 }
@@ -229,7 +232,8 @@ uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint
         return 0;
     struct gs_ledger_member *m = &l->f->m[slot];
     ST(&m->active_ns, now);
-    uint64_t holder = turn_holder(l, now);
+    uint64_t holder_until;
+    uint64_t holder = turn_holder(l, now, &holder_until);
     if (holder != 0 && holder != m->container && !container_open(l, holder))
         holder = 0; /* its windows are gone (or never were) */
     uint64_t wait = 0;
@@ -244,7 +248,7 @@ uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint
         m->open = open_of(m) + 1;
         *took = 1;
     } else {
-        wait = LD(&l->f->turn_until_ns) - now;
+        wait = holder_until - now;
         *seq = __atomic_load_n(&l->f->turn_seq, __ATOMIC_ACQUIRE);
     }
     unlock(l);

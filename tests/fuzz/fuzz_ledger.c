@@ -1,0 +1,166 @@
+/*
+ * Fuzzes the device ledger (ledger.c) as a hostile container sees it: a
+ * shared file that every tenant on the GPU can write at any moment. The
+ * input is a script run against a ledger this process has joined:
+ *
+ *   [u8 op][u8 arg][u16 delta_us] ...
+ *
+ * op % 8: 0 patch the mapping (arg bytes at offset delta % size, taken from
+ * the script's following bytes), 1 open a window (until = now + arg ms),
+ * 2 close one, 3 extend the turn, 4 read the demands, 5 reap, 6 the other
+ * readers (busy weight, has_pid, others), 7 open the file anew (a second
+ * handle of another container). The clock advances by delta_us each step.
+ * The very first byte chooses whether the file starts empty (created
+ * here) or holds a forged image of that script's first patches.
+ *
+ * Invariants: no crash; a ledger of another size, magic or version is
+ * refused with a one-line reason; a refused turn never asks for a wait past
+ * GS_LEDGER_MAX_HOLD_NS; the demands stay within their documented ranges
+ * and count each container once.
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fuzz_target.h"
+#include "ledger.h"
+
+#define STEP 4
+
+static const char *ledger_path(void)
+{
+    static char path[64];
+    if (!path[0]) {
+        snprintf(path, sizeof path, "/tmp/gs-fuzz-ledger-XXXXXX");
+        int fd = mkstemp(path);
+        FUZZ_CHECK(fd >= 0);
+        close(fd);
+    }
+    return path;
+}
+
+static void check_refusal(const char *err, size_t errlen)
+{
+    size_t n = strlen(err);
+    FUZZ_CHECK(n > 0 && n < errlen);
+    FUZZ_CHECK(strchr(err, '\n') == NULL);
+}
+
+static void check_demands(struct gs_ledger *l, uint64_t container, uint64_t now)
+{
+    struct gs_lim_demand d[GS_LEDGER_MEMBERS + 1];
+    unsigned n = gs_ledger_demands(l, container, now > 1000000000ULL ? now - 1000000000ULL : 0, 0, d, 8);
+    FUZZ_CHECK(n <= 8);
+    for (unsigned i = 0; i < n; i++) {
+        FUZZ_CHECK(d[i].weight <= 65535);
+        FUZZ_CHECK(d[i].use_ppm <= 1000000);
+    }
+    n = gs_ledger_demands(l, container, 0, 0, d, GS_LEDGER_MEMBERS);
+    FUZZ_CHECK(n <= GS_LEDGER_MEMBERS);
+}
+
+/* Writes a forged image: zeros with the header right, then the patches. */
+static size_t forge(const char *path, const uint8_t *data, size_t size)
+{
+    static struct gs_ledger_file img;
+    memset(&img, 0, sizeof img);
+    img.magic = GS_LEDGER_MAGIC;
+    img.version = GS_LEDGER_VERSION;
+    img.size = (uint32_t)sizeof img;
+    size_t at = 0;
+    while (at + 3 <= size && data[at] != 0xff) {
+        size_t off = ((size_t)data[at] | (size_t)data[at + 1] << 8) % sizeof img, len = data[at + 2];
+        at += 3;
+        if (len > size - at)
+            len = size - at;
+        if (len > sizeof img - off)
+            len = sizeof img - off;
+        memcpy((char *)&img + off, data + at, len);
+        at += len;
+    }
+    FILE *f = fopen(path, "w");
+    FUZZ_CHECK(f != NULL);
+    FUZZ_CHECK(fwrite(&img, 1, sizeof img, f) == sizeof img);
+    fclose(f);
+    return at < size ? at + 1 : size;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *path = ledger_path();
+    char err[512] = "";
+    if (size == 0)
+        return 0;
+    size_t at = 1;
+    switch (data[0] % 3) {
+    case 0: /* empty: created by the first opener */ FUZZ_CHECK(truncate(path, 0) == 0); break;
+    case 1: /* a forged image */ at += forge(path, data + 1, size - 1); break;
+    default: /* a file of another size */
+        FUZZ_CHECK(truncate(path, (off_t)(data[0] % 64) * 97 + 1) == 0);
+        struct gs_ledger *bad = gs_ledger_open(path, err, sizeof err);
+        FUZZ_CHECK(bad == NULL);
+        check_refusal(err, sizeof err);
+        return 0;
+    }
+    struct gs_ledger *l = gs_ledger_open(path, err, sizeof err);
+    if (!l) {
+        check_refusal(err, sizeof err);
+        return 0;
+    }
+    struct gs_ledger *other = NULL;
+    const uint64_t us = 1000, me = 0x1111, them = 0x2222;
+    uint64_t now = 1000000000000ULL;
+    int slot = gs_ledger_join(l, 7, me, 30);
+    FUZZ_CHECK(slot >= -1 && slot < GS_LEDGER_MEMBERS);
+    int oslot = -1;
+    while (at + STEP <= size) {
+        uint8_t op = data[at], arg = data[at + 1];
+        uint16_t delta = (uint16_t)(data[at + 2] | data[at + 3] << 8);
+        at += STEP;
+        now += delta * us;
+        uint32_t seq = 0;
+        int took = 0;
+        switch (op % 8) {
+        case 0: {
+            size_t off = delta % sizeof *l->f, len = arg;
+            if (len > size - at)
+                len = size - at;
+            if (len > sizeof *l->f - off)
+                len = sizeof *l->f - off;
+            memcpy((char *)l->f + off, data + at, len);
+            at += len;
+            break;
+        }
+        case 1: {
+            struct gs_ledger *h = (arg & 1) && other ? other : l;
+            int s = h == other ? oslot : slot;
+            uint64_t wait = gs_ledger_open_window(h, s, now, now + (uint64_t)arg * 1000000ULL, &seq, &took);
+            FUZZ_CHECK(wait <= GS_LEDGER_MAX_HOLD_NS);
+            FUZZ_CHECK(!(wait && took));
+            break;
+        }
+        case 2: gs_ledger_close_window((arg & 1) && other ? other : l, (arg & 1) && other ? oslot : slot); break;
+        case 3: gs_ledger_extend(l, slot, now, now + (uint64_t)arg * 10000000ULL); break;
+        case 4: check_demands(l, me, now); break;
+        case 5: gs_ledger_reap(l); break;
+        case 6:
+            (void)gs_ledger_busy_weight(l, me, now > us ? now - us : 0);
+            (void)gs_ledger_has_pid(l, me, arg);
+            FUZZ_CHECK(gs_ledger_others(l, me) >= 0);
+            break;
+        default:
+            if (!other) {
+                other = gs_ledger_open(path, err, sizeof err);
+                if (other)
+                    oslot = gs_ledger_join(other, 8, them, 70);
+                else
+                    check_refusal(err, sizeof err);
+            }
+            break;
+        }
+    }
+    gs_ledger_close(other);
+    gs_ledger_close(l);
+    return 0;
+}
