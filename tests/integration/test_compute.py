@@ -292,11 +292,14 @@ def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, snapsho
     """yield_us: GPUSLICE_SHARE_YIELD_US. While the two settle, the 70 side
     (time-sliced to about half) is under its part and wants no more, so the
     30 side, over its part, yields to it; settled, neither is light and the
-    split is the same as without yielding."""
+    split is the same as without yielding. Measured from 3 s on: while they
+    settle the 30 side's target swings between 0.3 and the whole device
+    (four logged runs settled by the sixth outer run, 1.5 s; one of about
+    twenty runs measured from 2 s gave the 30 side 0.35)."""
     share = {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_SHARE_YIELD_US": str(yield_us)}
     ra, rb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
-                            {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, layout, GPUSLICE_SIM_SWITCH_LOSS=30,
-                            GPUSLICE_SIM_NVML_SNAPSHOT=snapshot)
+                            {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, layout, secs=5.0, warm=3.0,
+                            GPUSLICE_SIM_SWITCH_LOSS=30, GPUSLICE_SIM_NVML_SNAPSHOT=snapshot)
     assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
     assert ra + rb >= 0.93, (ra, rb)
 
