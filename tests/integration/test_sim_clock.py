@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from conftest import SIM_CLOCK
+from conftest import SIM_CLOCK, sanitizer_preload
 
 SLOW = 4
 
@@ -25,7 +25,8 @@ print(time.monotonic() - t0)
 
 
 def run_child(slowdown):
-    env = {**os.environ, "LD_PRELOAD": SIM_CLOCK, "GPUSLICE_SIM_CLOCK_SLOWDOWN": slowdown}
+    env = {**os.environ, "LD_PRELOAD": ":".join(sanitizer_preload() + [SIM_CLOCK]),
+           "ASAN_OPTIONS": "detect_leaks=0:verify_asan_link_order=0", "GPUSLICE_SIM_CLOCK_SLOWDOWN": slowdown}
     t0 = time.monotonic()
     out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=60)
     return out, time.monotonic() - t0
