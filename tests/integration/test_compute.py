@@ -538,7 +538,7 @@ def test_a_decoder_like_tenant_far_under_its_cap_beside_a_capped_one_probes_as_i
 def test_a_share_container_borrowing_a_light_neighbours_part_keeps_its_queue_shallow(world, yield_us):
     """GPUSLICE_SHARE_YIELD_US: a GPU-bound share container (weight 30) that
     uses far more than its weight's part beside a decoder-like one (weight
-    70, ~20 % busy, under its part) waits for its own queue every 250 us of
+    70, ~10 % busy, under its part) waits for its own queue every 250 us of
     estimated work, so the decoder's kernels do not wait behind eight of its
     kernels on a device that time-slices (on an H100 a decoder beside training
     with ten matmuls queued kept 0.58 of its speed, 0.96 beside the same
@@ -546,7 +546,13 @@ def test_a_share_container_borrowing_a_light_neighbours_part_keeps_its_queue_sha
     With 0 (the default) it never yields. What the yield buys and costs is
     measured, not asserted here: on this simulated driver the decoder's
     bursts took 2.0-2.3x their time alone instead of 2.6-3.0x, the GPU-bound
-    one got 0.57-0.74 of the device instead of 0.78-0.89 (docs/compute.md)."""
+    one got 0.57-0.74 of the device instead of 0.78-0.89 (docs/compute.md).
+    The decoder's CPU gaps are 100 us, what the 40 us asked for took at full
+    speed: on the slowed clock 40 us gaps stay under the probe, the decoder
+    is charged the other's slices (the expected failure of
+    test_a_decoder_like_share_tenant_is_charged_its_kernels_not_its_cpu_gaps)
+    and in 2 of 5 suite runs the GPU-bound one took turns instead of
+    yielding."""
     share = {"GPUSLICE_COMPUTE_MODE": "share"}
     w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1, GPUSLICE_SIM_TIMESLICE_US=2000)
     heavy = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "heavy.region"), **share,
@@ -556,7 +562,7 @@ def test_a_share_container_borrowing_a_light_neighbours_part_keeps_its_queue_sha
                               "GPUSLICE_SHARE_WEIGHT": "70"})
     th = threading.Thread(target=lambda: run(heavy, "kernel", 4.0, 0.5, 8))
     th.start()
-    r = light.ok("burst 16 0 3.5 40")
+    r = light.ok("burst 16 0 3.5 100")
     light.close()
     th.join()
     err = heavy.close()
