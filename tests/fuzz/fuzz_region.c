@@ -33,13 +33,6 @@ static void base_region(struct gs_region *r)
     e->key[0].type = GS_EXPORT_KEY_FILE;
 }
 
-static void check_refusal(const char *err, size_t errlen)
-{
-    size_t n = strlen(err);
-    FUZZ_CHECK(n > 0 && n < errlen);
-    FUZZ_CHECK(strchr(err, '\n') == NULL);
-}
-
 /* What the viewers read from an accepted region. */
 static void read_as_viewer(const struct gs_region_view *v)
 {
@@ -100,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = gs_region_view_parse(&view.r, &image, sizeof image, err, sizeof err);
     FUZZ_CHECK(rc == 0 || rc == -1);
     if (rc != 0)
-        check_refusal(err, sizeof err);
+        fuzz_check_refusal(err, sizeof err);
     else
         read_as_viewer(&view);
     return 0;

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -17,5 +18,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
             abort();                                                                                                   \
         }                                                                                                              \
     } while (0)
+
+/* A refusal's reason: present, inside its buffer, one line. */
+static inline void fuzz_check_refusal(const char *err, size_t errlen)
+{
+    size_t n = strlen(err);
+    FUZZ_CHECK(n > 0 && n < errlen);
+    FUZZ_CHECK(strchr(err, '\n') == NULL);
+}
 
 #endif

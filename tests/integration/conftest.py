@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -54,7 +53,6 @@ class World:
         than the wall (tests/simdriver/sim_clock.c), their sleeps and the
         simulated device with it."""
         self.tmp = tmp_path
-        self.slowdown = slowdown
         self.region = str(tmp_path / "container.region")
         self.sim_state = str(tmp_path / "gpu.state")
         env = {k: v for k, v in os.environ.items()
@@ -89,10 +87,6 @@ class World:
         if not devs:
             return 0, None
         return devs[0]["memory_used_bytes"], devs[0]["memory_limit_bytes"]
-
-    def now_ns(self):
-        """The tenants' monotonic clock now."""
-        return time.monotonic_ns() // self.slowdown
 
     def gpu_used(self):
         """Device memory the simulated GPU says is in use (all processes)."""
