@@ -126,8 +126,10 @@ static CUresult submit_work(uint64_t ns)
     }
 }
 
-/* The process's submitted work on the current device (an event's target). */
-static CUresult work_mark(int *dev, uint64_t *target, int *done)
+/* The process's submitted work on the current device; for_event: an event
+ * recorded now, which may itself wait for the process's slice
+ * (sim_tl_event_mark). */
+static CUresult work_mark(int *dev, uint64_t *target, int *done, int for_event)
 {
     *dev = current_dev();
     *target = 0;
@@ -138,9 +140,10 @@ static CUresult work_mark(int *dev, uint64_t *target, int *done)
     CUresult rc = sim_enter(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    sim_tl_advance(c.st, *dev, sim_now_ns());
+    uint64_t now = sim_now_ns();
+    sim_tl_advance(c.st, *dev, now);
     const struct sim_work *w = &c.st->procs[c.proc].work[*dev];
-    *target = w->submitted;
+    *target = for_event ? sim_tl_event_mark(c.st, c.proc, *dev, now) : w->submitted;
     *done = w->done >= w->submitted;
     sim_leave(&c);
     return CUDA_SUCCESS;
@@ -189,7 +192,7 @@ static CUresult drain_current(void)
 {
     int dev, done;
     uint64_t target;
-    CUresult rc = work_mark(&dev, &target, &done);
+    CUresult rc = work_mark(&dev, &target, &done, 0);
     if (rc != CUDA_SUCCESS || done)
         return rc;
     return work_wait(dev, target, NULL);
@@ -276,7 +279,7 @@ SIM_API cuStreamQuery(CUstream hStream)
         return rc;
     int dev, done;
     uint64_t target;
-    rc = work_mark(&dev, &target, &done);
+    rc = work_mark(&dev, &target, &done, 0);
     return rc != CUDA_SUCCESS ? rc : done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
@@ -322,7 +325,7 @@ SIM_API cuEventRecord(CUevent hEvent, CUstream hStream)
     }
     int dev = -1, done = 1;
     uint64_t target = 0;
-    if (work_mark(&dev, &target, &done) != CUDA_SUCCESS)
+    if (work_mark(&dev, &target, &done, 1) != CUDA_SUCCESS)
         dev = -1, done = 1;
     uint64_t now = sim_now_ns();
     pthread_mutex_lock(&g_lock);

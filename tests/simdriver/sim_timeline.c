@@ -225,6 +225,15 @@ void sim_tl_submit(struct sim_state *st, int proc, int dev, uint64_t ns, uint64_
     w->submitted += ns;
 }
 
+uint64_t sim_tl_event_mark(struct sim_state *st, int proc, int dev, uint64_t now)
+{
+    sim_tl_advance(st, dev, now);
+    struct sim_work *w = &st->procs[proc].work[dev];
+    if (st->timeslice_us && !pending(w) && sim_tl_active(st, dev) > 0)
+        sim_tl_submit(st, proc, dev, SIM_EVENT_WORK_NS, now);
+    return w->submitted;
+}
+
 uint64_t sim_tl_done_time(const struct sim_work *w, uint64_t target)
 {
     uint32_t n = w->bp_head < SIM_BP_RING ? w->bp_head : SIM_BP_RING;

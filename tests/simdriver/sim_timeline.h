@@ -10,7 +10,11 @@
  * for a slice of up to T (until its queue empties), round robin, as an H100
  * does: a process that submits a short kernel while another's slice runs
  * waits for that slice to end, and its events then span the other's slices
- * too. Time is CLOCK_MONOTONIC; nothing runs in the background: the
+ * too. An event recorded on an idle stream meanwhile is stamped when its
+ * process's slice begins, not when it was recorded: on an H200 beside a
+ * GPU-bound process, "record A, launch a 10 us kernel, record B" read 12.9 us
+ * from A to B while the host waited 1.45 ms for B (bench/probe/event_stamp.cu).
+ * Time is CLOCK_MONOTONIC; nothing runs in the background: the
  * timeline is computed up to "now" whenever anyone looks.
  *
  * NVML per-process utilisation is derived from the same timeline: at the end
@@ -34,6 +38,13 @@ void sim_tl_advance(struct sim_state *st, int dev, uint64_t now);
 
 /* Adds ns of work for process slot proc on dev at time now (advances first). */
 void sim_tl_submit(struct sim_state *st, int proc, int dev, uint64_t ns, uint64_t now);
+
+/* An event recorded now by process slot proc on dev: the work it completes
+ * after (advances first). On a time-sliced device where another process has
+ * work, an idle process's event waits for the process's next slice, as a
+ * context's commands do on the real device: SIM_EVENT_WORK_NS of work. */
+#define SIM_EVENT_WORK_NS 1ULL
+uint64_t sim_tl_event_mark(struct sim_state *st, int proc, int dev, uint64_t now);
 
 /* When the process's cumulative done work reached target (interpolated on
  * its timeline). Only meaningful once done >= target. */
