@@ -80,7 +80,7 @@ uint64_t gs_lim_window_end(const struct gs_lim_close_facts *f, int *measured)
         uint64_t end = f->start_ns + (uint64_t)(f->mark_ns >= 0 ? f->mark_ns : 0);
         if (f->after_mark)
             end = f->per_launch_ns ? end + (uint64_t)f->after_mark * f->per_launch_ns : f->close_ns;
-        if (end < f->last_launch_ns)
+        if (end < f->last_launch_ns && !f->sliced)
             end = f->last_launch_ns;
         return end > f->close_ns ? f->close_ns : end;
     }
@@ -281,6 +281,12 @@ static uint64_t weights_of(unsigned weight, const struct gs_lim_demand *others, 
 uint32_t gs_lim_weight_part(unsigned weight, const struct gs_lim_demand *others, unsigned n)
 {
     return (uint32_t)((uint64_t)(weight ? weight : 1) * GS_LIM_PPM / weights_of(weight, others, n));
+}
+
+int gs_lim_share_wants_more(unsigned weight, uint64_t use_ppm, uint64_t occ_ppm, const struct gs_lim_demand *others,
+                            unsigned n)
+{
+    return n > 0 && (use_ppm > gs_lim_weight_part(weight, others, n) || occ_ppm >= GS_LIM_QUEUED_PPM);
 }
 
 unsigned gs_lim_count_busy(const struct gs_lim_demand *others, unsigned n)

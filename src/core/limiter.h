@@ -145,12 +145,18 @@ struct gs_lim_close_facts {
     int64_t mark_ns;                   /* GPU time from its start event to its last marker; -1: none */
     uint32_t after_mark;               /* launches after that marker (or after the start, if none) */
     uint64_t per_launch_ns;            /* GPU time per launch that markers measured; 0: unknown */
+    int sliced;                        /* other contexts may hold the GPU while our work waits for its slice */
 };
 /* When the GPU stopped being the window's: sets *measured when that is
  * measured (not merely bounded by the planned end). Launches after the last
  * marker whose work drained unseen (a CPU gap, or a close that found nothing
  * pending) ran for after_mark x per_launch_ns past it, at the latest until
- * the close; with no per-launch time known, until the close. */
+ * the close; with no per-launch time known, until the close. A measured end
+ * is not before the last launch (its work ran after it was made), unless
+ * sliced: then our work may have waited for another context's slice after
+ * the launch, and our events, stamped only while our context runs, are the
+ * measure (an H200 stamped "event, 10 us kernel, event" 12.9 us apart while
+ * the host waited 1.45 ms for them beside a GPU-bound process). */
 uint64_t gs_lim_window_end(const struct gs_lim_close_facts *f, int *measured);
 
 /* Adds the tokens accrued since the last refill, capped at `periods`
@@ -260,6 +266,19 @@ uint32_t gs_lim_share_fill(unsigned weight, const struct gs_lim_demand *others, 
 /* A container's part of the device by weight alone beside the n others
  * (weight / the sum of all weights), in ppm. */
 uint32_t gs_lim_weight_part(unsigned weight, const struct gs_lim_demand *others, unsigned n);
+
+/* Whether a share container that nobody holds back (it never waits for
+ * tokens, so its waits cannot say it) wants more than it gets beside the n
+ * others: it uses more than its weight's part, or its work was queued for
+ * GS_LIM_QUEUED_PPM of the time or more (occupancy) while it used less --
+ * time-sliced below its part, a GPU-bound container of weight 70 beside one
+ * of 30 otherwise looked content, and the pair stayed time-sliced (0.46 /
+ * 0.47 on the simulated driver). Occupancy is what the events counted: a
+ * light container waiting for another's slices counts only its own kernels
+ * there (gs_lim_window_end, sliced). */
+#define GS_LIM_QUEUED_PPM 900000U
+int gs_lim_share_wants_more(unsigned weight, uint64_t use_ppm, uint64_t occ_ppm, const struct gs_lim_demand *others,
+                            unsigned n);
 
 /* How many of the n others use a share of the device that can blur ours
  * (GS_LIM_SEEN_PPM or more) or want more than they get. */

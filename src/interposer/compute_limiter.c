@@ -168,15 +168,20 @@ static int64_t read_mark(struct tdev *t, gs_pfn_cuEventElapsedTime elapsed)
     return mark;
 }
 
-/* The facts of the current busy interval for gs_lim_window_end. */
-static struct gs_lim_close_facts interval_facts(struct tdev *t, gs_pfn_cuEventElapsedTime elapsed)
+/* The facts of the current busy interval on device d for gs_lim_window_end.
+ * Sliced: a share container beside active members of the device ledger,
+ * where the charge decides who wants more; a capped one keeps the launch
+ * bound (charged more, it only gets less than its cap). */
+static struct gs_lim_close_facts interval_facts(struct tdev *t, const struct gs_region *r, int d,
+                                                gs_pfn_cuEventElapsedTime elapsed)
 {
     int64_t mark = read_mark(t, elapsed);
     return (struct gs_lim_close_facts){ .start_ns = t->w.busy_from,
                                         .last_launch_ns = t->last_launch_ns,
                                         .mark_ns = mark,
                                         .after_mark = mark >= 0 ? t->since_mark : t->in_interval,
-                                        .per_launch_ns = t->per_launch_ns };
+                                        .per_launch_ns = t->per_launch_ns,
+                                        .sliced = r->dev[d].lim.mode == GS_LIM_SHARE && gs_compute_fine_probe(d) };
 }
 
 /* A new busy interval starts at the launch about to be made. */
@@ -204,7 +209,7 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
     for (int i = 0; i < t->nstreams && drained; i++)
         drained = query(t->streams[i]) == CUDA_SUCCESS;
     if (drained) {
-        struct gs_lim_close_facts f = interval_facts(t, elapsed);
+        struct gs_lim_close_facts f = interval_facts(t, r, d, elapsed);
         f.planned_end_ns = f.close_ns = now;
         int measured;
         uint64_t end = gs_lim_window_end(&f, &measured);
@@ -250,7 +255,7 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
         drained = gs_compute_now();
         gs_cost_add(GS_COST_DRAIN, drained - from);
     }
-    struct gs_lim_close_facts f = interval_facts(t, elapsed);
+    struct gs_lim_close_facts f = interval_facts(t, r, d, elapsed);
     f.planned_end_ns = t->w.end_ns;
     f.close_ns = close_ns;
     f.drained_ns = drained;

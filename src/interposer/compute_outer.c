@@ -377,11 +377,11 @@ static void outer_run(struct gs_region *r, int d, uint64_t now)
     __atomic_store_n(&a->others_ppm, (uint32_t)(others < 0 ? 0 : others), __ATOMIC_RELAXED);
 
     uint64_t wanted = __atomic_load_n(&a->throttled_ns, __ATOMIC_RELAXED);
-    /* held back by nobody it never waits, yet one that uses more than its
-     * weight's part wants more: two GPU-bound containers 30 : 70 settled at
-     * 0.23 / 0.76 when the 70 side, free, looked content */
-    if (a->mode == GS_LIM_SHARE && nd && __atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED) >= GS_LIM_SHARE_MEASURED &&
-        use > gs_lim_weight_part(a->weight, dem, nd))
+    /* held back by nobody it never waits, yet it can want more: two
+     * GPU-bound containers 30 : 70 settled at 0.23 / 0.76 when the 70 side,
+     * free, looked content (gs_lim_share_wants_more) */
+    if (a->mode == GS_LIM_SHARE && __atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED) >= GS_LIM_SHARE_MEASURED &&
+        gs_lim_share_wants_more(a->weight, use, occ_ppm, dem, nd))
         wanted = now;
     gs_compute_ledger_publish(d, (uint32_t)use, wanted);
     /* share mode: using a light neighbour's part, we keep our queue shallow

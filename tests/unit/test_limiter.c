@@ -109,6 +109,9 @@ static void window_end_follows_the_drain_else_the_marker_else_the_plan(void **st
     assert_true(measured);
     f.drained_ns = 112 * MS + 50 * US;                            /* drained at once: the marker knows better */
     assert_int_equal(gs_lim_window_end(&f, &measured), 109 * MS); /* but not before the last launch */
+    f.sliced = 1; /* ... unless it may have waited for another context's slice */
+    assert_int_equal(gs_lim_window_end(&f, &measured), 108 * MS);
+    f.sliced = 0;
     f.mark_ns = 11 * MS;
     assert_int_equal(gs_lim_window_end(&f, &measured), 111 * MS);
     f.drained_ns = 0;
@@ -638,6 +641,22 @@ static void a_share_container_borrowing_a_light_neighbours_part_yields(void **st
     assert_false(gs_lim_yields(30, 900000, NULL, 0));
 }
 
+static void a_share_container_queued_all_the_time_or_over_its_part_wants_more(void **state)
+{
+    (void)state;
+    struct gs_lim_demand other = { 30, 450000, 1 };
+    /* weight 70 time-sliced to 0.47 with its work always queued */
+    assert_true(gs_lim_share_wants_more(70, 470000, 990000, &other, 1));
+    /* a decoder using 0.1, its kernels waiting for the other's slices at times */
+    assert_false(gs_lim_share_wants_more(70, 100000, 300000, &other, 1));
+    /* the 30 side past its part wants more however it is occupied */
+    struct gs_lim_demand seventy = { 70, 470000, 0 };
+    assert_true(gs_lim_share_wants_more(30, 450000, 500000, &seventy, 1));
+    assert_false(gs_lim_share_wants_more(30, 300000, GS_LIM_QUEUED_PPM - 1, &seventy, 1));
+    /* alone there is nobody to want more from */
+    assert_false(gs_lim_share_wants_more(70, 470000, 990000, NULL, 0));
+}
+
 static void a_share_container_held_back_by_nobody_never_waits(void **state)
 {
     (void)state;
@@ -981,6 +1000,7 @@ int main(void)
         cmocka_unit_test(a_light_tenant_does_not_notice_a_cap_above_its_use),
         cmocka_unit_test(two_turn_taking_tenants_at_the_power_limit_run_at_no_boost),
         cmocka_unit_test(share_tenants_that_time_slice_split_what_both_counted),
+        cmocka_unit_test(a_share_container_queued_all_the_time_or_over_its_part_wants_more),
         cmocka_unit_test(a_share_container_held_back_by_nobody_never_waits),
         cmocka_unit_test(a_share_container_borrowing_a_light_neighbours_part_yields),
         cmocka_unit_test(a_device_busy_well_under_the_cap_bounds_the_charge),
