@@ -273,10 +273,11 @@ uint32_t gs_lim_weight_part(unsigned weight, const struct gs_lim_demand *others,
  * GS_LIM_QUEUED_PPM of the time or more (occupancy) while it used less --
  * time-sliced below its part, a GPU-bound container of weight 70 beside one
  * of 30 otherwise looked content, and the pair stayed time-sliced (0.46 /
- * 0.47 on the simulated driver). Occupancy is what the events counted: a
- * light container waiting for another's slices counts only its own kernels
- * there (gs_lim_window_end, sliced). */
-#define GS_LIM_QUEUED_PPM 900000U
+ * 0.47 on the simulated driver). Occupancy counts the time its work was
+ * queued: on an H200 matmul training read 0.98-0.99 beside a decoder, the
+ * decoder (~0.17 of the GPU) up to 0.90 while its kernels waited for the
+ * training's slices. */
+#define GS_LIM_QUEUED_PPM 950000U
 int gs_lim_share_wants_more(unsigned weight, uint64_t use_ppm, uint64_t occ_ppm, const struct gs_lim_demand *others,
                             unsigned n);
 

@@ -288,20 +288,16 @@ def test_what_a_tenant_writes_into_the_shared_ledger_holds_no_window_back_longer
 
 @pytest.mark.parametrize("layout,yield_us", [("flat", 0), ("flat", 250), ("agent", 0)])
 @pytest.mark.parametrize("snapshot", [0, 1])
-def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, request, snapshot, layout, yield_us):
+def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, snapshot, layout, yield_us):
     """yield_us: GPUSLICE_SHARE_YIELD_US. While the two settle, the 70 side
-    (time-sliced to about half) is under its part and wants no more, so the
-    30 side, over its part, yields to it; settled, neither is light and the
-    split is the same as without yielding. Measured from 3 s on: while they
-    settle the 30 side's target swings between 0.3 and the whole device
-    (four logged runs settled by the sixth outer run, 1.5 s).
-
-    Known limit (docs/compute.md, Limitations): with NVML snapshots and
-    yield in one directory the pair can stay time-sliced, the 70 side never
-    waiting and so never saying it wants more: 0.35 / 0.61 and 0.46 / 0.47
-    in 2 of 4 suite runs, the other cases settling in every run."""
-    if snapshot and yield_us:
-        request.applymarker(pytest.mark.xfail(reason="share pair stuck time-sliced (docs/compute.md)", strict=False))
+    (time-sliced to about half) is under its part, so the 30 side, over its
+    part, may yield to it; the 70 side, its work queued all the time, says it
+    wants more (gs_lim_share_wants_more) and both are held to their shares.
+    Without that, with NVML snapshots and yield in one directory, the pair
+    stayed time-sliced in 2 of 4 suite runs (0.35 / 0.61, 0.46 / 0.47).
+    Measured from 3 s on: while they settle the 30 side's target swings
+    between 0.3 and the whole device (logged runs settled by the sixth outer
+    run, 1.5 s)."""
     share = {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_SHARE_YIELD_US": str(yield_us)}
     ra, rb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
                             {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, layout, secs=5.0, warm=3.0,
@@ -431,13 +427,7 @@ def test_a_light_tenant_beside_a_gpu_bound_one_waits_behind_none_of_its_windows(
     assert lr["mean_us"] <= 2 * alone["mean_us"] + 1000 + 1000, (lr, alone)
 
 
-# Known limit (docs/compute.md, Limitations): with 2 ms slices the light
-# one's 40 us gaps never find its stream drained, its intervals span the
-# other's slices, and in about half the runs it crossed its share and held
-# the heavy one to 0.53-0.58. At full speed the host's timer slack had
-# stretched the gaps past the 100 us probe, and the case passed.
-@pytest.mark.parametrize("timeslice_us", [0, pytest.param(2000, marks=pytest.mark.xfail(
-    reason="a light share tenant's events span a time-slicing neighbour's slices (docs/compute.md)", strict=False))])
+@pytest.mark.parametrize("timeslice_us", [0, 2000])
 def test_a_decoder_like_share_tenant_is_charged_its_kernels_not_its_cpu_gaps(world, timeslice_us):
     """A decoder's small kernels with CPU gaps shorter than the 100 us probe
     between them (10 us kernels, 40 us of CPU work between launches: ~20 %
@@ -456,7 +446,11 @@ def test_a_decoder_like_share_tenant_is_charged_its_kernels_not_its_cpu_gaps(wor
     other's time too. Counted in full, it went over its share of 70 and
     waited, and the GPU-bound one was held to 0.42-0.50 (an H100: training
     0.51 beside a decoder). Share containers that do not take turns split
-    what both counted beyond the device's busy time."""
+    what both counted beyond the device's busy time, and an interval of a
+    share container beside others ends where its events say, not at its
+    last launch: an event waits for its context's slice (as on an H200).
+    With the launch bound instead it crossed its share in about half the
+    runs and the heavy one got 0.53-0.58."""
     share = {"GPUSLICE_COMPUTE_MODE": "share"}
     w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1, GPUSLICE_SIM_TIMESLICE_US=timeslice_us)
     lr, heavy, light_waited = light_beside_heavy(
@@ -548,11 +542,10 @@ def test_a_share_container_borrowing_a_light_neighbours_part_keeps_its_queue_sha
     bursts took 2.0-2.3x their time alone instead of 2.6-3.0x, the GPU-bound
     one got 0.57-0.74 of the device instead of 0.78-0.89 (docs/compute.md).
     The decoder's CPU gaps are 100 us, what the 40 us asked for took at full
-    speed: on the slowed clock 40 us gaps stay under the probe, the decoder
-    is charged the other's slices (the expected failure of
-    test_a_decoder_like_share_tenant_is_charged_its_kernels_not_its_cpu_gaps)
-    and in 2 of 5 suite runs the GPU-bound one took turns instead of
-    yielding."""
+    speed: on the slowed clock, with 40 us gaps under the probe and its
+    intervals bounded by its last launch, the decoder was charged the
+    other's slices and in 2 of 5 suite runs the GPU-bound one took turns
+    instead of yielding."""
     share = {"GPUSLICE_COMPUTE_MODE": "share"}
     w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1, GPUSLICE_SIM_TIMESLICE_US=2000)
     heavy = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "heavy.region"), **share,
