@@ -449,8 +449,8 @@ def test_a_decoder_like_share_tenant_is_charged_its_kernels_not_its_cpu_gaps(wor
     what both counted beyond the device's busy time, and an interval of a
     share container beside others ends where its events say, not at its
     last launch: an event waits for its context's slice (as on an H200).
-    With the launch bound instead it crossed its share in about half the
-    runs and the heavy one got 0.53-0.58."""
+    Before the simulated driver made events wait for their slice it crossed
+    its share in about half the runs and the heavy one got 0.53-0.58."""
     share = {"GPUSLICE_COMPUTE_MODE": "share"}
     w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1, GPUSLICE_SIM_TIMESLICE_US=timeslice_us)
     lr, heavy, light_waited = light_beside_heavy(
