@@ -137,6 +137,21 @@ static unsigned read_samples(const char *uuid, uint64_t seen, struct gs_lim_samp
     return got;
 }
 
+/* Whether NVML names pid as an MPS server. Its per-process samples are its
+ * clients' time, ours among them: counted as a tenant of weight 100 it held
+ * two share containers 30 : 70 of an MPS daemon to 0.15 / 0.35 on an H100
+ * (bench/results/mps-share-2026-11-26-h100.md). */
+static int is_mps_server(uint32_t pid)
+{
+    gs_pfn_nvmlSystemGetProcessName name_of = GS_REAL_NVML(nvmlSystemGetProcessName);
+    char name[256];
+    if (!name_of || name_of(pid, name, sizeof name) != NVML_SUCCESS)
+        return 0;
+    name[sizeof name - 1] = '\0';
+    const char *base = strrchr(name, '/');
+    return strcmp(base ? base + 1 : name, "nvidia-cuda-mps-server") == 0;
+}
+
 /* One sibling region met by the scan: adds its weight when one of the busy
  * pids belongs to it. */
 struct sibling_scan {
@@ -216,7 +231,7 @@ static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t 
     }
     int busy[MAX_BUSY], nb = 0;
     for (int k = 0; k < np; k++)
-        if (stamps && sum[k] * 10000U / stamps >= GS_LIM_BUSY_PPM)
+        if (stamps && sum[k] * 10000U / stamps >= GS_LIM_BUSY_PPM && !is_mps_server(pid[k]))
             busy[nb++] = k;
     if (nb == 0)
         return 0;

@@ -306,6 +306,20 @@ def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, snapsho
     assert ra + rb >= 0.93, (ra, rb)
 
 
+def test_two_share_containers_of_an_mps_daemon_split_30_70(world):
+    """Clients of an MPS daemon run at once, and NVML's per-process samples
+    name only the server (GPUSLICE_SIM_MPS, as an H100 gave them). The
+    server's samples are the clients' time, theirs among it: counted as a
+    third tenant of weight 100 it held the pair to 0.15 / 0.35 on an H100
+    (bench/results/mps-share-2026-11-26-h100.md), as it did here before."""
+    share = {"GPUSLICE_COMPUTE_MODE": "share"}
+    ra, rb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
+                            {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, "flat", secs=5.0, warm=3.0,
+                            GPUSLICE_SIM_MPS=1)
+    assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
+    assert ra + rb >= 0.93, (ra, rb)
+
+
 def test_lone_share_tenant_uses_the_whole_gpu(world):
     c = start(world_env(world, GPUSLICE_COMPUTE_MODE="share", GPUSLICE_SHARE_WEIGHT=10), 1000)
     ratio = run(c, "kernel", 1.0, 0.2, 8)

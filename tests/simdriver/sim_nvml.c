@@ -4,6 +4,7 @@
  * overhead included) and the process list names every live process with a
  * context or memory on the device, each with its own usage.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "sim_nvml_api.h"
@@ -100,6 +101,30 @@ SIM_NVML nvmlSystemGetDriverVersion(char *version, unsigned int length)
     if (!state())
         return NVML_ERROR_UNINITIALIZED;
     return copy_string(version, length, SIM_DRIVER_VERSION_STRING);
+}
+
+/* The MPS server of GPUSLICE_SIM_MPS by its name; any other pid by its
+ * /proc comm, as the real library names host processes. */
+SIM_NVML nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length)
+{
+    struct sim_state *st = state();
+    if (!st)
+        return NVML_ERROR_UNINITIALIZED;
+    if (!name || length == 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (st->mps && pid == SIM_MPS_SERVER_PID)
+        return copy_string(name, length, "nvidia-cuda-mps-server");
+    char path[64], comm[64] = "";
+    snprintf(path, sizeof path, "/proc/%u/comm", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NVML_ERROR_NOT_FOUND;
+    int ok = fgets(comm, sizeof comm, f) != NULL;
+    fclose(f);
+    if (!ok)
+        return NVML_ERROR_NOT_FOUND;
+    comm[strcspn(comm, "\n")] = '\0';
+    return copy_string(name, length, comm);
 }
 
 static nvmlReturn_t get_count(unsigned int *count)

@@ -13,6 +13,7 @@ SIM_NVML nvmlInitWithFlags(unsigned int flags);
 SIM_NVML nvmlShutdown(void);
 SIM_EXPORT const char *nvmlErrorString(nvmlReturn_t result);
 SIM_NVML nvmlSystemGetDriverVersion(char *version, unsigned int length);
+SIM_NVML nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length);
 SIM_NVML nvmlDeviceGetCount(unsigned int *deviceCount);
 SIM_NVML nvmlDeviceGetCount_v2(unsigned int *deviceCount);
 SIM_NVML nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device);

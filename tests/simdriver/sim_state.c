@@ -131,6 +131,9 @@ int sim_config_from_env(struct sim_config *cfg)
     if (env_uint("GPUSLICE_SIM_TIMESLICE_US", 0, 100000, "microseconds", &w) != 0)
         return -1;
     cfg->timeslice_us = (uint32_t)w;
+    if (env_uint("GPUSLICE_SIM_MPS", 0, 1, "a flag", &w) != 0)
+        return -1;
+    cfg->mps = (uint32_t)w;
     return 0;
 }
 
@@ -161,6 +164,7 @@ static void init_state(struct sim_state *st, const struct sim_config *cfg)
     st->switch_loss_pct = cfg->switch_loss_pct;
     st->nvml_snapshot = cfg->nvml_snapshot;
     st->timeslice_us = cfg->timeslice_us;
+    st->mps = cfg->mps;
     st->next_id = 1;
     for (uint32_t d = 0; d < cfg->ndevices; d++) {
         st->dev[d].total = cfg->mem;

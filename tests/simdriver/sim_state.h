@@ -15,7 +15,7 @@
 #include <sys/types.h>
 
 #define SIM_STATE_MAGIC 0x314d495345494c53ULL /* "SLIESIM1" */
-#define SIM_STATE_VERSION 4U /* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots; 4: time slices */
+#define SIM_STATE_VERSION 5U /* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots; 4: time slices; 5: MPS */
 
 #define SIM_MAX_DEVICES 8
 #define SIM_MAX_PROCS 128
@@ -142,6 +142,8 @@ struct sim_state {
     uint32_t switch_loss_pct; /* time-slicing loses this much of the device (sim_timeline.h) */
     uint32_t nvml_snapshot;   /* per-process samples as an H100 gave them (sim_timeline.h) */
     uint32_t timeslice_us;    /* 0: processor sharing; else round-robin slices this long (sim_timeline.h) */
+    uint32_t mps;             /* an MPS server owns the samples (sim_timeline.h) */
+    uint32_t pad;
     uint64_t ctx_overhead;
     uint64_t power_dyn_mw; /* power drawn above idle while busy (NVML power model) */
     uint64_t next_id;
@@ -160,6 +162,7 @@ struct sim_config {
     uint32_t switch_loss_pct;
     uint32_t nvml_snapshot;
     uint32_t timeslice_us;
+    uint32_t mps;
 };
 
 /* The NVML power model: a device draws SIM_IDLE_POWER_MW plus power_dyn_mw x

@@ -52,10 +52,18 @@ static void emit_samples(struct sim_state *st, int dev, uint64_t period_end)
 {
     struct sim_device *d = &st->dev[dev];
     uint64_t dev_pct = (d->tl_period_busy * 100 + SIM_UTIL_PERIOD_NS / 2) / SIM_UTIL_PERIOD_NS;
+    if (st->mps && d->tl_period_busy) { /* the server's sample only: its clients' time is its own */
+        struct sim_util_sample *s = &d->samples[d->tl_sample_head % SIM_UTIL_SAMPLES];
+        *s = (struct sim_util_sample){ SIM_MPS_SERVER_PID, (uint32_t)(dev_pct > 100 ? 100 : dev_pct),
+                                       period_end / 1000 };
+        d->tl_sample_head++;
+    }
     for (int p = 0; p < SIM_MAX_PROCS; p++) {
         struct sim_work *w = &st->procs[p].work[dev];
-        if (!st->procs[p].pid || w->period_busy == 0)
+        if (!st->procs[p].pid || w->period_busy == 0 || st->mps) {
+            w->period_busy = 0;
             continue;
+        }
         uint64_t pct = (w->period_busy * 100 + SIM_UTIL_PERIOD_NS / 2) / SIM_UTIL_PERIOD_NS;
         if (st->nvml_snapshot)
             pct = p == d->tl_last_proc ? dev_pct : 0;

@@ -22,7 +22,12 @@
  * sample (pid, timestamp, percent of the period its kernels ran). With
  * GPUSLICE_SIM_NVML_SNAPSHOT=1 the samples are what an H100 gave two
  * turn-taking tenants: the process whose kernels ran last in the period gets
- * the device's whole busy percent, every other one 0.
+ * the device's whole busy percent, every other one 0. With GPUSLICE_SIM_MPS=1
+ * the samples are what an H100 gave two clients of an MPS daemon: one per
+ * period for the server, pid SIM_MPS_SERVER_PID (named nvidia-cuda-mps-server
+ * by nvmlSystemGetProcessName), with the device's busy percent, none for the
+ * clients (nvidia-smi pmon: the server "C" at 42 % SM, the clients "M+C"
+ * with none; bench/probe/mps_share.sh).
  *
  * All functions here want the state lock held.
  */
@@ -30,6 +35,8 @@
 #define GPUSLICE_SIM_TIMELINE_H
 
 #include "sim_state.h"
+
+#define SIM_MPS_SERVER_PID 4194302U /* no real process: pids stay below 2^22 */
 
 uint64_t sim_now_ns(void);
 

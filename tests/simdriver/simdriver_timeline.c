@@ -109,6 +109,21 @@ static void without_slices_an_idle_process_event_is_stamped_at_once(void **state
     free(st);
 }
 
+static void under_mps_the_server_gets_the_samples(void **state)
+{
+    (void)state;
+    struct sim_state *st = procs_ab(0);
+    st->mps = 1;
+    sim_tl_submit(st, 0, 0, 30 * MS, T0);
+    sim_tl_submit(st, 1, 0, 20 * MS, T0);
+    sim_tl_advance(st, 0, T0 + SIM_UTIL_PERIOD_NS);
+    /* one sample for the period, the server's, with the device's busy time */
+    assert_int_equal(st->dev[0].tl_sample_head, 1);
+    assert_int_equal(st->dev[0].samples[0].pid, SIM_MPS_SERVER_PID);
+    assert_int_equal(st->dev[0].samples[0].sm_util, 50);
+    free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -117,6 +132,7 @@ int main(void)
         cmocka_unit_test(a_process_alone_keeps_its_slices_running),
         cmocka_unit_test(an_idle_process_event_is_stamped_when_its_slice_begins),
         cmocka_unit_test(without_slices_an_idle_process_event_is_stamped_at_once),
+        cmocka_unit_test(under_mps_the_server_gets_the_samples),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
