@@ -8,7 +8,8 @@
  * - in share mode, sets the target share from the weights of the busy others:
  *   a busy pid that belongs to a sibling region (another container's state
  *   file in the same directory, read as a private snapshot) counts with that
- *   container's weight, any other busy pid with the default weight 100.
+ *   container's weight, any other busy pid (an MPS server excepted) with the
+ *   default weight 100.
  * NVML reports pids of the namespace it runs in (the host's): where those do
  * not match our region's pids, nothing here learns anything and c stays 1
  * (docs/compute.md, "Limitations").
