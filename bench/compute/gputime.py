@@ -242,6 +242,13 @@ def main():
             if not only or "mps" in only:
                 modes.append(("mps70/30", {**mps, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "70"},
                               {**mps, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30"}))
+                # MPS with every SM for both (no thread limit), alone and
+                # with gpuslice's shares 70 : 30 on top: the decoder's kernels
+                # run beside the training's instead of waiting for its slice
+                modes.append(("mps-plain", dict(mps), dict(mps)))
+                modes.append(("mps-share70/30",
+                              {**mps, **limited(a.lib, state, f"mpsinf{rnd}", {**share, "GPUSLICE_SHARE_WEIGHT": "70"})},
+                              {**mps, **limited(a.lib, state, f"mpstr{rnd}", {**share, "GPUSLICE_SHARE_WEIGHT": "30"})}))
             rows = []
             for mode, ei, et in modes:
                 if a.coloc_modes and mode not in a.coloc_modes.split(","):
