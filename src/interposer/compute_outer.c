@@ -141,7 +141,8 @@ static unsigned read_samples(const char *uuid, uint64_t seen, struct gs_lim_samp
 /* Whether NVML names pid as an MPS server. Its per-process samples are its
  * clients' time, ours among them: counted as a tenant of weight 100 it held
  * two share containers 30 : 70 of an MPS daemon to 0.15 / 0.35 on an H100
- * (bench/results/mps-share-2026-11-26-h100.md). */
+ * (bench/results/mps-share-2026-11-26-h100.md). A process that takes the
+ * name only loses: share containers stop giving way to it. */
 static int is_mps_server(uint32_t pid)
 {
     gs_pfn_nvmlSystemGetProcessName name_of = GS_REAL_NVML(nvmlSystemGetProcessName);
