@@ -144,6 +144,23 @@ def limited(lib, state, name, extra):
     return env
 
 
+MPS = {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/mps-pipe", "CUDA_MPS_LOG_DIRECTORY": "/tmp/mps-log"}
+
+
+def under_mps(run):
+    """run() with an MPS control daemon up (its own pipe directory); quits
+    the daemon whatever run() does."""
+    env = {**os.environ, **MPS}
+    for d in MPS.values():
+        os.makedirs(d, exist_ok=True)
+    subprocess.run(["nvidia-cuda-mps-control", "-d"], env=env, check=True)
+    try:
+        return run()
+    finally:
+        subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", text=True, env=env)
+        time.sleep(2)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -197,7 +214,7 @@ def main():
         # side; each pair measures the same span; rounds alternate the
         # scenarios (the host drifts by 10-20 % between device calls)
         INF, TR, NB = "2-3", "6-7", "10"
-        mps = {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/mps-pipe", "CUDA_MPS_LOG_DIRECTORY": "/tmp/mps-log"}
+        mps = MPS
         share = {"GPUSLICE_COMPUTE_MODE": "share"}
         for rnd in range(a.rounds):
             if rnd == 0:
@@ -257,15 +274,7 @@ def main():
                 if mode.startswith("mps"):
                     # MPS side by side: plain tenants under the MPS daemon,
                     # inference at 70 % of the threads, training at 30 %
-                    menv = {**os.environ, **mps}
-                    for d in mps.values():
-                        os.makedirs(d, exist_ok=True)
-                    subprocess.run(["nvidia-cuda-mps-control", "-d"], env=menv, check=True)
-                    try:
-                        ri, rt = side_by_side([("decoder", ei, INF), ("matmul", et, TR)], a.secs)
-                    finally:
-                        subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", text=True, env=menv)
-                        time.sleep(2)
+                    ri, rt = under_mps(lambda: side_by_side([("decoder", ei, INF), ("matmul", et, TR)], a.secs))
                 elif mode.startswith("plain"):
                     ri, rt = side_by_side([("decoder", {}, INF), (train, {}, TR)], a.secs)
                 else:
@@ -325,21 +334,25 @@ def main():
         agent = tempfile.mkdtemp()
         ledgers = os.path.join(agent, "ledgers")
         os.makedirs(ledgers)
-        for layout in ["one-dir", "agent"]:
+        # "mps": one directory, both tenants clients of an MPS daemon
+        for layout in ["one-dir", "agent"] + (["mps"] if "mps" in only else []):
             for mode, ea, eb in [("caps30/70", {"GPUSLICE_CORES": "30"}, {"GPUSLICE_CORES": "70"}),
                                  ("shares30:70", {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_SHARE_WEIGHT": "30"},
                                   {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_SHARE_WEIGHT": "70"})]:
                 envs = []
                 for name, e in (("a", ea), ("b", eb)):
-                    if layout == "one-dir":
-                        env = limited(a.lib, state, f"{name}{mode[:4]}", e)
+                    if layout in ("one-dir", "mps"):
+                        env = limited(a.lib, state, f"{layout}{name}{mode[:4]}", e)
+                        if layout == "mps":
+                            env.update(MPS)
                     else:
                         d = os.path.join(agent, name + mode[:4])
                         os.makedirs(d, exist_ok=True)
                         env = {"LD_PRELOAD": a.lib, "GPUSLICE_REGION": os.path.join(d, "region"),
                                "GPUSLICE_LEDGER_DIR": ledgers, **e}
                     envs.append(env)
-                ra, rb = side_by_side([("matmul", envs[0], "6-7"), ("matmul", envs[1], "10-11")], a.secs)
+                pair = [("matmul", envs[0], "6-7"), ("matmul", envs[1], "10-11")]
+                ra, rb = under_mps(lambda: side_by_side(pair, a.secs)) if layout == "mps" else side_by_side(pair, a.secs)
                 emit({"scenario": f"two-{layout}-{mode}", "a": ra.get("rate", 0) / base["rate"],
                       "b": rb.get("rate", 0) / base["rate"]})
     if not only or "launch" in only:
