@@ -214,7 +214,6 @@ def main():
         # side; each pair measures the same span; rounds alternate the
         # scenarios (the host drifts by 10-20 % between device calls)
         INF, TR, NB = "2-3", "6-7", "10"
-        mps = MPS
         share = {"GPUSLICE_COMPUTE_MODE": "share"}
         for rnd in range(a.rounds):
             if rnd == 0:
@@ -257,23 +256,23 @@ def main():
                      # it, apart from the limiter's cost on the decoder itself
                      ("free/cap30", None, {"GPUSLICE_CORES": "30"})]
             if not only or "mps" in only:
-                modes.append(("mps70/30", {**mps, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "70"},
-                              {**mps, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30"}))
+                modes.append(("mps70/30", {**MPS, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "70"},
+                              {**MPS, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30"}))
                 # MPS with every SM for both (no thread limit), alone and
                 # with gpuslice's shares 70 : 30 on top: the decoder's kernels
                 # run beside the training's instead of waiting for its slice
-                modes.append(("mps-plain", dict(mps), dict(mps)))
+                modes.append(("mps-plain", dict(MPS), dict(MPS)))
                 modes.append(("mps-share70/30",
-                              {**mps, **limited(a.lib, state, f"mpsinf{rnd}", {**share, "GPUSLICE_SHARE_WEIGHT": "70"})},
-                              {**mps, **limited(a.lib, state, f"mpstr{rnd}", {**share, "GPUSLICE_SHARE_WEIGHT": "30"})}))
+                              {**MPS, **limited(a.lib, state, f"mpsinf{rnd}", {**share, "GPUSLICE_SHARE_WEIGHT": "70"})},
+                              {**MPS, **limited(a.lib, state, f"mpstr{rnd}", {**share, "GPUSLICE_SHARE_WEIGHT": "30"})}))
             rows = []
             for mode, ei, et in modes:
                 if a.coloc_modes and mode not in a.coloc_modes.split(","):
                     continue
                 train = "matmul1" if mode == "plain-shallow" else "matmul"
                 if mode.startswith("mps"):
-                    # MPS side by side: plain tenants under the MPS daemon,
-                    # inference at 70 % of the threads, training at 30 %
+                    # MPS side by side: both tenants clients of the MPS
+                    # daemon, with the mode's thread limits and limiter
                     ri, rt = under_mps(lambda: side_by_side([("decoder", ei, INF), ("matmul", et, TR)], a.secs))
                 elif mode.startswith("plain"):
                     ri, rt = side_by_side([("decoder", {}, INF), (train, {}, TR)], a.secs)
