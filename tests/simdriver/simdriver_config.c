@@ -83,6 +83,8 @@ static void invalid_values_fail_closed(void **state)
     expect_invalid("GPUSLICE_SIM_CTX_OVERHEAD", "-1");
     expect_invalid("GPUSLICE_SIM_TIMESLICE_US", "2ms");
     expect_invalid("GPUSLICE_SIM_TIMESLICE_US", "100001");
+    expect_invalid("GPUSLICE_SIM_MPS", "2");
+    expect_invalid("GPUSLICE_SIM_MPS", "yes");
 }
 
 static int run_child(void (*fn)(void))
