@@ -41,10 +41,10 @@ void gs_charge_commit(struct gs_charge *c, CUresult rc, enum gs_alloc_kind kind,
     struct gs_alloc_rec old;
     int replaced = 0;
     if (gs_alloc_put(kind, handle, rec, &old, &replaced) != 0) {
-        /* Out of host memory: we cannot remember it, so do not keep it
-         * charged forever either; the limit may be exceeded by this one. */
-        gs_region_release(r, c->slot, c->dev, c->bytes);
-        gs_log(GS_LOG_ERROR, "out of host memory tracking an allocation; it is not counted");
+        /* Out of host memory: we cannot remember it, so its free cannot
+         * release it. It stays charged until the process exits: counted
+         * too long, never too little. */
+        gs_log(GS_LOG_ERROR, "out of host memory tracking an allocation; it stays charged until the process exits");
     } else if (replaced) {
         /* The driver handed out an address we still held: its free went
          * around us. Drop the stale charge so it cannot leak. */
@@ -62,9 +62,14 @@ void gs_charge_release(enum gs_alloc_kind kind, uint64_t handle)
                (unsigned long long)handle, (int)kind);
         return;
     }
+    gs_charge_release_rec(&rec);
+}
+
+void gs_charge_release_rec(const struct gs_alloc_rec *rec)
+{
     struct gs_region *r = gs_rt_region();
-    if (r && gs_region_release(r, rec.slot, rec.dev, rec.bytes) != 0)
-        gs_log(GS_LOG_WARN, "released more than was charged on device %d; usage clamped at zero", rec.dev);
+    if (r && gs_region_release(r, rec->slot, rec->dev, rec->bytes) != 0)
+        gs_log(GS_LOG_WARN, "released more than was charged on device %d; usage clamped at zero", rec->dev);
 }
 
 void gs_charge_force(int dev, uint64_t bytes)

@@ -14,5 +14,7 @@ void gs_graph_fork_parent(void);
 void gs_graph_fork_child(void);
 /* context_hooks.c: which devices' context overhead was charged. */
 void gs_ctx_fork_child(void);
+/* vmm_hooks.c: the mappings that keep released VMM handles charged. */
+void gs_vmm_fork_child(void);
 
 #endif

@@ -6,7 +6,6 @@
 #include "log.h"
 #include "real_driver.h"
 #include "runtime.h"
-#include "vmm_share.h"
 
 /* Free through `call`; on success release exactly what (kind, handle) was
  * charged. */
@@ -153,97 +152,6 @@ CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuMipmappedArrayDestroy);
     RELEASING_CALL(GS_ALLOC_MIPMAP, (uintptr_t)h, real(h));
-}
-
-/* ---- virtual memory management ---- */
-
-CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
-                     unsigned long long flags)
-{
-    GS_REAL_CU_OR_NOT_FOUND(real, cuMemCreate);
-    /* Physical memory lands where prop says, not on the current device;
-     * host-located (pinned host) handles take no device memory. */
-    if (prop && prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-        return real(handle, size, prop, flags);
-    CHARGED_CALL_ON(prop ? gs_rt_dev_of_ordinal(prop->location.id) : -1, size, GS_ALLOC_VMM, *handle,
-                    real(handle, size, prop, flags));
-}
-
-CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
-{
-    GS_REAL_CU_OR_NOT_FOUND(real, cuMemRelease);
-    CUresult rc = real(handle);
-    if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH && !gs_vmm_share_released(handle)) {
-        struct gs_alloc_rec marker;
-        (void)gs_alloc_take(GS_ALLOC_VMM_IMPORT, handle, &marker);
-        gs_charge_release(GS_ALLOC_VMM, handle);
-    }
-    return rc;
-}
-
-/* ---- VMM sharing. An export is recorded so that an importer of the same
- * container joins its one charge (vmm_share.c). Any other import takes no
- * new memory, but it keeps the exporter's memory alive after the exporter
- * releases it, so the importer must pay for what it uses. The driver has no
- * size query for an imported handle; a mapping has one. So such a handle is
- * marked here and each mapping of it is charged its size on the handle's
- * device, released at cuMemUnmap. A process importing its own cuMemCreate
- * handle is not charged twice. See docs/memory.md. ---- */
-
-CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
-                                      CUmemAllocationHandleType handleType, unsigned long long flags)
-{
-    GS_REAL_CU_OR_NOT_FOUND(real, cuMemExportToShareableHandle);
-    CUresult rc = real(shareableHandle, handle, handleType, flags);
-    if (rc == CUDA_SUCCESS && gs_mode() == GS_MODE_ENFORCE)
-        gs_vmm_share_exported(handle, shareableHandle, handleType);
-    return rc;
-}
-
-CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
-                                        CUmemAllocationHandleType shHandleType)
-{
-    GS_REAL_CU_OR_NOT_FOUND(real, cuMemImportFromShareableHandle);
-    CUresult rc = real(handle, osHandle, shHandleType);
-    if (rc != CUDA_SUCCESS || gs_mode() == GS_MODE_PASSTHROUGH)
-        return rc;
-    struct gs_alloc_rec own;
-    if (gs_alloc_get(GS_ALLOC_VMM, *handle, &own) == 0)
-        return rc; /* our own cuMemCreate handle: charged already */
-    if (gs_vmm_share_imported(*handle, osHandle, shHandleType))
-        return rc; /* an export of this container, which pays for it once */
-    /* The device the memory lives on; the current one if the driver cannot say. */
-    gs_pfn_cuMemGetAllocationPropertiesFromHandle props = GS_REAL_CU(cuMemGetAllocationPropertiesFromHandle);
-    CUmemAllocationProp prop = { 0 };
-    int dev = props && props(&prop, *handle) == CUDA_SUCCESS && prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE
-                  ? gs_rt_dev_of_ordinal(prop.location.id)
-                  : gs_rt_dev_current(NULL);
-    struct gs_alloc_rec marker = { .bytes = 0, .dev = dev, .slot = -1 };
-    if (gs_alloc_put(GS_ALLOC_VMM_IMPORT, *handle, marker, NULL, NULL) != 0) {
-        /* Cannot remember it, so it could never be charged: refuse it. */
-        gs_pfn_cuMemRelease release = GS_REAL_CU(cuMemRelease);
-        if (release)
-            release(*handle);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    return rc;
-}
-
-CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
-                  unsigned long long flags)
-{
-    GS_REAL_CU_OR_NOT_FOUND(real, cuMemMap);
-    struct gs_alloc_rec imported;
-    if (gs_mode() == GS_MODE_PASSTHROUGH || gs_alloc_get(GS_ALLOC_VMM_IMPORT, handle, &imported) != 0)
-        return real(ptr, size, offset, handle, flags);
-    CHARGED_CALL_ON(imported.dev, gs_charge_linear(size), GS_ALLOC_VMM_MAP, ptr,
-                    real(ptr, size, offset, handle, flags));
-}
-
-CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
-{
-    GS_REAL_CU_OR_NOT_FOUND(real, cuMemUnmap);
-    RELEASING_CALL(GS_ALLOC_VMM_MAP, ptr, real(ptr, size));
 }
 
 /* ---- stream-ordered allocation (charged at allocation, released when the

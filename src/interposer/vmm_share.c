@@ -159,17 +159,15 @@ int gs_vmm_share_imported(CUmemGenericAllocationHandle handle, const void *os_ha
     return 1;
 }
 
-int gs_vmm_share_released(CUmemGenericAllocationHandle handle)
+void gs_vmm_share_leave(int record)
 {
-    struct gs_alloc_rec rec;
     struct gs_region *r = gs_rt_region();
     int slot = gs_rt_slot();
-    if (!r || slot < 0 || gs_alloc_take(GS_ALLOC_VMM_SHARED, handle, &rec) != 0)
-        return 0;
-    if (gs_region_export_leave(r, rec.record, slot) != 0)
-        gs_log(GS_LOG_WARN, "export record %d no longer lists this process", rec.record);
-    local_drop(rec.record);
-    return 1;
+    if (record < 0 || record >= GS_REGION_MAX_EXPORTS)
+        return;
+    if (r && slot >= 0 && gs_region_export_leave(r, record, slot) != 0)
+        gs_log(GS_LOG_WARN, "export record %d no longer lists this process", record);
+    local_drop(record);
 }
 
 void gs_vmm_share_after_fork(void)

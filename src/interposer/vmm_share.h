@@ -16,9 +16,11 @@ void gs_vmm_share_exported(CUmemGenericAllocationHandle handle, const void *shar
  * (the container pays already: charge nothing), 0 if it must be charged. */
 int gs_vmm_share_imported(CUmemGenericAllocationHandle handle, const void *os_handle, CUmemAllocationHandleType type);
 
-/* After a successful cuMemRelease: 1 if handle belonged to an export record
- * (its charge is now settled), 0 if it is charged the ordinary way. */
-int gs_vmm_share_released(CUmemGenericAllocationHandle handle);
+/* This process let go of one handle of export record `record` (its
+ * GS_ALLOC_VMM_SHARED record, taken out of the allocation table): released,
+ * and no mapping of it left. At its last handle the process leaves the
+ * record, and the charge moves on or goes. */
+void gs_vmm_share_leave(int record);
 
 /* In a forked child: the parent's records are not the child's. */
 void gs_vmm_share_after_fork(void);

@@ -24,6 +24,13 @@ static CUmemGenericAllocationHandle vmm_handle;
 static CUdeviceptr vmm_va;
 static size_t vmm_size;
 
+/* Reservations whose mappings outlive their handles (vmmleak, vmmspan). */
+static struct {
+    CUdeviceptr va;
+    size_t size;
+} spans[256];
+static int nspans;
+
 /* The legacy entry point: what cuGetProcAddress answers for CUDA 2.0
  * ("getproc"), or the old exported name through dlsym ("sym"). */
 static void *legacy(const char *base, const char *how, gs_entry_fn entry)
@@ -88,6 +95,69 @@ static CUresult vmm_unmap(gs_entry_fn entry)
     CUresult rc = ((CUresult(*)(CUdeviceptr, size_t))entry("cuMemUnmap", "cuMemUnmap", 0))(vmm_va, vmm_size);
     if (!rc)
         rc = ((CUresult(*)(CUdeviceptr, size_t))entry("cuMemAddressFree", "cuMemAddressFree", 0))(vmm_va, vmm_size);
+    return rc;
+}
+
+static CUresult vmm_create(size_t n, CUmemGenericAllocationHandle *h, gs_entry_fn entry)
+{
+    CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
+    return ((CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long))entry(
+        "cuMemCreate", "cuMemCreate", 0))(h, n, &prop, 0);
+}
+
+/* Maps [va, va + piece): a new handle released right after its mapping, as
+ * NCCL does, or (imported) the last imported handle. */
+static CUresult vmm_piece(CUdeviceptr va, size_t piece, int imported, gs_entry_fn entry)
+{
+    CUmemGenericAllocationHandle h = vmm_handle;
+    CUresult rc = imported ? CUDA_SUCCESS : vmm_create(piece, &h, entry);
+    if (rc)
+        return rc;
+    rc = ((CUresult(*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long))entry(
+        "cuMemMap", "cuMemMap", 0))(va, piece, 0, h, 0);
+    if (!imported) /* gone from the program, kept by its mapping */
+        ((CUresult(*)(CUmemGenericAllocationHandle))entry("cuMemRelease", "cuMemRelease", 0))(h);
+    return rc;
+}
+
+/* Maps n pieces side by side in one reservation (vmm_piece), stopping at
+ * the first failure; *count of them mapped. The reservation is kept in
+ * spans[] for vmm_span_unmap. */
+static CUresult vmm_span(int n, size_t piece, int imported, gs_entry_fn entry, int *count)
+{
+    CUdeviceptr va = 0;
+    *count = 0;
+    if (nspans >= (int)(sizeof spans / sizeof spans[0]))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = ((CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))entry(
+        "cuMemAddressReserve", "cuMemAddressReserve", 0))(&va, n * piece, 0, 0, 0);
+    if (rc)
+        return rc;
+    spans[nspans].va = va;
+    spans[nspans++].size = n * piece;
+    while (*count < n && rc == CUDA_SUCCESS) {
+        rc = vmm_piece(va + *count * piece, piece, imported, entry);
+        *count += rc == CUDA_SUCCESS;
+    }
+    return rc;
+}
+
+/* Unmaps every span with one cuMemUnmap each (covering all its mappings)
+ * and frees the reservations. */
+static CUresult vmm_span_unmap(gs_entry_fn entry)
+{
+    CUresult rc = CUDA_SUCCESS;
+    while (nspans && rc == CUDA_SUCCESS) {
+        nspans--;
+        rc = ((CUresult(*)(CUdeviceptr, size_t))entry("cuMemUnmap", "cuMemUnmap", 0))(spans[nspans].va,
+                                                                                      spans[nspans].size);
+        if (rc == CUDA_ERROR_INVALID_VALUE)
+            rc = CUDA_SUCCESS; /* nothing was mapped there */
+        if (!rc)
+            rc = ((CUresult(*)(CUdeviceptr, size_t))entry("cuMemAddressFree", "cuMemAddressFree", 0))(
+                spans[nspans].va, spans[nspans].size);
+    }
     return rc;
 }
 
@@ -184,6 +254,23 @@ int gs_client_paths(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         *rc = vmm_map((size_t)n, entry);
     } else if (!strcmp(c, "vmmunmap")) {
         *rc = vmm_unmap(entry);
+    } else if (!strcmp(c, "vmmleak")) { /* vmmleak <n> <bytes>: n x {reserve, create, map, release} */
+        int count = 0, one = 0;
+        size_t piece = argc > 2 ? (size_t)strtoull(argv[2], NULL, 0) : 0;
+        *rc = CUDA_SUCCESS;
+        while (count < (int)n && *rc == CUDA_SUCCESS) {
+            *rc = vmm_span(1, piece, 0, entry, &one);
+            count += one;
+        }
+        printf("count=%d failed_rc=%d ", count, (int)*rc);
+        *rc = CUDA_SUCCESS;
+    } else if (!strcmp(c, "vmmspan")) { /* vmmspan <n> <bytes> [import]: n mappings side by side */
+        int count = 0;
+        *rc = vmm_span((int)n, argc > 2 ? (size_t)strtoull(argv[2], NULL, 0) : 0,
+                       argc > 3 && !strcmp(argv[3], "import"), entry, &count);
+        printf("count=%d ", count);
+    } else if (!strcmp(c, "vmmspanunmap")) {
+        *rc = vmm_span_unmap(entry);
     } else if (!strcmp(c, "vmmrelease")) {
         *rc = ((CUresult(*)(CUmemGenericAllocationHandle))entry("cuMemRelease", "cuMemRelease", 0))(vmm_handle);
     } else {
