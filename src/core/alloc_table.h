@@ -20,7 +20,8 @@ enum gs_alloc_kind {
     GS_ALLOC_IPC = 5,        /* pointer returned by cuIpcOpenMemHandle */
     GS_ALLOC_VMM_IMPORT = 6, /* handle from cuMemImportFromShareableHandle (0 bytes: a marker) */
     GS_ALLOC_GRAPH = 8,      /* graph allocation node of a live executable graph, by its address */
-    GS_ALLOC_VMM_SHARED = 9  /* handle of an export record (region_export.h): exported, or imported from it */
+    GS_ALLOC_VMM_SHARED = 9, /* handle of an export record (region_export.h): exported, or imported from it */
+    GS_ALLOC_CTX = 10        /* context made by cuCtxCreate*, by its CUcontext: its overhead */
 };
 
 struct gs_alloc_rec {

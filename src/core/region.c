@@ -304,9 +304,16 @@ static int fits(const struct gs_region_device *dv, uint64_t bytes)
     return dv->mem_limit == 0 || (dv->mem_used <= dv->mem_limit && bytes <= dv->mem_limit - dv->mem_used);
 }
 
-int gs_region_reserve(struct gs_region *r, int fd, int slot, int dev, uint64_t bytes)
+static int in_range(int slot, int dev)
 {
-    if (slot < 0 || dev < 0 || dev >= GS_REGION_MAX_DEVICES || gs_region_lock(r) != 0)
+    return slot >= 0 && slot < GS_REGION_MAX_PROCS && dev >= 0 && dev < GS_REGION_MAX_DEVICES;
+}
+
+/* Reserves bytes for slot on dev if they fit; overhead: they are a
+ * context's, also counted in the slot's ctx_overhead. */
+static int reserve(struct gs_region *r, int fd, int slot, int dev, uint64_t bytes, int overhead)
+{
+    if (!in_range(slot, dev) || gs_region_lock(r) != 0)
         return -1;
     struct gs_region_device *dv = &r->dev[dev];
     /* Only when the limit is in the way do we pay for a scan of dead
@@ -316,15 +323,19 @@ int gs_region_reserve(struct gs_region *r, int fd, int slot, int dev, uint64_t b
     int ok = fits(dv, bytes);
     if (ok) {
         r->proc[slot].mem_used[dev] += bytes;
+        if (overhead)
+            r->proc[slot].ctx_overhead[dev] += bytes;
         dv->mem_used += bytes;
     }
     gs_region_unlock(r);
     return ok ? 0 : -1;
 }
 
-int gs_region_release(struct gs_region *r, int slot, int dev, uint64_t bytes)
+/* Gives back bytes of slot on dev, clamped at what the slot holds (-1 when
+ * it held less); overhead as for reserve(). */
+static int release(struct gs_region *r, int slot, int dev, uint64_t bytes, int overhead)
 {
-    if (slot < 0 || dev < 0 || dev >= GS_REGION_MAX_DEVICES || gs_region_lock(r) != 0)
+    if (!in_range(slot, dev) || gs_region_lock(r) != 0)
         return -1;
     int rc = 0;
     uint64_t *mine = &r->proc[slot].mem_used[dev];
@@ -333,15 +344,39 @@ int gs_region_release(struct gs_region *r, int slot, int dev, uint64_t bytes)
         rc = -1;
     }
     *mine -= bytes;
+    if (overhead) {
+        uint64_t *ctx = &r->proc[slot].ctx_overhead[dev];
+        *ctx = *ctx >= bytes ? *ctx - bytes : 0;
+    }
     struct gs_region_device *dv = &r->dev[dev];
     dv->mem_used = dv->mem_used >= bytes ? dv->mem_used - bytes : 0;
     gs_region_unlock(r);
     return rc;
 }
 
+int gs_region_reserve(struct gs_region *r, int fd, int slot, int dev, uint64_t bytes)
+{
+    return reserve(r, fd, slot, dev, bytes, 0);
+}
+
+int gs_region_release(struct gs_region *r, int slot, int dev, uint64_t bytes)
+{
+    return release(r, slot, dev, bytes, 0);
+}
+
+int gs_region_reserve_overhead(struct gs_region *r, int fd, int slot, int dev, uint64_t bytes)
+{
+    return reserve(r, fd, slot, dev, bytes, 1);
+}
+
+int gs_region_release_overhead(struct gs_region *r, int slot, int dev, uint64_t bytes)
+{
+    return release(r, slot, dev, bytes, 1);
+}
+
 void gs_region_charge_force(struct gs_region *r, int slot, int dev, uint64_t bytes)
 {
-    if (slot < 0 || dev < 0 || dev >= GS_REGION_MAX_DEVICES || gs_region_lock(r) != 0)
+    if (!in_range(slot, dev) || gs_region_lock(r) != 0)
         return;
     r->proc[slot].mem_used[dev] += bytes;
     r->proc[slot].ctx_overhead[dev] += bytes;

@@ -192,8 +192,15 @@ int gs_region_reserve(struct gs_region *r, int fd, int slot, int dev, uint64_t b
  * the return value -1, never an underflow. */
 int gs_region_release(struct gs_region *r, int slot, int dev, uint64_t bytes);
 
-/* Adds bytes already spent (e.g. a context's overhead, known only after it
- * was created), even past the limit, and records them as overhead. */
+/* As gs_region_reserve and gs_region_release, for a context's overhead:
+ * the bytes are also counted in the slot's ctx_overhead. A context is
+ * reserved before it is created, and refused past the limit like any
+ * allocation. */
+int gs_region_reserve_overhead(struct gs_region *r, int fd, int slot, int dev, uint64_t bytes);
+int gs_region_release_overhead(struct gs_region *r, int slot, int dev, uint64_t bytes);
+
+/* Adds overhead bytes already spent (a measured context overhead above
+ * what was reserved for it), even past the limit. */
 void gs_region_charge_force(struct gs_region *r, int slot, int dev, uint64_t bytes);
 
 /* free = limit - used, clamped at zero (limit 0 means unlimited: returns

@@ -71,12 +71,3 @@ void gs_charge_release_rec(const struct gs_alloc_rec *rec)
     if (r && gs_region_release(r, rec->slot, rec->dev, rec->bytes) != 0)
         gs_log(GS_LOG_WARN, "released more than was charged on device %d; usage clamped at zero", rec->dev);
 }
-
-void gs_charge_force(int dev, uint64_t bytes)
-{
-    struct gs_region *r = gs_rt_region();
-    int s = gs_rt_slot();
-    if (!r || s < 0 || dev < 0 || bytes == 0)
-        return;
-    gs_region_charge_force(r, s, dev, bytes);
-}

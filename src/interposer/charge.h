@@ -36,8 +36,4 @@ void gs_charge_release(enum gs_alloc_kind kind, uint64_t handle);
 /* Releases a record already taken out of the allocation table. */
 void gs_charge_release_rec(const struct gs_alloc_rec *rec);
 
-/* Adds bytes that were already spent, ignoring the limit (context overhead
- * measured after the fact). */
-void gs_charge_force(int dev, uint64_t bytes);
-
 #endif

@@ -1,10 +1,14 @@
 /*
  * A context takes device memory of its own (about 520 MiB on an H200 with
- * CUDA 13) that no cuMemAlloc reports. The first context a process makes on
- * a device is charged: a fixed size if GPUSLICE_CTX_OVERHEAD says so,
- * otherwise what NVML reports for this process right after the creation,
- * or, where NVML cannot see our pid (pid namespaces), what the device as a
- * whole gained across the creation.
+ * CUDA 13) that no cuMemAlloc reports. Every context a process makes is
+ * charged: the primary context once per device, each cuCtxCreate context
+ * until its cuCtxDestroy. The charge is a fixed size if
+ * GPUSLICE_CTX_OVERHEAD says so. Otherwise the process's first context on a
+ * device is measured: what NVML reports for this process right after the
+ * creation, or, where NVML cannot see our pid (pid namespaces), what the
+ * device as a whole gained across the creation; later ones are charged the
+ * same. Like any allocation the charge is reserved before the creation and
+ * a context past the limit is refused; a measured charge is settled after.
  */
 #include "charge.h"
 #include "fork_hooks.h"
@@ -21,13 +25,21 @@
 #define FALLBACK_OVERHEAD (512ULL << 20)
 #define MAX_PLAUSIBLE_OVERHEAD (8ULL << 30)
 
-static int charged[GS_MAX_DEVICES];
+static int primary_charged[GS_MAX_DEVICES];
+static uint64_t measured[GS_MAX_DEVICES]; /* auto mode: what the first context took; 0: not yet */
+/* Held across each creation and destruction: two threads of this process
+ * never measure each other, and a CUcontext value the driver hands out
+ * again is recorded only after its old record is gone. */
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void gs_ctx_fork_child(void)
 {
-    for (int i = 0; i < GS_MAX_DEVICES; i++)
-        charged[i] = 0;
+    for (int i = 0; i < GS_MAX_DEVICES; i++) {
+        primary_charged[i] = 0;
+        measured[i] = 0;
+    }
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    ctx_lock = fresh; /* it may be held by a thread that does not exist in the child */
 }
 
 static nvmlDevice_t nvml_device_of(CUdevice ordinal)
@@ -74,101 +86,203 @@ static int own_usage(nvmlDevice_t h, unsigned long long *used)
     return -1;
 }
 
-struct ctx_probe {
-    int first; /* this creation is the process's first on the device */
-    int dev;
+/* One context creation: what was reserved for it, and NVML's view before
+ * it when its overhead is to be measured. */
+struct ctx_charge {
+    int dev; /* region device; -1: nothing charged */
+    int slot;
+    uint64_t bytes; /* reserved */
+    int measure;
     nvmlDevice_t nvml;
     unsigned long long before;
     int have_before;
 };
 
-/* Before the real creation: remember NVML's view. Holding ctx_lock across
- * the creation keeps two threads of this process from measuring each
- * other. Returns an error if gpuslice is failing closed. */
-static CUresult probe_begin(struct ctx_probe *p, CUdevice ordinal)
+/* What a context on ordinal is charged before it exists: the configured
+ * size, or what this process's first context there measured, or the
+ * fallback until one has. */
+static uint64_t expected_overhead(CUdevice ordinal)
 {
-    p->first = 0;
+    if (gs_rt.cfg.ctx_overhead >= 0)
+        return (uint64_t)gs_rt.cfg.ctx_overhead;
+    return measured[ordinal] ? measured[ordinal] : FALLBACK_OVERHEAD;
+}
+
+/* With ctx_lock held, before the real creation: reserves the context's
+ * overhead like any allocation. CUDA_ERROR_OUT_OF_MEMORY past the limit. */
+static CUresult ctx_reserve(struct ctx_charge *c, CUdevice ordinal, int primary)
+{
+    c->dev = -1;
+    if (ordinal < 0 || ordinal >= GS_MAX_DEVICES || (primary && primary_charged[ordinal]))
+        return CUDA_SUCCESS; /* the driver refuses the ordinal; a retained primary costs nothing more */
+    int dev = gs_rt_dev_of_ordinal(ordinal);
     if (gs_rt_ready() != 0)
         return CUDA_ERROR_NOT_INITIALIZED;
-    pthread_mutex_lock(&ctx_lock);
-    if (ordinal < 0 || ordinal >= GS_MAX_DEVICES || charged[ordinal]) {
-        pthread_mutex_unlock(&ctx_lock);
-        return CUDA_SUCCESS;
+    if (dev < 0)
+        return CUDA_SUCCESS; /* a device this process cannot see: the driver refuses it */
+    struct gs_region *r = gs_rt_region();
+    int slot = gs_rt_slot();
+    uint64_t bytes = expected_overhead(ordinal);
+    if (!r || slot < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY; /* cannot account for it, so refuse it */
+    if (gs_region_reserve_overhead(r, gs_rt_region_fd(), slot, dev, bytes) != 0) {
+        gs_log(GS_LOG_INFO, "context of %llu bytes refused: %llu of %llu bytes in use on %s", (unsigned long long)bytes,
+               (unsigned long long)r->dev[dev].mem_used, (unsigned long long)r->dev[dev].mem_limit, r->dev[dev].uuid);
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    p->dev = gs_rt_dev_of_ordinal(ordinal);
-    if (gs_rt_ready() != 0) {
-        pthread_mutex_unlock(&ctx_lock);
-        return CUDA_ERROR_NOT_INITIALIZED;
-    }
-    p->first = 1;
-    p->have_before = 0;
-    if (gs_rt.cfg.ctx_overhead < 0) {
-        p->nvml = nvml_device_of(ordinal);
-        p->have_before = device_used(p->nvml, &p->before) == 0;
+    *c = (struct ctx_charge){ .dev = dev, .slot = slot, .bytes = bytes };
+    c->measure = gs_rt.cfg.ctx_overhead < 0 && !measured[ordinal];
+    if (c->measure) {
+        c->nvml = nvml_device_of(ordinal);
+        c->have_before = device_used(c->nvml, &c->before) == 0;
     }
     return CUDA_SUCCESS;
 }
 
-static void probe_end(struct ctx_probe *p, CUdevice ordinal, CUresult rc)
+/* What the process's first context on a device really took. */
+static uint64_t measure(const struct ctx_charge *c, CUdevice ordinal)
 {
-    if (!p->first)
-        return;
-    if (rc == CUDA_SUCCESS) {
-        uint64_t overhead = FALLBACK_OVERHEAD;
-        unsigned long long after = 0;
-        if (gs_rt.cfg.ctx_overhead >= 0) {
-            overhead = (uint64_t)gs_rt.cfg.ctx_overhead;
-        } else if (own_usage(p->nvml, &after) == 0 && after > 0 && after <= MAX_PLAUSIBLE_OVERHEAD) {
-            /* Exact: nothing else of ours is on the device yet. */
-            overhead = after;
-        } else if (p->have_before && device_used(p->nvml, &after) == 0 && after > p->before &&
-                   after - p->before <= MAX_PLAUSIBLE_OVERHEAD) {
-            overhead = after - p->before;
-        } else {
-            gs_log(GS_LOG_WARN, "could not measure context overhead on device %d; charging %llu MiB", ordinal,
-                   (unsigned long long)(FALLBACK_OVERHEAD >> 20));
-        }
-        gs_charge_force(p->dev, overhead);
-        charged[ordinal] = 1;
-        gs_log(GS_LOG_DEBUG, "context on device %d charged %llu bytes", ordinal, (unsigned long long)overhead);
-    }
-    pthread_mutex_unlock(&ctx_lock);
+    unsigned long long after = 0;
+    if (own_usage(c->nvml, &after) == 0 && after > 0 && after <= MAX_PLAUSIBLE_OVERHEAD)
+        return after; /* exact: nothing else of ours is on the device yet */
+    if (c->have_before && device_used(c->nvml, &after) == 0 && after > c->before &&
+        after - c->before <= MAX_PLAUSIBLE_OVERHEAD)
+        return after - c->before;
+    gs_log(GS_LOG_WARN, "could not measure context overhead on device %d; charging %llu MiB", ordinal,
+           (unsigned long long)(FALLBACK_OVERHEAD >> 20));
+    return FALLBACK_OVERHEAD;
 }
 
-#define CTX_CALL(ordinal, call)                                                                                        \
+/* The reservation becomes what was measured: the excess goes back, a
+ * shortfall is added (already spent, so even past the limit). */
+static void settle_measured(struct ctx_charge *c, uint64_t actual)
+{
+    struct gs_region *r = gs_rt_region();
+    if (actual > c->bytes)
+        gs_region_charge_force(r, c->slot, c->dev, actual - c->bytes);
+    else if (actual < c->bytes)
+        gs_region_release_overhead(r, c->slot, c->dev, c->bytes - actual);
+    c->bytes = actual;
+}
+
+/* A created context's charge, kept until its cuCtxDestroy. One that cannot
+ * be recorded could never be released: it is destroyed and refused (or,
+ * if it cannot be destroyed, stays charged until the process exits). */
+static CUresult record_context(const struct ctx_charge *c, CUcontext ctx)
+{
+    struct gs_region *r = gs_rt_region();
+    struct gs_alloc_rec rec = { .bytes = c->bytes, .dev = c->dev, .slot = c->slot }, old;
+    int replaced = 0;
+    if (gs_alloc_put(GS_ALLOC_CTX, (uint64_t)(uintptr_t)ctx, rec, &old, &replaced) == 0) {
+        if (replaced) /* destroyed around us: the driver handed its value out again */
+            gs_region_release_overhead(r, old.slot, old.dev, old.bytes);
+        return CUDA_SUCCESS;
+    }
+    gs_log(GS_LOG_ERROR, "out of host memory tracking a context; the context is refused");
+    gs_pfn_cuCtxDestroy_v2 destroy = GS_REAL_CU(cuCtxDestroy_v2);
+    if (destroy && destroy(ctx) == CUDA_SUCCESS)
+        gs_region_release_overhead(r, c->slot, c->dev, c->bytes);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* After the real creation, still under ctx_lock: keeps the charge of a
+ * context that exists (the primary one for the process's life, a created
+ * one under ctx), gives it back otherwise. */
+static CUresult ctx_commit(struct ctx_charge *c, CUdevice ordinal, CUresult rc, int primary, CUcontext ctx)
+{
+    if (c->dev < 0)
+        return rc;
+    if (rc != CUDA_SUCCESS) {
+        gs_region_release_overhead(gs_rt_region(), c->slot, c->dev, c->bytes);
+        return rc;
+    }
+    if (c->measure) {
+        settle_measured(c, measure(c, ordinal));
+        measured[ordinal] = c->bytes;
+    }
+    gs_log(GS_LOG_DEBUG, "context on device %d charged %llu bytes", ordinal, (unsigned long long)c->bytes);
+    if (primary) {
+        primary_charged[ordinal] = 1;
+        return rc;
+    }
+    return record_context(c, ctx);
+}
+
+/* Reserve, create, keep or give back. pctx is read only after a success. */
+#define CTX_CALL(ordinal, primary, pctx, call)                                                                         \
     do {                                                                                                               \
         if (gs_mode() == GS_MODE_PASSTHROUGH)                                                                          \
             return call;                                                                                               \
-        struct ctx_probe p_;                                                                                           \
-        CUresult rc_ = probe_begin(&p_, (ordinal));                                                                    \
-        if (rc_ != CUDA_SUCCESS)                                                                                       \
-            return rc_;                                                                                                \
-        rc_ = call;                                                                                                    \
-        probe_end(&p_, (ordinal), rc_);                                                                                \
+        if (gs_rt_ready() != 0)                                                                                        \
+            return CUDA_ERROR_NOT_INITIALIZED;                                                                         \
+        struct ctx_charge c_;                                                                                          \
+        pthread_mutex_lock(&ctx_lock);                                                                                 \
+        CUresult rc_ = ctx_reserve(&c_, (ordinal), (primary));                                                         \
+        if (rc_ == CUDA_SUCCESS) {                                                                                     \
+            rc_ = call;                                                                                                \
+            rc_ = ctx_commit(&c_, (ordinal), rc_, (primary), rc_ == CUDA_SUCCESS ? *(pctx) : NULL);                    \
+        }                                                                                                              \
+        pthread_mutex_unlock(&ctx_lock);                                                                               \
         return rc_;                                                                                                    \
     } while (0)
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuDevicePrimaryCtxRetain);
-    CTX_CALL(dev, real(pctx, dev));
+    CTX_CALL(dev, 1, pctx, real(pctx, dev));
+}
+
+/* The pre-3.2 name, with the same ABI as _v2. */
+CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    GS_REAL_CU_OR_NOT_FOUND(real, cuCtxCreate);
+    CTX_CALL(dev, 0, pctx, real(pctx, flags, dev));
 }
 
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuCtxCreate_v2);
-    CTX_CALL(dev, real(pctx, flags, dev));
+    CTX_CALL(dev, 0, pctx, real(pctx, flags, dev));
 }
 
 CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams, unsigned int flags,
                         CUdevice dev)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuCtxCreate_v3);
-    CTX_CALL(dev, real(pctx, paramsArray, numParams, flags, dev));
+    CTX_CALL(dev, 0, pctx, real(pctx, paramsArray, numParams, flags, dev));
 }
 
 CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuCtxCreate_v4);
-    CTX_CALL(dev, real(pctx, params, flags, dev));
+    CTX_CALL(dev, 0, pctx, real(pctx, params, flags, dev));
+}
+
+/* Destroys ctx; on success releases exactly what its creation was charged. */
+static CUresult destroy_context(CUresult (*real)(CUcontext), CUcontext ctx)
+{
+    if (gs_mode() == GS_MODE_PASSTHROUGH)
+        return real(ctx);
+    pthread_mutex_lock(&ctx_lock);
+    CUresult rc = real(ctx);
+    struct gs_alloc_rec rec;
+    if (rc == CUDA_SUCCESS && gs_alloc_take(GS_ALLOC_CTX, (uint64_t)(uintptr_t)ctx, &rec) == 0) {
+        struct gs_region *r = gs_rt_region();
+        if (r && gs_region_release_overhead(r, rec.slot, rec.dev, rec.bytes) != 0)
+            gs_log(GS_LOG_WARN, "context released more than was charged on device %d", rec.dev);
+    }
+    pthread_mutex_unlock(&ctx_lock);
+    return rc;
+}
+
+CUresult cuCtxDestroy(CUcontext ctx)
+{
+    GS_REAL_CU_OR_NOT_FOUND(real, cuCtxDestroy);
+    return destroy_context(real, ctx);
+}
+
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    GS_REAL_CU_OR_NOT_FOUND(real, cuCtxDestroy_v2);
+    return destroy_context(real, ctx);
 }

@@ -14,6 +14,7 @@
 #include "../../src/abi/nvml_abi.h"
 #include "../../src/core/region.h"
 #include "gs_client_compute.h"
+#include "gs_client_contexts.h"
 #include "gs_client_paths.h"
 
 #include <dlfcn.h>
@@ -361,6 +362,8 @@ static CUresult run(char *line)
         /* compute commands: gs_client_compute.c */
     } else if (gs_client_paths(argc, argv, &rc, entry_any)) {
         /* legacy, graph-memory and VMM-import commands: gs_client_paths.c */
+    } else if (gs_client_contexts(argc, argv, &rc, entry_any)) {
+        /* cuCtxCreate / cuCtxDestroy through each ABI: gs_client_contexts.c */
     }
     printf("%s rc=%d\n", c, (int)rc);
     fflush(stdout);

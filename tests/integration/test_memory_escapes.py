@@ -1,12 +1,18 @@
-"""Ways past a memory limit that issue 27 found on the simulated driver,
-each closed: memory is charged while it exists on the GPU (docs/memory.md,
-docs/security.md).
+"""Ways past a memory limit that issue 27 found on the simulated driver
+(items 1-3), each closed: memory is charged while it exists on the GPU
+(docs/memory.md, docs/security.md).
 
 1. A VMM allocation stays charged until its handle is released *and* every
-   mapping of it is unmapped: NCCL releases a handle right after mapping it."""
+   mapping of it is unmapped: NCCL releases a handle right after mapping it.
+2. Every context a process creates is charged, until it is destroyed.
+3. A context whose charge would pass the limit is refused like any
+   allocation."""
+import pytest
+
 from conftest import GiB, MiB
 
 CTX = 256 * MiB  # GPUSLICE_CTX_OVERHEAD in these tests, unless set otherwise
+SIM_CTX = 512 * MiB  # what the simulated driver takes for a context
 OOM = 2  # CUDA_ERROR_OUT_OF_MEMORY
 
 
@@ -103,3 +109,65 @@ def test_shared_memory_released_by_every_holder_but_mapped_stays_charged(world):
     assert w.gpu_used() == gpu0
     exporter.close()
     importer.close()
+
+
+# ---- 2. every context a process creates ----
+
+@pytest.mark.parametrize("how", ["getproc", "sym"])
+@pytest.mark.parametrize("abi", ["v1", "v2", "v3", "v4"])
+def test_every_context_is_charged_until_destroyed(world, abi, how):
+    w = world(limit="8GiB", ctx_overhead="512MiB")
+    c = w.client()
+    c.ok("init")                             # the primary context
+    assert c.ok(f"ctxcreate {abi} 3 {how}")["count"] == 3
+    assert w.usage()[0] == 4 * SIM_CTX
+    destroy = "v1" if abi == "v1" else "v2"
+    c.ok(f"ctxdestroy {destroy}")
+    assert w.usage()[0] == 3 * SIM_CTX
+    c.ok(f"ctxdestroy {destroy} all")
+    assert w.usage()[0] == SIM_CTX
+    c.close()
+    assert w.usage()[0] == 0
+
+
+@pytest.mark.parametrize("overhead", ["512MiB", None])  # fixed, and measured through NVML
+def test_eight_contexts_in_one_process_stop_at_the_limit(world, overhead):
+    """The issue's repro: cuInit, then 8 x cuCtxCreate_v2 in a 1 GiB
+    container took 4 GiB."""
+    w = world(limit="1GiB", ctx_overhead=overhead)
+    c = w.client()
+    r = c.cmd("ctxcreate v2 8")
+    assert (r["count"], r["failed_rc"]) == (GiB // SIM_CTX, OOM)
+    assert w.usage()[0] == GiB
+    assert w.gpu_used() == GiB               # the simulated GPU: nothing else on it
+    c.ok("ctxdestroy v2 all")
+    assert w.usage()[0] == 0
+    assert w.gpu_used() == 0
+    c.close()
+
+
+# ---- 3. a context past the limit is refused ----
+
+def test_contexts_of_many_processes_stop_at_the_limit(world):
+    """The issue's repro: 6 processes of one 1 GiB container, each with a
+    context, reached 1.5 GiB (3 GiB at its 512 MiB a context)."""
+    w = world(limit="1GiB")
+    clients = [w.client() for _ in range(6)]
+    rcs = [c.cmd("init")["rc"] for c in clients]
+    assert rcs == [0] * (GiB // CTX) + [OOM] * (6 - GiB // CTX)
+    assert w.usage()[0] == GiB               # a refused context leaves nothing reserved
+    clients[0].close()                       # one leaves: its context's charge goes with it
+    assert clients[-1].cmd("init")["rc"] == 0
+    assert w.usage()[0] == GiB
+    for c in clients[1:]:
+        c.close()
+
+
+def test_a_created_context_past_the_limit_is_refused(world):
+    w = world(limit="1GiB", ctx_overhead="768MiB")
+    c = w.client()
+    c.ok("init")
+    r = c.cmd("ctxcreate v4 1")
+    assert (r["count"], r["failed_rc"]) == (0, OOM)
+    assert w.usage()[0] == 768 * MiB
+    c.close()

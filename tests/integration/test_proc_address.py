@@ -27,7 +27,9 @@ CASES = [
     ("cuCtxCreate", 11040, 0, LIB, "cuCtxCreate_v2"),
     ("cuCtxCreate", 12000, 0, LIB, "cuCtxCreate_v3"),
     ("cuCtxCreate", 13000, 0, LIB, "cuCtxCreate_v4"),
-    ("cuCtxCreate", 2000, 0, DRV, "cuCtxCreate"),
+    ("cuCtxCreate", 2000, 0, LIB, "cuCtxCreate"),           # pre-3.2: charged like the others
+    ("cuCtxDestroy", 2000, 0, LIB, "cuCtxDestroy"),
+    ("cuCtxDestroy", 4000, 0, LIB, "cuCtxDestroy_v2"),
     ("cuGetProcAddress", 11030, 0, LIB, "cuGetProcAddress"),
     ("cuGetProcAddress", 12000, 0, LIB, "cuGetProcAddress_v2"),
     ("cuIpcOpenMemHandle", 12000, 0, LIB, "cuIpcOpenMemHandle_v2"),

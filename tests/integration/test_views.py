@@ -28,14 +28,16 @@ def test_nvml_only_process_sees_the_limit(world):
 
 
 def test_free_never_underflows(world):
-    # The context overhead alone (512 MiB here) is larger than the limit.
-    w = world(limit="256MiB", ctx_overhead="512MiB")
+    # The context's overhead, measured once it exists (768 MiB here), is
+    # larger than the limit: the 512 MiB reserved before it fitted.
+    w = world(limit="600MiB", ctx_overhead=None, extra={"GPUSLICE_SIM_CTX_OVERHEAD": str(768 * MiB)})
     c = w.client()
     c.ok("init")
+    assert w.usage()[0] == 768 * MiB
     info = c.ok("info")
-    assert info["total"] == 256 * MiB and info["free"] == 0
+    assert info["total"] == 600 * MiB and info["free"] == 0
     n = c.ok("nvml")
-    assert n["v1_free"] == 0 and n["v2_free"] == 0 and n["v1_used"] == 256 * MiB
+    assert n["v1_free"] == 0 and n["v2_free"] == 0 and n["v1_used"] == 600 * MiB
     assert c.cmd("alloc 4096")["rc"] == 2
     c.close()
 
