@@ -210,6 +210,14 @@ uint64_t gs_lim_busy_interval(struct gs_lim_window *w, struct gs_lim_account *a,
  * gs_lim_busy_interval does and returns the charge. */
 uint64_t gs_lim_close(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, int measured);
 
+/* A collective kernel (collective.h) measured at span_ns, of which work_ns
+ * is charged: its spin while a peer is held back is no work of ours. The
+ * whole span counts as occupancy (NVML's busy time counts the spin too, and
+ * the corrections compare the two); the charge is work x c x s, outside the
+ * union of busy intervals (the collective runs on a stream of its own).
+ * Returns the charge. */
+uint64_t gs_lim_charge_collective(struct gs_lim_account *a, uint64_t span_ns, uint64_t work_ns);
+
 /* Outer loop, pure part. our_ppm/others_ppm: NVML-measured shares of the
  * interval (-1 if unknown); occ_ppm: our busy time as our events measured it
  * (which counts CPU gaps shorter than GS_LIM_GAP_NS, and time another

@@ -1,7 +1,9 @@
 /* Every launch path, throttled by the compute limiter (compute_limiter.c).
  * With no compute limit configured each wrapper is one predictable branch
- * and a tail call into the driver. */
+ * and a tail call into the driver. A collective's kernel is never held back
+ * (its peers would spin for it) and is charged apart (compute_collective.c). */
 #include "compute_capture.h"
+#include "compute_collective.h"
 #include "compute_limiter.h"
 #include "real_driver.h"
 
@@ -18,11 +20,29 @@
         return rc_;                                                                                                    \
     } while (0)
 
+/* A kernel launch of f with `blocks` blocks: a collective's is measured,
+ * never gated. */
+#define GATED_KERNEL(real, f, blocks, stream, call)                                                                    \
+    do {                                                                                                               \
+        if (GS_UNLIKELY(!(real)))                                                                                      \
+            return CUDA_ERROR_NOT_FOUND;                                                                               \
+        if (GS_LIKELY(__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) == GS_COMPUTE_OFF))                         \
+            return call;                                                                                               \
+        if (GS_UNLIKELY(gs_compute_is_collective(f))) {                                                                \
+            int t_ = gs_compute_collective_before((f), (blocks), (stream));                                            \
+            CUresult rc_ = call;                                                                                       \
+            if (t_ >= 0)                                                                                               \
+                gs_compute_collective_after(t_, (stream), rc_);                                                        \
+            return rc_;                                                                                                \
+        }                                                                                                              \
+        GATED(real, stream, call);                                                                                     \
+    } while (0)
+
 CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
                         unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void **params, void **extra)
 {
     gs_pfn_cuLaunchKernel real = GS_REAL_CU(cuLaunchKernel);
-    GATED(real, s, real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra));
+    GATED_KERNEL(real, f, gx * gy * gz, s, real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra));
 }
 
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
@@ -30,26 +50,28 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, uns
                              void **extra)
 {
     gs_pfn_cuLaunchKernel_ptsz real = GS_REAL_CU(cuLaunchKernel_ptsz);
-    GATED(real, s, real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra));
+    GATED_KERNEL(real, f, gx * gy * gz, s, real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra));
 }
 
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra)
 {
     gs_pfn_cuLaunchKernelEx real = GS_REAL_CU(cuLaunchKernelEx);
-    GATED(real, config ? config->hStream : NULL, real(config, f, params, extra));
+    GATED_KERNEL(real, f, config ? config->gridDimX * config->gridDimY * config->gridDimZ : 0,
+                 config ? config->hStream : NULL, real(config, f, params, extra));
 }
 
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params, void **extra)
 {
     gs_pfn_cuLaunchKernelEx_ptsz real = GS_REAL_CU(cuLaunchKernelEx_ptsz);
-    GATED(real, config ? config->hStream : NULL, real(config, f, params, extra));
+    GATED_KERNEL(real, f, config ? config->gridDimX * config->gridDimY * config->gridDimZ : 0,
+                 config ? config->hStream : NULL, real(config, f, params, extra));
 }
 
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
                                    unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void **params)
 {
     gs_pfn_cuLaunchCooperativeKernel real = GS_REAL_CU(cuLaunchCooperativeKernel);
-    GATED(real, s, real(f, gx, gy, gz, bx, by, bz, shmem, s, params));
+    GATED_KERNEL(real, f, gx * gy * gz, s, real(f, gx, gy, gz, bx, by, bz, shmem, s, params));
 }
 
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
@@ -57,7 +79,7 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned 
                                         CUstream s, void **params)
 {
     gs_pfn_cuLaunchCooperativeKernel_ptsz real = GS_REAL_CU(cuLaunchCooperativeKernel_ptsz);
-    GATED(real, s, real(f, gx, gy, gz, bx, by, bz, shmem, s, params));
+    GATED_KERNEL(real, f, gx * gy * gz, s, real(f, gx, gy, gz, bx, by, bz, shmem, s, params));
 }
 
 CUresult cuGraphLaunch(CUgraphExec g, CUstream s)

@@ -1,0 +1,40 @@
+/*
+ * Collective kernels (NCCL's all-reduce and friends) wait on the GPU for
+ * their peers: a rank's kernel spins until every rank has reached it. Under a
+ * cap, the time it spins while a peer is held back is not the rank's work,
+ * and charged as such it held the rank back in turn: on 2 x H200 a
+ * tensor-parallel loop capped at 40 ran at 0.02 of native (docs/compute.md,
+ * "Several GPUs"). So a collective is charged the time it takes with no wait,
+ * estimated as the shortest span recent launches of the same kernel and grid
+ * took (the one whose peers were all there when it began), never more than
+ * its own span. Pure logic, unit-tested; the interposer measures the spans
+ * (src/interposer/compute_collective.c).
+ */
+#ifndef GPUSLICE_COLLECTIVE_H
+#define GPUSLICE_COLLECTIVE_H
+
+#include <stdint.h>
+
+/* Whether a kernel's name (as cuFuncGetName gives it, mangled or not) is a
+ * collective's: NCCL's device kernels are ncclDevKernel_* (2.19 on) and
+ * ncclKernel_* (before). */
+int gs_collective_name(const char *name);
+
+/* The spans of the last GS_COLL_SPANS launches of one kernel and grid. */
+#define GS_COLL_SPANS 32
+struct gs_coll_est {
+    uint64_t span[GS_COLL_SPANS];
+    uint32_t n; /* spans recorded, saturating at GS_COLL_SPANS */
+    uint32_t head;
+};
+
+/* Records a launch's measured span (GPU ns from the point its stream reached
+ * it to its end) and returns what it is charged: the shortest span of the
+ * last GS_COLL_SPANS launches, this one included. */
+uint64_t gs_coll_est_add(struct gs_coll_est *e, uint64_t span_ns);
+
+/* The current estimate of a launch's spin-free time (0: none measured yet),
+ * for a launch that cannot be measured. */
+uint64_t gs_coll_est_now(const struct gs_coll_est *e);
+
+#endif

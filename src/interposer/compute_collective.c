@@ -1,0 +1,226 @@
+/*
+ * Collective kernels under a compute limit (compute_collective.h). Per
+ * device, a ring of event pairs brackets the collectives in flight; a
+ * harvest (at the next collective, or when a window closes) reads the ones
+ * that completed and charges each its kernel's spin-free estimate
+ * (gs_coll_est_add) on the device it ran on: nothing one GPU's collective
+ * spins for is charged to a rank on another.
+ */
+#define _GNU_SOURCE
+#include "compute_collective.h"
+#include "../core/collective.h"
+#include "../core/limiter.h"
+#include "compute_capture.h"
+#include "log.h"
+#include "real_driver.h"
+#include "runtime.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+#define RING 64       /* collectives in flight measured per device */
+#define KEYS 32       /* kernels and grids with an estimate of their own per device */
+#define CLASS_WAYS 64 /* a thread's cache of which functions are collectives */
+
+struct coll_key {
+    CUfunction f;
+    unsigned blocks;
+    struct gs_coll_est est;
+};
+
+enum slot_state { SLOT_FREE, SLOT_LAUNCHING, SLOT_MEASURED, SLOT_UNMEASURED };
+struct coll_slot {
+    CUevent start, end;
+    int key; /* index in keys[] */
+    enum slot_state state;
+};
+
+struct coll_dev {
+    pthread_mutex_t lock;
+    unsigned gen; /* gs_rt_fork_generation + 1 when the ring was last used */
+    uint32_t head, tail;
+    uint32_t next_key;
+    struct coll_slot slot[RING];
+    struct coll_key keys[KEYS];
+};
+
+static struct coll_dev g_dev[GS_REGION_MAX_DEVICES] = { [0 ... GS_REGION_MAX_DEVICES -
+                                                         1] = { .lock = PTHREAD_MUTEX_INITIALIZER } };
+
+/* Which functions are collectives: asked of the driver once per function
+ * and process, cached per thread (a launch's lookup is a compare). */
+static pthread_mutex_t g_class_lock = PTHREAD_MUTEX_INITIALIZER;
+#define CLASS_TABLE 1024
+static struct {
+    CUfunction f;
+    int coll;
+} g_class[CLASS_TABLE];
+static unsigned g_nclass;
+static __thread struct {
+    CUfunction f;
+    int coll;
+} t_class[CLASS_WAYS];
+
+static int classify(CUfunction f)
+{
+    pthread_mutex_lock(&g_class_lock);
+    for (unsigned i = 0; i < g_nclass; i++)
+        if (g_class[i].f == f) {
+            int c = g_class[i].coll;
+            pthread_mutex_unlock(&g_class_lock);
+            return c;
+        }
+    gs_pfn_cuFuncGetName get = GS_REAL_CU(cuFuncGetName);
+    const char *name = NULL;
+    int coll = get && get(&name, f) == CUDA_SUCCESS && gs_collective_name(name);
+    if (coll)
+        gs_log(GS_LOG_DEBUG, "collective kernel %s: charged its time without waiting for peers", name);
+    g_class[g_nclass % CLASS_TABLE].f = f;
+    g_class[g_nclass % CLASS_TABLE].coll = coll;
+    g_nclass++;
+    pthread_mutex_unlock(&g_class_lock);
+    return coll;
+}
+
+int gs_compute_is_collective(CUfunction f)
+{
+    unsigned way = (unsigned)(((uintptr_t)f >> 4) % CLASS_WAYS);
+    if (GS_LIKELY(t_class[way].f == f && f))
+        return t_class[way].coll;
+    int coll = classify(f);
+    t_class[way].f = f;
+    t_class[way].coll = coll;
+    return coll;
+}
+
+static CUevent timing_event(CUevent *e)
+{
+    gs_pfn_cuEventCreate create = GS_REAL_CU(cuEventCreate);
+    if (!*e && create && create(e, 0) != CUDA_SUCCESS)
+        *e = NULL;
+    return *e;
+}
+
+/* The ring of device d, emptied if a fork left the parent's in it. */
+static struct coll_dev *ring_of(int d)
+{
+    struct coll_dev *c = &g_dev[d];
+    unsigned gen = __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1;
+    if (c->gen != gen) {
+        for (int i = 0; i < RING; i++)
+            c->slot[i] = (struct coll_slot){ .state = SLOT_FREE };
+        c->head = c->tail = 0;
+        c->gen = gen;
+    }
+    return c;
+}
+
+static int key_of(struct coll_dev *c, CUfunction f, unsigned blocks)
+{
+    for (int i = 0; i < KEYS; i++)
+        if (c->keys[i].f == f && c->keys[i].blocks == blocks)
+            return i;
+    int k = (int)(c->next_key++ % KEYS);
+    c->keys[k] = (struct coll_key){ .f = f, .blocks = blocks };
+    return k;
+}
+
+/* Charges the completed collectives at the ring's tail; lock held. */
+static void harvest_locked(struct coll_dev *c, struct gs_lim_account *a)
+{
+    gs_pfn_cuEventQuery query = GS_REAL_CU(cuEventQuery);
+    gs_pfn_cuEventElapsedTime elapsed = GS_REAL_CU(cuEventElapsedTime);
+    while (c->tail != c->head) {
+        struct coll_slot *s = &c->slot[c->tail % RING];
+        if (s->state == SLOT_LAUNCHING)
+            return; /* its launch is under way in another thread */
+        if (s->state == SLOT_MEASURED) {
+            CUresult q = query ? query(s->end) : CUDA_ERROR_NOT_FOUND;
+            if (q == CUDA_ERROR_NOT_READY)
+                return;
+            float ms = 0;
+            if (q == CUDA_SUCCESS && elapsed && elapsed(&ms, s->start, s->end) == CUDA_SUCCESS && ms >= 0) {
+                uint64_t span = (uint64_t)((double)ms * 1e6);
+                uint64_t work = gs_coll_est_add(&c->keys[s->key].est, span);
+                gs_lim_charge_collective(a, span, work);
+            }
+        }
+        s->state = SLOT_FREE;
+        c->tail++;
+    }
+}
+
+void gs_compute_collective_harvest(int d)
+{
+    struct gs_region *r = gs_rt_region();
+    if (d < 0 || d >= GS_REGION_MAX_DEVICES || !r)
+        return;
+    struct coll_dev *c = &g_dev[d];
+    if (__atomic_load_n(&c->head, __ATOMIC_RELAXED) == __atomic_load_n(&c->tail, __ATOMIC_RELAXED) ||
+        !gs_compute_sync_enter())
+        return;
+    pthread_mutex_lock(&c->lock);
+    harvest_locked(ring_of(d), &r->dev[d].lim);
+    pthread_mutex_unlock(&c->lock);
+    gs_compute_sync_leave();
+}
+
+int gs_compute_collective_before(CUfunction f, unsigned blocks, CUstream s)
+{
+    if (gs_compute_capturing())
+        return -1; /* captured: it runs inside a graph launch, gated as one */
+    CUdevice ord = -1;
+    int d = gs_rt_dev_current(&ord);
+    struct gs_region *r = gs_rt_region();
+    if (d < 0 || d >= GS_REGION_MAX_DEVICES || !r || !r->dev[d].lim.configured)
+        return -1; /* no limit on this device (the account is set up at its first kernel) */
+    gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
+    if (!rec || !gs_compute_sync_enter())
+        return -1;
+    struct gs_lim_account *a = &r->dev[d].lim;
+    struct coll_dev *c = &g_dev[d];
+    int token = -1;
+    pthread_mutex_lock(&c->lock);
+    ring_of(d);
+    harvest_locked(c, a);
+    int k = key_of(c, f, blocks);
+    struct coll_slot *sl = &c->slot[c->head % RING];
+    if (c->head - c->tail >= RING) {
+        /* too many in flight to measure: charged what its kernel takes */
+        uint64_t est = gs_coll_est_now(&c->keys[k].est);
+        gs_lim_charge_collective(a, est, est);
+    } else if (timing_event(&sl->start) && timing_event(&sl->end) && rec(sl->start, s) == CUDA_SUCCESS) {
+        sl->key = k;
+        sl->state = SLOT_LAUNCHING;
+        token = (int)(c->head % RING) + d * RING;
+        c->head++;
+    }
+    pthread_mutex_unlock(&c->lock);
+    gs_compute_sync_leave();
+    return token;
+}
+
+void gs_compute_collective_after(int token, CUstream s, CUresult rc)
+{
+    int d = token / RING;
+    struct coll_dev *c = &g_dev[d];
+    gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
+    pthread_mutex_lock(&c->lock);
+    struct coll_slot *sl = &c->slot[token % RING];
+    /* a failed launch or end marker leaves the slot unmeasured: the harvest frees it */
+    int measured = rc == CUDA_SUCCESS && rec && gs_compute_sync_enter();
+    if (measured) {
+        measured = rec(sl->end, s) == CUDA_SUCCESS;
+        gs_compute_sync_leave();
+    }
+    sl->state = measured ? SLOT_MEASURED : SLOT_UNMEASURED;
+    pthread_mutex_unlock(&c->lock);
+}
+
+int gs_compute_collective_in_flight(int d)
+{
+    if (d < 0 || d >= GS_REGION_MAX_DEVICES)
+        return 0;
+    gs_compute_collective_harvest(d);
+    return __atomic_load_n(&g_dev[d].head, __ATOMIC_RELAXED) != __atomic_load_n(&g_dev[d].tail, __ATOMIC_RELAXED);
+}
