@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Multi-GPU measurements (issue 15) on 2 GPUs of one host: the device kind
-# nvidia-h200-x2, run through the device tool from the repository root.
+# Multi-GPU measurements on 2 GPUs of one host (device kinds nvidia-h100-x2,
+# nvidia-h200-x2), run through the device tool from the repository root.
 # Writes $OUT/multigpu.jsonl (one line per rank and result, tagged with its
 # mode) and $OUT/device.txt; bench/multigpu/summarize.py turns them into the
-# table for bench/results/. `run_gpu.sh ddp|cores|allreduce|tp` runs one part.
+# table for bench/results/. `run_gpu.sh PART...` runs some parts (ddp cores
+# allreduce tp tpinfer two); every cell runs twice.
 #
 # The GPU host has no -dev packages, so only libgpuslice.so is built there and
 # each limited run sets what `gpuslice run --name NAME` would (gsrun below):
@@ -13,17 +14,25 @@ set -uo pipefail
 OUT=${OUT:-/tmp/gpuslice-bench}
 mkdir -p "$OUT"
 LOG="$OUT/multigpu.jsonl"
-[ $# -eq 0 ] && : > "$LOG"
+: > "$LOG"
 # NVLink multicast can take the host's GPUs out of service: keep it off.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 B=bench/multigpu
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DGPUSLICE_ONLY_INTERPOSER=ON >/dev/null &&
   cmake --build build-gpu -j16 --target gpuslice >/dev/null || exit 1
-LIB="$PWD/build-gpu/lib/libgpuslice.so"
+# exported: gsrun runs in the `bash -c` of tag (unexported, the limited runs
+# had an empty LD_PRELOAD and ran without the interposer: issue 26)
+export LIB="$PWD/build-gpu/lib/libgpuslice.so"
 STATE=$(mktemp -d)
+export STATE
 # gsrun NAME [VAR=VALUE...] CMD...: CMD under the interposer in container NAME.
-gsrun() { local name=$1; shift; env LD_PRELOAD="$LIB" GPUSLICE_REGION="$STATE/$name.region" GPUSLICE_CONTAINER="$name" "$@"; }
+gsrun() {
+  local name=$1; shift
+  [ -f "$LIB" ] && [ -d "$STATE" ] || { echo "gsrun: no interposer ($LIB) or state dir ($STATE)" >&2; return 97; }
+  env LD_PRELOAD="$LIB" GPUSLICE_REGION="$STATE/$name.region" GPUSLICE_CONTAINER="$name" "$@"
+}
 S=${STEPS:-1}
+export NP=${NPROC:-2} # ranks (GPUs) per job
 { nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.total --format=csv,noheader
   nvidia-smi topo -m
   python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version())"
@@ -36,7 +45,7 @@ tag() {
   local rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] || echo "{\"mode\": \"$mode\", \"exit\": $rc}" | tee -a "$LOG"
 }
-trun() { torchrun --standalone --nproc_per_node=2 "$@"; }
+trun() { torchrun --standalone --nproc_per_node=$NP "$@"; }
 export -f trun gsrun
 # Real NVML peaks per GPU while "$@" runs (the watcher has no interposer).
 # (A stop file, not a coprocess: bash closes a coprocess's pipe when it exits,
@@ -54,27 +63,44 @@ with_peak() {
   rm -f "$stop" "$out"
 }
 
-part=${1:-all}
-if [ "$part" = all ] || [ "$part" = ddp ]; then
+parts=${*:-ddp cores allreduce tp tpinfer two}
+has() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
+for round in 1 2; do
+if has ddp; then
   # Same loss curve, each GPU <= 16 GiB in NVML, throughput >= 0.97 of native.
   with_peak ddp_native trun $B/ddp_train.py --steps $((200 * S / 4 + 40))
-  with_peak ddp_mem16 gsrun ddp GPUSLICE_MEMORY_LIMIT=16GiB torchrun --standalone --nproc_per_node=2 $B/ddp_train.py --steps $((200 * S / 4 + 40))
+  with_peak ddp_mem16 gsrun ddp$round GPUSLICE_MEMORY_LIMIT=16GiB torchrun --standalone --nproc_per_node=$NP $B/ddp_train.py --steps $((200 * S / 4 + 40))
 fi
-if [ "$part" = all ] || [ "$part" = cores ]; then
+if has cores; then
   # Each rank 0.50 +- 0.03 of its alone throughput on a GPU-bound step.
-  tag cores_native trun $B/ddp_train.py --gpu-bound --steps 60
-  tag cores_50 gsrun cores GPUSLICE_CORES=50 torchrun --standalone --nproc_per_node=2 $B/ddp_train.py --gpu-bound --steps 60
+  tag cores_native trun $B/ddp_train.py --gpu-bound --steps 24
+  tag cores_50 gsrun cores$round GPUSLICE_CORES=50 torchrun --standalone --nproc_per_node=$NP $B/ddp_train.py --gpu-bound --steps 24
 fi
-if [ "$part" = all ] || [ "$part" = allreduce ]; then
+if has allreduce; then
   # Bus bandwidth under the interposer with no limit: >= 0.98 of native.
   tag ar_native trun $B/allreduce_bw.py
-  tag ar_preload env LD_PRELOAD="$LIB" torchrun --standalone --nproc_per_node=2 $B/allreduce_bw.py
-  tag ar_tracked gsrun ar torchrun --standalone --nproc_per_node=2 $B/allreduce_bw.py
+  tag ar_preload env LD_PRELOAD="$LIB" torchrun --standalone --nproc_per_node=$NP $B/allreduce_bw.py
+  tag ar_tracked gsrun ar$round torchrun --standalone --nproc_per_node=$NP $B/allreduce_bw.py
 fi
-if [ "$part" = all ] || [ "$part" = tp ]; then
+if has tp; then
   # Matmul + all-reduce every step under --cores 40 on both ranks: completes,
-  # never hangs (watchdog: exit 3), 0.40 +- 0.05 of alone.
-  tag tp_native trun $B/tp_loop.py --steps $((400 * S / 4 + 40))
-  tag tp_40 gsrun tp GPUSLICE_CORES=40 torchrun --standalone --nproc_per_node=2 $B/tp_loop.py --steps $((400 * S / 4 + 40))
+  # never hangs (watchdog: exit 3), 0.40 +- 0.05 of alone, no step > 3x median.
+  tag tp_native trun $B/tp_loop.py --seconds 4
+  tag tp_40 gsrun tp$round GPUSLICE_CORES=40 torchrun --standalone --nproc_per_node=$NP $B/tp_loop.py --seconds 8
 fi
+if has tpinfer; then
+  # TP-2 decoding: under --cores 50 tokens/s >= min(1, 0.5/u) - 0.05 of alone
+  # (u: busy alone, from the NVML watcher); under a memory limit it completes.
+  with_peak tpi_native trun $B/tp_infer.py
+  with_peak tpi_50 gsrun tpi$round GPUSLICE_CORES=50 torchrun --standalone --nproc_per_node=$NP $B/tp_infer.py
+  with_peak tpi_mem8 gsrun tpm$round GPUSLICE_MEMORY_LIMIT=8GiB torchrun --standalone --nproc_per_node=$NP $B/tp_infer.py
+fi
+if has two; then
+  # Two jobs (containers), each on both GPUs, capped 30 and 70, side by side
+  # for the same span: each within +- 0.03 of its cap, per GPU (alone: tp_native).
+  tag two_30 gsrun two30_$round GPUSLICE_CORES=30 torchrun --standalone --nproc_per_node=$NP $B/tp_loop.py --seconds 12 &
+  tag two_70 gsrun two70_$round GPUSLICE_CORES=70 torchrun --standalone --nproc_per_node=$NP $B/tp_loop.py --seconds 12
+  wait
+fi
+done
 python3 $B/summarize.py "$LOG" | tee "$OUT/multigpu.md"

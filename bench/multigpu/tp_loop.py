@@ -22,6 +22,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--steps", type=int, default=400)
 ap.add_argument("--n", type=int, default=8192)
 ap.add_argument("--deadline", type=float, default=120.0)
+ap.add_argument("--seconds", type=float, default=0, help="run this long after the warm-up instead of --steps")
 args = ap.parse_args()
 rank, world, dev = setup()
 last = [time.monotonic(), 0]
@@ -40,13 +41,38 @@ a = torch.randn(args.n, args.n, device=dev, dtype=torch.bfloat16)
 b = torch.randn(args.n, args.n, device=dev, dtype=torch.bfloat16)
 warm = min(20, args.steps // 4)
 t0 = None
-for step in range(args.steps):
+steps = []
+stop = torch.zeros(1, device=dev)
+
+
+def done(step):
+    """--steps reached, or (every 50 steps, agreed by all ranks so that none
+    waits in an all-reduce the others never make) --seconds up."""
+    if not args.seconds:
+        return step >= args.steps
+    if t0 is None or step % 50:
+        return False
+    stop.fill_(float(time.monotonic() - t0 >= args.seconds))
+    dist.all_reduce(stop, op=dist.ReduceOp.MAX)
+    return stop.item() > 0
+
+
+step = -1
+while True:
+    step += 1
+    if done(step):
+        break
     if step == warm:
         torch.cuda.synchronize()
         t0 = time.monotonic()
     c = a @ b
     dist.all_reduce(c)
     torch.cuda.synchronize()  # a step ends when its all-reduce has: what the watchdog times
-    last[0], last[1] = time.monotonic(), step
+    now = time.monotonic()
+    if step >= warm:
+        steps.append(now - last[0])
+    last[0], last[1] = now, step
 secs = time.monotonic() - t0
-emit(rank, test="tp", hang=False, steps_per_s=(args.steps - warm) / secs)
+steps.sort()
+emit(rank, test="tp", hang=False, steps_per_s=len(steps) / secs, step_median_s=steps[len(steps) // 2],
+     step_max_s=steps[-1])
