@@ -98,8 +98,12 @@ fi
 if has two; then
   # Two jobs (containers), each on both GPUs, capped 30 and 70, side by side
   # for the same span: each within +- 0.03 of its cap, per GPU (alone: tp_native).
-  tag two_30 gsrun two30_$round GPUSLICE_CORES=30 torchrun --standalone --nproc_per_node=$NP $B/tp_loop.py --seconds 12 &
-  tag two_70 gsrun two70_$round GPUSLICE_CORES=70 torchrun --standalone --nproc_per_node=$NP $B/tp_loop.py --seconds 12
+  # TWO_LOG=1: the interposer's debug log of each job in $OUT/two<cap>_<round>.log
+  for cap in 30 70; do
+    lvl=(); [ -n "${TWO_LOG:-}" ] && lvl=(GPUSLICE_LOG_LEVEL=3 TWO_LOG_FILE=$OUT/two${cap}_$round.log)
+    tag two_$cap gsrun two${cap}_$round GPUSLICE_CORES=$cap "${lvl[@]}" bash -c \
+      'exec torchrun --standalone --nproc_per_node=$NP '"$B"'/tp_loop.py --seconds 12 2> >(tee ${TWO_LOG_FILE:-/dev/null} >&2)' &
+  done
   wait
 fi
 done

@@ -17,7 +17,7 @@ int gs_collective_name(const char *name)
     return strncmp(name, "ncclDevKernel", 13) == 0 || strncmp(name, "ncclKernel", 10) == 0;
 }
 
-uint64_t gs_coll_est_now(const struct gs_coll_est *e)
+static uint64_t shortest(const struct gs_coll_est *e)
 {
     uint64_t best = 0;
     for (uint32_t i = 0; i < e->n && i < GS_COLL_SPANS; i++)
@@ -26,11 +26,18 @@ uint64_t gs_coll_est_now(const struct gs_coll_est *e)
     return best;
 }
 
+uint64_t gs_coll_est_now(const struct gs_coll_est *e)
+{
+    return e->n < GS_COLL_TRUSTED ? 0 : shortest(e);
+}
+
 uint64_t gs_coll_est_add(struct gs_coll_est *e, uint64_t span_ns)
 {
     e->span[e->head % GS_COLL_SPANS] = span_ns;
     e->head = (e->head + 1) % GS_COLL_SPANS;
     if (e->n < GS_COLL_SPANS)
         e->n++;
-    return gs_coll_est_now(e);
+    if (e->n < GS_COLL_TRUSTED)
+        return 0;
+    return shortest(e) * (e->n == GS_COLL_TRUSTED ? GS_COLL_TRUSTED : 1);
 }

@@ -22,6 +22,10 @@ int gs_collective_name(const char *name);
 
 /* The spans of the last GS_COLL_SPANS launches of one kernel and grid. */
 #define GS_COLL_SPANS 32
+/* Launches of a kernel and grid that are measured before any is charged: a
+ * first span may hold a long wait (a peer still starting, connections being
+ * set up), and alone it would be its own estimate. */
+#define GS_COLL_TRUSTED 4
 struct gs_coll_est {
     uint64_t span[GS_COLL_SPANS];
     uint32_t n; /* spans recorded, saturating at GS_COLL_SPANS */
@@ -29,12 +33,14 @@ struct gs_coll_est {
 };
 
 /* Records a launch's measured span (GPU ns from the point its stream reached
- * it to its end) and returns what it is charged: the shortest span of the
- * last GS_COLL_SPANS launches, this one included. */
+ * it to its end) and returns what to charge now: the shortest span of the
+ * last GS_COLL_SPANS launches, this one included; for the first
+ * GS_COLL_TRUSTED launches nothing, then all of them at once at the shortest
+ * of their spans. */
 uint64_t gs_coll_est_add(struct gs_coll_est *e, uint64_t span_ns);
 
-/* The current estimate of a launch's spin-free time (0: none measured yet),
- * for a launch that cannot be measured. */
+/* The current estimate of a launch's spin-free time (0: fewer than
+ * GS_COLL_TRUSTED measured), for a launch that cannot be measured. */
 uint64_t gs_coll_est_now(const struct gs_coll_est *e);
 
 #endif

@@ -182,8 +182,6 @@ static uint64_t charge_span(struct gs_lim_account *a, uint64_t from, uint64_t en
 
 uint64_t gs_lim_charge_collective(struct gs_lim_account *a, uint64_t span_ns, uint64_t work_ns)
 {
-    if (work_ns > span_ns)
-        work_ns = span_ns;
     uint64_t charge = (uint64_t)((unsigned __int128)work_ns * charge_rate(a) / GS_LIM_PPM);
     ADD(&a->tokens, -(int64_t)charge);
     ADD(&a->occ_ns, span_ns);

@@ -210,8 +210,8 @@ uint64_t gs_lim_busy_interval(struct gs_lim_window *w, struct gs_lim_account *a,
  * gs_lim_busy_interval does and returns the charge. */
 uint64_t gs_lim_close(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, int measured);
 
-/* A collective kernel (collective.h) measured at span_ns, of which work_ns
- * is charged: its spin while a peer is held back is no work of ours. The
+/* A collective kernel (collective.h) measured at span_ns, charged work_ns
+ * (gs_coll_est_add): its spin while a peer is held back is no work of ours. The
  * whole span counts as occupancy (NVML's busy time counts the spin too, and
  * the corrections compare the two); the charge is work x c x s, outside the
  * union of busy intervals (the collective runs on a stream of its own).

@@ -143,6 +143,9 @@ static void harvest_locked(struct coll_dev *c, struct gs_lim_account *a)
                 uint64_t span = (uint64_t)((double)ms * 1e6);
                 uint64_t work = gs_coll_est_add(&c->keys[s->key].est, span);
                 gs_lim_charge_collective(a, span, work);
+                if (span > 10000000ULL)
+                    gs_log(GS_LOG_DEBUG, "a collective spanned %llu us, charged %llu us",
+                           (unsigned long long)(span / 1000), (unsigned long long)(work / 1000));
             }
         }
         s->state = SLOT_FREE;
