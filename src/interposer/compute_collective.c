@@ -224,6 +224,49 @@ int gs_compute_collective_in_flight(int d)
 {
     if (d < 0 || d >= GS_REGION_MAX_DEVICES)
         return 0;
-    gs_compute_collective_harvest(d);
     return __atomic_load_n(&g_dev[d].head, __ATOMIC_RELAXED) != __atomic_load_n(&g_dev[d].tail, __ATOMIC_RELAXED);
+}
+
+/* GPU ns from event a to event b (negative: b came first); 0 and *ok = 0
+ * when either cannot be read. */
+static int64_t between(gs_pfn_cuEventElapsedTime elapsed, CUevent a, CUevent b, int *ok)
+{
+    float ms = 0;
+    if (!elapsed || elapsed(&ms, a, b) != CUDA_SUCCESS) {
+        *ok = 0;
+        return 0;
+    }
+    return (int64_t)((double)ms * 1e6);
+}
+
+static uint64_t overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1)
+{
+    int64_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+    return hi > lo ? (uint64_t)(hi - lo) : 0;
+}
+
+uint64_t gs_compute_collective_spin(int d, CUevent from, uint64_t len_ns)
+{
+    if (d < 0 || d >= GS_REGION_MAX_DEVICES || !from)
+        return 0;
+    struct coll_dev *c = &g_dev[d];
+    if (__atomic_load_n(&c->head, __ATOMIC_RELAXED) == __atomic_load_n(&c->tail, __ATOMIC_RELAXED))
+        return 0;
+    gs_pfn_cuEventQuery query = GS_REAL_CU(cuEventQuery);
+    gs_pfn_cuEventElapsedTime elapsed = GS_REAL_CU(cuEventElapsedTime);
+    uint64_t spin = 0;
+    pthread_mutex_lock(&c->lock);
+    ring_of(d);
+    for (uint32_t i = c->tail; i != c->head; i++) {
+        struct coll_slot *s = &c->slot[i % RING];
+        if (s->state != SLOT_MEASURED || !query || query(s->end) != CUDA_SUCCESS)
+            continue;
+        int ok = 1;
+        int64_t b = between(elapsed, from, s->start, &ok), e = between(elapsed, from, s->end, &ok);
+        uint64_t work = gs_coll_est_now(&c->keys[s->key].est);
+        if (ok && e > b) /* the wait comes first; its own work ends the span */
+            spin += overlap(0, (int64_t)len_ns, b, e - (int64_t)(work < (uint64_t)(e - b) ? work : (uint64_t)(e - b)));
+    }
+    pthread_mutex_unlock(&c->lock);
+    return spin > len_ns ? len_ns : spin;
 }

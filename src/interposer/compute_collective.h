@@ -21,8 +21,16 @@ void gs_compute_collective_after(int token, CUstream s, CUresult rc);
  * completed; never waits. */
 void gs_compute_collective_harvest(int d);
 
-/* Whether the process has collectives on device d that have not completed
- * (harvests first). */
+/* GPU ns, within [0, len_ns] after event `from` (recorded on device d and
+ * complete), that the process's unharvested collectives on d spent waiting
+ * for their peers: the part of each one's span before its spin-free time.
+ * A stream that waits for a collective's result (PyTorch makes the compute
+ * stream wait for NCCL's) is held that long, and a busy interval measured
+ * across it would charge the peer's wait as our work. */
+uint64_t gs_compute_collective_spin(int d, CUevent from, uint64_t len_ns);
+
+/* Whether the process has collectives on device d that have not been
+ * harvested (gs_compute_collective_spin still sees them). */
 int gs_compute_collective_in_flight(int d);
 
 #endif

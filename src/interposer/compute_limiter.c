@@ -185,6 +185,15 @@ static struct gs_lim_close_facts interval_facts(struct tdev *t, const struct gs_
                                         .sliced = r->dev[d].lim.mode == GS_LIM_SHARE && gs_compute_fine_probe(d) };
 }
 
+/* A busy interval of the window that ends at end: less the time its streams
+ * may have waited for a collective's peers (gs_compute_collective_spin). */
+static uint64_t less_collective_spin(const struct tdev *t, int d, uint64_t end)
+{
+    if (!t->have_start || end <= t->w.busy_from)
+        return end;
+    return end - gs_compute_collective_spin(d, t->ev_start, end - t->w.busy_from);
+}
+
 /* A new busy interval starts at the launch about to be made. */
 static void interval_begin(struct tdev *t, CUstream s, uint64_t now, gs_pfn_cuEventRecord rec)
 {
@@ -216,6 +225,7 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
         uint64_t end = gs_lim_window_end(&f, &measured);
         if (!measured)
             end = now; /* nothing measured: the gap is charged (never less than the truth) */
+        end = less_collective_spin(t, d, end);
         count_charge(r, gs_lim_busy_interval(&t->w, &r->dev[d].lim, end, now), 0);
         interval_begin(t, s, now, rec);
         t->nstreams = 0;
@@ -271,7 +281,7 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     f.planned_end_ns = t->w.end_ns;
     f.close_ns = close_ns;
     f.drained_ns = drained;
-    uint64_t end = gs_lim_window_end(&f, &pending);
+    uint64_t end = less_collective_spin(t, d, gs_lim_window_end(&f, &pending));
     uint64_t start = t->w.start_ns, wend = t->w.end_ns;
     uint32_t nl = t->w.launches;
     if (l && t->turn)
