@@ -114,6 +114,7 @@ SIM_API cuEventDestroy_v2(CUevent hEvent);
 SIM_API cuModuleLoadData(CUmodule *module, const void *image);
 SIM_API cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
 SIM_API cuModuleUnload(CUmodule hmod);
+SIM_API cuFuncGetName(const char **name, CUfunction hfunc);
 SIM_API cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                        unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);

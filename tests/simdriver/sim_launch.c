@@ -1,10 +1,12 @@
 /*
  * Streams, events, modules and every launch entry point. A function named
  * "sleep_us:N" runs for N microseconds of exclusive device time per launch,
- * "wave_us:N" for N microseconds per wave of SIM_SMS blocks; any other name
- * takes no time. Launches go onto the device timeline (sim_timeline.c):
- * they return at once and the work completes later, time-sliced with other
- * processes' work. Events complete when the work before them has; their
+ * "wave_us:N" for N microseconds per wave of SIM_SMS blocks;
+ * "ncclDevKernel_AllReduce_sim:N:R:G" is a collective of group G among R
+ * processes that waits on the device for its peers, then runs N microseconds
+ * (sim_timeline.h); any other name takes no time. Launches go onto the device
+ * timeline (sim_timeline.c): they return at once and the work completes
+ * later, time-sliced with other processes' work. Events complete when the work before them has; their
  * timestamps are the timeline's. Synchronisation really waits.
  *
  * Work launched into a capturing stream is recorded, not run, and the rules
@@ -58,10 +60,16 @@ struct sim_module {
 struct sim_func {
     int in_use;
     int module;
-    char name[NAME_LEN];
+    char name[NAME_LEN]; /* what cuFuncGetName returns: stable while the function lives */
     uint64_t dur_ns;
     int per_wave;
+    int coll;       /* a collective of ... */
+    unsigned ranks; /* ... this many processes */
+    unsigned group; /* ... in this group */
 };
+
+#define COLL_PREFIX "ncclDevKernel_AllReduce_sim:"
+#define COLL_MAX_US 1000000000ULL /* a collective's own work: at most 1000 s */
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sim_stream g_streams[MAX_STREAMS];
@@ -100,30 +108,45 @@ static int current_dev(void)
     return sim_ctxs[ctx].dev;
 }
 
-/* Puts ns of work on the timeline; blocks while too much is queued, like a
- * full push buffer. */
-static CUresult submit_work(uint64_t ns)
+/* Queues ns of work (a collective's when coll is set) on dev; 0 when the
+ * queue is too full to take it now. Lock held. */
+static int try_submit(struct sim_call *c, int dev, uint64_t ns, const struct sim_func *coll)
+{
+    uint64_t now = sim_now_ns();
+    sim_tl_advance(c->st, dev, now);
+    const struct sim_work *w = &c->st->procs[c->proc].work[dev];
+    if (w->submitted - w->done >= SIM_MAX_PENDING_NS)
+        return 0;
+    if (coll)
+        return sim_tl_collective(c->st, c->proc, dev, ns, coll->group, coll->ranks, now) == 0;
+    sim_tl_submit(c->st, c->proc, dev, ns, now);
+    return 1;
+}
+
+/* Puts ns of work (a collective: coll) on the timeline; blocks while too
+ * much is queued, like a full push buffer. */
+static CUresult submit(uint64_t ns, const struct sim_func *coll)
 {
     int dev = current_dev();
-    if (ns == 0 || dev < 0)
+    if ((ns == 0 && !coll) || dev < 0)
         return CUDA_SUCCESS;
     for (;;) {
         struct sim_call c;
         CUresult rc = sim_enter(&c);
         if (rc != CUDA_SUCCESS)
             return rc;
-        uint64_t now = sim_now_ns();
-        sim_tl_advance(c.st, dev, now);
-        const struct sim_work *w = &c.st->procs[c.proc].work[dev];
-        if (w->submitted - w->done < SIM_MAX_PENDING_NS) {
-            sim_tl_submit(c.st, c.proc, dev, ns, now);
-            sim_leave(&c);
-            return CUDA_SUCCESS;
-        }
+        int queued = try_submit(&c, dev, ns, coll);
         sim_leave(&c);
+        if (queued)
+            return CUDA_SUCCESS;
         struct timespec ts = { 0, 1000000 };
         nanosleep(&ts, NULL);
     }
+}
+
+static CUresult submit_work(uint64_t ns)
+{
+    return submit(ns, NULL);
 }
 
 /* The process's submitted work on the current device; for_event: an event
@@ -465,9 +488,35 @@ SIM_API cuModuleLoadData(CUmodule *module, const void *image)
     return rc;
 }
 
+/* What a function's name says it does. A name that claims to be a
+ * collective must be one: CUDA_ERROR_INVALID_VALUE otherwise. */
+static CUresult parse_func(struct sim_func *f, const char *name)
+{
+    unsigned long long us = 0, ranks = 0, group = 0;
+    if (strncmp(name, COLL_PREFIX, strlen(COLL_PREFIX)) == 0) {
+        const char *args = name + strlen(COLL_PREFIX);
+        int end = 0; /* digits and colons only: no sign, space or 0x slips through sscanf */
+        if (strspn(args, "0123456789:") != strlen(args) ||
+            sscanf(args, "%llu:%llu:%llu%n", &us, &ranks, &group, &end) != 3 || args[end] || us > COLL_MAX_US ||
+            ranks < SIM_COLL_MIN_RANKS || ranks > SIM_COLL_MAX_RANKS || group >= SIM_COLL_GROUPS)
+            return CUDA_ERROR_INVALID_VALUE;
+        f->coll = 1;
+        f->ranks = (unsigned)ranks;
+        f->group = (unsigned)group;
+        f->dur_ns = us * 1000ULL;
+    } else if (sscanf(name, "sleep_us:%llu", &us) == 1) {
+        f->dur_ns = us * 1000ULL;
+    } else if (sscanf(name, "wave_us:%llu", &us) == 1) {
+        f->dur_ns = us * 1000ULL;
+        f->per_wave = 1;
+    }
+    return CUDA_SUCCESS;
+}
+
 SIM_API cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
-    if (!hfunc || !name || strlen(name) >= NAME_LEN)
+    struct sim_func parsed = { .in_use = 1 };
+    if (!hfunc || !name || strlen(name) >= NAME_LEN || parse_func(&parsed, name) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;
     if (!sim_initialized_state())
         return CUDA_ERROR_NOT_INITIALIZED;
@@ -488,13 +537,9 @@ SIM_API cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
         }
         if (free_i >= 0) {
             if (!g_funcs[free_i].in_use) {
-                g_funcs[free_i] = (struct sim_func){ .in_use = 1, .module = m };
+                g_funcs[free_i] = parsed;
+                g_funcs[free_i].module = m;
                 strcpy(g_funcs[free_i].name, name);
-                unsigned long long us = 0;
-                if (sscanf(name, "sleep_us:%llu", &us) == 1)
-                    g_funcs[free_i].dur_ns = us * 1000ULL;
-                else if (sscanf(name, "wave_us:%llu", &us) == 1)
-                    g_funcs[free_i].dur_ns = us * 1000ULL, g_funcs[free_i].per_wave = 1;
             }
             *hfunc = (CUfunction)(void *)&g_funcs[free_i];
             rc = CUDA_SUCCESS;
@@ -520,6 +565,20 @@ SIM_API cuModuleUnload(CUmodule hmod)
     return m >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+SIM_API cuFuncGetName(const char **name, CUfunction hfunc)
+{
+    if (!name || !hfunc)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_initialized_state())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    pthread_mutex_lock(&g_lock);
+    int fi = HANDLE_INDEX(g_funcs, MAX_FUNCS, hfunc);
+    if (fi >= 0)
+        *name = g_funcs[fi].name; /* lives in the table until the module is unloaded */
+    pthread_mutex_unlock(&g_lock);
+    return fi >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
 /* ---- launches ---- */
 
 static CUresult check_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
@@ -530,20 +589,20 @@ static CUresult check_launch(CUfunction f, unsigned int gx, unsigned int gy, uns
         return rc;
     pthread_mutex_lock(&g_lock);
     int fi = HANDLE_INDEX(g_funcs, MAX_FUNCS, f);
-    uint64_t dur = fi >= 0 ? g_funcs[fi].dur_ns : 0;
-    int per_wave = fi >= 0 && g_funcs[fi].per_wave;
+    struct sim_func fn = fi >= 0 ? g_funcs[fi] : (struct sim_func){ 0 };
     pthread_mutex_unlock(&g_lock);
     if (fi < 0)
         return CUDA_ERROR_INVALID_HANDLE;
+    uint64_t dur = fn.dur_ns;
     if (!sim_stream_valid(s))
         return CUDA_ERROR_INVALID_HANDLE;
     if (!gx || !gy || !gz || !bx || !by || !bz || (uint64_t)bx * by * bz > 1024)
         return CUDA_ERROR_INVALID_VALUE;
-    if (per_wave)
+    if (fn.per_wave)
         dur *= ((uint64_t)gx * gy * gz + SIM_SMS - 1) / SIM_SMS;
-    if (sim_capture_launch(s, dur, &rc))
+    if (sim_capture_launch(s, dur, &rc)) /* a captured collective: its own work, no wait */
         return rc;
-    return submit_work(dur);
+    return submit(dur, fn.coll ? &fn : NULL);
 }
 
 SIM_API cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,

@@ -116,6 +116,7 @@ static const struct proc_entry k_entries[] = {
     E("cuModuleLoadData", 2000, cuModuleLoadData),
     E("cuModuleGetFunction", 2000, cuModuleGetFunction),
     E("cuModuleUnload", 2000, cuModuleUnload),
+    E("cuFuncGetName", 12030, cuFuncGetName),
 
     E("cuLaunchKernel", 4000, cuLaunchKernel),
     P("cuLaunchKernel", 4000, cuLaunchKernel_ptsz),

@@ -15,7 +15,8 @@
 #include <sys/types.h>
 
 #define SIM_STATE_MAGIC 0x314d495345494c53ULL /* "SLIESIM1" */
-#define SIM_STATE_VERSION 5U /* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots; 4: time slices; 5: MPS */
+/* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots; 4: time slices; 5: MPS; 6: collectives */
+#define SIM_STATE_VERSION 6U
 
 #define SIM_MAX_DEVICES 8
 #define SIM_MAX_PROCS 128
@@ -80,6 +81,20 @@ struct sim_chunk {
     uint8_t pad[2];
 };
 
+/* A collective kernel in a process's queue (sim_timeline.h): the process
+ * spins there until all ranks of its group have reached their seq-th one. */
+#define SIM_COLL_QUEUE 64 /* collectives queued per process and device */
+#define SIM_COLL_GROUPS 8
+#define SIM_COLL_MIN_RANKS 2
+#define SIM_COLL_MAX_RANKS 8
+struct sim_coll {
+    uint64_t at;      /* the process's done work when its queue reaches it */
+    uint32_t group;   /* 0..SIM_COLL_GROUPS-1 */
+    uint32_t ranks;   /* processes that must reach it */
+    uint32_t seq;     /* the process's seq-th collective of the group, from 0 */
+    uint32_t arrived; /* the queue has reached it: the process spins */
+};
+
 /* Per process and device: the work it has given the device and how much of
  * it is done, both in nanoseconds of exclusive device time (sim_timeline.c). */
 #define SIM_BP_RING 256
@@ -93,6 +108,10 @@ struct sim_work {
     /* (time, done) points: done(t) is linear between consecutive ones. */
     uint64_t bp_t[SIM_BP_RING];
     uint64_t bp_done[SIM_BP_RING];
+    /* Collectives not released yet, oldest first (ring of head..tail). */
+    uint32_t coll_head;
+    uint32_t coll_tail;
+    struct sim_coll coll[SIM_COLL_QUEUE];
 };
 
 struct sim_proc {
@@ -103,6 +122,7 @@ struct sim_proc {
     uint32_t contexts[SIM_MAX_DEVICES]; /* live contexts per device */
     uint64_t va_next;
     uint64_t va32_next;
+    uint32_t coll_next[SIM_COLL_GROUPS]; /* collectives launched per group: the next one's seq */
     struct sim_work work[SIM_MAX_DEVICES];
 };
 

@@ -1,6 +1,7 @@
 /* The per-device kernel timeline: processor sharing or round-robin time
- * slices between processes, and the NVML utilisation samples it implies
- * (see sim_timeline.h). */
+ * slices between processes, collectives that spin until their peers on other
+ * devices arrive, and the NVML utilisation samples it implies (see
+ * sim_timeline.h). */
 #include "sim_timeline.h"
 
 #include <time.h>
@@ -110,35 +111,211 @@ static int slice_owner(struct sim_state *st, int dev, uint64_t t)
     return -1;
 }
 
-/* One segment [t, up to seg_end] of a time-sliced device: the owner runs at
- * full speed, every other process with work waits. Returns its end. */
-static uint64_t advance_sliced(struct sim_state *st, int dev, uint64_t t, uint64_t seg_end)
+/* Work the process can do before its queue empties or reaches its next
+ * collective: 0 while it spins there (or has no work). */
+static uint64_t room(const struct sim_work *w)
+{
+    uint64_t end = w->submitted;
+    if (w->coll_head != w->coll_tail && w->coll[w->coll_head % SIM_COLL_QUEUE].at < end)
+        end = w->coll[w->coll_head % SIM_COLL_QUEUE].at;
+    return end > w->done ? end - w->done : 0;
+}
+
+/* With time slices: where the segment from t ends by itself, not past limit:
+ * the owner's slice ends, or its queue empties or reaches a collective. A
+ * spinning owner keeps its slice: its queue is not empty. */
+static uint64_t sliced_end(struct sim_state *st, int dev, uint64_t t, uint64_t limit)
+{
+    int o = slice_owner(st, dev, t);
+    if (o < 0)
+        return limit;
+    uint64_t end = st->dev[dev].tl_slice_end < limit ? st->dev[dev].tl_slice_end : limit;
+    uint64_t r = room(&st->procs[o].work[dev]);
+    return r && r < end - t ? t + r : end;
+}
+
+/* One segment [t, end] of a time-sliced device: the owner runs (or spins) at
+ * full speed, every other process with work waits. */
+static void sliced_apply(struct sim_state *st, int dev, uint64_t t, uint64_t end)
 {
     struct sim_device *d = &st->dev[dev];
     int o = slice_owner(st, dev, t);
     if (o < 0)
-        return seg_end;
-    struct sim_work *ow = &st->procs[o].work[dev];
-    uint64_t rem = ow->submitted - ow->done;
-    if (d->tl_slice_end < seg_end)
-        seg_end = d->tl_slice_end;
-    if (rem < seg_end - t)
-        seg_end = t + rem; /* its queue empties: the next one's slice */
-    uint64_t dt = seg_end - t;
+        return;
+    uint64_t dt = end - t;
     for (int p = 0; p < SIM_MAX_PROCS; p++) {
         struct sim_work *w = &st->procs[p].work[dev];
         if (p == o || !st->procs[p].pid || !pending(w))
             continue;
-        bp_add(w, seg_end, STALLED, t);
+        bp_add(w, end, STALLED, t);
     }
-    ow->done += dt;
+    struct sim_work *ow = &st->procs[o].work[dev];
+    int spins = room(ow) == 0;
+    ow->done += spins ? 0 : dt;
     ow->busy += dt;
     ow->period_busy += dt;
-    bp_add(ow, seg_end, 1, t);
+    bp_add(ow, end, spins ? STALLED : 1, t);
     d->tl_last_proc = o;
     d->tl_busy_ns += dt;
     d->tl_period_busy += dt;
-    return seg_end;
+}
+
+/* Processor sharing from t: k processes with work (spinning ones included)
+ * each progress at eff/100/k; the one with the least room runs out of it at
+ * `empties`. */
+struct ps_plan {
+    uint32_t k;
+    uint64_t eff;     /* percent of full speed the k progress at together: switches cost */
+    uint64_t minrem;  /* least room of a process that progresses; UINT64_MAX: all spin */
+    uint64_t empties; /* when that room runs out; UINT64_MAX: never */
+};
+
+static struct ps_plan ps_plan(const struct sim_state *st, int dev, uint64_t t)
+{
+    struct ps_plan s = { 0, 100, UINT64_MAX, UINT64_MAX };
+    for (int p = 0; p < SIM_MAX_PROCS; p++) {
+        const struct sim_work *w = &st->procs[p].work[dev];
+        if (!st->procs[p].pid || !pending(w))
+            continue;
+        s.k++;
+        uint64_t r = room(w);
+        if (r && r < s.minrem)
+            s.minrem = r;
+    }
+    s.eff = s.k > 1 ? 100 - st->switch_loss_pct : 100;
+    if (s.minrem != UINT64_MAX)
+        s.empties = t + (s.minrem * s.k * 100 + s.eff - 1) / s.eff;
+    return s;
+}
+
+/* One segment [t, end] of a processor-shared device. A spinning process takes
+ * its share of the device (and of its busy time) but does no work. */
+static void ps_apply(struct sim_state *st, int dev, uint64_t t, uint64_t end)
+{
+    struct sim_device *d = &st->dev[dev];
+    struct ps_plan s = ps_plan(st, dev, t);
+    int completes = end == s.empties;
+    uint64_t dt = end - t, share = dt / s.k, gain = share * s.eff / 100;
+    for (int p = 0; p < SIM_MAX_PROCS; p++) {
+        struct sim_work *w = &st->procs[p].work[dev];
+        if (!st->procs[p].pid || !pending(w))
+            continue;
+        uint64_t r = room(w);
+        w->done += completes && r == s.minrem ? r : (gain < r ? gain : r);
+        d->tl_last_proc = p;
+        w->busy += share;
+        w->period_busy += share;
+        bp_add(w, end, r ? s.k : STALLED, t);
+    }
+    d->tl_busy_ns += dt;
+    d->tl_period_busy += dt;
+}
+
+/* Where a busy device's segment from t ends by itself, not past limit: a
+ * sample period, a slice or a process's room ends. */
+static uint64_t busy_end(struct sim_state *st, int dev, uint64_t t, uint64_t limit)
+{
+    uint64_t pend = st->dev[dev].tl_period_start + SIM_UTIL_PERIOD_NS;
+    if (pend < limit)
+        limit = pend;
+    if (st->timeslice_us)
+        return sliced_end(st, dev, t, limit);
+    uint64_t e = ps_plan(st, dev, t).empties;
+    return e < limit ? e : limit;
+}
+
+static void busy_apply(struct sim_state *st, int dev, uint64_t t, uint64_t end)
+{
+    struct sim_device *d = &st->dev[dev];
+    if (st->timeslice_us)
+        sliced_apply(st, dev, t, end);
+    else
+        ps_apply(st, dev, t, end);
+    d->tl_last_ns = end;
+    if (end == d->tl_period_start + SIM_UTIL_PERIOD_NS)
+        emit_samples(st, dev, end);
+}
+
+/* A device with no work stays idle up to now (work comes only from a
+ * submission, which advances first): its sample periods end empty, and a
+ * run of them is skipped at once. */
+static void idle_advance(struct sim_state *st, int dev, uint64_t now)
+{
+    struct sim_device *d = &st->dev[dev];
+    while (d->tl_period_start + SIM_UTIL_PERIOD_NS <= now) {
+        uint64_t t = d->tl_period_start + SIM_UTIL_PERIOD_NS;
+        emit_samples(st, dev, t);
+        if (now - t > SIM_UTIL_PERIOD_NS) {
+            d->tl_period_start += (now - t) / SIM_UTIL_PERIOD_NS * SIM_UTIL_PERIOD_NS;
+            d->tl_last_util = 0;
+        }
+    }
+    d->tl_last_ns = now;
+}
+
+/* Releases collective (group, seq) once `ranks` processes spin at it. */
+static void release_if_complete(struct sim_state *st, uint32_t group, uint32_t seq, uint32_t ranks)
+{
+    uint32_t n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int p = 0; p < SIM_MAX_PROCS; p++)
+            for (uint32_t dev = 0; st->procs[p].pid && dev < st->ndevices; dev++) {
+                struct sim_work *w = &st->procs[p].work[dev];
+                const struct sim_coll *c = &w->coll[w->coll_head % SIM_COLL_QUEUE];
+                if (w->coll_head == w->coll_tail || !c->arrived || c->group != group || c->seq != seq)
+                    continue;
+                if (pass == 0)
+                    n++;
+                else if (n >= ranks)
+                    w->coll_head++; /* released: its own work runs next */
+            }
+}
+
+/* Marks every process whose queue has reached its next collective as
+ * arrived there, and releases the collectives all of whose ranks have. */
+static void settle_collectives(struct sim_state *st)
+{
+    for (int p = 0; p < SIM_MAX_PROCS; p++)
+        for (uint32_t dev = 0; st->procs[p].pid && dev < st->ndevices; dev++) {
+            struct sim_work *w = &st->procs[p].work[dev];
+            struct sim_coll *c = &w->coll[w->coll_head % SIM_COLL_QUEUE];
+            if (w->coll_head == w->coll_tail || c->arrived || w->done < c->at)
+                continue;
+            c->arrived = 1;
+            release_if_complete(st, c->group, c->seq, c->ranks);
+        }
+}
+
+/* The earliest point a busy device's timeline is computed to (idle devices
+ * are brought up to now on the way), or now when none is behind. */
+static uint64_t lockstep_start(struct sim_state *st, uint64_t now)
+{
+    uint64_t t = now;
+    for (uint32_t i = 0; i < st->ndevices; i++) {
+        uint64_t last = st->dev[i].tl_last_ns;
+        if (last == 0 || last >= now)
+            continue; /* not started, or already there */
+        if (sim_tl_active(st, (int)i) == 0)
+            idle_advance(st, (int)i, now);
+        else if (last < t)
+            t = last;
+    }
+    return t;
+}
+
+/* Where the lockstep segment from t ends: the first point where a busy
+ * device's own segment ends, or a device ahead of t is reached. */
+static uint64_t lockstep_end(struct sim_state *st, uint64_t t, uint64_t now)
+{
+    uint64_t end = now;
+    for (uint32_t i = 0; i < st->ndevices; i++) {
+        uint64_t last = st->dev[i].tl_last_ns;
+        if (last == 0 || last >= now || sim_tl_active(st, (int)i) == 0)
+            continue;
+        uint64_t e = last > t ? last : busy_end(st, (int)i, t, now);
+        end = e < end ? e : end;
+    }
+    return end;
 }
 
 void sim_tl_advance(struct sim_state *st, int dev, uint64_t now)
@@ -147,75 +324,19 @@ void sim_tl_advance(struct sim_state *st, int dev, uint64_t now)
     if (d->tl_last_ns == 0) {
         d->tl_last_ns = now;
         d->tl_period_start = now;
-        return;
     }
-    uint64_t t = d->tl_last_ns;
-    while (t < now) {
-        uint64_t pend = d->tl_period_start + SIM_UTIL_PERIOD_NS;
-        uint64_t seg_end = now < pend ? now : pend;
-        if (st->timeslice_us) {
-            t = advance_sliced(st, dev, t, seg_end);
-            if (t == pend)
-                emit_samples(st, dev, pend);
-            if (t == pend && sim_tl_active(st, dev) == 0 && now - t > SIM_UTIL_PERIOD_NS) {
-                uint64_t skip = (now - t) / SIM_UTIL_PERIOD_NS;
-                d->tl_period_start += skip * SIM_UTIL_PERIOD_NS;
-                d->tl_last_util = 0;
-                t = d->tl_period_start;
-            }
-            continue;
-        }
-        uint32_t k = 0;
-        uint64_t minrem = UINT64_MAX;
-        for (int p = 0; p < SIM_MAX_PROCS; p++) {
-            const struct sim_work *w = &st->procs[p].work[dev];
-            if (st->procs[p].pid && pending(w)) {
-                k++;
-                if (w->submitted - w->done < minrem)
-                    minrem = w->submitted - w->done;
-            }
-        }
-        /* progress per ns of device time: 1 alone, less the switches' cost when sliced */
-        uint64_t eff = k > 1 ? 100 - st->switch_loss_pct : 100;
-        int completes = 0;
-        if (k && minrem <= (seg_end - t) * eff / 100 / k) {
-            seg_end = t + (minrem * k * 100 + eff - 1) / eff; /* the shortest queue empties here */
-            if (seg_end > pend)
-                seg_end = pend;
-            else
-                completes = 1;
-        }
-        uint64_t dt = seg_end - t;
-        if (k) {
-            uint64_t share = dt / k, gain = share * eff / 100;
-            for (int p = 0; p < SIM_MAX_PROCS; p++) {
-                struct sim_work *w = &st->procs[p].work[dev];
-                if (!st->procs[p].pid || !pending(w))
-                    continue;
-                uint64_t rem = w->submitted - w->done;
-                uint64_t prog = completes && rem == minrem ? rem : (gain < rem ? gain : rem);
-                w->done += prog;
-                d->tl_last_proc = p;
-                w->busy += share;
-                w->period_busy += share;
-                bp_add(w, seg_end, k, t);
-            }
-            d->tl_busy_ns += dt;
-            d->tl_period_busy += dt;
-        }
-        t = seg_end;
-        if (t == pend) {
-            emit_samples(st, dev, pend);
-            if (k == 0 && now - t > SIM_UTIL_PERIOD_NS) {
-                /* idle: skip the empty periods at once */
-                uint64_t skip = (now - t) / SIM_UTIL_PERIOD_NS;
-                d->tl_period_start += skip * SIM_UTIL_PERIOD_NS;
-                d->tl_last_util = 0;
-                t = d->tl_period_start;
-            }
-        }
+    /* A collective's release on one device depends on the other devices'
+     * timelines: all advance together, segment by segment. */
+    for (;;) {
+        uint64_t t = lockstep_start(st, now);
+        if (t >= now)
+            break;
+        uint64_t end = lockstep_end(st, t, now);
+        for (uint32_t i = 0; i < st->ndevices; i++)
+            if (st->dev[i].tl_last_ns == t && sim_tl_active(st, (int)i) > 0)
+                busy_apply(st, (int)i, t, end);
+        settle_collectives(st); /* releases happen when the last rank arrives */
     }
-    d->tl_last_ns = now;
 }
 
 void sim_tl_submit(struct sim_state *st, int proc, int dev, uint64_t ns, uint64_t now)
@@ -223,14 +344,31 @@ void sim_tl_submit(struct sim_state *st, int proc, int dev, uint64_t ns, uint64_
     sim_tl_advance(st, dev, now);
     struct sim_work *w = &st->procs[proc].work[dev];
     if (!pending(w)) {
-        /* idle until now: the next segment starts here */
+        /* idle until now: the next segment starts here (never before the
+         * timeline, which another process may have computed past our now) */
         uint32_t i = w->bp_head % SIM_BP_RING;
-        w->bp_t[i] = now;
+        w->bp_t[i] = st->dev[dev].tl_last_ns;
         w->bp_done[i] = w->done;
         w->bp_head++;
         w->pad = 0;
     }
     w->submitted += ns;
+}
+
+int sim_tl_collective(struct sim_state *st, int proc, int dev, uint64_t ns, uint32_t group, uint32_t ranks,
+                      uint64_t now)
+{
+    sim_tl_advance(st, dev, now);
+    struct sim_work *w = &st->procs[proc].work[dev];
+    if (w->coll_tail - w->coll_head >= SIM_COLL_QUEUE)
+        return -1;
+    w->coll[w->coll_tail % SIM_COLL_QUEUE] = (struct sim_coll){
+        .at = w->submitted, .group = group, .ranks = ranks, .seq = st->procs[proc].coll_next[group]++
+    };
+    w->coll_tail++;
+    sim_tl_submit(st, proc, dev, ns > SIM_COLL_MIN_NS ? ns : SIM_COLL_MIN_NS, now);
+    settle_collectives(st); /* an idle queue reaches it at once */
+    return 0;
 }
 
 uint64_t sim_tl_event_mark(struct sim_state *st, int proc, int dev, uint64_t now)

@@ -29,6 +29,16 @@
  * clients (nvidia-smi pmon: the server "C" at 42 % SM, the clients "M+C"
  * with none; bench/probe/mps_share.sh).
  *
+ * Collective kernels (sim_tl_collective) wait on the device for their peers,
+ * as NCCL's do: when a process's queue reaches its seq-th collective of a
+ * group it spins there -- it has work, takes its share or slice of the device
+ * and counts as busy, but its work does not advance -- until all of the
+ * collective's ranks (processes on any device) have reached theirs; then each
+ * runs its own work. Since a release on one device depends on the others,
+ * sim_tl_advance advances every device of the state together, segment by
+ * segment, and a release happens at the segment end where the last rank
+ * arrived. A rank that dies leaves its peers spinning, as NCCL's do.
+ *
  * All functions here want the state lock held.
  */
 #ifndef GPUSLICE_SIM_TIMELINE_H
@@ -40,11 +50,21 @@
 
 uint64_t sim_now_ns(void);
 
-/* Computes the timeline of device dev up to now. */
+/* Starts device dev's timeline if it has none yet, and computes every
+ * started device's up to now. */
 void sim_tl_advance(struct sim_state *st, int dev, uint64_t now);
 
 /* Adds ns of work for process slot proc on dev at time now (advances first). */
 void sim_tl_submit(struct sim_state *st, int proc, int dev, uint64_t ns, uint64_t now);
+
+/* Queues a collective of group (< SIM_COLL_GROUPS) that needs ranks processes
+ * and then runs ns of work (at least SIM_COLL_MIN_NS, so that what is queued
+ * after it is reached only once it is released). Returns -1, queueing
+ * nothing, when SIM_COLL_QUEUE of the process's collectives on dev are not
+ * released yet. */
+#define SIM_COLL_MIN_NS 1ULL
+int sim_tl_collective(struct sim_state *st, int proc, int dev, uint64_t ns, uint32_t group, uint32_t ranks,
+                      uint64_t now);
 
 /* An event recorded now by process slot proc on dev: the work it completes
  * after (advances first). On a time-sliced device where another process has

@@ -111,6 +111,11 @@ static void not_found_statuses(void **state)
     assert_int_equal(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
     expect("cuMemCreate", 10020, 0, "cuMemCreate");
     expect("cuLaunchKernelEx", 11060, 0, "cuLaunchKernelEx");
+    /* cuFuncGetName came with CUDA 12.3. */
+    assert_int_equal(cuGetProcAddress_v2("cuFuncGetName", &fn, 12020, 0, &st), CUDA_ERROR_NOT_FOUND);
+    assert_int_equal(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    expect("cuFuncGetName", 12030, 0, "cuFuncGetName");
+    expect("cuFuncGetName", 13000, 0, "cuFuncGetName");
 
     assert_int_equal(cuGetProcAddress_v2("cuNoSuchThing", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
     assert_int_equal(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);

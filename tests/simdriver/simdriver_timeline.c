@@ -2,7 +2,8 @@
  * The kernel timeline in simulated time (no clock read): processor sharing,
  * and round-robin time slices (GPUSLICE_SIM_TIMESLICE_US), in which a short
  * kernel submitted while another process's slice runs waits for that slice,
- * and so does an event recorded on an idle stream meanwhile.
+ * and so does an event recorded on an idle stream meanwhile; collectives,
+ * which spin on their device until every rank has reached them.
  */
 #include <stdlib.h>
 
@@ -13,19 +14,28 @@
 #define US 1000ULL
 #define MS 1000000ULL
 
-/* One device, processes A (slot 0) and B (slot 1), the timeline started at T0. */
-static struct sim_state *procs_ab(uint32_t timeslice_us)
+/* ndev devices, processes A, B, C (slots 0, 1, 2), every timeline started at T0. */
+static struct sim_state *procs_on(uint32_t ndev, uint32_t timeslice_us)
 {
     struct sim_state *st = calloc(1, sizeof *st);
     assert_non_null(st);
-    st->ndevices = 1;
+    st->ndevices = ndev;
     st->timeslice_us = timeslice_us;
-    st->dev[0].tl_last_proc = -1;
-    st->dev[0].tl_owner = -1;
+    for (uint32_t d = 0; d < ndev; d++) {
+        st->dev[d].tl_last_proc = -1;
+        st->dev[d].tl_owner = -1;
+        sim_tl_advance(st, (int)d, T0);
+    }
     st->procs[0].pid = 100;
     st->procs[1].pid = 200;
-    sim_tl_advance(st, 0, T0);
+    st->procs[2].pid = 300;
     return st;
+}
+
+/* One device, processes A (slot 0) and B (slot 1), the timeline started at T0. */
+static struct sim_state *procs_ab(uint32_t timeslice_us)
+{
+    return procs_on(1, timeslice_us);
 }
 
 /* A queues 10 ms of work at T0, B a 10 us kernel b_at later; the timeline is
@@ -124,6 +134,142 @@ static void under_mps_the_server_gets_the_samples(void **state)
     free(st);
 }
 
+/* ---- collectives ---- */
+
+/* Queues a collective of group g among r ranks with n ns of own work for
+ * process p on device d at t; returns the work that completes with it. */
+static uint64_t coll(struct sim_state *st, int p, int d, uint64_t n, uint32_t g, uint32_t r, uint64_t t)
+{
+    assert_int_equal(sim_tl_collective(st, p, d, n, g, r, t), 0);
+    return st->procs[p].work[d].submitted;
+}
+
+static void a_collective_waits_for_the_late_rank_on_another_device(void **state)
+{
+    (void)state;
+    struct sim_state *st = procs_on(2, 0);
+    /* A on device 0 reaches its collective at 1 ms; B on device 1 at 6 ms */
+    sim_tl_submit(st, 0, 0, 1 * MS, T0);
+    uint64_t a_end = coll(st, 0, 0, 100 * US, 0, 2, T0);
+    sim_tl_advance(st, 0, T0 + 5 * MS);
+    const struct sim_work *a = &st->procs[0].work[0], *b = &st->procs[1].work[1];
+    assert_int_equal(a->done, 1 * MS); /* spinning: nothing after the collective is reached */
+    assert_int_equal(sim_tl_active(st, 0), 1);
+    sim_tl_submit(st, 1, 1, 1 * MS, T0 + 5 * MS);
+    uint64_t b_end = coll(st, 1, 1, 100 * US, 0, 2, T0 + 5 * MS);
+    sim_tl_advance(st, 1, T0 + 20 * MS); /* device 0 is advanced with device 1 */
+    assert_int_equal(st->dev[0].tl_last_ns, T0 + 20 * MS);
+    /* released when B arrived; then both run their own 100 us */
+    assert_int_equal(sim_tl_done_time(a, a_end), T0 + 6 * MS + 100 * US);
+    assert_int_equal(sim_tl_done_time(b, b_end), T0 + 6 * MS + 100 * US);
+    /* the 5 ms A spun count as A's busy time and the device's */
+    assert_int_equal(a->busy, 6 * MS + 100 * US);
+    assert_int_equal(st->dev[0].tl_busy_ns, 6 * MS + 100 * US);
+    assert_int_equal(b->busy, 1 * MS + 100 * US);
+    free(st);
+}
+
+static void a_spinning_rank_takes_its_share_of_the_device(void **state)
+{
+    (void)state;
+    struct sim_state *st = procs_ab(0);
+    sim_tl_submit(st, 0, 0, 1 * MS, T0);
+    uint64_t a_end = coll(st, 0, 0, 100 * US, 0, 2, T0);
+    sim_tl_submit(st, 1, 0, 3 * MS, T0);
+    uint64_t b_end = coll(st, 1, 0, 100 * US, 0, 2, T0);
+    sim_tl_advance(st, 0, T0 + 20 * MS);
+    /* half speed each: A arrives at 2 ms and spins; B, still at half speed,
+     * arrives at 6 ms; then 100 us each at half speed */
+    assert_int_equal(sim_tl_done_time(&st->procs[0].work[0], a_end), T0 + 6 * MS + 200 * US);
+    assert_int_equal(sim_tl_done_time(&st->procs[1].work[0], b_end), T0 + 6 * MS + 200 * US);
+    free(st);
+}
+
+static void a_spinning_rank_holds_its_whole_slice(void **state)
+{
+    (void)state;
+    struct sim_state *st = procs_ab(2000);
+    sim_tl_submit(st, 0, 0, 1 * MS, T0);
+    uint64_t a_end = coll(st, 0, 0, 100 * US, 0, 2, T0);
+    sim_tl_submit(st, 1, 0, 3 * MS, T0);
+    uint64_t b_end = coll(st, 1, 0, 100 * US, 0, 2, T0);
+    sim_tl_advance(st, 0, T0 + 20 * MS);
+    /* B's slice 0-2 ms; A's 2-4 ms: 1 ms of work, then it spins to the
+     * slice's end; B's from 4 ms: it arrives at 5 ms and runs on to 5.1 ms;
+     * A's 100 us last */
+    assert_int_equal(sim_tl_done_time(&st->procs[1].work[0], b_end), T0 + 5 * MS + 100 * US);
+    assert_int_equal(sim_tl_done_time(&st->procs[0].work[0], a_end), T0 + 5 * MS + 200 * US);
+    assert_int_equal(st->procs[0].work[0].busy, 2 * MS + 100 * US);
+    assert_int_equal(st->dev[0].tl_busy_ns, 5 * MS + 200 * US);
+    free(st);
+}
+
+static void the_kth_collective_matches_the_kth(void **state)
+{
+    (void)state;
+    struct sim_state *st = procs_on(2, 0);
+    uint64_t a_end[3], b_end[3];
+    for (int k = 0; k < 3; k++) /* A queues three at once */
+        a_end[k] = coll(st, 0, 0, 100 * US, 3, 2, T0);
+    for (int k = 0; k < 3; k++) { /* B works 1 ms before each */
+        sim_tl_submit(st, 1, 1, 1 * MS, T0);
+        b_end[k] = coll(st, 1, 1, 100 * US, 3, 2, T0);
+    }
+    sim_tl_advance(st, 0, T0 + 20 * MS);
+    for (uint64_t k = 0; k < 3; k++) {
+        uint64_t want = T0 + (k + 1) * (1 * MS + 100 * US);
+        assert_int_equal(sim_tl_done_time(&st->procs[0].work[0], a_end[k]), want);
+        assert_int_equal(sim_tl_done_time(&st->procs[1].work[1], b_end[k]), want);
+    }
+    free(st);
+}
+
+static void a_collective_needs_all_its_ranks_of_its_group(void **state)
+{
+    (void)state;
+    struct sim_state *st = procs_on(3, 0);
+    st->procs[3].pid = 400; /* D, on device 2 beside C */
+    uint64_t a_end = coll(st, 0, 0, 100 * US, 1, 3, T0);
+    coll(st, 1, 1, 100 * US, 1, 3, T0);
+    coll(st, 3, 2, 100 * US, 2, 3, T0); /* D: another group, no help */
+    sim_tl_advance(st, 0, T0 + 5 * MS);
+    assert_int_equal(st->procs[0].work[0].done, 0);
+    assert_int_equal(st->procs[1].work[1].done, 0);
+    uint64_t c_end = coll(st, 2, 2, 100 * US, 1, 3, T0 + 5 * MS); /* C, the third rank of group 1 */
+    sim_tl_advance(st, 0, T0 + 20 * MS);
+    /* C shares device 2 with D's spin: its 100 us take 200 us */
+    assert_int_equal(sim_tl_done_time(&st->procs[0].work[0], a_end), T0 + 5 * MS + 100 * US);
+    assert_int_equal(sim_tl_done_time(&st->procs[2].work[2], c_end), T0 + 5 * MS + 200 * US);
+    assert_int_equal(st->procs[3].work[2].done, 0); /* D still spins */
+    free(st);
+}
+
+static void a_spinning_rank_gets_full_nvml_samples(void **state)
+{
+    (void)state;
+    struct sim_state *st = procs_ab(0);
+    coll(st, 0, 0, 100 * US, 0, 2, T0); /* its peer never comes */
+    sim_tl_advance(st, 0, T0 + SIM_UTIL_PERIOD_NS);
+    assert_int_equal(st->dev[0].tl_sample_head, 1);
+    assert_int_equal(st->dev[0].samples[0].pid, 100);
+    assert_int_equal(st->dev[0].samples[0].sm_util, 100);
+    assert_int_equal(st->dev[0].tl_last_util, 100);
+    free(st);
+}
+
+static void the_collective_queue_is_bounded(void **state)
+{
+    (void)state;
+    struct sim_state *st = procs_ab(0);
+    for (int k = 0; k < SIM_COLL_QUEUE; k++)
+        coll(st, 0, 0, 0, 0, 2, T0);
+    uint64_t before = st->procs[0].work[0].submitted;
+    assert_int_equal(sim_tl_collective(st, 0, 0, 0, 0, 2, T0), -1);
+    assert_int_equal(st->procs[0].work[0].submitted, before);
+    assert_int_equal(st->procs[0].coll_next[0], SIM_COLL_QUEUE);
+    free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -133,6 +279,13 @@ int main(void)
         cmocka_unit_test(an_idle_process_event_is_stamped_when_its_slice_begins),
         cmocka_unit_test(without_slices_an_idle_process_event_is_stamped_at_once),
         cmocka_unit_test(under_mps_the_server_gets_the_samples),
+        cmocka_unit_test(a_collective_waits_for_the_late_rank_on_another_device),
+        cmocka_unit_test(a_spinning_rank_takes_its_share_of_the_device),
+        cmocka_unit_test(a_spinning_rank_holds_its_whole_slice),
+        cmocka_unit_test(the_kth_collective_matches_the_kth),
+        cmocka_unit_test(a_collective_needs_all_its_ranks_of_its_group),
+        cmocka_unit_test(a_spinning_rank_gets_full_nvml_samples),
+        cmocka_unit_test(the_collective_queue_is_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
