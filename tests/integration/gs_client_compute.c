@@ -24,6 +24,14 @@
  *                        on a stream of its own, without synchronising.
  *                        Reports the first failing launch's result, EndCapture's,
  *                        and the background launches; rc is the first failure.
+ *   tp US COLL_US RANKS STEPS [WARM] [GROUP]
+ *                        a tensor-parallel rank: STEPS times a kernel of US
+ *                        microseconds, a collective of COLL_US of its own work
+ *                        that waits for RANKS ranks (the simulated driver's
+ *                        "ncclDevKernel_AllReduce_sim:COLL_US:RANKS:GROUP", group 0
+ *                        by default) and a
+ *                        stream synchronisation; reports the steps after the
+ *                        first WARM, their wall time and the longest step
  */
 #define _GNU_SOURCE
 #include "gs_client_compute.h"
@@ -146,6 +154,47 @@ static CUresult capture(gs_entry_fn entry, unsigned n, unsigned gap_us, int mode
     return rc;
 }
 
+/* The "tp" command: see the top of this file. */
+static CUresult tp_steps(gs_entry_fn entry, unsigned long long us, unsigned long long coll_us, unsigned ranks,
+                         unsigned long long steps, unsigned long long warm, unsigned group)
+{
+    CUresult (*load)(CUmodule *, const void *) =
+        (CUresult(*)(CUmodule *, const void *))entry("cuModuleLoadData", "cuModuleLoadData", 0);
+    CUresult (*get)(CUfunction *, CUmodule, const char *) =
+        (CUresult(*)(CUfunction *, CUmodule, const char *))entry("cuModuleGetFunction", "cuModuleGetFunction", 0);
+    launch_t launch = (launch_t)entry("cuLaunchKernel", "cuLaunchKernel", 0);
+    CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
+    CUfunction work = NULL, coll = NULL;
+    char name[96];
+    CUresult rc = load && get && launch && sync ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+    if (!rc && !module)
+        rc = load(&module, "image");
+    snprintf(name, sizeof name, "sleep_us:%llu", us);
+    if (!rc)
+        rc = get(&work, module, name);
+    snprintf(name, sizeof name, "ncclDevKernel_AllReduce_sim:%llu:%u:%u", coll_us, ranks, group);
+    if (!rc)
+        rc = get(&coll, module, name);
+    double t0 = 0, longest = 0;
+    unsigned long long k = 0;
+    for (; k < steps && !rc; k++) {
+        if (k == warm)
+            t0 = now_s();
+        double s0 = now_s();
+        rc = launch(work, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+        if (!rc)
+            rc = launch(coll, 8, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+        if (!rc)
+            rc = sync(NULL);
+        if (k >= warm && now_s() - s0 > longest)
+            longest = now_s() - s0;
+    }
+    double el = t0 > 0 ? now_s() - t0 : 0;
+    printf("steps=%llu counted=%llu elapsed_us=%llu longest_us=%llu ", k, k > warm ? k - warm : 0,
+           (unsigned long long)(el * 1e6), (unsigned long long)(longest * 1e6));
+    return rc;
+}
+
 int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
 {
     const char *c = argv[0];
@@ -161,6 +210,12 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         if (!*rc)
             *rc = ((CUresult(*)(CUfunction *, CUmodule, const char *))entry(
                 "cuModuleGetFunction", "cuModuleGetFunction", 0))(&func, module, name);
+        return 1;
+    }
+    if (!strcmp(c, "tp") && argc > 4) {
+        *rc = tp_steps(entry, strtoull(argv[1], NULL, 0), strtoull(argv[2], NULL, 0), (unsigned)atoi(argv[3]),
+                       strtoull(argv[4], NULL, 0), argc > 5 ? strtoull(argv[5], NULL, 0) : 0,
+                       argc > 6 ? (unsigned)atoi(argv[6]) : 0);
         return 1;
     }
     if (!strcmp(c, "graph") && argc > 1) {
