@@ -84,7 +84,38 @@ int gs_region_check(const struct gs_region *r, char *err, size_t errlen)
     return gs_region_exports_check(r, err, errlen);
 }
 
+/* A private region must be this user's own file that nobody else may write:
+ * one planted by another user (before ours existed) would set our limits. */
+static int check_private(const char *path, const struct stat *st, char *err, size_t errlen)
+{
+    if (st->st_uid != geteuid()) {
+        snprintf(err, errlen,
+                 "region %s is owned by uid %u, mode %04o, not by you (uid %u): another user may have made it to "
+                 "control your limits; remove it or name your own with GPUSLICE_REGION",
+                 path, (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777), (unsigned)geteuid());
+        return -1;
+    }
+    if (st->st_mode & (S_IWGRP | S_IWOTH)) {
+        snprintf(err, errlen, "region %s has mode %04o, which lets other users write to it: chmod go-w it or remove it",
+                 path, (unsigned)(st->st_mode & 07777));
+        return -1;
+    }
+    return 0;
+}
+
+static struct gs_region *open_region(const char *path, int create, int own_only, int *fd_out, char *err, size_t errlen);
+
 struct gs_region *gs_region_open(const char *path, int create, int *fd_out, char *err, size_t errlen)
+{
+    return open_region(path, create, 0, fd_out, err, errlen);
+}
+
+struct gs_region *gs_region_open_private(const char *path, int *fd_out, char *err, size_t errlen)
+{
+    return open_region(path, 1, 1, fd_out, err, errlen);
+}
+
+static struct gs_region *open_region(const char *path, int create, int own_only, int *fd_out, char *err, size_t errlen)
 {
     if (fd_out)
         *fd_out = -1;
@@ -99,6 +130,10 @@ struct gs_region *gs_region_open(const char *path, int create, int *fd_out, char
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "region %s is not a regular file", path);
+        close(fd);
+        return NULL;
+    }
+    if (own_only && check_private(path, &st, err, errlen) != 0) {
         close(fd);
         return NULL;
     }

@@ -30,7 +30,7 @@
 #include "limiter.h"
 
 #define GS_REGION_MAGIC 0x45434c5355504721ULL /* "!GPUSLCE" */
-#define GS_REGION_VERSION 5U /* 3: slots live by their OFD lock; 4: export records; 5: default_limit_mib */
+#define GS_REGION_VERSION 6U /* 3: slots live by their OFD lock; 4: export records; 5: default_limit_mib; 6: run */
 #define GS_REGION_MAX_DEVICES 16
 #define GS_REGION_MAX_PROCS 1024
 #define GS_REGION_UUID_LEN 64
@@ -107,6 +107,23 @@ struct gs_region_export {
 _Static_assert(sizeof(struct gs_lim_account) == 15 * sizeof(uint64_t), "limiter account must fill compute[]");
 _Static_assert(sizeof(struct gs_lim_proc) == 8 * sizeof(uint64_t), "per-process counters must fill compute[]");
 
+/* The limits of the `gpuslice run` that made a region, as its configuration
+ * holds them (per CUDA ordinal the process sees), so that a later run of the
+ * same --name is compared with them before any process touches a GPU. */
+struct gs_region_run_limits {
+    uint32_t set; /* 1: recorded at creation; 0: made by a process, not a run */
+    uint32_t compute_mode;
+    uint32_t share_weight;
+    uint32_t managed_policy;
+    uint64_t mem_limit[GS_REGION_MAX_DEVICES];
+    uint32_t sm_limit[GS_REGION_MAX_DEVICES];
+};
+
+/* The byte of a region file on which every `gpuslice run` using the region
+ * holds a shared OFD lock while its command runs: the region is in use
+ * before any of its processes takes a slot. */
+#define GS_REGION_RUN_BYTE ((off_t)0)
+
 struct gs_region {
     uint64_t magic;
     uint32_t version;
@@ -119,6 +136,7 @@ struct gs_region {
      * MiB (0: none, or per device): for viewers, before any device is used.
      * Never read for enforcement. */
     uint32_t default_limit_mib;
+    struct gs_region_run_limits run; /* never read for enforcement */
     struct gs_region_device dev[GS_REGION_MAX_DEVICES];
     struct gs_region_proc proc[GS_REGION_MAX_PROCS];
     struct gs_region_export exports[GS_REGION_MAX_EXPORTS];
@@ -143,6 +161,10 @@ int gs_region_check(const struct gs_region *r, char *err, size_t errlen);
  * process's own read-write, close-on-exec descriptor of the file: the one
  * that holds its slot's lock and asks about the others'. */
 struct gs_region *gs_region_open(const char *path, int create, int *fd, char *err, size_t errlen);
+/* As gs_region_open with create, for a region at a path anyone may create
+ * (the default /tmp/gpuslice-<uid>.region): refuses a file that another user
+ * owns or that group or others may write, saying so in err. */
+struct gs_region *gs_region_open_private(const char *path, int *fd, char *err, size_t errlen);
 /* Unmaps r and closes fd (-1: none), dropping any slot lock it holds. */
 void gs_region_close(struct gs_region *r, int fd);
 

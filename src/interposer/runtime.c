@@ -28,6 +28,7 @@ static int slot = -1;
 static int dev_map[GS_MAX_DEVICES];
 static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
 static int broken_reported;
+static int region_private; /* the default region, in a directory anyone may write */
 
 static void set_broken(const char *why)
 {
@@ -108,8 +109,10 @@ __attribute__((constructor)) static void runtime_init(void)
     gs_log_threshold = gs_rt.cfg.log_level;
     if (!gs_rt.cfg.any_limit && !gs_rt.cfg.region_path[0] && gs_rt.cfg.compute_mode != GS_COMPUTE_SHARE)
         return; /* GS_MODE_PASSTHROUGH */
-    if (!gs_rt.cfg.region_path[0])
+    if (!gs_rt.cfg.region_path[0]) {
         gs_statedir_fallback_region(gs_rt.cfg.region_path, sizeof gs_rt.cfg.region_path);
+        region_private = 1;
+    }
     gs_rt.mode = GS_MODE_ENFORCE;
 }
 
@@ -128,7 +131,8 @@ struct gs_region *gs_rt_region(void)
     pthread_mutex_lock(&setup_lock);
     if (!region && gs_mode() == GS_MODE_ENFORCE) {
         char err[512];
-        r = gs_region_open(gs_rt.cfg.region_path, 1, &region_fd, err, sizeof err);
+        r = region_private ? gs_region_open_private(gs_rt.cfg.region_path, &region_fd, err, sizeof err)
+                           : gs_region_open(gs_rt.cfg.region_path, 1, &region_fd, err, sizeof err);
         if (!r) {
             set_region_broken(err);
         } else if (fstat(region_fd, &region_id) != 0) {
