@@ -6,6 +6,7 @@
 #include "region_view.h"
 #include "size_parse.h"
 #include "statedir.h"
+#include "text_escape.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -51,7 +52,31 @@ static void fmt_compute(const struct gs_region_device *dv, char *buf, size_t len
         snprintf(buf, len, "%u%%/%u%%cap", use, a->limit_pct);
 }
 
-static void print_table(const char *path, const struct gs_region_view *v)
+/* Names come from the tenant's region file (and its file name): shown as valid
+ * UTF-8 with control characters as \xNN, so they cannot drive the terminal or
+ * make the JSON unprintable (text_escape.h). */
+struct shown_names {
+    char container[4 * PATH_MAX + 1]; /* the container's name, else the region's path */
+    char path[4 * PATH_MAX + 1];
+    char uuid[GS_REGION_MAX_DEVICES][4 * GS_REGION_UUID_LEN + 1];
+};
+
+static struct shown_names *shown_names(const char *path, const struct gs_region *r)
+{
+    struct shown_names *n = malloc(sizeof *n);
+    if (!n)
+        return NULL;
+    gs_escape_utf8(n->path, sizeof n->path, path, strlen(path));
+    if (r->container[0])
+        gs_escape_utf8(n->container, sizeof n->container, r->container, sizeof r->container);
+    else
+        memcpy(n->container, n->path, sizeof n->path);
+    for (uint32_t d = 0; d < r->ndevices && d < GS_REGION_MAX_DEVICES; d++)
+        gs_escape_utf8(n->uuid[d], sizeof n->uuid[d], r->dev[d].uuid, GS_REGION_UUID_LEN);
+    return n;
+}
+
+static void print_table(const struct shown_names *names, const struct gs_region_view *v)
 {
     const struct gs_region *r = &v->r;
     char used[32], limit[32];
@@ -65,8 +90,7 @@ static void print_table(const char *path, const struct gs_region_view *v)
             snprintf(limit, sizeof limit, "unlimited");
         char compute[40];
         fmt_compute(&r->dev[d], compute, sizeof compute);
-        printf("%-20s %-42s %12s %12s %6d %14s\n", r->container[0] ? r->container : path, r->dev[d].uuid, used, limit,
-               procs, compute);
+        printf("%-20s %-42s %12s %12s %6d %14s\n", names->container, names->uuid[d], used, limit, procs, compute);
         for (int i = 0; i < GS_REGION_MAX_PROCS; i++) {
             const struct gs_region_proc *p = &r->proc[i];
             if (!gs_region_view_alive(v, i) || !p->mem_used[d])
@@ -86,21 +110,20 @@ static void print_table(const char *path, const struct gs_region_view *v)
             fmt((uint64_t)r->default_limit_mib << 20, limit, sizeof limit);
         else
             snprintf(limit, sizeof limit, "-");
-        printf("%-20s %-42s %12s %12s %6d\n", r->container[0] ? r->container : path, "(no GPU used yet)", "-", limit,
-               live);
+        printf("%-20s %-42s %12s %12s %6d\n", names->container, "(no GPU used yet)", "-", limit, live);
     }
     if (live == 0)
-        printf("  (idle: no live process; 'gpuslice rm %s' removes it)\n", r->container[0] ? r->container : path);
+        printf("  (idle: no live process; 'gpuslice rm %s' removes it)\n", names->container);
 }
 
-static json_t *to_json(const char *path, const struct gs_region_view *v)
+static json_t *to_json(const struct shown_names *names, const struct gs_region_view *v)
 {
     const struct gs_region *r = &v->r;
     json_t *devs = json_array(), *procs = json_array();
     for (uint32_t d = 0; d < r->ndevices; d++) {
         int n = 0;
         uint64_t u = gs_region_view_used(v, (int)d, &n);
-        json_t *dev = json_pack("{s:s, s:I, s:I}", "uuid", r->dev[d].uuid, "memory_limit_bytes",
+        json_t *dev = json_pack("{s:s, s:I, s:I}", "uuid", names->uuid[d], "memory_limit_bytes",
                                 (json_int_t)r->dev[d].mem_limit, "memory_used_bytes", (json_int_t)u);
         const struct gs_lim_account *a = &r->dev[d].lim;
         if (__atomic_load_n(&a->configured, __ATOMIC_ACQUIRE) == 1) {
@@ -129,7 +152,7 @@ static json_t *to_json(const char *path, const struct gs_region_view *v)
             continue;
         json_t *pd = json_array();
         for (uint32_t d = 0; d < r->ndevices; d++)
-            json_array_append_new(pd, json_pack("{s:s, s:I, s:I}", "uuid", r->dev[d].uuid, "memory_used_bytes",
+            json_array_append_new(pd, json_pack("{s:s, s:I, s:I}", "uuid", names->uuid[d], "memory_used_bytes",
                                                 (json_int_t)p->mem_used[d], "context_bytes",
                                                 (json_int_t)p->ctx_overhead[d]));
         json_array_append_new(procs, json_pack("{s:i, s:o, s:I, s:I}", "pid", p->pid, "devices", pd,
@@ -139,8 +162,9 @@ static json_t *to_json(const char *path, const struct gs_region_view *v)
     int live = 0;
     gs_region_view_used(v, -1, &live);
     const uint64_t default_limit = (uint64_t)r->default_limit_mib << 20;
-    return json_pack("{s:s, s:s, s:b, s:I, s:o, s:o}", "container", r->container, "state_file", path, "idle", live == 0,
-                     "default_memory_limit_bytes", (json_int_t)default_limit, "devices", devs, "processes", procs);
+    return json_pack("{s:s, s:s, s:b, s:I, s:o, s:o}", "container", names->container, "state_file", names->path, "idle",
+                     live == 0, "default_memory_limit_bytes", (json_int_t)default_limit, "devices", devs, "processes",
+                     procs);
 }
 
 struct region_list {
@@ -160,6 +184,32 @@ static int collect_region(const char *path, const char *key, void *arg)
     if (!l->paths[l->n])
         return -1;
     l->n++;
+    return 0;
+}
+
+static int unshown(const char *path)
+{
+    char shown[GS_ESCAPE_BUF];
+    gs_escape_text(shown, sizeof shown, path, strlen(path), GS_ESCAPE_SHOW);
+    fprintf(stderr, "gpuslice top: cannot show %s: out of memory\n", shown);
+    return -1;
+}
+
+/* One container as a table row or a JSON object appended to all; -1, with a
+ * message, when it cannot be shown (never dropped silently). */
+static int show_one(json_t *all, const char *path, const struct gs_region_view *v, int as_json)
+{
+    struct shown_names *names = shown_names(path, &v->r);
+    if (!names)
+        return unshown(path);
+    json_t *one = NULL;
+    if (as_json)
+        one = to_json(names, v);
+    else
+        print_table(names, v);
+    free(names);
+    if (as_json && (!one || json_array_append_new(all, one) != 0))
+        return unshown(path);
     return 0;
 }
 
@@ -191,14 +241,14 @@ static int show(char **files, int nfiles, const char *dir, int as_json)
         char err[256];
         struct gs_region_view *v = gs_region_view_open(list[i], err, sizeof err);
         if (!v) {
-            fprintf(stderr, "gpuslice top: %s\n", err);
+            char shown[4 * sizeof err + 4]; /* err quotes the path, which a tenant may have named */
+            gs_escape_text(shown, sizeof shown, err, strlen(err), sizeof err);
+            fprintf(stderr, "gpuslice top: %s\n", shown);
             rc = 1;
             continue;
         }
-        if (as_json)
-            json_array_append_new(all, to_json(list[i], v));
-        else
-            print_table(list[i], v);
+        if (show_one(all, list[i], v, as_json) != 0)
+            rc = 1;
         gs_region_view_free(v);
     }
     if (as_json) {

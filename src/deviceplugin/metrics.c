@@ -14,6 +14,7 @@
 #include "metrics.h"
 #include "region_view.h"
 #include "statedir.h"
+#include "text_escape.h"
 
 struct gs_metrics {
     struct gs_httpd *srv; /* the one bounded server (src/k8s/httpd.c) */
@@ -48,7 +49,7 @@ __attribute__((format(printf, 2, 3))) static void put(struct out *o, const char 
     }
 }
 
-/* Label values: escape backslash, quote and newline. */
+/* Label values: escape backslash, quote and newline (Prometheus text format). */
 static void esc(const char *in, char *out, size_t len)
 {
     size_t j = 0;
@@ -64,6 +65,17 @@ static void esc(const char *in, char *out, size_t len)
         }
     }
     out[j] = '\0';
+}
+
+/* A label value from text a tenant may have written (a region's names, file
+ * names): first valid UTF-8 without control characters (text_escape.h: one
+ * invalid byte would make Prometheus reject the whole scrape), then escaped
+ * for the text format. The first inlen bytes of in, up to a NUL. */
+static void label(const char *in, size_t inlen, char *out, size_t len)
+{
+    char safe[4 * 256 + 1]; /* room for 256 bytes escaped: callers pass at most that */
+    gs_escape_utf8(safe, sizeof safe, in, inlen);
+    esc(safe, out, len);
 }
 
 /* One container's lines, from a snapshot of its region: the file is the
@@ -82,11 +94,8 @@ static int scrape_region(const char *path, const char *key, void *arg)
     if (!v)
         return 0;
     const struct gs_region *r = &v->r;
-    char cont[300], pod[150];
-    char label[sizeof r->container + 1];
-    memcpy(label, r->container, sizeof r->container);
-    label[sizeof r->container] = '\0';
-    esc(label, cont, sizeof cont);
+    char cont[2 * 4 * sizeof r->container + 4], pod[2 * 4 * 256 + 4];
+    label(r->container, sizeof r->container, cont, sizeof cont);
     /* The pod that owns the allocation, as PreStartContainer recorded
      * it (docs/device-plugin.md); else the directory's name. */
     char uid[64] = "", upath[1024];
@@ -99,17 +108,15 @@ static int scrape_region(const char *path, const char *key, void *arg)
             fclose(uf);
         }
     }
-    esc(uid[0] ? uid : key, pod, sizeof pod);
+    label(uid[0] ? uid : key, 256, pod, sizeof pod);
     for (unsigned i = 0; i < r->ndevices; i++) {
-        char uuid[GS_REGION_UUID_LEN + 1], u[200];
-        memcpy(uuid, r->dev[i].uuid, GS_REGION_UUID_LEN);
-        uuid[GS_REGION_UUID_LEN] = '\0';
-        if (!uuid[0])
+        char u[2 * 4 * GS_REGION_UUID_LEN + 4];
+        if (!r->dev[i].uuid[0])
             continue;
-        esc(uuid, u, sizeof u);
+        label(r->dev[i].uuid, GS_REGION_UUID_LEN, u, sizeof u);
         int live = 0;
         uint64_t used = gs_region_view_used(v, (int)i, &live);
-        char lab[700];
+        char lab[sizeof cont + sizeof pod + sizeof u + 64];
         snprintf(lab, sizeof lab, "container=\"%s\",pod_uid=\"%s\",gpu=\"%s\"", cont, pod, u);
         put(o, "gpuslice_container_memory_used_bytes{%s} %llu\n", lab, (unsigned long long)used);
         put(o, "gpuslice_container_memory_limit_bytes{%s} %llu\n", lab, (unsigned long long)r->dev[i].mem_limit);
@@ -141,9 +148,9 @@ char *gs_metrics_render(struct gs_inventory *inv, const char *state_root, int re
     pthread_mutex_lock(&inv->lock);
     for (int i = 0; i < inv->ngpus; i++) {
         const struct gs_gpu *g = &inv->gpus[i];
-        char model[200];
-        esc(g->model, model, sizeof model);
-        char lab[400];
+        char model[2 * 4 * 96 + 4];
+        label(g->model, 96, model, sizeof model);
+        char lab[sizeof model + sizeof g->uuid + 64];
         snprintf(lab, sizeof lab, "gpu=\"%s\",index=\"%u\",model=\"%s\"", g->uuid, g->index, model);
         put(&o, "gpuslice_gpu_memory_total_bytes{%s} %llu\n", lab, (unsigned long long)g->mem_total);
         put(&o, "gpuslice_gpu_memory_used_bytes{%s} %llu\n", lab, (unsigned long long)g->mem_used);
