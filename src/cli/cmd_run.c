@@ -5,8 +5,8 @@
 #include "cli.h"
 #include "config.h"
 #include "flags.h"
-#include "region.h"
-#include "region_view.h"
+#include "run_checks.h"
+#include "run_region.h"
 #include "statedir.h"
 #include "size_parse.h"
 
@@ -31,12 +31,16 @@ static const char run_usage[] = "Usage: gpuslice run [OPTIONS] -- COMMAND [ARGS.
                                 "\n"
                                 "Options:\n"
                                 "  -m, --memory SIZE        GPU memory limit for every visible device, e.g.\n"
-                                "                           4GiB, 512MiB, 8g; or per device: 0=4GiB,1=2GiB\n"
+                                "                           4GiB, 512MiB, 8g; or per device: 0=4GiB,1=2GiB,\n"
+                                "                           where an index counts the GPUs COMMAND sees (after\n"
+                                "                           --device: with --device 1 that GPU is 0=); a limit\n"
+                                "                           above the GPU's memory is refused\n"
                                 "  -c, --cores PERCENT      compute limit, 1-100 (% of the GPU's time)\n"
                                 "      --mode cap|share     cap: never above PERCENT; share: a weight under\n"
                                 "                           contention, idle time usable (default cap)\n"
                                 "      --weight N           share-mode weight, 1-10000 (default 100)\n"
-                                "  -d, --device LIST        devices to expose (CUDA_VISIBLE_DEVICES syntax)\n"
+                                "  -d, --device LIST        GPUs to expose: host indexes as nvidia-smi shows\n"
+                                "                           them, or UUIDs (CUDA_VISIBLE_DEVICES syntax)\n"
                                 "  -n, --name NAME          container name; runs with one name share limits\n"
                                 "                           (default: run-<pid>, private to this run)\n"
                                 "      --managed count|ignore  count managed memory against the limit (count)\n"
@@ -45,6 +49,13 @@ static const char run_usage[] = "Usage: gpuslice run [OPTIONS] -- COMMAND [ARGS.
                                 "      --lib PATH           interposer to preload (default: ../lib/libgpuslice.so\n"
                                 "                           next to this program, or $GPUSLICE_LIB)\n"
                                 "  -h, --help               show this help\n"
+                                "\n"
+                                "Limits come from these options only: a GPUSLICE_* or CUDA_DEVICE_* limit\n"
+                                "variable inherited from the environment (GPUSLICE_MEMORY_LIMIT_0, GPUSLICE_MANAGED,\n"
+                                "...) is refused, and so is GPUSLICE_CTX_OVERHEAD=0. GPUs are counted through\n"
+                                "NVML: --memory and --device must name GPUs that exist, and are refused where\n"
+                                "NVML cannot be read. The library must be gpuslice's interposer. A --name run\n"
+                                "with other limits than the container's is refused while it is in use.\n"
                                 "\n"
                                 "SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are passed on to COMMAND; if gpuslice\n"
                                 "run itself is killed, COMMAND gets SIGTERM.\n"
@@ -98,8 +109,9 @@ static int check_memory_size(const char *size)
     return 0;
 }
 
-/* "4GiB" -> GPUSLICE_MEMORY_LIMIT; "0=4GiB,1=2GiB" -> GPUSLICE_MEMORY_LIMIT_<i>. */
-static int set_memory(const char *spec)
+/* "4GiB" -> GPUSLICE_MEMORY_LIMIT; "0=4GiB,1=2GiB" -> GPUSLICE_MEMORY_LIMIT_<i>,
+ * with the indexes given in *mask. */
+static int set_memory(const char *spec, unsigned *mask)
 {
     if (!strchr(spec, '=')) {
         if (check_memory_size(spec) != 0)
@@ -131,6 +143,7 @@ static int set_memory(const char *spec)
         }
     }
     free(copy);
+    *mask = seen;
     return rc;
 }
 
@@ -176,92 +189,6 @@ static int find_lib(const char *given, char *out, size_t len)
     return 0;
 }
 
-static int prepend_preload(const char *lib)
-{
-    const char *old = getenv("LD_PRELOAD");
-    if (!old || !*old)
-        return setenv("LD_PRELOAD", lib, 1);
-    if (strstr(old, lib))
-        return 0;
-    size_t n = strlen(lib) + strlen(old) + 2;
-    char *v = malloc(n);
-    if (!v)
-        return -1;
-    snprintf(v, n, "%s:%s", lib, old);
-    int rc = setenv("LD_PRELOAD", v, 1);
-    free(v);
-    return rc;
-}
-
-/* A named container's limits are those of the run that created it. A later
- * run with other limits starts it afresh when no process uses it, and is
- * refused while one does: two limits for one container cannot both hold.
- * A run with the same limits joins it, even one started a moment after the
- * first (whose processes may not hold a slot yet). */
-/* 1 when every device has the same memory limit (and, with cores, the same
- * compute cap) as device 0: limits a region can compare or record. */
-static int same_on_every_device(const struct gs_config *cfg, int cores)
-{
-    for (int i = 1; i < GS_MAX_DEVICES; i++)
-        if (cfg->mem_limit[i] != cfg->mem_limit[0] || (cores && cfg->sm_limit[i] != cfg->sm_limit[0]))
-            return 0;
-    return 1;
-}
-
-static int limits_differ(const struct gs_region_view *v, const struct gs_config *cfg, char *what, size_t len)
-{
-    if (!same_on_every_device(cfg, 1))
-        return 0; /* per-device limits: ordinals are the process's own, not comparable here */
-    for (uint32_t d = 0; d < v->r.ndevices; d++) {
-        const struct gs_region_device *dv = &v->r.dev[d];
-        if (dv->mem_limit != cfg->mem_limit[0]) {
-            char have[GS_FORMAT_SIZE_MAX] = "none", want[GS_FORMAT_SIZE_MAX] = "none";
-            if (dv->mem_limit)
-                gs_format_size(dv->mem_limit, have, sizeof have);
-            if (cfg->mem_limit[0])
-                gs_format_size(cfg->mem_limit[0], want, sizeof want);
-            snprintf(what, len, "a memory limit of %s on %s; this run asks for %s", have, dv->uuid, want);
-            return 1;
-        }
-        if (cfg->compute_mode == GS_COMPUTE_CAP && dv->sm_limit != cfg->sm_limit[0]) {
-            snprintf(what, len, "a compute cap of %u%% on %s; this run asks for %u%%",
-                     dv->sm_limit ? dv->sm_limit : 100, dv->uuid, cfg->sm_limit[0] ? cfg->sm_limit[0] : 100);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static int reconcile_named(const char *path, const char *name, const struct gs_config *cfg)
-{
-    struct stat st;
-    if (lstat(path, &st) != 0)
-        return 0;
-    char err[512], what[300];
-    struct gs_region_view *v = gs_region_view_open(path, err, sizeof err);
-    if (!v) {
-        fprintf(stderr, "gpuslice run: %s\n  If no process uses container '%s', remove the file and run again.\n", err,
-                name);
-        return GS_EXIT_SETUP;
-    }
-    int differ = limits_differ(v, cfg, what, sizeof what);
-    gs_region_view_free(v);
-    if (!differ)
-        return 0;
-    int live = 0;
-    if (gs_cli_remove_unused_region(path, &live, err, sizeof err) != 0) {
-        fprintf(stderr, "gpuslice run: %s\n", err);
-        return GS_EXIT_SETUP;
-    }
-    if (!live)
-        return 0; /* removed: this run sets the limits */
-    fprintf(stderr,
-            "gpuslice run: container '%s' is in use by %d process%s with %s.\n"
-            "  Run it with the same limits, stop the container's processes to change them, or use another --name.\n",
-            name, live, live == 1 ? "" : "es", what);
-    return GS_EXIT_USAGE;
-}
-
 /* The state directory holds the regions whose limits every run trusts. One that
  * another user owns or may write (a /tmp/gpuslice-<uid> created before ours, or a
  * symbolic link to one) would let that user set our limits: refuse it. */
@@ -301,7 +228,7 @@ static int check_state_dir(const char *dir)
     return 0;
 }
 
-static int run_child(char **cmd, const char *region_path, int private_region)
+static int run_child(char **cmd, const char *region_path, int private_region, int lock_fd)
 {
     struct sigaction sa = { .sa_handler = forward_signal };
     sigemptyset(&sa.sa_mask);
@@ -338,6 +265,7 @@ static int run_child(char **cmd, const char *region_path, int private_region)
             return GS_EXIT_SETUP;
         }
     }
+    close(lock_fd); /* our hold on the region: its processes are gone */
     if (private_region) {
         /* Once the last process of a private run has gone, its state goes too. */
         char err[512];
@@ -348,7 +276,55 @@ static int run_child(char **cmd, const char *region_path, int private_region)
     return 128 + WTERMSIG(status);
 }
 
-int gs_cmd_run(int argc, char **argv)
+struct run_opts {
+    const char *name, *state_dir, *lib;
+    int have_limit, share, cores_given, weight_given;
+    struct gs_run_request req;
+};
+
+/* One option; 0, 1 for --help (printed), or -1 (an error printed). */
+static int take_option(int c, struct run_opts *o)
+{
+    switch (c) {
+    case 'm':
+        if (set_memory(optarg, &o->req.per_device_mask) != 0)
+            return -1;
+        o->req.memory_flag = optarg;
+        o->have_limit = 1;
+        return 0;
+    case 'c': o->cores_given = o->have_limit = 1; return set_cores(optarg);
+    case 'd': o->req.device_flag = optarg; return setenv("CUDA_VISIBLE_DEVICES", optarg, 1);
+    case 'n':
+        if (!valid_name(optarg)) {
+            fprintf(stderr, "gpuslice run: --name '%s': use 1-64 letters, digits, '.', '_' or '-'\n", optarg);
+            return -1;
+        }
+        o->name = optarg;
+        return 0;
+    case 'M':
+        if (strcmp(optarg, "cap") != 0 && strcmp(optarg, "share") != 0) {
+            fprintf(stderr, "gpuslice run: --mode '%s': expected cap or share\n", optarg);
+            return -1;
+        }
+        o->share = strcmp(optarg, "share") == 0;
+        o->have_limit = 1;
+        return setenv("GPUSLICE_COMPUTE_MODE", optarg, 1);
+    case 'G':
+        if (strcmp(optarg, "count") != 0 && strcmp(optarg, "ignore") != 0) {
+            fprintf(stderr, "gpuslice run: --managed '%s': expected count or ignore\n", optarg);
+            return -1;
+        }
+        return setenv("GPUSLICE_MANAGED", optarg, 1);
+    case 'W': o->weight_given = o->have_limit = 1; return set_weight(optarg);
+    case 'S': o->state_dir = optarg; return 0;
+    case 'L': o->lib = optarg; return 0;
+    case 'h': fputs(run_usage, stdout); return 1;
+    default: fputs(run_usage, stderr); return -1;
+    }
+}
+
+/* 0 to go on, else the exit status (help: 0 after printing). */
+static int parse_options(int argc, char **argv, struct run_opts *o, int *status)
 {
     static const struct option opts[] = { { "memory", required_argument, NULL, 'm' },
                                           { "cores", required_argument, NULL, 'c' },
@@ -361,78 +337,38 @@ int gs_cmd_run(int argc, char **argv)
                                           { "lib", required_argument, NULL, 'L' },
                                           { "help", no_argument, NULL, 'h' },
                                           { NULL, 0, NULL, 0 } };
-    const char *name = NULL, *state_dir = NULL, *lib_arg = NULL;
-    int have_limit = 0, share = 0, cores_given = 0, weight_given = 0;
     optind = 1;
     int c;
+    *status = GS_EXIT_USAGE;
     while ((c = getopt_long(argc, argv, "+m:c:d:n:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            if (set_memory(optarg) != 0)
-                return GS_EXIT_USAGE;
-            have_limit = 1;
-            break;
-        case 'c':
-            if (set_cores(optarg) != 0)
-                return GS_EXIT_USAGE;
-            cores_given = 1;
-            have_limit = 1;
-            break;
-        case 'd': setenv("CUDA_VISIBLE_DEVICES", optarg, 1); break;
-        case 'n':
-            if (!valid_name(optarg)) {
-                fprintf(stderr, "gpuslice run: --name '%s': use 1-64 letters, digits, '.', '_' or '-'\n", optarg);
-                return GS_EXIT_USAGE;
-            }
-            name = optarg;
-            break;
-        case 'M':
-            if (strcmp(optarg, "cap") != 0 && strcmp(optarg, "share") != 0) {
-                fprintf(stderr, "gpuslice run: --mode '%s': expected cap or share\n", optarg);
-                return GS_EXIT_USAGE;
-            }
-            setenv("GPUSLICE_COMPUTE_MODE", optarg, 1);
-            share = strcmp(optarg, "share") == 0;
-            have_limit = 1;
-            break;
-        case 'G':
-            if (strcmp(optarg, "count") != 0 && strcmp(optarg, "ignore") != 0) {
-                fprintf(stderr, "gpuslice run: --managed '%s': expected count or ignore\n", optarg);
-                return GS_EXIT_USAGE;
-            }
-            setenv("GPUSLICE_MANAGED", optarg, 1);
-            break;
-        case 'W':
-            if (set_weight(optarg) != 0)
-                return GS_EXIT_USAGE;
-            weight_given = 1;
-            have_limit = 1;
-            break;
-        case 'S': state_dir = optarg; break;
-        case 'L': lib_arg = optarg; break;
-        case 'h': fputs(run_usage, stdout); return 0;
-        default: fputs(run_usage, stderr); return GS_EXIT_USAGE;
+        int rc = take_option(c, o);
+        if (rc != 0) {
+            *status = rc > 0 ? 0 : GS_EXIT_USAGE;
+            return -1;
         }
     }
     if (optind >= argc) {
         fprintf(stderr, "gpuslice run: no command given\n\n%s", run_usage);
-        return GS_EXIT_USAGE;
+        return -1;
     }
-    if (share && cores_given) {
+    if (o->share && o->cores_given) {
         fprintf(stderr, "gpuslice run: --cores sets a cap, --mode share a weight: give one of them "
                         "(--mode share --weight N)\n");
-        return GS_EXIT_USAGE;
+        return -1;
     }
-    if (weight_given && !share) {
+    if (o->weight_given && !o->share) {
         fprintf(stderr, "gpuslice run: --weight applies only with --mode share\n");
-        return GS_EXIT_USAGE;
+        return -1;
     }
-    if (!have_limit)
-        fprintf(stderr, "gpuslice run: note: no --memory or --cores given; usage is tracked, not limited\n");
+    return 0;
+}
 
-    char dir[PATH_MAX], region[PATH_MAX + 80], lib[PATH_MAX], auto_name[32];
-    if (state_dir)
-        snprintf(dir, sizeof dir, "%s", state_dir);
+/* The state directory and the region path of the run's container. */
+static int region_path(struct run_opts *o, char *auto_name, size_t auto_len, char *region, size_t len)
+{
+    char dir[PATH_MAX];
+    if (o->state_dir)
+        snprintf(dir, sizeof dir, "%s", o->state_dir);
     else
         gs_statedir_default(dir, sizeof dir);
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
@@ -441,45 +377,66 @@ int gs_cmd_run(int argc, char **argv)
     }
     if (check_state_dir(dir) != 0)
         return GS_EXIT_SETUP;
-    int private_region = name == NULL;
-    if (!name) {
-        snprintf(auto_name, sizeof auto_name, "run-%d", (int)getpid());
-        name = auto_name;
+    if (!o->name) {
+        snprintf(auto_name, auto_len, "run-%d", (int)getpid());
+        o->name = auto_name;
     }
-    if (gs_statedir_region_path(region, sizeof region, dir, name) != 0) {
-        fprintf(stderr, "gpuslice run: --name '%s' makes a path too long under %s\n", name, dir);
+    if (gs_statedir_region_path(region, len, dir, o->name) != 0) {
+        fprintf(stderr, "gpuslice run: --name '%s' makes a path too long under %s\n", o->name, dir);
         return GS_EXIT_USAGE;
     }
-    if (find_lib(lib_arg, lib, sizeof lib) != 0)
-        return GS_EXIT_SETUP;
-    if (setenv("GPUSLICE_REGION", region, 1) || setenv("GPUSLICE_CONTAINER", name, 1) || prepend_preload(lib))
-        return GS_EXIT_SETUP;
+    return 0;
+}
 
-    /* Check the whole configuration exactly as the interposer will, so a bad
-     * value (ours or one inherited from the environment) stops us here. */
-    struct gs_config cfg;
+/* Check the whole configuration exactly as the interposer will, so a bad
+ * value stops us here, and the interposer and the GPUs it would limit. */
+static int check_setup(const char *lib, struct gs_config *cfg, struct gs_run_request *req)
+{
     char err[512];
     extern char **environ;
-    if (gs_config_load(&cfg, gs_getenv_process, NULL, err, sizeof err) != 0 ||
+    if (gs_config_load(cfg, gs_getenv_process, NULL, err, sizeof err) != 0 ||
         gs_config_check_unknown(environ, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err); /* already says "gpuslice: VAR='value': why" */
         return GS_EXIT_USAGE;
     }
-    if (!private_region) {
-        int rc = reconcile_named(region, name, &cfg);
-        if (rc)
-            return rc;
-    }
-    struct gs_region *r = gs_region_open(region, 1, NULL, err, sizeof err);
-    if (!r) {
-        fprintf(stderr, "gpuslice run: %s\n", err);
+    memcpy(req->mem_limit, cfg->mem_limit, sizeof req->mem_limit);
+    if (gs_run_check_gpus(req) != 0)
+        return GS_EXIT_USAGE;
+    if (gs_run_verify_lib(lib) != 0)
         return GS_EXIT_SETUP;
-    }
-    if (!r->container[0])
-        snprintf(r->container, sizeof r->container, "%s", name);
-    /* What `gpuslice top` shows before the first process touches a GPU. */
-    if (same_on_every_device(&cfg, 0) && !r->default_limit_mib && cfg.mem_limit[0] >> 20 <= UINT32_MAX)
-        r->default_limit_mib = (uint32_t)(cfg.mem_limit[0] >> 20);
-    gs_region_close(r, -1);
-    return run_child(argv + optind, region, private_region);
+    return 0;
+}
+
+int gs_cmd_run(int argc, char **argv)
+{
+    extern char **environ;
+    struct run_opts o = { 0 };
+    int status = 0;
+    if (gs_run_refuse_inherited(environ) != 0)
+        return GS_EXIT_USAGE;
+    if (parse_options(argc, argv, &o, &status) != 0)
+        return status;
+    if (!o.have_limit)
+        fprintf(stderr, "gpuslice run: note: no --memory or --cores given; usage is tracked, not limited\n");
+
+    char region[PATH_MAX + 80], lib[PATH_MAX], auto_name[32];
+    int private_region = o.name == NULL;
+    int rc = region_path(&o, auto_name, sizeof auto_name, region, sizeof region);
+    if (rc)
+        return rc;
+    if (find_lib(o.lib, lib, sizeof lib) != 0)
+        return GS_EXIT_SETUP;
+    if (setenv("GPUSLICE_REGION", region, 1) || setenv("GPUSLICE_CONTAINER", o.name, 1))
+        return GS_EXIT_SETUP;
+    struct gs_config cfg;
+    rc = check_setup(lib, &cfg, &o.req);
+    if (rc)
+        return rc;
+    if (gs_run_prepend_preload(lib) != 0)
+        return GS_EXIT_SETUP;
+    int lock_fd = -1;
+    rc = gs_run_attach_region(region, o.name, &cfg, &lock_fd);
+    if (rc)
+        return rc;
+    return run_child(argv + optind, region, private_region, lock_fd);
 }

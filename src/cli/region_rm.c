@@ -2,6 +2,7 @@
  * (a private run's state goes with its last process), `rm`, and a named run
  * that starts a container afresh with new limits. */
 #include "cli.h"
+#include "ofdlock.h"
 #include "region.h"
 
 #include <errno.h>
@@ -23,6 +24,9 @@ int gs_cli_remove_unused_region(const char *path, int *live_out, char *err, size
         gs_region_reclaim_locked(r, fd, -1);
         for (int i = 0; i < GS_REGION_MAX_PROCS; i++)
             live += r->proc[i].pid != 0;
+        /* A gpuslice run whose command has not taken a slot yet. */
+        if (!live && gs_ofd_held(fd, GS_REGION_RUN_BYTE) != 0)
+            live = 1;
         if (!live && unlink(path) != 0) {
             snprintf(err, errlen, "cannot remove %s: %s", path, strerror(errno));
             rc = -1;

@@ -57,7 +57,7 @@ int gs_region_check(const struct gs_region *r, char *err, size_t errlen)
         return -1;
     }
     uint32_t nd = __atomic_load_n(&r->ndevices, __ATOMIC_ACQUIRE);
-    if (nd > GS_REGION_MAX_DEVICES || !terminated(r->container, sizeof r->container)) {
+    if (nd > GS_REGION_MAX_DEVICES || !terminated(r->container, sizeof r->container) || r->run.set > 1) {
         snprintf(err, errlen, "has a corrupt header (%u devices, at most %d)", nd, GS_REGION_MAX_DEVICES);
         return -1;
     }

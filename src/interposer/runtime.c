@@ -85,6 +85,11 @@ void gs_rt_fork_child(void)
     pthread_mutex_unlock(&setup_lock);
 }
 
+/* Marks this library as the interposer: `gpuslice run` looks it up before it
+ * preloads a library (src/cli/run_lib.c). */
+GS_EXPORT extern const char gpuslice_interposer_marker[];
+GS_EXPORT const char gpuslice_interposer_marker[] = "gpuslice interposer";
+
 __attribute__((constructor)) static void runtime_init(void)
 {
     for (int i = 0; i < GS_MAX_DEVICES; i++)
