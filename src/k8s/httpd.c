@@ -192,7 +192,22 @@ struct gs_httpd *gs_httpd_start(const char *addr, int port, const char *cert, co
 struct gs_httpd *gs_httpd_start_tls(const char *addr, int port, const struct gs_httpd_tls *t, int threads,
                                     gs_httpd_handler h, void *ud, char *err, size_t errlen)
 {
+    const struct gs_httpd_opts o = { *t, threads, 0, 0 };
+    return gs_httpd_start_opts(addr, port, &o, h, ud, err, errlen);
+}
+
+struct gs_httpd *gs_httpd_start_opts(const char *addr, int port, const struct gs_httpd_opts *o, gs_httpd_handler h,
+                                     void *ud, char *err, size_t errlen)
+{
+    const struct gs_httpd_tls *t = &o->tls;
     const char *cert = t->cert, *key = t->key;
+    const unsigned max_conn = o->max_connections ? o->max_connections : GS_HTTPD_MAX_CONNECTIONS;
+    const unsigned per_client = o->max_per_client ? o->max_per_client : GS_HTTPD_MAX_PER_CLIENT;
+    const int threads = o->threads;
+    if (per_client > max_conn) {
+        snprintf(err, errlen, "%u connections per client is more than the %u connections in all", per_client, max_conn);
+        return NULL;
+    }
     struct gs_httpd *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
@@ -247,8 +262,8 @@ struct gs_httpd *gs_httpd_start_tls(const char *addr, int port, const struct gs_
         flags, (uint16_t)port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(threads > 0 ? threads : 1), MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)GS_HTTPD_IDLE_SECONDS, MHD_OPTION_CONNECTION_LIMIT, (unsigned)GS_HTTPD_MAX_CONNECTIONS,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024), MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
+        (unsigned)GS_HTTPD_IDLE_SECONDS, MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        per_client, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024), MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
     if (!s->d) {
         snprintf(err, errlen, "cannot listen on %s:%d%s", addr ? addr : "0.0.0.0", port, s->cert ? " (TLS)" : "");
         gs_httpd_stop(s);

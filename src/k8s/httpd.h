@@ -19,6 +19,12 @@
  * without progress. */
 #define GS_HTTPD_MAX_CONNECTIONS 8192
 #define GS_HTTPD_IDLE_SECONDS 10
+/* Connections from one client address: a flood from one address (a pod
+ * trickling a byte every 2 s into thousands of TLS handshakes) holds at most
+ * this many, leaving the rest to the API server, kubelet's probes and
+ * Prometheus. Well above what one API server or kube-scheduler opens to a
+ * webhook or an extender (one per request in flight). */
+#define GS_HTTPD_MAX_PER_CLIENT 1024
 
 /* Returns the HTTP status and sets *out (malloc'd) and *ctype (static). */
 typedef int (*gs_httpd_handler)(void *ud, const char *method, const char *url, const char *body, size_t len, char **out,
@@ -41,6 +47,17 @@ struct gs_httpd_tls {
 };
 struct gs_httpd *gs_httpd_start_tls(const char *addr, int port, const struct gs_httpd_tls *tls, int threads,
                                     gs_httpd_handler h, void *ud, char *err, size_t errlen);
+
+/* Everything a server can be started with: TLS as above, worker threads, and
+ * connection bounds (0 = GS_HTTPD_MAX_CONNECTIONS, GS_HTTPD_MAX_PER_CLIENT);
+ * per_client may not exceed connections. */
+struct gs_httpd_opts {
+    struct gs_httpd_tls tls;
+    int threads;
+    unsigned max_connections, max_per_client;
+};
+struct gs_httpd *gs_httpd_start_opts(const char *addr, int port, const struct gs_httpd_opts *o, gs_httpd_handler h,
+                                     void *ud, char *err, size_t errlen);
 int gs_httpd_port(const struct gs_httpd *s);
 void gs_httpd_stop(struct gs_httpd *s);
 

@@ -32,6 +32,10 @@ static const char usage[] = "usage: gpuslice-webhook --tls-cert FILE --tls-key F
                             "                             annotations; repeat for each; default gpuslice's own\n"
                             "                             service accounts (the extender's and the node agent's)\n"
                             "  --threads N                HTTP worker threads (2)\n"
+                            "  --max-connections N        connections open at once, all clients (8192)\n"
+                            "  --max-connections-per-client N\n"
+                            "                             connections open at once from one client address (1024);\n"
+                            "                             more from that address are closed at once\n"
                             "  -v                         log every decision\n"
                             "  --version                  print the version\n"
                             "Endpoints: POST /mutate, POST /validate (AdmissionReview v1); GET /healthz\n";
@@ -73,6 +77,8 @@ int main(int argc, char **argv)
                                           { "help", no_argument, 0, 'h' },
                                           { "version", no_argument, 0, 'V' },
                                           { "annotation-writer", required_argument, 0, 'W' },
+                                          { "max-connections", required_argument, 0, 'M' },
+                                          { "max-connections-per-client", required_argument, 0, 'P' },
                                           { 0, 0, 0, 0 } };
     const char *addr = NULL, *cert = NULL, *key = NULL;
     static const char *const default_writers[] = GS_WH_DEFAULT_WRITERS;
@@ -80,7 +86,7 @@ int main(int argc, char **argv)
     size_t nwriters = 0;
     static struct gs_wh_config cfg = { GS_WH_DEFAULT_SCHEDULER, GS_WH_DEFAULT_CORES, default_writers,
                                        sizeof default_writers / sizeof default_writers[0] };
-    int port = 8443, threads = 2, c;
+    int port = 8443, threads = 2, max_conn = GS_HTTPD_MAX_CONNECTIONS, per_client = GS_HTTPD_MAX_PER_CLIENT, c;
     while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
         switch (c) {
         case 'A': addr = optarg; break;
@@ -115,6 +121,14 @@ int main(int argc, char **argv)
             if (gs_flag_int(PROG, "threads", optarg, 1, 64, &threads) != 0)
                 return 2;
             break;
+        case 'M':
+            if (gs_flag_int(PROG, "max-connections", optarg, 16, 65535, &max_conn) != 0)
+                return 2;
+            break;
+        case 'P':
+            if (gs_flag_int(PROG, "max-connections-per-client", optarg, 1, 65535, &per_client) != 0)
+                return 2;
+            break;
         case 'C':
             if (gs_flag_int(PROG, "default-gpu-cores", optarg, 0, 100, &cfg.default_cores) != 0)
                 return 2;
@@ -141,16 +155,17 @@ int main(int argc, char **argv)
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
     signal(SIGPIPE, SIG_IGN);
-    struct gs_httpd *srv = gs_httpd_start(addr, port, cert, key, threads, handle, &cfg, err, sizeof err);
+    const struct gs_httpd_opts http = { { cert, key, NULL }, threads, (unsigned)max_conn, (unsigned)per_client };
+    struct gs_httpd *srv = gs_httpd_start_opts(addr, port, &http, handle, &cfg, err, sizeof err);
     if (!srv) {
         fprintf(stderr, "gpuslice-webhook: %s\n", err);
         return 1;
     }
     fprintf(stderr,
             "gpuslice-webhook: listening on %s:%d (https), scheduler %s, default "
-            "gpu-cores %d, %zu annotation writer(s), first %s\n",
+            "gpu-cores %d, %zu annotation writer(s), first %s; at most %d connections, %d per client address\n",
             addr ? addr : "0.0.0.0", gs_httpd_port(srv), cfg.scheduler_name, cfg.default_cores,
-            cfg.n_annotation_writers, cfg.annotation_writers[0]);
+            cfg.n_annotation_writers, cfg.annotation_writers[0], max_conn, per_client);
     while (!g_quit)
         sleep(1); /* a signal ends it early; pause() could miss one that came just before */
     fprintf(stderr, "gpuslice-webhook: signal %d: shutting down\n", (int)g_quit);

@@ -1,8 +1,11 @@
 """gs_httpd (the server under the extender and the webhook) against hostile
 clients, on loopback only, every loop bounded: oversized bodies are refused
 from their Content-Length before anything is buffered, old TLS is refused,
-and a crowd of slow clients does not starve a well-behaved one. Driven
-through gpuslice-webhook with a throwaway certificate."""
+and a crowd of slow clients does not starve a well-behaved one, even when
+the crowd comes from one address and trickles bytes to stay alive (issue 27,
+finding 10). Driven through gpuslice-webhook with a throwaway certificate.
+The well-behaved client connects from 127.0.0.2, the crowd from 127.0.0.1:
+the server bounds connections per client address."""
 import os
 import resource
 import socket
@@ -15,19 +18,21 @@ import pytest
 WEBHOOK = os.environ.get("GPUSLICE_WEBHOOK", "")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    d = tmp_path_factory.mktemp("httpd")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-                    "-keyout", "tls.key", "-out", "tls.crt"], cwd=d, check=True, capture_output=True)
+WELL_BEHAVED = "127.0.0.2"  # loopback too, but another client address than the crowd's
+
+
+def start_webhook(d, *args):
+    if not (d / "tls.crt").exists():
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                        "-keyout", "tls.key", "-out", "tls.crt"], cwd=d, check=True, capture_output=True)
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    log = open(d / "webhook.log", "wb")
+    log = open(d / f"webhook-{port}.log", "wb")
     proc = subprocess.Popen([WEBHOOK, "--addr", "127.0.0.1", "--port", str(port), "--tls-cert",
-                             str(d / "tls.crt"), "--tls-key", str(d / "tls.key")], stdout=log, stderr=log)
+                             str(d / "tls.crt"), "--tls-key", str(d / "tls.key"), *args], stdout=log, stderr=log)
     ctx = ssl.create_default_context(cafile=str(d / "tls.crt"))
     srv = {"port": port, "ctx": ctx, "proc": proc}
     for _ in range(300):
@@ -36,18 +41,28 @@ def server(tmp_path_factory):
                 break
         except OSError:
             time.sleep(0.05)
+    return srv
+
+
+def stop_webhook(srv):
+    srv["proc"].terminate()
+    srv["proc"].wait(10)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = start_webhook(tmp_path_factory.mktemp("httpd"))
     yield srv
-    proc.terminate()
-    proc.wait(10)
+    stop_webhook(srv)
 
 
-def connect(srv, ctx=None, timeout=10):
-    raw = socket.create_connection(("127.0.0.1", srv["port"]), timeout=timeout)
+def connect(srv, ctx=None, timeout=10, source=WELL_BEHAVED):
+    raw = socket.create_connection(("127.0.0.1", srv["port"]), timeout=timeout, source_address=(source, 0))
     return (ctx or srv["ctx"]).wrap_socket(raw, server_hostname="localhost")
 
 
-def get(srv, path):
-    with connect(srv) as s:
+def get(srv, path, timeout=10):
+    with connect(srv, timeout=timeout) as s:
         s.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
         out = b""
         while chunk := s.recv(65536):
@@ -130,3 +145,45 @@ def test_slow_clients_do_not_starve_a_well_behaved_one(server):
     finally:
         for s in slow:
             s.close()
+
+
+# The start of a TLS ClientHello record that announces 512 bytes: a server
+# waits for the rest, which comes one byte every 2 s.
+HELLO = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(range(32))
+
+
+def test_a_trickling_flood_from_one_address_cannot_take_healthz(tmp_path):
+    """Issue 27, finding 10, scaled down: 8,192 slow TLS clients from one address
+    took every connection the webhook had, and /healthz (5 s, the webhook
+    timeout) went unanswered. Here 240 such clients from 127.0.0.1 against a
+    webhook bounded to 64 connections, 16 per client address: the other
+    address's /healthz must still be answered, each within 5 s."""
+    srv = start_webhook(tmp_path, "--max-connections", "64", "--max-connections-per-client", "16")
+    crowd = []
+    try:
+        for _ in range(240):
+            s = socket.create_connection(("127.0.0.1", srv["port"]), timeout=5, source_address=("127.0.0.1", 0))
+            s.setblocking(False)
+            crowd.append(s)
+        answered, sent = [], 0
+        for round_ in range(4):
+            for s in crowd:  # one byte each, every 2 s; the ones the server closed fail quietly
+                try:
+                    s.send(HELLO[sent:sent + 1])
+                except OSError:
+                    pass
+            sent += 1
+            t = time.monotonic()
+            try:
+                ok = get(srv, "/healthz", timeout=5).startswith(b"HTTP/1.1 200")
+            except OSError:
+                ok = False
+            if ok and time.monotonic() - t < 5:
+                answered.append(round(time.monotonic() - t, 3))
+            time.sleep(max(0.0, 2 - (time.monotonic() - t)) if round_ < 3 else 0)
+        print(f"{len(crowd)} trickling clients: /healthz answered {len(answered)} of 4 in {answered} s")
+        assert len(answered) == 4
+    finally:
+        for s in crowd:
+            s.close()
+        stop_webhook(srv)
