@@ -252,9 +252,12 @@ uint64_t gs_compute_collective_spin(int d, CUevent from, uint64_t len_ns)
     struct coll_dev *c = &g_dev[d];
     if (__atomic_load_n(&c->head, __ATOMIC_RELAXED) == __atomic_load_n(&c->tail, __ATOMIC_RELAXED))
         return 0;
+    struct gs_region *r = gs_rt_region();
     gs_pfn_cuEventQuery query = GS_REAL_CU(cuEventQuery);
     gs_pfn_cuEventElapsedTime elapsed = GS_REAL_CU(cuEventElapsedTime);
     uint64_t spin = 0;
+    if (!r)
+        return 0;
     pthread_mutex_lock(&c->lock);
     ring_of(d);
     for (uint32_t i = c->tail; i != c->head; i++) {
@@ -267,6 +270,9 @@ uint64_t gs_compute_collective_spin(int d, CUevent from, uint64_t len_ns)
         if (ok && e > b) /* the wait comes first; its own work ends the span */
             spin += overlap(0, (int64_t)len_ns, b, e - (int64_t)(work < (uint64_t)(e - b) ? work : (uint64_t)(e - b)));
     }
+    /* the completed ones lie before any later interval: charged now, they
+     * are not read again at every probe (a TP decoder makes two a layer) */
+    harvest_locked(c, &r->dev[d].lim);
     pthread_mutex_unlock(&c->lock);
     return spin > len_ns ? len_ns : spin;
 }

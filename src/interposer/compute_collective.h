@@ -26,7 +26,8 @@ void gs_compute_collective_harvest(int d);
  * for their peers: the part of each one's span before its spin-free time.
  * A stream that waits for a collective's result (PyTorch makes the compute
  * stream wait for NCCL's) is held that long, and a busy interval measured
- * across it would charge the peer's wait as our work. */
+ * across it would charge the peer's wait as our work. Then charges the
+ * completed ones (gs_compute_collective_harvest). */
 uint64_t gs_compute_collective_spin(int d, CUevent from, uint64_t len_ns);
 
 /* Whether the process has collectives on device d that have not been
