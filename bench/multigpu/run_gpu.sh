@@ -4,7 +4,7 @@
 # Writes $OUT/multigpu.jsonl (one line per rank and result, tagged with its
 # mode) and $OUT/device.txt; bench/multigpu/summarize.py turns them into the
 # table for bench/results/. `run_gpu.sh PART...` runs some parts (ddp cores
-# allreduce tp tpinfer two); every cell runs twice.
+# allreduce tp tpinfer two); every cell runs ROUNDS times (default 2).
 #
 # The GPU host has no -dev packages, so only libgpuslice.so is built there and
 # each limited run sets what `gpuslice run --name NAME` would (gsrun below):
@@ -65,7 +65,7 @@ with_peak() {
 
 parts=${*:-ddp cores allreduce tp tpinfer two}
 has() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
-for round in 1 2; do
+for round in $(seq 1 "${ROUNDS:-2}"); do
 if has ddp; then
   # Same loss curve, each GPU <= 16 GiB in NVML, throughput >= 0.97 of native.
   with_peak ddp_native trun $B/ddp_train.py --steps $((200 * S / 4 + 40))
