@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "fit.h"
+#include "limiter.h"
+#include "statedir.h"
 
 int gs_ids_contain(const char *id, char *const *set, size_t n)
 {
@@ -439,6 +441,21 @@ int gs_k8s_name_ok(const char *s, size_t max)
     return 1;
 }
 
+/* The settings a pod's environment could otherwise override (the file's
+ * value wins for the interposer's node-rule keys, and is the ceiling for
+ * the share weight): the region and ledger every process of the container
+ * shares, the context charge, the share weight and the compute limiter's
+ * tuning. Without them a process could name a region of its own (a fresh
+ * limit each) or set GPUSLICE_CTX_OVERHEAD=0 (contexts charged nothing). */
+static int limits_pins(char *out, size_t len)
+{
+    return snprintf(out, len,
+                    "GPUSLICE_REGION=%s\nGPUSLICE_LEDGER_DIR=%s\nGPUSLICE_CTX_OVERHEAD=auto\n"
+                    "GPUSLICE_SHARE_WEIGHT=100\nGPUSLICE_POWER_EXPONENT=%u.%03u\nGPUSLICE_SHARE_YIELD_US=%u\n",
+                    GS_STATEDIR_CONTAINER_REGION, GS_STATEDIR_CONTAINER_LEDGER, GS_LIM_DEFAULT_POWER_EXP / 1000U,
+                    GS_LIM_DEFAULT_POWER_EXP % 1000U, GS_LIM_DEFAULT_YIELD_US);
+}
+
 void gs_limits_text(const struct gs_node_view *v, const struct gs_holder *h, const char *uid,
                     const struct gs_assignment *a, const int *gpu, const int *order, size_t n, char *out, size_t len)
 {
@@ -450,6 +467,8 @@ void gs_limits_text(const struct gs_node_view *v, const struct gs_holder *h, con
                      "# gpuslice-node-agent, PreStartContainer: pod uid %s\n"
                      "GPUSLICE_CONTAINER=%s\nGPUSLICE_COMPUTE_MODE=%s\n",
                      uid, label, a->share_mode ? "share" : "cap");
+    if (l > 0 && (size_t)l < len)
+        l += limits_pins(out + l, len - (size_t)l);
     for (size_t j = 0; j < n && l > 0 && (size_t)l < len; j++) {
         const char *uuid = v->gpus[gpu[order[j]]].uuid;
         for (int i = 0; i < a->ngpus; i++) {

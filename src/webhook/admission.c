@@ -141,6 +141,14 @@ static int check_pod_env(json_t *spec, char *err, size_t errlen)
            gs_wh_check_env(json_object_get(spec, "ephemeralContainers"), "ephemeralContainers", err, errlen);
 }
 
+/* The environment of every container kind of a pod without gpuslice.io/ resources. */
+static int check_nogpu_env(json_t *spec, char *err, size_t errlen)
+{
+    return gs_wh_check_gpu_env(json_object_get(spec, "containers"), "containers", err, errlen) ||
+           gs_wh_check_gpu_env(json_object_get(spec, "initContainers"), "initContainers", err, errlen) ||
+           gs_wh_check_gpu_env(json_object_get(spec, "ephemeralContainers"), "ephemeralContainers", err, errlen);
+}
+
 static void refuse(struct decision *d, json_t *pod, const char *err)
 {
     char who[160];
@@ -171,10 +179,14 @@ static void decide_update(const struct gs_wh_config *cfg, json_t *pod, json_t *o
             refuse(d, pod, err);
         return;
     }
-    /* An ephemeral container joins a GPU pod: the same environment rule. */
-    if (scan_containers(json_object_get(spec, "containers"), "containers", &gpu, err, sizeof err) == 0 &&
-        scan_containers(json_object_get(spec, "initContainers"), "initContainers", &gpu, err, sizeof err) == 0 && gpu &&
-        gs_wh_check_env(json_object_get(spec, "ephemeralContainers"), "ephemeralContainers", err, sizeof err))
+    /* An ephemeral container joins a GPU pod: the same environment rule; it
+     * joins any other pod: no GPU-selecting variables. */
+    if (scan_containers(json_object_get(spec, "containers"), "containers", &gpu, err, sizeof err) ||
+        scan_containers(json_object_get(spec, "initContainers"), "initContainers", &gpu, err, sizeof err))
+        return; /* the pod itself was admitted; an unknown resource is not the debug container's doing */
+    json_t *eph = json_object_get(spec, "ephemeralContainers");
+    if (gpu ? gs_wh_check_env(eph, "ephemeralContainers", err, sizeof err)
+            : gs_wh_check_gpu_env(eph, "ephemeralContainers", err, sizeof err))
         refuse(d, pod, err);
 }
 
@@ -196,8 +208,11 @@ static void decide_pod(const struct gs_wh_config *cfg, enum gs_wh_mode mode, jso
     if (gs_wh_check_annotations(pod, NULL, username, cfg->annotation_writers, cfg->n_annotation_writers, err,
                                 sizeof err))
         goto deny;
-    if (!gpu)
-        return; /* not ours: untouched */
+    if (!gpu) { /* not ours: untouched, unless it would pick GPUs itself */
+        if (check_nogpu_env(spec, err, sizeof err))
+            goto deny;
+        return;
+    }
     if (check_pod_env(spec, err, sizeof err))
         goto deny;
     struct gs_podspec ps;

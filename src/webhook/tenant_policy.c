@@ -120,6 +120,70 @@ int gs_wh_check_env(json_t *list, const char *field, char *err, size_t errlen)
     return 0;
 }
 
+/* The NVIDIA container runtime's device-selection variables: in its default
+ * env-var mode a pod that names GPUs here gets their device nodes, with no
+ * interposer and no limit (issue 27, finding 5). CUDA_VISIBLE_DEVICES is not
+ * among them: CUDA reads it inside the container, where it only picks among
+ * the device nodes the container already has. NVIDIA_DRIVER_CAPABILITIES and
+ * NVIDIA_REQUIRE_* choose no device and stay allowed. */
+static const struct reserved gs_gpu_env[] = {
+    { "NVIDIA_VISIBLE_DEVICES", 0, 0, "the NVIDIA runtime would mount those GPUs" },
+    { "NVIDIA_MIG_CONFIG_DEVICES", 0, 0, "the NVIDIA runtime would expose MIG configuration devices" },
+    { "NVIDIA_MIG_MONITOR_DEVICES", 0, 0, "the NVIDIA runtime would expose MIG monitor devices" },
+    { "NVIDIA_IMEX_CHANNELS", 0, 0, "the NVIDIA runtime would mount IMEX channels" },
+    { "NVIDIA_GDRCOPY", 0, 0, "the NVIDIA runtime would mount the GDRCopy device" },
+    { "NVIDIA_GDS", 0, 0, "the NVIDIA runtime would mount GPUDirect Storage devices" },
+    { "NVIDIA_MOFED", 0, 0, "the NVIDIA runtime would mount MOFED devices" },
+    { "NVIDIA_NVSWITCH", 0, 0, "the NVIDIA runtime would mount NVSwitch devices" },
+};
+
+/* Values of NVIDIA_VISIBLE_DEVICES that give no GPU (the runtime's own words). */
+static int no_gpu_value(const char *name, json_t *var)
+{
+    const char *v = json_string_value(json_object_get(var, "value"));
+
+    if (strcmp(name, "NVIDIA_VISIBLE_DEVICES") != 0 || v == NULL || json_object_get(var, "valueFrom") != NULL)
+        return 0;
+    return strcmp(v, "") == 0 || strcmp(v, "void") == 0 || strcmp(v, "none") == 0;
+}
+
+static const char *gpu_env(const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof gs_gpu_env / sizeof gs_gpu_env[0]; i++)
+        if (strcmp(name, gs_gpu_env[i].name) == 0)
+            return gs_gpu_env[i].why;
+    return NULL;
+}
+
+int gs_wh_check_gpu_env(json_t *list, const char *field, char *err, size_t errlen)
+{
+    char shown[80];
+    size_t i;
+    size_t j;
+
+    for (i = 0; i < json_array_size(list); i++) {
+        json_t *env = json_object_get(json_array_get(list, i), "env");
+
+        for (j = 0; j < json_array_size(env); j++) {
+            json_t *var = json_array_get(env, j);
+            const char *name = json_string_value(json_object_get(var, "name"));
+            const char *why = name ? gpu_env(name) : NULL;
+
+            if (why == NULL || no_gpu_value(name, var))
+                continue;
+            show(name, shown, sizeof shown);
+            snprintf(err, errlen,
+                     "spec.%s[%zu].env[%zu].name \"%s\": may not be set in a pod without gpuslice.io/ resources "
+                     "(%s, outside any gpuslice limit); request gpuslice.io/gpu instead",
+                     field, i, j, shown, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int is_writer(const char *username, const char *const *writers, size_t n)
 {
     size_t i;

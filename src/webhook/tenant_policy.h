@@ -14,6 +14,12 @@
  * -1 with "spec.<field>[i].env[j].name \"NAME\": ..." in err. */
 int gs_wh_check_env(json_t *list, const char *field, char *err, size_t errlen);
 
+/* Checks the env of every container in list (spec.<field>) of a pod that asked for no
+ * gpuslice.io/ resource: the NVIDIA runtime's device-selection variables
+ * (NVIDIA_VISIBLE_DEVICES other than "", "void" or "none", NVIDIA_MIG_*_DEVICES, ...)
+ * would hand it GPUs outside any limit. Returns 0, or -1 with the reason in err. */
+int gs_wh_check_gpu_env(json_t *list, const char *field, char *err, size_t errlen);
+
 /* Checks the gpuslice.io/ annotations of a CREATE (old == NULL) or an UPDATE (old: the
  * pod before) by username: writers[0..nwriters) may do anything; anyone else may only
  * create a pod with GS_WH_USER_ANNOTATION and never add, change or remove a

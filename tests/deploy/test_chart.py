@@ -373,3 +373,16 @@ def test_extender_and_agent_read_one_assignment_key(mode_objs):
         assert file_source(spec, c, path) == ("gpuslice-assignment-key", "key"), name
         if mode != "existing":
             assert o["metadata"]["namespace"] in keys, name  # a pod mounts its own namespace's Secrets
+
+
+def test_gpu_visibility_exempt_namespaces():
+    """Issue 27, finding 5: pods whose env names an NVIDIA_ variable go to the
+    validating webhook, except in webhook.gpuVisibilityExemptNamespaces."""
+    from test_schemas_cel import cel_eval
+    objs = chart("webhook.gpuVisibilityExemptNamespaces={gpu-operator}")
+    (cond,) = one(objs, "ValidatingWebhookConfiguration", "gpuslice-webhook")["webhooks"][0]["matchConditions"]
+    pod = {"metadata": {"name": "p", "namespace": "ml"},
+           "spec": {"containers": [{"name": "c", "image": "i",
+                                    "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]}}
+    sent = [cel_eval(cond["expression"], object=pod, request={"namespace": ns}) for ns in ("ml", "gpu-operator")]
+    assert sent == [True, False], sent

@@ -184,6 +184,18 @@ def test_webhook_match_conditions():
     forged = pod("n1", {"gpuslice.io/assignment": "{}"})
     assert sent(val, forged, pod("n1")) and sent(val, pod("n1"), forged)
     assert not sent(mut, forged)
+    # Issue 27, finding 5: a pod that names GPUs for the NVIDIA runtime reaches
+    # the webhook (which refuses it) from any container kind.
+    for kind in ("containers", "initContainers", "ephemeralContainers"):
+        picks = pod("n1")
+        c = {"name": "x", "image": "x", "env": [{"name": "A", "value": "1"},
+                                                {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}
+        picks["spec"][kind] = picks["spec"].get(kind, []) + [c] if kind != "containers" else [c]
+        assert sent(val, picks) and not sent(mut, picks), kind
+        assert sent(val, picks, pod("n1")), kind
+    other = pod("n1")
+    other["spec"]["containers"][0]["env"] = [{"name": "CUDA_VISIBLE_DEVICES", "value": "0"}]
+    assert not sent(val, other)
 
 
 def test_daemonset_mounts_and_privileges():

@@ -44,6 +44,13 @@ def free_port():
     return port
 
 
+# What the agent pins in every limits.conf, whatever the pod's env says
+# (issue 27, findings 6 and 7).
+PINS = {"GPUSLICE_REGION": "/var/run/gpuslice/region", "GPUSLICE_LEDGER_DIR": "/var/run/gpuslice-ledger",
+        "GPUSLICE_CTX_OVERHEAD": "auto", "GPUSLICE_SHARE_WEIGHT": "100",
+        "GPUSLICE_POWER_EXPONENT": "0.380", "GPUSLICE_SHARE_YIELD_US": "0"}
+
+
 def assignment(uuid, k, mem_mib, cores=0, node=NODE, mode=None):
     a = {"v": 1, "node": node, "gpus": [{"uuid": uuid, "memory_mib": mem_mib, "cores": cores}],
          "replicas": [f"{uuid}::{k}"]}
@@ -137,8 +144,10 @@ class GpuNode:
         mounts = {m.container_path: m.host_path for m in resp.mounts}
         return mounts["/etc/gpuslice"]
 
-    def limits(self, resp):
-        """limits.conf of an allocation as a dict, or None if not written."""
+    def limits(self, resp, pins=False):
+        """limits.conf of an allocation as a dict, or None if not written.
+        The settings every file pins (PINS) are checked and left out unless
+        pins is true."""
         path = os.path.join(self.limits_dir(resp), "limits.conf")
         if not os.path.exists(path):
             return None
@@ -148,6 +157,9 @@ class GpuNode:
             if line and not line.startswith("#"):
                 k, v = line.split("=", 1)
                 out[k] = v
+        if not pins:
+            for k, v in PINS.items():
+                assert out.pop(k, None) == v, (k, path)
         return out
 
     def xid(self, gpu_index, xid):

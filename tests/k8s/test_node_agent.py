@@ -4,6 +4,7 @@ import concurrent.futures as cf
 import json
 import http.client
 import os
+import shlex
 import subprocess
 import time
 import urllib.request
@@ -158,7 +159,7 @@ def test_unhealthy_gpu_leaves_listandwatch_and_comes_back(node):
     assert "critical XID 79" in log and "XID 13 (application error" in log
 
 
-def tenant(node, resp):
+def tenant(node, resp, extra_env=None):
     """A process in the container Allocate described: the real interposer
     and a CUDA client on the simulated GPU, with the container's
     environment (GPUSLICE_CONFIG and GPUSLICE_REGION mapped to their host
@@ -181,8 +182,23 @@ def tenant(node, resp):
             if os.path.isabs(p):
                 pre.append(os.path.realpath(p))
     env["LD_PRELOAD"] = ":".join(pre + [os.environ["GPUSLICE_LIB"]])
-    return subprocess.Popen([os.environ["GS_CLIENT"], "getproc"], stdin=subprocess.PIPE,
+    env.update(extra_env or {})
+    return subprocess.Popen(in_container(mounts) + [os.environ["GS_CLIENT"], "getproc"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def in_container(mounts):
+    """The answer's state and ledger mounts at their container paths, as the
+    runtime makes them (limits.conf names those paths), in a private mount
+    namespace over a tmpfs at /run, so the host is left as it was."""
+    binds = [(h, c) for c, h in mounts.items() if c.startswith("/var/run/")]
+    script = ["mount -t tmpfs gs-run /run"]
+    for h, c in binds:
+        make = f"mkdir -p {shlex.quote(c)}" if os.path.isdir(h) else \
+            f"mkdir -p {shlex.quote(os.path.dirname(c))} && : > {shlex.quote(c)}"
+        script.append(f"{make} && mount --bind {shlex.quote(h)} {shlex.quote(c)}")
+    script.append('exec "$@"')
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", " && ".join(script), "sh"]
 
 
 def _scrape(node):
@@ -211,7 +227,9 @@ def test_metrics_per_gpu_and_per_container(node):
             assert "rc=0" in c.stdout.readline(), c.stderr.read()
         text = _scrape(node)
         lab = f'container="default/tenant/main",pod_uid="{pod["metadata"]["uid"]}",gpu="{gpu}"'
-        assert f"gpuslice_container_memory_used_bytes{{{lab}}} 268435456" in text
+        # 256 MiB and the context (the simulated driver's 512 MiB, measured:
+        # limits.conf pins GPUSLICE_CTX_OVERHEAD=auto, so the tenant's =0 is moot).
+        assert f"gpuslice_container_memory_used_bytes{{{lab}}} {(256 + 512) << 20}" in text
         assert f"gpuslice_container_memory_limit_bytes{{{lab}}} {2048 << 20}" in text
         # The cap the interposer recorded in the region from limits.conf.
         assert f"gpuslice_container_compute_limit_percent{{{lab}}} 40" in text

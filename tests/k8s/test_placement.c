@@ -125,9 +125,17 @@ int main(void)
     struct gs_holder h = { "default", "p", "main" };
     char text[1024];
     gs_limits_text(&v, &h, "uid-p", &two_a, gpu, order, 2, text, sizeof text);
-    CHECK(strstr(text, "GPUSLICE_CONTAINER=default/p/main\nGPUSLICE_COMPUTE_MODE=share\n"
-                       "GPUSLICE_MEMORY_LIMIT_0=100Mi\nGPUSLICE_MEMORY_LIMIT_1=300Mi\n"
+    CHECK(strstr(text, "GPUSLICE_CONTAINER=default/p/main\nGPUSLICE_COMPUTE_MODE=share\n"));
+    CHECK(strstr(text, "GPUSLICE_MEMORY_LIMIT_0=100Mi\nGPUSLICE_MEMORY_LIMIT_1=300Mi\n"
                        "GPUSLICE_CORES_1=30\n"));
+    /* Issue 27, findings 6 and 7: what the pod's environment could override
+     * is pinned (the file's value wins for node-rule keys). */
+    CHECK(strstr(text, "\nGPUSLICE_REGION=/var/run/gpuslice/region\n"));
+    CHECK(strstr(text, "\nGPUSLICE_LEDGER_DIR=/var/run/gpuslice-ledger\n"));
+    CHECK(strstr(text, "\nGPUSLICE_CTX_OVERHEAD=auto\n"));
+    CHECK(strstr(text, "\nGPUSLICE_SHARE_WEIGHT=100\n"));
+    CHECK(strstr(text, "\nGPUSLICE_POWER_EXPONENT=0.380\n"));
+    CHECK(strstr(text, "\nGPUSLICE_SHARE_YIELD_US=0\n"));
     CHECK(!gs_k8s_name_ok("a\nb", 10) && !gs_k8s_name_ok("", 10) && gs_k8s_name_ok("a-b.c", 10));
 
     /* The region's owner: the container's uid over the pod's, fsGroup

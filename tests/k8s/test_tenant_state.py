@@ -41,7 +41,9 @@ def run_in_container(node, resp, uid, gid, groups=(), script=("init 0",)):
     namespace), running as uid:gid with the given supplementary groups,
     with the real interposer on the simulated GPU. Returns its output."""
     mounts = {m.container_path: m.host_path for m in resp.mounts}
-    env = dict(node.env, GPUSLICE_CTX_OVERHEAD="0",
+    # limits.conf pins the region at its container path and the context charge
+    # (measured: 64 MiB on this simulated GPU), whatever the environment says.
+    env = dict(node.env, GPUSLICE_SIM_CTX_OVERHEAD=str(64 * MIB),
                ASAN_OPTIONS="detect_leaks=0:verify_asan_link_order=0",
                GPUSLICE_SIM_STATE="/mnt/sim/gpu.state")
     env.update({k: v for k, v in envs(resp).items() if k.startswith("GPUSLICE_")})
@@ -58,7 +60,8 @@ def run_in_container(node, resp, uid, gid, groups=(), script=("init 0",)):
     grp = f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups"
     sh = ("set -e; mount -t tmpfs -o mode=0755 gs-test /mnt; mkdir /mnt/state /mnt/limits /mnt/sim; "
           "chmod 0777 /mnt/sim; mount --bind \"$SD\" /mnt/state; mount --bind \"$LD\" /mnt/limits; "
-          "mount -o remount,bind,ro /mnt/limits; "
+          "mount -o remount,bind,ro /mnt/limits; mount -t tmpfs gs-run /run; mkdir /run/gpuslice; "
+          "mount --bind \"$SD\" /run/gpuslice; "
           f"exec setpriv --reuid={uid} --regid={gid} {grp} \"$GS_CLIENT\" getproc")
     env.update(SD=mounts["/var/run/gpuslice"], LD=mounts["/etc/gpuslice"],
                GS_CLIENT=os.environ["GS_CLIENT"])

@@ -103,6 +103,42 @@ def test_non_gpu_pod_env_untouched(wh):
     assert decide(wh, review(p))["allowed"] is True
 
 
+# Issue 27, finding 5: a pod with no gpuslice.io/ resource that names GPUs for the
+# NVIDIA runtime (env-var mode) would get them with no interposer.
+@pytest.mark.parametrize("name,value", [
+    ("NVIDIA_VISIBLE_DEVICES", "all"), ("NVIDIA_VISIBLE_DEVICES", "0,1"),
+    ("NVIDIA_VISIBLE_DEVICES", "GPU-1"), ("NVIDIA_MIG_CONFIG_DEVICES", "all"),
+    ("NVIDIA_MIG_MONITOR_DEVICES", "all"), ("NVIDIA_IMEX_CHANNELS", "all")])
+@pytest.mark.parametrize("kind", ["containers", "initContainers", "ephemeralContainers"])
+def test_non_gpu_pod_may_not_pick_gpus(wh, name, value, kind):
+    p = with_env(pod(gpus=None, mem=None), kind, env=[{"name": "OK", "value": "1"},
+                                                     {"name": name, "value": value}])
+    for path in ("/mutate", "/validate"):
+        r = decide(wh, review(p), path)
+        assert r["allowed"] is False, r
+        msg = r["status"]["message"]
+        assert (f'spec.{kind}[0].env[1].name "{name}": may not be set in a pod without '
+                'gpuslice.io/ resources') in msg, msg
+
+
+def test_non_gpu_pod_gpu_variables_that_give_no_gpu_pass(wh):
+    env = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": v} for v in ("void", "none", "")]
+    env += [{"name": "CUDA_VISIBLE_DEVICES", "value": "0"},
+            {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}]
+    for e in env:
+        assert decide(wh, review(with_env(pod(gpus=None, mem=None), env=[e])))["allowed"] is True, e
+    # From a ConfigMap or Secret the value is unknown: refused like "all".
+    vf = [{"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"configMapKeyRef": {"name": "x", "key": "k"}}}]
+    assert decide(wh, review(with_env(pod(gpus=None, mem=None), env=vf)))["allowed"] is False
+
+
+def test_debug_container_may_not_pick_gpus(wh):
+    before = pod(gpus=None, mem=None)
+    after = with_env(before, "ephemeralContainers", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])
+    r = decide(wh, review(after, op="UPDATE", old=before, sub="ephemeralcontainers"))
+    assert r["allowed"] is False and "spec.ephemeralContainers[0].env[0]" in r["status"]["message"], r
+
+
 def test_ephemeral_container_added_later(wh):
     before = pod(cores="30")
     after = with_env(before, "ephemeralContainers",
