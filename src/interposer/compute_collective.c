@@ -125,6 +125,18 @@ static int key_of(struct coll_dev *c, CUfunction f, unsigned blocks)
     return k;
 }
 
+/* GPU ns from event a to event b (negative: b came first); 0 and *ok = 0
+ * when either cannot be read. */
+static int64_t between(gs_pfn_cuEventElapsedTime elapsed, CUevent a, CUevent b, int *ok)
+{
+    float ms = 0;
+    if (!elapsed || elapsed(&ms, a, b) != CUDA_SUCCESS) {
+        *ok = 0;
+        return 0;
+    }
+    return (int64_t)((double)ms * 1e6);
+}
+
 /* Charges the completed collectives at the ring's tail; lock held. */
 static void harvest_locked(struct coll_dev *c, struct gs_lim_account *a)
 {
@@ -138,9 +150,10 @@ static void harvest_locked(struct coll_dev *c, struct gs_lim_account *a)
             CUresult q = query ? query(s->end) : CUDA_ERROR_NOT_FOUND;
             if (q == CUDA_ERROR_NOT_READY)
                 return;
-            float ms = 0;
-            if (q == CUDA_SUCCESS && elapsed && elapsed(&ms, s->start, s->end) == CUDA_SUCCESS && ms >= 0) {
-                uint64_t span = (uint64_t)((double)ms * 1e6);
+            int ok = q == CUDA_SUCCESS;
+            int64_t measured = ok ? between(elapsed, s->start, s->end, &ok) : 0;
+            if (ok && measured >= 0) {
+                uint64_t span = (uint64_t)measured;
                 uint64_t work = gs_coll_est_add(&c->keys[s->key].est, span);
                 gs_lim_charge_collective(a, span, work);
                 if (span > 10000000ULL)
@@ -225,18 +238,6 @@ int gs_compute_collective_in_flight(int d)
     if (d < 0 || d >= GS_REGION_MAX_DEVICES)
         return 0;
     return __atomic_load_n(&g_dev[d].head, __ATOMIC_RELAXED) != __atomic_load_n(&g_dev[d].tail, __ATOMIC_RELAXED);
-}
-
-/* GPU ns from event a to event b (negative: b came first); 0 and *ok = 0
- * when either cannot be read. */
-static int64_t between(gs_pfn_cuEventElapsedTime elapsed, CUevent a, CUevent b, int *ok)
-{
-    float ms = 0;
-    if (!elapsed || elapsed(&ms, a, b) != CUDA_SUCCESS) {
-        *ok = 0;
-        return 0;
-    }
-    return (int64_t)((double)ms * 1e6);
 }
 
 static uint64_t overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1)

@@ -7,12 +7,18 @@
 #include "compute_limiter.h"
 #include "real_driver.h"
 
-#define GATED(real, stream, call)                                                                                      \
+/* No driver entry point: not found; no compute limit: straight to the driver. */
+#define PASS_UNLESS_LIMITED(real, call)                                                                                \
     do {                                                                                                               \
         if (GS_UNLIKELY(!(real)))                                                                                      \
             return CUDA_ERROR_NOT_FOUND;                                                                               \
         if (GS_LIKELY(__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) == GS_COMPUTE_OFF))                         \
             return call;                                                                                               \
+    } while (0)
+
+/* The gate around a launch on stream, once a compute limit may be on. */
+#define GATE(stream, call)                                                                                             \
+    do {                                                                                                               \
         int d_ = gs_compute_before(stream);                                                                            \
         CUresult rc_ = call;                                                                                           \
         if (d_ >= 0)                                                                                                   \
@@ -20,14 +26,17 @@
         return rc_;                                                                                                    \
     } while (0)
 
+#define GATED(real, stream, call)                                                                                      \
+    do {                                                                                                               \
+        PASS_UNLESS_LIMITED(real, call);                                                                               \
+        GATE(stream, call);                                                                                            \
+    } while (0)
+
 /* A kernel launch of f with `blocks` blocks: a collective's is measured,
  * never gated. */
 #define GATED_KERNEL(real, f, blocks, stream, call)                                                                    \
     do {                                                                                                               \
-        if (GS_UNLIKELY(!(real)))                                                                                      \
-            return CUDA_ERROR_NOT_FOUND;                                                                               \
-        if (GS_LIKELY(__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) == GS_COMPUTE_OFF))                         \
-            return call;                                                                                               \
+        PASS_UNLESS_LIMITED(real, call);                                                                               \
         if (GS_UNLIKELY(gs_compute_is_collective(f))) {                                                                \
             int t_ = gs_compute_collective_before((f), (blocks), (stream));                                            \
             CUresult rc_ = call;                                                                                       \
@@ -35,7 +44,7 @@
                 gs_compute_collective_after(t_, (stream), rc_);                                                        \
             return rc_;                                                                                                \
         }                                                                                                              \
-        GATED(real, stream, call);                                                                                     \
+        GATE(stream, call);                                                                                            \
     } while (0)
 
 CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
