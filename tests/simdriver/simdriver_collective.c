@@ -183,12 +183,7 @@ static struct report read_report(const struct rank *r)
 
 static void finish(struct rank *r)
 {
-    int status = 0;
-    close(r->to);
-    close(r->from);
-    assert_int_equal(waitpid(r->pid, &status, 0), r->pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    simtest_reap(r->pid, r->to, r->from);
 }
 
 static nvmlDevice_t nvml_dev(unsigned i)

@@ -117,12 +117,7 @@ static struct report wait_ready(const struct child *c)
 
 static void finish(struct child *c)
 {
-    int status = 0;
-    close(c->go);
-    close(c->ready);
-    assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    simtest_reap(c->pid, c->go, c->ready);
 }
 
 static void usage_is_shared_by_all_processes(void **state)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -32,6 +33,18 @@ static inline uint64_t simtest_used(void)
     size_t free_b = 0, total = 0;
     assert_int_equal(cuMemGetInfo_v2(&free_b, &total), CUDA_SUCCESS);
     return total - free_b;
+}
+
+/* Closes a forked child's two pipe ends and asserts it exited with 0 (a
+ * CHILD_CHECK that failed exits with its line number). */
+static inline void simtest_reap(pid_t pid, int to_child, int from_child)
+{
+    int status = 0;
+    close(to_child);
+    close(from_child);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
 }
 
 /* For forked children, where cmocka's runner must not be re-entered:
