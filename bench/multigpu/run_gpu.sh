@@ -4,7 +4,7 @@
 # Writes $OUT/multigpu.jsonl (one line per rank and result, tagged with its
 # mode) and $OUT/device.txt; bench/multigpu/summarize.py turns them into the
 # table for bench/results/. `run_gpu.sh PART...` runs some parts (ddp cores
-# allreduce tp tpinfer two); every cell runs ROUNDS times (default 2).
+# allreduce tp tpinfer two ncclmem); every cell runs ROUNDS times (default 2).
 #
 # The GPU host has no -dev packages, so only libgpuslice.so is built there and
 # each limited run sets what `gpuslice run --name NAME` would (gsrun below):
@@ -63,7 +63,7 @@ with_peak() {
   rm -f "$stop" "$out"
 }
 
-parts=${*:-ddp cores allreduce tp tpinfer two}
+parts=${*:-ddp cores allreduce tp tpinfer two ncclmem}
 has() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 for round in $(seq 1 "${ROUNDS:-2}"); do
 if has ddp; then
@@ -105,6 +105,11 @@ if has two; then
       'exec torchrun --standalone --nproc_per_node=$NP '"$B"'/tp_loop.py --seconds 12 2> >(tee ${TWO_LOG_FILE:-/dev/null} >&2)' &
   done
   wait
+fi
+if has ncclmem; then
+  # A 4 GiB limit that binds: each rank refused with an out-of-memory error
+  # (not a crash) at about 4 GiB, each GPU <= 4 GiB in NVML, all-reduce goes on.
+  with_peak ncclmem_4g gsrun nm$round GPUSLICE_MEMORY_LIMIT=4GiB torchrun --standalone --nproc_per_node=$NP $B/nccl_limit.py
 fi
 done
 python3 $B/summarize.py "$LOG" | tee "$OUT/multigpu.md"

@@ -122,4 +122,13 @@ for cap in (30, 70):
         line(f"two TP jobs side by side: cap {cap}, steps/s / alone, per rank (longest step "
              f"{max(x['step_max_s'] for x in run.values()):.2f} s)", i, fmt(r),
              bool(r) and all(abs(v - cap / 100) <= 0.03 for v in r))
+for i, run in enumerate(rounds("ncclmem_4g", "nccl_limit"), 1):
+    peaks = [v for p in nvml("ncclmem_4g")[i - 1:i] for k, v in p.items() if k.endswith("_peak_bytes")]
+    held = [x["held_bytes"] / GiB for x in run.values()]
+    ok = all(x["refused"] and x["allreduce_after"] for x in run.values()) and bool(peaks)
+    line("NCCL under --memory 4GiB: refused as out of memory (GiB held per rank); all-reduce goes on; "
+         "NVML peak per GPU (GiB)", i, ", ".join(f"{v:.2f}" for v in held) + " / " +
+         ", ".join(f"{v / GiB:.2f}" for v in peaks), ok and all(v <= 4 * GiB for v in peaks))
+if failed("ncclmem_4g"):
+    line("NCCL under --memory 4GiB: exit status", "-", failed("ncclmem_4g"), False)
 print("\n".join(out))

@@ -3,6 +3,7 @@
 #include "ledger.h"
 #include "map_guard.h"
 #include "ofdlock.h"
+#include "turn_frame.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -225,34 +226,74 @@ static uint64_t turn_holder(struct gs_ledger *l, uint64_t now, uint64_t *until)
     return c;
 }
 
-uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint64_t until, uint32_t *seq, int *took)
+/* Where the frame stands for container me at now, among the live members
+ * that asked for the turn lately (lock held). 0: no frame to follow. */
+static int frame_of(struct gs_ledger *l, uint64_t me, uint64_t now, struct gs_turn_slot *out)
 {
-    *took = 0;
+    struct gs_turn_claim c[GS_LEDGER_MEMBERS];
+    unsigned n = 0;
+    uint64_t since = now > GS_LEDGER_CONTEND_NS ? now - GS_LEDGER_CONTEND_NS : 0;
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
+        const struct gs_ledger_member *m = &l->f->m[i];
+        uint64_t container = LD(&m->container);
+        if (container != 0 && LD(&m->asked_ns) >= since && alive(l, i))
+            c[n++] = (struct gs_turn_claim){ container, LD(&m->claim_ppm) };
+    }
+    return gs_turn_frame(c, &n, me, now, out);
+}
+
+uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint64_t until, struct gs_ledger_turn *t)
+{
+    uint32_t claim = t->claim_ppm;
+    *t = (struct gs_ledger_turn){ .claim_ppm = claim };
     if (slot < 0 || slot >= GS_LEDGER_MEMBERS || lock(l) != 0)
         return 0;
     struct gs_ledger_member *m = &l->f->m[slot];
     ST(&m->active_ns, now);
+    ST(&m->asked_ns, now);
+    ST(&m->claim_ppm, claim);
     uint64_t holder_until;
     uint64_t holder = turn_holder(l, now, &holder_until);
     if (holder != 0 && holder != m->container && !container_open(l, holder))
         holder = 0; /* its windows are gone (or never were) */
+    struct gs_turn_slot f;
+    int framed = frame_of(l, m->container, now, &f);
     uint64_t wait = 0;
-    if (holder == 0 || holder == m->container) {
+    if ((holder == 0 || holder == m->container) && framed && f.owner != 0 && !f.mine) {
+        wait = f.mine_ns - now; /* another container's slot: ours comes then */
+        t->seq = __atomic_load_n(&l->f->turn_seq, __ATOMIC_ACQUIRE);
+    } else if (holder == 0 || holder == m->container) {
         if (holder != m->container)
             ST(&l->f->turn_until_ns, (uint64_t)0);
         ST(&l->f->turn_container, m->container);
+        if (framed && until > f.end_ns + GS_LEDGER_SLOT_GRACE_NS)
+            until = f.end_ns + GS_LEDGER_SLOT_GRACE_NS;
         if (until > now + GS_LEDGER_MAX_HOLD_NS)
             until = now + GS_LEDGER_MAX_HOLD_NS;
         if (until > LD(&l->f->turn_until_ns) || holder == 0)
             ST(&l->f->turn_until_ns, until);
         m->open = open_of(m) + 1;
-        *took = 1;
+        t->took = 1;
+        t->slot_end = framed ? f.end_ns : 0;
     } else {
         wait = holder_until - now;
-        *seq = __atomic_load_n(&l->f->turn_seq, __ATOMIC_ACQUIRE);
+        t->seq = __atomic_load_n(&l->f->turn_seq, __ATOMIC_ACQUIRE);
     }
     unlock(l);
     return wait;
+}
+
+int gs_ledger_frame(struct gs_ledger *l, int slot, uint64_t now, uint32_t claim_ppm, struct gs_turn_slot *f)
+{
+    if (slot < 0 || slot >= GS_LEDGER_MEMBERS || lock(l) != 0)
+        return 0;
+    struct gs_ledger_member *m = &l->f->m[slot];
+    ST(&m->active_ns, now);
+    ST(&m->asked_ns, now);
+    ST(&m->claim_ppm, claim_ppm);
+    int framed = frame_of(l, m->container, now, f);
+    unlock(l);
+    return framed;
 }
 
 void gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t now, uint64_t until)

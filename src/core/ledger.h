@@ -34,22 +34,28 @@
 #include <stdint.h>
 
 #include "limiter.h"
+#include "turn_frame.h"
 
 #define GS_LEDGER_MAGIC 0x5245474445475321ULL /* "!GSGDEGER" */
-#define GS_LEDGER_VERSION 5U
+#define GS_LEDGER_VERSION 6U
 #define GS_LEDGER_MEMBERS 128
 #define GS_LEDGER_MAX_HOLD_NS 1200000000ULL /* a turn never reaches further ahead than this */
 #define GS_LEDGER_LOCK_WAIT_NS 5000000ULL   /* the ledger's lock, at most this long */
 #define GS_LEDGER_MAX_OPEN 4096U            /* more open windows than this in one member is garbage */
+#define GS_LEDGER_CONTEND_NS 100000000ULL   /* a member that asked for the turn this recently contends */
+#define GS_LEDGER_SLOT_GRACE_NS 2000000ULL  /* a turn taken in a slot lasts its end plus this at most */
 
 struct gs_ledger_member {
     uint64_t container; /* container id; 0 = free */
     uint64_t active_ns; /* last sign of demand: a window opened or waited for, or a free-running launch */
     uint64_t wants_ns;  /* last time its container waited for tokens (it wants more than it gets) */
+    uint64_t asked_ns;  /* last time it asked for the turn (it contends: turn_frame.h) */
     int32_t pid;        /* in its own pid namespace: for people, never for liveness */
     uint32_t open;      /* open windows of this process's threads that hold the turn */
     uint32_t weight;    /* share weight (a capped container: its cap) */
     uint32_t use_ppm;   /* its container's GPU use lately */
+    uint32_t claim_ppm; /* the part of the GPU its container is allowed now, when it last asked for the turn */
+    uint32_t pad;
 };
 
 struct gs_ledger_file {
@@ -103,12 +109,30 @@ int gs_ledger_has_pid(struct gs_ledger *l, uint64_t container, int32_t pid);
 unsigned gs_ledger_demands(struct gs_ledger *l, uint64_t container, uint64_t since, uint64_t wants_since,
                            struct gs_lim_demand *out, unsigned max);
 
+/* What gs_ledger_open_window decided. */
+struct gs_ledger_turn {
+    uint32_t claim_ppm; /* in: the part of the GPU the container is allowed now (its
+                          * token rate): the size of its slot in the frame */
+    int took;           /* the window holds the turn */
+    uint32_t seq;       /* not taken: the value to pass gs_ledger_wait */
+    uint64_t slot_end;  /* taken in the frame's slot of its container (turn_frame.h): the
+                          * window should end by then; 0: no frame to follow */
+};
+
 /* Opens a window of member slot at now, taking its container the turn
- * until `until` at least. Returns 0 if it opened; else (another container
- * holds the turn) the ns to wait at most before trying again, with the
- * value to pass gs_ledger_wait in *seq. If the ledger cannot be locked in
- * time the window opens without the turn (returns 0, *took = 0). */
-uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint64_t until, uint32_t *seq, int *took);
+ * until `until` at least (or its slot's end plus GS_LEDGER_SLOT_GRACE_NS,
+ * if sooner). While other containers contend, the turn is taken only in
+ * the container's slot of the frame. Returns 0 if it opened; else (another
+ * container holds the turn, or the frame gives it to another) the ns to
+ * wait at most before trying again. If the ledger cannot be locked in time
+ * the window opens without the turn (returns 0, took = 0). */
+uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint64_t until, struct gs_ledger_turn *t);
+
+/* Where the member's container stands in the turn frame at now, other
+ * containers contending (turn_frame.h): 1 with *f set, 0 when there is no
+ * frame to follow. Counts as asking for the turn, with the claim: a
+ * container in debt goes on contending for its slot. */
+int gs_ledger_frame(struct gs_ledger *l, int slot, uint64_t now, uint32_t claim_ppm, struct gs_turn_slot *f);
 
 /* The member's container, if it holds the turn, holds it until `until` at
  * least (never past now + GS_LEDGER_MAX_HOLD_NS): a closing thread that

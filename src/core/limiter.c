@@ -88,6 +88,8 @@ uint64_t gs_lim_window_end(const struct gs_lim_close_facts *f, int *measured)
     return f->close_ns < f->planned_end_ns ? f->close_ns : f->planned_end_ns; /* at most the window */
 }
 
+static uint64_t charge_rate(const struct gs_lim_account *a);
+
 static int64_t burst_of(uint32_t rate)
 {
     return (int64_t)((unsigned __int128)GS_LIM_DEFAULT_PERIOD_NS * rate / GS_LIM_PPM);
@@ -123,7 +125,8 @@ static uint64_t charge_rate(const struct gs_lim_account *a)
     return c * sp / GS_LIM_PPM;
 }
 
-uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t now, unsigned bank_periods)
+static uint64_t open_window(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t now, unsigned bank_periods,
+                            int in_slot)
 {
     gs_lim_refill(a, now, bank_periods);
     uint32_t rate = LD(&a->rate_ppm);
@@ -136,13 +139,22 @@ uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t
         __atomic_store_n(&a->tokens, (int64_t)0, __ATOMIC_RELAXED);
         t = 0;
     }
-    if (t < 0) {
+    if (t < 0 && !in_slot) {
         uint64_t wait = (uint64_t)((unsigned __int128)(uint64_t)(-t) * GS_LIM_PPM / rate);
         return wait ? wait : 1;
     }
     uint64_t period = GS_LIM_DEFAULT_PERIOD_NS;
     uint64_t quantum = (uint64_t)burst_of(rate) / 2;
-    uint64_t gpu = (uint64_t)t > quantum ? (uint64_t)t : quantum;
+    uint64_t gpu = t > 0 && (uint64_t)t > quantum ? (uint64_t)t : quantum;
+    if (in_slot) {
+        /* the slot is the limit: what the account owes beyond one period
+         * is forgiven (charges that overlapped another container's tail
+         * must not cost later slots), and the window may last the slot */
+        int64_t floor = -burst_of(rate);
+        while (t < floor && !__atomic_compare_exchange_n(&a->tokens, &t, floor, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            ;
+        gpu = (uint64_t)((unsigned __int128)2 * period * charge_rate(a) / GS_LIM_PPM);
+    }
     uint64_t len = (uint64_t)((unsigned __int128)gpu * GS_LIM_PPM / charge_rate(a));
     if (len > 2 * period)
         len = 2 * period;
@@ -161,6 +173,16 @@ uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t
         w->max_launches = m == 0 ? 1 : m > UINT32_MAX ? UINT32_MAX : (uint32_t)m;
     }
     return 0;
+}
+
+uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t now, unsigned bank_periods)
+{
+    return open_window(w, a, now, bank_periods, 0);
+}
+
+void gs_lim_open_in_slot(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t now, unsigned bank_periods)
+{
+    (void)open_window(w, a, now, bank_periods, 1);
 }
 
 /* Charges the part of [from, end] the container has not charged yet. */

@@ -196,6 +196,10 @@ static inline int gs_lim_in_window(const struct gs_lim_window *w, uint64_t now)
  * (gs_lim_refill). Returns 0 if opened, else the ns to wait before trying
  * again (the account is in debt). */
 uint64_t gs_lim_open(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t now, unsigned bank_periods);
+/* Opens a window in the container's slot of the turn frame (turn_frame.h),
+ * whatever the account owes: while containers contend, the slot's length is
+ * the limit. The debt is cut to one period's GPU time. */
+void gs_lim_open_in_slot(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t now, unsigned bank_periods);
 
 /* Busy aggregation: the window's current busy interval ended at end_ns (its
  * work drained during a CPU gap); the next one starts at next_ns. Charges

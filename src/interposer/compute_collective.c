@@ -11,6 +11,7 @@
 #include "../core/collective.h"
 #include "../core/limiter.h"
 #include "compute_capture.h"
+#include "compute_clock.h"
 #include "log.h"
 #include "real_driver.h"
 #include "runtime.h"
@@ -18,9 +19,10 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#define RING 64       /* collectives in flight measured per device */
-#define KEYS 32       /* kernels and grids with an estimate of their own per device */
-#define CLASS_WAYS 64 /* a thread's cache of which functions are collectives */
+#define RING 64            /* collectives in flight measured per device */
+#define KEYS 32            /* kernels and grids with an estimate of their own per device */
+#define CLASS_WAYS 64      /* a thread's cache of which functions are collectives */
+#define SPUN_NS 1000000ULL /* a span this much past twice its estimate waited for a peer */
 
 struct coll_key {
     CUfunction f;
@@ -40,6 +42,7 @@ struct coll_dev {
     unsigned gen; /* gs_rt_fork_generation + 1 when the ring was last used */
     uint32_t head, tail;
     uint32_t next_key;
+    uint64_t spun_ns; /* when a collective last spun for its peers well past its estimate */
     struct coll_slot slot[RING];
     struct coll_key keys[KEYS];
 };
@@ -155,6 +158,8 @@ static void harvest_locked(struct coll_dev *c, struct gs_lim_account *a)
             if (ok && measured >= 0) {
                 uint64_t span = (uint64_t)measured;
                 uint64_t work = gs_coll_est_add(&c->keys[s->key].est, span);
+                if (span > 2 * gs_coll_est_now(&c->keys[s->key].est) + SPUN_NS)
+                    __atomic_store_n(&c->spun_ns, gs_compute_now(), __ATOMIC_RELAXED);
                 gs_lim_charge_collective(a, span, work);
                 if (span > 10000000ULL)
                     gs_log(GS_LOG_DEBUG, "a collective spanned %llu us, charged %llu us",
@@ -276,4 +281,12 @@ uint64_t gs_compute_collective_spin(int d, CUevent from, uint64_t len_ns)
     harvest_locked(c, &r->dev[d].lim);
     pthread_mutex_unlock(&c->lock);
     return spin > len_ns ? len_ns : spin;
+}
+
+int gs_compute_collective_spun(int d, uint64_t now)
+{
+    if (d < 0 || d >= GS_REGION_MAX_DEVICES)
+        return 0;
+    uint64_t at = __atomic_load_n(&g_dev[d].spun_ns, __ATOMIC_RELAXED);
+    return at && now - at < GS_LIM_THROTTLED_NS;
 }

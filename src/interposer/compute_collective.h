@@ -30,6 +30,12 @@ void gs_compute_collective_harvest(int d);
  * completed ones (gs_compute_collective_harvest). */
 uint64_t gs_compute_collective_spin(int d, CUevent from, uint64_t len_ns);
 
+/* Whether a collective of the process on device d spun for its peers well
+ * past its estimate lately (within GS_LIM_THROTTLED_NS of now): its ranks
+ * are out of step, and its container contends for the turn frame's slots
+ * (compute_ledger.h) even if its account is not held back. */
+int gs_compute_collective_spun(int d, uint64_t now);
+
 /* Whether the process has collectives on device d that have not been
  * harvested (gs_compute_collective_spin still sees them). */
 int gs_compute_collective_in_flight(int d);

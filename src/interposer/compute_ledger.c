@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "compute_ledger.h"
+#include "compute_collective.h"
 #include "log.h"
 #include "runtime.h"
 #include "statedir.h"
@@ -109,4 +110,16 @@ void gs_compute_ledger_reap(int d)
     struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
     if (l)
         gs_ledger_reap(l);
+}
+
+int gs_compute_ledger_frame(int d, const struct gs_lim_account *a, uint64_t now, struct gs_turn_slot *f)
+{
+    int slot;
+    struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
+    return l && gs_ledger_frame(l, slot, now, __atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED), f);
+}
+
+int gs_compute_contends(int d, const struct gs_lim_account *a, uint64_t now)
+{
+    return gs_lim_throttled(a, now) || gs_compute_collective_spun(d, now);
 }

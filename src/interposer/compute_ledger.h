@@ -31,4 +31,15 @@ unsigned gs_compute_ledger_demands(int d, uint64_t since, uint64_t wants_since, 
                                    unsigned max);
 void gs_compute_ledger_publish(int d, uint32_t use_ppm, uint64_t wants_ns);
 
+/* Whether our container takes turns on device d: held to its limit, or a
+ * job whose collectives spun for their peers lately (out of step with its
+ * ranks on other GPUs, which the turn frame puts back in step). One under
+ * its limit otherwise never waits behind another's windows. */
+int gs_compute_contends(int d, const struct gs_lim_account *a, uint64_t now);
+
+/* Where our container stands in device d's turn frame at now
+ * (gs_ledger_frame, claiming the account's rate): 1 with *f set, 0 when
+ * there is no frame to follow. */
+int gs_compute_ledger_frame(int d, const struct gs_lim_account *a, uint64_t now, struct gs_turn_slot *f);
+
 #endif

@@ -309,12 +309,13 @@ static void touch_ledger(int d, uint64_t now)
 
 /* Registers the window just opened in the device ledger and takes the turn
  * (every window of a throttled container does: capped and share-mode ones
- * alike, since time-slicing splits unevenly and loses time). Returns 0, or the ns
- * to wait at most while another container holds the turn (seq for
+ * alike, since time-slicing splits unevenly and loses time). A window taken
+ * in its container's slot of the turn frame ends with the slot. Returns 0,
+ * or the ns to wait at most while the turn is another container's (seq for
  * gs_ledger_wait). */
-static uint64_t ledger_open(struct tdev *t, int d, uint32_t *seq)
+static uint64_t ledger_open(struct tdev *t, int d, const struct gs_lim_account *a, uint32_t *seq)
 {
-    int slot, took = 0;
+    int slot;
     struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
     if (!l)
         return 0;
@@ -324,8 +325,20 @@ static uint64_t ledger_open(struct tdev *t, int d, uint32_t *seq)
     uint64_t len = t->w.end_ns - t->w.start_ns;
     uint64_t busy = t->w.est_ns > len ? t->w.est_ns : len;
     uint64_t grace = len / 4 > TURN_GRACE_NS ? len / 4 : TURN_GRACE_NS;
-    uint64_t wait = gs_ledger_open_window(l, slot, t->w.start_ns, t->w.start_ns + busy + grace, seq, &took);
-    t->turn = (uint8_t)took;
+    struct gs_ledger_turn turn = { .claim_ppm = __atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED) };
+    uint64_t wait = gs_ledger_open_window(l, slot, t->w.start_ns, t->w.start_ns + busy + grace, &turn);
+    t->turn = (uint8_t)turn.took;
+    *seq = turn.seq;
+    if (turn.took && turn.slot_end && turn.slot_end < t->w.end_ns) {
+        /* nor may it queue more work than the slot holds: what is queued
+         * past the slot's end drains into the next container's */
+        t->w.end_ns = turn.slot_end > t->w.start_ns ? turn.slot_end : t->w.start_ns + 1;
+        if (t->w.est_ns) {
+            uint64_t m = (t->w.end_ns - t->w.start_ns) / t->w.est_ns;
+            if (m < t->w.max_launches)
+                t->w.max_launches = m ? (uint32_t)m : 1;
+        }
+    }
     return wait;
 }
 
@@ -401,13 +414,28 @@ int gs_compute_before(CUstream s)
         uint32_t seq = 0;
         int turn = 0;
         uint64_t wait = gs_lim_open(&t->w, a, t0, bank);
+        struct gs_turn_slot f;
+        if (wait && gs_compute_ledger_frame(d, a, t0, &f)) {
+            if (f.mine) {
+                /* in its slot of the turn frame a window opens whatever the
+                 * account owes (the slot is the limit), so that the ranks of
+                 * a job on several GPUs, whose accounts owe a little more or
+                 * less, run in the slot together rather than one of them
+                 * waiting a frame; held to its limit as if it had waited, it
+                 * goes on contending for its slot */
+                gs_lim_open_in_slot(&t->w, a, t0, bank);
+                wait = 0;
+                __atomic_store_n(&a->throttled_ns, t0, __ATOMIC_RELAXED);
+            } else if (f.mine_ns - t0 < wait) {
+                wait = f.mine_ns - t0; /* in debt: no later than its slot */
+            }
+        }
         t->turn = 0;
-        if (!wait && gs_lim_throttled(a, t0) && turn_waited < GS_LIM_TURN_WAIT_MAX_NS) {
-            /* only containers held to their limit take turns: one under it
-             * never waits behind another's windows; and no window waits
-             * for turns longer than another's window can last (the turn may
-             * be forged) */
-            if ((wait = ledger_open(t, d, &seq)) != 0) {
+        if (!wait && gs_compute_contends(d, a, t0) && turn_waited < GS_LIM_TURN_WAIT_MAX_NS) {
+            /* only containers that contend take turns (gs_compute_contends);
+             * and no window waits for turns longer than another's window can
+             * last (the turn may be forged) */
+            if ((wait = ledger_open(t, d, a, &seq)) != 0) {
                 t->w.open = 0; /* another container holds the turn */
                 turn = 1;
             }

@@ -24,6 +24,7 @@
 
 #include "fuzz_target.h"
 #include "ledger.h"
+#include "turn_frame.h"
 
 #define STEP 4
 
@@ -111,8 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint16_t delta = (uint16_t)(data[at + 2] | data[at + 3] << 8);
         at += STEP;
         now += delta * us;
-        uint32_t seq = 0;
-        int took = 0;
+        struct gs_ledger_turn turn;
         switch (op % 8) {
         case 0: {
             size_t off = delta % sizeof *l->f, len = arg;
@@ -127,9 +127,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 1: {
             struct gs_ledger *h = (arg & 1) && other ? other : l;
             int s = h == other ? oslot : slot;
-            uint64_t wait = gs_ledger_open_window(h, s, now, now + (uint64_t)arg * 1000000ULL, &seq, &took);
+            uint64_t wait = gs_ledger_open_window(h, s, now, now + (uint64_t)arg * 1000000ULL, &turn);
             FUZZ_CHECK(wait <= GS_LEDGER_MAX_HOLD_NS);
-            FUZZ_CHECK(!(wait && took));
+            FUZZ_CHECK(!(wait && turn.took));
+            FUZZ_CHECK(!turn.slot_end || (turn.took && turn.slot_end > now && turn.slot_end <= now + GS_TURN_FRAME_NS));
             break;
         }
         case 2: gs_ledger_close_window((arg & 1) && other ? other : l, (arg & 1) && other ? oslot : slot); break;

@@ -230,21 +230,21 @@ def forge_turn(ledgers):
     """Hands the turn, for the longest a turn may reach, to the live member
     capped at 70 and writes it thousands of open windows, which its own
     window closes do not count down (struct gs_ledger_file, ledger.h: the
-    turn at byte 24, 40-byte members from byte 40, open at +28, weight at
-    +32). Returns how many turns it forged (0 where the layout is not
+    turn at byte 24, 56-byte members from byte 40, open at +36, weight at
+    +40). Returns how many turns it forged (0 where the layout is not
     that size: the test then fails on it)."""
     n = 0
     for f in ledgers.glob("*.ledger"):
         with open(f, "r+b") as fh:
             b = fh.read()
-            if len(b) != 40 + 40 * 128:
+            if len(b) != 40 + 56 * 128:
                 return 0
-            for off in range(40, len(b) - 39, 40):
+            for off in range(40, len(b) - 55, 56):
                 c, = struct.unpack_from("<Q", b, off)
-                if c and struct.unpack_from("<I", b, off + 32)[0] == 70:
+                if c and struct.unpack_from("<I", b, off + 40)[0] == 70:
                     fh.seek(24)
                     fh.write(struct.pack("<QQ", c, time.monotonic_ns() // SLOW + 1_100_000_000))
-                    fh.seek(off + 28)
+                    fh.seek(off + 36)
                     fh.write(struct.pack("<I", 4000))
                     n += 1
     return n

@@ -95,25 +95,27 @@ def test_a_capped_tp_job_runs_at_its_cap_on_each_gpu_and_never_crawls(world):
         assert r["longest_us"] < 0.15e6, out
 
 
-def test_two_capped_tp_jobs_side_by_side_never_stall_nor_pass_their_caps(world):
+def test_two_capped_tp_jobs_side_by_side_each_get_most_of_their_cap(world):
     """Two containers, each a TP job with a rank on each GPU, capped 30 and
-    70. Each GPU's turns go to one container at a time, but the two GPUs'
-    turns are not aligned: a rank that holds the turn on one GPU spins in its
-    all-reduce while its peer waits for the turn on the other (docs/compute.md,
-    Limitations: on 2 x H200 the pair got 0.31-0.39 / 0.12-0.14). What holds:
-    neither passes its cap, and no step waits for more than the turns' bound
-    (on 2 x H200, before the turn was given up for a drain behind a
-    collective and the peer's spin was taken out of the stream's wait, steps
-    of 5-7 s; this driver did not reproduce that stall: the test passed with
-    collectives treated as any kernel too)."""
+    70. When each GPU's turns went to whoever asked first, the two GPUs'
+    turns were not aligned: a rank that held the turn on one GPU spun in its
+    all-reduce while its peer waited for the other job's turn on the other
+    GPU (on 2 x H200 the pair got 0.12-0.14 / 0.31-0.39; here 0.22 / 0.38).
+    The turn frame (src/core/turn_frame.h) gives each job the same slots on
+    both GPUs. What is left is about a step lost at each slot's edge
+    (docs/compute.md, Limitations): each job gets at least 0.8 of its cap
+    (0.24-0.26 / 0.56-0.61 here), never more than its cap, and no step waits
+    for more than a frame and a turn's bound (on 2 x H200, before the turn
+    was given up for a drain behind a collective, steps of 5-7 s)."""
     w30 = tp_world(world, GPUSLICE_CORES=30)
     w70 = tp_world(world, GPUSLICE_CORES=70, GPUSLICE_REGION=str(w30.tmp / "other.region"))
     out = {}
 
-    def job(name, w, group):
-        out[name] = tp_ranks(w, steps=300, warm=30, group=group)
+    def job(name, w, group, steps):
+        out[name] = tp_ranks(w, steps=steps, warm=steps // 10, group=group)
 
-    ts = [threading.Thread(target=job, args=("30", w30, 0)), threading.Thread(target=job, args=("70", w70, 1))]
+    # steps in proportion to the caps: the jobs run side by side to the end
+    ts = [threading.Thread(target=job, args=("30", w30, 0, 300)), threading.Thread(target=job, args=("70", w70, 1, 700))]
     for t in ts:
         t.start()
     for t in ts:
@@ -121,5 +123,5 @@ def test_two_capped_tp_jobs_side_by_side_never_stall_nor_pass_their_caps(world):
     print({cap: [(round(speed(r), 3), r["longest_us"]) for r in rs] for cap, rs in out.items()})
     for cap, replies in out.items():
         for r in replies:
-            assert speed(r) <= int(cap) / 100 + 0.05, out
-            assert r["longest_us"] < 1.0e6, out
+            assert 0.8 * int(cap) / 100 <= speed(r) <= int(cap) / 100 + 0.05, out
+            assert r["longest_us"] < 0.2e6, out

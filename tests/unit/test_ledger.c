@@ -42,21 +42,23 @@ static struct gs_ledger *fresh(char *path, size_t len)
 }
 
 #define FAR (1000000 * MS) /* an expiry that never comes in these tests */
+#define HALF                                                                                                           \
+    500000U /* each container's claim: half the GPU, so that of two
+                            * contending containers 11 has [0, 25) ms of each 50 ms
+                            * frame and 22 [25, 50) (turn_frame.h) */
 
 /* Opens a window that must not wait. */
 static void open_now(struct gs_ledger *l, int slot, uint64_t now, uint64_t until)
 {
-    uint32_t seq;
-    int took;
-    assert_int_equal(gs_ledger_open_window(l, slot, now, until, &seq, &took), 0);
-    assert_true(took);
+    struct gs_ledger_turn turn = { .claim_ppm = HALF };
+    assert_int_equal(gs_ledger_open_window(l, slot, now, until, &turn), 0);
+    assert_true(turn.took);
 }
 
 static uint64_t try_open(struct gs_ledger *l, int slot, uint64_t now, uint64_t until)
 {
-    uint32_t seq;
-    int took;
-    return gs_ledger_open_window(l, slot, now, until, &seq, &took);
+    struct gs_ledger_turn turn = { .claim_ppm = HALF };
+    return gs_ledger_open_window(l, slot, now, until, &turn);
 }
 
 static void containers_take_turns(void **state)
@@ -66,20 +68,19 @@ static void containers_take_turns(void **state)
     struct gs_ledger *l = fresh(path, sizeof path);
     int a = gs_ledger_join(l, 100, 11, 100), a2 = gs_ledger_join(l, 101, 11, 100);
     int b = gs_ledger_join(l, 200, 22, 100);
-    uint32_t seq = 0;
+    struct gs_ledger_turn turn = { .claim_ppm = HALF, .took = 1 };
     open_now(l, a, 1000 * MS, 1050 * MS);
     /* b must wait (at most until a's turn expires); a's other process need not */
-    int took = 1;
-    assert_int_equal(gs_ledger_open_window(l, b, 1010 * MS, 1060 * MS, &seq, &took), 40 * MS);
-    assert_false(took);
-    uint32_t seq_b = seq;
-    open_now(l, a2, 1010 * MS, 1070 * MS);
+    assert_int_equal(gs_ledger_open_window(l, b, 1010 * MS, 1060 * MS, &turn), 40 * MS);
+    assert_false(turn.took);
+    uint32_t seq_b = turn.seq;
+    open_now(l, a2, 1010 * MS, 1070 * MS); /* b contends now: a2's hold ends with 11's slot (+2 ms) */
     gs_ledger_close_window(l, a);
-    assert_int_equal(try_open(l, b, 1020 * MS, 1060 * MS), 50 * MS); /* a2 still open */
+    assert_int_equal(try_open(l, b, 1020 * MS, 1060 * MS), 30 * MS); /* a2 still open: a's turn, to 1050 */
     gs_ledger_close_window(l, a2);
-    assert_true(l->f->turn_seq != seq_b); /* released: waiters wake */
-    open_now(l, b, 1025 * MS, 1060 * MS);
-    assert_int_equal(try_open(l, a, 1030 * MS, 1080 * MS), 30 * MS);
+    assert_true(l->f->turn_seq != seq_b);                            /* released: waiters wake */
+    open_now(l, b, 1025 * MS, 1060 * MS);                            /* 22's slot */
+    assert_int_equal(try_open(l, a, 1030 * MS, 1080 * MS), 22 * MS); /* b holds it to its slot's end + 2 ms */
     assert_int_equal(gs_ledger_others(l, 11), 1);
     assert_int_equal(gs_ledger_others(l, 22), 2);
     gs_ledger_close(l);
@@ -98,7 +99,8 @@ static void a_draining_holder_keeps_its_turn(void **state)
     gs_ledger_extend(l, a, 1000 * MS, 1100 * MS);                    /* a waits for its work to drain */
     assert_int_equal(try_open(l, b, 1050 * MS, 1080 * MS), 50 * MS); /* past a's planned expiry */
     gs_ledger_close_window(l, a);
-    open_now(l, b, 1060 * MS, 1080 * MS);
+    assert_int_equal(try_open(l, b, 1060 * MS, 1080 * MS), 15 * MS); /* a contends: 22's slot comes then */
+    open_now(l, b, 1075 * MS, 1080 * MS);
     gs_ledger_close(l);
     unlink(path);
 }
@@ -119,10 +121,10 @@ static void an_expired_or_dead_holder_loses_the_turn(void **state)
     int a = gs_ledger_join(l, 100, 11, 100), b = gs_ledger_join(l, 200, 22, 100);
     open_now(l, a, 1000 * MS, 1020 * MS);
     assert_true(try_open(l, b, 1019 * MS, 1040 * MS) > 0);
-    open_now(l, b, 1020 * MS, 1040 * MS); /* a stalled */
-    assert_true(try_open(l, a, 1021 * MS, 1040 * MS) > 0);
+    open_now(l, b, 1025 * MS, 1040 * MS); /* a stalled (and it is 22's slot) */
+    assert_true(try_open(l, a, 1026 * MS, 1040 * MS) > 0);
     die(l, b);                            /* b dies holding the turn */
-    open_now(l, a, 1022 * MS, 1040 * MS); /* at once, not at b's expiry */
+    open_now(l, a, 1027 * MS, 1040 * MS); /* at once, not at b's expiry: the dead claim no slot */
     gs_ledger_reap(l);
     assert_int_equal(gs_ledger_others(l, 11), 0);
     gs_ledger_close(l);
@@ -145,9 +147,9 @@ static void a_forged_member_or_turn_blocks_no_one(void **state)
     gs_ledger_close_window(l, a);
     /* a turn that reaches beyond any window's hold is forged, whoever holds it */
     int b = gs_ledger_join(l, 200, 22, 100);
-    open_now(l, b, 1020 * MS, 1030 * MS);
+    open_now(l, b, 1025 * MS, 1030 * MS);
     l->f->turn_until_ns = UINT64_MAX - 1;
-    open_now(l, a, 1021 * MS, 1030 * MS);
+    open_now(l, a, 1050 * MS, 1060 * MS);
     gs_ledger_close_window(l, a);
     /* garbage open counts and weights are bounded where they are read */
     l->f->m[b].open = 0xffffffffU;
@@ -182,11 +184,10 @@ static void a_process_that_holds_the_lock_or_dies_in_it_stalls_no_one(void **sta
     }
     char c;
     assert_int_equal(read(go[0], &c, 1), 1);
-    uint32_t seq;
-    int took = 1;
+    struct gs_ledger_turn turn = { .took = 1 };
     uint64_t t0 = mono_ns();
-    assert_int_equal(gs_ledger_open_window(l, a, 1000 * MS, 1010 * MS, &seq, &took), 0);
-    assert_false(took); /* opened without the turn, after a few ms at most */
+    assert_int_equal(gs_ledger_open_window(l, a, 1000 * MS, 1010 * MS, &turn), 0);
+    assert_false(turn.took); /* opened without the turn, after a few ms at most */
     assert_true(mono_ns() - t0 < 1000 * MS);
     kill(child, SIGKILL);
     int st = 0;
@@ -222,8 +223,9 @@ static void a_waiter_wakes_when_the_turn_is_released(void **state)
     int a = gs_ledger_join(l, 100, 11, 100), b = gs_ledger_join(l, 200, 22, 100);
     struct waiter w = { l, 0, 0 };
     open_now(l, a, 1000 * MS, FAR);
-    int took;
-    assert_true(gs_ledger_open_window(l, b, 1000 * MS, FAR, &w.seq, &took) > 0);
+    struct gs_ledger_turn turn;
+    assert_true(gs_ledger_open_window(l, b, 1000 * MS, FAR, &turn) > 0);
+    w.seq = turn.seq;
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, wait_for_turn, &w), 0);
     usleep(50000);
@@ -293,11 +295,10 @@ static void a_member_in_another_pid_namespace_is_alive_until_it_dies(void **stat
         pid_t inner = fork();
         if (inner == 0) {
             char err[256], c;
-            int took = 0;
-            uint32_t seq;
+            struct gs_ledger_turn turn;
             struct gs_ledger *h = gs_ledger_open(path, err, sizeof err);
             int s = h ? gs_ledger_join(h, getpid(), 22, 100) : -1;
-            if (s < 0 || gs_ledger_open_window(h, s, 1000 * MS, 1500 * MS, &seq, &took) != 0 || !took || getpid() != 1)
+            if (s < 0 || gs_ledger_open_window(h, s, 1000 * MS, 1500 * MS, &turn) != 0 || !turn.took || getpid() != 1)
                 _exit(1);
             close(hold[1]);
             (void)!write(up[1], "x", 1);
@@ -337,6 +338,57 @@ static void a_member_in_another_pid_namespace_is_alive_until_it_dies(void **stat
     unlink(path);
 }
 
+/* Opens a window of slot claiming claim, at now; the turn's outcome. */
+static uint64_t claim_open(struct gs_ledger *l, int slot, uint32_t claim, uint64_t now, struct gs_ledger_turn *t)
+{
+    *t = (struct gs_ledger_turn){ .claim_ppm = claim };
+    return gs_ledger_open_window(l, slot, now, now + 100 * MS, t);
+}
+
+static void contending_containers_take_the_turn_in_their_slots_only(void **state)
+{
+    (void)state;
+    char path[128];
+    struct gs_ledger *l = fresh(path, sizeof path);
+    int a = gs_ledger_join(l, 100, 11, 30), b = gs_ledger_join(l, 200, 22, 70);
+    struct gs_ledger_turn t;
+    struct gs_turn_slot f;
+    /* b asks first (a window of its own, alone: no frame, no slot's end) */
+    assert_int_equal(claim_open(l, b, 700000, 990 * MS, &t), 0);
+    assert_true(t.took);
+    assert_int_equal(t.slot_end, 0);
+    gs_ledger_close_window(l, b);
+    /* 11 claims 30 %: [0, 15) ms of each frame is its, the rest 22's */
+    assert_int_equal(claim_open(l, a, 300000, 1010 * MS, &t), 0);
+    assert_true(t.took);
+    assert_int_equal(t.slot_end, 1015 * MS);
+    assert_int_equal(l->f->turn_until_ns, 1017 * MS); /* the slot's end and its grace, not 100 ms */
+    gs_ledger_close_window(l, a);
+    /* the turn is free, but it is 11's slot: b waits for its own */
+    assert_int_equal(claim_open(l, b, 700000, 1012 * MS, &t), 3 * MS);
+    assert_false(t.took);
+    assert_int_equal(claim_open(l, b, 700000, 1016 * MS, &t), 0);
+    assert_int_equal(t.slot_end, 1050 * MS);
+    gs_ledger_close_window(l, b);
+    assert_int_equal(claim_open(l, a, 300000, 1020 * MS, &t), 30 * MS);
+    /* asking where one stands counts as asking: a in debt still contends */
+    assert_int_equal(gs_ledger_frame(l, a, 1100 * MS, 300000, &f), 1);
+    assert_true(f.mine);
+    /* b stopped asking 100 ms ago: a takes the turn whenever it wants */
+    assert_int_equal(claim_open(l, a, 300000, 1120 * MS, &t), 0);
+    assert_int_equal(t.slot_end, 0);
+    gs_ledger_close_window(l, a);
+    /* nor does a dead member claim a slot */
+    assert_int_equal(claim_open(l, b, 700000, 1130 * MS, &t), 0);
+    gs_ledger_close_window(l, b);
+    die(l, b);
+    assert_int_equal(claim_open(l, a, 300000, 1135 * MS, &t), 0);
+    assert_true(t.took);
+    assert_int_equal(t.slot_end, 0);
+    gs_ledger_close(l);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -349,6 +401,7 @@ int main(void)
         cmocka_unit_test(a_waiter_wakes_when_the_turn_is_released),
         cmocka_unit_test(share_mode_sees_the_others_demand_and_weights),
         cmocka_unit_test(a_file_of_another_layout_is_refused),
+        cmocka_unit_test(contending_containers_take_the_turn_in_their_slots_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,50 @@
+/*
+ * The turn frame: when several containers held to their limits take turns
+ * on one GPU, whose turn it is follows the wall clock, not who asked first.
+ * Time is cut into frames of GS_TURN_FRAME_NS; each frame gives every
+ * contending container one slot, in the order of their container ids, as
+ * long as its claim's part of the frame (of the claims' total, if they
+ * claim more than the whole GPU); the frame's rest is nobody's. A job with a rank on each of
+ * several GPUs meets the same containers with the same claims in each
+ * GPU's ledger, so its slots fall at the same moments on all of them: its
+ * ranks run together and its collectives do not spin while a peer waits on
+ * another GPU for a turn that another container holds there (two TP jobs
+ * capped 30 / 70 on 2 x H200 got 0.12-0.14 / 0.31-0.39 when each GPU's
+ * turns went to whoever asked first; docs/compute.md, "Several GPUs").
+ * Pure logic, unit-tested; the device ledger (ledger.c) applies it.
+ */
+#ifndef GPUSLICE_TURN_FRAME_H
+#define GPUSLICE_TURN_FRAME_H
+
+#include <stdint.h>
+
+#define GS_TURN_FRAME_NS 50000000ULL /* one duty cycle (GS_LIM_DEFAULT_PERIOD_NS) */
+#define GS_TURN_MAX_CLAIM 1000000U   /* the whole GPU, in ppm */
+
+/* A contending container: its id and the part of the GPU it is allowed
+ * now (its token rate: a cap, or a share's current target), which sizes its
+ * slot. Claims outside [1, GS_TURN_MAX_CLAIM] are clamped into it, so a
+ * forged member gets no more of the frame than a container allowed the
+ * whole GPU would. */
+struct gs_turn_claim {
+    uint64_t container;
+    uint32_t claim_ppm;
+};
+
+/* Where `me` stands at now. */
+struct gs_turn_slot {
+    uint64_t owner;    /* whose slot now falls in; 0: the frame's rest, nobody's */
+    uint64_t end_ns;   /* when the owner's slot (or the rest) ends */
+    uint64_t mine_ns;  /* when me's slot begins (now, if it is me's) */
+    uint64_t mine_end; /* ... and ends */
+    int mine;          /* the slot now is me's */
+};
+
+/* Sorts and merges claims (a container that appears twice counts once, at
+ * its larger claim) and places now in the frame. Returns 1 with *out set
+ * if at least two containers contend and me is one of them; 0 when there
+ * is no frame to follow (the turn goes to whoever asks). n is updated to
+ * the count of distinct containers. */
+int gs_turn_frame(struct gs_turn_claim *claims, unsigned *n, uint64_t me, uint64_t now, struct gs_turn_slot *out);
+
+#endif
