@@ -51,20 +51,23 @@ def set_values(sets):
     return values
 
 
-def lint(sets=(), chart=CHART):
+def lint(sets=(), chart=CHART, values=None):
     """Problems `helm lint --strict` reports for these values (empty when clean)."""
-    report = helm.lint(chart, set_values(sets), strict=True, kube_version=KUBE_VERSION)
+    values = set_values(sets) if values is None else values
+    report = helm.lint(chart, values, strict=True, kube_version=KUBE_VERSION)
     return report["errors"] + [f"{m['path']}: {m['error']}" for m in report["messages"]
                                if m["severity"] >= WARNING]
 
 
-def render(sets=(), chart=CHART):
+def render(sets=(), chart=CHART, values=None):
     """{template file name: rendered text} in file-name order, templates that render
-    to nothing left out. Raises RenderError when the chart does not lint clean."""
-    problems = lint(sets, chart)
+    to nothing left out, for --set `sets` or else a ready `values` dict. Raises
+    RenderError when the chart does not lint clean (values.schema.json included)."""
+    values = set_values(sets) if values is None else values
+    problems = lint(chart=chart, values=values)
     if problems:
         raise RenderError("helm lint --strict: " + "; ".join(problems))
-    out = helm.Chart.load(chart).render(set_values(sets), name=RELEASE, is_install=True)
+    out = helm.Chart.load(chart).render(values, name=RELEASE, is_install=True)
     files = {os.path.basename(p): t for p, t in out.items() if p.endswith(".yaml")}
     return {n: files[n] for n in sorted(files) if files[n].strip()}
 

@@ -66,3 +66,8 @@ sees no cluster and always makes new ones. The CA keys are dropped.
     cert-manager.io/inject-ca-from: {{ .Values.namespace }}/gpuslice-webhook
 {{- end }}
 {{- end -}}
+
+{{/* An image reference from a {repository, tag} value: every image of the chart. */}}
+{{- define "gpuslice.image" -}}
+{{ .repository }}:{{ .tag }}
+{{- end -}}
