@@ -128,11 +128,16 @@ def test_plain_manifests_as_written(tmp_path):
 
 
 def test_guide_check_is_real():
-    """The guide's first install before issue 30 named only the control image."""
     env, built, _ = guide()
+    # The guide's first install before issue 30 named only the control image: the
+    # chart now refuses it instead of pulling a node image nobody pushed.
     old = "helm install gpuslice deploy/helm/gpuslice --set image.repository=$REG/control --set image.tag=$TAG"
-    objs = objects_of(render.render(values=helm_values(expand(old, env))).values())
-    with pytest.raises(AssertionError, match="never builds: .'gpuslice/node:dev'"):
+    with pytest.raises(render.RenderError, match="nodeAgent.image.repository is not set"):
+        render.render(values=helm_values(expand(old, env)))
+    # An image the guide never builds is caught.
+    typo = old + " --set nodeAgent.image.repository=$REG/agent --set nodeAgent.image.tag=$TAG"
+    objs = objects_of(render.render(values=helm_values(expand(typo, env))).values())
+    with pytest.raises(AssertionError, match="never builds: .'registry.example.com/gpuslice/agent:0.1.0'"):
         check(objs, built)
 
 

@@ -6,6 +6,7 @@ import copy
 import functools
 import json
 import os
+import re
 
 import pytest
 import yaml
@@ -112,6 +113,20 @@ def test_wrong_type_is_refused_at_every_key(path):
 ])
 def test_values_out_of_range_are_refused(sets, where):
     assert f"at '{where}'" in refused(render.set_values(sets))
+
+
+OUR_IMAGES = {"image.repository": "reg.example.com/control", "image.tag": "1.0.0",
+              "nodeAgent.image.repository": "reg.example.com/node", "nodeAgent.image.tag": "1.0.0"}
+
+
+@pytest.mark.parametrize("unset", OUR_IMAGES)
+def test_our_images_have_no_default(unset):
+    """gpuslice publishes no images: a render that does not name one of them
+    stops, naming the value to set, rather than pull a guessed name."""
+    sets = [f"{k}={v}" for k, v in OUR_IMAGES.items() if k != unset]
+    with pytest.raises(render.RenderError, match=f"{re.escape(unset)} is not set: give it the"):
+        render.render(values=render.set_values(sets))
+    render.render(values=render.set_values(sets + [f"{unset}={OUR_IMAGES[unset]}"]))
 
 
 def image_values(node=VALUES, path=()):
