@@ -11,7 +11,11 @@ traceback, and exit with status 1 (2 for a usage error).
 import csv
 import math
 import sys
+import textwrap
 from collections import defaultdict
+
+# Of the figure's width, what the title may take: a margin on both sides.
+TITLE_WIDTH = 0.95
 
 
 class PlotError(Exception):
@@ -41,7 +45,22 @@ def load(path):
     return data, seeds
 
 
+def fit_title(fig, parts, fontsize=11):
+    """The figure's title inside the figure's width (one panel is narrower than
+    the one-line title): its parts on one line, else one part a line, else
+    wrapped at words as well. tight_layout then keeps the panels below it."""
+    one_a_line = "\n".join(parts)
+    tries = ["; ".join(parts), one_a_line] + [
+        "\n".join(textwrap.fill(p, width) for p in parts) for width in range(len(one_a_line), 0, -1)]
+    renderer = fig.canvas.get_renderer()
+    for text in tries:
+        title = fig.suptitle(text, fontsize=fontsize)
+        if title.get_window_extent(renderer).width <= fig.bbox.width * TITLE_WIDTH:
+            return
+
+
 def plot(data, seeds, out, run_seeds):
+    """Draws and writes the figure; returns it (tests measure it)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -77,14 +96,14 @@ def plot(data, seeds, out, run_seeds):
         ax.legend(fontsize=7, loc="lower right")
     for ax in list(axes.flat)[len(workloads):]:
         ax.axis("off")
-    band = "" if counts == [1] else "; band = min..max over seeds"
-    fig.suptitle(f"gpuslice sim: mean of {n} seed{'s' if counts != [1] else ''} per curve{band}",
-                 fontsize=11)
+    title = [f"gpuslice sim: mean of {n} seed{'s' if counts != [1] else ''} per curve"]
+    fit_title(fig, title if counts == [1] else title + ["band = min..max over seeds"])
     fig.tight_layout()
     try:
         fig.savefig(out, dpi=110)
     except OSError as err:
         raise PlotError(f"cannot write {out}: {err.strerror}") from None
+    return fig
 
 
 def main(argv):

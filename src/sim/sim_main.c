@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cpu_mix.h"
+#include "progress.h"
 #include "protocol.h"
 #include "report.h"
 #include "sim_args.h"
@@ -21,13 +22,19 @@ typedef struct progress_ctx {
     const char *workload, *policy;
     unsigned long long seed;
     bool tty;
+    size_t run, runs;    /* this run, 1-based, of how many */
+    double seconds_done; /* the runs before this one took */
 } progress_ctx;
 
 static void progress_cb(void *ctx, size_t done, size_t total)
 {
     const progress_ctx *p = ctx;
-    if (p->tty)
-        fprintf(stderr, "\rsim: %s %s seed %llu: %zu/%zu pods", p->workload, p->policy, p->seed, done, total);
+    if (!p->tty)
+        return;
+    char eta[32];
+    sim_format_eta(eta, sizeof eta, sim_eta_s(p->seconds_done, p->run - 1, p->runs));
+    fprintf(stderr, "\rsim: [%zu/%zu] %s %s seed %llu: %zu/%zu pods, %s", p->run, p->runs, p->workload, p->policy,
+            p->seed, done, total, eta);
 }
 
 /* Pod list prefix of the openb file names, left out of short names. */
@@ -179,7 +186,7 @@ static int run_all(const sim_args *a, sim_state *s)
         fputs("gpuslice sim: out of memory\n", stderr);
         return 1;
     }
-    progress_ctx pc = { .tty = !a->quiet && isatty(STDERR_FILENO) };
+    progress_ctx pc = { .tty = !a->quiet && isatty(STDERR_FILENO), .runs = nruns };
     size_t at = 0;
     for (int f = 0; f < a->num_pods_files; f++) {
         for (int p = 0; p < a->num_policies; p++) {
@@ -192,19 +199,23 @@ static int run_all(const sim_args *a, sim_state *s)
                 pc.workload = row->workload;
                 pc.policy = row->policy;
                 pc.seed = (unsigned long long)a->seeds[k];
+                pc.run = at + 1;
                 sim_result *r = &s->runs[at];
                 if (sim_run(&s->cluster, s->pods[f].pods, s->pods[f].count, a->policies[p], a->seeds[k], a->load_pct,
                             a->quiet ? NULL : progress_cb, &pc, r)) {
                     fputs("gpuslice sim: out of memory during the run\n", stderr);
                     return 1;
                 }
+                pc.seconds_done += r->seconds;
+                char eta[32];
+                sim_format_eta(eta, sizeof eta, sim_eta_s(pc.seconds_done, pc.run, nruns));
                 if (!a->quiet)
                     fprintf(stderr,
-                            "%ssim: %s %s seed %llu: alloc %.2f%% @100, %.2f%% @%d, "
-                            "%zu/%zu placed, %.2f s, p99 %.0f us\n",
-                            pc.tty ? "\r" : "", row->workload, row->policy, pc.seed, r->alloc_pct[100],
+                            "%ssim: [%zu/%zu] %s %s seed %llu: alloc %.2f%% @100, %.2f%% @%d, "
+                            "%zu/%zu placed, %.2f s, p99 %.0f us, %s\n",
+                            pc.tty ? "\r" : "", pc.run, nruns, row->workload, row->policy, pc.seed, r->alloc_pct[100],
                             r->alloc_pct[a->load_pct], a->load_pct, r->placed, r->arrived, r->seconds,
-                            r->decision_p99_us);
+                            r->decision_p99_us, eta);
                 if (s->csv) {
                     report_csv_rows(s->csv, row->workload, row->policy, pc.seed, r);
                     fflush(s->csv);

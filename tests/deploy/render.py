@@ -8,7 +8,7 @@ against the oldest Kubernetes version the chart supports. Helm renders a value
 that does not exist as empty even then; test_deploy.py checks that every
 `.Values.x` a template names is in values.yaml.
 
-  render.py [--set key=value ...]            print the rendered chart
+  render.py [--set key=value ...]            print the rendered chart (LOCAL_IMAGES first)
   render.py --write deploy/manifests         regenerate the plain manifests
 """
 import argparse
@@ -21,11 +21,16 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 CHART = os.path.join(ROOT, "deploy", "helm", "gpuslice")
 KUBE_VERSION = "v1.30.0"
 RELEASE = "gpuslice"
+# The chart has no default for our images (values.yaml says why): every render
+# here names a local build's, what docs/operator-guide.md section 1 builds with
+# REG=gpuslice TAG=dev, unless the caller's values name others.
+LOCAL_IMAGES = ("image.repository=gpuslice/control", "image.tag=dev",
+                "nodeAgent.image.repository=gpuslice/node", "nodeAgent.image.tag=dev")
 # The plain manifests take their Secrets from deploy/certs/gen-certs.sh, so they
 # hold no key material and render the same every time.
 PLAIN_SETS = ("tls.source=existing",)
 HEADER = ("# Generated from deploy/helm/gpuslice by tests/deploy/render.py --write "
-          f"(default values, {' '.join('--set ' + s for s in PLAIN_SETS)}); "
+          f"(default values, {' '.join('--set ' + s for s in LOCAL_IMAGES + PLAIN_SETS)}); "
           "edit the chart, not this file.\n")
 WARNING = 2  # helm lint severities: 1 info, 2 warning, 3 error
 
@@ -51,20 +56,29 @@ def set_values(sets):
     return values
 
 
-def lint(sets=(), chart=CHART):
+def lint(sets=(), chart=CHART, values=None):
     """Problems `helm lint --strict` reports for these values (empty when clean)."""
-    report = helm.lint(chart, set_values(sets), strict=True, kube_version=KUBE_VERSION)
+    values = set_values(sets) if values is None else values
+    report = helm.lint(chart, values, strict=True, kube_version=KUBE_VERSION)
     return report["errors"] + [f"{m['path']}: {m['error']}" for m in report["messages"]
                                if m["severity"] >= WARNING]
 
 
-def render(sets=(), chart=CHART):
+def render(sets=(), chart=CHART, values=None):
     """{template file name: rendered text} in file-name order, templates that render
-    to nothing left out. Raises RenderError when the chart does not lint clean."""
-    problems = lint(sets, chart)
+    to nothing left out, for LOCAL_IMAGES and --set `sets`, or else for a ready
+    `values` dict as it is. Raises RenderError when Helm would refuse to install
+    (values.schema.json, `required`) or the chart does not lint clean."""
+    values = set_values(LOCAL_IMAGES + tuple(sets)) if values is None else values
+    # Rendered before linting: lint renders `required` and `fail` as warnings,
+    # so their messages come from an install's render.
+    try:
+        out = helm.Chart.load(chart).render(values, name=RELEASE, is_install=True)
+    except helm.HelmError as e:
+        raise RenderError(f"helm install: {e}") from None
+    problems = lint(chart=chart, values=values)
     if problems:
         raise RenderError("helm lint --strict: " + "; ".join(problems))
-    out = helm.Chart.load(chart).render(set_values(sets), name=RELEASE, is_install=True)
     files = {os.path.basename(p): t for p, t in out.items() if p.endswith(".yaml")}
     return {n: files[n] for n in sorted(files) if files[n].strip()}
 

@@ -76,7 +76,7 @@ def test_every_object_against_the_official_schema(mode_objs):
 
 
 def test_unknown_tls_source_is_refused():
-    with pytest.raises(render.helm.HelmError, match="tls.source must be helm, certManager or existing"):
+    with pytest.raises(render.RenderError, match="at '/tls/source': value must be one of 'helm', 'certManager', 'existing'"):
         chart("tls.source=selfsigned")
 
 

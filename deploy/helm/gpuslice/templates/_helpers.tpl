@@ -66,3 +66,12 @@ sees no cluster and always makes new ones. The CA keys are dropped.
     cert-manager.io/inject-ca-from: {{ .Values.namespace }}/gpuslice-webhook
 {{- end }}
 {{- end -}}
+
+{{/* An image reference, from (dict "image" <a {repository, tag} value> "key" <its
+name in values.yaml>): every image of the chart. An image the operator has not
+named stops the render, with the value to set. */}}
+{{- define "gpuslice.image" -}}
+{{- $why := "the image you pushed (docs/operator-guide.md, sections 1 and 2)" -}}
+{{ required (printf "%s.repository is not set: give it the registry path of %s" .key $why) .image.repository }}:
+{{- required (printf "%s.tag is not set: give it the tag of %s" .key $why) .image.tag }}
+{{- end -}}
