@@ -1,0 +1,101 @@
+"""Fixtures for the CRI tests: a private containerd (runtime.py) with the
+images built from this build (images.py), the real node agent beside
+tests/k8s's stand-ins (kubelet's device manager, the API server), and the
+CRI kubelet stand-in (cri_kubelet.py) that runs pods in real containers."""
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+K8S = os.path.join(ROOT, "tests", "k8s")
+TENANT_IMAGE = "gpuslice.test/tenant:1"
+LIB_CONTAINER = "/opt/gpuslice/libgpuslice.so"
+
+if os.geteuid() != 0:
+    # CTest counts exit code 77 as skipped (SKIP_RETURN_CODE).
+    pytest.exit("tests/cri: skipped: containerd, runc, mounts and cgroups need root", returncode=77)
+
+sys.path.insert(0, HERE)
+sys.path.insert(0, K8S)
+
+
+def _load_k8s_conftest():
+    """tests/k8s's GpuNode (the agent beside its stand-ins), under another
+    module name than this conftest's."""
+    spec = importlib.util.spec_from_file_location("k8s_conftest", os.path.join(K8S, "conftest.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+k8s = _load_k8s_conftest()
+
+
+def _gen_cri(out):
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I", HERE, f"--python_out={out}",
+                    f"--grpc_python_out={out}", os.path.join(HERE, "cri_runtime_v1.proto")], check=True)
+
+
+@pytest.fixture(scope="session")
+def workdir():
+    # Short, under /tmp: the gRPC socket's path must fit in sun_path.
+    d = tempfile.mkdtemp(prefix="gs-cri-")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def runtime(workdir):
+    """containerd with the pause and tenant images imported; everything it
+    started is gone at the end, and the test session fails if not."""
+    import images
+    from runtime import Containerd
+    gen = os.path.join(workdir, "gen")
+    k8s._gen_protos(gen)
+    _gen_cri(gen)
+    from cri_kubelet import CriKubelet
+    rt = Containerd(os.path.join(workdir, "ctd"))
+    cri = None
+    try:
+        rt.start()
+        img = os.path.join(workdir, "images")
+        os.makedirs(img)
+        rt.import_image(images.build_pause(img, os.environ["GS_CRI_PAUSE"]), "gpuslice.test/pause:1")
+        rt.import_image(images.build_tenant(img, os.environ["GS_CLIENT"], os.environ["GPUSLICE_SIMDRIVER_DIR"],
+                                            os.environ["GPUSLICE_LIB"]), TENANT_IMAGE)
+        cri = CriKubelet(rt.sock, None, rt.cgroup_parent, os.path.join(workdir, "kubelet"))
+        rt.cri = cri
+        yield rt
+    finally:
+        errors = rt.stop(cri)
+        if cri:
+            cri.close()
+        left = rt.leftovers()
+        assert not errors and not left, f"teardown: errors {errors}, left behind {left}"
+
+
+@pytest.fixture
+def node(runtime, tmp_path):
+    """The node agent with the kubelet device-manager and API-server
+    stand-ins; the CRI kubelet stand-in at node.cri, wired to them."""
+    n = k8s.GpuNode(tmp_path)
+    preload = tmp_path / "ld.so.preload"
+    preload.write_text(LIB_CONTAINER + "\n")
+    n.agent_args = ["--lib-host", os.environ["GPUSLICE_LIB"], "--lib-container", LIB_CONTAINER,
+                    "--preload-host", str(preload)]
+    n.start_agent()
+    n.cri = runtime.cri
+    n.cri.devices = n.kubelet
+    yield n
+    try:
+        for sb in n.cri.sandboxes():
+            n.cri.stop_sandbox(sb.id)
+            n.cri.remove_sandbox(sb.id)
+    finally:
+        n.close()

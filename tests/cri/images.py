@@ -1,0 +1,86 @@
+"""Container images built in the test run from this build, with no
+registry: a root filesystem assembled from files (each program with the
+libraries ldd lists for it), packed as an OCI image with umoci and archived
+for `ctr image import`.
+
+- pause: the static gs_cri_pause, alone.
+- tenant: busybox-static (a shell), gs_client (a small CUDA program) and the
+  simulated driver as libcuda.so.1 / libnvidia-ml.so.1 where the NVIDIA
+  container toolkit would mount the real ones. The interposer is not in the
+  image: the device plugin's Allocate mounts it, with /etc/ld.so.preload."""
+import os
+import re
+import shutil
+import subprocess
+
+UMOCI = "/usr/bin/umoci"
+BUSYBOX = "/bin/busybox"
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+TENANT_CLIENT = "/usr/local/bin/gs_client"
+
+
+def _libraries(path):
+    """Absolute paths of the shared libraries path loads (ldd's list)."""
+    out = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
+    libs = []
+    for line in out.splitlines():
+        m = re.search(r"(/\S+)\s+\(0x", line)
+        if m:
+            libs.append(m.group(1))
+    return libs
+
+
+def _put(root, src, dest, mode=None):
+    target = os.path.join(root, dest.lstrip("/"))
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    shutil.copy2(src, target)
+    if mode is not None:
+        os.chmod(target, mode)
+
+
+def _put_with_libraries(root, src, dest):
+    _put(root, src, dest)
+    for lib in _libraries(src):
+        # Both the path ldd printed and the real file: the loader opens the
+        # former, and a symlink in the image would point nowhere.
+        _put(root, os.path.realpath(lib), lib)
+
+
+def _pack(root, work, name, tag, cmd, user=None):
+    """root packed as the OCI image name:tag; returns the archive's path."""
+    layout = os.path.join(work, f"{name}-oci")
+    shutil.rmtree(layout, ignore_errors=True)
+    ref = f"{layout}:{tag}"
+    subprocess.run([UMOCI, "init", "--layout", layout], check=True)
+    subprocess.run([UMOCI, "new", "--image", ref], check=True)
+    subprocess.run([UMOCI, "insert", "--image", ref, root, "/"], check=True)
+    args = [UMOCI, "config", "--image", ref]
+    for word in cmd:
+        args += ["--config.cmd", word]
+    if user is not None:
+        args += ["--config.user", user]
+    subprocess.run(args, check=True)
+    archive = os.path.join(work, f"{name}.tar")
+    subprocess.run(["tar", "-C", layout, "-cf", archive, "."], check=True)
+    return archive
+
+
+def build_pause(work, pause_binary):
+    root = os.path.join(work, "pause-root")
+    _put(root, pause_binary, "/pause", 0o755)
+    return _pack(root, work, "pause", "1", ["/pause"])
+
+
+def build_tenant(work, client, simdir, interposer):
+    root = os.path.join(work, "tenant-root")
+    _put(root, BUSYBOX, "/bin/busybox", 0o755)
+    for applet in ("sh", "cat", "echo", "id", "ls", "sleep", "printf"):
+        os.symlink("busybox", os.path.join(root, "bin", applet))
+    _put_with_libraries(root, client, TENANT_CLIENT)
+    for lib in ("libcuda.so.1", "libnvidia-ml.so.1"):
+        _put_with_libraries(root, os.path.join(simdir, lib), os.path.join(LIBDIR, lib))
+    for lib in _libraries(interposer):  # what the mounted interposer loads
+        _put(root, os.path.realpath(lib), lib)
+    os.makedirs(os.path.join(root, "tmp"), exist_ok=True)
+    os.chmod(os.path.join(root, "tmp"), 0o1777)
+    return _pack(root, work, "tenant", "1", ["/bin/sh"])
