@@ -16,6 +16,7 @@ simulated driver, and each pod gets a directory of its own for the
 simulated GPU's state file (the simulator tells processes apart by pid, and
 a pid namespace's pids mean nothing outside it)."""
 import os
+import shutil
 import time
 import uuid as uuidlib
 
@@ -25,6 +26,7 @@ import cri_runtime_v1_pb2 as cri
 import cri_runtime_v1_pb2_grpc as cri_grpc
 
 SIM_DIR = "/var/lib/gpuslice-sim"
+CGROUP_ROOT = "/sys/fs/cgroup"
 MIB = 1 << 20
 
 
@@ -79,9 +81,16 @@ class CriKubelet:
 
     def delete_pod(self, pod):
         """What kubelet does once the pod is deleted: stop and remove the
-        sandbox (its containers with it), release the devices."""
-        self.rt.StopPodSandbox(cri.StopPodSandboxRequest(pod_sandbox_id=pod.sandbox_id), timeout=60)
-        self.rt.RemovePodSandbox(cri.RemovePodSandboxRequest(pod_sandbox_id=pod.sandbox_id), timeout=60)
+        sandbox (its containers with it), remove the pod's cgroup (kubelet's,
+        not the runtime's: it fails while a process is left in it), release
+        the devices."""
+        self.stop_sandbox(pod.sandbox_id)
+        self.remove_sandbox(pod.sandbox_id)
+        for ctl in os.listdir(CGROUP_ROOT):
+            path = os.path.join(CGROUP_ROOT, ctl, self.cgroup_parent.lstrip("/"), f"pod{pod.uid}")
+            if os.path.isdir(path) and not os.path.islink(os.path.join(CGROUP_ROOT, ctl)):
+                os.rmdir(path)
+        shutil.rmtree(pod.sim_dir)
         self.devices.release(pod.name, pod.ns)
 
     # ---- containers ----

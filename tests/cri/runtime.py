@@ -20,7 +20,7 @@ PAUSE_IMAGE = "gpuslice.test/pause:1"
 SUBNET = "10.231.77.0/24"
 NETNS_DIR = "/var/run/netns"
 CGROUP_CONTROLLERS = ("cpu", "cpuacct", "memory", "pids", "devices", "freezer", "blkio", "cpuset",
-                      "hugetlb", "net_cls", "perf_event", "systemd")
+                      "hugetlb", "net_cls", "perf_event", "systemd", "unified")
 
 
 def _config(d, cgroup_parent):
@@ -195,6 +195,19 @@ class Containerd:
             if point == self.dir or point.startswith(self.dir + "/"):
                 out.append(point)
         return sorted(out, key=len, reverse=True)
+
+    @staticmethod
+    def all_mounts():
+        """Every mount point and source of this mount namespace."""
+        return [" ".join(line.split()[3:5]) for line in open("/proc/self/mountinfo")]
+
+    def leased_ips(self):
+        """Addresses host-local has handed out on our bridge and not taken back."""
+        d = os.path.join(self.dir, "cni", "ipam", "gpuslice-cri")
+        try:
+            return sorted(n for n in os.listdir(d) if n[0].isdigit() and not n.startswith("last_"))
+        except FileNotFoundError:
+            return []
 
     def _unmount(self):
         for point in self.mounts():
