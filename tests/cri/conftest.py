@@ -42,12 +42,24 @@ def _gen_cri(out):
                     f"--grpc_python_out={out}", os.path.join(HERE, "cri_runtime_v1.proto")], check=True)
 
 
+# Short, under /tmp: the gRPC socket's path must fit in sun_path.
+WORKDIR = tempfile.mkdtemp(prefix="gs-cri-")
+
+
+def pytest_sessionstart(session):
+    """The gRPC code, before the test modules (which import it) load."""
+    gen = os.path.join(WORKDIR, "gen")
+    k8s._gen_protos(gen)
+    _gen_cri(gen)
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(WORKDIR, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def workdir():
-    # Short, under /tmp: the gRPC socket's path must fit in sun_path.
-    d = tempfile.mkdtemp(prefix="gs-cri-")
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
+    return WORKDIR
 
 
 @pytest.fixture(scope="session")
@@ -56,9 +68,6 @@ def runtime(workdir):
     started is gone at the end, and the test session fails if not."""
     import images
     from runtime import Containerd
-    gen = os.path.join(workdir, "gen")
-    k8s._gen_protos(gen)
-    _gen_cri(gen)
     from cri_kubelet import CriKubelet
     rt = Containerd(os.path.join(workdir, "ctd"))
     cri = None
@@ -69,7 +78,7 @@ def runtime(workdir):
         rt.import_image(images.build_pause(img, os.environ["GS_CRI_PAUSE"]), "gpuslice.test/pause:1")
         rt.import_image(images.build_tenant(img, os.environ["GS_CLIENT"], os.environ["GPUSLICE_SIMDRIVER_DIR"],
                                             os.environ["GPUSLICE_LIB"]), TENANT_IMAGE)
-        cri = CriKubelet(rt.sock, None, rt.cgroup_parent, os.path.join(workdir, "kubelet"))
+        cri = CriKubelet(rt.sock, None, rt.cgroup_parent, os.path.join(workdir, "kubelet"), k8s.NODE)
         rt.cri = cri
         yield rt
     finally:

@@ -138,7 +138,7 @@ class Containerd:
     def _remove_sandboxes(self, cri):
         if cri is None or self.proc is None or self.proc.poll() is not None:
             return
-        for sb in cri.list_sandboxes():
+        for sb in cri.sandboxes():
             cri.stop_sandbox(sb.id)
             cri.remove_sandbox(sb.id)
 

@@ -4,13 +4,19 @@ PreStartContainer answered: the interposer arrives through the mounted
 /etc/ld.so.preload, its limits through the mounted /etc/gpuslice, the
 simulated driver is the image's libcuda.so.1."""
 from conftest import TENANT_IMAGE, k8s
+from cri_kubelet import SIM_DIR
 
 MIB = 1 << 20
 LIMIT_MIB = 1000
+# The simulated GPU the pod's runtime hook would give it: one device, its
+# state in the pod's own directory, 64 MiB per context.
+SIM_ENV = {"GPUSLICE_SIM_STATE": f"{SIM_DIR}/gpu.state", "GPUSLICE_SIM_DEVICES": "1",
+           "GPUSLICE_SIM_CTX_OVERHEAD": str(64 * MIB)}
 
 
 def add_pod(node, name, limit_mib, security=None):
-    spec = {"nodeName": k8s.NODE, "containers": [{"name": "main"}]}
+    spec = {"nodeName": k8s.NODE, "containers": [{"name": "main", "image": TENANT_IMAGE,
+                                                  "resources": {"limits": {"gpuslice.io/gpu": 1}}}]}
     if security:
         spec["securityContext"] = security
     gpu = node.uuids()[0]
@@ -21,10 +27,13 @@ def add_pod(node, name, limit_mib, security=None):
     return pod["metadata"]["uid"], spec
 
 
-def tenant(*commands):
-    """The container's command: gs_client reading these lines."""
+def start_tenant(node, pod, commands):
+    """Starts the pod's container as gs_client reading these lines, then
+    printing its exit status and its ids."""
     script = "".join(c + "\\n" for c in commands)
-    return ["/bin/sh", "-c", f"printf '{script}' | /usr/local/bin/gs_client getproc; echo exit=$?; id"]
+    pod.container["command"] = ["/bin/sh", "-c",
+                                f"printf '{script}' | /usr/local/bin/gs_client getproc; echo exit=$?; id"]
+    return node.cri.start(pod, SIM_ENV)
 
 
 def results(lines):
@@ -35,7 +44,7 @@ def results(lines):
 def test_tenant_sees_its_limit_and_is_refused_past_it(node):
     uid, spec = add_pod(node, "t1", LIMIT_MIB)
     pod = node.cri.run_pod("t1", uid, spec)
-    cid = node.cri.start(pod, TENANT_IMAGE, tenant("init 0", "info", f"alloc {(LIMIT_MIB - 100) * MIB}",
+    cid = start_tenant(node, pod, ("init 0", "info", f"alloc {(LIMIT_MIB - 100) * MIB}",
                                                    f"alloc {200 * MIB}"))
     st = node.cri.wait_exited(cid)
     out = node.cri.output(pod)
@@ -55,7 +64,7 @@ def test_non_root_pod_with_fs_group_gets_its_limit(node):
     sec = {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 3000, "runAsNonRoot": True}
     uid, spec = add_pod(node, "nr", LIMIT_MIB, sec)
     pod = node.cri.run_pod("nr", uid, spec)
-    cid = node.cri.start(pod, TENANT_IMAGE, tenant("init 0", "info", f"alloc {(LIMIT_MIB - 100) * MIB}",
+    cid = start_tenant(node, pod, ("init 0", "info", f"alloc {(LIMIT_MIB - 100) * MIB}",
                                                    f"alloc {200 * MIB}"))
     node.cri.wait_exited(cid)
     out = node.cri.output(pod)
@@ -74,11 +83,11 @@ def test_restart_in_the_same_sandbox_gets_the_whole_limit_back(node):
     limit: nothing of the dead run is charged to it."""
     uid, spec = add_pod(node, "rs", LIMIT_MIB)
     pod = node.cri.run_pod("rs", uid, spec)
-    first = node.cri.start(pod, TENANT_IMAGE, tenant("init 0", f"alloc {(LIMIT_MIB - 100) * MIB}", "hold"))
+    first = start_tenant(node, pod, ("init 0", f"alloc {(LIMIT_MIB - 100) * MIB}", "hold"))
     node.cri.wait_output(pod, lambda lines: "holding" in lines)
     node.cri.kill(first)
     assert node.cri.wait_exited(first).exit_code == 137  # SIGKILL
-    second = node.cri.start(pod, TENANT_IMAGE, tenant("init 0", "info", f"alloc {(LIMIT_MIB - 100) * MIB}",
+    second = start_tenant(node, pod, ("init 0", "info", f"alloc {(LIMIT_MIB - 100) * MIB}",
                                                       f"alloc {200 * MIB}"))
     assert second != first
     node.cri.wait_exited(second)
@@ -101,7 +110,7 @@ def test_pod_deletion_leaves_no_state(node, runtime):
     limit."""
     uid, spec = add_pod(node, "gone", LIMIT_MIB)
     pod = node.cri.run_pod("gone", uid, spec)
-    node.cri.start(pod, TENANT_IMAGE, tenant("init 0", f"alloc {(LIMIT_MIB - 100) * MIB}", "hold"))
+    start_tenant(node, pod, ("init 0", f"alloc {(LIMIT_MIB - 100) * MIB}", "hold"))
     node.cri.wait_output(pod, lambda lines: "holding" in lines)
     pids = runtime.cgroup_pids()
     assert pids, "the running pod has no process under the runtime's cgroup parent"
@@ -120,7 +129,7 @@ def test_pod_deletion_leaves_no_state(node, runtime):
     uid2, spec2 = add_pod(node, "next", LIMIT_MIB)
     pod2 = node.cri.run_pod("next", uid2, spec2)
     assert pod2.ids == pod.ids
-    cid = node.cri.start(pod2, TENANT_IMAGE, tenant("init 0", "info"))
+    cid = start_tenant(node, pod2, ("init 0", "info"))
     node.cri.wait_exited(cid)
     out = node.cri.output(pod2)
     assert f"free={(LIMIT_MIB - 64) * MIB} total={LIMIT_MIB * MIB} " in results(out)[1], out
