@@ -15,6 +15,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 K8S = os.path.join(ROOT, "tests", "k8s")
 TENANT_IMAGE = "gpuslice.test/tenant:1"
+# The chart's image name, as containerd resolves it.
+AGENT_IMAGE = "docker.io/gpuslice/node:dev"
 LIB_CONTAINER = "/opt/gpuslice/libgpuslice.so"
 
 if os.geteuid() != 0:
@@ -78,6 +80,9 @@ def runtime(workdir):
         rt.import_image(images.build_pause(img, os.environ["GS_CRI_PAUSE"]), "gpuslice.test/pause:1")
         rt.import_image(images.build_tenant(img, os.environ["GS_CLIENT"], os.environ["GPUSLICE_SIMDRIVER_DIR"],
                                             os.environ["GPUSLICE_LIB"]), TENANT_IMAGE)
+        rt.import_image(images.build_agent(img, os.path.join(ROOT, "deploy", "node", "Dockerfile"), ROOT,
+                                           os.environ["GS_CRI_BUILD_DIR"], os.environ["GPUSLICE_SIMDRIVER_DIR"]),
+                        AGENT_IMAGE)
         cri = CriKubelet(rt.sock, None, rt.cgroup_parent, os.path.join(workdir, "kubelet"), k8s.NODE)
         rt.cri = cri
         yield rt
@@ -102,6 +107,20 @@ def node(runtime, tmp_path):
     n.cri = runtime.cri
     n.cri.devices = n.kubelet
     yield n
+    _remove_pods(n)
+
+
+@pytest.fixture
+def bare_node(runtime, tmp_path):
+    """The stand-ins of node, without the agent: a test runs it."""
+    n = k8s.GpuNode(tmp_path)
+    n.cri = runtime.cri
+    n.cri.devices = n.kubelet
+    yield n
+    _remove_pods(n)
+
+
+def _remove_pods(n):
     try:
         for sb in n.cri.sandboxes():
             n.cri.stop_sandbox(sb.id)

@@ -18,6 +18,7 @@ CTR = "/usr/bin/ctr"
 NAMESPACE = "k8s.io"  # where the CRI plugin keeps its images and containers
 PAUSE_IMAGE = "gpuslice.test/pause:1"
 SUBNET = "10.231.77.0/24"
+GATEWAY = "10.231.77.1"  # host-local's default: the subnet's first address
 NETNS_DIR = "/var/run/netns"
 CGROUP_CONTROLLERS = ("cpu", "cpuacct", "memory", "pids", "devices", "freezer", "blkio", "cpuset",
                       "hugetlb", "net_cls", "perf_event", "systemd", "unified")
@@ -91,10 +92,12 @@ class Containerd:
             time.sleep(0.05)
 
     def _write_cni(self):
-        """A bridge of its own on a private subnet, no gateway, no
-        masquerading: pods reach each other and this machine, nothing else."""
+        """A bridge of its own on a private subnet, with an address on this
+        machine (the pods' gateway, where the API-server stand-in is
+        relayed), no masquerading: pods reach each other and this machine,
+        nothing else."""
         conf = {"cniVersion": "0.4.0", "name": "gpuslice-cri", "plugins": [{
-            "type": "bridge", "bridge": self.bridge, "isGateway": False, "ipMasq": False,
+            "type": "bridge", "bridge": self.bridge, "isGateway": True, "ipMasq": False,
             "ipam": {"type": "host-local", "ranges": [[{"subnet": SUBNET}]],
                      "dataDir": os.path.join(self.dir, "cni", "ipam")}}]}
         with open(os.path.join(self.dir, "cni", "net.d", "10-gpuslice-cri.conflist"), "w") as f:

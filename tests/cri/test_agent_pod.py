@@ -1,0 +1,162 @@
+"""The node agent as a real container: deploy/node/Dockerfile's image run
+with the DaemonSet the chart renders (deploy/manifests/70-node-agent.yaml,
+generated from the chart and checked against it by tests/deploy): its
+securityContext, capabilities, seccomp profile, hostPath and secret volumes,
+args, env and memory limit, taken from the manifest, not copied. Only the
+host paths move to private directories (the machine is shared), the
+API-server stand-in's address is added, and the simulated GPU stands in for
+the devices NVIDIA's runtime hook would give it."""
+import hashlib
+import hmac
+import os
+
+import yaml
+
+from conftest import AGENT_IMAGE, ROOT, k8s
+from forward import TcpForward
+from runtime import GATEWAY
+from test_tenant_pods import LIMIT_MIB, MIB, results, start_tenant
+
+MANIFEST = os.path.join(ROOT, "deploy", "manifests", "70-node-agent.yaml")
+KEY = os.urandom(48)
+# Capability numbers (linux/capability.h) of those a chart may add.
+CAP_BITS = {"CHOWN": 0, "DAC_OVERRIDE": 1, "DAC_READ_SEARCH": 2, "FOWNER": 3, "FSETID": 4, "KILL": 5,
+            "SETGID": 6, "SETUID": 7, "SETPCAP": 8, "NET_BIND_SERVICE": 10, "NET_ADMIN": 12,
+            "NET_RAW": 13, "IPC_LOCK": 14, "SYS_CHROOT": 18, "SYS_PTRACE": 19, "SYS_ADMIN": 21,
+            "SYS_RESOURCE": 24, "MKNOD": 27, "AUDIT_WRITE": 29, "SETFCAP": 31}
+SECCOMP_FILTER = "2"  # /proc/<pid>/status Seccomp: a filter is installed
+
+
+def daemonset():
+    docs = [d for d in yaml.safe_load_all(open(MANIFEST)) if d]
+    return next(d for d in docs if d["kind"] == "DaemonSet")
+
+
+def agent_pod_spec(node, tmp_path):
+    """The DaemonSet's pod template for this node: hostPaths moved under
+    tmp_path, the state directory's mount with its host path (the chart
+    mounts it at its host path: Allocate hands kubelet the paths the agent
+    sees), the moved paths added to its args."""
+    spec = daemonset()["spec"]["template"]["spec"]
+    moved = {"/var/lib/kubelet/device-plugins": node.plugin_dir,
+             "/var/lib/kubelet/pod-resources": node.podres_dir,
+             "/usr/local/gpuslice": str(tmp_path / "host-gpuslice"),
+             "/var/lib/gpuslice": str(tmp_path / "host-state")}
+    state = None
+    for vol in spec["volumes"]:
+        if "hostPath" in vol:
+            path = vol["hostPath"]["path"]
+            assert path in moved, f"the chart mounts {path}: tell this test where it goes"
+            vol["hostPath"]["path"] = moved[path]
+            if path == "/var/lib/gpuslice":
+                state = vol["name"]
+    c = spec["containers"][0]
+    for m in c["volumeMounts"]:
+        if m["name"] == state:
+            assert m["mountPath"] == "/var/lib/gpuslice", m
+            m["mountPath"] = moved["/var/lib/gpuslice"]
+    host = moved["/usr/local/gpuslice"]
+    c["args"] = c.get("args", []) + [
+        f"--state-root={moved['/var/lib/gpuslice']}/containers",
+        # The entrypoint installs the interposer in the host directory and
+        # names it by its usual path in ld.so.preload.
+        f"--lib-host={host}/lib/libgpuslice.so", "--lib-container=/usr/local/gpuslice/lib/libgpuslice.so",
+        f"--preload-host={host}/ld.so.preload"]
+    return spec
+
+
+def sim_env(node):
+    """The simulated GPUs the agent's container sees: 4, as in tests/k8s."""
+    return {"GPUSLICE_SIM_STATE": "/var/lib/gpuslice-sim/gpu.state", "GPUSLICE_SIM_DEVICES": str(k8s.NGPUS),
+            "SIM_NVML_EVENTS": "/var/lib/gpuslice-sim/xid.events", "SIM_NVML_NUMA": "0,0,1,1"}
+
+
+def sign(uid, text):
+    """gpuslice.io/assignment-signature as the extender makes it."""
+    msg = b"".join(f"{len(f.encode())}:".encode() + f.encode()
+                   for f in ("gpuslice assignment v1", uid, k8s.NODE, text))
+    return "v1:hmac-sha256:" + hmac.new(KEY, msg, hashlib.sha256).hexdigest()
+
+
+def add_tenant(node, name, gpu):
+    from test_tenant_pods import TENANT_IMAGE
+    text = k8s.assignment(gpu, 0, LIMIT_MIB)
+    spec = {"nodeName": k8s.NODE, "containers": [{"name": "main", "image": TENANT_IMAGE,
+                                                  "resources": {"limits": {"gpuslice.io/gpu": 1}}}]}
+    pod = node.api.put("Pod", {"apiVersion": "v1", "kind": "Pod",
+                               "metadata": {"name": name, "namespace": "default",
+                                            "annotations": {"gpuslice.io/assignment": text}},
+                               "spec": spec, "status": {"phase": "Pending"}})
+    uid = pod["metadata"]["uid"]
+    pod["metadata"]["annotations"]["gpuslice.io/assignment-signature"] = sign(uid, text)
+    node.api.put("Pod", pod)
+    return uid, spec
+
+
+def run_tenant(node, name, gpu):
+    uid, spec = add_tenant(node, name, gpu)
+    pod = node.cri.run_pod(name, uid, spec)
+    cid = start_tenant(node, pod, ("init 0", "info", f"alloc {(LIMIT_MIB - 100) * MIB}", f"alloc {200 * MIB}"))
+    node.cri.wait_exited(cid)
+    out = node.cri.output(pod)
+    r = results(out)
+    assert len(r) == 4 and r[0].endswith("rc=0") and r[2].endswith("rc=0"), out
+    assert f"total={LIMIT_MIB * MIB} " in r[1], out
+    assert not r[3].endswith("rc=0"), f"allocated past the {LIMIT_MIB} MiB limit:\n{out}"
+
+
+def container_pid(node, pod):
+    """The container's first process, from its cgroup (pids controller)."""
+    path = f"/sys/fs/cgroup/pids{node.cri.cgroup_parent}/pod{pod.uid}/{pod.container_id}/cgroup.procs"
+    return int(open(path).read().split()[0])
+
+
+def wait_registered(node, agent, count):
+    """The agent registered with the kubelet stand-in count times; its
+    container's output in the message if not."""
+    try:
+        node.kubelet.wait_registered(count, timeout=30)
+    except AssertionError as e:
+        st = node.cri.status(agent.container_id)
+        raise AssertionError(f"{e}; agent container state {st.state} exit {st.exit_code}, output:\n"
+                             + "\n".join(node.cri.output(agent))) from None
+
+
+def proc_status(pid):
+    return dict(line.split(":\t", 1) for line in open(f"/proc/{pid}/status").read().splitlines() if ":\t" in line)
+
+
+def test_agent_runs_as_the_chart_says_and_serves_real_tenant_pods(bare_node, tmp_path):
+    node = bare_node
+    spec = agent_pod_spec(node, tmp_path)
+    agent = node.cri.run_pod("gpuslice-node-x", "agent-" + os.urandom(4).hex(), spec, ns="kube-system",
+                             secrets={"gpuslice-assignment-key": {"key": KEY}})
+    # The bridge has its address once the first sandbox is on it.
+    api = TcpForward(GATEWAY, ("127.0.0.1", int(node.api.url.rsplit(":", 1)[1])))
+    try:
+        agent.container["args"].append(f"--api-server={api.url}")
+        node.cri.start(agent, sim_env(node))
+        wait_registered(node, agent, 1)
+        # The runtime applied the chart's securityContext to the agent.
+        caps = agent.container["securityContext"]["capabilities"]
+        assert caps["drop"] == ["ALL"], caps
+        want = sum(1 << CAP_BITS[c] for c in caps["add"])
+        st = proc_status(container_pid(node, agent))
+        assert int(st["CapEff"], 16) == want and int(st["CapBnd"], 16) == want, st
+        assert st["NoNewPrivs"].strip() == "1" and st["Seccomp"].strip() == SECCOMP_FILTER, st
+        assert st["Uid"].split()[0] == "0"
+        gpus = node.uuids()
+        assert len(gpus) == k8s.NGPUS
+        run_tenant(node, "t-before", gpus[0])
+        # The agent's container killed and restarted in its sandbox: it
+        # registers again and keeps serving (its state is on the host).
+        first = agent.container_id
+        node.cri.kill(first)
+        node.cri.wait_exited(first)
+        node.cri.start(agent, sim_env(node))
+        wait_registered(node, agent, 2)
+        run_tenant(node, "t-after", gpus[1])
+        out = node.cri.output(agent)
+        assert not [ln for ln in out if "WARNING: no --assignment-key" in ln], out
+    finally:
+        api.close()
