@@ -15,7 +15,7 @@ import yaml
 from conftest import AGENT_IMAGE, ROOT, k8s
 from forward import TcpForward
 from runtime import GATEWAY
-from test_tenant_pods import LIMIT_MIB, MIB, results, start_tenant
+from test_tenant_pods import LIMIT_MIB, MIB, TENANT_IMAGE, results, start_tenant
 
 MANIFEST = os.path.join(ROOT, "deploy", "manifests", "70-node-agent.yaml")
 KEY = os.urandom(48)
@@ -51,6 +51,8 @@ def agent_pod_spec(node, tmp_path):
             if path == "/var/lib/gpuslice":
                 state = vol["name"]
     c = spec["containers"][0]
+    # The chart's image is the one conftest imported under its resolved name.
+    assert "docker.io/" + c["image"] == AGENT_IMAGE, c["image"]
     for m in c["volumeMounts"]:
         if m["name"] == state:
             assert m["mountPath"] == "/var/lib/gpuslice", m
@@ -78,11 +80,12 @@ def sign(uid, text):
     return "v1:hmac-sha256:" + hmac.new(KEY, msg, hashlib.sha256).hexdigest()
 
 
-def add_tenant(node, name, gpu):
-    from test_tenant_pods import TENANT_IMAGE
+def add_tenant(node, name, gpu, security=None):
     text = k8s.assignment(gpu, 0, LIMIT_MIB)
     spec = {"nodeName": k8s.NODE, "containers": [{"name": "main", "image": TENANT_IMAGE,
                                                   "resources": {"limits": {"gpuslice.io/gpu": 1}}}]}
+    if security:
+        spec["securityContext"] = security
     pod = node.api.put("Pod", {"apiVersion": "v1", "kind": "Pod",
                                "metadata": {"name": name, "namespace": "default",
                                             "annotations": {"gpuslice.io/assignment": text}},
@@ -93,8 +96,8 @@ def add_tenant(node, name, gpu):
     return uid, spec
 
 
-def run_tenant(node, name, gpu):
-    uid, spec = add_tenant(node, name, gpu)
+def run_tenant(node, name, gpu, security=None):
+    uid, spec = add_tenant(node, name, gpu, security)
     pod = node.cri.run_pod(name, uid, spec)
     cid = start_tenant(node, pod, ("init 0", "info", f"alloc {(LIMIT_MIB - 100) * MIB}", f"alloc {200 * MIB}"))
     node.cri.wait_exited(cid)
@@ -147,7 +150,10 @@ def test_agent_runs_as_the_chart_says_and_serves_real_tenant_pods(bare_node, tmp
         assert st["Uid"].split()[0] == "0"
         gpus = node.uuids()
         assert len(gpus) == k8s.NGPUS
-        run_tenant(node, "t-before", gpus[0])
+        run_tenant(node, "t-root", gpus[0])
+        # A non-root pod: the agent gives its region to the pod's uid and
+        # fsGroup, with the capabilities the chart grants it.
+        run_tenant(node, "t-nonroot", gpus[2], {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 3000})
         # The agent's container killed and restarted in its sandbox: it
         # registers again and keeps serving (its state is on the host).
         first = agent.container_id
