@@ -19,10 +19,6 @@ TENANT_IMAGE = "gpuslice.test/tenant:1"
 AGENT_IMAGE = "docker.io/gpuslice/node:dev"
 LIB_CONTAINER = "/opt/gpuslice/libgpuslice.so"
 
-if os.geteuid() != 0:
-    # CTest counts exit code 77 as skipped (SKIP_RETURN_CODE).
-    pytest.exit("tests/cri: skipped: containerd, runc, mounts and cgroups need root", returncode=77)
-
 sys.path.insert(0, HERE)
 sys.path.insert(0, K8S)
 
@@ -50,6 +46,9 @@ WORKDIR = tempfile.mkdtemp(prefix="gs-cri-")
 
 def pytest_sessionstart(session):
     """The gRPC code, before the test modules (which import it) load."""
+    if os.geteuid() != 0:
+        # CTest counts exit code 77 as skipped (SKIP_RETURN_CODE).
+        pytest.exit("tests/cri: skipped: containerd, runc, mounts and cgroups need root", returncode=77)
     gen = os.path.join(WORKDIR, "gen")
     k8s._gen_protos(gen)
     _gen_cri(gen)

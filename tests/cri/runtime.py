@@ -1,10 +1,11 @@
 """A private containerd for the CRI tests: its own root, state directory,
 gRPC socket and cgroup parent, runc underneath, a CNI bridge on a private
 subnet. stop() undoes everything start() did, by pid and by path, even after
-a failed test: pod sandboxes through CRI first, then containerd, then any
-shim or container process left (from the pid files under the state
-directory), mounts under the private directories, the cgroups, the bridge
-and ip_forward."""
+a failed test or a dead containerd: pod sandboxes through CRI first, then
+containerd, then any process left (container inits from their pid files,
+anything in our cgroups, the shims that were given our socket), mounts under
+the private directory, the sandboxes' network namespaces, the cgroups, the
+bridge and ip_forward."""
 import json
 import os
 import signal
@@ -157,26 +158,39 @@ class Containerd:
                 self.proc.wait()
         self.proc = None
 
-    def _pid_files(self):
-        """Shims and container inits record their pids in the task state."""
+    def _init_pids(self):
+        """Container inits, from the pid file in each task's bundle."""
         tasks = os.path.join(self.dir, "state", "io.containerd.runtime.v2.task")
-        for top, _dirs, files in os.walk(tasks):
-            for name in files:
-                if name in ("init.pid", "shim.pid"):
-                    yield os.path.join(top, name)
+        for ns in os.listdir(tasks) if os.path.isdir(tasks) else []:
+            for task in os.listdir(os.path.join(tasks, ns)):
+                try:
+                    yield int(open(os.path.join(tasks, ns, task, "init.pid")).read())
+                except (OSError, ValueError):
+                    pass
+
+    def shim_pids(self):
+        """Shims outlive containerd; ours are those given our socket."""
+        pids = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                argv = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
+            except OSError:
+                continue
+            if argv[0].endswith(b"containerd-shim-runc-v2") and self.sock.encode() in argv:
+                pids.append(int(entry))
+        return pids
 
     def _kill_leftovers(self):
-        for path in self._pid_files():
-            try:
-                pid = int(open(path).read().strip())
-                os.kill(pid, signal.SIGKILL)
-            except (ValueError, OSError):
-                pass
-        for pid in self.cgroup_pids():
+        for pid in list(self._init_pids()) + sorted(self.cgroup_pids()) + self.shim_pids():
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+        end = time.time() + 10
+        while (self.shim_pids() or self.cgroup_pids()) and time.time() < end:
+            time.sleep(0.05)
 
     def cgroup_pids(self):
         """Every process in a cgroup under our parent (pids controller)."""
@@ -234,7 +248,7 @@ class Containerd:
 
     def leftovers(self):
         """What is still there of what start() and the tests made."""
-        left = {"processes": sorted(self.cgroup_pids()), "mounts": self.mounts(),
+        left = {"processes": sorted(self.cgroup_pids()), "shims": self.shim_pids(), "mounts": self.mounts(),
                 "netns": self.new_netns(),
                 "cgroups": [c for c in CGROUP_CONTROLLERS
                             if os.path.isdir(f"/sys/fs/cgroup/{c}{self.cgroup_parent}")],
