@@ -13,6 +13,7 @@ import os
 import yaml
 
 from conftest import AGENT_IMAGE, ROOT, k8s
+from cri_kubelet import quantity
 from forward import TcpForward
 from runtime import GATEWAY
 from test_tenant_pods import LIMIT_MIB, MIB, TENANT_IMAGE, results, start_tenant
@@ -125,6 +126,16 @@ def wait_registered(node, agent, count):
                              + "\n".join(node.cri.output(agent))) from None
 
 
+def root_mount_options(pid):
+    """The options of the process's root mount (its /proc/<pid>/mountinfo)."""
+    opts = []
+    for line in open(f"/proc/{pid}/mountinfo"):
+        f = line.split()
+        if f[4] == "/":
+            opts = f[5].split(",")
+    return opts
+
+
 def proc_status(pid):
     return dict(line.split(":\t", 1) for line in open(f"/proc/{pid}/status").read().splitlines() if ":\t" in line)
 
@@ -144,10 +155,15 @@ def test_agent_runs_as_the_chart_says_and_serves_real_tenant_pods(bare_node, tmp
         caps = agent.container["securityContext"]["capabilities"]
         assert caps["drop"] == ["ALL"], caps
         want = sum(1 << CAP_BITS[c] for c in caps["add"])
-        st = proc_status(container_pid(node, agent))
+        pid = container_pid(node, agent)
+        st = proc_status(pid)
         assert int(st["CapEff"], 16) == want and int(st["CapBnd"], 16) == want, st
         assert st["NoNewPrivs"].strip() == "1" and st["Seccomp"].strip() == SECCOMP_FILTER, st
         assert st["Uid"].split()[0] == "0"
+        assert "ro" in root_mount_options(pid)
+        mem = open(f"/sys/fs/cgroup/memory{node.cri.cgroup_parent}/pod{agent.uid}/{agent.container_id}/"
+                   "memory.limit_in_bytes").read()
+        assert int(mem) == quantity(agent.container["resources"]["limits"]["memory"])
         gpus = node.uuids()
         assert len(gpus) == k8s.NGPUS
         run_tenant(node, "t-root", gpus[0])
