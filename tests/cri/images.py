@@ -75,7 +75,7 @@ def build_pause(work, pause_binary):
 def build_tenant(work, client, simdir, interposer):
     root = os.path.join(work, "tenant-root")
     _put(root, BUSYBOX, "/bin/busybox", 0o755)
-    for applet in ("sh", "cat", "echo", "id", "ls", "sleep", "printf"):
+    for applet in ("sh", "cat", "echo", "id", "ls", "sleep", "printf", "rm", "mv", "dd", "grep"):
         os.symlink("busybox", os.path.join(root, "bin", applet))
     _put_with_libraries(root, client, TENANT_CLIENT)
     for lib in ("libcuda.so.1", "libnvidia-ml.so.1"):

@@ -14,14 +14,14 @@ SIM_ENV = {"GPUSLICE_SIM_STATE": f"{SIM_DIR}/gpu.state", "GPUSLICE_SIM_DEVICES":
            "GPUSLICE_SIM_CTX_OVERHEAD": str(64 * MIB)}
 
 
-def add_pod(node, name, limit_mib, security=None):
+def add_pod(node, name, limit_mib, security=None, replica=0):
     spec = {"nodeName": k8s.NODE, "containers": [{"name": "main", "image": TENANT_IMAGE,
                                                   "resources": {"limits": {"gpuslice.io/gpu": 1}}}]}
     if security:
         spec["securityContext"] = security
     gpu = node.uuids()[0]
     md = {"name": name, "namespace": "default",
-          "annotations": {"gpuslice.io/assignment": k8s.assignment(gpu, 0, limit_mib)}}
+          "annotations": {"gpuslice.io/assignment": k8s.assignment(gpu, replica, limit_mib)}}
     pod = node.api.put("Pod", {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec,
                                "status": {"phase": "Pending"}})
     return pod["metadata"]["uid"], spec
