@@ -21,6 +21,8 @@ LIB_CONTAINER = "/opt/gpuslice/libgpuslice.so"
 
 sys.path.insert(0, HERE)
 sys.path.insert(0, K8S)
+import images  # noqa: E402 -- from HERE
+import runtime as cri_runtime  # noqa: E402 -- from HERE; "runtime" is also a fixture
 
 
 def _load_k8s_conftest():
@@ -65,24 +67,29 @@ def workdir():
 
 @pytest.fixture(scope="session")
 def runtime(workdir):
-    """containerd with the pause and tenant images imported; everything it
-    started is gone at the end, and the test session fails if not."""
-    import images
-    from runtime import Containerd
-    from cri_kubelet import CriKubelet
-    rt = Containerd(os.path.join(workdir, "ctd"))
+    """containerd with the pause, tenant and agent images imported;
+    everything it started is gone at the end, and the session fails if not."""
+    from cri_kubelet import CriKubelet  # generated code: after sessionstart
+    missing = [p for p in (cri_runtime.CONTAINERD, cri_runtime.CTR, cri_runtime.RUNC, images.UMOCI, images.BUSYBOX,
+                           os.path.join(cri_runtime.CNI_BIN, "bridge")) if not os.access(p, os.X_OK)]
+    assert not missing, f"tests/cri needs {missing}: run tools/install-deps.sh"
+    rt = cri_runtime.Containerd(os.path.join(workdir, "ctd"))
     cri = None
     try:
         rt.start()
         img = os.path.join(workdir, "images")
         os.makedirs(img)
-        rt.import_image(images.build_pause(img, os.environ["GS_CRI_PAUSE"]), "gpuslice.test/pause:1")
-        rt.import_image(images.build_tenant(img, os.environ["GS_CLIENT"], os.environ["GPUSLICE_SIMDRIVER_DIR"],
-                                            os.environ["GPUSLICE_LIB"]), TENANT_IMAGE)
-        rt.import_image(images.build_agent(img, os.path.join(ROOT, "deploy", "node", "Dockerfile"), ROOT,
-                                           os.environ["GS_CRI_BUILD_DIR"], os.environ["GPUSLICE_SIMDRIVER_DIR"]),
+        rt.import_image(images.build_pause(img, cri_runtime.PAUSE_IMAGE, os.environ["GS_CRI_PAUSE"]),
+                        cri_runtime.PAUSE_IMAGE)
+        rt.import_image(images.build_tenant(img, TENANT_IMAGE, os.environ["GS_CLIENT"],
+                                            os.environ["GPUSLICE_SIMDRIVER_DIR"], os.environ["GPUSLICE_LIB"]),
+                        TENANT_IMAGE)
+        rt.import_image(images.build_agent(img, AGENT_IMAGE, os.path.join(ROOT, "deploy", "node", "Dockerfile"),
+                                           ROOT, os.environ["GS_CRI_BUILD_DIR"], os.environ["GPUSLICE_SIMDRIVER_DIR"]),
                         AGENT_IMAGE)
         cri = CriKubelet(rt.sock, None, rt.cgroup_parent, os.path.join(workdir, "kubelet"), k8s.NODE)
+        v = cri.version()
+        assert (v.runtime_name, v.runtime_api_version) == ("containerd", "v1"), v
         rt.cri = cri
         yield rt
     finally:

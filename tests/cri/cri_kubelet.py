@@ -73,6 +73,9 @@ class CriKubelet:
     def close(self):
         self.channel.close()
 
+    def version(self):
+        return self.rt.Version(cri.VersionRequest(version="v1"), timeout=30)
+
     # ---- pods ----
     def run_pod(self, name, uid, spec, ns="default", secrets=None):
         """Admission (for a GPU pod: GetPreferredAllocation and Allocate,

@@ -48,9 +48,12 @@ def _put_with_libraries(root, src, dest):
         _put(root, os.path.realpath(lib), lib)
 
 
-def _pack(root, work, name, tag, cmd, entrypoint=False):
-    """root packed as the OCI image name:tag, cmd its command (or its
-    entrypoint); returns the archive's path."""
+def _pack(root, work, image, cmd, entrypoint=False):
+    """root packed as an OCI image tagged with image's tag (ctr import
+    names it image), cmd its command (or its entrypoint); returns the
+    archive's path."""
+    name = os.path.basename(root)
+    tag = image.rsplit(":", 1)[1]
     layout = os.path.join(work, f"{name}-oci")
     shutil.rmtree(layout, ignore_errors=True)
     ref = f"{layout}:{tag}"
@@ -66,14 +69,14 @@ def _pack(root, work, name, tag, cmd, entrypoint=False):
     return archive
 
 
-def build_pause(work, pause_binary):
-    root = os.path.join(work, "pause-root")
+def build_pause(work, image, pause_binary):
+    root = os.path.join(work, "pause")
     _put(root, pause_binary, "/pause", 0o755)
-    return _pack(root, work, "pause", "1", ["/pause"])
+    return _pack(root, work, image, ["/pause"])
 
 
-def build_tenant(work, client, simdir, interposer):
-    root = os.path.join(work, "tenant-root")
+def build_tenant(work, image, client, simdir, interposer):
+    root = os.path.join(work, "tenant")
     _put(root, BUSYBOX, "/bin/busybox", 0o755)
     for applet in ("sh", "cat", "echo", "id", "ls", "sleep", "printf", "rm", "mv", "dd", "grep"):
         os.symlink("busybox", os.path.join(root, "bin", applet))
@@ -84,7 +87,7 @@ def build_tenant(work, client, simdir, interposer):
         _put(root, os.path.realpath(lib), lib)
     os.makedirs(os.path.join(root, "tmp"), exist_ok=True)
     os.chmod(os.path.join(root, "tmp"), 0o1777)
-    return _pack(root, work, "tenant", "1", ["/bin/sh"])
+    return _pack(root, work, image, ["/bin/sh"])
 
 
 def _final_stage(dockerfile):
@@ -106,7 +109,7 @@ def _final_stage(dockerfile):
     return copies, entry
 
 
-def build_agent(work, dockerfile, repo, build_dir, simdir):
+def build_agent(work, image, dockerfile, repo, build_dir, simdir):
     """The node agent's image with deploy/node/Dockerfile's layout: each
     COPY of its final stage, from this build (its build stage's /build is
     our build tree) or from the repository, and its ENTRYPOINT. What its
@@ -114,7 +117,7 @@ def build_agent(work, dockerfile, repo, build_dir, simdir):
     replaced by the libraries ldd lists and busybox for the entrypoint's
     shell: CI has no registry for debian:bookworm-slim, and debootstrap
     would take minutes of the tests' budget."""
-    root = os.path.join(work, "agent-root")
+    root = os.path.join(work, "agent")
     _put(root, BUSYBOX, "/bin/busybox", 0o755)
     for applet in ("sh", "mkdir", "cp", "mv", "printf", "cat", "ls"):
         os.symlink("busybox", os.path.join(root, "bin", applet))
@@ -131,4 +134,4 @@ def build_agent(work, dockerfile, repo, build_dir, simdir):
         _put_with_libraries(root, src, dest)
     for lib in ("libcuda.so.1", "libnvidia-ml.so.1"):
         _put_with_libraries(root, os.path.join(simdir, lib), os.path.join(LIBDIR, lib))
-    return _pack(root, work, "agent", "dev", entry, entrypoint=True)
+    return _pack(root, work, image, entry, entrypoint=True)
