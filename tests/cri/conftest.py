@@ -74,7 +74,6 @@ def runtime(workdir):
                            os.path.join(cri_runtime.CNI_BIN, "bridge")) if not os.access(p, os.X_OK)]
     assert not missing, f"tests/cri needs {missing}: run tools/install-deps.sh"
     rt = cri_runtime.Containerd(os.path.join(workdir, "ctd"))
-    cri = None
     try:
         rt.start()
         img = os.path.join(workdir, "images")
@@ -87,15 +86,14 @@ def runtime(workdir):
         rt.import_image(images.build_agent(img, AGENT_IMAGE, os.path.join(ROOT, "deploy", "node", "Dockerfile"),
                                            ROOT, os.environ["GS_CRI_BUILD_DIR"], os.environ["GPUSLICE_SIMDRIVER_DIR"]),
                         AGENT_IMAGE)
-        cri = CriKubelet(rt.sock, None, rt.cgroup_parent, os.path.join(workdir, "kubelet"), k8s.NODE)
-        v = cri.version()
+        rt.cri = CriKubelet(rt.sock, None, rt.cgroup_parent, os.path.join(workdir, "kubelet"), k8s.NODE)
+        v = rt.cri.version()
         assert (v.runtime_name, v.runtime_api_version) == ("containerd", "v1"), v
-        rt.cri = cri
         yield rt
     finally:
-        errors = rt.stop(cri)
-        if cri:
-            cri.close()
+        errors = rt.stop()
+        if rt.cri:
+            rt.cri.close()
         left = rt.leftovers()
         assert not errors and not left, f"teardown: errors {errors}, left behind {left}"
 

@@ -2,8 +2,8 @@
 gRPC socket and cgroup parent, runc underneath, a CNI bridge on a private
 subnet. stop() undoes everything start() did, by pid and by path, even after
 a failed test or a dead containerd: pod sandboxes through CRI first, then
-containerd, then any process left (container inits from their pid files,
-anything in our cgroups, the shims that were given our socket), mounts under
+containerd, then any process left (anything in our cgroups, the shims that
+were given our socket), mounts under
 the private directory, the sandboxes' network namespaces, the cgroups, the
 bridge and ip_forward."""
 import json
@@ -74,7 +74,7 @@ class Containerd:
         self.log = None
         self.ip_forward = None
         self.netns_before = set()
-        self.cri = None
+        self.cri = None  # the CRI client the tests use, set by conftest; stop() uses it
 
     def start(self, timeout=30):
         os.makedirs(os.path.join(self.dir, "cni", "net.d"), exist_ok=True)
@@ -112,9 +112,9 @@ class Containerd:
         except OSError:
             return ""
 
-    def ctr(self, *args, **kw):
+    def ctr(self, *args):
         return subprocess.run([CTR, "--address", self.sock, "--namespace", NAMESPACE, *args],
-                              check=True, capture_output=True, text=True, **kw)
+                              check=True, capture_output=True, text=True)
 
     def import_image(self, archive, name):
         """An OCI archive from images.py (its one manifest tagged with
@@ -124,11 +124,11 @@ class Containerd:
             raise RuntimeError(f"image {name} not there after importing {archive}")
 
     # ---- teardown ----
-    def stop(self, cri=None):
+    def stop(self):
         """Everything start() and the tests started, in order; each step
         runs even if the one before failed."""
         errors = []
-        for step in (lambda: self._remove_sandboxes(cri), self._stop_daemon, self._kill_leftovers,
+        for step in (self._remove_sandboxes, self._stop_daemon, self._kill_leftovers,
                      self._unmount, self._remove_cgroups, self._remove_bridge, self._restore_forward):
             try:
                 step()
@@ -139,12 +139,12 @@ class Containerd:
             self.log = None
         return errors
 
-    def _remove_sandboxes(self, cri):
-        if cri is None or self.proc is None or self.proc.poll() is not None:
+    def _remove_sandboxes(self):
+        if self.cri is None or self.proc is None or self.proc.poll() is not None:
             return
-        for sb in cri.sandboxes():
-            cri.stop_sandbox(sb.id)
-            cri.remove_sandbox(sb.id)
+        for sb in self.cri.sandboxes():
+            self.cri.stop_sandbox(sb.id)
+            self.cri.remove_sandbox(sb.id)
 
     def _stop_daemon(self):
         if self.proc is None:
@@ -157,16 +157,6 @@ class Containerd:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
-
-    def _init_pids(self):
-        """Container inits, from the pid file in each task's bundle."""
-        tasks = os.path.join(self.dir, "state", "io.containerd.runtime.v2.task")
-        for ns in os.listdir(tasks) if os.path.isdir(tasks) else []:
-            for task in os.listdir(os.path.join(tasks, ns)):
-                try:
-                    yield int(open(os.path.join(tasks, ns, task, "init.pid")).read())
-                except (OSError, ValueError):
-                    pass
 
     def shim_pids(self):
         """Shims outlive containerd; ours are those given our socket."""
@@ -183,7 +173,10 @@ class Containerd:
         return pids
 
     def _kill_leftovers(self):
-        for pid in list(self._init_pids()) + sorted(self.cgroup_pids()) + self.shim_pids():
+        """Only processes in our cgroups (the containers) or given our
+        socket (the shims): never a pid read from a file, which may have
+        been reused since."""
+        for pid in sorted(self.cgroup_pids()) + self.shim_pids():
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
@@ -215,7 +208,7 @@ class Containerd:
 
     @staticmethod
     def all_mounts():
-        """Every mount point and source of this mount namespace."""
+        """Every mount of this mount namespace: its root and mount point."""
         return [" ".join(line.split()[3:5]) for line in open("/proc/self/mountinfo")]
 
     def leased_ips(self):
