@@ -44,15 +44,16 @@ def results(lines):
 def test_tenant_sees_its_limit_and_is_refused_past_it(node):
     uid, spec = add_pod(node, "t1", LIMIT_MIB)
     pod = node.cri.run_pod("t1", uid, spec)
-    cid = start_tenant(node, pod, ("init 0", "info", f"alloc {(LIMIT_MIB - 100) * MIB}",
-                                                   f"alloc {200 * MIB}"))
+    cid = start_tenant(node, pod, ("init 0", "info", "nvml 0", f"alloc {(LIMIT_MIB - 100) * MIB}",
+                                   f"alloc {200 * MIB}"))
     st = node.cri.wait_exited(cid)
     out = node.cri.output(pod)
     r = results(out)
-    assert len(r) == 4, out
+    assert len(r) == 5, out
     assert f"total={LIMIT_MIB * MIB} " in r[1] and r[1].endswith("rc=0"), out
-    assert r[2].endswith("rc=0"), out
-    assert not r[3].endswith("rc=0"), f"allocated past the {LIMIT_MIB} MiB limit:\n{out}"
+    assert f"v1_total={LIMIT_MIB * MIB} " in r[2] and f"v2_total={LIMIT_MIB * MIB} " in r[2], out
+    assert r[3].endswith("rc=0"), out
+    assert not r[4].endswith("rc=0"), f"allocated past the {LIMIT_MIB} MiB limit:\n{out}"
     assert st.exit_code == 0
 
 
@@ -64,8 +65,7 @@ def test_non_root_pod_with_fs_group_gets_its_limit(node):
     sec = {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 3000, "runAsNonRoot": True}
     uid, spec = add_pod(node, "nr", LIMIT_MIB, sec)
     pod = node.cri.run_pod("nr", uid, spec)
-    cid = start_tenant(node, pod, ("init 0", "info", f"alloc {(LIMIT_MIB - 100) * MIB}",
-                                                   f"alloc {200 * MIB}"))
+    cid = start_tenant(node, pod, ("init 0", "info", f"alloc {(LIMIT_MIB - 100) * MIB}", f"alloc {200 * MIB}"))
     node.cri.wait_exited(cid)
     out = node.cri.output(pod)
     r = results(out)
@@ -87,8 +87,7 @@ def test_restart_in_the_same_sandbox_gets_the_whole_limit_back(node):
     node.cri.wait_output(pod, lambda lines: "holding" in lines)
     node.cri.kill(first)
     assert node.cri.wait_exited(first).exit_code == 137  # SIGKILL
-    second = start_tenant(node, pod, ("init 0", "info", f"alloc {(LIMIT_MIB - 100) * MIB}",
-                                                      f"alloc {200 * MIB}"))
+    second = start_tenant(node, pod, ("init 0", "info", f"alloc {(LIMIT_MIB - 100) * MIB}", f"alloc {200 * MIB}"))
     assert second != first
     node.cri.wait_exited(second)
     out = node.cri.output(pod)
