@@ -219,6 +219,15 @@ class Containerd:
         except FileNotFoundError:
             return []
 
+    def pod_ip(self, sandbox_id):
+        """The bridge address host-local leased to a sandbox (each lease is
+        a file named by the address, holding the sandbox's id)."""
+        d = os.path.join(self.dir, "cni", "ipam", "gpuslice-cri")
+        for ip in self.leased_ips():
+            if open(os.path.join(d, ip)).read().split()[0] == sandbox_id:
+                return ip
+        raise AssertionError(f"no address leased to sandbox {sandbox_id}")
+
     def _unmount(self):
         for point in self.mounts():
             subprocess.run(["umount", "-l", point], check=False, capture_output=True)

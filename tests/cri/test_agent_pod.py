@@ -9,6 +9,7 @@ the devices NVIDIA's runtime hook would give it."""
 import hashlib
 import hmac
 import os
+import urllib.request
 
 import yaml
 
@@ -140,7 +141,7 @@ def proc_status(pid):
     return dict(line.split(":\t", 1) for line in open(f"/proc/{pid}/status").read().splitlines() if ":\t" in line)
 
 
-def test_agent_runs_as_the_chart_says_and_serves_real_tenant_pods(bare_node, tmp_path):
+def test_agent_runs_as_the_chart_says_and_serves_real_tenant_pods(bare_node, runtime, tmp_path):
     node = bare_node
     spec = agent_pod_spec(node, tmp_path)
     agent = node.cri.run_pod("gpuslice-node-x", "agent-" + os.urandom(4).hex(), spec, ns="kube-system",
@@ -166,6 +167,11 @@ def test_agent_runs_as_the_chart_says_and_serves_real_tenant_pods(bare_node, tmp
         assert int(mem) == quantity(agent.container["resources"]["limits"]["memory"])
         gpus = node.uuids()
         assert len(gpus) == k8s.NGPUS
+        # Its metrics port, in the pod's network, from this machine.
+        port = next(p["containerPort"] for p in agent.container["ports"] if p["name"] == "metrics")
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through a proxy
+        with direct.open(f"http://{runtime.pod_ip(agent.sandbox_id)}:{port}/metrics", timeout=10) as r:
+            assert r.status == 200 and "gpuslice_gpu_memory_total_bytes" in r.read().decode()
         run_tenant(node, "t-root", gpus[0])
         # A non-root pod: the agent gives its region to the pod's uid and
         # fsGroup, with the capabilities the chart grants it.
