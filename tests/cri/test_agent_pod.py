@@ -14,7 +14,7 @@ import urllib.request
 import yaml
 
 from conftest import AGENT_IMAGE, ROOT, k8s
-from cri_kubelet import quantity
+from cri_kubelet import SIM_DIR, quantity
 from forward import TcpForward
 from runtime import GATEWAY
 from test_tenant_pods import LIMIT_MIB, MIB, TENANT_IMAGE, results, start_tenant
@@ -69,10 +69,9 @@ def agent_pod_spec(node, tmp_path):
     return spec
 
 
-def sim_env(node):
-    """The simulated GPUs the agent's container sees: 4, as in tests/k8s."""
-    return {"GPUSLICE_SIM_STATE": "/var/lib/gpuslice-sim/gpu.state", "GPUSLICE_SIM_DEVICES": str(k8s.NGPUS),
-            "SIM_NVML_EVENTS": "/var/lib/gpuslice-sim/xid.events", "SIM_NVML_NUMA": "0,0,1,1"}
+# The simulated GPUs the agent's container sees: 4, as in tests/k8s.
+AGENT_SIM_ENV = {"GPUSLICE_SIM_STATE": f"{SIM_DIR}/gpu.state", "GPUSLICE_SIM_DEVICES": str(k8s.NGPUS),
+                 "SIM_NVML_EVENTS": f"{SIM_DIR}/xid.events", "SIM_NVML_NUMA": "0,0,1,1"}
 
 
 def sign(uid, text):
@@ -101,6 +100,12 @@ def add_tenant(node, name, gpu, security=None):
 def run_tenant(node, name, gpu, security=None):
     uid, spec = add_tenant(node, name, gpu, security)
     pod = node.cri.run_pod(name, uid, spec)
+    start_limited(node, pod)
+    return pod
+
+
+def start_limited(node, pod):
+    """One start of the tenant's container: it gets its limit, not more."""
     cid = start_tenant(node, pod, ("init 0", "info", f"alloc {(LIMIT_MIB - 100) * MIB}", f"alloc {200 * MIB}"))
     node.cri.wait_exited(cid)
     out = node.cri.output(pod)
@@ -150,7 +155,7 @@ def test_agent_runs_as_the_chart_says_and_serves_real_tenant_pods(bare_node, run
     api = TcpForward(GATEWAY, ("127.0.0.1", int(node.api.url.rsplit(":", 1)[1])))
     try:
         agent.container["args"].append(f"--api-server={api.url}")
-        node.cri.start(agent, sim_env(node))
+        node.cri.start(agent, AGENT_SIM_ENV)
         wait_registered(node, agent, 1)
         # The runtime applied the chart's securityContext to the agent.
         caps = agent.container["securityContext"]["capabilities"]
@@ -172,17 +177,19 @@ def test_agent_runs_as_the_chart_says_and_serves_real_tenant_pods(bare_node, run
         direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through a proxy
         with direct.open(f"http://{runtime.pod_ip(agent.sandbox_id)}:{port}/metrics", timeout=10) as r:
             assert r.status == 200 and "gpuslice_gpu_memory_total_bytes" in r.read().decode()
-        run_tenant(node, "t-root", gpus[0])
+        root_pod = run_tenant(node, "t-root", gpus[0])
         # A non-root pod: the agent gives its region to the pod's uid and
         # fsGroup, with the capabilities the chart grants it.
         run_tenant(node, "t-nonroot", gpus[2], {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 3000})
         # The agent's container killed and restarted in its sandbox: it
-        # registers again and keeps serving (its state is on the host).
+        # registers again and keeps serving (its state is on the host): a
+        # tenant it served before restarts with its limit, a new one gets its.
         first = agent.container_id
         node.cri.kill(first)
         node.cri.wait_exited(first)
-        node.cri.start(agent, sim_env(node))
+        node.cri.start(agent, AGENT_SIM_ENV)
         wait_registered(node, agent, 2)
+        start_limited(node, root_pod)
         run_tenant(node, "t-after", gpus[1])
         out = node.cri.output(agent)
         assert not [ln for ln in out if "WARNING: no --assignment-key" in ln], out
