@@ -227,7 +227,8 @@ static uint64_t turn_holder(struct gs_ledger *l, uint64_t now, uint64_t *until)
 }
 
 /* Where the frame stands for container me at now, among the live members
- * that asked for the turn lately (lock held). 0: no frame to follow. */
+ * that asked for the turn lately with a claim (lock held). 0: no frame to
+ * follow. */
 static int frame_of(struct gs_ledger *l, uint64_t me, uint64_t now, struct gs_turn_slot *out)
 {
     struct gs_turn_claim c[GS_LEDGER_MEMBERS];
@@ -236,8 +237,9 @@ static int frame_of(struct gs_ledger *l, uint64_t me, uint64_t now, struct gs_tu
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
         const struct gs_ledger_member *m = &l->f->m[i];
         uint64_t container = LD(&m->container);
-        if (container != 0 && LD(&m->asked_ns) >= since && alive(l, i))
-            c[n++] = (struct gs_turn_claim){ container, LD(&m->claim_ppm) };
+        uint32_t claim = LD(&m->claim_ppm);
+        if (container != 0 && claim != 0 && LD(&m->asked_ns) >= since && alive(l, i))
+            c[n++] = (struct gs_turn_claim){ container, claim };
     }
     return gs_turn_frame(c, &n, me, now, out);
 }

@@ -112,11 +112,16 @@ void gs_compute_ledger_reap(int d)
         gs_ledger_reap(l);
 }
 
+uint32_t gs_compute_ledger_claim(const struct gs_lim_account *a)
+{
+    return a->mode == GS_LIM_CAP ? __atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED) : 0;
+}
+
 int gs_compute_ledger_frame(int d, const struct gs_lim_account *a, uint64_t now, struct gs_turn_slot *f)
 {
     int slot;
     struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
-    return l && gs_ledger_frame(l, slot, now, __atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED), f);
+    return l && gs_ledger_frame(l, slot, now, gs_compute_ledger_claim(a), f);
 }
 
 int gs_compute_contends(int d, const struct gs_lim_account *a, uint64_t now)

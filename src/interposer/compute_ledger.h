@@ -37,8 +37,14 @@ void gs_compute_ledger_publish(int d, uint32_t use_ppm, uint64_t wants_ns);
  * its limit otherwise never waits behind another's windows. */
 int gs_compute_contends(int d, const struct gs_lim_account *a, uint64_t now);
 
+/* What our container claims of the turn frame (turn_frame.h): a capped
+ * account its rate; a share-mode one nothing (it takes first-come turns:
+ * its target moves with the others' demand every outer run, and slots
+ * sized by it upset the water-filling that sets it). */
+uint32_t gs_compute_ledger_claim(const struct gs_lim_account *a);
+
 /* Where our container stands in device d's turn frame at now
- * (gs_ledger_frame, claiming the account's rate): 1 with *f set, 0 when
+ * (gs_ledger_frame, with gs_compute_ledger_claim): 1 with *f set, 0 when
  * there is no frame to follow. */
 int gs_compute_ledger_frame(int d, const struct gs_lim_account *a, uint64_t now, struct gs_turn_slot *f);
 

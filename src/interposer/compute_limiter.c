@@ -325,7 +325,7 @@ static uint64_t ledger_open(struct tdev *t, int d, const struct gs_lim_account *
     uint64_t len = t->w.end_ns - t->w.start_ns;
     uint64_t busy = t->w.est_ns > len ? t->w.est_ns : len;
     uint64_t grace = len / 4 > TURN_GRACE_NS ? len / 4 : TURN_GRACE_NS;
-    struct gs_ledger_turn turn = { .claim_ppm = __atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED) };
+    struct gs_ledger_turn turn = { .claim_ppm = gs_compute_ledger_claim(a) };
     uint64_t wait = gs_ledger_open_window(l, slot, t->w.start_ns, t->w.start_ns + busy + grace, &turn);
     t->turn = (uint8_t)turn.took;
     *seq = turn.seq;

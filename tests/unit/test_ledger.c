@@ -385,6 +385,14 @@ static void contending_containers_take_the_turn_in_their_slots_only(void **state
     assert_int_equal(claim_open(l, a, 300000, 1135 * MS, &t), 0);
     assert_true(t.took);
     assert_int_equal(t.slot_end, 0);
+    gs_ledger_close_window(l, a);
+    /* a share-mode container claims nothing: its turns are first come, and
+     * it puts no one else into a frame */
+    int c = gs_ledger_join(l, 300, 33, 100);
+    assert_int_equal(claim_open(l, c, 0, 1140 * MS, &t), 0);
+    assert_int_equal(t.slot_end, 0);
+    gs_ledger_close_window(l, c);
+    assert_int_equal(gs_ledger_frame(l, a, 1141 * MS, 300000, &f), 0);
     gs_ledger_close(l);
     unlink(path);
 }
