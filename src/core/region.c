@@ -170,7 +170,13 @@ static struct gs_region *open_region(const char *path, int create, int own_only,
     }
     r = m;
     char why[200];
-    if (__atomic_load_n(&r->magic, __ATOMIC_ACQUIRE) == 0) {
+    if (__atomic_load_n(&r->magic, __ATOMIC_ACQUIRE) == 0 && !create) {
+        /* blank: made by whoever may create it, or wiped by a tenant that
+         * wants its limit afresh */
+        snprintf(err, errlen, "region %s is blank (all zeros): not one gpuslice made, or wiped", path);
+        munmap(m, sizeof *r);
+        r = NULL;
+    } else if (__atomic_load_n(&r->magic, __ATOMIC_ACQUIRE) == 0) {
         init_region(r);
     } else if (gs_region_check(r, why, sizeof why) != 0) {
         snprintf(err, errlen, "region %s %s", path, why);

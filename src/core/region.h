@@ -155,7 +155,8 @@ struct gs_region {
 int gs_region_check(const struct gs_region *r, char *err, size_t errlen);
 
 /* Maps the region at path, creating and initialising it if needed
- * (create != 0). Only a regular file is accepted, never through a symbolic
+ * (create != 0); without create a missing, empty or blank (all-zero) file
+ * is refused. Only a regular file is accepted, never through a symbolic
  * link, and only one that passes gs_region_check. Returns NULL and writes
  * what failed and why into err. With fd non-NULL, *fd receives this
  * process's own read-write, close-on-exec descriptor of the file: the one

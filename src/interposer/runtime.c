@@ -29,6 +29,7 @@ static int dev_map[GS_MAX_DEVICES];
 static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
 static int broken_reported;
 static int region_private; /* the default region, in a directory anyone may write */
+static int region_agent_made; /* a node agent's container: its region exists, made by the agent */
 
 static void set_broken(const char *why)
 {
@@ -105,6 +106,7 @@ __attribute__((constructor)) static void runtime_init(void)
             gs_log(GS_LOG_WARN, "GPUSLICE_CONFIG='%s' ignored: this container's limits are in %s", asked,
                    GS_STATEDIR_CONTAINER_CONFIG);
     }
+    region_agent_made = pinned;
     if (gs_config_load(&gs_rt.cfg, pinned ? gs_getenv_pinned_config : gs_getenv_process,
                        (void *)GS_STATEDIR_CONTAINER_CONFIG, err, sizeof err) != 0 ||
         gs_config_check_unknown(environ, err, sizeof err) != 0) {
@@ -136,8 +138,11 @@ struct gs_region *gs_rt_region(void)
     pthread_mutex_lock(&setup_lock);
     if (!region && gs_mode() == GS_MODE_ENFORCE) {
         char err[512];
+        /* in a container the node agent set up, the agent made the region:
+         * one missing, empty or blank was removed or wiped by the tenant,
+         * who would get its whole limit afresh beside its live processes */
         r = region_private ? gs_region_open_private(gs_rt.cfg.region_path, &region_fd, err, sizeof err)
-                           : gs_region_open(gs_rt.cfg.region_path, 1, &region_fd, err, sizeof err);
+                           : gs_region_open(gs_rt.cfg.region_path, !region_agent_made, &region_fd, err, sizeof err);
         if (!r) {
             set_region_broken(err);
         } else if (fstat(region_fd, &region_id) != 0) {

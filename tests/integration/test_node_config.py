@@ -23,15 +23,41 @@ def have_unshare():
         pytest.skip(f"no mount namespaces here: {r.stderr!r}")
 
 
+def agent_makes_region(tmp_path):
+    """The node agent makes a pod's region before the pod starts (here a
+    process outside the container does)."""
+    c = World(tmp_path, limit=None).client()
+    c.ok("init")
+    c.close()
+
+
 def test_the_node_file_beats_a_config_file_the_tenant_names(tmp_path, have_unshare):
     own = tmp_path / "mine.conf"
     own.write_text("GPUSLICE_MEMORY_LIMIT=12GiB\n")
+    agent_makes_region(tmp_path)
     w = World(tmp_path, limit=None, extra={"GPUSLICE_CONFIG": str(own)})
     c = w.client(wrap=in_container(NODE_FILE))
     c.ok("init")
     assert c.cmd("info")["total"] == GiB
     c.ok(f"alloc {512 * MiB}")
     assert c.cmd(f"alloc {512 * MiB}")["rc"] != 0
+    c.kill()
+
+
+@pytest.mark.parametrize("wipe", ["remove", "empty", "zero"])
+def test_in_a_node_container_a_region_the_tenant_wiped_refuses_the_gpu(tmp_path, have_unshare, wipe):
+    """The agent made the region; a tenant that removes, empties or zeroes
+    it must not get its whole limit afresh beside its live processes (before,
+    the interposer made a new region: tests/cri/test_hostile_tenant.py)."""
+    agent_makes_region(tmp_path)
+    w = World(tmp_path, limit=None)
+    size = len(open(w.region, "rb").read())
+    if wipe == "remove":
+        (tmp_path / "container.region").unlink()
+    else:
+        open(w.region, "wb").write(b"" if wipe == "empty" else bytes(size))
+    c = w.client(wrap=in_container(NODE_FILE))
+    assert c.cmd("init")["rc"] != 0
     c.kill()
 
 
