@@ -2,8 +2,11 @@
 #include "sim_args.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu_mix.h"
 
@@ -162,14 +165,42 @@ static int set_path(char *dst, size_t cap, const char *src)
     return 0;
 }
 
+/* An installed gpuslice (cmake --install) finds its plot script and trace
+ * folder in <prefix>/share/gpuslice beside <prefix>/bin; a build tree's
+ * gpuslice, which has none there, uses the checkout's (the #defines above). */
+static void set_installed_paths(sim_args *a)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return;
+    *slash = '\0';
+    if ((size_t)snprintf(a->installed_plot, sizeof a->installed_plot, "%s/../share/gpuslice/plot_sim.py", exe) >=
+            sizeof a->installed_plot ||
+        access(a->installed_plot, R_OK) != 0)
+        return;
+    if ((size_t)snprintf(a->trace_dir, sizeof a->trace_dir, "%.*s/../share/gpuslice/traces/openb",
+                         (int)(sizeof a->trace_dir - 64), exe) < sizeof a->trace_dir)
+        a->plot_script = a->installed_plot;
+    else
+        snprintf(a->trace_dir, sizeof(a->trace_dir), "%s", GPUSLICE_TRACE_DIR);
+}
+
 static void set_defaults(sim_args *a)
 {
     memset(a, 0, sizeof(*a));
+    snprintf(a->trace_dir, sizeof(a->trace_dir), "%s", GPUSLICE_TRACE_DIR);
+    a->plot_script = GPUSLICE_PLOT_SCRIPT;
+    set_installed_paths(a);
     const char *env = getenv("GPUSLICE_TRACE_DIR");
-    snprintf(a->trace_dir, sizeof(a->trace_dir), "%s", env && *env ? env : GPUSLICE_TRACE_DIR);
+    if (env && *env)
+        snprintf(a->trace_dir, sizeof(a->trace_dir), "%s", env);
     a->load_pct = 130;
     a->python = "/usr/bin/python3";
-    a->plot_script = GPUSLICE_PLOT_SCRIPT;
     parse_policies("all", a);
     parse_seeds("42-51", a);
 }
