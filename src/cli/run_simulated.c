@@ -58,17 +58,18 @@ static int find_sim_dir(char *out, size_t len)
     return -1;
 }
 
-static int valid_size(const char *size)
+int gs_run_simulated_size_ok(const char *size)
 {
     char err[256];
     uint64_t bytes;
     if (gs_parse_size(size, &bytes, err, sizeof err) != 0) {
-        gs_cli_usage_error("run", "--simulated-gpu '%s': %s", size, err);
+        fprintf(stderr, "gpuslice run: --simulated-gpu '%s': %s\n", size, err);
         return -1;
     }
     /* The size names the state file: a unit and no path characters. */
     if (bytes == 0 || strspn(size, "0123456789.") == strlen(size) || strpbrk(size, "/ \t")) {
-        gs_cli_usage_error("run", "--simulated-gpu '%s': expected the GPU's memory with a unit, e.g. 80GiB", size);
+        fprintf(stderr, "gpuslice run: --simulated-gpu '%s': expected the GPU's memory with a unit, e.g. 80GiB\n",
+                size);
         return -1;
     }
     return 0;
@@ -77,8 +78,6 @@ static int valid_size(const char *size)
 int gs_run_use_simulated(const char *size, const char *state_dir, struct gs_run_request *req)
 {
     char dir[PATH_MAX], state[PATH_MAX + 64];
-    if (valid_size(size) != 0)
-        return GS_EXIT_USAGE;
     if (find_sim_dir(dir, sizeof dir) != 0)
         return GS_EXIT_SETUP;
     const char *old = getenv("LD_LIBRARY_PATH");

@@ -1,0 +1,106 @@
+"""`gpuslice top` shows the GPUs (index, name, total, free, the sum of the
+limits on each, OVERCOMMITTED past its size), a complete --json with
+unlimited as null, a --watch that behaves in a pipe, and fails when the
+state directory cannot be read. Runs on the simulated GPU."""
+import json
+import re
+import subprocess
+import time
+
+from conftest import CLI, CLIENT, GiB, SIMDIR
+from test_cli_errors import plain_env
+
+SIZE = "16GiB"
+
+
+def env(tmp_path):
+    # top reads NVML; here the simulated GPU that the runs below use.
+    return plain_env(tmp_path, LD_LIBRARY_PATH=SIMDIR, GPUSLICE_CTX_OVERHEAD="256MiB",
+                     GPUSLICE_SIM_STATE=str(tmp_path / "state" / f"simulated-gpu-{SIZE}.state"))
+
+
+def hold(tmp_path, *args):
+    """A container using the GPU (one context, no launch yet), left holding."""
+    p = subprocess.Popen([CLI, "run", "--simulated-gpu", SIZE, *args, "--", CLIENT], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, env=env(tmp_path))
+    p.stdin.write("init\nhold\n")
+    p.stdin.flush()
+    while True:
+        line = p.stdout.readline()
+        assert line, "the client ended before holding"
+        if line.strip() == "holding":
+            return p
+
+
+def top(tmp_path, *args):
+    return subprocess.run([CLI, "top", *args], capture_output=True, text=True, env=env(tmp_path), timeout=60)
+
+
+def test_gpu_rows_sum_the_limits_and_mark_overcommit(tmp_path):
+    a = hold(tmp_path, "--name", "a", "--memory", "10GiB", "--cores", "30")
+    try:
+        r = top(tmp_path)
+        assert r.returncode == 0, r.stderr
+        gpu = r.stdout.splitlines()[1].split()
+        assert gpu[0] == "0" and "sim" in r.stdout.splitlines()[1]
+        assert re.search(r"16\.0+ GiB .* 10\.0+ GiB +1$", r.stdout.splitlines()[1]), r.stdout
+        assert "OVERCOMMITTED" not in r.stdout
+        b = hold(tmp_path, "--name", "b", "--memory", "10GiB", "--mode", "share", "--weight", "70")
+        try:
+            r = top(tmp_path)
+            row = r.stdout.splitlines()[1]
+            assert re.search(r" 20\.0+ GiB +2  OVERCOMMITTED$", row), r.stdout
+            doc = json.loads(top(tmp_path, "--json").stdout)
+        finally:
+            b.kill()
+            b.wait()
+    finally:
+        a.kill()
+        a.wait()
+    assert doc["schema_version"] == 1
+    (g,) = doc["gpus"]
+    assert g["index"] == 0 and g["memory_total_bytes"] == 16 * GiB and g["memory_free_bytes"] <= 16 * GiB
+    assert g["memory_limits_bytes"] == 20 * GiB and g["containers"] == 2 and g["overcommitted"] is True
+    devs = {c["container"]: c["devices"][0] for c in doc["containers"]}
+    # Before the first launch the cap and the weight are there already.
+    assert devs["a"]["compute_mode"] == "cap" and devs["a"]["compute_limit_percent"] == 30
+    assert devs["a"]["compute_weight"] is None and devs["a"]["compute_used_ppm"] is None
+    assert devs["b"]["compute_mode"] == "share" and devs["b"]["compute_weight"] == 70
+    assert devs["b"]["compute_limit_percent"] is None
+
+
+def test_unlimited_is_null_in_json(tmp_path):
+    p = hold(tmp_path, "--name", "free")
+    try:
+        doc = json.loads(top(tmp_path, "--json").stdout)
+    finally:
+        p.kill()
+        p.wait()
+    (c,) = doc["containers"]
+    assert c["devices"][0]["memory_limit_bytes"] is None
+    assert c["default_memory_limit_bytes"] is None
+    assert c["devices"][0]["compute_mode"] is None
+    assert doc["gpus"][0]["memory_limits_bytes"] is None
+
+
+def test_watch_into_a_pipe_writes_no_escapes_and_prints_when_empty(tmp_path):
+    for args, check in ((["--watch", "1"], lambda out: out.count("no gpuslice containers") >= 2),
+                        (["--watch", "1", "--json"],
+                         lambda out: all(json.loads(line)["containers"] == [] for line in out.splitlines())
+                         and len(out.splitlines()) >= 2)):
+        p = subprocess.Popen([CLI, "top", *args], stdout=subprocess.PIPE, text=True, env=env(tmp_path))
+        time.sleep(2.5)  # two refreshes at least; only their count is asserted
+        p.kill()
+        out = p.communicate()[0]
+        assert "\033" not in out, repr(out)
+        assert check(out), repr(out)
+
+
+def test_unreadable_state_directory_fails(tmp_path):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    r = top(tmp_path, "--state-dir", str(not_a_dir))
+    assert r.returncode == 1
+    assert f"cannot read state directory {not_a_dir}" in r.stderr
+    r = top(tmp_path, "--state-dir", str(tmp_path / "missing"))
+    assert r.returncode == 0 and "no gpuslice containers" in r.stdout
