@@ -17,7 +17,7 @@
 /* Where the simulated driver lies relative to this program: the build tree
  * (<build>/bin, <build>/simdriver), then an install (<prefix>/bin,
  * <prefix>/lib/gpuslice/simdriver). */
-static const char *const sim_dirs[] = { "../simdriver", "../lib/gpuslice/simdriver" };
+static const char *const sim_dirs[] = { "../simdriver", "../" GPUSLICE_INSTALL_LIBDIR "/gpuslice/simdriver" };
 
 static char sim_nvml[PATH_MAX + 32]; /* the simulated NVML, once found */
 
