@@ -32,7 +32,7 @@ static const char *closest_option(const char *typed, const struct option *opts)
 {
     const char *names[GS_CLI_MAX_OPTIONS + 1];
     size_t n = 0;
-    for (; opts[n].name && n < GS_CLI_MAX_OPTIONS; n++)
+    for (; n < GS_CLI_MAX_OPTIONS && opts[n].name; n++)
         names[n] = opts[n].name;
     names[n] = NULL;
     typed += strspn(typed, "-");

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cpu_mix.h"
+#include "suggest.h"
 
 #ifndef GPUSLICE_TRACE_DIR
 #define GPUSLICE_TRACE_DIR "../shared/traces/openb"
@@ -68,9 +69,25 @@ void sim_usage(FILE *out)
 }
 
 /* what + quoted arg, e.g. "unknown option '--x'". */
+#define SIM_HINT "Try 'gpuslice sim --help' for more information.\n"
+
 static int usage_error(FILE *err, const char *what, const char *arg)
 {
-    fprintf(err, "gpuslice sim: %s '%s'\nTry 'gpuslice sim --help'.\n", what, arg);
+    fprintf(err, "gpuslice sim: %s '%s'\n" SIM_HINT, what, arg);
+    return 2;
+}
+
+/* The options, for "did you mean" only: the parser below decides. */
+static const char *const sim_flags[] = { "--trace-dir", "--nodes", "--pods",        "--policy", "--seeds",
+                                         "--load",      "--csv",   "--summary",     "--plot",   "--label",
+                                         "--python",    "--quiet", "--plot-script", "--help",   NULL };
+
+static int unknown_option(FILE *err, const char *flag)
+{
+    const char *near = gs_suggest(flag, strlen(flag), sim_flags);
+    if (!near)
+        return usage_error(err, "unknown option", flag);
+    fprintf(err, "gpuslice sim: unknown option '%s'; did you mean %s?\n" SIM_HINT, flag, near);
     return 2;
 }
 
@@ -227,7 +244,7 @@ int sim_args_parse(int argc, char **argv, sim_args *a, FILE *err)
         const char *eq = strchr(flag, '=');
         if (eq) {
             if ((size_t)(eq - flag) >= sizeof(name))
-                return usage_error(err, "unknown option", flag);
+                return unknown_option(err, flag);
             memcpy(name, flag, (size_t)(eq - flag));
             name[eq - flag] = '\0';
             flag = name;
@@ -266,7 +283,7 @@ int sim_args_parse(int argc, char **argv, sim_args *a, FILE *err)
         else if (strcmp(flag, "--label") == 0)
             a->label = v;
         else
-            return usage_error(err, "unknown option", flag);
+            return unknown_option(err, flag);
         if (bad) {
             fprintf(err, "gpuslice sim: bad value '%s' for %s", v, flag);
             if (strcmp(flag, "--policy") == 0)
@@ -275,7 +292,7 @@ int sim_args_parse(int argc, char **argv, sim_args *a, FILE *err)
                 fputs(" (use A-B or A,B,C; at most 1000 seeds)", err);
             else if (strcmp(flag, "--load") == 0)
                 fputs(" (an integer percent, 100-1000)", err);
-            fputs("\nTry 'gpuslice sim --help'.\n", err);
+            fputs("\n" SIM_HINT, err);
             return 2;
         }
     }

@@ -50,6 +50,8 @@ def test_unknown_flag_leads_with_the_error_and_suggests(tmp_path):
     assert "did you mean" not in usage_error(cli(tmp_path, "run", "--zzzzzzzz", "--", "true"), "gpuslice run")
     assert usage_error(cli(tmp_path, "run", "--memory"), "gpuslice run") == \
         "gpuslice run: option '--memory' needs a value"
+    first = usage_error(cli(tmp_path, "sim", "--polcy", "all"), "gpuslice sim")
+    assert first == "gpuslice sim: unknown option '--polcy'; did you mean --policy?"
 
 
 def test_unknown_subcommand_suggests(tmp_path):
