@@ -272,14 +272,50 @@ static int list_regions(char **files, int nfiles, const char *dir, struct region
     return 0;
 }
 
-static void print_all(const struct top_opts *o, json_t *doc, int n)
+/* What one refresh shows: the containers' views (NULL where one could not be
+ * read) and the host's GPUs with the limits on each. */
+struct top_frame {
+    int n;
+    struct gs_region_view **views;
+    struct gs_host_gpus host;
+    struct top_gpu_sum sums[GS_HOST_MAX_GPUS];
+};
+
+/* The GPUs through NVML; none where there is no driver (containers are
+ * still shown). */
+static void read_gpus(struct top_frame *f)
 {
+    char err[256];
+    int no_driver = 0;
+    if (gs_host_gpus_read(&f->host, NULL, &no_driver, err, sizeof err) == 0)
+        gs_top_gpus_sum(&f->host, f->views, f->n, f->sums);
+    else
+        f->host.count = 0;
+}
+
+static int print_frame(const struct top_opts *o, char **list, const struct top_frame *f)
+{
+    int rc = 0, shown = 0;
+    json_t *all = json_array();
+    for (int i = 0; i < f->n; i++)
+        shown += f->views[i] != NULL;
+    if (!o->as_json && f->host.count)
+        gs_top_gpus_print(&f->host, f->sums);
+    if (!o->as_json && shown)
+        printf("%-20s %-42s %12s %12s %6s %14s\n", "CONTAINER", "DEVICE", "USED", "LIMIT", "PROCS", "COMPUTE");
+    for (int i = 0; i < f->n; i++)
+        if (f->views[i] && show_one(all, list[i], f->views[i], o->as_json) != 0)
+            rc = 1;
+    json_t *doc = json_pack("{s:i, s:o, s:o}", "schema_version", 1, "gpus", gs_top_gpus_json(&f->host, f->sums),
+                            "containers", all);
     if (o->as_json) {
         json_dumpf(doc, stdout, o->compact ? JSON_COMPACT : JSON_INDENT(2));
         putchar('\n');
-    } else if (n == 0) {
+    } else if (shown == 0) {
         printf("no gpuslice containers in %s\n", o->dir);
     }
+    json_decref(doc);
+    return rc;
 }
 
 static int show(char **files, int nfiles, const struct top_opts *o)
@@ -288,45 +324,30 @@ static int show(char **files, int nfiles, const struct top_opts *o)
     if (list_regions(files, nfiles, o->dir, &found) != 0)
         return 1;
     char **list = nfiles ? files : found.paths;
-    int n = nfiles ? nfiles : found.n;
-    struct gs_region_view **views = calloc((size_t)n + 1, sizeof *views);
-    struct gs_host_gpus *host = calloc(1, sizeof *host);
-    struct top_gpu_sum *sums = calloc(GS_HOST_MAX_GPUS, sizeof *sums);
-    int rc = views && host && sums ? open_views(list, n, views) : 1;
-    if (!views || !host || !sums)
-        n = 0;
-    int shown = 0;
-    for (int i = 0; i < n; i++)
-        shown += views[i] != NULL;
-    char err[256];
-    int no_driver = 0;
-    if (host && sums && gs_host_gpus_read(host, NULL, &no_driver, err, sizeof err) == 0)
-        gs_top_gpus_sum(host, views, n, sums);
-    else if (host)
-        host->count = 0; /* shown without GPU rows: containers still are */
-    json_t *all = json_array();
-    if (!o->as_json && host && host->count)
-        gs_top_gpus_print(host, sums);
-    if (!o->as_json && shown)
-        printf("%-20s %-42s %12s %12s %6s %14s\n", "CONTAINER", "DEVICE", "USED", "LIMIT", "PROCS", "COMPUTE");
-    for (int i = 0; i < n; i++)
-        if (views[i] && show_one(all, list[i], views[i], o->as_json) != 0)
-            rc = 1;
-    json_t *doc = json_pack("{s:i, s:o, s:o}", "schema_version", 1, "gpus",
-                            host && host->count ? gs_top_gpus_json(host, sums) : json_array(), "containers", all);
-    print_all(o, doc, shown);
-    json_decref(doc);
-    for (int i = 0; i < n; i++)
-        gs_region_view_free(views[i]);
-    free(views);
-    free(host);
-    free(sums);
+    struct top_frame *f = calloc(1, sizeof *f);
+    int rc = 1;
+    if (f) {
+        f->n = nfiles ? nfiles : found.n;
+        f->views = calloc((size_t)f->n + 1, sizeof *f->views);
+    }
+    if (!f || !f->views) {
+        fprintf(stderr, "gpuslice top: out of memory\n");
+    } else {
+        rc = open_views(list, f->n, f->views);
+        read_gpus(f);
+        rc |= print_frame(o, list, f);
+        for (int i = 0; i < f->n; i++)
+            gs_region_view_free(f->views[i]);
+        free(f->views);
+    }
+    free(f);
     for (int i = 0; i < found.n; i++)
         free(found.paths[i]);
     free(found.paths);
     fflush(stdout);
     return rc;
 }
+
 int gs_cmd_top(int argc, char **argv)
 {
     static const struct option opts[] = { { "state-dir", required_argument, NULL, 'S' },
