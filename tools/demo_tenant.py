@@ -4,6 +4,7 @@ ctypes (no toolkit needed). It prints the GPU size it is shown, allocates
 holds its memory. Run by tools/demo.sh under `gpuslice run`; the argument,
 the gpuslice to run top with, defaults to the one on PATH."""
 import ctypes
+import os
 import shutil
 import subprocess
 import sys
@@ -48,7 +49,12 @@ def main():
         return
     print("\n$ gpuslice top   (while the tenant still holds its memory)")
     sys.stdout.flush()
-    subprocess.run([gpuslice, "top"], check=True)
+    # top shows the host's GPU: not through this container's interposer,
+    # which would show the GPU as the 4 GiB the tenant sees.
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = ":".join(p for p in env.get("LD_PRELOAD", "").split(":")
+                                 if p and not p.endswith("libgpuslice.so"))
+    subprocess.run([gpuslice, "top"], check=True, env=env)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,8 @@ def test_demo_on_the_simulated_gpu(tmp_path):
     assert "allocation #3 of 1 GiB succeeded" in out
     assert "allocation #4 of 1 GiB refused with CUDA_ERROR_OUT_OF_MEMORY" in out
     assert re.search(r"^demo\s+GPU-\S+\s+3\.50 GiB\s+4\.00 GiB\s+1\b", out, re.M), out
+    # top's GPU row is the host's 80 GiB GPU, not the container's 4 GiB view of it.
+    assert re.search(r"^0\s+.*\s80\.0+ GiB\s.*\s4\.0+ GiB\s+1$", out, re.M), out
 
 
 def test_demo_commands_work_when_pasted_and_leave_the_container(tmp_path):
