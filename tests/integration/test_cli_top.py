@@ -5,7 +5,7 @@ state directory cannot be read. Runs on the simulated GPU."""
 import json
 import re
 import subprocess
-import time
+import threading
 
 from conftest import CLI, CLIENT, GiB, SIMDIR
 from test_cli_errors import plain_env
@@ -83,17 +83,32 @@ def test_unlimited_is_null_in_json(tmp_path):
     assert doc["gpus"][0]["memory_limits_bytes"] is None
 
 
-def test_watch_into_a_pipe_writes_no_escapes_and_prints_when_empty(tmp_path):
-    for args, check in ((["--watch", "1"], lambda out: out.count("no gpuslice containers") >= 2),
-                        (["--watch", "1", "--json"],
-                         lambda out: all(json.loads(line)["containers"] == [] for line in out.splitlines())
-                         and len(out.splitlines()) >= 2)):
-        p = subprocess.Popen([CLI, "top", *args], stdout=subprocess.PIPE, text=True, env=env(tmp_path))
-        time.sleep(2.5)  # two refreshes at least; only their count is asserted
+def refreshes(tmp_path, args, wanted):
+    """What `top ARGS` writes into a pipe up to its wanted-th refresh (a line
+    that is_refresh accepts). Waits for the output, not for a time; a
+    watchdog ends a top that never writes."""
+    p = subprocess.Popen([CLI, "top", *args], stdout=subprocess.PIPE, text=True, env=env(tmp_path))
+    watchdog = threading.Timer(60, p.kill)
+    watchdog.start()
+    lines = []
+    try:
+        while sum(map(wanted, lines)) < 2:
+            line = p.stdout.readline()
+            assert line, f"top stopped writing after {lines!r}"
+            lines.append(line)
+    finally:
+        watchdog.cancel()
         p.kill()
-        out = p.communicate()[0]
-        assert "\033" not in out, repr(out)
-        assert check(out), repr(out)
+        p.wait()
+    return "".join(lines)
+
+
+def test_watch_into_a_pipe_writes_no_escapes_and_prints_when_empty(tmp_path):
+    out = refreshes(tmp_path, ["--watch", "1"], lambda line: "no gpuslice containers" in line)
+    assert "\033" not in out, repr(out)
+    out = refreshes(tmp_path, ["--watch", "1", "--json"], lambda line: "\"containers\"" in line)
+    assert "\033" not in out, repr(out)
+    assert [json.loads(line)["containers"] for line in out.splitlines()] == [[], []], repr(out)
 
 
 def test_unreadable_state_directory_fails(tmp_path):
