@@ -7,6 +7,7 @@
 #include "flags.h"
 #include "run_checks.h"
 #include "run_region.h"
+#include "simulated_gpu.h"
 #include "statedir.h"
 #include "size_parse.h"
 
@@ -343,7 +344,7 @@ static int take_option(int c, struct run_opts *o)
     case 'W': o->weight_given = o->have_limit = 1; return set_weight(optarg);
     case 'S': o->state_dir = optarg; return 0;
     case 'L': o->lib = optarg; return 0;
-    case 'X': o->simulated = optarg; return gs_run_simulated_size_ok(optarg);
+    case 'X': o->simulated = optarg; return gs_simgpu_size_ok("run", optarg);
     case 'h': fputs(run_usage, stdout); return 1;
     default: return -1; /* reported by parse_options */
     }

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "cli.h"
 #include "config.h"
+#include "simulated_gpu.h"
 #include "top_gpus.h"
 #include "region_view.h"
 #include "size_parse.h"
@@ -30,6 +31,9 @@ static const char top_usage[] = "Usage: gpuslice top [OPTIONS] [STATE_FILE...]\n
                                 "Options:\n"
                                 "      --state-dir DIR   state directory (default as for 'gpuslice run')\n"
                                 "      --json            print JSON instead of a table\n"
+                                "      --simulated-gpu SIZE\n"
+                                "                        the GPU rows show the simulated GPU that\n"
+                                "                        'gpuslice run --simulated-gpu SIZE' runs on\n"
                                 "  -w, --watch SECONDS   refresh every SECONDS until interrupted; into a pipe\n"
                                 "                        (not a terminal), one table or JSON line each time\n"
                                 "  -h, --help            show this help\n"
@@ -256,6 +260,7 @@ static int open_views(char **list, int n, struct gs_region_view **views)
 
 struct top_opts {
     const char *dir;
+    const char *nvml; /* the simulated GPU's NVML, or NULL for the host's */
     int as_json, compact;
 };
 
@@ -283,11 +288,11 @@ struct top_frame {
 
 /* The GPUs through NVML; none where there is no driver (containers are
  * still shown). */
-static void read_gpus(struct top_frame *f)
+static void read_gpus(const struct top_opts *o, struct top_frame *f)
 {
     char err[256];
     int no_driver = 0;
-    if (gs_host_gpus_read(&f->host, NULL, &no_driver, err, sizeof err) == 0)
+    if (gs_host_gpus_read(&f->host, o->nvml, &no_driver, err, sizeof err) == 0)
         gs_top_gpus_sum(&f->host, f->views, f->n, f->sums);
     else
         f->host.count = 0;
@@ -334,7 +339,7 @@ static int show(char **files, int nfiles, const struct top_opts *o)
         fprintf(stderr, "gpuslice top: out of memory\n");
     } else {
         rc = open_views(list, f->n, f->views);
-        read_gpus(f);
+        read_gpus(o, f);
         rc |= print_frame(o, list, f);
         for (int i = 0; i < f->n; i++)
             gs_region_view_free(f->views[i]);
@@ -353,11 +358,13 @@ int gs_cmd_top(int argc, char **argv)
     static const struct option opts[] = { { "state-dir", required_argument, NULL, 'S' },
                                           { "json", no_argument, NULL, 'j' },
                                           { "watch", required_argument, NULL, 'w' },
+                                          { "simulated-gpu", required_argument, NULL, 'X' },
                                           { "help", no_argument, NULL, 'h' },
                                           { NULL, 0, NULL, 0 } };
     char dir[PATH_MAX];
     gs_statedir_default(dir, sizeof dir);
-    struct top_opts o = { dir, 0, 0 };
+    struct top_opts o = { dir, NULL, 0, 0 };
+    const char *simulated = NULL;
     long watch = 0;
     optind = 1;
     opterr = 0;
@@ -367,6 +374,13 @@ int gs_cmd_top(int argc, char **argv)
         switch (c) {
         case 'S': snprintf(dir, sizeof dir, "%s", optarg); break;
         case 'j': o.as_json = 1; break;
+        case 'X':
+            if (gs_simgpu_size_ok("top", optarg) != 0) {
+                gs_cli_usage_hint("top");
+                return GS_EXIT_USAGE;
+            }
+            simulated = optarg;
+            break;
         case 'w':
             watch = strtol(optarg, &end, 10);
             if (!end || *end || watch < 1 || watch > 3600)
@@ -376,6 +390,10 @@ int gs_cmd_top(int argc, char **argv)
         default: return gs_cli_bad_option("top", c, argv, opts);
         }
     }
+    static struct gs_simgpu sim;
+    if (simulated && gs_simgpu_select("top", simulated, dir, &sim) != 0)
+        return 1;
+    o.nvml = simulated ? sim.nvml : NULL;
     /* A terminal is redrawn in place; a pipe gets each refresh whole, the
      * JSON as one line per refresh, with no escapes. */
     int tty = isatty(STDOUT_FILENO);

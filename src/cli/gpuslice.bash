@@ -32,9 +32,9 @@ _gpuslice()
     top)
         case $prev in
         --state-dir) _filedir -d; return ;;
-        --watch | -w) return ;;
+        --watch | -w | --simulated-gpu) return ;;
         esac
-        flags="--state-dir --json --watch --help"
+        flags="--state-dir --json --watch --simulated-gpu --help"
         ;;
     rm)
         case $prev in

@@ -37,9 +37,6 @@ int gs_run_check_gpus(const struct gs_run_request *req);
 /* The line that points a user with no NVIDIA driver at --simulated-gpu. */
 void gs_run_hint_simulated(void);
 
-/* 0 if SIZE can be --simulated-gpu's, else -1 with a message. */
-int gs_run_simulated_size_ok(const char *size);
-
 /* --simulated-gpu SIZE: COMMAND runs on gpuslice's simulated driver (a GPU of
  * SIZE whose state is kept in state_dir, shared by every run that names the
  * same SIZE there) instead of a real one; req->nvml is pointed at it. */

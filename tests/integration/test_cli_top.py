@@ -119,3 +119,24 @@ def test_unreadable_state_directory_fails(tmp_path):
     assert f"cannot read state directory {not_a_dir}" in r.stderr
     r = top(tmp_path, "--state-dir", str(tmp_path / "missing"))
     assert r.returncode == 0 and "no gpuslice containers" in r.stdout
+
+
+def test_simulated_gpu_rows_without_a_driver(tmp_path):
+    """After `run --simulated-gpu`, top finds the same simulated GPU with no
+    driver on the library path."""
+    p = hold(tmp_path, "--name", "sim", "--memory", "2GiB")
+    try:
+        bare = plain_env(tmp_path)
+        r = subprocess.run([CLI, "top", "--json"], capture_output=True, text=True, env=bare)
+        assert json.loads(r.stdout)["gpus"] == [], r.stdout
+        r = subprocess.run([CLI, "top", "--json", "--simulated-gpu", SIZE], capture_output=True, text=True,
+                           env=bare)
+        (g,) = json.loads(r.stdout)["gpus"]
+    finally:
+        p.kill()
+        p.wait()
+    assert g["memory_total_bytes"] == 16 * GiB and g["memory_limits_bytes"] == 2 * GiB and g["containers"] == 1
+    # 2 GiB of which the context's 256 MiB are held: the simulated GPU's own state.
+    assert g["memory_free_bytes"] < 16 * GiB
+    r = subprocess.run([CLI, "top", "--simulated-gpu", "16"], capture_output=True, text=True, env=plain_env(tmp_path))
+    assert r.returncode == 2 and "--simulated-gpu '16'" in r.stderr
