@@ -42,5 +42,5 @@ echo "\$ $shown run ${gpu}--memory 4GiB --name demo -- python3 $root/tools/demo_
 "$cli" run $gpu--memory 4GiB --name demo -- python3 "$root/tools/demo_tenant.py" "$cli"
 echo
 echo "The container 'demo' stays until you remove it:"
-echo "  $shown top          # its limit and use"
-echo "  $shown rm demo      # remove it"
+echo "  $shown top ${gpu}  # its limit and use"
+echo "  $shown rm demo  # remove it"

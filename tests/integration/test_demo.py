@@ -2,7 +2,6 @@
 a GPU it must show, on the simulated driver, a tenant shown a 4 GiB GPU,
 refused past it, and listed by `gpuslice top`; the command it prints works
 when pasted, and its container stays until `gpuslice rm`."""
-import json
 import os
 import re
 import subprocess
@@ -53,10 +52,13 @@ def test_demo_commands_work_when_pasted_and_leave_the_container(tmp_path):
                            timeout=120)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "allocation #4 of 1 GiB refused" in again.stdout
-    cli = os.path.join(BUILD, "bin", "gpuslice")
-    top = subprocess.run([cli, "top", "--json"], capture_output=True, text=True, env=env)
-    assert [c["container"] for c in json.loads(top.stdout)["containers"]] == ["demo"], top.stdout
-    assert subprocess.run([cli, "rm", "demo"], env=env).returncode == 0
+    # Then the two commands it shows last: top lists the container on the
+    # 80 GiB simulated GPU, and rm removes it.
+    top_cmd, rm_cmd = [line.split("  #")[0].strip() for line in r.stdout.splitlines()[-2:]]
+    top = subprocess.run(top_cmd, shell=True, capture_output=True, text=True, env=env)
+    assert re.search(r"^0\s+.*\s80\.0+ GiB\s", top.stdout, re.M), top.stdout
+    assert re.search(r"^demo\s+GPU-\S+\s+0 B\s+4\.00 GiB\s+0\b", top.stdout, re.M), top.stdout
+    assert subprocess.run(rm_cmd, shell=True, env=env).returncode == 0
     assert "demo.region" not in os.listdir(tmp_path / "state")
 
 
