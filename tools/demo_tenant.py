@@ -1,8 +1,11 @@
 """The demo's tenant: a CUDA program written against the driver API with
 ctypes (no toolkit needed). It prints the GPU size it is shown, allocates
 1 GiB at a time until it is refused, then runs `gpuslice top` while it still
-holds its memory. Run by tools/demo.sh under `gpuslice run`."""
+holds its memory. Run by tools/demo.sh under `gpuslice run`; the argument,
+the gpuslice to run top with, defaults to the one on PATH."""
 import ctypes
+import os
+import shutil
 import subprocess
 import sys
 
@@ -11,7 +14,7 @@ OUT_OF_MEMORY = 2
 
 
 def main():
-    gpuslice = sys.argv[1]
+    gpuslice = sys.argv[1] if len(sys.argv) > 1 else shutil.which("gpuslice")
     cu = ctypes.CDLL("libcuda.so.1")
 
     def check(what, rc):
@@ -41,9 +44,17 @@ def main():
         if len(held) > 1024:
             sys.exit("tenant: never refused: the limit is not enforced")
     sys.stdout.flush()
+    if not gpuslice:
+        print("tenant: no gpuslice on PATH to run `gpuslice top` with")
+        return
     print("\n$ gpuslice top   (while the tenant still holds its memory)")
     sys.stdout.flush()
-    subprocess.run([gpuslice, "top"], check=True)
+    # top shows the host's GPU: not through this container's interposer,
+    # which would show the GPU as the 4 GiB the tenant sees.
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = ":".join(p for p in env.get("LD_PRELOAD", "").split(":")
+                                 if p and not p.endswith("libgpuslice.so"))
+    subprocess.run([gpuslice, "top"], check=True, env=env)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ for t in $targets; do
     work=$build/corpus/$t
     mkdir -p "$work"
     log=$build/$t.log
-    runs=${GPUSLICE_FUZZ_RUNS:-}
+    runs=${GS_FUZZ_RUNS:-}
     # each fuzz_ledger input maps a file and takes OFD locks (~1200 inputs/s)
     [ -n "$runs" ] && [ "$t" = fuzz_ledger ] && runs=$((runs / 8))
     if [ -n "$runs" ]; then
@@ -41,7 +41,7 @@ for t in $targets; do
     dict=$root/tests/fuzz/$t.dict
     [ -f "$dict" ] && dict_opt=-dict=$dict || dict_opt=
     # shellcheck disable=SC2086 # dict_opt is empty or one word
-    # GPUSLICE_FUZZ_RUNS=N: a fixed number of inputs from a fixed seed, the same
+    # GS_FUZZ_RUNS=N: a fixed number of inputs from a fixed seed, the same
     # on every machine (CI), instead of whatever SECONDS happen to cover.
     if [ -n "$runs" ]; then
         budget="-runs=$runs -seed=1"

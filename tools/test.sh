@@ -8,7 +8,7 @@
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
-fuzz_secs=${GPUSLICE_FUZZ_SECONDS:-30}
+fuzz_secs=${GS_FUZZ_SECONDS:-30}
 
 step() { printf '\n==== %s ====\n' "$*"; }
 
@@ -55,8 +55,8 @@ clang-tidy -p "$root/build" --quiet $(ls "$root"/src/core/*.c "$root"/src/interp
 # A fixed count of inputs from a fixed seed: the run is the same on every
 # machine, so CI checks exactly what was checked before the commit. Longer,
 # exploring runs: tools/fuzz.sh SECONDS.
-step "fuzz (${GPUSLICE_FUZZ_RUNS:-200000} inputs per target, seed 1)"
-GPUSLICE_FUZZ_RUNS=${GPUSLICE_FUZZ_RUNS:-200000} "$root/tools/fuzz.sh" "$fuzz_secs"
+step "fuzz (${GS_FUZZ_RUNS:-200000} inputs per target, seed 1)"
+GS_FUZZ_RUNS=${GS_FUZZ_RUNS:-200000} "$root/tools/fuzz.sh" "$fuzz_secs"
 
 [ -z "$ctest_scope" ] || echo "test.sh: tests labelled 'root' were not run (not root)"
 step "all checks passed"

@@ -6,6 +6,7 @@
 #ifndef GPUSLICE_CLI_H
 #define GPUSLICE_CLI_H
 
+#include <getopt.h>
 #include <stddef.h>
 
 #define GS_EXIT_USAGE 2
@@ -15,6 +16,25 @@ int gs_cmd_run(int argc, char **argv);
 int gs_cmd_top(int argc, char **argv);
 int gs_cmd_inspect(int argc, char **argv);
 int gs_cmd_rm(int argc, char **argv);
+
+/* The most long options one subcommand has (for suggestions). */
+#define GS_CLI_MAX_OPTIONS 32
+
+/* Prints "gpuslice CMD: <message>" and a line pointing at 'gpuslice CMD
+ * --help' on stderr (cmd NULL: the top level); returns GS_EXIT_USAGE. */
+int gs_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The line that ends every usage error: "Try 'gpuslice CMD --help' ...". */
+void gs_cli_usage_hint(const char *cmd);
+
+/* Reports what getopt_long refused (c is '?' or ':'; opterr must be 0 and
+ * the option string start with ':'), with the closest of opts as "did you
+ * mean"; returns GS_EXIT_USAGE. */
+int gs_cli_bad_option(const char *cmd, int c, char *const *argv, const struct option *opts);
+
+/* msg without a leading "gpuslice: ", which core messages carry for the
+ * interposer, so that the CLI can name its subcommand instead. */
+const char *gs_cli_drop_prefix(const char *msg);
 
 /* Removes the region at path if no live process holds a slot in it.
  * Returns 0 (and the number of live processes in *live: when non-zero,

@@ -208,7 +208,8 @@ int gs_cmd_inspect(int argc, char **argv)
     int as_json = 0, insecure = 0, pods = 0, c;
     long timeout = 10;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "hk", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":hk", opts, NULL)) != -1) {
         char *end = NULL;
         switch (c) {
         case 'u': url = optarg; break;
@@ -219,19 +220,15 @@ int gs_cmd_inspect(int argc, char **argv)
         case 'k': insecure = 1; break;
         case 't':
             timeout = strtol(optarg, &end, 10);
-            if (!*optarg || *end || timeout < 1 || timeout > 3600) {
-                fprintf(stderr, "gpuslice inspect: bad --timeout '%s' (1..3600 seconds)\n", optarg);
-                return GS_EXIT_USAGE;
-            }
+            if (!*optarg || *end || timeout < 1 || timeout > 3600)
+                return gs_cli_usage_error("inspect", "--timeout '%s': expected whole seconds from 1 to 3600", optarg);
             break;
         case 'h': fputs(usage, stdout); return 0;
-        default: fputs(usage, stderr); return GS_EXIT_USAGE;
+        default: return gs_cli_bad_option("inspect", c, argv, opts);
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "gpuslice inspect: unexpected argument '%s'\n%s", argv[optind], usage);
-        return GS_EXIT_USAGE;
-    }
+    if (optind < argc)
+        return gs_cli_usage_error("inspect", "unexpected argument '%s'", argv[optind]);
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fprintf(stderr, "gpuslice inspect: cannot initialise libcurl\n");
         return 1;

@@ -29,22 +29,20 @@ int gs_cmd_rm(int argc, char **argv)
     char dir[PATH_MAX];
     gs_statedir_default(dir, sizeof dir);
     optind = 1;
+    opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         if (c == 'S') {
             snprintf(dir, sizeof dir, "%s", optarg);
         } else if (c == 'h') {
             fputs(rm_usage, stdout);
             return 0;
         } else {
-            fputs(rm_usage, stderr);
-            return GS_EXIT_USAGE;
+            return gs_cli_bad_option("rm", c, argv, opts);
         }
     }
-    if (optind >= argc) {
-        fprintf(stderr, "gpuslice rm: no NAME given\n\n%s", rm_usage);
-        return GS_EXIT_USAGE;
-    }
+    if (optind >= argc)
+        return gs_cli_usage_error("rm", "no NAME given (gpuslice rm NAME...)");
     int rc = 0;
     for (int i = optind; i < argc; i++) {
         char path[PATH_MAX + 80], err[512];

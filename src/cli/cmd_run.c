@@ -7,6 +7,7 @@
 #include "flags.h"
 #include "run_checks.h"
 #include "run_region.h"
+#include "simulated_gpu.h"
 #include "statedir.h"
 #include "size_parse.h"
 
@@ -48,6 +49,9 @@ static const char run_usage[] = "Usage: gpuslice run [OPTIONS] -- COMMAND [ARGS.
                                 "                           /run/gpuslice as root, else /tmp/gpuslice-<uid>)\n"
                                 "      --lib PATH           interposer to preload (default: ../lib/libgpuslice.so\n"
                                 "                           next to this program, or $GPUSLICE_LIB)\n"
+                                "      --simulated-gpu SIZE run COMMAND on gpuslice's simulated driver, a GPU of\n"
+                                "                           SIZE (e.g. 80GiB), for trying gpuslice without one;\n"
+                                "                           runs naming one SIZE share one simulated GPU\n"
                                 "  -h, --help               show this help\n"
                                 "\n"
                                 "Limits come from these options only: a GPUSLICE_* or CUDA_DEVICE_* limit\n"
@@ -85,6 +89,23 @@ static int valid_name(const char *s)
     return s[0] != '.';
 }
 
+#define GS_MIB (1ULL << 20)
+
+/* A byte count in the largest binary unit that holds it whole ("1GiB" for
+ * 1073741824), for the hint to a bare number; -1 below 1 MiB or not whole. */
+static int exact_unit(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *const units[] = { "TiB", "GiB", "MiB" };
+    for (int i = 0; i < 3; i++) {
+        uint64_t unit = GS_MIB << (10 * (2 - i));
+        if (bytes % unit == 0) {
+            snprintf(buf, len, "%llu%s", (unsigned long long)(bytes / unit), units[i]);
+            return 0;
+        }
+    }
+    return -1;
+}
+
 /* One --memory size, checked here so that the message names the flag the
  * user typed. A bare number is refused: "--memory 4" is far more likely a
  * forgotten unit than a 4-byte limit ("4B" says bytes). */
@@ -102,8 +123,13 @@ static int check_memory_size(const char *size)
         return -1;
     }
     if (n && size[n - 1] >= '0' && size[n - 1] <= '9') {
-        fprintf(stderr, "gpuslice run: --memory '%s': no unit; write %sGiB or %sMiB (%sB for bytes)\n", size, size,
-                size, size);
+        char unit[GS_FORMAT_SIZE_MAX];
+        if (bytes >= GS_MIB && exact_unit(bytes, unit, sizeof unit) == 0)
+            fprintf(stderr, "gpuslice run: --memory '%s': no unit; if you meant %s bytes, write %s (or %sB)\n", size,
+                    size, unit, size);
+        else
+            fprintf(stderr, "gpuslice run: --memory '%s': no unit; write %sGiB or %sMiB (%sB for bytes)\n", size, size,
+                    size, size);
         return -1;
     }
     return 0;
@@ -277,7 +303,7 @@ static int run_child(char **cmd, const char *region_path, int private_region, in
 }
 
 struct run_opts {
-    const char *name, *state_dir, *lib;
+    const char *name, *state_dir, *lib, *simulated;
     int have_limit, share, cores_given, weight_given;
     struct gs_run_request req;
 };
@@ -318,46 +344,51 @@ static int take_option(int c, struct run_opts *o)
     case 'W': o->weight_given = o->have_limit = 1; return set_weight(optarg);
     case 'S': o->state_dir = optarg; return 0;
     case 'L': o->lib = optarg; return 0;
+    case 'X': o->simulated = optarg; return gs_simgpu_size_ok("run", optarg);
     case 'h': fputs(run_usage, stdout); return 1;
-    default: fputs(run_usage, stderr); return -1;
+    default: return -1; /* reported by parse_options */
     }
 }
 
 /* 0 to go on, else the exit status (help: 0 after printing). */
 static int parse_options(int argc, char **argv, struct run_opts *o, int *status)
 {
-    static const struct option opts[] = { { "memory", required_argument, NULL, 'm' },
-                                          { "cores", required_argument, NULL, 'c' },
-                                          { "device", required_argument, NULL, 'd' },
-                                          { "name", required_argument, NULL, 'n' },
-                                          { "mode", required_argument, NULL, 'M' },
-                                          { "managed", required_argument, NULL, 'G' },
-                                          { "weight", required_argument, NULL, 'W' },
-                                          { "state-dir", required_argument, NULL, 'S' },
-                                          { "lib", required_argument, NULL, 'L' },
-                                          { "help", no_argument, NULL, 'h' },
-                                          { NULL, 0, NULL, 0 } };
+    static const struct option opts[] = {
+        { "memory", required_argument, NULL, 'm' }, { "cores", required_argument, NULL, 'c' },
+        { "device", required_argument, NULL, 'd' }, { "name", required_argument, NULL, 'n' },
+        { "mode", required_argument, NULL, 'M' },   { "managed", required_argument, NULL, 'G' },
+        { "weight", required_argument, NULL, 'W' }, { "state-dir", required_argument, NULL, 'S' },
+        { "lib", required_argument, NULL, 'L' },    { "simulated-gpu", required_argument, NULL, 'X' },
+        { "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 }
+    };
     optind = 1;
     int c;
     *status = GS_EXIT_USAGE;
-    while ((c = getopt_long(argc, argv, "+m:c:d:n:h", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:m:c:d:n:h", opts, NULL)) != -1) {
+        if (c == '?' || c == ':') {
+            gs_cli_bad_option("run", c, argv, opts);
+            return -1;
+        }
         int rc = take_option(c, o);
+        if (rc < 0)
+            gs_cli_usage_hint("run");
         if (rc != 0) {
             *status = rc > 0 ? 0 : GS_EXIT_USAGE;
             return -1;
         }
     }
     if (optind >= argc) {
-        fprintf(stderr, "gpuslice run: no command given\n\n%s", run_usage);
+        gs_cli_usage_error("run", "no command given (gpuslice run [OPTIONS] -- COMMAND [ARGS...])");
         return -1;
     }
     if (o->share && o->cores_given) {
-        fprintf(stderr, "gpuslice run: --cores sets a cap, --mode share a weight: give one of them "
-                        "(--mode share --weight N)\n");
+        gs_cli_usage_error("run", "--cores sets a cap, --mode share a weight: give one of them "
+                                  "(--mode share --weight N)");
         return -1;
     }
     if (o->weight_given && !o->share) {
-        fprintf(stderr, "gpuslice run: --weight applies only with --mode share\n");
+        gs_cli_usage_error("run", "--weight applies only with --mode share");
         return -1;
     }
     return 0;
@@ -388,6 +419,23 @@ static int region_path(struct run_opts *o, char *auto_name, size_t auto_len, cha
     return 0;
 }
 
+/* The simulated driver for --simulated-gpu, its state beside the region;
+ * else a note when there is no driver at all. */
+static int choose_driver(struct run_opts *o, const char *region)
+{
+    if (!o->simulated) {
+        if (!o->req.memory_flag && !o->req.device_flag) /* else the GPU check says it */
+            gs_run_note_no_driver();
+        return 0;
+    }
+    char dir[PATH_MAX + 80];
+    snprintf(dir, sizeof dir, "%s", region);
+    char *slash = strrchr(dir, '/'); /* region_path made it DIR/NAME.region */
+    if (slash)
+        *slash = '\0';
+    return gs_run_use_simulated(o->simulated, dir, &o->req);
+}
+
 /* Check the whole configuration exactly as the interposer will, so a bad
  * value stops us here, and the interposer and the GPUs it would limit. */
 static int check_setup(const char *lib, struct gs_config *cfg, struct gs_run_request *req)
@@ -396,7 +444,8 @@ static int check_setup(const char *lib, struct gs_config *cfg, struct gs_run_req
     extern char **environ;
     if (gs_config_load(cfg, gs_getenv_process, NULL, err, sizeof err) != 0 ||
         gs_config_check_unknown(environ, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err); /* already says "gpuslice: VAR='value': why" */
+        /* err reads "gpuslice: VAR='value': why", the interposer's words */
+        fprintf(stderr, "gpuslice run: %s\n", gs_cli_drop_prefix(err));
         return GS_EXIT_USAGE;
     }
     memcpy(req->mem_limit, cfg->mem_limit, sizeof req->mem_limit);
@@ -422,6 +471,9 @@ int gs_cmd_run(int argc, char **argv)
     char region[PATH_MAX + 80], lib[PATH_MAX], auto_name[32];
     int private_region = o.name == NULL;
     int rc = region_path(&o, auto_name, sizeof auto_name, region, sizeof region);
+    if (rc)
+        return rc;
+    rc = choose_driver(&o, region);
     if (rc)
         return rc;
     if (find_lib(o.lib, lib, sizeof lib) != 0)

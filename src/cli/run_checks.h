@@ -26,11 +26,23 @@ struct gs_run_request {
     const char *memory_flag;  /* --memory as typed, or NULL */
     unsigned per_device_mask; /* indexes given as INDEX=SIZE */
     uint64_t mem_limit[GS_MAX_DEVICES];
+    const char *nvml; /* NVML to count GPUs through (the simulated one), or NULL */
 };
 
 /* Every --device entry names a GPU of this host, every INDEX= a GPU the
  * command will see, and no limit is above the memory of its GPU. GPUs are
  * counted through NVML; where NVML cannot be read the run is refused. */
 int gs_run_check_gpus(const struct gs_run_request *req);
+
+/* The line that points a user with no NVIDIA driver at --simulated-gpu. */
+void gs_run_hint_simulated(void);
+
+/* --simulated-gpu SIZE: COMMAND runs on gpuslice's simulated driver (a GPU of
+ * SIZE whose state is kept in state_dir, shared by every run that names the
+ * same SIZE there) instead of a real one; req->nvml is pointed at it. */
+int gs_run_use_simulated(const char *size, const char *state_dir, struct gs_run_request *req);
+
+/* Notes on stderr when COMMAND would find no CUDA driver at all. */
+void gs_run_note_no_driver(void);
 
 #endif

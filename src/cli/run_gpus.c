@@ -4,78 +4,39 @@
  * above the memory of its GPU would show the tenant a larger GPU than there is:
  * refused. The GPUs are counted through NVML (dlopen'd); where NVML cannot be
  * read, nothing can be checked and the run is refused. */
+#include "host_gpus.h"
 #include "run_checks.h"
 #include "size_parse.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_HOST_GPUS 64
-
-struct nvml_memory {
-    unsigned long long total, free, used;
-};
-
-struct host_gpus {
-    unsigned count;
-    char uuid[MAX_HOST_GPUS][96];
-    uint64_t total[MAX_HOST_GPUS];
-};
 
 struct visible {
     unsigned count;
     unsigned host[GS_MAX_DEVICES]; /* host index of each visible GPU */
 };
 
-typedef int (*nvml_init_fn)(void);
-typedef int (*nvml_count_fn)(unsigned *);
-typedef int (*nvml_handle_fn)(unsigned, void **);
-typedef int (*nvml_uuid_fn)(void *, char *, unsigned);
-typedef int (*nvml_mem_fn)(void *, struct nvml_memory *);
-
-static int read_gpu(void *lib, unsigned i, struct host_gpus *g)
+static int read_host_gpus(struct gs_host_gpus *g, const char *nvml)
 {
-    nvml_handle_fn handle = (nvml_handle_fn)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
-    nvml_uuid_fn uuid = (nvml_uuid_fn)dlsym(lib, "nvmlDeviceGetUUID");
-    nvml_mem_fn mem = (nvml_mem_fn)dlsym(lib, "nvmlDeviceGetMemoryInfo");
-    void *h = NULL;
-    struct nvml_memory m = { 0 };
-    if (!handle || !uuid || !mem || handle(i, &h) != 0 || uuid(h, g->uuid[i], sizeof g->uuid[i]) != 0 ||
-        mem(h, &m) != 0)
-        return -1;
-    g->total[i] = m.total;
-    return 0;
-}
-
-static int read_host_gpus(struct host_gpus *g)
-{
-    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        const char *why = dlerror();
-        fprintf(stderr, "gpuslice run: cannot count this host's GPUs to check --memory and --device: %s\n",
-                why ? why : "libnvidia-ml.so.1 not found");
+    char err[512];
+    int no_driver = 0;
+    if (gs_host_gpus_read(g, nvml, &no_driver, err, sizeof err) != 0) {
+        fprintf(stderr, "gpuslice run: %s: --memory and --device cannot be checked\n", err);
+        if (no_driver)
+            gs_run_hint_simulated();
         return -1;
     }
-    nvml_init_fn init = (nvml_init_fn)dlsym(lib, "nvmlInit_v2");
-    nvml_count_fn count = (nvml_count_fn)dlsym(lib, "nvmlDeviceGetCount_v2");
-    int rc = init && count && init() == 0 && count(&g->count) == 0 ? 0 : -1;
-    if (rc == 0 && g->count > MAX_HOST_GPUS)
-        g->count = MAX_HOST_GPUS;
-    for (unsigned i = 0; rc == 0 && i < g->count; i++)
-        rc = read_gpu(lib, i, g);
-    if (rc != 0)
-        fprintf(stderr, "gpuslice run: cannot read this host's GPUs through NVML to check --memory and --device\n");
-    else if (g->count == 0)
+    if (g->count == 0) {
         fprintf(stderr, "gpuslice run: NVML sees no GPU on this host: --memory and --device have nothing to limit\n");
-    dlclose(lib);
-    return rc == 0 && g->count > 0 ? 0 : -1;
+        return -1;
+    }
+    return 0;
 }
 
 /* One CUDA_VISIBLE_DEVICES entry: a host index, or a GPU UUID (or its
  * unambiguous start). Returns the host index or -1. */
-static int host_index(const struct host_gpus *g, const char *entry)
+static int host_index(const struct gs_host_gpus *g, const char *entry)
 {
     char *end = NULL;
     if (entry[0] >= '0' && entry[0] <= '9') {
@@ -85,7 +46,7 @@ static int host_index(const struct host_gpus *g, const char *entry)
     int found = -1;
     size_t n = strlen(entry);
     for (unsigned i = 0; i < g->count; i++)
-        if (n >= 8 && strncmp(g->uuid[i], entry, n) == 0) {
+        if (n >= 8 && strncmp(g->gpu[i].uuid, entry, n) == 0) {
             if (found >= 0)
                 return -1;
             found = (int)i;
@@ -93,7 +54,7 @@ static int host_index(const struct host_gpus *g, const char *entry)
     return found;
 }
 
-static int parse_visible(const struct host_gpus *g, const char *list, const char *what, struct visible *v)
+static int parse_visible(const struct gs_host_gpus *g, const char *list, const char *what, struct visible *v)
 {
     char *copy = strdup(list);
     char *save = NULL;
@@ -119,24 +80,24 @@ static int parse_visible(const struct host_gpus *g, const char *list, const char
     return rc;
 }
 
-static void all_visible(const struct host_gpus *g, struct visible *v)
+static void all_visible(const struct gs_host_gpus *g, struct visible *v)
 {
     v->count = g->count < GS_MAX_DEVICES ? g->count : GS_MAX_DEVICES;
     for (unsigned i = 0; i < v->count; i++)
         v->host[i] = i;
 }
 
-static int check_size(const struct host_gpus *g, const struct visible *v, unsigned idx, uint64_t limit,
+static int check_size(const struct gs_host_gpus *g, const struct visible *v, unsigned idx, uint64_t limit,
                       const char *flag)
 {
     unsigned h = v->host[idx];
-    if (limit <= g->total[h])
+    if (limit <= g->gpu[h].total)
         return 0;
     char want[GS_FORMAT_SIZE_MAX], have[GS_FORMAT_SIZE_MAX];
     gs_format_size(limit, want, sizeof want);
-    gs_format_size(g->total[h], have, sizeof have);
-    fprintf(stderr, "gpuslice run: --memory '%s': %s is more than GPU %u (%s) holds: %s\n", flag, want, h, g->uuid[h],
-            have);
+    gs_format_size(g->gpu[h].total, have, sizeof have);
+    fprintf(stderr, "gpuslice run: --memory '%s': %s is more than GPU %u (%s) holds: %s\n", flag, want, h,
+            g->gpu[h].uuid, have);
     return -1;
 }
 
@@ -159,9 +120,9 @@ int gs_run_check_gpus(const struct gs_run_request *req)
     const char *env = getenv("CUDA_VISIBLE_DEVICES");
     if (!req->memory_flag && !req->device_flag)
         return 0;
-    struct host_gpus *g = calloc(1, sizeof *g);
+    struct gs_host_gpus *g = calloc(1, sizeof *g);
     struct visible v = { 0 };
-    int rc = g ? read_host_gpus(g) : -1;
+    int rc = g ? read_host_gpus(g, req->nvml) : -1;
     if (rc == 0 && env)
         rc = parse_visible(g, env, req->device_flag ? "--device" : "CUDA_VISIBLE_DEVICES", &v);
     else if (rc == 0)

@@ -7,48 +7,13 @@
 #include <strings.h>
 
 #include "config_internal.h"
+#include "suggest.h"
 #include "text_escape.h"
-
-/* Names longer than this are not compared for suggestions (keeps the table small). */
-#define GS_SUGGEST_MAX 64
-
-static char fold(char c)
-{
-    return (c >= 'a' && c <= 'z') ? (char)(c - 'a' + 'A') : c;
-}
-
-/* Case-blind Levenshtein distance between a[0..an) and b[0..bn), both <= GS_SUGGEST_MAX. */
-static size_t edit_distance(const char *a, size_t an, const char *b, size_t bn)
-{
-    size_t row[GS_SUGGEST_MAX + 1];
-    size_t i;
-    size_t j;
-
-    for (j = 0; j <= bn; j++)
-        row[j] = j;
-    for (i = 1; i <= an; i++) {
-        size_t diag = row[0];
-
-        row[0] = i;
-        for (j = 1; j <= bn; j++) {
-            size_t up = row[j];
-            size_t best = diag + (fold(a[i - 1]) != fold(b[j - 1]));
-
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[bn];
-}
 
 const char *gs_cfg_suggest(const char *name, size_t len, char *buf, size_t buflen)
 {
     char cand[GS_KEY_NAME_MAX];
-    size_t best = 3; /* suggest only at distance 1 or 2 */
+    size_t best = 3; /* suggest only at distance 1 or 2, as gs_suggest */
     int slot;
 
     if (len > GS_SUGGEST_MAX || buflen == 0)
@@ -62,7 +27,7 @@ const char *gs_cfg_suggest(const char *name, size_t len, char *buf, size_t bufle
         cl = strlen(cand);
         if (cl + 2 < len || len + 2 < cl)
             continue; /* the distance is at least the length difference */
-        d = edit_distance(name, len, cand, cl);
+        d = gs_edit_distance(name, len, cand, cl);
         if (d < best) {
             best = d;
             snprintf(buf, buflen, "%s", cand);

@@ -33,6 +33,9 @@ static int region_agent_made; /* a node agent's container: its region exists, ma
 
 static void set_broken(const char *why)
 {
+    static const char prefix[] = "gpuslice: "; /* gs_log's own prefix names gpuslice already */
+    if (strncmp(why, prefix, sizeof prefix - 1) == 0)
+        why += sizeof prefix - 1;
     snprintf(gs_rt.error, sizeof gs_rt.error, "%s", why);
     __atomic_store_n(&gs_rt.mode, GS_MODE_BROKEN, __ATOMIC_RELEASE);
 }

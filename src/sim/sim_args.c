@@ -2,10 +2,14 @@
 #include "sim_args.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu_mix.h"
+#include "suggest.h"
 
 #ifndef GPUSLICE_TRACE_DIR
 #define GPUSLICE_TRACE_DIR "../shared/traces/openb"
@@ -65,9 +69,25 @@ void sim_usage(FILE *out)
 }
 
 /* what + quoted arg, e.g. "unknown option '--x'". */
+#define SIM_HINT "Try 'gpuslice sim --help' for more information.\n"
+
 static int usage_error(FILE *err, const char *what, const char *arg)
 {
-    fprintf(err, "gpuslice sim: %s '%s'\nTry 'gpuslice sim --help'.\n", what, arg);
+    fprintf(err, "gpuslice sim: %s '%s'\n" SIM_HINT, what, arg);
+    return 2;
+}
+
+/* The options, for "did you mean" only: the parser below decides. */
+static const char *const sim_flags[] = { "--trace-dir", "--nodes", "--pods",        "--policy", "--seeds",
+                                         "--load",      "--csv",   "--summary",     "--plot",   "--label",
+                                         "--python",    "--quiet", "--plot-script", "--help",   NULL };
+
+static int unknown_option(FILE *err, const char *flag)
+{
+    const char *near = gs_suggest(flag, strlen(flag), sim_flags);
+    if (!near)
+        return usage_error(err, "unknown option", flag);
+    fprintf(err, "gpuslice sim: unknown option '%s'; did you mean %s?\n" SIM_HINT, flag, near);
     return 2;
 }
 
@@ -162,14 +182,42 @@ static int set_path(char *dst, size_t cap, const char *src)
     return 0;
 }
 
+/* An installed gpuslice (cmake --install) finds its plot script and trace
+ * folder in <prefix>/share/gpuslice beside <prefix>/bin; a build tree's
+ * gpuslice, which has none there, uses the checkout's (the #defines above). */
+static void set_installed_paths(sim_args *a)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return;
+    *slash = '\0';
+    if ((size_t)snprintf(a->installed_plot, sizeof a->installed_plot, "%s/../share/gpuslice/plot_sim.py", exe) >=
+            sizeof a->installed_plot ||
+        access(a->installed_plot, R_OK) != 0)
+        return;
+    if ((size_t)snprintf(a->trace_dir, sizeof a->trace_dir, "%.*s/../share/gpuslice/traces/openb",
+                         (int)(sizeof a->trace_dir - 64), exe) < sizeof a->trace_dir)
+        a->plot_script = a->installed_plot;
+    else
+        snprintf(a->trace_dir, sizeof(a->trace_dir), "%s", GPUSLICE_TRACE_DIR);
+}
+
 static void set_defaults(sim_args *a)
 {
     memset(a, 0, sizeof(*a));
+    snprintf(a->trace_dir, sizeof(a->trace_dir), "%s", GPUSLICE_TRACE_DIR);
+    a->plot_script = GPUSLICE_PLOT_SCRIPT;
+    set_installed_paths(a);
     const char *env = getenv("GPUSLICE_TRACE_DIR");
-    snprintf(a->trace_dir, sizeof(a->trace_dir), "%s", env && *env ? env : GPUSLICE_TRACE_DIR);
+    if (env && *env)
+        snprintf(a->trace_dir, sizeof(a->trace_dir), "%s", env);
     a->load_pct = 130;
     a->python = "/usr/bin/python3";
-    a->plot_script = GPUSLICE_PLOT_SCRIPT;
     parse_policies("all", a);
     parse_seeds("42-51", a);
 }
@@ -196,7 +244,7 @@ int sim_args_parse(int argc, char **argv, sim_args *a, FILE *err)
         const char *eq = strchr(flag, '=');
         if (eq) {
             if ((size_t)(eq - flag) >= sizeof(name))
-                return usage_error(err, "unknown option", flag);
+                return unknown_option(err, flag);
             memcpy(name, flag, (size_t)(eq - flag));
             name[eq - flag] = '\0';
             flag = name;
@@ -235,7 +283,7 @@ int sim_args_parse(int argc, char **argv, sim_args *a, FILE *err)
         else if (strcmp(flag, "--label") == 0)
             a->label = v;
         else
-            return usage_error(err, "unknown option", flag);
+            return unknown_option(err, flag);
         if (bad) {
             fprintf(err, "gpuslice sim: bad value '%s' for %s", v, flag);
             if (strcmp(flag, "--policy") == 0)
@@ -244,7 +292,7 @@ int sim_args_parse(int argc, char **argv, sim_args *a, FILE *err)
                 fputs(" (use A-B or A,B,C; at most 1000 seeds)", err);
             else if (strcmp(flag, "--load") == 0)
                 fputs(" (an integer percent, 100-1000)", err);
-            fputs("\nTry 'gpuslice sim --help'.\n", err);
+            fputs("\n" SIM_HINT, err);
             return 2;
         }
     }

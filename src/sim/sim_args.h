@@ -2,6 +2,7 @@
 #ifndef GPUSLICE_SIM_ARGS_H
 #define GPUSLICE_SIM_ARGS_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 
 typedef struct sim_args {
     char trace_dir[1024];
+    char installed_plot[PATH_MAX + 64]; /* the plot script of an installed gpuslice */
     char nodes[1024];
     bool nodes_given;
     const char *pods[SIM_MAX_PODFILES];

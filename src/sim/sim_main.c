@@ -4,6 +4,7 @@
 #include "sim_main.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,6 +254,44 @@ static int write_outputs(const sim_args *a, sim_state *s)
     return a->plot ? run_plot(a, s->csv_path, a->num_seeds) : 0;
 }
 
+/* An output the run ends with (the plot, the summary) must be writable before
+ * the simulation starts, not found unwritable minutes later. */
+static int check_output(const char *path, const char *flag)
+{
+    char dir[PATH_MAX];
+    struct stat st;
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    const char *why = NULL;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        why = "its directory does not exist";
+    else if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        why = "it is a directory";
+    else if (access(path, F_OK) == 0 ? access(path, W_OK) != 0 : access(dir, W_OK | X_OK) != 0)
+        why = "it cannot be written";
+    if (!why)
+        return 0;
+    fprintf(stderr, "gpuslice sim: %s '%s': %s; nothing was simulated\n", flag, path, why);
+    return 2;
+}
+
+static int check_outputs(const sim_args *a)
+{
+    if (a->plot && check_output(a->plot, "--plot") != 0)
+        return 2;
+    if (a->plot && access(a->plot_script, R_OK) != 0) {
+        fprintf(stderr, "gpuslice sim: plot script %s: %s (give --plot-script)\n", a->plot_script, strerror(errno));
+        return 2;
+    }
+    return a->summary ? check_output(a->summary, "--summary") : 0;
+}
+
 int gpuslice_sim_main(int argc, char **argv)
 {
     sim_args *a = calloc(1, sizeof(*a));
@@ -264,6 +303,11 @@ int gpuslice_sim_main(int argc, char **argv)
     if (rc != 0 || a->help) {
         if (a->help)
             sim_usage(stdout);
+        free(a);
+        return rc;
+    }
+    rc = check_outputs(a);
+    if (rc != 0) {
         free(a);
         return rc;
     }

@@ -14,7 +14,7 @@ import pytest
 MiB = 1 << 20
 GiB = 1 << 30
 
-BUILD = os.environ.get("GPUSLICE_BUILD_DIR", "")
+BUILD = os.environ.get("GS_BUILD_DIR", "")
 SIMDIR = os.environ.get("GPUSLICE_SIMDRIVER_DIR", "")
 CLIENT = os.environ.get("GS_CLIENT", "")
 CLI = os.environ.get("GPUSLICE_CLI", "")

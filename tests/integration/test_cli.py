@@ -157,7 +157,7 @@ def test_a_named_container_keeps_one_set_of_limits_and_rm_removes_it_when_idle(t
     r = run(w, ["rm", "team-b", "nobody"])
     assert r.returncode == 1
     assert "removed team-b" in r.stdout and "no container 'nobody'" in r.stderr
-    assert run(w, ["top"]).stdout.startswith("no gpuslice containers in ")
+    assert "no gpuslice containers in " in run(w, ["top"]).stdout
 
 
 def test_top_shows_a_configured_cap_before_the_first_launch(tmp_path):
