@@ -30,6 +30,7 @@ int gs_cfg_fail(char *err, size_t errlen, const struct gs_cfg_layer *layer, int 
  * None of them names the value in why: the caller does. */
 #define GS_CFG_STORES_mem_limit sizeof(uint64_t) /* size > 0 */
 #define GS_CFG_STORES_hami_sm sizeof(unsigned)   /* lo..hi percent; 100 = no limit (0) */
+#define GS_CFG_STORES_hami_mem GS_CFG_STORES_mem_limit /* as mem_limit, with a unit */
 #define GS_CFG_STORES_uint sizeof(unsigned)      /* lo..hi */
 #define GS_CFG_STORES_path 0                     /* absolute, no control characters */
 #define GS_CFG_STORES_label 0                    /* printable ASCII, may be empty */
@@ -42,6 +43,13 @@ int gs_cfg_fail(char *err, size_t errlen, const struct gs_cfg_layer *layer, int 
 #define GS_CFG_STORES_milli sizeof(unsigned)       /* 0..1, at most 3 decimals, in thousandths */
 int gs_cfg_parse_mem_limit(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
 int gs_cfg_parse_hami_sm(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
+/* HAMi-core's memory variable: a size as mem_limit, but a number without a
+ * unit is refused (read as bytes by some tools and MiB by others: "4" must
+ * not become a 4-byte or a 4 MiB limit by guess). Stored, compared and
+ * shown as mem_limit. */
+int gs_cfg_parse_hami_mem(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
+#define gs_cfg_rank_hami_mem gs_cfg_rank_mem_limit
+#define gs_cfg_show_hami_mem gs_cfg_show_mem_limit
 int gs_cfg_parse_uint(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
 int gs_cfg_parse_path(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);
 int gs_cfg_parse_label(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen);

@@ -68,6 +68,19 @@ int gs_cfg_parse_mem_limit(const char *v, const struct gs_cfg_key *k, void *dst,
     return 0;
 }
 
+int gs_cfg_parse_hami_mem(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen)
+{
+    uint64_t bytes;
+    if (gs_cfg_parse_mem_limit(v, k, &bytes, why, whylen) != 0)
+        return -1;
+    if (v[strspn(v, "0123456789")] == '\0') {
+        snprintf(why, whylen, "a number without a unit is ambiguous here (bytes or MiB?); write %sMiB or %sB", v, v);
+        return -1;
+    }
+    memcpy(dst, &bytes, sizeof bytes);
+    return 0;
+}
+
 int gs_cfg_parse_hami_sm(const char *v, const struct gs_cfg_key *k, void *dst, char *why, size_t whylen)
 {
     unsigned pct = 0;

@@ -231,6 +231,11 @@ static void test_our_memory_and_cores(void **state)
     fake_env_set(&e, "GPUSLICE_CORES", "1");
     load_ok(&e, &cfg);
     assert_int_equal(cfg.sm_limit[0], 1);
+
+    /* ours reads a bare number as bytes (docs/configuration.md, Sizes) */
+    fake_env_set(&e, "GPUSLICE_MEMORY_LIMIT", "1073741824");
+    load_ok(&e, &cfg);
+    assert_int_equal(cfg.mem_limit[0], GIB);
 }
 
 static void test_compute_mode_and_weight(void **state)
@@ -350,6 +355,13 @@ static void test_reject_memory(void **state)
     expect_reject("CUDA_DEVICE_MEMORY_LIMIT_15", "", "gpuslice: CUDA_DEVICE_MEMORY_LIMIT_15='': empty value");
     expect_reject("CUDA_DEVICE_MEMORY_LIMIT", "99999999999T",
                   "gpuslice: CUDA_DEVICE_MEMORY_LIMIT='99999999999T': too large (more than 2^64-1 bytes)");
+    /* HAMi's variable: a bare number is neither guessed as bytes nor as MiB */
+    expect_reject("CUDA_DEVICE_MEMORY_LIMIT", "4",
+                  "gpuslice: CUDA_DEVICE_MEMORY_LIMIT='4': a number without a unit is ambiguous here (bytes or "
+                  "MiB?); write 4MiB or 4B");
+    expect_reject("CUDA_DEVICE_MEMORY_LIMIT_2", "1073741824",
+                  "gpuslice: CUDA_DEVICE_MEMORY_LIMIT_2='1073741824': a number without a unit is ambiguous here "
+                  "(bytes or MiB?); write 1073741824MiB or 1073741824B");
 }
 
 static void test_reject_compute(void **state)
