@@ -358,6 +358,45 @@ int gs_lim_yields(unsigned weight, uint64_t use_ppm, const struct gs_lim_demand 
  * charged both for time they did not get. */
 uint64_t gs_lim_device_busy(uint64_t dev_ppm, uint64_t our_use_ppm, const struct gs_lim_demand *others, unsigned n);
 
+/* The outer loop's decision (docs/compute.md, "The outer loop"): what one
+ * run learnt, gathered by compute_outer.c from NVML, our events and the
+ * device ledger, and what it makes of it. The decision is pure, so that
+ * the unit tests drive the same one. */
+
+/* The most other containers of the device ledger one run weighs; the
+ * GPU users outside the ledger (NVML) take one entry more. */
+#define GS_LIM_MAX_DEMANDS 64
+
+struct gs_outer_in {
+    uint64_t now, interval_ns;           /* this run, and the time since the last */
+    uint64_t occ_ppm;                    /* our busy time over the interval, by our events */
+    int64_t our_ppm, others_ppm;         /* NVML's per-process split; -1: unknown */
+    int64_t dev_ppm, power_mw, limit_mw; /* NVML's device readings; -1: unknown */
+    unsigned power_exp_milli;            /* gs_lim_speed's exponent */
+    int yield_on;                        /* GPUSLICE_SHARE_YIELD_US is set */
+    const struct gs_lim_demand *dem;     /* the other containers of the ledger active lately */
+    unsigned ndem;                       /* at most GS_LIM_MAX_DEMANDS */
+    uint64_t outside_weight;             /* share mode: weights of busy GPU users outside the ledger */
+};
+
+struct gs_outer_out {
+    uint32_t corr, speed;                  /* c and s */
+    uint32_t use_ppm, others_ppm, dev_ppm; /* published in the account (use also in the ledger) */
+    uint64_t wants_ns;                     /* published in the ledger: when we last wanted more */
+    uint32_t target;                       /* share mode: the rate from now on */
+    int fine_probe;                        /* the gap probe looks at short gaps (gs_compute_fine_probe) */
+    int yield;                             /* keep the queue shallow (gs_lim_yields) */
+};
+
+/* Decides c, s, our published use and demand, and in share mode the
+ * target, from the account a as it stands and what the run gathered. */
+void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_in *in, struct gs_outer_out *out);
+
+/* Stores the decision in the account; a share target that starts holding
+ * the container back starts it from an empty account. Returns the rate it
+ * replaced. */
+uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out *out, uint64_t now);
+
 /* NVML sample aggregation: the mean, over distinct sample timestamps, of the
  * summed smUtil of the samples whose pid is_ours() says belong to us, and of
  * the others; in ppm. Returns the newest timestamp seen (or since_us). */
