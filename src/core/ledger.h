@@ -99,9 +99,21 @@ int gs_ledger_has_pid(struct gs_ledger *l, uint64_t container, int32_t pid);
 
 /* The containers other than container that showed demand since `since`,
  * one entry each (weight, the most recent use, whether any of its members
- * waited for tokens since wants_since), at most max. Returns how many. */
+ * waited for tokens since wants_since), at most max. Returns how many.
+ * Weights and uses are what the members wrote, brought into the legal
+ * range (GS_LIM_MAX_WEIGHT, GS_LIM_PPM): claims, not facts
+ * (gs_lim_trusted_demands). */
 unsigned gs_ledger_demands(struct gs_ledger *l, uint64_t container, uint64_t since, uint64_t wants_since,
                            struct gs_lim_demand *out, unsigned max);
+
+/* The same with each entry's container id, to check it against what the
+ * container's own files say. */
+struct gs_ledger_claim {
+    uint64_t container;
+    struct gs_lim_demand d;
+};
+unsigned gs_ledger_claims(struct gs_ledger *l, uint64_t container, uint64_t since, uint64_t wants_since,
+                          struct gs_ledger_claim *out, unsigned max);
 
 /* Opens a window of member slot at now, taking its container the turn
  * until `until` at least. Returns 0 if it opened; else (another container

@@ -589,3 +589,29 @@ uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out 
     }
     return old;
 }
+
+unsigned gs_lim_trusted_demands(const struct gs_lim_claim *c, unsigned n, int drop_unverified, int64_t dev_ppm,
+                                struct gs_lim_demand *out)
+{
+    struct gs_lim_demand rest = { 0, 0, 0 };
+    uint64_t rest_use = 0;
+    unsigned k = 0, unverified = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (c[i].verified_weight) {
+            out[k] = c[i].d;
+            out[k++].weight = c[i].verified_weight;
+            continue;
+        }
+        unverified++;
+        rest.weight = c[i].d.weight > rest.weight ? c[i].d.weight : rest.weight;
+        rest_use += c[i].d.use_ppm;
+        rest.wants_more |= c[i].d.wants_more;
+    }
+    if (unverified == 0 || drop_unverified)
+        return k;
+    uint64_t seen = dev_ppm >= 0 && (uint64_t)dev_ppm < GS_LIM_PPM ? (uint64_t)dev_ppm : GS_LIM_PPM;
+    rest.weight = rest.weight < GS_LIM_DEFAULT_WEIGHT ? rest.weight : GS_LIM_DEFAULT_WEIGHT;
+    rest.use_ppm = (uint32_t)(rest_use < seen ? rest_use : seen);
+    out[k++] = rest;
+    return k;
+}

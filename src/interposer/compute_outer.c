@@ -157,6 +157,18 @@ static int is_mps_server(uint32_t pid)
     return strcmp(base ? base + 1 : name, "nvidia-cuda-mps-server") == 0;
 }
 
+/* The weight another container's region gives it on device uuid: its share
+ * weight, or its cap if capped; the default where it has no limit there. */
+static uint32_t region_weight(const struct gs_region *o, const char *uuid)
+{
+    for (uint32_t dd = 0; dd < o->ndevices && dd < GS_REGION_MAX_DEVICES; dd++)
+        if (strncmp(o->dev[dd].uuid, uuid, GS_REGION_UUID_LEN) == 0 && o->dev[dd].lim.configured == 1) {
+            uint32_t w = gs_lim_weight(&o->dev[dd].lim);
+            return w > GS_LIM_MAX_WEIGHT ? GS_LIM_MAX_WEIGHT : w;
+        }
+    return GS_LIM_DEFAULT_WEIGHT;
+}
+
 /* One sibling region met by the scan: adds its weight when one of the busy
  * pids belongs to it. */
 struct sibling_scan {
@@ -192,18 +204,65 @@ static int weigh_sibling(const char *path, const char *key, void *arg)
                 break;
             }
     }
-    if (hit) {
-        uint64_t w = 100;
-        for (uint32_t dd = 0; dd < o->ndevices; dd++)
-            if (strncmp(o->dev[dd].uuid, sc->uuid, GS_REGION_UUID_LEN) == 0 && o->dev[dd].lim.configured == 1) {
-                const struct gs_lim_account *oa = &o->dev[dd].lim;
-                w = oa->mode == GS_LIM_SHARE ? oa->weight : oa->limit_pct;
-                break;
-            }
-        sc->total += w;
-    }
+    if (hit)
+        sc->total += region_weight(o, sc->uuid);
     gs_region_view_free(v);
     return 0;
+}
+
+/* The ledger's claims checked against the regions beside ours: a claim
+ * whose container id is a region there with a live process counts with the
+ * weight that region gives it (gs_lim_trusted_demands). */
+struct claim_check {
+    const struct gs_ledger_claim *claim;
+    struct gs_lim_claim *out;
+    unsigned n;
+    const char *uuid;
+};
+
+static int verify_sibling(const char *path, const char *key, void *arg)
+{
+    (void)key;
+    struct claim_check *cc = arg;
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return 0;
+    uint64_t id = gs_compute_ledger_container_id(&sb);
+    unsigned i = 0;
+    while (i < cc->n && cc->claim[i].container != id)
+        i++;
+    char err[256];
+    struct gs_region_view *v = i < cc->n ? gs_region_view_open(path, err, sizeof err) : NULL;
+    if (!v)
+        return 0;
+    for (int p = 0; p < GS_REGION_MAX_PROCS; p++)
+        if (gs_region_view_alive(v, p)) {
+            uint32_t w = region_weight(&v->r, cc->uuid);
+            cc->out[i].verified_weight = w ? w : 1; /* weight 0 (no cap): still verified */
+            break;
+        }
+    gs_region_view_free(v);
+    return 0;
+}
+
+/* The other containers of device d's ledger active since `since`, as much
+ * as their claims can be trusted, into dem. */
+static unsigned trusted_demands(int d, const char *uuid, uint64_t now, int64_t dev_ppm, struct gs_lim_demand *dem)
+{
+    struct gs_ledger_claim claim[GS_LIM_MAX_DEMANDS];
+    struct gs_lim_claim checked[GS_LIM_MAX_DEMANDS];
+    unsigned n =
+        gs_compute_ledger_claims(d, now - 2 * GS_LIM_OUTER_NS, now - GS_LIM_THROTTLED_NS, claim, GS_LIM_MAX_DEMANDS);
+    if (n == 0)
+        return 0;
+    for (unsigned i = 0; i < n; i++)
+        checked[i] = (struct gs_lim_claim){ claim[i].d, 0 };
+    struct claim_check cc = { .claim = claim, .out = checked, .n = n, .uuid = uuid };
+    char dir[sizeof gs_rt.cfg.region_path];
+    struct stat self;
+    if (gs_rt_region_dir(dir, sizeof dir, &self) == 0)
+        gs_statedir_each_region(dir, verify_sibling, &cc);
+    return gs_lim_trusted_demands(checked, n, gs_compute_ledger_beside_regions(), dev_ppm, dem);
 }
 
 /* Sum of the weights of the busy others (share mode) on device dev that
@@ -317,8 +376,7 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
     in->yield_on = gs_rt.cfg.share_yield_us != 0;
     gs_compute_ledger_reap(d);
     /* the other containers of the device ledger active in the last two runs */
-    in->ndem =
-        gs_compute_ledger_demands(d, now - 2 * GS_LIM_OUTER_NS, now - GS_LIM_THROTTLED_NS, g->dem, GS_LIM_MAX_DEMANDS);
+    in->ndem = trusted_demands(d, g->uuid, now, in->dev_ppm, g->dem);
     in->dem = g->dem;
     if (a->mode == GS_LIM_SHARE && n > 0)
         in->outside_weight = busy_weight(samples, n, seen, &ours, g->uuid, d);

@@ -224,6 +224,52 @@ static void the_entry_for_users_outside_the_ledger_counts_beside_a_full_ledger(v
     assert_int_equal(o.target, GS_LIM_SHARE_MEASURED);
 }
 
+/* Our share beside honest b (weight 70, using half, wanting more) and the
+ * claims a forger wrote into the ledger: forged members of weight 65535
+ * (read as the legal ceiling), using the whole GPU and wanting more. */
+static uint32_t share_beside_forgers(int b_verified, int drop_unverified, unsigned forged)
+{
+    struct gs_lim_claim c[1 + 8];
+    c[0] = (struct gs_lim_claim){ { 70, 500000, 1 }, b_verified ? 70U : 0U };
+    for (unsigned i = 1; i <= forged; i++)
+        c[i] = (struct gs_lim_claim){ { GS_LIM_MAX_WEIGHT, GS_LIM_PPM, 1 }, 0 };
+    struct gs_lim_demand d[1 + 8];
+    unsigned n = gs_lim_trusted_demands(c, 1 + forged, drop_unverified, 900000, d);
+    return gs_lim_share_fill(30, d, n);
+}
+
+static void forged_ledger_members_weigh_no_more_than_one_default_container(void **state)
+{
+    (void)state;
+    /* taken at their word, the forged members leave us nothing */
+    struct gs_lim_demand raw[2] = { { 70, 500000, 1 }, { GS_LIM_MAX_WEIGHT, GS_LIM_PPM, 1 } };
+    assert_true(gs_lim_share_fill(30, raw, 2) < 3000);
+    /* the flat layout: b's region verifies it, the forgers are nobody's */
+    assert_int_equal(share_beside_forgers(1, 1, 1), 300000);
+    assert_int_equal(share_beside_forgers(1, 1, 8), 300000);
+    /* the agent's layout: nobody verifiable; b and the forgers count as one
+     * container of the default weight, however many they are */
+    uint32_t one_default = 30 * GS_LIM_PPM / (30 + GS_LIM_DEFAULT_WEIGHT);
+    assert_int_equal(share_beside_forgers(0, 0, 1), one_default);
+    assert_int_equal(share_beside_forgers(0, 0, 8), one_default);
+    /* ... and honest b alone as itself */
+    assert_int_equal(share_beside_forgers(0, 0, 0), 300000);
+    /* a verified container counts with the weight from its limits, not its claim */
+    struct gs_lim_claim lie = { { GS_LIM_MAX_WEIGHT, 200000, 1 }, 70 };
+    struct gs_lim_demand d[1];
+    assert_int_equal(gs_lim_trusted_demands(&lie, 1, 1, -1, d), 1);
+    assert_int_equal(d[0].weight, 70);
+    /* the unverified uses together are at most what NVML saw the device busy */
+    struct gs_lim_claim two[2] = { { { 40, 600000, 0 }, 0 }, { { 50, 700000, 0 }, 0 } };
+    assert_int_equal(gs_lim_trusted_demands(two, 2, 0, 800000, d), 1);
+    assert_int_equal(d[0].use_ppm, 800000);
+    assert_int_equal(d[0].weight, 50);
+    assert_false(d[0].wants_more);
+    assert_int_equal(gs_lim_trusted_demands(two, 2, 0, -1, d), 1);
+    assert_int_equal(d[0].use_ppm, GS_LIM_PPM);
+    assert_int_equal(gs_lim_trusted_demands(two, 2, 1, -1, d), 0);
+}
+
 static int pid_is_ours(uint32_t pid, void *ctx)
 {
     (void)ctx;
@@ -1086,6 +1132,7 @@ int main(void)
         cmocka_unit_test(water_filling_gives_the_unused_share_away),
         cmocka_unit_test(share_target_is_weight_over_busy_weights),
         cmocka_unit_test(the_entry_for_users_outside_the_ledger_counts_beside_a_full_ledger),
+        cmocka_unit_test(forged_ledger_members_weigh_no_more_than_one_default_container),
         cmocka_unit_test(nvml_samples_are_averaged_over_timestamps),
         cmocka_unit_test(cap_holds_for_5us_and_50ms_kernels),
         cmocka_unit_test(speed_follows_the_power_headroom),
