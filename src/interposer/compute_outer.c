@@ -308,7 +308,7 @@ static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t 
     uint64_t total = sc.total;
     for (int b = 0; b < nb; b++)
         if (!found[b])
-            total += 100; /* not one of ours: default weight */
+            total += GS_LIM_DEFAULT_WEIGHT; /* not one of ours */
     return total;
 }
 
