@@ -339,10 +339,9 @@ void gs_ledger_publish(struct gs_ledger *l, int slot, uint32_t use_ppm, uint64_t
     ST(&l->f->m[slot].wants_ns, wants_ns);
 }
 
-unsigned gs_ledger_demands(struct gs_ledger *l, uint64_t container, uint64_t since, uint64_t wants_since,
-                           struct gs_lim_demand *out, unsigned max)
+unsigned gs_ledger_claims(struct gs_ledger *l, uint64_t container, uint64_t since, uint64_t wants_since,
+                          struct gs_ledger_claim *out, unsigned max)
 {
-    uint64_t seen[GS_LEDGER_MEMBERS] = { 0 };
     unsigned k = 0;
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
         const struct gs_ledger_member *m = &l->f->m[i];
@@ -350,23 +349,33 @@ unsigned gs_ledger_demands(struct gs_ledger *l, uint64_t container, uint64_t sin
         if (c == 0 || c == container || LD(&m->active_ns) < since)
             continue;
         uint32_t w = LD(&m->weight), use = LD(&m->use_ppm);
-        w = w > 65535 ? 65535 : w;
-        use = use > 1000000 ? 1000000 : use;
+        w = w > GS_LIM_MAX_WEIGHT ? GS_LIM_MAX_WEIGHT : w;
+        use = use > GS_LIM_PPM ? GS_LIM_PPM : use;
         int wants = LD(&m->wants_ns) >= wants_since;
         unsigned j = 0;
-        while (j < k && seen[j] != c)
+        while (j < k && out[j].container != c)
             j++;
         if (j == k) {
             if (k == max)
                 continue;
-            seen[k] = c;
-            out[k++] = (struct gs_lim_demand){ w, use, wants };
+            out[k++] = (struct gs_ledger_claim){ c, { w, use, wants } };
         } else {
-            out[j].use_ppm = use > out[j].use_ppm ? use : out[j].use_ppm;
-            out[j].wants_more |= wants;
+            out[j].d.use_ppm = use > out[j].d.use_ppm ? use : out[j].d.use_ppm;
+            out[j].d.wants_more |= wants;
         }
     }
     return k;
+}
+
+unsigned gs_ledger_demands(struct gs_ledger *l, uint64_t container, uint64_t since, uint64_t wants_since,
+                           struct gs_lim_demand *out, unsigned max)
+{
+    struct gs_ledger_claim c[GS_LEDGER_MEMBERS];
+    unsigned n =
+        gs_ledger_claims(l, container, since, wants_since, c, max < GS_LEDGER_MEMBERS ? max : GS_LEDGER_MEMBERS);
+    for (unsigned i = 0; i < n; i++)
+        out[i] = c[i].d;
+    return n;
 }
 
 uint64_t gs_ledger_busy_weight(struct gs_ledger *l, uint64_t container, uint64_t since)

@@ -105,14 +105,27 @@ int gs_ledger_has_pid(struct gs_ledger *l, uint64_t container, int32_t pid);
 
 /* The containers other than container that showed demand since `since`,
  * one entry each (weight, the most recent use, whether any of its members
- * waited for tokens since wants_since), at most max. Returns how many. */
+ * waited for tokens since wants_since), at most max. Returns how many.
+ * Weights and uses are what the members wrote, brought into the legal
+ * range (GS_LIM_MAX_WEIGHT, GS_LIM_PPM): claims, not facts
+ * (gs_lim_trusted_demands). */
 unsigned gs_ledger_demands(struct gs_ledger *l, uint64_t container, uint64_t since, uint64_t wants_since,
                            struct gs_lim_demand *out, unsigned max);
+
+/* The same with each entry's container id, to check it against what the
+ * container's own files say. */
+struct gs_ledger_claim {
+    uint64_t container;
+    struct gs_lim_demand d;
+};
+unsigned gs_ledger_claims(struct gs_ledger *l, uint64_t container, uint64_t since, uint64_t wants_since,
+                          struct gs_ledger_claim *out, unsigned max);
 
 /* What gs_ledger_open_window decided. */
 struct gs_ledger_turn {
     uint32_t claim_ppm; /* in: the part of the GPU the container is allowed now (its
-                          * token rate): the size of its slot in the frame */
+                          * token rate): the size of its slot in the frame; 0: it
+                          * takes no slot, and its turns are first come */
     int took;           /* the window holds the turn */
     uint32_t seq;       /* not taken: the value to pass gs_ledger_wait */
     uint64_t slot_end;  /* taken in the frame's slot of its container (turn_frame.h): the

@@ -416,31 +416,34 @@ uint32_t gs_lim_share_target(unsigned weight, uint64_t busy_others_weight)
     return (uint32_t)((uint64_t)weight * GS_LIM_PPM / (weight + busy_others_weight));
 }
 
+/* Whether other i settles at the water level left / wsum: it wants no more
+ * than it uses, and uses no more than its weight's part of what is left. */
+static int settles(const struct gs_lim_demand *o, uint64_t left, uint64_t wsum)
+{
+    return !o->wants_more && (unsigned __int128)o->use_ppm * wsum <= (unsigned __int128)left * o->weight;
+}
+
 uint32_t gs_lim_share_fill(unsigned weight, const struct gs_lim_demand *others, unsigned n)
 {
-    /* water-filling: settle every tenant whose use fits under its weight's
-     * share of what is left, until none does */
-    uint64_t left = GS_LIM_PPM, wsum = weight ? weight : 1;
+    /* water-filling: the level only rises as tenants under it settle, so
+     * the settled set is recomputed at each level until it stays the same
+     * (no per-entry state: any n) */
+    uint64_t all = weights_of(weight, others, n), left = GS_LIM_PPM, wsum = all;
     unsigned settled = 0;
-    uint8_t done[64] = { 0 };
-    if (n > 64)
-        n = 64;
-    for (unsigned i = 0; i < n; i++)
-        wsum += others[i].weight;
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (unsigned i = 0; i < n; i++) {
-            if (done[i] || others[i].wants_more)
-                continue;
-            uint64_t fair = left * others[i].weight / wsum;
-            if (others[i].use_ppm <= fair) {
-                done[i] = 1;
-                settled++;
-                left -= others[i].use_ppm < left ? others[i].use_ppm : left;
-                wsum -= others[i].weight;
-                changed = 1;
+    for (;;) {
+        uint64_t used = 0, wset = 0;
+        unsigned k = 0;
+        for (unsigned i = 0; i < n; i++)
+            if (settles(&others[i], left, wsum)) {
+                used += others[i].use_ppm;
+                wset += others[i].weight;
+                k++;
             }
-        }
+        if (k == settled)
+            break;
+        settled = k;
+        left = used < GS_LIM_PPM ? GS_LIM_PPM - used : 0;
+        wsum = all - wset;
     }
     if (settled == n)
         return GS_LIM_PPM; /* nobody else wants more than they use */
@@ -479,4 +482,158 @@ uint64_t gs_lim_aggregate(const struct gs_lim_sample *s, unsigned n, uint64_t si
     *our_ppm = (int64_t)(o > GS_LIM_PPM ? GS_LIM_PPM : o);
     *others_ppm = (int64_t)(x > GS_LIM_PPM ? GS_LIM_PPM : x);
     return newest;
+}
+
+/* How the outer run may learn: what it sees of the device and the others. */
+struct outer_view {
+    unsigned nb;     /* others of the ledger whose GPU time can blur ours */
+    int bounded;     /* capped, on a device busy well under the cap */
+    int per_process; /* NVML's per-process split measures us */
+    int learn;       /* anything to learn at all */
+};
+
+static struct outer_view outer_view_of(const struct gs_lim_account *a, const struct gs_outer_in *in)
+{
+    struct outer_view v;
+    int64_t our = in->our_ppm, dev = in->dev_ppm;
+    /* a notebook that runs a small kernel now and then is active but does
+     * not blur anyone's time (gs_lim_count_busy) */
+    v.nb = gs_lim_count_busy(in->dem, in->ndem);
+    v.bounded = v.nb > 0 && a->mode == GS_LIM_CAP && dev >= 0 && gs_lim_bound_holds((uint64_t)dev, a->limit_pct);
+    /* per-process smUtil adding up to more than the device was busy is
+     * occupancy, not a share; beside busy ledger members the split is no
+     * measure either (docs/compute.md, "The contention correction") */
+    int occupancy_like = our >= 0 && in->others_ppm >= 0 && dev >= 0 && our + in->others_ppm > dev + GS_LIM_BUSY_PPM;
+    v.per_process = our >= 0 && !(our == 0 && in->occ_ppm >= 4 * GS_LIM_BUSY_PPM) && !occupancy_like && v.nb == 0;
+    /* the outer loop slept with us: NVML's samples and our busy time cover
+     * different spans */
+    v.learn = in->interval_ns <= 2 * GS_LIM_OUTER_NS && (v.per_process || dev >= 0 || v.nb > 0);
+    return v;
+}
+
+/* c, and the others' use where only the device's busy time tells it. */
+static uint32_t outer_correction(const struct gs_lim_account *a, const struct gs_outer_in *in,
+                                 const struct outer_view *v, int64_t *others)
+{
+    uint32_t old = LD(&a->corr_ppm);
+    int64_t dev = in->dev_ppm;
+    if (!v->learn)
+        return old ? old : GS_LIM_PPM;
+    if (v->per_process)
+        return gs_lim_correction(old, in->our_ppm, in->occ_ppm);
+    if (v->bounded)
+        return gs_lim_correction_bound(old, (uint64_t)dev, in->occ_ppm);
+    /* share containers that do not take turns time-slice: what both counted
+     * beyond the device's busy time is split */
+    if (v->nb > 0 && a->mode == GS_LIM_SHARE && dev >= 0 &&
+        !(gs_lim_throttled(a, in->now) && gs_lim_any_wants_more(in->dem, in->ndem)))
+        return gs_lim_correction_overlap(old, in->occ_ppm, in->dem, in->ndem, (uint64_t)dev);
+    /* throttled ledger members take turns: nothing overlaps their windows */
+    if (v->nb > 0)
+        return GS_LIM_PPM;
+    /* the device was busy at least as long as NVML says we were */
+    int64_t seen_busy = in->our_ppm > dev ? in->our_ppm : dev;
+    if (*others < 0)
+        *others = dev > (int64_t)in->occ_ppm ? dev - (int64_t)in->occ_ppm : 0;
+    return gs_lim_correction_device(old, (uint64_t)seen_busy, in->occ_ppm);
+}
+
+/* The use we publish: NVML's figure where it measures us, the device's
+ * busy time while we run free (the most we can have used), else what we
+ * were charged. */
+static uint64_t outer_use(const struct gs_lim_account *a, const struct gs_outer_in *in, const struct outer_view *v,
+                          uint32_t corr)
+{
+    uint64_t charged = in->occ_ppm * corr / GS_LIM_PPM;
+    uint64_t use = v->per_process          ? (uint64_t)in->our_ppm
+                   : gs_lim_unthrottled(a) ? (uint64_t)(in->dev_ppm > 0 ? in->dev_ppm : 0)
+                   : v->bounded            ? gs_lim_bound_use(charged, (uint64_t)in->dev_ppm, in->dem, in->ndem)
+                                           : charged;
+    return use > GS_LIM_PPM ? GS_LIM_PPM : use;
+}
+
+/* Share mode, work-conserving: the others of the ledger by their demand,
+ * the GPU users outside it as one more that wants more; beside anyone the
+ * container keeps its windows (GS_LIM_SHARE_MEASURED) to measure its use. */
+static uint32_t outer_share_target(const struct gs_lim_account *a, const struct gs_outer_in *in)
+{
+    struct gs_lim_demand all[GS_LIM_MAX_DEMANDS + 1];
+    unsigned n = in->ndem < GS_LIM_MAX_DEMANDS ? in->ndem : GS_LIM_MAX_DEMANDS;
+    for (unsigned i = 0; i < n; i++)
+        all[i] = in->dem[i];
+    if (in->outside_weight)
+        all[n++] = (struct gs_lim_demand){ (uint32_t)(in->outside_weight > 65535 ? 65535 : in->outside_weight), 0, 1 };
+    if (n == 0)
+        return GS_LIM_PPM;
+    uint32_t target = gs_lim_share_fill(a->weight, all, n);
+    return target > GS_LIM_SHARE_MEASURED ? GS_LIM_SHARE_MEASURED : target;
+}
+
+void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_in *in, struct gs_outer_out *out)
+{
+    struct outer_view v = outer_view_of(a, in);
+    int64_t others = in->others_ppm, dev = in->dev_ppm;
+    out->fine_probe = v.nb > 0 && !v.bounded;
+    out->corr = outer_correction(a, in, &v, &others);
+    uint64_t use = outer_use(a, in, &v, out->corr);
+    out->use_ppm = (uint32_t)use;
+    out->others_ppm = (uint32_t)(others < 0 ? 0 : others);
+    out->dev_ppm = (uint32_t)(dev < 0 ? 0 : dev);
+    out->speed = LD(&a->speed_ppm);
+    if (in->power_mw >= 0 && in->limit_mw > 0 && dev >= 0)
+        out->speed =
+            gs_lim_speed(out->speed, (uint64_t)in->power_mw, (uint64_t)in->limit_mw,
+                         gs_lim_device_busy((uint64_t)dev, use, in->dem, in->ndem), in->occ_ppm, in->power_exp_milli);
+    int share = a->mode == GS_LIM_SHARE;
+    /* held back by nobody it never waits, yet it can want more
+     * (gs_lim_share_wants_more) */
+    out->wants_ns = LD(&a->throttled_ns);
+    if (share && LD(&a->rate_ppm) >= GS_LIM_SHARE_MEASURED &&
+        gs_lim_share_wants_more(a->weight, use, in->occ_ppm, in->dem, in->ndem))
+        out->wants_ns = in->now;
+    out->yield = share && in->yield_on && gs_lim_yields(a->weight, use, in->dem, in->ndem);
+    out->target = share ? outer_share_target(a, in) : LD(&a->rate_ppm);
+}
+
+uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out *out, uint64_t now)
+{
+    ST(&a->corr_ppm, out->corr);
+    ST(&a->speed_ppm, out->speed);
+    ST(&a->dev_ppm, out->dev_ppm);
+    ST(&a->use_ppm, out->use_ppm);
+    ST(&a->others_ppm, out->others_ppm);
+    if (a->mode != GS_LIM_SHARE)
+        return LD(&a->rate_ppm);
+    uint32_t old = __atomic_exchange_n(&a->rate_ppm, out->target, __ATOMIC_RELAXED);
+    if (old >= GS_LIM_SHARE_MEASURED && out->target < GS_LIM_SHARE_MEASURED) {
+        ST(&a->tokens, (int64_t)0);
+        ST(&a->refill_ns, now);
+    }
+    return old;
+}
+
+unsigned gs_lim_trusted_demands(const struct gs_lim_claim *c, unsigned n, int drop_unverified, int64_t dev_ppm,
+                                struct gs_lim_demand *out)
+{
+    struct gs_lim_demand rest = { 0, 0, 0 };
+    uint64_t rest_use = 0;
+    unsigned k = 0, unverified = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (c[i].verified_weight) {
+            out[k] = c[i].d;
+            out[k++].weight = c[i].verified_weight;
+            continue;
+        }
+        unverified++;
+        rest.weight = c[i].d.weight > rest.weight ? c[i].d.weight : rest.weight;
+        rest_use += c[i].d.use_ppm;
+        rest.wants_more |= c[i].d.wants_more;
+    }
+    if (unverified == 0 || drop_unverified)
+        return k;
+    uint64_t seen = dev_ppm >= 0 && (uint64_t)dev_ppm < GS_LIM_PPM ? (uint64_t)dev_ppm : GS_LIM_PPM;
+    rest.weight = rest.weight < GS_LIM_DEFAULT_WEIGHT ? rest.weight : GS_LIM_DEFAULT_WEIGHT;
+    rest.use_ppm = (uint32_t)(rest_use < seen ? rest_use : seen);
+    out[k++] = rest;
+    return k;
 }

@@ -41,6 +41,9 @@
 #define GS_LIM_IDLE_POWER_PPM 150000U        /* power drawn busy-idle: 15 % of the limit */
 #define GS_LIM_DEFAULT_POWER_EXP 380U        /* thousandths; see gs_lim_speed */
 
+#define GS_LIM_MAX_WEIGHT 10000U   /* GPUSLICE_SHARE_WEIGHT's ceiling (config_keys.def) */
+#define GS_LIM_DEFAULT_WEIGHT 100U /* ... and its default, the node agent's ceiling */
+
 enum gs_lim_mode { GS_LIM_CAP = 0, GS_LIM_SHARE = 1 };
 
 /* Shared by all processes of a container, per device; exactly the 15 words
@@ -361,6 +364,64 @@ int gs_lim_yields(unsigned weight, uint64_t use_ppm, const struct gs_lim_demand 
  * its limit then passed for duty-cycled work running fast, and s = 1.04-1.08
  * charged both for time they did not get. */
 uint64_t gs_lim_device_busy(uint64_t dev_ppm, uint64_t our_use_ppm, const struct gs_lim_demand *others, unsigned n);
+
+/* What the other containers' members of the device ledger count for in
+ * share mode's water-filling and the corrections: the ledger is a file
+ * every tenant can write, so its entries are claims (docs/security.md,
+ * finding 4). A claim whose container we could verify (its region beside
+ * ours, with a live process) counts with the weight from its limits
+ * (verified_weight), whatever its member wrote. The unverifiable ones count
+ * together as one container of at most the default weight (their uses
+ * summed, at most what NVML saw the device busy: dev_ppm, -1 unknown;
+ * wanting more if any does), or not at all where every honest member is
+ * verifiable (drop_unverified: the ledger lies beside the regions). So no
+ * tenant, however many members it forges, weighs more than one default
+ * container. Returns the entries written to out (at most n). */
+struct gs_lim_claim {
+    struct gs_lim_demand d;   /* as its member wrote it */
+    uint32_t verified_weight; /* its weight from its limits; 0: not verified */
+};
+unsigned gs_lim_trusted_demands(const struct gs_lim_claim *c, unsigned n, int drop_unverified, int64_t dev_ppm,
+                                struct gs_lim_demand *out);
+
+/* The outer loop's decision (docs/compute.md, "The outer loop"): what one
+ * run learnt, gathered by compute_outer.c from NVML, our events and the
+ * device ledger, and what it makes of it. The decision is pure, so that
+ * the unit tests drive the same one. */
+
+/* The most other containers of the device ledger one run weighs; the
+ * GPU users outside the ledger (NVML) take one entry more. */
+#define GS_LIM_MAX_DEMANDS 64
+
+struct gs_outer_in {
+    uint64_t now, interval_ns;           /* this run, and the time since the last */
+    uint64_t occ_ppm;                    /* our busy time over the interval, by our events */
+    int64_t our_ppm, others_ppm;         /* NVML's per-process split; -1: unknown */
+    int64_t dev_ppm, power_mw, limit_mw; /* NVML's device readings; -1: unknown */
+    unsigned power_exp_milli;            /* gs_lim_speed's exponent */
+    int yield_on;                        /* GPUSLICE_SHARE_YIELD_US is set */
+    const struct gs_lim_demand *dem;     /* the other containers of the ledger active lately */
+    unsigned ndem;                       /* at most GS_LIM_MAX_DEMANDS */
+    uint64_t outside_weight;             /* share mode: weights of busy GPU users outside the ledger */
+};
+
+struct gs_outer_out {
+    uint32_t corr, speed;                  /* c and s */
+    uint32_t use_ppm, others_ppm, dev_ppm; /* published in the account (use also in the ledger) */
+    uint64_t wants_ns;                     /* published in the ledger: when we last wanted more */
+    uint32_t target;                       /* share mode: the rate from now on */
+    int fine_probe;                        /* the gap probe looks at short gaps (gs_compute_fine_probe) */
+    int yield;                             /* keep the queue shallow (gs_lim_yields) */
+};
+
+/* Decides c, s, our published use and demand, and in share mode the
+ * target, from the account a as it stands and what the run gathered. */
+void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_in *in, struct gs_outer_out *out);
+
+/* Stores the decision in the account; a share target that starts holding
+ * the container back starts it from an empty account. Returns the rate it
+ * replaced. */
+uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out *out, uint64_t now);
 
 /* NVML sample aggregation: the mean, over distinct sample timestamps, of the
  * summed smUtil of the samples whose pid is_ours() says belong to us, and of

@@ -20,12 +20,13 @@ static struct gs_ledger *led[GS_REGION_MAX_DEVICES];
 static int led_slot[GS_REGION_MAX_DEVICES];
 static unsigned led_gen[GS_REGION_MAX_DEVICES]; /* gs_rt_fork_generation + 1 when joined */
 static uint64_t led_container;
+static int led_beside; /* the ledger directory is the region's (gs_compute_ledger_beside_regions) */
 
 /* A container is its region file: the same (device, inode) for all its
  * processes, whatever their mount namespace (bind mounts keep both). The
  * device counts too: the flat layout's directory and the node agent's can
  * lie on different filesystems, whose inode numbers collide. */
-static uint64_t container_id(const struct stat *st)
+uint64_t gs_compute_ledger_container_id(const struct stat *st)
 {
     uint64_t x = (uint64_t)st->st_ino ^ ((uint64_t)st->st_dev * 0x9E3779B97F4A7C15ULL);
     x ^= x >> 31;
@@ -40,8 +41,13 @@ static int ledger_dir(char *dir, size_t len, struct stat *region)
 {
     if (gs_rt_region_dir(dir, len, region) != 0)
         return -1;
-    if (gs_rt.cfg.ledger_dir[0])
+    struct stat own, shared;
+    led_beside = 1;
+    if (gs_rt.cfg.ledger_dir[0]) {
+        led_beside = stat(dir, &own) == 0 && stat(gs_rt.cfg.ledger_dir, &shared) == 0 && own.st_dev == shared.st_dev &&
+                     own.st_ino == shared.st_ino;
         snprintf(dir, len, "%s", gs_rt.cfg.ledger_dir);
+    }
     return 0;
 }
 
@@ -60,7 +66,7 @@ void gs_compute_ledger_join(struct gs_region *r, int d)
         char dir[sizeof gs_rt.cfg.region_path], path[sizeof dir + GS_REGION_UUID_LEN + 16], err[512] = "";
         struct stat st;
         if (ledger_dir(dir, sizeof dir, &st) == 0) {
-            led_container = container_id(&st);
+            led_container = gs_compute_ledger_container_id(&st);
             char uuid[GS_REGION_UUID_LEN + 1];
             snprintf(uuid, sizeof uuid, "%.*s", GS_REGION_UUID_LEN, r->dev[d].uuid);
             if (gs_statedir_ledger_path(path, sizeof path, dir, uuid) == 0)
@@ -82,11 +88,17 @@ struct gs_ledger *gs_compute_ledger_of(int d, int *slot)
     return *slot >= 0 ? led[d] : NULL;
 }
 
-unsigned gs_compute_ledger_demands(int d, uint64_t since, uint64_t wants_since, struct gs_lim_demand *out, unsigned max)
+unsigned gs_compute_ledger_claims(int d, uint64_t since, uint64_t wants_since, struct gs_ledger_claim *out,
+                                  unsigned max)
 {
     int slot;
     struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
-    return l ? gs_ledger_demands(l, led_container, since, wants_since, out, max) : 0;
+    return l ? gs_ledger_claims(l, led_container, since, wants_since, out, max) : 0;
+}
+
+int gs_compute_ledger_beside_regions(void)
+{
+    return led_beside;
 }
 
 void gs_compute_ledger_publish(int d, uint32_t use_ppm, uint64_t wants_ns)

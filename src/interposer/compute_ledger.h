@@ -6,6 +6,7 @@
 #define GPUSLICE_COMPUTE_LEDGER_H
 
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "../core/ledger.h"
 #include "../core/region.h"
@@ -27,8 +28,15 @@ int gs_compute_ledger_has_pid(int d, uint32_t pid);
 /* The other containers of device d's ledger that showed demand since
  * `since` (wants_more: waited for tokens since wants_since), and our own
  * container's use and last wait published for them. */
-unsigned gs_compute_ledger_demands(int d, uint64_t since, uint64_t wants_since, struct gs_lim_demand *out,
-                                   unsigned max);
+unsigned gs_compute_ledger_claims(int d, uint64_t since, uint64_t wants_since, struct gs_ledger_claim *out,
+                                  unsigned max);
+
+/* The ledger id of the container whose region file is st. */
+uint64_t gs_compute_ledger_container_id(const struct stat *st);
+
+/* Whether the ledgers lie in our region's own directory (the flat layout),
+ * where every container that may join them has its region beside ours. */
+int gs_compute_ledger_beside_regions(void);
 void gs_compute_ledger_publish(int d, uint32_t use_ppm, uint64_t wants_ns);
 
 /* Whether our container takes turns on device d: held to its limit, or a

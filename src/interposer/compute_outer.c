@@ -1,11 +1,14 @@
 /*
  * The limiter's slow outer loop, run by one process of the container at a
  * time (claimed by CAS on the account's outer_next_ns), at most every
- * GS_LIM_OUTER_NS:
- * - reads NVML per-process utilisation since the last run and splits it into
- *   ours (pids of our region's live processes) and the others';
- * - updates the contention correction c (limiter.c, gs_lim_correction);
- * - in share mode, sets the target share from the weights of the busy others:
+ * GS_LIM_OUTER_NS, in three steps: outer_gather reads the account, NVML and
+ * the device ledger; gs_lim_outer_decide (limiter.c, pure) decides c, s,
+ * the use to publish and the share target; outer_publish stores them.
+ * What it gathers:
+ * - NVML per-process utilisation since the last run, split into ours (pids
+ *   of our region's live processes) and the others';
+ * - the other containers of the device ledger and their demand;
+ * - in share mode, the weights of the busy GPU users outside the ledger:
  *   a busy pid that belongs to a sibling region (another container's state
  *   file in the same directory, read as a private snapshot) counts with that
  *   container's weight, any other busy pid (an MPS server excepted) with the
@@ -154,6 +157,18 @@ static int is_mps_server(uint32_t pid)
     return strcmp(base ? base + 1 : name, "nvidia-cuda-mps-server") == 0;
 }
 
+/* The weight another container's region gives it on device uuid: its share
+ * weight, or its cap if capped; the default where it has no limit there. */
+static uint32_t region_weight(const struct gs_region *o, const char *uuid)
+{
+    for (uint32_t dd = 0; dd < o->ndevices && dd < GS_REGION_MAX_DEVICES; dd++)
+        if (strncmp(o->dev[dd].uuid, uuid, GS_REGION_UUID_LEN) == 0 && o->dev[dd].lim.configured == 1) {
+            uint32_t w = gs_lim_weight(&o->dev[dd].lim);
+            return w > GS_LIM_MAX_WEIGHT ? GS_LIM_MAX_WEIGHT : w;
+        }
+    return GS_LIM_DEFAULT_WEIGHT;
+}
+
 /* One sibling region met by the scan: adds its weight when one of the busy
  * pids belongs to it. */
 struct sibling_scan {
@@ -189,18 +204,65 @@ static int weigh_sibling(const char *path, const char *key, void *arg)
                 break;
             }
     }
-    if (hit) {
-        uint64_t w = 100;
-        for (uint32_t dd = 0; dd < o->ndevices; dd++)
-            if (strncmp(o->dev[dd].uuid, sc->uuid, GS_REGION_UUID_LEN) == 0 && o->dev[dd].lim.configured == 1) {
-                const struct gs_lim_account *oa = &o->dev[dd].lim;
-                w = oa->mode == GS_LIM_SHARE ? oa->weight : oa->limit_pct;
-                break;
-            }
-        sc->total += w;
-    }
+    if (hit)
+        sc->total += region_weight(o, sc->uuid);
     gs_region_view_free(v);
     return 0;
+}
+
+/* The ledger's claims checked against the regions beside ours: a claim
+ * whose container id is a region there with a live process counts with the
+ * weight that region gives it (gs_lim_trusted_demands). */
+struct claim_check {
+    const struct gs_ledger_claim *claim;
+    struct gs_lim_claim *out;
+    unsigned n;
+    const char *uuid;
+};
+
+static int verify_sibling(const char *path, const char *key, void *arg)
+{
+    (void)key;
+    struct claim_check *cc = arg;
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return 0;
+    uint64_t id = gs_compute_ledger_container_id(&sb);
+    unsigned i = 0;
+    while (i < cc->n && cc->claim[i].container != id)
+        i++;
+    char err[256];
+    struct gs_region_view *v = i < cc->n ? gs_region_view_open(path, err, sizeof err) : NULL;
+    if (!v)
+        return 0;
+    for (int p = 0; p < GS_REGION_MAX_PROCS; p++)
+        if (gs_region_view_alive(v, p)) {
+            uint32_t w = region_weight(&v->r, cc->uuid);
+            cc->out[i].verified_weight = w ? w : 1; /* weight 0 (no cap): still verified */
+            break;
+        }
+    gs_region_view_free(v);
+    return 0;
+}
+
+/* The other containers of device d's ledger active since `since`, as much
+ * as their claims can be trusted, into dem. */
+static unsigned trusted_demands(int d, const char *uuid, uint64_t now, int64_t dev_ppm, struct gs_lim_demand *dem)
+{
+    struct gs_ledger_claim claim[GS_LIM_MAX_DEMANDS];
+    struct gs_lim_claim checked[GS_LIM_MAX_DEMANDS];
+    unsigned n =
+        gs_compute_ledger_claims(d, now - 2 * GS_LIM_OUTER_NS, now - GS_LIM_THROTTLED_NS, claim, GS_LIM_MAX_DEMANDS);
+    if (n == 0)
+        return 0;
+    for (unsigned i = 0; i < n; i++)
+        checked[i] = (struct gs_lim_claim){ claim[i].d, 0 };
+    struct claim_check cc = { .claim = claim, .out = checked, .n = n, .uuid = uuid };
+    char dir[sizeof gs_rt.cfg.region_path];
+    struct stat self;
+    if (gs_rt_region_dir(dir, sizeof dir, &self) == 0)
+        gs_statedir_each_region(dir, verify_sibling, &cc);
+    return gs_lim_trusted_demands(checked, n, gs_compute_ledger_beside_regions(), dev_ppm, dem);
 }
 
 /* Sum of the weights of the busy others (share mode) on device dev that
@@ -246,7 +308,7 @@ static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t 
     uint64_t total = sc.total;
     for (int b = 0; b < nb; b++)
         if (!found[b])
-            total += 100; /* not one of ours: default weight */
+            total += GS_LIM_DEFAULT_WEIGHT; /* not one of ours */
     return total;
 }
 
@@ -268,169 +330,86 @@ int gs_compute_yield(int dev)
     return flag_of(yield_queue, dev);
 }
 
-/* One run of the outer loop, by the thread that won this period's turn. */
-static void outer_run(struct gs_region *r, int d, uint64_t now)
+/* The outer loop's state, private to the thread that runs it (outer_lock):
+ * the NVML samples read and the pids of our region's live processes. */
+static pthread_mutex_t outer_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gs_lim_sample samples[MAX_SAMPLES];
+static struct pidset ours;
+
+/* What one run gathers besides its decision's input: where to publish it. */
+struct outer_gathered {
+    struct gs_outer_in in;
+    struct gs_lim_demand dem[GS_LIM_MAX_DEMANDS];
+    char uuid[GS_REGION_UUID_LEN];
+    int first_look; /* the samples are history from before we started */
+};
+static struct outer_gathered gathered; /* outer_lock */
+
+/* Reads the account, NVML and the device ledger for account a of device d
+ * (outer_lock held). */
+static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_gathered *g)
 {
     struct gs_lim_account *a = &r->dev[d].lim;
+    struct gs_outer_in *in = &g->in;
     uint64_t last = __atomic_exchange_n(&a->outer_last_ns, now, __ATOMIC_RELAXED);
     uint64_t occ = __atomic_load_n(&a->occ_ns, __ATOMIC_RELAXED);
     uint64_t occ_d = occ - __atomic_exchange_n(&a->outer_occ_mark, occ, __ATOMIC_RELAXED);
-    uint64_t interval = now > last ? now - last : 1;
-    uint64_t occ_ppm = (uint64_t)((unsigned __int128)occ_d * GS_LIM_PPM / interval);
-
-    static struct gs_lim_sample samples[MAX_SAMPLES];
-    static struct pidset ours;
-    static pthread_mutex_t outer_lock = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&outer_lock);
-    char uuid[GS_REGION_UUID_LEN];
-    memcpy(uuid, r->dev[d].uuid, sizeof uuid);
-    uuid[sizeof uuid - 1] = '\0';
+    *in = (struct gs_outer_in){ .now = now, .interval_ns = now > last ? now - last : 1 };
+    in->occ_ppm = (uint64_t)((unsigned __int128)occ_d * GS_LIM_PPM / in->interval_ns);
+    memcpy(g->uuid, r->dev[d].uuid, sizeof g->uuid);
+    g->uuid[sizeof g->uuid - 1] = '\0';
     uint64_t seen = __atomic_load_n(&a->nvml_seen_us, __ATOMIC_RELAXED);
     struct devinfo di;
     uint64_t read_from = gs_compute_now();
-    unsigned n = read_samples(uuid, seen, samples, &di);
+    unsigned n = read_samples(g->uuid, seen, samples, &di);
     gs_cost_add(GS_COST_NVML, gs_compute_now() - read_from);
-    int64_t dev_ppm = di.busy_ppm;
     live_pids(r, &ours);
-    int64_t our = -1, others = -1;
-    uint64_t newest = gs_lim_aggregate(samples, n, seen, in_set, &ours, &our, &others);
+    uint64_t newest = gs_lim_aggregate(samples, n, seen, in_set, &ours, &in->our_ppm, &in->others_ppm);
     __atomic_store_n(&a->nvml_seen_us, newest, __ATOMIC_RELAXED);
-    if (seen == 0 && n > 0) {
-        /* first look: the samples are history from before we started */
-        pthread_mutex_unlock(&outer_lock);
+    g->first_look = seen == 0 && n > 0;
+    if (g->first_look)
         return;
-    }
-
-    uint32_t old_corr = __atomic_load_n(&a->corr_ppm, __ATOMIC_RELAXED);
-    uint32_t corr;
-    /* Per-process smUtil that adds up to more than the device was busy counts
-     * time-sliced-out time as busy (an H200 under time-slicing: 29 % + 75 %
-     * against 79 % busy): it is occupancy, not a share, and says nothing
-     * about contention. Then, as without per-process samples (or without
-     * our pids in them), c comes from device utilisation. */
-    int occupancy_like = our >= 0 && others >= 0 && dev_ppm >= 0 && our + others > dev_ppm + GS_LIM_BUSY_PPM;
+    in->dev_ppm = di.busy_ppm;
+    in->power_mw = di.power_mw;
+    in->limit_mw = di.limit_mw;
+    in->power_exp_milli = gs_rt.cfg.power_exp_milli;
+    in->yield_on = gs_rt.cfg.share_yield_us != 0;
     gs_compute_ledger_reap(d);
     /* the other containers of the device ledger active in the last two runs */
-    struct gs_lim_demand dem[65];
-    unsigned nd = gs_compute_ledger_demands(d, now - 2 * GS_LIM_OUTER_NS, now - GS_LIM_THROTTLED_NS, dem, 64);
-    /* ... of which those whose GPU time can blur ours: a notebook that runs
-     * a small kernel now and then is active but not among them (beside one,
-     * an H100 decoder probed after every kernel and lost 30 % of its speed) */
-    unsigned nb = gs_lim_count_busy(dem, nd);
-    /* a capped container on a device busy well under its cap cannot reach
-     * the cap, whoever's kernels kept it busy: no fine probe there, and c
-     * from the device's busy time (gs_lim_bound_holds) */
-    int bounded =
-        nb > 0 && a->mode == GS_LIM_CAP && dev_ppm >= 0 && gs_lim_bound_holds((uint64_t)dev_ppm, a->limit_pct);
-    __atomic_store_n(&fine_probe[d], (uint8_t)(nb > 0 && !bounded), __ATOMIC_RELAXED);
-    /* Beside active containers of the device ledger NVML's per-process split
-     * is no measure: an H100 gave each 250 ms sample the whole device's busy
-     * time to one of two tenants and 0 to the other (c rose to 1.4 for the
-     * one it favoured, which then got 0.58 instead of its cap of 0.70, and a
-     * light tenant published the whole device as its use). There our events
-     * alone measure us: throttled containers take turns, and the probe looks
-     * at CPU gaps from GS_LIM_FINE_GAP_NS (compute_limiter.c), so that a
-     * decoder's gaps between its small kernels are not counted busy (unless
-     * bounded, above). */
-    int per_process = our >= 0 && !(our == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM) && !occupancy_like && nb == 0;
-    /* the outer loop slept with us (no launches): NVML's samples and our
-     * busy time cover different spans; without NVML nothing to learn either */
-    int learn = interval <= 2 * GS_LIM_OUTER_NS && (per_process || dev_ppm >= 0 || nb > 0);
-    if (!learn) {
-        corr = old_corr ? old_corr : GS_LIM_PPM;
-    } else if (per_process) {
-        /* NVML's own measure of our kernels' time against what our events
-         * counted busy: takes out the short gaps between our kernels and
-         * the time another context time-sliced the GPU away from us */
-        corr = gs_lim_correction(old_corr, our, occ_ppm);
-    } else if (bounded) {
-        corr = gs_lim_correction_bound(old_corr, (uint64_t)dev_ppm, occ_ppm);
-    } else if (nb > 0 && a->mode == GS_LIM_SHARE && dev_ppm >= 0 &&
-               !(gs_lim_throttled(a, now) && gs_lim_any_wants_more(dem, nd))) {
-        /* share containers that do not take turns (turns are only between
-         * containers that are all held to their share) time-slice: what
-         * both counted beyond the device's busy time is split
-         * (gs_lim_correction_overlap). With c = 1 a decoder beside training
-         * counted the training's slices, went over its share and waited,
-         * and the training was held to what the decoder seemed to use */
-        corr = gs_lim_correction_overlap(old_corr, occ_ppm, dem, nd, (uint64_t)dev_ppm);
-    } else if (nb > 0) {
-        /* other containers active in our device ledger (above); device
-         * utilisation mixes their time with ours too. Throttled ones take
-         * turns, so nothing overlaps their windows (an H100's utilisation
-         * read 0.76-0.97 while two of them kept it full: no measure of the
-         * overlap there); a capped light one is charged the overlap (it gets
-         * less, never more than its cap) */
-        corr = GS_LIM_PPM;
-    } else {
-        /* the device's last sample period is a snapshot: it was busy at least
-         * as long as NVML's per-process samples say we were */
-        int64_t seen_busy = our > dev_ppm ? our : dev_ppm;
-        corr = gs_lim_correction_device(old_corr, (uint64_t)seen_busy, occ_ppm);
-        if (others < 0)
-            others = dev_ppm > (int64_t)occ_ppm ? dev_ppm - (int64_t)occ_ppm : 0;
-    }
-    __atomic_store_n(&a->corr_ppm, corr, __ATOMIC_RELAXED);
-    /* running free we measure nothing ourselves: the device's busy time is
-     * the most we can have used */
-    uint64_t use = per_process             ? (uint64_t)our
-                   : gs_lim_unthrottled(a) ? (uint64_t)(dev_ppm > 0 ? dev_ppm : 0)
-                   : bounded               ? gs_lim_bound_use(occ_ppm * corr / GS_LIM_PPM, (uint64_t)dev_ppm, dem, nd)
-                                           : occ_ppm * corr / GS_LIM_PPM;
-    if (use > GS_LIM_PPM)
-        use = GS_LIM_PPM;
-    uint32_t speed = __atomic_load_n(&a->speed_ppm, __ATOMIC_RELAXED);
-    if (di.power_mw >= 0 && di.limit_mw > 0 && dev_ppm >= 0)
-        speed = gs_lim_speed(speed, (uint64_t)di.power_mw, (uint64_t)di.limit_mw,
-                             gs_lim_device_busy((uint64_t)dev_ppm, use, dem, nd), occ_ppm, gs_rt.cfg.power_exp_milli);
-    __atomic_store_n(&a->speed_ppm, speed, __ATOMIC_RELAXED);
-    __atomic_store_n(&a->dev_ppm, (uint32_t)(dev_ppm < 0 ? 0 : dev_ppm), __ATOMIC_RELAXED);
+    in->ndem = trusted_demands(d, g->uuid, now, in->dev_ppm, g->dem);
+    in->dem = g->dem;
+    if (a->mode == GS_LIM_SHARE && n > 0)
+        in->outside_weight = busy_weight(samples, n, seen, &ours, g->uuid, d);
+}
+
+/* Stores the decision where the launch path and the other containers read
+ * it. */
+static void outer_publish(struct gs_region *r, int d, const struct outer_gathered *g, const struct gs_outer_out *o)
+{
+    struct gs_lim_account *a = &r->dev[d].lim;
+    const struct gs_outer_in *in = &g->in;
+    __atomic_store_n(&fine_probe[d], (uint8_t)o->fine_probe, __ATOMIC_RELAXED);
+    uint32_t old = gs_lim_outer_apply(a, o, in->now);
     gs_log(GS_LOG_DEBUG,
            "outer %s: occupancy %llu ppm, nvml ours %lld others %lld device %lld ppm, %u active in the ledger, "
            "power %lld/%lld mW -> c %u s %u",
-           uuid, (unsigned long long)occ_ppm, (long long)our, (long long)others, (long long)dev_ppm, nd,
-           (long long)di.power_mw, (long long)di.limit_mw, corr, speed);
-    __atomic_store_n(&a->use_ppm, (uint32_t)use, __ATOMIC_RELAXED);
-    __atomic_store_n(&a->others_ppm, (uint32_t)(others < 0 ? 0 : others), __ATOMIC_RELAXED);
+           g->uuid, (unsigned long long)in->occ_ppm, (long long)in->our_ppm, (long long)in->others_ppm,
+           (long long)in->dev_ppm, in->ndem, (long long)in->power_mw, (long long)in->limit_mw, o->corr, o->speed);
+    gs_compute_ledger_publish(d, o->use_ppm, o->wants_ns);
+    __atomic_store_n(&yield_queue[d], (uint8_t)o->yield, __ATOMIC_RELAXED);
+    if (a->mode == GS_LIM_SHARE && old != o->target)
+        gs_log(GS_LOG_DEBUG, "share mode on %s: target %u ppm (was %u)", g->uuid, o->target, old);
+}
 
-    uint64_t wanted = __atomic_load_n(&a->throttled_ns, __ATOMIC_RELAXED);
-    /* held back by nobody it never waits, yet it can want more: two
-     * GPU-bound containers 30 : 70 settled at 0.23 / 0.76 when the 70 side,
-     * free, looked content (gs_lim_share_wants_more) */
-    if (a->mode == GS_LIM_SHARE && __atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED) >= GS_LIM_SHARE_MEASURED &&
-        gs_lim_share_wants_more(a->weight, use, occ_ppm, dem, nd))
-        wanted = now;
-    gs_compute_ledger_publish(d, (uint32_t)use, wanted);
-    /* share mode: using a light neighbour's part, we keep our queue shallow
-     * so that its kernels do not wait behind ours (gs_lim_yields) */
-    __atomic_store_n(
-        &yield_queue[d],
-        (uint8_t)(a->mode == GS_LIM_SHARE && gs_rt.cfg.share_yield_us && gs_lim_yields(a->weight, use, dem, nd)),
-        __ATOMIC_RELAXED);
-    if (a->mode == GS_LIM_SHARE) {
-        /* Work-conserving: the other containers of the device ledger by their
-         * demand there (NVML's per-process split of turn-taking contexts is
-         * not reliable: on an H200 it credited one tenant with all of it);
-         * those that want no more than they use keep it, the rest is split by
-         * weight among those that want more. GPU users outside the ledger
-         * (NVML) count as wanting more, with their weights. */
-        uint64_t outside = n > 0 ? busy_weight(samples, n, seen, &ours, uuid, d) : 0;
-        if (outside)
-            dem[nd++] = (struct gs_lim_demand){ (uint32_t)(outside > 65535 ? 65535 : outside), 0, 1 };
-        uint32_t target = nd ? gs_lim_share_fill(a->weight, dem, nd) : GS_LIM_PPM;
-        /* beside others a container keeps its windows even when nobody holds
-         * it back: its events are its only measure there, and one running
-         * free published the device's whole busy time as its use (a decoder
-         * beside training then held the training to its weight's part) */
-        if (nd && target > GS_LIM_SHARE_MEASURED)
-            target = GS_LIM_SHARE_MEASURED;
-        uint32_t old = __atomic_exchange_n(&a->rate_ppm, target, __ATOMIC_RELAXED);
-        if (old >= GS_LIM_SHARE_MEASURED && target < GS_LIM_SHARE_MEASURED) {
-            __atomic_store_n(&a->tokens, (int64_t)0, __ATOMIC_RELAXED);
-            __atomic_store_n(&a->refill_ns, now, __ATOMIC_RELAXED);
-        }
-        if (old != target)
-            gs_log(GS_LOG_DEBUG, "share mode on %s: target %u ppm (was %u)", uuid, target, old);
+/* One run of the outer loop, by the thread that won this period's turn. */
+static void outer_run(struct gs_region *r, int d, uint64_t now)
+{
+    pthread_mutex_lock(&outer_lock);
+    outer_gather(r, d, now, &gathered);
+    if (!gathered.first_look) {
+        struct gs_outer_out o;
+        gs_lim_outer_decide(&r->dev[d].lim, &gathered.in, &o);
+        outer_publish(r, d, &gathered, &o);
     }
     pthread_mutex_unlock(&outer_lock);
 }

@@ -10,6 +10,7 @@ machine still adds: where a bound depends on how fast the machine runs the
 tenant, the test asserts what the limiter did instead (the time it made the
 tenant wait, from the region), or an upper bound the limiter enforces however
 slowly the tenant runs (its GPU time against its time)."""
+import fcntl
 import json
 import os
 import re
@@ -170,7 +171,8 @@ def two_containers(world, env_a, env_b, layout="flat", secs=4.0, warm=2.0, hosti
     run); "agent": as the node agent lays them out, each container its own
     state directory and pid namespace (both tenants are pid 1 there), the
     device ledger in a directory both reach. hostile(ledger_dir) runs beside
-    them, as a third tenant that can write there. logs: their stderr too."""
+    them, as a third tenant that can write there (the directory of the
+    ledgers in either layout). logs: their stderr too."""
     w = world_env(world, **sim)
     wrap, envs = (), []
     for name, e in (("a", env_a), ("b", env_b)):
@@ -185,7 +187,7 @@ def two_containers(world, env_a, env_b, layout="flat", secs=4.0, warm=2.0, hosti
         wrap = pid_namespace()
     a = start(w, 1000, env=envs[0], wrap=wrap)
     b = start(w, 1000, env=envs[1], wrap=wrap)
-    th = threading.Thread(target=hostile, args=(w.tmp / "ledgers",)) if hostile else None
+    th = threading.Thread(target=hostile, args=(w.tmp / "ledgers" if layout == "agent" else w.tmp,)) if hostile else None
     if th:
         th.start()
     ra, rb = together((a, "kernel", secs, warm, 8), (b, "kernel", secs, warm, 8))
@@ -311,6 +313,73 @@ def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, request
                             GPUSLICE_SIM_SWITCH_LOSS=30, GPUSLICE_SIM_NVML_SNAPSHOT=snapshot)
     assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
     assert ra + rb >= 0.93, (ra, rb)
+
+
+def forge_members(ledgers, count, held):
+    """Takes `count` free member slots of each device ledger as a live
+    process would (a lock on the slot's byte, 1 MiB + 1 + slot: ledger.c's
+    SLOT_OFF, held through a descriptor kept in `held`) and writes each a
+    member of its own container: weight 65535, use 1e6 ppm, active and
+    wanting more for ever (struct gs_ledger_member, ledger.h: container at
+    +0, active_ns +8, wants_ns +16, asked_ns +24, pid +32, open +36, weight
+    +40, use +44, claim +48; 56 bytes). Returns how many it forged."""
+    n = 0
+    for f in ledgers.glob("*.ledger"):
+        fd = os.open(f, os.O_RDWR)
+        held.append(fd)
+        b = os.pread(fd, 40 + 56 * 128, 0)
+        for slot in range(127, -1, -1):
+            if n == count or len(b) != 40 + 56 * 128:
+                break
+            if struct.unpack_from("<Q", b, 40 + 56 * slot)[0]:
+                continue
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, (1 << 20) + 1 + slot)
+            except OSError:
+                continue
+            os.pwrite(fd, struct.pack("<QQQQiIIIII", 0xF0F6ED00 + slot, 1 << 62, 1 << 62, 0, os.getpid(), 0, 65535,
+                                      1_000_000, 0, 0), 40 + 56 * slot)
+            n += 1
+    return n
+
+
+@pytest.mark.parametrize("layout", ["flat", "agent"])
+def test_forged_ledger_members_cost_two_share_tenants_at_most_one_default_container(world, layout):
+    """Issue 27, finding 4: a third tenant takes free member slots of the
+    device ledger and writes members of weight 65535 that use the whole GPU
+    and always want more. Taken at their word they held two share tenants
+    30 : 70 to 0.0 / 0.0. A member counts with the weight its container's
+    limits give it where those can be read (the flat layout: its region
+    beside ours, with a live process), and what cannot be verified counts as
+    one container of the default weight at most, however many members it
+    forges (the agent's layout) or, where every honest member is verifiable,
+    not at all (gs_lim_trusted_demands). So the pair keeps 30 : 70 in the
+    flat layout, and in the agent's at least what it would keep beside one
+    more container of weight 100 that wants more (0.15 / 0.35)."""
+    forged, held = [], []
+
+    def forger(ledgers):
+        end = time.monotonic() + 6.5 * SLOW
+        while time.monotonic() < end and not forged:
+            n = forge_members(ledgers, 8, held)
+            if n:
+                forged.append(n)
+            sim_sleep(0.05)
+
+    share = {"GPUSLICE_COMPUTE_MODE": "share"}
+    try:
+        ra, rb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
+                                {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, layout, secs=5.0, warm=3.0,
+                                hostile=forger)
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert forged == [8], forged  # the forged members were in the ledger
+    if layout == "flat":
+        assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
+        assert ra + rb >= 0.93, (ra, rb)
+    else:
+        assert ra >= 0.15 - TOL and rb >= 0.35 - TOL, (ra, rb)
 
 
 def test_two_share_containers_of_an_mps_daemon_split_30_70(world):

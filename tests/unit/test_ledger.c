@@ -153,7 +153,7 @@ static void a_forged_member_or_turn_blocks_no_one(void **state)
     gs_ledger_close_window(l, a);
     /* garbage open counts and weights are bounded where they are read */
     l->f->m[b].open = 0xffffffffU;
-    assert_int_equal(gs_ledger_busy_weight(l, 11, 900 * MS), 100 + 65535);
+    assert_int_equal(gs_ledger_busy_weight(l, 11, 900 * MS), 100 + GS_LIM_MAX_WEIGHT); /* the legal ceiling */
     gs_ledger_reap(l);
     assert_int_equal(l->f->m[40].container, 0); /* the forged slot is freed */
     assert_int_equal(gs_ledger_busy_weight(l, 11, 900 * MS), 100);
@@ -257,6 +257,23 @@ static void share_mode_sees_the_others_demand_and_weights(void **state)
     assert_true(gs_ledger_has_pid(l, 11, 201));
     assert_false(gs_ledger_has_pid(l, 22, 201)); /* its own container's pid */
     assert_false(gs_ledger_has_pid(l, 11, 999));
+    /* the same as claims, with whose they are: b once, its most recent
+     * use; a member's forged use or weight comes back in the legal range */
+    gs_ledger_publish(l, b2, 400000, 0);
+    gs_ledger_publish(l, c, 0, 1005 * MS); /* c waited for tokens */
+    l->f->m[c].use_ppm = 0xffffffffU;
+    l->f->m[c].weight = 65535;
+    struct gs_ledger_claim cl[GS_LEDGER_MEMBERS];
+    assert_int_equal(gs_ledger_claims(l, 11, 900 * MS, 1002 * MS, cl, GS_LEDGER_MEMBERS), 2);
+    assert_int_equal(cl[0].container, 22);
+    assert_int_equal(cl[0].d.weight, 70);
+    assert_int_equal(cl[0].d.use_ppm, 400000);
+    assert_false(cl[0].d.wants_more);
+    assert_int_equal(cl[1].container, 33);
+    assert_int_equal(cl[1].d.weight, GS_LIM_MAX_WEIGHT);
+    assert_int_equal(cl[1].d.use_ppm, GS_LIM_PPM);
+    assert_true(cl[1].d.wants_more);
+    assert_int_equal(gs_ledger_claims(l, 11, 900 * MS, 1002 * MS, cl, 1), 1); /* at most max */
     gs_ledger_close(l);
     unlink(path);
 }

@@ -191,6 +191,85 @@ static void share_target_is_weight_over_busy_weights(void **state)
     assert_int_equal(gs_lim_share_target(100, 0), GS_LIM_PPM);
 }
 
+static void the_entry_for_users_outside_the_ledger_counts_beside_a_full_ledger(void **state)
+{
+    /* 64 light containers of the ledger that want no more than they use,
+     * and the GPU users outside it (NVML), who want more, as the 65th */
+    (void)state;
+    struct gs_lim_demand d[GS_LIM_MAX_DEMANDS + 1];
+    for (unsigned i = 0; i < GS_LIM_MAX_DEMANDS; i++)
+        d[i] = (struct gs_lim_demand){ 100, 1000, 0 };
+    d[GS_LIM_MAX_DEMANDS] = (struct gs_lim_demand){ 100, 0, 1 };
+    uint32_t fill = gs_lim_share_fill(100, d, GS_LIM_MAX_DEMANDS + 1);
+    assert_int_equal(fill, (GS_LIM_PPM - GS_LIM_MAX_DEMANDS * 1000) / 2);
+    /* the same through the decision the outer loop runs */
+    struct gs_lim_account a;
+    account(&a, GS_LIM_SHARE, 0, 100);
+    struct gs_outer_in in = { .now = 1250 * MS,
+                              .interval_ns = GS_LIM_OUTER_NS,
+                              .occ_ppm = 300000,
+                              .our_ppm = -1,
+                              .others_ppm = -1,
+                              .dev_ppm = -1,
+                              .power_mw = -1,
+                              .limit_mw = -1,
+                              .dem = d,
+                              .ndem = GS_LIM_MAX_DEMANDS,
+                              .outside_weight = 100 };
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.target, fill);
+    in.outside_weight = 0; /* nobody outside: the light ones leave the rest */
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.target, GS_LIM_SHARE_MEASURED);
+}
+
+/* Our share beside honest b (weight 70, using half, wanting more) and the
+ * claims a forger wrote into the ledger: forged members of weight 65535
+ * (read as the legal ceiling), using the whole GPU and wanting more. */
+static uint32_t share_beside_forgers(int b_verified, int drop_unverified, unsigned forged)
+{
+    struct gs_lim_claim c[1 + 8];
+    c[0] = (struct gs_lim_claim){ { 70, 500000, 1 }, b_verified ? 70U : 0U };
+    for (unsigned i = 1; i <= forged; i++)
+        c[i] = (struct gs_lim_claim){ { GS_LIM_MAX_WEIGHT, GS_LIM_PPM, 1 }, 0 };
+    struct gs_lim_demand d[1 + 8];
+    unsigned n = gs_lim_trusted_demands(c, 1 + forged, drop_unverified, 900000, d);
+    return gs_lim_share_fill(30, d, n);
+}
+
+static void forged_ledger_members_weigh_no_more_than_one_default_container(void **state)
+{
+    (void)state;
+    /* taken at their word, the forged members leave us nothing */
+    struct gs_lim_demand raw[2] = { { 70, 500000, 1 }, { GS_LIM_MAX_WEIGHT, GS_LIM_PPM, 1 } };
+    assert_true(gs_lim_share_fill(30, raw, 2) < 3000);
+    /* the flat layout: b's region verifies it, the forgers are nobody's */
+    assert_int_equal(share_beside_forgers(1, 1, 1), 300000);
+    assert_int_equal(share_beside_forgers(1, 1, 8), 300000);
+    /* the agent's layout: nobody verifiable; b and the forgers count as one
+     * container of the default weight, however many they are */
+    uint32_t one_default = 30 * GS_LIM_PPM / (30 + GS_LIM_DEFAULT_WEIGHT);
+    assert_int_equal(share_beside_forgers(0, 0, 1), one_default);
+    assert_int_equal(share_beside_forgers(0, 0, 8), one_default);
+    /* ... and honest b alone as itself */
+    assert_int_equal(share_beside_forgers(0, 0, 0), 300000);
+    /* a verified container counts with the weight from its limits, not its claim */
+    struct gs_lim_claim lie = { { GS_LIM_MAX_WEIGHT, 200000, 1 }, 70 };
+    struct gs_lim_demand d[1];
+    assert_int_equal(gs_lim_trusted_demands(&lie, 1, 1, -1, d), 1);
+    assert_int_equal(d[0].weight, 70);
+    /* the unverified uses together are at most what NVML saw the device busy */
+    struct gs_lim_claim two[2] = { { { 40, 600000, 0 }, 0 }, { { 50, 700000, 0 }, 0 } };
+    assert_int_equal(gs_lim_trusted_demands(two, 2, 0, 800000, d), 1);
+    assert_int_equal(d[0].use_ppm, 800000);
+    assert_int_equal(d[0].weight, 50);
+    assert_false(d[0].wants_more);
+    assert_int_equal(gs_lim_trusted_demands(two, 2, 0, -1, d), 1);
+    assert_int_equal(d[0].use_ppm, GS_LIM_PPM);
+    assert_int_equal(gs_lim_trusted_demands(two, 2, 1, -1, d), 0);
+}
+
 static int pid_is_ours(uint32_t pid, void *ctx)
 {
     (void)ctx;
@@ -231,6 +310,13 @@ static unsigned g_power_exp = GS_LIM_DEFAULT_POWER_EXP;
 #define PM_IDLE 105.0
 #define PM_DYN 900.0
 #define MAXT 3
+/* The tenants are members of one device ledger: their outer loops see each
+ * other's demand, and throttled ones take turns (as compute_limiter.c: the
+ * turn is held while the holder's window is open, until its planned end
+ * plus a grace; no window waits for it longer than GS_LIM_TURN_WAIT_MAX_NS). */
+static int g_ledger;
+static const struct tenant *g_turn;
+static uint64_t g_turn_until;
 
 enum tstate { T_RUN, T_DRAIN, T_WAIT, T_SYNC };
 /* A tenant: kernels of kernel_ns GPU time, gap_ns of CPU time after each
@@ -255,6 +341,10 @@ struct tenant {
     uint32_t in_interval, at_mark, since_mark;
     int have_mark, mark_pending;
     uint64_t mark_left, mark_done, mark_launch, per_launch;
+    /* its member of the device ledger (g_ledger): its last sign of demand,
+     * what its outer loop published, since when it waits for the turn */
+    uint64_t active_ns, pub_wants, turn_wait_from;
+    uint32_t pub_use;
 };
 
 #define MARK_EVERY (500 * US)
@@ -296,9 +386,31 @@ static uint64_t inferred_end(struct tenant *t, uint64_t now)
     return measured ? end : now;
 }
 
+/* Whether another tenant holds the turn, and t may still wait for it. */
+static int turn_taken(const struct tenant *t, uint64_t now)
+{
+    int held = g_turn && g_turn != t && g_turn->w.open && now < g_turn_until;
+    return held && (!t->turn_wait_from || now - t->turn_wait_from < GS_LIM_TURN_WAIT_MAX_NS);
+}
+
 static void tenant_open(struct tenant *t, uint64_t now)
 {
-    uint64_t wait = gs_lim_open(&t->w, t->acct, now, 1);
+    uint64_t wait = gs_lim_open(&t->w, t->acct, now, t->turn_wait_from ? GS_LIM_TURN_BANK : 1);
+    t->active_ns = now;
+    if (!wait && g_ledger && gs_lim_throttled(t->acct, now) &&
+        (!t->turn_wait_from || now - t->turn_wait_from < GS_LIM_TURN_WAIT_MAX_NS)) {
+        if (turn_taken(t, now)) {
+            t->w.open = 0;
+            t->turn_wait_from = t->turn_wait_from ? t->turn_wait_from : now;
+            t->st = T_WAIT;
+            t->wake_ns = now + STEP;
+            return;
+        }
+        uint64_t len = t->w.end_ns - t->w.start_ns;
+        g_turn = t;
+        g_turn_until = t->w.end_ns + (len / 4 > 2 * MS ? len / 4 : 2 * MS);
+    }
+    t->turn_wait_from = 0;
     if (wait) {
         t->st = T_WAIT;
         t->wake_ns = now + wait;
@@ -307,6 +419,14 @@ static void tenant_open(struct tenant *t, uint64_t now)
         t->st = T_RUN;
         interval_begin(t, now);
     }
+}
+
+/* Closes the window; the turn goes with it. */
+static void tenant_close(struct tenant *t, uint64_t end)
+{
+    gs_lim_close(&t->w, t->acct, end, 1);
+    if (g_turn == t)
+        g_turn = NULL;
 }
 
 /* When the window's last busy interval ended: the GPU went idle at
@@ -330,7 +450,7 @@ static void tenant_launch(struct tenant *t, uint64_t now)
             t->mark_launch = now;
         }
     }
-    t->last_launch = now;
+    t->last_launch = t->active_ns = now;
     t->cpu_until = now + t->gap_ns;
     if (t->burst) {
         if (t->in_burst++ == 0)
@@ -347,7 +467,7 @@ static void tenant_host(struct tenant *t, uint64_t now)
     if (t->st == T_WAIT && now >= t->wake_ns)
         tenant_open(t, now);
     if (t->st == T_DRAIN && t->queue_ns == 0) {
-        gs_lim_close(&t->w, t->acct, now, 1); /* it waited for the drain: now is measured */
+        tenant_close(t, now); /* it waited for the drain: now is measured */
         tenant_open(t, now);
     }
     if (t->st == T_SYNC) {
@@ -384,8 +504,54 @@ static void tenant_host(struct tenant *t, uint64_t now)
         return;
     }
     if (t->w.open)
-        gs_lim_close(&t->w, t->acct, g_exact_end ? busy_end(t) : inferred_end(t, now), 1);
+        tenant_close(t, g_exact_end ? busy_end(t) : inferred_end(t, now));
     tenant_open(t, now);
+}
+
+static uint64_t ppm_of(uint64_t ns)
+{
+    return ns * GS_LIM_PPM / GS_LIM_OUTER_NS;
+}
+
+/* One run of tenant i's outer loop: what NVML and the device ledger show
+ * it (busy_ns since the last run: the model's per-process time), then the
+ * decision compute_outer.c runs. g_no_correction: no NVML at all (c stays
+ * 1); g_device_only: NVML without per-process samples. */
+static void outer_step(struct tenant *t, int n, int i, uint64_t now, uint64_t occ_ns, uint64_t dev_ns, double power)
+{
+    struct gs_lim_demand dem[MAXT];
+    unsigned nd = 0;
+    uint64_t others = 0, outside = 0;
+    for (int j = 0; j < n; j++) {
+        uint64_t use = ppm_of(t[j].busy_ns - t[j].busy_mark);
+        if (j == i)
+            continue;
+        others += use;
+        if (g_ledger && !t[j].free && t[j].active_ns >= now - 2 * GS_LIM_OUTER_NS)
+            dem[nd++] = (struct gs_lim_demand){ gs_lim_weight(t[j].acct), t[j].pub_use,
+                                                t[j].pub_wants >= now - GS_LIM_THROTTLED_NS };
+        else if (!g_ledger && use >= GS_LIM_BUSY_PPM)
+            outside += t[j].free ? 100 : gs_lim_weight(t[j].acct);
+    }
+    int nvml = !g_no_correction, per_process = nvml && !g_device_only;
+    struct gs_lim_account *a = t[i].acct;
+    struct gs_outer_in in = { .now = now,
+                              .interval_ns = GS_LIM_OUTER_NS,
+                              .occ_ppm = ppm_of(occ_ns),
+                              .our_ppm = per_process ? (int64_t)ppm_of(t[i].busy_ns - t[i].busy_mark) : -1,
+                              .others_ppm = per_process ? (int64_t)others : -1,
+                              .dev_ppm = nvml ? (int64_t)ppm_of(dev_ns) : -1,
+                              .power_mw = g_power_model ? (int64_t)(power * 1000) : -1,
+                              .limit_mw = g_power_model ? (int64_t)(PM_LIMIT * 1000) : -1,
+                              .power_exp_milli = g_power_exp,
+                              .dem = dem,
+                              .ndem = nd,
+                              .outside_weight = a->mode == GS_LIM_SHARE && per_process ? outside : 0 };
+    struct gs_outer_out o;
+    gs_lim_outer_decide(a, &in, &o);
+    gs_lim_outer_apply(a, &o, now);
+    t[i].pub_use = o.use_ppm;
+    t[i].pub_wants = o.wants_ns;
 }
 
 /* Runs n tenants for `secs` of simulated time; the NVML outer loop runs every
@@ -397,6 +563,7 @@ static void simulate(struct tenant *t, int n, double secs, double from, double *
     uint64_t done_at_from[MAXT] = { 0 }, next_outer = t0 + GS_LIM_OUTER_NS, occ_mark[MAXT] = { 0 };
     uint64_t dev_busy = 0, dev_mark = 0;
     double f_excl = sqrt((PM_LIMIT - PM_IDLE) / PM_DYN), f = 1.0, speed = 1.0, power = PM_IDLE;
+    g_turn = NULL;
     for (int i = 0; i < n; i++) {
         t[i].on_from += t0;
         t[i].on_until = t[i].on_until ? t0 + t[i].on_until : UINT64_MAX;
@@ -445,39 +612,10 @@ static void simulate(struct tenant *t, int n, double secs, double from, double *
                 speed = pow(f / f_excl, 0.76);
             }
             for (int i = 0; i < n; i++) {
-                struct gs_lim_account *a = t[i].acct;
                 if (t[i].free)
                     continue;
-                uint64_t mine = t[i].busy_ns - t[i].busy_mark;
-                uint64_t occ = a->occ_ns - occ_mark[i];
-                occ_mark[i] = a->occ_ns;
-                int64_t ours = (int64_t)(mine * GS_LIM_PPM / GS_LIM_OUTER_NS);
-                if (g_device_only)
-                    a->corr_ppm =
-                        gs_lim_correction_device(a->corr_ppm, (dev_busy - dev_mark) * GS_LIM_PPM / GS_LIM_OUTER_NS,
-                                                 occ * GS_LIM_PPM / GS_LIM_OUTER_NS);
-                else if (!g_no_correction)
-                    a->corr_ppm = gs_lim_correction(a->corr_ppm, ours, occ * GS_LIM_PPM / GS_LIM_OUTER_NS);
-                if (g_power_model)
-                    a->speed_ppm = gs_lim_speed(a->speed_ppm, (uint64_t)(power * 1000), (uint64_t)(PM_LIMIT * 1000),
-                                                busy_ppm, occ * GS_LIM_PPM / GS_LIM_OUTER_NS, g_power_exp);
-                if (a->mode == GS_LIM_SHARE) {
-                    struct gs_lim_demand dem[MAXT];
-                    unsigned nd = 0;
-                    for (int j = 0; j < n; j++) {
-                        uint64_t use = (t[j].busy_ns - t[j].busy_mark) * GS_LIM_PPM / GS_LIM_OUTER_NS;
-                        if (j == i || use < GS_LIM_BUSY_PPM)
-                            continue;
-                        dem[nd++] = (struct gs_lim_demand){ gs_lim_weight(t[j].acct), (uint32_t)use,
-                                                            !t[j].free && gs_lim_throttled(t[j].acct, now) };
-                    }
-                    uint32_t target = nd ? gs_lim_share_fill(a->weight, dem, nd) : GS_LIM_PPM;
-                    if (a->rate_ppm >= GS_LIM_PPM && target < GS_LIM_PPM) {
-                        a->tokens = 0;
-                        a->refill_ns = now;
-                    }
-                    a->rate_ppm = target;
-                }
+                outer_step(t, n, i, now, t[i].acct->occ_ns - occ_mark[i], dev_busy - dev_mark, power);
+                occ_mark[i] = t[i].acct->occ_ns;
             }
             for (int i = 0; i < n; i++)
                 t[i].busy_mark = t[i].busy_ns;
@@ -776,6 +914,7 @@ static void shares_30_70_split_30_70_and_a_lone_tenant_runs_free(void **state)
     struct tenant t[2] = { { .acct = &a, .kernel_ns = 1 * MS },
                            { .acct = &b, .kernel_ns = 1 * MS, .on_until = 6000 * MS } };
     double s[2];
+    g_ledger = 1;
     simulate(t, 2, 6.0, 3.0, s);
     print_message("shares 30:70: %.4f / %.4f\n", s[0], s[1]);
     assert_true(s[0] > 0.27 && s[0] < 0.33);
@@ -788,6 +927,7 @@ static void shares_30_70_split_30_70_and_a_lone_tenant_runs_free(void **state)
     struct tenant u[2] = { { .acct = &c, .kernel_ns = 1 * MS },
                            { .acct = &d, .kernel_ns = 1 * MS, .on_until = 3000 * MS } };
     simulate(u, 2, 6.0, 4.0, s);
+    g_ledger = 0;
     print_message("share 30 after the other left: %.4f\n", s[0]);
     assert_true(s[0] >= 0.95);
 }
@@ -947,7 +1087,9 @@ static void co_located(enum gs_lim_mode mode, double *keep, double *lat_mean, do
     }
     struct tenant t[2] = { light(&a), { .acct = &b, .kernel_ns = 1 * MS } };
     double s[2];
+    g_ledger = 1;
     simulate(t, 2, 6.0, 2.0, s);
+    g_ledger = 0;
     *keep = s[0] / r_alone;
     *lat_mean = (double)t[0].lat_sum / (double)t[0].bursts / alone_max;
     *lat_max = (double)t[0].lat_max / alone_max;
@@ -989,6 +1131,8 @@ int main(void)
         cmocka_unit_test(correction_is_nvml_kernel_time_over_event_busy_time),
         cmocka_unit_test(water_filling_gives_the_unused_share_away),
         cmocka_unit_test(share_target_is_weight_over_busy_weights),
+        cmocka_unit_test(the_entry_for_users_outside_the_ledger_counts_beside_a_full_ledger),
+        cmocka_unit_test(forged_ledger_members_weigh_no_more_than_one_default_container),
         cmocka_unit_test(nvml_samples_are_averaged_over_timestamps),
         cmocka_unit_test(cap_holds_for_5us_and_50ms_kernels),
         cmocka_unit_test(speed_follows_the_power_headroom),
