@@ -1,0 +1,107 @@
+"""CUDA-graph tenants under a cap on the simulated driver's timeline.
+
+A tenant replays a graph (gs_client_graphs.c) with CPU work between
+replays, so that alone it keeps the device about 30 % busy; under a cap of
+30 it must keep its speed. Two things are asserted: the GPU time the limiter
+charged against the kernels' time (what the cap is made of, whatever the
+machine's speed), and the tenant's speed under the cap against its speed
+alone, both run at the same time on two simulated devices of their own, so
+that a loaded machine slows both alike. The tenants see no NVML (a container
+given libcuda only, NVIDIA_DRIVER_CAPABILITIES=compute): the correction c
+stays 1 and cannot hide a charge that the events got wrong."""
+import os
+import threading
+
+import pytest
+from conftest import SIMDIR
+from test_compute import top
+
+# The tenants' clock runs this many times slower than the wall (conftest):
+# a torch step's launches come microseconds apart, and a loaded machine's
+# delays between them must stay short against the device's time.
+SLOW = 10
+CAP = 30
+SECS, WARM = 3.0, 1.0  # each replays this long, measured after the warm-up
+OVERCHARGE = 1.05  # charged / kernels' time: what the events may add (markers, host gaps under 20 us)
+WAITED = 0.02  # of its time the limiter may make it wait for tokens (a window's start-up)
+SPEED = 0.85  # speed under the cap / alone: the two share a loaded machine's 2 cores
+
+
+def cuda_only(w):
+    """The library path of a container that was given libcuda and no NVML."""
+    d = w.tmp / "cuda-only"
+    if not d.exists():
+        d.mkdir()
+        os.symlink(os.path.join(SIMDIR, "libcuda.so.1"), d / "libcuda.so.1")
+    return str(d)
+
+
+def tenant(w, name, cap, how, n, us):
+    env = {"GPUSLICE_REGION": str(w.tmp / f"{name}.region"), "GPUSLICE_SIM_STATE": str(w.tmp / f"{name}.state"),
+           "LD_LIBRARY_PATH": cuda_only(w)}
+    if cap:
+        env["GPUSLICE_CORES"] = str(cap)
+    c = w.client(env=env)
+    c.ok("init")
+    c.ok(f"graphmake {how} {n} {us}")
+    return c, env["GPUSLICE_REGION"]
+
+
+def alone_and_capped(world, how, n, us, step, path="graph"):
+    """Replays a graph of n kernels of us alone and under the cap at once,
+    each on a device of its own; step: replay's arguments after WARM. Returns
+    (alone, capped) replies and the capped container's device in top."""
+    w = world(limit=None, slowdown=SLOW)
+    a, _ = tenant(w, "alone", None, how, n, us)
+    b, region = tenant(w, "capped", CAP, how, n, us)
+    out = {}
+
+    def go(key, c):
+        out[key] = c.ok(f"replay {path} {SECS} {WARM} {step}")
+
+    ts = [threading.Thread(target=go, args=kv) for kv in (("alone", a), ("capped", b))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    dev = top(region)["containers"][0]["devices"][0]
+    a.close()
+    b.close()
+    return out["alone"], out["capped"], dev
+
+
+def check(alone, capped, dev, step_us):
+    """step_us: the GPU time of one step (graph and kernels). The limiter
+    made the tenant wait at most WAITED of its time (what it did, however
+    loaded the machine), and its speed under the cap follows."""
+    assert dev["compute_correction_ppm"] == 1_000_000, dev  # no NVML: c cannot correct the charge
+    charged = dev["compute_charged_ns"] / 1e3 / (capped["steps"] * step_us)
+    waited = dev["compute_waited_ns"] / 1e9 / SECS
+    speed = capped["busy_ppm"] / alone["busy_ppm"]
+    print(f"charged {charged:.3f} waited {waited:.3f} speed {speed:.3f} alone {alone['busy_ppm']}")
+    assert alone["busy_ppm"] <= CAP * 10_000, alone  # alone it fits under the cap
+    assert charged <= OVERCHARGE, (charged, dev, capped)
+    assert waited <= WAITED, (waited, dev, capped)
+    assert speed >= SPEED, (speed, alone, capped)
+
+
+def test_a_torch_graph_step_30_busy_keeps_its_speed_under_cap_30(world):
+    """A torch.compile reduce-overhead step as PyTorch's CUDA-graph trees make
+    it: three small kernels (the input copy, the RNG state fills), the
+    replay (three 40 us kernels, captured from a stream), 90 us of Python,
+    then a small kernel (.sum()) and a synchronisation (.item()), then 300 us
+    of CPU. The kernel after the graph was priced at the interval's GPU time
+    per launch, a quarter of the graph, and the 90 us after the replay
+    counted busy: charged 1.22x its GPU time, it waited for tokens at a
+    cap above its use (0.85 of its speed, 0.5 on an H200)."""
+    alone, capped, dev = alone_and_capped(world, "capture", 3, 40, "300 3 90 3")
+    check(alone, capped, dev, 3 * 40 + 4 * 3)
+
+
+@pytest.mark.parametrize("path", ["graph", "graphptsz"])
+def test_plain_graph_replays_30_busy_keep_their_speed_under_cap_30(world, path):
+    """cuGraphLaunch[_ptsz] of a graph of ten 30 us kernels, a
+    synchronisation and 700 us of CPU, nothing else: charged its kernels'
+    time, it runs as fast as alone."""
+    alone, capped, dev = alone_and_capped(world, "sim", 10, 30, "700", path=path)
+    check(alone, capped, dev, 10 * 30)
