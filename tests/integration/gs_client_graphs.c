@@ -3,7 +3,7 @@
  *   graphmake HOW N KERNEL_US [GAP_US]
  *                        the replayed graph: N kernels of KERNEL_US, GAP_US of idle
  *                        GPU between consecutive ones (the simulated driver's
- *                        gpusliceSimGraphCreateNodes); HOW "sim" builds it
+ *                        gpusliceSimGraphCreateGaps); HOW "sim" builds it
  *                        directly, "capture" through stream capture (as PyTorch's
  *                        CUDA-graph trees do: begin, N launches, end, instantiate;
  *                        GAP_US must be 0 there)
@@ -94,9 +94,10 @@ static CUresult make(gs_entry_fn entry, const char *how, unsigned n, unsigned lo
     graph_work_us = n * us;
     if (!strcmp(how, "capture"))
         return gap ? CUDA_ERROR_INVALID_VALUE : captured(entry, f, n);
-    CUresult (*mk)(CUgraphExec *, CUfunction, unsigned) =
-        (CUresult(*)(CUgraphExec *, CUfunction, unsigned))entry(NULL, "gpusliceSimGraphCreate", 0);
-    return !strcmp(how, "sim") && mk && !gap ? mk(&graph, f, n) : CUDA_ERROR_NOT_FOUND;
+    CUresult (*mk)(CUgraphExec *, CUfunction, unsigned, unsigned long long) =
+        (CUresult(*)(CUgraphExec *, CUfunction, unsigned, unsigned long long))entry(NULL, "gpusliceSimGraphCreateGaps",
+                                                                                    0);
+    return !strcmp(how, "sim") && mk ? mk(&graph, f, n, gap) : CUDA_ERROR_NOT_FOUND;
 }
 
 static CUresult replay(gs_entry_fn entry, char **argv, int argc)

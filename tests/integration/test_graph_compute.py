@@ -36,24 +36,26 @@ def cuda_only(w):
     return str(d)
 
 
-def tenant(w, name, cap, how, n, us):
-    env = {"GPUSLICE_REGION": str(w.tmp / f"{name}.region"), "GPUSLICE_SIM_STATE": str(w.tmp / f"{name}.state"),
-           "LD_LIBRARY_PATH": cuda_only(w)}
+def tenant(w, name, cap, how, n, us, gap, nvml):
+    env = {"GPUSLICE_REGION": str(w.tmp / f"{name}.region"), "GPUSLICE_SIM_STATE": str(w.tmp / f"{name}.state")}
+    if not nvml:
+        env["LD_LIBRARY_PATH"] = cuda_only(w)
     if cap:
         env["GPUSLICE_CORES"] = str(cap)
     c = w.client(env=env)
     c.ok("init")
-    c.ok(f"graphmake {how} {n} {us}")
+    c.ok(f"graphmake {how} {n} {us} {gap}")
     return c, env["GPUSLICE_REGION"]
 
 
-def alone_and_capped(world, how, n, us, step, path="graph"):
-    """Replays a graph of n kernels of us alone and under the cap at once,
-    each on a device of its own; step: replay's arguments after WARM. Returns
-    (alone, capped) replies and the capped container's device in top."""
+def alone_and_capped(world, how, n, us, step, path="graph", gap=0, nvml=False):
+    """Replays a graph of n kernels of us (gap us of idle GPU between them)
+    alone and under the cap at once, each on a device of its own; step:
+    replay's arguments after WARM. Returns (alone, capped) replies and the
+    capped container's device in top."""
     w = world(limit=None, slowdown=SLOW)
-    a, _ = tenant(w, "alone", None, how, n, us)
-    b, region = tenant(w, "capped", CAP, how, n, us)
+    a, _ = tenant(w, "alone", None, how, n, us, gap, nvml)
+    b, region = tenant(w, "capped", CAP, how, n, us, gap, nvml)
     out = {}
 
     def go(key, c):
@@ -70,18 +72,19 @@ def alone_and_capped(world, how, n, us, step, path="graph"):
     return out["alone"], out["capped"], dev
 
 
-def check(alone, capped, dev, step_us):
+def check(alone, capped, dev, step_us, nvml=False, overcharge=OVERCHARGE, waited_max=WAITED):
     """step_us: the GPU time of one step (graph and kernels). The limiter
     made the tenant wait at most WAITED of its time (what it did, however
     loaded the machine), and its speed under the cap follows."""
-    assert dev["compute_correction_ppm"] == 1_000_000, dev  # no NVML: c cannot correct the charge
+    if not nvml:
+        assert dev["compute_correction_ppm"] == 1_000_000, dev  # no NVML: c cannot correct the charge
     charged = dev["compute_charged_ns"] / 1e3 / (capped["steps"] * step_us)
     waited = dev["compute_waited_ns"] / 1e9 / SECS
     speed = capped["busy_ppm"] / alone["busy_ppm"]
     print(f"charged {charged:.3f} waited {waited:.3f} speed {speed:.3f} alone {alone['busy_ppm']}")
     assert alone["busy_ppm"] <= CAP * 10_000, alone  # alone it fits under the cap
-    assert charged <= OVERCHARGE, (charged, dev, capped)
-    assert waited <= WAITED, (waited, dev, capped)
+    assert charged <= overcharge, (charged, dev, capped)
+    assert waited <= waited_max, (waited, dev, capped)
     assert speed >= SPEED, (speed, alone, capped)
 
 
@@ -105,3 +108,17 @@ def test_plain_graph_replays_30_busy_keep_their_speed_under_cap_30(world, path):
     time, it runs as fast as alone."""
     alone, capped, dev = alone_and_capped(world, "sim", 10, 30, "700", path=path)
     check(alone, capped, dev, 10 * 30)
+
+
+def test_a_graph_with_idle_gaps_inside_keeps_its_speed_where_nvml_sees_it(world):
+    """Four 50 us kernels with 50 us of idle GPU between them (its nodes
+    waiting for each other): the marker after the replay spans 350 us for
+    200 us of kernels. Alone, NVML's per-process samples are the tenant's,
+    and c takes the gaps out: 30 % busy by its kernels, it keeps its speed
+    under cap 30 (docs/compute.md, Limitations: without NVML, or beside other
+    containers of the device ledger, the gaps are charged)."""
+    alone, capped, dev = alone_and_capped(world, "sim", 4, 50, "470", gap=50, nvml=True)
+    assert dev["compute_correction_ppm"] <= 700_000, dev  # c learnt the gaps: at most 200 / 350 and some
+    # c starts at 1 and halves its error every outer run (250 ms): in the
+    # first second the span is charged in part, and the tenant waits
+    check(alone, capped, dev, 4 * 50, nvml=True, overcharge=1.25, waited_max=0.1)
