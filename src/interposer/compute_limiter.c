@@ -11,7 +11,8 @@
  * last marker (or last launch), is charged, and a new one starts -- the gap
  * is not GPU time. While other containers of the device ledger are busy
  * (gs_lim_count_busy) the probe looks at gaps from GS_LIM_FINE_GAP_NS, unless
- * the device is busy well under our cap (gs_lim_bound_holds). Slow path (window
+ * the device is busy well under our cap (gs_lim_bound_holds); so do a CUDA
+ * graph's launch and the launch after it, always. Slow path (window
  * over): drain what the window launched, charge its last busy interval, wait
  * while the container is in debt, open the next.
  */
