@@ -11,7 +11,8 @@
  * last marker (or last launch), is charged, and a new one starts -- the gap
  * is not GPU time. While other containers of the device ledger are busy
  * (gs_lim_count_busy) the probe looks at gaps from GS_LIM_FINE_GAP_NS, unless
- * the device is busy well under our cap (gs_lim_bound_holds). Slow path (window
+ * the device is busy well under our cap (gs_lim_bound_holds); so do a CUDA
+ * graph's launch and the launch after it, always. Slow path (window
  * over): drain what the window launched, charge its last busy interval, wait
  * while the container is in debt, open the next.
  */
@@ -42,6 +43,8 @@ struct tdev {
     unsigned gen;                                  /* gs_rt_fork_generation + 1 when set up; 0: never */
     int8_t limited;                                /* -1 unknown, 0 no, 1 yes */
     uint8_t have_start, have_mark, overflow, turn; /* turn: the window holds the ledger's turn */
+    uint8_t graph_last;                            /* the last launch was a CUDA graph's */
+    uint8_t graph_marks;                           /* launches after the interval's last graph still marked each */
     int nstreams;
     uint32_t tick;
     uint32_t in_interval;    /* launches in the current busy interval */
@@ -201,6 +204,7 @@ static void interval_begin(struct tdev *t, CUstream s, uint64_t now, gs_pfn_cuEv
     t->have_mark = 0;
     t->mark_ns = now;
     t->in_interval = t->at_mark = t->since_mark = 0;
+    t->graph_marks = 0;
 }
 
 /* A launch on s after a CPU gap: if the thread's work drained during the
@@ -349,7 +353,7 @@ static void count_turn_wait(uint64_t ns)
         gs_cost_add(GS_COST_TURN, ns);
 }
 
-int gs_compute_before(CUstream s)
+int gs_compute_before(CUstream s, int graph)
 {
     /* one launch in 64 times the gate's fast path, for the cost report */
     uint64_t timed = GS_UNLIKELY((++t_gate_tick & 63) == 0) ? gs_compute_now() : 0;
@@ -387,9 +391,14 @@ int gs_compute_before(CUstream s)
     }
     if (GS_LIKELY(gs_lim_in_window(&t->w, now))) {
         /* the ledger flag is read only after a gap worth a look: most
-         * launches come closer together than the fine gap */
+         * launches come closer together than the fine gap. A graph's
+         * launch, and the one after it, look from the fine gap too: a
+         * graph is many kernels for one launch (the probe costs little
+         * beside it), and the CPU between a torch step's graph and its
+         * next kernel is no GPU time of ours */
         uint64_t gap = now - t->last_launch_ns;
-        if (GS_UNLIKELY(gap >= GS_LIM_FINE_GAP_NS) && (gap >= GS_LIM_GAP_NS || gs_compute_fine_probe(d)))
+        if (GS_UNLIKELY(gap >= GS_LIM_FINE_GAP_NS) &&
+            (gap >= GS_LIM_GAP_NS || graph || t->graph_last || gs_compute_fine_probe(d)))
             probe_gap(t, r, d, s, now);
         else if (GS_UNLIKELY(timed))
             gs_cost_add(GS_COST_GATE, gs_compute_now() - timed);
@@ -501,7 +510,7 @@ static void yield_queue(struct tdev *t)
     t->last_launch_ns = to; /* our own wait is no CPU gap: no probe, the interval goes on */
 }
 
-void gs_compute_after(int d, CUstream s, CUresult rc)
+void gs_compute_after(int d, CUstream s, CUresult rc, int graph)
 {
     struct tdev *t = &t_dev[d];
     if (rc != CUDA_SUCCESS || !t->w.open)
@@ -523,11 +532,18 @@ void gs_compute_after(int d, CUstream s, CUresult rc)
      * each costs the GPU a few us between kernels and the host about a
      * launch */
     t->in_interval++;
+    /* a graph gets a marker, and so do the GS_LIM_MARK_FIRST launches after
+     * it: priced at the GPU time per launch (gs_lim_window_end), a torch
+     * step's small kernel after its graph cost as much as the graph's
+     * share of the average */
+    int after_graph = t->graph_marks > 0;
+    t->graph_marks = graph ? GS_LIM_MARK_FIRST : after_graph ? t->graph_marks - 1 : 0;
+    t->graph_last = (uint8_t)graph;
     uint64_t work = (uint64_t)++t->since_mark * t->w.est_ns;
     int yield = gs_rt.cfg.share_yield_us && t->w.est_ns && work >= (uint64_t)gs_rt.cfg.share_yield_us * 1000 &&
                 gs_compute_yield(d);
-    if (yield || t->in_interval <= GS_LIM_MARK_FIRST || t->w.est_ns == 0 || work >= MARK_EVERY_NS ||
-        t->last_launch_ns - t->mark_ns >= MARK_EVERY_NS) {
+    if (yield || graph || after_graph || t->in_interval <= GS_LIM_MARK_FIRST || t->w.est_ns == 0 ||
+        work >= MARK_EVERY_NS || t->last_launch_ns - t->mark_ns >= MARK_EVERY_NS) {
         gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
         uint64_t m0 = gs_compute_now();
         int marked = t->ev_mark && rec && rec(t->ev_mark, s) == CUDA_SUCCESS;

@@ -14,10 +14,11 @@ enum { GS_COMPUTE_UNKNOWN = 0, GS_COMPUTE_OFF = 1, GS_COMPUTE_ON = 2 };
  * driver after one predictable branch. */
 extern int gs_compute_state;
 
-/* Before a launch on stream s: may wait for the container's tokens. Returns
- * the region device to hand to gs_compute_after, or -1 (not limited). */
-int gs_compute_before(CUstream s);
+/* Before a launch on stream s (graph: a CUDA graph's, cuGraphLaunch): may
+ * wait for the container's tokens. Returns the region device to hand to
+ * gs_compute_after, or -1 (not limited). */
+int gs_compute_before(CUstream s, int graph);
 /* After the launch returned rc. */
-void gs_compute_after(int dev, CUstream s, CUresult rc);
+void gs_compute_after(int dev, CUstream s, CUresult rc, int graph);
 
 #endif

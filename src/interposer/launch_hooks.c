@@ -16,20 +16,23 @@
             return call;                                                                                               \
     } while (0)
 
-/* The gate around a launch on stream, once a compute limit may be on. */
-#define GATE(stream, call)                                                                                             \
+/* The gate around a launch on stream (graph: a CUDA graph's), once a
+ * compute limit may be on. */
+#define GATE(stream, graph, call)                                                                                      \
     do {                                                                                                               \
-        int d_ = gs_compute_before(stream);                                                                            \
+        int d_ = gs_compute_before((stream), (graph));                                                                 \
         CUresult rc_ = call;                                                                                           \
         if (d_ >= 0)                                                                                                   \
-            gs_compute_after(d_, (stream), rc_);                                                                       \
+            gs_compute_after(d_, (stream), rc_, (graph));                                                              \
         return rc_;                                                                                                    \
     } while (0)
 
-#define GATED(real, stream, call)                                                                                      \
+/* A graph launch: one launch for all of its kernels (compute_limiter.c
+ * measures the work around it apart). */
+#define GATED_GRAPH(real, stream, call)                                                                                \
     do {                                                                                                               \
         PASS_UNLESS_LIMITED(real, call);                                                                               \
-        GATE(stream, call);                                                                                            \
+        GATE(stream, 1, call);                                                                                         \
     } while (0)
 
 /* A kernel launch of f with `blocks` blocks: a collective's is measured,
@@ -44,7 +47,7 @@
                 gs_compute_collective_after(t_, (stream), rc_);                                                        \
             return rc_;                                                                                                \
         }                                                                                                              \
-        GATE(stream, call);                                                                                            \
+        GATE(stream, 0, call);                                                                                         \
     } while (0)
 
 CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
@@ -94,13 +97,13 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned 
 CUresult cuGraphLaunch(CUgraphExec g, CUstream s)
 {
     gs_pfn_cuGraphLaunch real = GS_REAL_CU(cuGraphLaunch);
-    GATED(real, s, real(g, s));
+    GATED_GRAPH(real, s, real(g, s));
 }
 
 CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s)
 {
     gs_pfn_cuGraphLaunch_ptsz real = GS_REAL_CU(cuGraphLaunch_ptsz);
-    GATED(real, s, real(g, s));
+    GATED_GRAPH(real, s, real(g, s));
 }
 
 /* Stream capture: counted so that the limiter leaves the process's streams

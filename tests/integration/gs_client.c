@@ -15,6 +15,7 @@
 #include "../../src/core/region.h"
 #include "gs_client_compute.h"
 #include "gs_client_contexts.h"
+#include "gs_client_graphs.h"
 #include "gs_client_paths.h"
 
 #include <dlfcn.h>
@@ -248,6 +249,8 @@ static CUresult run(char *line)
         size_t t = 0;
         rc = CU("cuDeviceTotalMem", "cuDeviceTotalMem_v2", 0, CUresult(*)(size_t *, CUdevice))(&t, 0);
         printf("total=%zu ", t);
+    } else if (!nvml && (!strcmp(c, "nvml") || !strcmp(c, "procs"))) {
+        rc = CUDA_ERROR_NOT_FOUND; /* a container given libcuda only */
     } else if (!strcmp(c, "nvml")) {
         nvmlReturn_t (*init)(void) = (nvmlReturn_t(*)(void))dlsym(nvml, "nvmlInit_v2");
         nvmlReturn_t (*get)(unsigned, nvmlDevice_t *) =
@@ -364,6 +367,8 @@ static CUresult run(char *line)
         /* legacy, graph-memory and VMM-import commands: gs_client_paths.c */
     } else if (gs_client_contexts(argc, argv, &rc, entry_any)) {
         /* cuCtxCreate / cuCtxDestroy through each ABI: gs_client_contexts.c */
+    } else if (gs_client_graphs(argc, argv, &rc, entry_any)) {
+        /* a CUDA-graph tenant: gs_client_graphs.c */
     }
     printf("%s rc=%d\n", c, (int)rc);
     fflush(stdout);
@@ -377,8 +382,8 @@ int main(int argc, char **argv)
     /* "default" stands for a program linked with -lcuda: the driver's
      * symbols are global, and the preloaded interposer comes first. */
     cuda = dlopen("libcuda.so.1", RTLD_NOW | (!strcmp(mode, "default") ? RTLD_GLOBAL : RTLD_LOCAL));
-    nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-    if (!cuda || !nvml) {
+    nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW); /* NULL in a container given libcuda only */
+    if (!cuda) {
         fprintf(stderr, "gs_client: cannot load the driver: %s\n", dlerror());
         return 1;
     }

@@ -108,6 +108,8 @@ SIM_API cuEventQuery(CUevent hEvent);
 SIM_API cuStreamQuery(CUstream hStream);
 /* Sim only: an executable graph of count launches of f. */
 SIM_API gpusliceSimGraphCreate(CUgraphExec *out, CUfunction f, unsigned int count);
+/* Sim only: the same, gap_us of idle device time between consecutive launches. */
+SIM_API gpusliceSimGraphCreateGaps(CUgraphExec *out, CUfunction f, unsigned int count, unsigned long long gap_us);
 SIM_API cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd);
 SIM_API cuEventDestroy(CUevent hEvent);
 SIM_API cuEventDestroy_v2(CUevent hEvent);

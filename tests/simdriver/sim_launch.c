@@ -52,6 +52,7 @@ struct sim_graph {
     int in_use;
     int func;
     unsigned int count; /* launches of func per graph launch */
+    uint64_t gap_ns;    /* idle device time between consecutive ones */
     uint64_t ns;        /* func < 0: a captured graph of this much work */
 };
 struct sim_module {
@@ -108,34 +109,43 @@ static int current_dev(void)
     return sim_ctxs[ctx].dev;
 }
 
-/* Queues ns of work (a collective's when coll is set) on dev; 0 when the
- * queue is too full to take it now. Lock held. */
-static int try_submit(struct sim_call *c, int dev, uint64_t ns, const struct sim_func *coll)
+/* What a launch puts on the timeline: ns of work, a collective's (coll)
+ * or a graph's nodes with idle gaps between them (graph). */
+struct sim_submission {
+    uint64_t ns;
+    const struct sim_func *coll;
+    const struct sim_graph *graph;
+};
+
+/* Queues it on dev; 0 when the queue is too full to take it now. Lock held. */
+static int try_submit(struct sim_call *c, int dev, const struct sim_submission *sub)
 {
     uint64_t now = sim_now_ns();
     sim_tl_advance(c->st, dev, now);
     const struct sim_work *w = &c->st->procs[c->proc].work[dev];
     if (w->submitted - w->done >= SIM_MAX_PENDING_NS)
         return 0;
-    if (coll)
-        return sim_tl_collective(c->st, c->proc, dev, ns, coll->group, coll->ranks, now) == 0;
-    sim_tl_submit(c->st, c->proc, dev, ns, now);
+    if (sub->coll)
+        return sim_tl_collective(c->st, c->proc, dev, sub->ns, sub->coll->group, sub->coll->ranks, now) == 0;
+    if (sub->graph)
+        return sim_tl_submit_graph(c->st, c->proc, dev, sub->ns, sub->graph->count, sub->graph->gap_ns, now) == 0;
+    sim_tl_submit(c->st, c->proc, dev, sub->ns, now);
     return 1;
 }
 
-/* Puts ns of work (a collective: coll) on the timeline; blocks while too
- * much is queued, like a full push buffer. */
-static CUresult submit(uint64_t ns, const struct sim_func *coll)
+/* Puts a launch's work on the timeline; blocks while too much is queued,
+ * like a full push buffer. */
+static CUresult submit_launch(const struct sim_submission *sub)
 {
     int dev = current_dev();
-    if ((ns == 0 && !coll) || dev < 0)
+    if ((sub->ns == 0 && !sub->coll && !sub->graph) || dev < 0)
         return CUDA_SUCCESS;
     for (;;) {
         struct sim_call c;
         CUresult rc = sim_enter(&c);
         if (rc != CUDA_SUCCESS)
             return rc;
-        int queued = try_submit(&c, dev, ns, coll);
+        int queued = try_submit(&c, dev, sub);
         sim_leave(&c);
         if (queued)
             return CUDA_SUCCESS;
@@ -144,9 +154,11 @@ static CUresult submit(uint64_t ns, const struct sim_func *coll)
     }
 }
 
-static CUresult submit_work(uint64_t ns)
+/* ns of work (a collective: coll). */
+static CUresult submit(uint64_t ns, const struct sim_func *coll)
 {
-    return submit(ns, NULL);
+    struct sim_submission sub = { .ns = ns, .coll = coll };
+    return submit_launch(&sub);
 }
 
 /* The process's submitted work on the current device; for_event: an event
@@ -663,24 +675,30 @@ static CUresult graph_launch(CUgraphExec g, CUstream s)
         return CUDA_ERROR_INVALID_HANDLE;
     if (sim_graph_mem_launch(g, &rc)) /* a graph with memory nodes (no kernels) */
         return rc;
-    uint64_t ns = 0;
+    struct sim_graph gr = { 0 };
+    uint64_t kernel_ns = 0;
     pthread_mutex_lock(&g_lock);
     int gi = HANDLE_INDEX(g_graphs, MAX_GRAPHS, g);
-    if (gi >= 0 && g_graphs[gi].func < 0)
-        ns = g_graphs[gi].ns;
-    else if (gi >= 0 && g_funcs[g_graphs[gi].func].in_use)
-        ns = g_funcs[g_graphs[gi].func].dur_ns * g_graphs[gi].count;
+    if (gi >= 0)
+        gr = g_graphs[gi];
+    if (gi >= 0 && gr.func >= 0 && g_funcs[gr.func].in_use)
+        kernel_ns = g_funcs[gr.func].dur_ns;
     pthread_mutex_unlock(&g_lock);
+    uint64_t gaps = gr.count > 1 ? (uint64_t)(gr.count - 1) * gr.gap_ns : 0;
+    uint64_t ns = gr.func < 0 ? gr.ns : kernel_ns * gr.count + gaps;
     if (sim_capture_launch(s, ns, &rc))
         return rc;
-    return submit_work(ns);
+    if (gr.func < 0 || !gaps)
+        return submit(ns, NULL);
+    struct sim_submission sub = { .ns = kernel_ns, .graph = &gr };
+    return submit_launch(&sub);
 }
 
-/* Sim only: an executable graph of count launches of f (one wave each). */
-SIM_EXPORT CUresult gpusliceSimGraphCreate(CUgraphExec *out, CUfunction f, unsigned int count);
-SIM_EXPORT CUresult gpusliceSimGraphCreate(CUgraphExec *out, CUfunction f, unsigned int count)
+/* An executable graph of count launches of f (one wave each), gap_ns of
+ * idle device time between consecutive ones. */
+static CUresult graph_create(CUgraphExec *out, CUfunction f, unsigned int count, uint64_t gap_ns)
 {
-    if (!out || !count)
+    if (!out || !count || (gap_ns && count - 1 > SIM_GAP_QUEUE))
         return CUDA_ERROR_INVALID_VALUE;
     CUresult rc = need_ctx();
     if (rc != CUDA_SUCCESS)
@@ -692,7 +710,7 @@ SIM_EXPORT CUresult gpusliceSimGraphCreate(CUgraphExec *out, CUfunction f, unsig
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         for (int i = 0; i < MAX_GRAPHS; i++)
             if (!g_graphs[i].in_use) {
-                g_graphs[i] = (struct sim_graph){ .in_use = 1, .func = fi, .count = count };
+                g_graphs[i] = (struct sim_graph){ .in_use = 1, .func = fi, .count = count, .gap_ns = gap_ns };
                 *out = (CUgraphExec)(void *)&g_graphs[i];
                 rc = CUDA_SUCCESS;
                 break;
@@ -700,6 +718,26 @@ SIM_EXPORT CUresult gpusliceSimGraphCreate(CUgraphExec *out, CUfunction f, unsig
     }
     pthread_mutex_unlock(&g_lock);
     return rc;
+}
+
+/* Sim only: an executable graph of count launches of f. */
+SIM_EXPORT CUresult gpusliceSimGraphCreate(CUgraphExec *out, CUfunction f, unsigned int count);
+SIM_EXPORT CUresult gpusliceSimGraphCreate(CUgraphExec *out, CUfunction f, unsigned int count)
+{
+    return graph_create(out, f, count, 0);
+}
+
+/* Sim only: the same with gap_us of idle device time between consecutive
+ * launches (a graph whose nodes wait for each other; at most SIM_GAP_QUEUE
+ * gaps). */
+SIM_EXPORT CUresult gpusliceSimGraphCreateGaps(CUgraphExec *out, CUfunction f, unsigned int count,
+                                               unsigned long long gap_us);
+SIM_EXPORT CUresult gpusliceSimGraphCreateGaps(CUgraphExec *out, CUfunction f, unsigned int count,
+                                               unsigned long long gap_us)
+{
+    if (gap_us > 1000000ULL)
+        return CUDA_ERROR_INVALID_VALUE; /* at most 1 s a gap */
+    return graph_create(out, f, count, gap_us * 1000ULL);
 }
 
 CUresult sim_graph_of_ns(CUgraphExec *out, uint64_t ns)

@@ -15,8 +15,9 @@
 #include <sys/types.h>
 
 #define SIM_STATE_MAGIC 0x314d495345494c53ULL /* "SLIESIM1" */
-/* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots; 4: time slices; 5: MPS; 6: collectives */
-#define SIM_STATE_VERSION 6U
+/* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots; 4: time slices; 5: MPS; 6: collectives;
+ * 7: idle gaps inside graphs */
+#define SIM_STATE_VERSION 7U
 
 #define SIM_MAX_DEVICES 8
 #define SIM_MAX_PROCS 128
@@ -95,6 +96,14 @@ struct sim_coll {
     uint32_t arrived; /* the queue has reached it: the process spins */
 };
 
+/* Idle device time in a process's queue (sim_tl_submit_graph): the part
+ * [at, at + ns) of its work counter passes as time without a kernel. */
+#define SIM_GAP_QUEUE 64 /* gaps queued per process and device */
+struct sim_gap {
+    uint64_t at;
+    uint64_t ns;
+};
+
 /* Per process and device: the work it has given the device and how much of
  * it is done, both in nanoseconds of exclusive device time (sim_timeline.c). */
 #define SIM_BP_RING 256
@@ -112,6 +121,10 @@ struct sim_work {
     uint32_t coll_head;
     uint32_t coll_tail;
     struct sim_coll coll[SIM_COLL_QUEUE];
+    /* Idle gaps not passed yet, oldest first (ring of head..tail). */
+    uint32_t gap_head;
+    uint32_t gap_tail;
+    struct sim_gap gap[SIM_GAP_QUEUE];
 };
 
 struct sim_proc {

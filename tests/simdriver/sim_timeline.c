@@ -111,13 +111,35 @@ static int slice_owner(struct sim_state *st, int dev, uint64_t t)
     return -1;
 }
 
-/* Work the process can do before its queue empties or reaches its next
- * collective: 0 while it spins there (or has no work). */
+/* Whether the process's queue is in an idle gap now (it passes without a
+ * kernel); drops the gaps it has passed. */
+static int in_gap(struct sim_work *w)
+{
+    while (w->gap_head != w->gap_tail) {
+        const struct sim_gap *g = &w->gap[w->gap_head % SIM_GAP_QUEUE];
+        if (w->done < g->at + g->ns)
+            return w->done >= g->at;
+        w->gap_head++;
+    }
+    return 0;
+}
+
+/* Work the process can do before its queue empties, reaches its next
+ * collective or enters or leaves a gap: 0 while it spins at a collective
+ * (or has no work). */
 static uint64_t room(const struct sim_work *w)
 {
     uint64_t end = w->submitted;
     if (w->coll_head != w->coll_tail && w->coll[w->coll_head % SIM_COLL_QUEUE].at < end)
         end = w->coll[w->coll_head % SIM_COLL_QUEUE].at;
+    for (uint32_t i = w->gap_head; i != w->gap_tail; i++) {
+        const struct sim_gap *g = &w->gap[i % SIM_GAP_QUEUE];
+        uint64_t edge = w->done < g->at ? g->at : g->at + g->ns;
+        if (edge > w->done) {
+            end = edge < end ? edge : end;
+            break;
+        }
+    }
     return end > w->done ? end - w->done : 0;
 }
 
@@ -150,11 +172,13 @@ static void sliced_apply(struct sim_state *st, int dev, uint64_t t, uint64_t end
         bp_add(w, end, STALLED, t);
     }
     struct sim_work *ow = &st->procs[o].work[dev];
-    int spins = room(ow) == 0;
+    int spins = room(ow) == 0, idle = in_gap(ow);
     ow->done += spins ? 0 : dt;
+    bp_add(ow, end, spins ? STALLED : 1, t);
+    if (idle)
+        return; /* a gap inside a graph: no kernel ran */
     ow->busy += dt;
     ow->period_busy += dt;
-    bp_add(ow, end, spins ? STALLED : 1, t);
     d->tl_last_proc = o;
     d->tl_busy_ns += dt;
     d->tl_period_busy += dt;
@@ -196,19 +220,26 @@ static void ps_apply(struct sim_state *st, int dev, uint64_t t, uint64_t end)
     struct ps_plan s = ps_plan(st, dev, t);
     int completes = end == s.empties;
     uint64_t dt = end - t, share = dt / s.k, gain = share * s.eff / 100;
+    int ran = 0;
     for (int p = 0; p < SIM_MAX_PROCS; p++) {
         struct sim_work *w = &st->procs[p].work[dev];
         if (!st->procs[p].pid || !pending(w))
             continue;
         uint64_t r = room(w);
+        int idle = in_gap(w);
         w->done += completes && r == s.minrem ? r : (gain < r ? gain : r);
+        bp_add(w, end, r ? s.k : STALLED, t);
+        if (idle)
+            continue; /* a gap inside a graph: no kernel of its ran */
+        ran = 1;
         d->tl_last_proc = p;
         w->busy += share;
         w->period_busy += share;
-        bp_add(w, end, r ? s.k : STALLED, t);
     }
-    d->tl_busy_ns += dt;
-    d->tl_period_busy += dt;
+    if (ran) {
+        d->tl_busy_ns += dt;
+        d->tl_period_busy += dt;
+    }
 }
 
 /* Where a busy device's segment from t ends by itself, not past limit: a
@@ -353,6 +384,24 @@ void sim_tl_submit(struct sim_state *st, int proc, int dev, uint64_t ns, uint64_
         w->pad = 0;
     }
     w->submitted += ns;
+}
+
+int sim_tl_submit_graph(struct sim_state *st, int proc, int dev, uint64_t kernel_ns, uint32_t count, uint64_t gap_ns,
+                        uint64_t now)
+{
+    sim_tl_advance(st, dev, now);
+    struct sim_work *w = &st->procs[proc].work[dev];
+    uint32_t gaps = gap_ns && count > 1 ? count - 1 : 0;
+    if (gaps > SIM_GAP_QUEUE - (w->gap_tail - w->gap_head))
+        return -1;
+    for (uint32_t i = 0; i < count; i++) {
+        sim_tl_submit(st, proc, dev, kernel_ns, now);
+        if (i < gaps) {
+            w->gap[w->gap_tail++ % SIM_GAP_QUEUE] = (struct sim_gap){ .at = w->submitted, .ns = gap_ns };
+            sim_tl_submit(st, proc, dev, gap_ns, now);
+        }
+    }
+    return 0;
 }
 
 int sim_tl_collective(struct sim_state *st, int proc, int dev, uint64_t ns, uint32_t group, uint32_t ranks,

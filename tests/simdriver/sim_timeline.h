@@ -57,6 +57,17 @@ void sim_tl_advance(struct sim_state *st, int dev, uint64_t now);
 /* Adds ns of work for process slot proc on dev at time now (advances first). */
 void sim_tl_submit(struct sim_state *st, int proc, int dev, uint64_t ns, uint64_t now);
 
+/* Queues a graph of count kernels of kernel_ns each, gap_ns of idle device
+ * between consecutive ones (the graph's nodes waiting for each other):
+ * while its queue is in a gap the process does not count as busy, neither
+ * in NVML's samples nor in the device's utilisation. The gap passes in the
+ * process's queue as work would: alone on the device it lasts gap_ns; beside
+ * others it takes its processor-sharing part or its slices like a kernel
+ * (a simplification). Returns -1, queueing nothing, when the process's
+ * queue has no room for count - 1 more gaps. */
+int sim_tl_submit_graph(struct sim_state *st, int proc, int dev, uint64_t kernel_ns, uint32_t count, uint64_t gap_ns,
+                        uint64_t now);
+
 /* Queues a collective of group (< SIM_COLL_GROUPS) that needs ranks processes
  * and then runs ns of work (at least SIM_COLL_MIN_NS, so that what is queued
  * after it is reached only once it is released). Returns -1, queueing

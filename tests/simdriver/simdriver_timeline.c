@@ -270,6 +270,39 @@ static void the_collective_queue_is_bounded(void **state)
     free(st);
 }
 
+static void a_graphs_inner_gaps_pass_without_a_kernel(void **state)
+{
+    (void)state;
+    for (uint32_t slice = 0; slice <= 2000; slice += 2000) {
+        struct sim_state *st = procs_ab(slice);
+        /* three 100 us kernels, 50 us idle between them, alone on the device */
+        assert_int_equal(sim_tl_submit_graph(st, 0, 0, 100 * US, 3, 50 * US, T0), 0);
+        sim_tl_advance(st, 0, T0 + 1 * MS);
+        const struct sim_work *a = &st->procs[0].work[0];
+        assert_int_equal(a->submitted, 400 * US);
+        assert_int_equal(sim_tl_done_time(a, a->submitted), T0 + 400 * US);
+        assert_int_equal(sim_tl_done_time(a, 150 * US), T0 + 150 * US); /* the second kernel starts after the gap */
+        /* NVML and the device count the kernels only */
+        assert_int_equal(a->busy, 300 * US);
+        assert_int_equal(st->dev[0].tl_busy_ns, 300 * US);
+        assert_int_equal(a->gap_head, a->gap_tail); /* both passed */
+        free(st);
+    }
+}
+
+static void the_gap_queue_is_bounded(void **state)
+{
+    (void)state;
+    struct sim_state *st = procs_ab(0);
+    assert_int_equal(sim_tl_submit_graph(st, 0, 0, 10 * US, SIM_GAP_QUEUE + 1, 1 * US, T0), 0);
+    assert_int_equal(sim_tl_submit_graph(st, 0, 0, 10 * US, 2, 1 * US, T0), -1); /* no room until one passes */
+    assert_int_equal(st->procs[0].work[0].submitted, (SIM_GAP_QUEUE + 1) * 10 * US + SIM_GAP_QUEUE * US);
+    assert_int_equal(sim_tl_submit_graph(st, 0, 0, 10 * US, 2, 0, T0), 0); /* no gaps: always room */
+    sim_tl_advance(st, 0, T0 + 1 * MS);
+    assert_int_equal(sim_tl_submit_graph(st, 0, 0, 10 * US, 2, 1 * US, T0 + 1 * MS), 0);
+    free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -286,6 +319,8 @@ int main(void)
         cmocka_unit_test(a_collective_needs_all_its_ranks_of_its_group),
         cmocka_unit_test(a_spinning_rank_gets_full_nvml_samples),
         cmocka_unit_test(the_collective_queue_is_bounded),
+        cmocka_unit_test(a_graphs_inner_gaps_pass_without_a_kernel),
+        cmocka_unit_test(the_gap_queue_is_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
