@@ -8,8 +8,8 @@
 #   3. cppcheck, the .clang-format check and clang-tidy, at once;
 #   4. each libFuzzer target for a fixed count of inputs;
 #   5. the timing tests' outcome.
-# tools/test.sh --quick: the Release build and the tests labelled "quick"
-# (unit, simulated driver, the fast integration tests), for use between edits.
+# tools/test.sh --quick: the Release build and the tests labelled "unit",
+# "simdriver" or "quick" (fast integration tests), for use between edits.
 # A test that fails is run once more; one that passes then is named as flaky
 # in the summary at the end, and the run passes.
 set -eu
@@ -92,8 +92,8 @@ cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$root/build" -j"$jobs"
 
 if [ -n "$quick" ]; then
-    step "quick tests (label quick)"
-    "$retry" "$root/build" release "$flaky" -j"$jobs" -L quick -LE "$(excluding)"
+    step "quick tests (labels unit, simdriver, quick)"
+    "$retry" "$root/build" release "$flaky" -j"$jobs" -L "unit|simdriver|quick" -LE "$(excluding)"
     exit 0
 fi
 
