@@ -1,13 +1,13 @@
 #!/bin/sh
 # tools/test.sh: the whole test suite, as CI runs it (docs/testing.md):
 #   1. Release build (-O2, -Werror) and every CTest test; the ones labelled
-#      "timing" (compute throughput over the slowed wall clock, mostly
-#      waiting) run in the background, beside the steps after this one;
+#      "slow" (compute scenarios on the slowed clock, nearly all waiting) run
+#      in the background, beside the steps after this one;
 #   2. the sanitizer build (ASan + UBSan) and the tests a sanitizer can find
 #      something in: all but "timing" and "python-only";
 #   3. cppcheck, the .clang-format check and clang-tidy, at once;
 #   4. each libFuzzer target for a fixed count of inputs;
-#   5. the timing tests' outcome.
+#   5. the slow tests' outcome.
 # tools/test.sh --quick: the Release build and the tests labelled "unit",
 # "simdriver" or "quick" (fast integration tests), for use between edits.
 # A test that fails is run once more; one that passes then is named as flaky
@@ -16,10 +16,10 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
 fuzz_secs=${GPUSLICE_FUZZ_SECONDS:-30}
-# The timing tests wait on the slowed clock nearly all the time (a tenant
-# takes about a tenth of a core): two at a time, beside the steps after the
-# release tests, finish before those do.
-timing_jobs=2
+# The slow tests wait on the slowed clock nearly all the time (a tenant takes
+# about a tenth of a core): two at a time, beside the steps after the release
+# build, they finish before those do.
+slow_jobs=2
 
 quick=
 case ${1:-} in
@@ -45,7 +45,7 @@ step() {
 # At exit, pass or fail: the time of each step and the flaky tests by name.
 summary() {
     status=$?
-    [ ! -s "$work/timing.pid" ] || kill_tree "$(cat "$work/timing.pid")"
+    [ ! -s "$work/slow.pid" ] || kill_tree "$(cat "$work/slow.pid")"
     step "summary"
     cat "$work/steps"
     printf '%5ds  total\n' $(($(date +%s) - t0))
@@ -97,17 +97,17 @@ if [ -n "$quick" ]; then
     exit 0
 fi
 
-step "timing tests start (label timing, in the background; lines marked [timing])"
+step "slow tests start (label slow, in the background; lines marked [slow])"
 (
-    sh -c 'echo $PPID' >"$work/timing.pid"
+    sh -c 'echo $PPID' >"$work/slow.pid"
     rc=0
-    "$retry" "$root/build" timing "$flaky" -j"$timing_jobs" -L timing -LE "$(excluding)" || rc=$?
-    echo "$rc" >"$work/timing.rc"
-) 2>&1 | sed 's/^/[timing] /' &
-timing_pipe=$!
+    "$retry" "$root/build" release-slow "$flaky" -j"$slow_jobs" -L slow -LE "$(excluding)" || rc=$?
+    echo "$rc" >"$work/slow.rc"
+) 2>&1 | sed 's/^/[slow] /' &
+slow_pipe=$!
 
-step "release tests (all but timing)"
-"$retry" "$root/build" release "$flaky" -j"$jobs" -LE "$(excluding timing)"
+step "release tests (all but slow)"
+"$retry" "$root/build" release "$flaky" -j"$jobs" -LE "$(excluding slow)"
 
 step "sanitizer build (ASan + UBSan)"
 cmake -S "$root" -B "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUSLICE_SANITIZE=ON >/dev/null
@@ -124,8 +124,8 @@ step "checkers at once: cppcheck, format, clang-tidy"
 step "fuzz (${GPUSLICE_FUZZ_RUNS:-200000} inputs per target, seed 1)"
 GPUSLICE_FUZZ_RUNS=${GPUSLICE_FUZZ_RUNS:-200000} "$root/tools/fuzz.sh" "$fuzz_secs"
 
-step "timing tests (waiting for the background run)"
-wait "$timing_pipe" || true
-rm -f "$work/timing.pid"
-rc=$(cat "$work/timing.rc" 2>/dev/null || echo 1)
-[ "$rc" -eq 0 ] || { echo "test.sh: the timing tests failed (lines marked [timing] above)"; exit 1; }
+step "slow tests (waiting for the background run)"
+wait "$slow_pipe" || true
+rm -f "$work/slow.pid"
+rc=$(cat "$work/slow.rc" 2>/dev/null || echo 1)
+[ "$rc" -eq 0 ] || { echo "test.sh: the slow tests failed (lines marked [slow] above)"; exit 1; }
