@@ -44,7 +44,7 @@ step() {
 
 # At exit, pass or fail: the time of each step and the flaky tests by name.
 summary() {
-    status=$?
+    status=$1 failed_step=$step_name
     [ ! -s "$work/slow.pid" ] || kill_tree "$(cat "$work/slow.pid")"
     step "summary"
     cat "$work/steps"
@@ -57,8 +57,7 @@ summary() {
     if [ "$status" -eq 0 ]; then echo "all checks passed"; else echo "FAILED in: $failed_step"; fi
     rm -rf "$work"
 }
-failed_step=
-trap 'failed_step=$step_name; summary' EXIT
+trap 'summary $?' EXIT
 trap 'exit 130' INT TERM
 
 # A background run that is still going when the suite stops: its processes,
@@ -103,8 +102,12 @@ step "slow tests start (label slow, in the background; lines marked [slow])"
     rc=0
     "$retry" "$root/build" release-slow "$flaky" -j"$slow_jobs" -L slow -LE "$(excluding)" || rc=$?
     echo "$rc" >"$work/slow.rc"
-) 2>&1 | sed 's/^/[slow] /' &
+) 2>&1 | sed -u 's/^/[slow] /' &
 slow_pipe=$!
+# The slow tests' tenants must wake on time: everything from here on runs at
+# the lowest priority, so that they take a core at once when they need one.
+# Beside builds at the same priority, share pairs lost a tenth of the device.
+renice -n 19 -p $$ >/dev/null
 
 step "release tests (all but slow)"
 "$retry" "$root/build" release "$flaky" -j"$jobs" -LE "$(excluding slow)"
