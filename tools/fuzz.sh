@@ -1,7 +1,7 @@
 #!/bin/sh
 # tools/fuzz.sh SECONDS: builds the libFuzzer targets with clang in build-fuzz/ and runs
-# each for SECONDS over the committed seed corpus. Exits non-zero if any target crashes,
-# fails an invariant, or does not build. New inputs go to build-fuzz/corpus/<target>/,
+# each for SECONDS over the committed seed corpus, two at a time. Exits non-zero if any
+# target crashes, fails an invariant, or does not build. New inputs go to build-fuzz/corpus/<target>/,
 # so the committed corpus only changes when someone copies interesting inputs back.
 set -eu
 
@@ -22,8 +22,10 @@ cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Release
 # shellcheck disable=SC2086 # targets is a list
 cmake --build "$build" -j2 --target $targets
 
-status=0
-for t in $targets; do
+# Runs target $1; prints its header and stats, or its log's last lines if it
+# fails (then returns 1), all at once so that two lanes do not interleave.
+fuzz_one() {
+    t=$1
     work=$build/corpus/$t
     mkdir -p "$work"
     log=$build/$t.log
@@ -31,9 +33,9 @@ for t in $targets; do
     # each fuzz_ledger input maps a file and takes OFD locks (~1200 inputs/s)
     [ -n "$runs" ] && [ "$t" = fuzz_ledger ] && runs=$((runs / 8))
     if [ -n "$runs" ]; then
-        echo "== $t: $runs inputs, seed 1"
+        head="== $t: $runs inputs, seed 1"
     else
-        echo "== $t: ${secs}s"
+        head="== $t: ${secs}s"
     fi
     # config inputs carry a whole file; give them room past the 8 KiB line limit.
     maxlen=4096
@@ -51,11 +53,34 @@ for t in $targets; do
     # shellcheck disable=SC2086 # budget and dict_opt are word lists
     if "$build/tests/fuzz/$t" $budget -max_len="$maxlen" -print_final_stats=1 $dict_opt \
         -artifact_prefix="$build/crash-$t-" "$work" "$root/tests/fuzz/corpus/$t" >"$log" 2>&1; then
+        echo "$head"
         grep -aE '^stat::(number_of_executed_units|new_units_added|peak_rss_mb)' "$log" || true
     else
+        echo "$head" >&2
         echo "$t FAILED; last lines of $log:" >&2
         tail -n 30 "$log" >&2
-        status=1
+        return 1
     fi
+}
+
+# Two lanes, each running every other target in turn: each target is single
+# threaded, and two cores take two at once.
+lanes=$(mktemp -d)
+trap 'rm -rf "$lanes"' EXIT
+for first in 1 2; do
+    (
+        status=0 i=0
+        for t in $targets; do
+            i=$((i + 1))
+            [ $((i % 2)) -eq $((first % 2)) ] || continue
+            fuzz_one "$t" || status=1
+        done
+        echo "$status" >"$lanes/$first"
+    ) &
+done
+wait
+status=0
+for first in 1 2; do
+    [ "$(cat "$lanes/$first" 2>/dev/null || echo 1)" -eq 0 ] || status=1
 done
 exit $status
