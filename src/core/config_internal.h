@@ -28,12 +28,12 @@ int gs_cfg_fail(char *err, size_t errlen, const struct gs_cfg_layer *layer, int 
 /* The parsers named in config_keys.def (gs_cfg_parse_fn), each with the size of what it
  * stores (GS_CFG_STORES_<parser>; 0 for a string that fills the field, whatever its size).
  * None of them names the value in why: the caller does. */
-#define GS_CFG_STORES_mem_limit sizeof(uint64_t) /* size > 0 */
-#define GS_CFG_STORES_hami_sm sizeof(unsigned)   /* lo..hi percent; 100 = no limit (0) */
+#define GS_CFG_STORES_mem_limit sizeof(uint64_t)       /* size > 0 */
+#define GS_CFG_STORES_hami_sm sizeof(unsigned)         /* lo..hi percent; 100 = no limit (0) */
 #define GS_CFG_STORES_hami_mem GS_CFG_STORES_mem_limit /* as mem_limit, with a unit */
-#define GS_CFG_STORES_uint sizeof(unsigned)      /* lo..hi */
-#define GS_CFG_STORES_path 0                     /* absolute, no control characters */
-#define GS_CFG_STORES_label 0                    /* printable ASCII, may be empty */
+#define GS_CFG_STORES_uint sizeof(unsigned)            /* lo..hi */
+#define GS_CFG_STORES_path 0                           /* absolute, no control characters */
+#define GS_CFG_STORES_label 0                          /* printable ASCII, may be empty */
 #define GS_CFG_STORES_core_policy sizeof(enum gs_core_policy)
 #define GS_CFG_STORES_compute_mode sizeof(enum gs_compute_mode)
 #define GS_CFG_STORES_managed sizeof(enum gs_managed_policy)

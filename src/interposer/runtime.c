@@ -28,7 +28,7 @@ static int slot = -1;
 static int dev_map[GS_MAX_DEVICES];
 static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
 static int broken_reported;
-static int region_private; /* the default region, in a directory anyone may write */
+static int region_private;    /* the default region, in a directory anyone may write */
 static int region_agent_made; /* a node agent's container: its region exists, made by the agent */
 
 static void set_broken(const char *why)
