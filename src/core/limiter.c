@@ -144,7 +144,9 @@ static uint64_t open_window(struct gs_lim_window *w, struct gs_lim_account *a, u
         return wait ? wait : 1;
     }
     uint64_t period = GS_LIM_DEFAULT_PERIOD_NS;
-    uint64_t quantum = (uint64_t)burst_of(rate) / 2;
+    int beside_others = LD(&a->others_ppm) >= GS_LIM_BUSY_PPM;
+    uint64_t quantum = beside_others ? (uint64_t)burst_of(rate) / 2
+                                     : (uint64_t)((unsigned __int128)GS_LIM_CYCLE_NS * rate / GS_LIM_PPM);
     uint64_t gpu = t > 0 && (uint64_t)t > quantum ? (uint64_t)t : quantum;
     if (in_slot) {
         /* the slot is the limit: what the account owes beyond one period
@@ -577,7 +579,11 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
     out->corr = outer_correction(a, in, &v, &others);
     uint64_t use = outer_use(a, in, &v, out->corr);
     out->use_ppm = (uint32_t)use;
-    out->others_ppm = (uint32_t)(others < 0 ? 0 : others);
+    /* what others used, held while it fades by a quarter a run: the window
+     * length it picks (GS_LIM_CYCLE_NS) must not flap with one interval's
+     * noise */
+    uint64_t faded = LD(&a->others_ppm) * 3 / 4;
+    out->others_ppm = (uint32_t)(others > (int64_t)faded ? others : (int64_t)faded);
     out->dev_ppm = (uint32_t)(dev < 0 ? 0 : dev);
     out->speed = LD(&a->speed_ppm);
     if (in->power_mw >= 0 && in->limit_mw > 0 && dev >= 0)

@@ -6,8 +6,8 @@
  * shared by all its processes (struct gs_lim_account, in the region). Tokens
  * accrue at rate p (ppm of wall time) up to one period's worth. Each thread
  * that launches work runs duty-cycle windows: a window opens only when the
- * account is not in debt, lasts tokens/c of wall time (at least half a
- * period's allowance), and closes at the first launch after its end (or after
+ * account is not in debt, lasts tokens/c of wall time (at least one cycle's
+ * allowance, GS_LIM_CYCLE_NS, or half a period's beside others), and closes at the first launch after its end (or after
  * as many launches as the measured cost per launch says fit; one launch
  * while that cost is unknown). Closing drains
  * the work launched in it, then charges its occupancy x c, so that no work
@@ -33,13 +33,25 @@
 
 #define GS_LIM_PPM 1000000U
 #define GS_LIM_DEFAULT_PERIOD_NS 50000000ULL /* 50 ms duty cycle */
-#define GS_LIM_OUTER_NS 250000000ULL         /* outer (NVML) loop every 250 ms */
-#define GS_LIM_MIN_CORR 50000U               /* c never below 0.05 */
-#define GS_LIM_MAX_CORR 1500000U             /* ... nor above 1.5 (events missed a tail of work) */
-#define GS_LIM_BUSY_PPM 50000U               /* others above 5 % count as busy (share mode) */
-#define GS_LIM_MAX_SPEED 2000000U            /* s never above 2 */
-#define GS_LIM_IDLE_POWER_PPM 150000U        /* power drawn busy-idle: 15 % of the limit */
-#define GS_LIM_DEFAULT_POWER_EXP 380U        /* thousandths; see gs_lim_speed */
+/* The cycle of a container held to p with no tokens banked, on a GPU that
+ * nobody else uses: windows of p x 5 ms of GPU time, then (1 - p) x 5 ms
+ * off, so that a job never stands still for long (a tensor-parallel loop of
+ * 2 ms steps capped at 40 had steps of 25-30 ms, 12-15 x its median, on
+ * 2 x H200 with the half-period windows below). Beside other contexts that
+ * time-slice the GPU a window holds half a period's allowance, as the
+ * correction c is learnt for: short windows overlap the others' more often
+ * and each overlap slows both (two caps 30 / 70 with no shared ledger and
+ * only NVML's device utilisation got 0.255 / 0.583 on the model GPU of
+ * tests/unit/test_limiter.c with 5 ms cycles, 0.300 / 0.700 with these).
+ * Idle time banks a period's allowance for a burst either way. */
+#define GS_LIM_CYCLE_NS 5000000ULL
+#define GS_LIM_OUTER_NS 250000000ULL  /* outer (NVML) loop every 250 ms */
+#define GS_LIM_MIN_CORR 50000U        /* c never below 0.05 */
+#define GS_LIM_MAX_CORR 1500000U      /* ... nor above 1.5 (events missed a tail of work) */
+#define GS_LIM_BUSY_PPM 50000U        /* others above 5 % count as busy (share mode) */
+#define GS_LIM_MAX_SPEED 2000000U     /* s never above 2 */
+#define GS_LIM_IDLE_POWER_PPM 150000U /* power drawn busy-idle: 15 % of the limit */
+#define GS_LIM_DEFAULT_POWER_EXP 380U /* thousandths; see gs_lim_speed */
 
 #define GS_LIM_MAX_WEIGHT 10000U   /* GPUSLICE_SHARE_WEIGHT's ceiling (config_keys.def) */
 #define GS_LIM_DEFAULT_WEIGHT 100U /* ... and its default, the node agent's ceiling */
@@ -66,7 +78,7 @@ struct gs_lim_account {
     uint8_t mode;            /* enum gs_lim_mode */
     uint8_t configured;      /* 1 once set up */
     uint32_t use_ppm;        /* measured use over the last outer interval (NVML or charged) */
-    uint32_t others_ppm;     /* others' use of the device, NVML */
+    uint32_t others_ppm;     /* others' use of the device (NVML), fading by a quarter an outer run */
     uint64_t throttled_ns;   /* clock when a thread last waited for tokens */
     uint32_t speed_ppm;      /* s; 0 until initialised */
     uint32_t dev_ppm;        /* device busy fraction at the last outer run (NVML) */

@@ -49,8 +49,8 @@ static void debt_makes_open_wait_exactly_until_paid(void **state)
     uint64_t now = 1000 * MS;
     assert_int_equal(gs_lim_open(&w, &a, now, 1), 0);
     assert_true(w.open);
-    /* quantum: half the period's allowance (6.25 ms) at c = 1 */
-    assert_int_equal(w.end_ns - w.start_ns, 6250 * US);
+    /* quantum: one cycle's allowance (1.25 ms) at c = 1 */
+    assert_int_equal(w.end_ns - w.start_ns, 1250 * US);
     assert_int_equal(w.max_launches, 1); /* cost per launch not known yet */
     w.launches = 4;
     uint64_t charge = gs_lim_close(&w, &a, now + 20 * MS, 1);
@@ -62,7 +62,11 @@ static void debt_makes_open_wait_exactly_until_paid(void **state)
     assert_false(w.open);
     assert_int_equal(gs_lim_open(&w, &a, now + 80 * MS, 1), 0);
     assert_true(w.open);
-    assert_int_equal(w.max_launches, 2); /* 6.25 ms of window at 5 ms a launch */
+    assert_int_equal(w.max_launches, 1); /* 1.25 ms of window at 5 ms a launch */
+    /* 40 ms later, 10 ms banked: the window lasts them */
+    assert_int_equal(gs_lim_open(&w, &a, now + 120 * MS, 1), 0);
+    assert_int_equal(w.end_ns - w.start_ns, 10 * MS);
+    assert_int_equal(w.max_launches, 2);
 }
 
 static void an_abandoned_set_up_claim_is_taken_over(void **state)
@@ -334,6 +338,7 @@ struct tenant {
     uint64_t queue_ns, idle_since, wake_ns, cpu_until, last_launch, burst_start;
     uint64_t busy_ns, busy_mark, done_ns, on_from, on_until; /* done: exclusive work completed */
     uint64_t bursts, lat_sum, lat_max;                       /* burst completion latency, after `from` */
+    uint64_t synced_ns, step_max;                            /* last sync; longest time between two, after `from` */
     int measuring;
     /* the interposer's markers: an event after the interval's first
      * GS_LIM_MARK_FIRST launches, then one per 0.5 ms of launching; the
@@ -478,7 +483,10 @@ static void tenant_host(struct tenant *t, uint64_t now)
             t->bursts++;
             t->lat_sum += lat;
             t->lat_max = lat > t->lat_max ? lat : t->lat_max;
+            if (t->synced_ns && now - t->synced_ns > t->step_max)
+                t->step_max = now - t->synced_ns;
         }
+        t->synced_ns = now;
         t->in_burst = 0;
         t->cpu_until = now + t->think_ns;
         t->st = T_RUN;
@@ -1067,6 +1075,26 @@ static void launches_after_the_last_marker_are_priced_by_the_markers(void **stat
     g_no_correction = 0;
 }
 
+/* A tensor-parallel step: one 2 ms kernel, a synchronisation, 20 us of CPU.
+ * Under cap 40 each step takes ~5 ms on average; none may stand still much
+ * longer than that (issue 26: no step longer than 3 x the median). */
+static void a_capped_job_of_short_steps_never_stands_still_for_long(void **state)
+{
+    (void)state;
+    struct tenant step = { .kernel_ns = 2 * MS, .burst = 1, .think_ns = 20 * US };
+    double alone = alone_rate(step);
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 40, 100);
+    step.acct = &a;
+    double capped;
+    simulate(&step, 1, 6.0, 2.0, &capped);
+    double mean = 4.0 * 1e9 / (double)step.bursts; /* the measured 4 s over the steps in them */
+    print_message("2 ms steps under cap 40: %.4f of alone, step mean %.2f ms, longest %.2f ms\n", capped / alone,
+                  mean / (double)MS, (double)step.step_max / (double)MS);
+    assert_true(fabs(capped / alone - 0.40) <= 0.03);
+    assert_true((double)step.step_max <= 3.0 * mean);
+}
+
 /* The light tenant beside a GPU-bound one; each limited (cap or share).
  * Returns the light tenant's throughput against alone and its burst
  * completion latency (mean and worst) against alone's worst. */
@@ -1149,6 +1177,7 @@ int main(void)
         cmocka_unit_test(a_share_container_borrowing_a_light_neighbours_part_yields),
         cmocka_unit_test(a_device_busy_well_under_the_cap_bounds_the_charge),
         cmocka_unit_test(a_gpu_bound_tenant_gets_its_cap),
+        cmocka_unit_test(a_capped_job_of_short_steps_never_stands_still_for_long),
         cmocka_unit_test(a_launch_bound_tenant_is_charged_its_kernels_not_its_gaps),
         cmocka_unit_test(a_launch_bound_tenant_under_a_cap_above_its_use_is_not_held_by_device_utilisation),
         cmocka_unit_test(launches_after_the_last_marker_are_priced_by_the_markers),
