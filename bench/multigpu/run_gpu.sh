@@ -91,12 +91,12 @@ fi
 if has tpinfer; then
   # TP-2 decoding: under --cores 50 tokens/s >= min(1, 0.5/u) - 0.05 of alone
   # (u: busy alone, from the NVML watcher); under a memory limit it completes.
-  with_peak tpi_native trun $B/tp_infer.py
-  # TPI_LOG=1: the outer loop's and the cost summary's lines of the capped run in $OUT/tpi50_<round>.log
+  with_peak tpi_native trun $B/tp_infer.py --tokens ${TPI_TOKENS:-256}
+  # TPI_TOKENS: tokens per run (default 256). TPI_LOG=1: the outer loop's and the cost summary's lines of the capped run in $OUT/tpi50_<round>.log
   lvl=(); [ -n "${TPI_LOG:-}" ] && lvl=(GPUSLICE_LOG_LEVEL=3 TPI_LOG_FILE=$OUT/tpi50_$round.log)
   with_peak tpi_50 gsrun tpi$round GPUSLICE_CORES=50 "${lvl[@]}" bash -c \
-    'exec torchrun --standalone --nproc_per_node=$NP '"$B"'/tp_infer.py 2> >(grep -E "outer|cost|limiter on" > ${TPI_LOG_FILE:-/dev/null})'
-  with_peak tpi_mem8 gsrun tpm$round GPUSLICE_MEMORY_LIMIT=8GiB torchrun --standalone --nproc_per_node=$NP $B/tp_infer.py
+    'exec torchrun --standalone --nproc_per_node=$NP '"$B"'/tp_infer.py --tokens ${TPI_TOKENS:-256} 2> >(grep -E "outer|cost|limiter on" > ${TPI_LOG_FILE:-/dev/null})'
+  with_peak tpi_mem8 gsrun tpm$round GPUSLICE_MEMORY_LIMIT=8GiB torchrun --standalone --nproc_per_node=$NP $B/tp_infer.py --tokens ${TPI_TOKENS:-256}
 fi
 if has two; then
   # Two jobs (containers), each on both GPUs, capped 30 and 70, side by side

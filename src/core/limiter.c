@@ -187,6 +187,29 @@ void gs_lim_open_in_slot(struct gs_lim_window *w, struct gs_lim_account *a, uint
     (void)open_window(w, a, now, bank_periods, 1);
 }
 
+int gs_lim_extend(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t now)
+{
+    if (!w->open || now < w->busy_from)
+        return 0;
+    gs_lim_refill(a, now, 1);
+    uint32_t rate = LD(&a->rate_ppm);
+    if (rate == 0 || rate >= GS_LIM_SHARE_MEASURED)
+        return 0;
+    uint64_t cr = charge_rate(a);
+    int64_t open = (int64_t)((unsigned __int128)(now - w->busy_from) * cr / GS_LIM_PPM);
+    int64_t credit = LD(&a->tokens) - open;
+    if (credit < burst_of(rate) / 2)
+        return 0;
+    uint64_t len = (uint64_t)((unsigned __int128)(uint64_t)credit * GS_LIM_PPM / cr);
+    if (len > 2 * GS_LIM_DEFAULT_PERIOD_NS)
+        len = 2 * GS_LIM_DEFAULT_PERIOD_NS;
+    w->end_ns = now + len;
+    uint64_t m = w->est_ns ? (len + w->est_ns - 1) / w->est_ns : 1;
+    m += w->launches;
+    w->max_launches = m > UINT32_MAX ? UINT32_MAX : (uint32_t)m;
+    return 1;
+}
+
 /* Charges the part of [from, end] the container has not charged yet. */
 static uint64_t charge_span(struct gs_lim_account *a, uint64_t from, uint64_t end_ns)
 {

@@ -389,6 +389,10 @@ int gs_compute_before(CUstream s, int graph)
         }
         return -1;
     }
+    if (GS_UNLIKELY(!gs_lim_in_window(&t->w, now)) && t->w.open && !t->turn && gs_lim_extend(&t->w, a, now)) {
+        gs_compute_collective_harvest(d);
+        gs_compute_outer(r, d, now); /* the window goes on: the outer loop still runs */
+    }
     if (GS_LIKELY(gs_lim_in_window(&t->w, now))) {
         /* the ledger flag is read only after a gap worth a look: most
          * launches come closer together than the fine gap. A graph's

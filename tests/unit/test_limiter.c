@@ -339,6 +339,7 @@ struct tenant {
     uint64_t busy_ns, busy_mark, done_ns, on_from, on_until; /* done: exclusive work completed */
     uint64_t bursts, lat_sum, lat_max;                       /* burst completion latency, after `from` */
     uint64_t synced_ns, step_max;                            /* last sync; longest time between two, after `from` */
+    uint64_t drains;                                         /* windows closed with work pending, after `from` */
     int measuring;
     /* the interposer's markers: an event after the interval's first
      * GS_LIM_MARK_FIRST launches, then one per 0.5 ms of launching; the
@@ -497,6 +498,8 @@ static void tenant_host(struct tenant *t, uint64_t now)
         tenant_launch(t, now);
         return;
     }
+    if (!gs_lim_in_window(&t->w, now) && t->w.open && g_turn != t)
+        (void)gs_lim_extend(&t->w, t->acct, now); /* well in credit: the window goes on */
     if (gs_lim_in_window(&t->w, now)) {
         /* the interposer's probe after a CPU gap: drained meanwhile? */
         if (now - t->last_launch >= GS_LIM_GAP_NS && t->queue_ns == 0) {
@@ -509,6 +512,7 @@ static void tenant_host(struct tenant *t, uint64_t now)
     }
     if (t->w.open && t->queue_ns > 0) {
         t->st = T_DRAIN;
+        t->drains += t->measuring;
         return;
     }
     if (t->w.open)
@@ -1095,6 +1099,27 @@ static void a_capped_job_of_short_steps_never_stands_still_for_long(void **state
     assert_true((double)step.step_max <= 3.0 * mean);
 }
 
+/* A decoder-like step: 100 launches of 30 us kernels queued 10 us apart
+ * (the queue grows), a synchronisation, 4 ms of CPU: ~0.43 busy. Under cap
+ * 50 it is in credit all along, so its windows go on (gs_lim_extend) rather
+ * than drain its queue at each end, which on a GPU idled its CPU. */
+static void a_tenant_under_its_cap_never_drains_its_queue(void **state)
+{
+    (void)state;
+    struct tenant dec = { .kernel_ns = 30 * US, .gap_ns = 10 * US, .burst = 100, .depth = 100, .think_ns = 4 * MS };
+    double alone = alone_rate(dec);
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 50, 100);
+    dec.acct = &a;
+    double capped;
+    simulate(&dec, 1, 6.0, 2.0, &capped);
+    print_message("decoder-like steps: busy %.3f alone, %.4f of it under cap 50, %llu drains\n", alone, capped / alone,
+                  (unsigned long long)dec.drains);
+    assert_in_range((uint64_t)(alone * 1000), 400, 460);
+    assert_true(capped / alone >= 0.98);
+    assert_int_equal(dec.drains, 0);
+}
+
 /* The light tenant beside a GPU-bound one; each limited (cap or share).
  * Returns the light tenant's throughput against alone and its burst
  * completion latency (mean and worst) against alone's worst. */
@@ -1178,6 +1203,7 @@ int main(void)
         cmocka_unit_test(a_device_busy_well_under_the_cap_bounds_the_charge),
         cmocka_unit_test(a_gpu_bound_tenant_gets_its_cap),
         cmocka_unit_test(a_capped_job_of_short_steps_never_stands_still_for_long),
+        cmocka_unit_test(a_tenant_under_its_cap_never_drains_its_queue),
         cmocka_unit_test(a_launch_bound_tenant_is_charged_its_kernels_not_its_gaps),
         cmocka_unit_test(a_launch_bound_tenant_under_a_cap_above_its_use_is_not_held_by_device_utilisation),
         cmocka_unit_test(launches_after_the_last_marker_are_priced_by_the_markers),
