@@ -244,16 +244,26 @@ static int frame_of(struct gs_ledger *l, uint64_t me, uint64_t now, struct gs_tu
     return gs_turn_frame(c, &n, me, now, out);
 }
 
+/* A member asks for the GPU at now with its claim: the ledger locked, its
+ * member marked active and asking. NULL (nothing locked) when it cannot. */
+static struct gs_ledger_member *ask(struct gs_ledger *l, int slot, uint64_t now, uint32_t claim_ppm)
+{
+    if (slot < 0 || slot >= GS_LEDGER_MEMBERS || lock(l) != 0)
+        return NULL;
+    struct gs_ledger_member *m = &l->f->m[slot];
+    ST(&m->active_ns, now);
+    ST(&m->asked_ns, now);
+    ST(&m->claim_ppm, claim_ppm);
+    return m;
+}
+
 uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint64_t until, struct gs_ledger_turn *t)
 {
     uint32_t claim = t->claim_ppm;
     *t = (struct gs_ledger_turn){ .claim_ppm = claim };
-    if (slot < 0 || slot >= GS_LEDGER_MEMBERS || lock(l) != 0)
+    struct gs_ledger_member *m = ask(l, slot, now, claim);
+    if (!m)
         return 0;
-    struct gs_ledger_member *m = &l->f->m[slot];
-    ST(&m->active_ns, now);
-    ST(&m->asked_ns, now);
-    ST(&m->claim_ppm, claim);
     uint64_t holder_until;
     uint64_t holder = turn_holder(l, now, &holder_until);
     if (holder != 0 && holder != m->container && !container_open(l, holder))
@@ -287,12 +297,9 @@ uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint
 
 int gs_ledger_frame(struct gs_ledger *l, int slot, uint64_t now, uint32_t claim_ppm, struct gs_turn_slot *f)
 {
-    if (slot < 0 || slot >= GS_LEDGER_MEMBERS || lock(l) != 0)
+    struct gs_ledger_member *m = ask(l, slot, now, claim_ppm);
+    if (!m)
         return 0;
-    struct gs_ledger_member *m = &l->f->m[slot];
-    ST(&m->active_ns, now);
-    ST(&m->asked_ns, now);
-    ST(&m->claim_ppm, claim_ppm);
     int framed = frame_of(l, m->container, now, f);
     unlock(l);
     return framed;

@@ -22,10 +22,12 @@
 #define GS_TURN_MAX_CLAIM 1000000U   /* the whole GPU, in ppm */
 
 /* A contending container: its id and the part of the GPU it is allowed
- * now (its token rate: a cap, or a share's current target), which sizes its
- * slot. Claims outside [1, GS_TURN_MAX_CLAIM] are clamped into it, so a
- * forged member gets no more of the frame than a container allowed the
- * whole GPU would. */
+ * now (a capped container's token rate), which sizes its slot. Share
+ * containers claim 0 and take no slot (gs_compute_ledger_claim: their
+ * turns go to whoever asks first); the ledger leaves claims of 0 out.
+ * Claims outside [1, GS_TURN_MAX_CLAIM] are clamped into it, so a forged
+ * member gets no more of the frame than a container allowed the whole GPU
+ * would. */
 struct gs_turn_claim {
     uint64_t container;
     uint32_t claim_ppm;
