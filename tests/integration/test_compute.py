@@ -214,6 +214,7 @@ def test_two_containers_capped_30_and_70_get_30_and_70(world, snapshot, layout):
     got 0.14 / 0.54."""
     ra, rb = two_containers(world, {"GPUSLICE_CORES": "30"}, {"GPUSLICE_CORES": "70"}, layout,
                             GPUSLICE_SIM_SWITCH_LOSS=30, GPUSLICE_SIM_NVML_SNAPSHOT=snapshot)
+    print(f"caps 30/70, {layout}, snapshot {snapshot}: {ra:.3f} / {rb:.3f}")
     assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
 
 
@@ -311,6 +312,7 @@ def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, request
     ra, rb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
                             {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, layout, secs=5.0, warm=3.0,
                             GPUSLICE_SIM_SWITCH_LOSS=30, GPUSLICE_SIM_NVML_SNAPSHOT=snapshot)
+    print(f"caps 30/70, {layout}, snapshot {snapshot}: {ra:.3f} / {rb:.3f}")
     assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
     assert ra + rb >= 0.93, (ra, rb)
 
