@@ -303,10 +303,19 @@ def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, request
 
     Known limit (docs/compute.md, Limitations): with NVML snapshots and
     yield in one directory the split still missed in 1 of 8 suite runs with
-    the queued rule (0.321 / 0.649, a fresh-clone CI run)."""
+    the queued rule (0.321 / 0.649, a fresh-clone CI run).
+
+    Known gap (docs/compute.md, Limitations, "NVML pids"): in the agent's
+    layout NVML reports host pids, which match no region's pids, so each
+    side counts every busy process, its own included, as another container
+    of weight 100: 0.10 / 0.23 (strict xfail until the limiter tells its
+    own processes apart without pids)."""
     if snapshot and yield_us:
         request.applymarker(pytest.mark.xfail(reason="share pair with yield and snapshots (docs/compute.md)",
                                               strict=False))
+    if layout == "agent":
+        request.applymarker(pytest.mark.xfail(reason="share mode counts its own host pids as others "
+                                              "(docs/compute.md, NVML pids)", strict=True))
     share = {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_SHARE_YIELD_US": str(yield_us)}
     ra, rb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
                             {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, layout, secs=5.0, warm=3.0,
