@@ -438,10 +438,8 @@ static int live_hold(int slot)
         return 0;
     if (g_live_fd < 0)
         g_live_fd = open(g_path, O_RDWR | O_CLOEXEC);
-    if (g_live_fd < 0 ||
-        (g_live_slot >= 0 && lock_byte(g_live_fd, F_OFD_SETLK, F_UNLCK, SIM_LIVE_BYTE(g_live_slot)) < 0))
+    if (g_live_fd < 0)
         return -1;
-    g_live_slot = -1;
     if (lock_byte(g_live_fd, F_OFD_SETLK, F_WRLCK, SIM_LIVE_BYTE(slot)) < 0) {
         fprintf(stderr, "gpuslice-sim: cannot lock process slot %d of '%s': %s\n", slot, g_path, strerror(errno));
         return -1;
