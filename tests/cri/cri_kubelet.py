@@ -17,8 +17,8 @@ default profile. The device-plugin side is tests/k8s's KubeletStandIn
 What stands in for the GPU: NVIDIA's container toolkit would add the device
 nodes and mount the driver's libraries; here the images carry the
 simulated driver, and each pod gets a directory for the simulated GPU's
-state file (for tenants, one of their own: the simulator tells processes
-apart by pid, and a pid namespace's pids mean nothing outside it)."""
+state file: one of its own, or one that pods sharing a simulated GPU are
+given (the simulator tells their processes apart across pid namespaces)."""
 import os
 import shutil
 import time
@@ -52,7 +52,8 @@ class Pod:
         self.ids = None          # device IDs kubelet's device manager holds
         self.alloc = None        # the device plugin's ContainerAllocateResponse
         self.host_paths = {}     # volume name -> host path
-        self.dir = None          # kubelet's per-pod directory (secrets, sim state)
+        self.dir = None          # kubelet's per-pod directory (secrets, logs)
+        self.sim_dir = None      # the simulated GPU's state directory
         self.attempt = -1
         self.container_id = None
 
@@ -77,16 +78,19 @@ class CriKubelet:
         return self.rt.Version(cri.VersionRequest(version="v1"), timeout=30)
 
     # ---- pods ----
-    def run_pod(self, name, uid, spec, ns="default", secrets=None):
+    def run_pod(self, name, uid, spec, ns="default", secrets=None, sim_dir=None):
         """Admission (for a GPU pod: GetPreferredAllocation and Allocate,
         the device manager's part) and RunPodSandbox. secrets: secret name ->
-        {key: bytes}, for the pod's secret volumes."""
+        {key: bytes}, for the pod's secret volumes. sim_dir: the simulated
+        GPU's state directory, when pods share one (else the pod's own)."""
         pod = Pod(name, uid, spec, ns)
         if self._wants_gpu(pod):
             pod.ids, pod.alloc = self.devices.admit(name, ns=ns, prestart=False)
         pod.dir = os.path.join(self.dir, "pods", uid)
-        os.makedirs(os.path.join(pod.dir, "sim"))
-        os.chmod(os.path.join(pod.dir, "sim"), 0o777)  # the pod's processes run as any uid
+        os.makedirs(pod.dir)
+        pod.sim_dir = str(sim_dir) if sim_dir else os.path.join(pod.dir, "sim")
+        os.makedirs(pod.sim_dir, exist_ok=True)
+        os.chmod(pod.sim_dir, 0o777)  # the pod's processes run as any uid
         self._volumes(pod, secrets or {})
         sec = spec.get("securityContext", {})
         pod.sandbox_config = cri.PodSandboxConfig(
@@ -193,7 +197,7 @@ class CriKubelet:
     def _config(self, pod, extra_env):
         c = pod.container
         envs = self._env(pod) + [cri.KeyValue(key=k, value=v) for k, v in extra_env.items()]
-        mounts = self._mounts(pod) + [cri.Mount(container_path=SIM_DIR, host_path=os.path.join(pod.dir, "sim"))]
+        mounts = self._mounts(pod) + [cri.Mount(container_path=SIM_DIR, host_path=pod.sim_dir)]
         devices, annotations = [], {}
         if pod.alloc is not None:
             a = pod.alloc

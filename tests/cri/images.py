@@ -7,8 +7,9 @@ for `ctr image import`.
 - agent: deploy/node/Dockerfile's final stage (see build_agent).
 - tenant: busybox-static (a shell), gs_client (a small CUDA program) and the
   simulated driver as libcuda.so.1 / libnvidia-ml.so.1 where the NVIDIA
-  container toolkit would mount the real ones. The interposer is not in the
-  image: the device plugin's Allocate mounts it, with /etc/ld.so.preload."""
+  container toolkit would mount the real ones, and the sim's slowed clock
+  (TENANT_SIM_CLOCK, for LD_PRELOAD). The interposer is not in the image:
+  the device plugin's Allocate mounts it, with /etc/ld.so.preload."""
 import json
 import os
 import re
@@ -19,6 +20,7 @@ UMOCI = "/usr/bin/umoci"
 BUSYBOX = "/bin/busybox"
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 TENANT_CLIENT = "/usr/local/bin/gs_client"
+TENANT_SIM_CLOCK = "/usr/local/lib/libgpuslice_simclock.so"
 
 
 def _libraries(path):
@@ -78,11 +80,12 @@ def build_pause(work, image, pause_binary):
 def build_tenant(work, image, client, simdir, interposer):
     root = os.path.join(work, "tenant")
     _put(root, BUSYBOX, "/bin/busybox", 0o755)
-    for applet in ("sh", "cat", "echo", "id", "ls", "sleep", "printf", "rm", "mv", "dd", "grep"):
+    for applet in ("sh", "cat", "echo", "id", "ls", "sleep", "printf", "rm", "mv", "dd", "grep", "touch"):
         os.symlink("busybox", os.path.join(root, "bin", applet))
     _put_with_libraries(root, client, TENANT_CLIENT)
     for lib in ("libcuda.so.1", "libnvidia-ml.so.1"):
         _put_with_libraries(root, os.path.join(simdir, lib), os.path.join(LIBDIR, lib))
+    _put_with_libraries(root, os.path.join(simdir, "libgpuslice_simclock.so"), TENANT_SIM_CLOCK)
     for lib in _libraries(interposer):  # what the mounted interposer loads
         _put(root, os.path.realpath(lib), lib)
     os.makedirs(os.path.join(root, "tmp"), exist_ok=True)

@@ -1,49 +1,11 @@
 """Tenant pods in real containers (containerd + runc, CRI v1), started by
 the CRI kubelet stand-in with what the node agent's Allocate and
-PreStartContainer answered: the interposer arrives through the mounted
-/etc/ld.so.preload, its limits through the mounted /etc/gpuslice, the
-simulated driver is the image's libcuda.so.1."""
-from conftest import TENANT_IMAGE, k8s
-from cri_kubelet import SIM_DIR
-
-MIB = 1 << 20
-LIMIT_MIB = 1000
-# The simulated GPU the pod's runtime hook would give it: one device, its
-# state in the pod's own directory, 64 MiB per context.
-SIM_ENV = {"GPUSLICE_SIM_STATE": f"{SIM_DIR}/gpu.state", "GPUSLICE_SIM_DEVICES": "1",
-           "GPUSLICE_SIM_CTX_OVERHEAD": str(64 * MIB)}
-
-
-def add_pod(node, name, limit_mib, security=None, replica=0):
-    spec = {"nodeName": k8s.NODE, "containers": [{"name": "main", "image": TENANT_IMAGE,
-                                                  "resources": {"limits": {"gpuslice.io/gpu": 1}}}]}
-    if security:
-        spec["securityContext"] = security
-    gpu = node.uuids()[0]
-    md = {"name": name, "namespace": "default",
-          "annotations": {"gpuslice.io/assignment": k8s.assignment(gpu, replica, limit_mib)}}
-    pod = node.api.put("Pod", {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec,
-                               "status": {"phase": "Pending"}})
-    return pod["metadata"]["uid"], spec
-
-
-def start_tenant(node, pod, commands):
-    """Starts the pod's container as gs_client reading these lines, then
-    printing its exit status and its ids."""
-    script = "".join(c + "\\n" for c in commands)
-    pod.container["command"] = ["/bin/sh", "-c",
-                                f"printf '{script}' | /usr/local/bin/gs_client getproc; echo exit=$?; id"]
-    return node.cri.start(pod, SIM_ENV)
-
-
-def results(lines):
-    """gs_client's answers (one per command, ending in rc=N)."""
-    return [ln for ln in lines if " rc=" in ln or ln.startswith("rc=")]
+PreStartContainer answered (tenants.py)."""
+from tenants import LIMIT_MIB, MIB, results, run_pod, start_tenant
 
 
 def test_tenant_sees_its_limit_and_is_refused_past_it(node):
-    uid, spec = add_pod(node, "t1", LIMIT_MIB)
-    pod = node.cri.run_pod("t1", uid, spec)
+    pod = run_pod(node, "t1")
     cid = start_tenant(node, pod, ("init 0", "info", "nvml 0", f"alloc {(LIMIT_MIB - 100) * MIB}",
                                    f"alloc {200 * MIB}"))
     st = node.cri.wait_exited(cid)
@@ -63,8 +25,7 @@ def test_non_root_pod_with_fs_group_gets_its_limit(node):
     securityContext), finds the region the agent made for that uid, and is
     limited."""
     sec = {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 3000, "runAsNonRoot": True}
-    uid, spec = add_pod(node, "nr", LIMIT_MIB, sec)
-    pod = node.cri.run_pod("nr", uid, spec)
+    pod = run_pod(node, "nr", security=sec)
     cid = start_tenant(node, pod, ("init 0", "info", f"alloc {(LIMIT_MIB - 100) * MIB}", f"alloc {200 * MIB}"))
     node.cri.wait_exited(cid)
     out = node.cri.output(pod)
@@ -81,8 +42,7 @@ def test_restart_in_the_same_sandbox_gets_the_whole_limit_back(node):
     next attempt in the same sandbox (a fresh pid namespace, so the new
     process may well have the dead one's pid). The new run has its whole
     limit: nothing of the dead run is charged to it."""
-    uid, spec = add_pod(node, "rs", LIMIT_MIB)
-    pod = node.cri.run_pod("rs", uid, spec)
+    pod = run_pod(node, "rs")
     first = start_tenant(node, pod, ("init 0", f"alloc {(LIMIT_MIB - 100) * MIB}", "hold"))
     node.cri.wait_output(pod, lambda lines: "holding" in lines)
     node.cri.kill(first)
@@ -107,8 +67,7 @@ def test_pod_deletion_leaves_no_state(node, runtime):
     containers, their processes, mounts, cgroups, network namespace and
     address are gone, and the next pod on the same device gets its whole
     limit."""
-    uid, spec = add_pod(node, "gone", LIMIT_MIB)
-    pod = node.cri.run_pod("gone", uid, spec)
+    pod = run_pod(node, "gone")
     start_tenant(node, pod, ("init 0", f"alloc {(LIMIT_MIB - 100) * MIB}", "hold"))
     node.cri.wait_output(pod, lambda lines: "holding" in lines)
     pids = runtime.cgroup_pids()
@@ -125,8 +84,7 @@ def test_pod_deletion_leaves_no_state(node, runtime):
     assert not [p for p in pids if _alive(p)], pids
     assert not [m for m in runtime.all_mounts() if pod.sandbox_id in m or pod.uid in m]
     assert not runtime.new_netns() and not runtime.leased_ips()
-    uid2, spec2 = add_pod(node, "next", LIMIT_MIB)
-    pod2 = node.cri.run_pod("next", uid2, spec2)
+    pod2 = run_pod(node, "next")
     assert pod2.ids == pod.ids
     cid = start_tenant(node, pod2, ("init 0", "info"))
     node.cri.wait_exited(cid)

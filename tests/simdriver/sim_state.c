@@ -3,6 +3,7 @@
  * table true: a process that died (even by SIGKILL) loses its memory the next
  * time anyone looks, like on a real driver.
  */
+#define _GNU_SOURCE /* F_OFD_SETLK, F_OFD_GETLK */
 #include "sim_state.h"
 
 #include <dlfcn.h>
@@ -20,7 +21,9 @@
 
 static struct sim_state *g_state;
 static pthread_mutex_t g_attach_lock = PTHREAD_MUTEX_INITIALIZER;
-static int g_private; /* g_state is ours alone (anonymous mapping) */
+static int g_private;       /* g_state is ours alone (anonymous mapping) */
+static char *g_path;        /* the state file's path; NULL for a private state */
+static int g_state_fd = -1; /* open on it: where other processes' liveness bytes are read */
 
 /* ---- configuration ---- */
 
@@ -247,9 +250,18 @@ static struct sim_state *attach_file(const char *path, int create)
         st = NULL;
     }
 out:
-    /* Unlock explicitly: the mapping keeps the open file (and a flock) alive. */
+    /* Unlock explicitly: the descriptor stays open (and would keep a flock). */
     flock(fd, LOCK_UN);
-    close(fd);
+    if (!st) {
+        close(fd);
+        return NULL;
+    }
+    /* Kept: others' liveness bytes are read through it (proc_alive). */
+    if (g_state_fd >= 0)
+        close(g_state_fd);
+    g_state_fd = fd;
+    free(g_path);
+    g_path = strdup(path);
     return st;
 }
 
@@ -311,11 +323,12 @@ void sim_state_detach(void)
 
 /* ---- processes ---- */
 
-uint64_t sim_proc_start_time(pid_t pid)
+/* Our start time (/proc/self/stat field 22): /proc/self is us in whatever
+ * pid namespace its /proc belongs to, where /proc/<getpid()> may not be. */
+static uint64_t self_start_time(void)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
     ssize_t n = read(fd, buf, sizeof(buf) - 1);
@@ -327,9 +340,6 @@ uint64_t sim_proc_start_time(pid_t pid)
     char *p = strrchr(buf, ')');
     if (!p || p[1] != ' ')
         return 0;
-    /* A zombie has exited: the driver has freed its resources already. */
-    if (p[2] == 'Z' || p[2] == 'X')
-        return 0;
     for (int field = 3; field <= 22; field++) { /* p ends on the space before field 22 */
         p = strchr(p + 1, ' ');
         if (!p)
@@ -339,21 +349,113 @@ uint64_t sim_proc_start_time(pid_t pid)
     return t ? t : 1;
 }
 
-/* Our own start time, cached per pid (a forked child gets its own). */
-static uint64_t self_start_time(pid_t self)
+/* Who we are, cached per pid (a forked child is someone else). */
+struct sim_self {
+    pid_t pid;
+    uint64_t pidns;
+    uint64_t start_time;
+};
+
+static const struct sim_self *self_identity(void)
 {
-    static pid_t cached_pid;
-    static uint64_t cached_start;
-    if (self != cached_pid) {
-        cached_start = sim_proc_start_time(self);
-        cached_pid = self;
+    static __thread struct sim_self cached;
+    pid_t pid = getpid();
+    if (cached.pid != pid) {
+        struct stat ns;
+        cached.pidns = stat("/proc/self/ns/pid", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
+        cached.start_time = self_start_time();
+        cached.pid = pid;
     }
-    return cached_start;
+    return &cached;
 }
 
-static int proc_alive(const struct sim_proc *p)
+static int is_self(const struct sim_proc *p)
 {
-    return sim_proc_start_time(p->pid) == p->start_time;
+    const struct sim_self *me = self_identity();
+    return p->ns_pid == me->pid && p->pidns == me->pidns && p->start_time == me->start_time;
+}
+
+/* The inode of the host's pid namespace (PROC_PID_INIT_INO, fixed by the kernel). */
+#define SIM_INIT_PIDNS 0xEFFFFFFCULL
+
+/* The pid the real driver reports for us: our pid in the host's namespace.
+ * In a child namespace whose /proc is the host's (unshare without
+ * --mount-proc), /proc/self/status's NSpid names it first; in a container
+ * with a /proc of its own nothing does, and a stand-in that no process of
+ * ours has takes its place, as a host pid would. */
+static int32_t nvml_pid(int slot)
+{
+    const struct sim_self *me = self_identity();
+    if (me->pidns == SIM_INIT_PIDNS)
+        return me->pid;
+    FILE *f = fopen("/proc/self/status", "re");
+    char line[256];
+    long outer = 0, inner = 0;
+    int levels = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (strncmp(line, "NSpid:", 6) == 0) {
+            levels = sscanf(line + 6, "%ld %ld", &outer, &inner);
+            break;
+        }
+    if (f)
+        fclose(f);
+    return levels == 2 ? (int32_t)outer : SIM_FOREIGN_PID_BASE + slot;
+}
+
+/* The descriptor holding our slot's liveness byte, opened by this process
+ * (a forked child closes the one it inherited: its description, and so the
+ * lock, is the parent's). */
+static int g_live_fd = -1;
+static int g_live_slot = -1;
+static pthread_once_t g_live_once = PTHREAD_ONCE_INIT;
+
+static void live_forget_in_child(void)
+{
+    if (g_live_fd >= 0)
+        close(g_live_fd);
+    g_live_fd = -1;
+    g_live_slot = -1;
+}
+
+static void live_register_atfork(void)
+{
+    pthread_atfork(NULL, NULL, live_forget_in_child);
+}
+
+static int lock_byte(int fd, int cmd, short type, off_t off)
+{
+    struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = off, .l_len = 1 };
+    if (fcntl(fd, cmd, &fl) != 0)
+        return -1;
+    return fl.l_type;
+}
+
+/* Takes slot's liveness byte through a descriptor of our own. 0 or -1. */
+static int live_hold(int slot)
+{
+    pthread_once(&g_live_once, live_register_atfork);
+    if (!g_path) /* a private state: no one else to tell */
+        return 0;
+    if (g_live_fd < 0)
+        g_live_fd = open(g_path, O_RDWR | O_CLOEXEC);
+    if (g_live_fd < 0)
+        return -1;
+    if (lock_byte(g_live_fd, F_OFD_SETLK, F_WRLCK, SIM_LIVE_BYTE(slot)) < 0) {
+        fprintf(stderr, "gpuslice-sim: cannot lock process slot %d of '%s': %s\n", slot, g_path, strerror(errno));
+        return -1;
+    }
+    g_live_slot = slot;
+    return 0;
+}
+
+/* Whether another process's slot is alive: its byte is locked. Without a
+ * state file (a private state) every other slot is a leftover of a parent
+ * that forked us. When the kernel cannot say, alive. */
+static int proc_alive(int slot)
+{
+    if (g_state_fd < 0)
+        return 0;
+    return lock_byte(g_state_fd, F_OFD_GETLK, F_WRLCK, SIM_LIVE_BYTE(slot)) != F_UNLCK;
 }
 
 /* A mapping or import of another process's VMM memory ends: that memory
@@ -412,12 +514,11 @@ static void recount(struct sim_state *st)
 
 static void prune_dead(struct sim_state *st)
 {
-    pid_t self = getpid();
     for (int p = 0; p < SIM_MAX_PROCS; p++) {
         const struct sim_proc *pr = &st->procs[p];
-        if (pr->pid == 0 || (pr->pid == self && pr->start_time == self_start_time(self)))
+        if (pr->pid == 0 || is_self(pr))
             continue;
-        if (!proc_alive(pr))
+        if (!proc_alive(p))
             sim_proc_release(st, p);
     }
 }
@@ -444,24 +545,31 @@ void sim_state_unlock(struct sim_state *st)
 
 int sim_proc_self(struct sim_state *st)
 {
-    pid_t self = getpid();
-    uint64_t start = self_start_time(self);
+    if (g_live_slot >= 0 && is_self(&st->procs[g_live_slot]))
+        return g_live_slot;
     int free_slot = -1;
     for (int p = 0; p < SIM_MAX_PROCS; p++) {
         const struct sim_proc *pr = &st->procs[p];
-        if (pr->pid == self && pr->start_time == start)
-            return p;
-        if (pr->pid == 0 && free_slot < 0)
+        if (pr->pid && is_self(pr)) {
+            if (!g_path)
+                return p;
+            /* Ours before an exec, which closed its lock: that program is gone. */
+            sim_proc_release(st, p);
+        }
+        if (st->procs[p].pid == 0 && free_slot < 0)
             free_slot = p;
     }
-    if (free_slot < 0)
+    if (free_slot < 0 || live_hold(free_slot) != 0)
         return -1;
+    const struct sim_self *me = self_identity();
     struct sim_proc *pr = &st->procs[free_slot];
     memset(pr, 0, sizeof(*pr));
-    pr->start_time = start;
+    pr->ns_pid = me->pid;
+    pr->pidns = me->pidns;
+    pr->start_time = me->start_time;
     pr->va_next = SIM_VA_BASE;
     pr->va32_next = SIM_VA32_BASE;
-    pr->pid = self;
+    pr->pid = nvml_pid(free_slot);
     return free_slot;
 }
 

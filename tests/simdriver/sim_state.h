@@ -16,8 +16,8 @@
 
 #define SIM_STATE_MAGIC 0x314d495345494c53ULL /* "SLIESIM1" */
 /* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots; 4: time slices; 5: MPS; 6: collectives;
- * 7: idle gaps inside graphs */
-#define SIM_STATE_VERSION 7U
+ * 7: idle gaps inside graphs; 8: processes told apart across pid namespaces */
+#define SIM_STATE_VERSION 8U
 
 #define SIM_MAX_DEVICES 8
 #define SIM_MAX_PROCS 128
@@ -127,10 +127,16 @@ struct sim_work {
     struct sim_gap gap[SIM_GAP_QUEUE];
 };
 
+/* A process is (pidns, ns_pid, start_time): two containers may both run a
+ * pid 7. It is alive while it holds the write lock on byte SIM_LIVE_BYTE(slot)
+ * of the state file (an open-file-description lock, which the kernel drops
+ * when the process dies, in whatever pid namespace), so no process has to see
+ * another's /proc. */
 struct sim_proc {
-    int32_t pid; /* 0 = free slot */
-    int32_t pad;
-    uint64_t start_time;                /* /proc/<pid>/stat field 22: tells PID reuse apart */
+    int32_t pid;                        /* what NVML reports (see sim_proc_nvml_pid); 0 = free slot */
+    int32_t ns_pid;                     /* getpid() in its own pid namespace */
+    uint64_t pidns;                     /* inode of /proc/self/ns/pid */
+    uint64_t start_time;                /* /proc/self/stat field 22 */
     uint64_t used[SIM_MAX_DEVICES];     /* bytes charged, overhead included */
     uint32_t contexts[SIM_MAX_DEVICES]; /* live contexts per device */
     uint64_t va_next;
@@ -225,8 +231,12 @@ void sim_state_detach(void);
 int sim_state_lock(struct sim_state *st);
 void sim_state_unlock(struct sim_state *st);
 
-/* Start time of a process, or 0 if it does not exist. */
-uint64_t sim_proc_start_time(pid_t pid);
+/* Slot p's liveness byte: past the end of the state file, where nothing is mapped. */
+#define SIM_LIVE_BYTE(p) ((off_t)sizeof(struct sim_state) + (off_t)(p))
+/* The pid of a process in the host's pid namespace when it cannot know it
+ * (a container with a /proc of its own): this plus its slot, above any pid a
+ * test's process gets and below SIM_MPS_SERVER_PID. */
+#define SIM_FOREIGN_PID_BASE 4000000
 /* The calling process's slot (registered on first use), or -1 when full.
  * Call with the lock held. */
 int sim_proc_self(struct sim_state *st);

@@ -1,13 +1,18 @@
 /*
  * Several processes on one state file: shared usage, cross-process OOM,
  * memory freed at process death (SIGKILL included, zombie or not), PID reuse,
+ * processes of two pid namespaces,
  * a lock holder dying, IPC between processes, and gpuslice-simctl's output.
  */
+#define _GNU_SOURCE /* unshare */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 
 #include "sim_state.h"
@@ -71,9 +76,53 @@ struct report {
     CUipcMemHandle ipc;
 };
 
-/* A child that retains the primary context, allocates `bytes` (if any),
- * reports, and waits for the parent before exiting. */
-static struct child spawn(uint64_t bytes)
+/* What a child does: retain the primary context, allocate `bytes` (if
+ * any), report, and wait for the parent before exiting. */
+static void child_main(uint64_t bytes, int go, int ready)
+{
+    struct report r = { 0 };
+    CUcontext ctx;
+    CHILD_CHECK(cuInit(0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
+    if (bytes) {
+        r.alloc_rc = cuMemAlloc_v2(&r.ptr, bytes);
+        if (r.alloc_rc == CUDA_SUCCESS)
+            CHILD_CHECK(cuIpcGetMemHandle(&r.ipc, r.ptr) == CUDA_SUCCESS);
+    }
+    size_t total;
+    CHILD_CHECK(cuMemGetInfo_v2(&r.free_b, &total) == CUDA_SUCCESS);
+    CHILD_CHECK(write(ready, &r, sizeof(r)) == (ssize_t)sizeof(r));
+    char c;
+    while (read(go, &c, 1) > 0) {
+    }
+    _exit(0);
+}
+
+/* Runs child_main in a pid namespace of its own with a /proc of its own, as
+ * a container's process: pid 1 there, unable to see the parent's /proc. The
+ * go-between forks it and exits with it; killed, it takes the child along. */
+static void child_in_own_pidns(uint64_t bytes, int go, int ready)
+{
+    CHILD_CHECK(unshare(CLONE_NEWPID | CLONE_NEWNS) == 0);
+    pid_t pid = fork();
+    CHILD_CHECK(pid >= 0);
+    if (pid == 0) {
+        CHILD_CHECK(prctl(PR_SET_PDEATHSIG, SIGKILL) == 0);
+        CHILD_CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0);
+        CHILD_CHECK(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0);
+        CHILD_CHECK(getpid() == 1);
+        child_main(bytes, go, ready);
+    }
+    close(go);
+    close(ready);
+    int status = 0;
+    CHILD_CHECK(waitpid(pid, &status, 0) == pid);
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+}
+
+/* A child running child_main, in a pid namespace of its own or ours. */
+static struct child spawn_as(uint64_t bytes, int own_pidns)
 {
     int go[2], ready[2];
     assert_int_equal(pipe(go), 0);
@@ -85,27 +134,18 @@ static struct child spawn(uint64_t bytes)
         for (int fd = 3; fd < 256; fd++)
             if (fd != go[0] && fd != ready[1])
                 close(fd);
-        struct report r = { 0 };
-        CUcontext ctx;
-        CHILD_CHECK(cuInit(0) == CUDA_SUCCESS);
-        CHILD_CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS);
-        CHILD_CHECK(cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
-        if (bytes) {
-            r.alloc_rc = cuMemAlloc_v2(&r.ptr, bytes);
-            if (r.alloc_rc == CUDA_SUCCESS)
-                CHILD_CHECK(cuIpcGetMemHandle(&r.ipc, r.ptr) == CUDA_SUCCESS);
-        }
-        size_t total;
-        CHILD_CHECK(cuMemGetInfo_v2(&r.free_b, &total) == CUDA_SUCCESS);
-        CHILD_CHECK(write(ready[1], &r, sizeof(r)) == (ssize_t)sizeof(r));
-        char c;
-        while (read(go[0], &c, 1) > 0) {
-        }
-        _exit(0);
+        if (own_pidns)
+            child_in_own_pidns(bytes, go[0], ready[1]);
+        child_main(bytes, go[0], ready[1]);
     }
     close(go[0]);
     close(ready[1]);
     return (struct child){ pid, go[1], ready[0] };
+}
+
+static struct child spawn(uint64_t bytes)
+{
+    return spawn_as(bytes, 0);
 }
 
 static struct report wait_ready(const struct child *c)
@@ -277,6 +317,39 @@ static void forked_child_starts_without_cuda_state(void **state)
     assert_int_equal(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
 }
 
+/* Two containers' processes, each pid 1 of its own pid namespace with its
+ * own /proc: neither is taken for the other or for dead; NVML reports a pid
+ * that is neither's own (the real driver reports host pids); a killed one
+ * is freed. */
+static void processes_in_two_pid_namespaces_are_told_apart(void **state)
+{
+    if (geteuid() != 0) {
+        skip(); /* unshare(CLONE_NEWPID) and mounting /proc need root */
+    }
+    struct child a = spawn_as(1 * GIB, 1), b = spawn_as(2 * GIB, 1);
+    assert_int_equal(wait_ready(&a).alloc_rc, CUDA_SUCCESS);
+    assert_int_equal(wait_ready(&b).alloc_rc, CUDA_SUCCESS);
+    assert_int_equal(nvml_used(), 2 * 512 * MIB + 3 * GIB);
+    nvmlProcessInfo_t info[SIM_MAX_PROCS];
+    unsigned int n = SIM_MAX_PROCS;
+    assert_int_equal(nvmlDeviceGetComputeRunningProcesses_v3(dev0(), &n, info), NVML_SUCCESS);
+    assert_int_equal(n, 2);
+    assert_int_not_equal(info[0].pid, info[1].pid);
+    for (unsigned int i = 0; i < n; i++)
+        assert_true(info[i].pid >= SIM_FOREIGN_PID_BASE && info[i].pid < SIM_FOREIGN_PID_BASE + SIM_MAX_PROCS);
+    assert_int_equal(kill(a.pid, SIGKILL), 0);
+    int status;
+    assert_int_equal(waitpid(a.pid, &status, 0), a.pid);
+    close(a.go);
+    close(a.ready);
+    /* The go-between is gone; its child dies of it (PR_SET_PDEATHSIG) soon after. */
+    for (int i = 0; i < 1000 && nvml_used() != 512 * MIB + 2 * GIB; i++)
+        usleep(10000);
+    assert_int_equal(nvml_used(), 512 * MIB + 2 * GIB);
+    finish(&b);
+    assert_int_equal(nvml_used(), 0);
+}
+
 static void simctl_prints_the_state(void **state)
 {
     struct child a = spawn(10 * MIB);
@@ -368,6 +441,7 @@ int main(void)
         cmocka_unit_test(lock_holder_death_is_recovered),
         cmocka_unit_test(ipc_import_charges_nothing_new),
         cmocka_unit_test(forked_child_starts_without_cuda_state),
+        cmocka_unit_test(processes_in_two_pid_namespaces_are_told_apart),
         cmocka_unit_test(simctl_prints_the_state),
         cmocka_unit_test(concurrent_allocators_stay_consistent),
     };

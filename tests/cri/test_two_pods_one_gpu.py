@@ -1,0 +1,69 @@
+"""Two tenant pods on one simulated GPU in the node agent's layout: each pod
+its own state directory (its region, mounted from Allocate), the GPU's
+ledger mounted into both by the runtime, each container in a pid namespace
+with a /proc of its own (the simulator tells their processes apart and
+reports host pids, as NVML does). Caps 30 / 70 and shares 30 : 70 each get
+their part of the device within TOL.
+
+A tenant's ratio is as in tests/integration/test_compute.py: the device
+time its launches of 1 ms kernels took exclusively over the time it ran,
+measured by gs_client after a warm-up, in simulated time: every tenant
+process preloads the sim's slowed clock (SLOW times slower than the wall),
+so the delays a loaded 2-core machine adds shrink as much against the
+device and the limiter. The device loses 30 % to context switches while both
+time-slice it, so a limiter that let them overlap is caught."""
+import re
+
+import pytest
+
+from cri_kubelet import SIM_DIR
+from images import TENANT_SIM_CLOCK
+from tenants import CLIENT, run_pod, start_script
+
+SLOW = 5
+TOL = 0.03
+PAIR_ENV = {"GPUSLICE_SIM_SWITCH_LOSS": "30", "LD_PRELOAD": TENANT_SIM_CLOCK,
+            "GPUSLICE_SIM_CLOCK_SLOWDOWN": str(SLOW)}
+
+
+def ratios(node, tmp_path, tenants, secs, warm):
+    """Runs the tenants, (name, assignment, env), as pods on one simulated
+    GPU; each loads its kernel, waits for the go file in the GPU's
+    directory (made once all are loaded, so they run side by side), then
+    launches for secs after warm (simulated seconds). Their ratios."""
+    gpu = tmp_path / "gpu"
+    pods = []
+    for name, assignment, env in tenants:
+        pod = run_pod(node, name, sim_dir=gpu, **assignment)
+        script = (f"(printf 'init 0\\nkernel 1000\\n'; while [ ! -e {SIM_DIR}/go ]; do sleep 0.02; done;"
+                  f" printf 'run kernel {secs} {warm} 8\\n') | {CLIENT}")
+        pods.append((pod, start_script(node, pod, script, {**PAIR_ENV, **env})))
+    for pod, _ in pods:
+        node.cri.wait_output(pod, lambda lines: len([ln for ln in lines if ln.endswith(" rc=0")]) == 2)
+    (gpu / "go").touch()
+    out = []
+    for pod, cid in pods:
+        node.cri.wait_exited(cid, timeout=(secs + 10) * SLOW)
+        lines = node.cri.output(pod)
+        found = [re.search(r"ratio_ppm=(\d+) .*rc=0$", ln) for ln in lines]
+        ratio = [int(m.group(1)) / 1e6 for m in found if m]
+        assert len(ratio) == 1, (pod.name, lines)
+        out.append(ratio[0])
+    return out
+
+
+def test_two_pods_capped_30_and_70_get_30_and_70(node, tmp_path):
+    ra, rb = ratios(node, tmp_path, [("cap30", {"cores": 30}, {}), ("cap70", {"cores": 70}, {})], 4, 2)
+    assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
+
+
+@pytest.mark.xfail(strict=True, reason="share mode counts its own host pids as others (docs/compute.md, NVML pids)")
+def test_two_pods_sharing_30_70_split_30_70(node, tmp_path):
+    """The weights come from each pod's environment, under the agent's
+    ceiling (100). Known gap: NVML reports host pids, which match no pid of
+    either pod's region, so each side counts every busy process, its own
+    included, as another container of weight 100; they got 0.10 / 0.23."""
+    ra, rb = ratios(node, tmp_path, [("share30", {"mode": "share"}, {"GPUSLICE_SHARE_WEIGHT": "30"}),
+                                     ("share70", {"mode": "share"}, {"GPUSLICE_SHARE_WEIGHT": "70"})], 5, 3)
+    assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
+    assert ra + rb >= 0.93, (ra, rb)
