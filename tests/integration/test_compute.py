@@ -306,22 +306,18 @@ def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, request
     yield in one directory the split still missed in 1 of 8 suite runs with
     the queued rule (0.321 / 0.649, a fresh-clone CI run).
 
-    Known gap (docs/compute.md, Limitations, "NVML pids"): in the agent's
-    layout NVML reports host pids, which match no region's pids, so each
-    side counts every busy process, its own included, as another container
-    of weight 100: 0.10 / 0.23 (strict xfail until the limiter tells its
-    own processes apart without pids)."""
+    In the agent's layout NVML reports host pids, which match no region's
+    pids: counted as containers outside the ledger, each side's own
+    processes included, they held the pair to 0.10 / 0.23 (the simulated
+    driver reports host pids as NVML does)."""
     if snapshot and yield_us:
         request.applymarker(pytest.mark.xfail(reason="share pair with yield and snapshots (docs/compute.md)",
                                               strict=False))
-    if layout == "agent":
-        request.applymarker(pytest.mark.xfail(reason="share mode counts its own host pids as others "
-                                              "(docs/compute.md, NVML pids)", strict=True))
     share = {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_SHARE_YIELD_US": str(yield_us)}
     ra, rb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
                             {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, layout, secs=5.0, warm=3.0,
                             GPUSLICE_SIM_SWITCH_LOSS=30, GPUSLICE_SIM_NVML_SNAPSHOT=snapshot)
-    print(f"caps 30/70, {layout}, snapshot {snapshot}: {ra:.3f} / {rb:.3f}")
+    print(f"shares 30:70, {layout}, snapshot {snapshot}, yield {yield_us}: {ra:.3f} / {rb:.3f}")
     assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
     assert ra + rb >= 0.93, (ra, rb)
 
@@ -366,14 +362,7 @@ def test_forged_ledger_members_cost_two_share_tenants_at_most_one_default_contai
     forges (the agent's layout) or, where every honest member is verifiable,
     not at all (gs_lim_trusted_demands). So the pair keeps 30 : 70 in the
     flat layout, and in the agent's at least what it would keep beside one
-    more container of weight 100 that wants more (0.15 / 0.35).
-
-    Known gap in the agent's layout (docs/compute.md, Limitations, "NVML
-    pids"): each side also counts the busy host pids, its own included, as
-    containers of weight 100: 0.09 / 0.19 (strict xfail)."""
-    if layout == "agent":
-        request.applymarker(pytest.mark.xfail(reason="share mode counts its own host pids as others "
-                                              "(docs/compute.md, NVML pids)", strict=True))
+    more container of weight 100 that wants more (0.15 / 0.35)."""
     forged, held = [], []
 
     def forger(ledgers):
