@@ -52,6 +52,7 @@ def ratios(node, tmp_path, tenants, secs, warm):
 
 def test_two_pods_capped_30_and_70_get_30_and_70(node, tmp_path):
     ra, rb = ratios(node, tmp_path, [("cap30", {"cores": 30}, {}), ("cap70", {"cores": 70}, {})], 4, 2)
+    print(f"two capped pods 30/70: {ra:.3f} / {rb:.3f}")
     assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
 
 
@@ -62,5 +63,6 @@ def test_two_pods_sharing_30_70_split_30_70(node, tmp_path):
     processes included, they held the pair to 0.10 / 0.23."""
     ra, rb = ratios(node, tmp_path, [("share30", {"mode": "share"}, {"GPUSLICE_SHARE_WEIGHT": "30"}),
                                      ("share70", {"mode": "share"}, {"GPUSLICE_SHARE_WEIGHT": "70"})], 5, 3)
+    print(f"two share pods 30:70: {ra:.3f} / {rb:.3f}")
     assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
     assert ra + rb >= 0.93, (ra, rb)
