@@ -390,6 +390,46 @@ int gs_fits_on_held(const struct gs_node_view *v, const struct gs_pod *pods, int
     return ok;
 }
 
+/* ---- PreStartContainer's rule ---- */
+
+/* Whether the pod's allocated record names exactly ids. */
+static int allocated_is(const struct gs_pod *pod, char *const *ids, size_t n)
+{
+    if (!pod->allocated)
+        return 0;
+    char prev[GS_ASSIGN_MAX_GPUS][GS_REPLICA_ID_MAX], err[256];
+    int k = gs_allocated_parse(pod->allocated, strlen(pod->allocated), prev, GS_ASSIGN_MAX_GPUS, err, sizeof err);
+    int same = k == (int)n;
+    for (int i = 0; same && i < k; i++)
+        same = gs_ids_contain(prev[i], ids, n);
+    return same;
+}
+
+enum gs_held_verdict gs_held_verdict_of(const struct gs_node_view *v, const struct gs_pod *pod,
+                                        const struct gs_assignment *a, char *const *ids, size_t n,
+                                        struct gs_assignment *eff, int *recorded, char *why, size_t whylen)
+{
+    *recorded = 0;
+    if (a->node[0] && strcmp(a->node, v->node) != 0) {
+        snprintf(why, whylen, "another node");
+        return GS_HELD_REFUSE;
+    }
+    char held[GS_ASSIGN_MAX_GPUS][GS_REPLICA_ID_MAX];
+    if (n > GS_ASSIGN_MAX_GPUS) {
+        snprintf(why, whylen, "%zu devices, at most %d", n, GS_ASSIGN_MAX_GPUS);
+        return GS_HELD_REFUSE;
+    }
+    for (size_t i = 0; i < n; i++)
+        snprintf(held[i], sizeof held[i], "%s", ids[i]);
+    if (gs_assignment_rebind(a, (const char(*)[GS_REPLICA_ID_MAX])held, (int)n, eff, why, whylen) != 0)
+        return GS_HELD_REFUSE;
+    *recorded = allocated_is(pod, ids, n);
+    /* Recorded: the agent accepted it there already (a container restart). */
+    if (!gs_assignment_same_gpus(a, ids, n) && !*recorded)
+        return GS_HELD_ON_OTHER_GPUS;
+    return GS_HELD_AS_ASSIGNED;
+}
+
 /* ---- the region's owner ---- */
 
 void gs_region_owner_of(const struct gs_pod *pod, const char *container, struct gs_region_owner *o)
