@@ -36,7 +36,7 @@ static void recover(struct health_ctx *h)
     struct gs_inventory *inv = h->inv;
     pthread_mutex_lock(&inv->lock);
     for (int i = 0; i < inv->ngpus; i++) {
-        struct gs_gpu *g = &inv->gpus[i];
+        struct gs_nvml_gpu *g = &inv->gpus[i];
         struct gs_nvml_memory m;
         if (g->healthy || now - g->last_bad < h->opts.recovery_s || !g->handle ||
             g_nvml.nvmlDeviceGetMemoryInfo(g->handle, &m) != 0)
@@ -63,7 +63,7 @@ static void *health_main(void *arg)
         if (rc == 0 && (ev.type & GS_NVML_EVENT_XID)) {
             pthread_mutex_lock(&inv->lock);
             for (int i = 0; i < inv->ngpus; i++) {
-                struct gs_gpu *g = &inv->gpus[i];
+                struct gs_nvml_gpu *g = &inv->gpus[i];
                 if (g->handle != ev.device)
                     continue;
                 if (ignored(&h->opts, ev.data)) {

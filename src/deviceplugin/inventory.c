@@ -110,7 +110,7 @@ int gs_inventory_init(struct gs_inventory *inv, char *err, size_t errlen)
         n = GS_INV_MAX_GPUS;
     }
     for (unsigned i = 0; i < n; i++) {
-        struct gs_gpu *g = &inv->gpus[inv->ngpus];
+        struct gs_nvml_gpu *g = &inv->gpus[inv->ngpus];
         memset(g, 0, sizeof *g);
         g->index = i;
         g->sm_count = -1;
@@ -140,7 +140,7 @@ int gs_inventory_init(struct gs_inventory *inv, char *err, size_t errlen)
     }
     cuda_sm_counts(inv);
     for (int i = 0; i < inv->ngpus; i++) {
-        const struct gs_gpu *g = &inv->gpus[i];
+        const struct gs_nvml_gpu *g = &inv->gpus[i];
         kube_log(2, "GPU %u: %s %s, %llu MiB, %d SMs, NUMA %d", g->index, g->uuid, g->model,
                  (unsigned long long)(g->mem_total >> 20), g->sm_count, g->numa);
     }
@@ -151,7 +151,7 @@ void gs_inventory_refresh(struct gs_inventory *inv)
 {
     pthread_mutex_lock(&inv->lock);
     for (int i = 0; i < inv->ngpus; i++) {
-        struct gs_gpu *g = &inv->gpus[i];
+        struct gs_nvml_gpu *g = &inv->gpus[i];
         struct gs_nvml_memory m;
         if (g->handle && g_nvml.nvmlDeviceGetMemoryInfo(g->handle, &m) == 0)
             g->mem_used = m.used;
@@ -168,7 +168,7 @@ json_t *gs_inventory_json(struct gs_inventory *inv, int replicas)
     json_t *gpus = json_array();
     pthread_mutex_lock(&inv->lock);
     for (int i = 0; i < inv->ngpus; i++) {
-        const struct gs_gpu *g = &inv->gpus[i];
+        const struct gs_nvml_gpu *g = &inv->gpus[i];
         json_t *o = json_pack("{s:i,s:s,s:s,s:I,s:i,s:b,s:i}", "index", (int)g->index, "uuid", g->uuid, "model",
                               g->model, "memory_mib", (json_int_t)(g->mem_total >> 20), "replicas", replicas, "healthy",
                               g->healthy, "sm_count", g->sm_count);

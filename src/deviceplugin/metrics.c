@@ -147,7 +147,7 @@ char *gs_metrics_render(struct gs_inventory *inv, const char *state_root, int re
             "# TYPE gpuslice_gpu_replicas gauge\n");
     pthread_mutex_lock(&inv->lock);
     for (int i = 0; i < inv->ngpus; i++) {
-        const struct gs_gpu *g = &inv->gpus[i];
+        const struct gs_nvml_gpu *g = &inv->gpus[i];
         char model[2 * 4 * 96 + 4];
         label(g->model, 96, model, sizeof model);
         char lab[sizeof model + sizeof g->uuid + 64];

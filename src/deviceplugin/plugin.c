@@ -57,7 +57,7 @@ int gs_plugin_list(void *ud, uint8_t **out, size_t *outlen)
         goto out;
     size_t k = 0;
     for (int g = 0; g < p->inv->ngpus; g++) {
-        const struct gs_gpu *gpu = &p->inv->gpus[g];
+        const struct gs_nvml_gpu *gpu = &p->inv->gpus[g];
         v1beta1__topology_info__init(&topo[g]);
         v1beta1__numanode__init(&numa[g]);
         if (gpu->numa >= 0) {

@@ -97,7 +97,7 @@ static void account(struct ext_state *st, struct ext_pod *p, int sign)
             u->gi = (int8_t)gpu_index(st, p->node_idx, u->uuid);
         if (u->gi < 0)
             continue;
-        gs_gpu *g = &n->gpus[u->gi];
+        gs_sched_gpu *g = &n->gpus[u->gi];
         g->milli_used += sign * u->milli;
         g->mem_used_mib += sign * u->mem;
         g->slots_used += sign;
@@ -212,7 +212,7 @@ static int apply_inventory(struct ext_state *st, int idx, const char *text)
         int m = gs_cluster_model(&st->cl, model && *model ? model : "unknown");
         if (i == 0)
             n->model = m;
-        gs_gpu *gg = &n->gpus[i];
+        gs_sched_gpu *gg = &n->gpus[i];
         gg->milli_total = GS_MILLI_PER_GPU;
         gg->mem_total_mib = mem;
         gg->slots_total = (int32_t)(reps > EXT_MAX_REPLICAS ? EXT_MAX_REPLICAS : reps);
