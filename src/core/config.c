@@ -75,7 +75,7 @@ static void set_defaults(struct gs_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
     cfg->compute_mode = GS_COMPUTE_CAP;
-    cfg->share_weight = 100;
+    cfg->share_weight = GS_LIM_DEFAULT_WEIGHT;
     cfg->core_policy = GS_CORE_POLICY_DEFAULT;
     cfg->managed_policy = GS_MANAGED_COUNT;
     cfg->ctx_overhead = -1;

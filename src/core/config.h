@@ -19,7 +19,7 @@ struct gs_config {
         mem_limit[GS_MAX_DEVICES]; /* bytes; 0 = no limit on that device (index = CUDA ordinal seen by the process) */
     unsigned sm_limit[GS_MAX_DEVICES]; /* percent 1..100; 0 = no compute limit */
     enum gs_compute_mode compute_mode; /* cap or share */
-    unsigned share_weight;             /* for share mode; default 100 */
+    unsigned share_weight;             /* for share mode; default GS_LIM_DEFAULT_WEIGHT */
     enum gs_core_policy core_policy;
     enum gs_managed_policy managed_policy;
     int64_t ctx_overhead;     /* bytes charged per context; -1 = measure automatically */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "config_internal.h"
+#include "limiter.h"
 
 #define GS_FIELD_SIZE(field) sizeof(((struct gs_config *)0)->field)
 #define GS_ELEM_SIZE(field) sizeof(((struct gs_config *)0)->field[0])

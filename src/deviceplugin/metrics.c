@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "httpd.h"
+#include "kube_client.h"
 #include "metrics.h"
 #include "region_view.h"
 #include "statedir.h"
@@ -98,7 +99,7 @@ static int scrape_region(const char *path, const char *key, void *arg)
     label(r->container, sizeof r->container, cont, sizeof cont);
     /* The pod that owns the allocation, as PreStartContainer recorded
      * it (docs/device-plugin.md); else the directory's name. */
-    char uid[64] = "", upath[1024];
+    char uid[KUBE_POD_UID_MAX] = "", upath[1024];
     if (gs_statedir_agent_limits_dir(upath, sizeof upath - 16, rs->root, key) == 0) {
         strcat(upath, "/pod_uid");
         FILE *uf = fopen(upath, "re");

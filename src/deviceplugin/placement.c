@@ -491,9 +491,9 @@ static int limits_pins(char *out, size_t len)
 {
     return snprintf(out, len,
                     "GPUSLICE_REGION=%s\nGPUSLICE_LEDGER_DIR=%s\nGPUSLICE_CTX_OVERHEAD=auto\n"
-                    "GPUSLICE_SHARE_WEIGHT=100\nGPUSLICE_POWER_EXPONENT=%u.%03u\nGPUSLICE_SHARE_YIELD_US=%u\n",
-                    GS_STATEDIR_CONTAINER_REGION, GS_STATEDIR_CONTAINER_LEDGER, GS_LIM_DEFAULT_POWER_EXP / 1000U,
-                    GS_LIM_DEFAULT_POWER_EXP % 1000U, GS_LIM_DEFAULT_YIELD_US);
+                    "GPUSLICE_SHARE_WEIGHT=%u\nGPUSLICE_POWER_EXPONENT=%u.%03u\nGPUSLICE_SHARE_YIELD_US=%u\n",
+                    GS_STATEDIR_CONTAINER_REGION, GS_STATEDIR_CONTAINER_LEDGER, GS_LIM_DEFAULT_WEIGHT,
+                    GS_LIM_DEFAULT_POWER_EXP / 1000U, GS_LIM_DEFAULT_POWER_EXP % 1000U, GS_LIM_DEFAULT_YIELD_US);
 }
 
 void gs_limits_text(const struct gs_node_view *v, const struct gs_holder *h, const char *uid,

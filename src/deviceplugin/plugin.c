@@ -309,7 +309,7 @@ static int do_allocate(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
             rp[c] = &bufs[c].r;
             if (p->test_allocate_delay_ms > 0)
                 sleep_ms(p->test_allocate_delay_ms);
-            kube_log(2, "Allocate [%s] -> state %s (limits at PreStartContainer)", idtxt, bufs[c].dirs.key);
+            kube_log(KUBE_LOG_INFO, "Allocate [%s] -> state %s (limits at PreStartContainer)", idtxt, bufs[c].dirs.key);
         }
     }
     if (code == 0) {
@@ -436,7 +436,7 @@ static int prestart_read_assignment(struct gs_plugin *p, struct prestart *s, cha
                  "assignment the gpuslice extender signed for this pod on node %s is accepted "
                  "(%s)",
                  s->what, s->h.ns, s->h.pod, GS_ANN_ASSIGNMENT, bad_sig, p->node, GS_ANN_ASSIGNMENT_SIG);
-        kube_log(0, "%s", msg);
+        kube_log(KUBE_LOG_ERROR, "%s", msg);
         return GS_ST_FAILED_PRECONDITION;
     }
     for (int i = 0; i < s->a.ngpus; i++) {
@@ -481,7 +481,7 @@ static int prestart_fit_elsewhere(struct gs_plugin *p, struct prestart *s, char 
         return GS_ST_FAILED_PRECONDITION;
     }
     s->recorded = 1;
-    kube_log(2,
+    kube_log(KUBE_LOG_INFO,
              "%s: pod %s/%s holds replicas of other GPUs than its assignment (%s); it "
              "fits there, accepted with its own limits",
              s->what, s->h.ns, s->h.pod, s->as);
@@ -504,7 +504,7 @@ static int prestart_judge(struct gs_plugin *p, struct prestart *s, char *msg, si
     case GS_HELD_AS_ASSIGNED: break;
     }
     if (!gs_assignment_same_ids(&s->a, s->ids, s->n))
-        kube_log(2,
+        kube_log(KUBE_LOG_INFO,
                  "%s: pod %s/%s holds other replicas than its assignment names (kubelet "
                  "admitted pods out of the hinted order); its limits follow the pod",
                  s->what, s->h.ns, s->h.pod);
@@ -529,7 +529,7 @@ static int prestart_write_files(struct gs_plugin *p, struct prestart *s, char *m
                  "accepted it at the container's first start (%s/assignment); refusing the "
                  "changed one (delete the pod to reschedule it)",
                  s->what, s->h.ns, s->h.pod, s->h.container, GS_ANN_ASSIGNMENT, d->limits_dir);
-        kube_log(0, "%s", msg);
+        kube_log(KUBE_LOG_ERROR, "%s", msg);
         return GS_ST_FAILED_PRECONDITION;
     }
     struct gs_region_owner ro;
@@ -540,7 +540,7 @@ static int prestart_write_files(struct gs_plugin *p, struct prestart *s, char *m
         snprintf(msg, msglen, "%s: pod %s/%s: cannot prepare its state: %s", s->what, s->h.ns, s->h.pod, why);
         return GS_ST_INTERNAL;
     }
-    kube_log(2, "%s: %s state %s for %s/%s/%s; region uid %u gid %u mode %04o (%s)", s->what,
+    kube_log(KUBE_LOG_INFO, "%s: %s state %s for %s/%s/%s; region uid %u gid %u mode %04o (%s)", s->what,
              same_owner ? "restart, fresh" : "new owner,", d->state_dir, s->h.ns, s->h.pod, s->h.container, ro.uid,
              ro.gid, ro.mode, ro.why);
     char text[4096];
@@ -582,7 +582,8 @@ static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
          * PreStartContainer again with the same devices). */
         if (!s->recorded)
             gs_record_allocated(p->kc, p->pods, p->node, &s->pod, s->ids, s->n);
-        kube_log(2, "%s -> %s/%s/%s: %s/limits.conf", s->what, s->h.ns, s->h.pod, s->h.container, s->d.limits_dir);
+        kube_log(KUBE_LOG_INFO, "%s -> %s/%s/%s: %s/limits.conf", s->what, s->h.ns, s->h.pod, s->h.container,
+                 s->d.limits_dir);
         V1beta1__PreStartContainerResponse o = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
         *out = pack(&o.base, outlen);
         if (!*out)

@@ -301,7 +301,7 @@ json_t *ext_bind(struct ext_ctx *x, json_t *args, int *bad)
     const char *uid = json_string_value(json_object_get(args, "PodUID"));
     const char *node = json_string_value(json_object_get(args, "Node"));
     if (!json_is_object(args) || !name_ok(name) || !name_ok(ns) || !name_ok(node) || !uid || !*uid ||
-        strlen(uid) >= 64) {
+        strlen(uid) >= KUBE_POD_UID_MAX) {
         *bad = 1;
         return result("ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node as "
                       "Kubernetes names");
@@ -378,6 +378,6 @@ out:
     free(ppath);
     res = json_pack("{s:s}", "Error", msg);
     if (msg[0])
-        kube_log(1, "bind %s/%s -> %s: %s", ns, name, node, msg);
+        kube_log(KUBE_LOG_WARN, "bind %s/%s -> %s: %s", ns, name, node, msg);
     return res;
 }

@@ -99,9 +99,17 @@ long kube_monotonic_ms(void);
 /* Percent-encodes s for use in a query string. Returns a malloc'd string. */
 char *kube_urlencode(const char *s);
 
+/* Room for a pod's metadata.uid and its NUL: the API server gives a
+ * 36-character UUID; a longer one is refused, never cut short (a cut uid
+ * could name another pod). */
+#define KUBE_POD_UID_MAX 64
+
 /* Logging shared by the k8s client and the node agent: one line on stderr,
- * "gpuslice-node-agent: <level>: ...". Level: 0 error, 1 warn, 2 info,
- * 3 debug; lines above the current level are dropped. */
+ * "gpuslice-node-agent: <level>: ..."; lines above the current level are
+ * dropped. */
+enum kube_log_level { KUBE_LOG_ERROR = 0, KUBE_LOG_WARN, KUBE_LOG_INFO, KUBE_LOG_DEBUG };
+/* The level named s ("error", "warn", "info" or "debug"), or -1. */
+int kube_log_level_parse(const char *s);
 void kube_log_set_level(int level);
 void kube_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void kube_log_set_prefix(const char *prefix);

@@ -18,7 +18,7 @@ int kube_annotate_retry(struct kube_client *kc, const char *path, json_t *cur, i
             obj = NULL;
             int g = kube_get_json(kc, path, &obj, err, errlen);
             if (g != 200) {
-                kube_log(1, "kube: re-reading %s after a conflict: %s", path, err);
+                kube_log(KUBE_LOG_WARN, "kube: re-reading %s after a conflict: %s", path, err);
                 st = KUBE_RETRY_REREAD;
                 if (g >= 400 && g < 500)
                     break; /* gone or forbidden: reading again will not help */
