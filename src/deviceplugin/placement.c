@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "fit.h"
-#include "limiter.h"
+#include "config_keys.h"
 #include "statedir.h"
 
 int gs_ids_contain(const char *id, char *const *set, size_t n)
@@ -489,11 +489,16 @@ int gs_k8s_name_ok(const char *s, size_t max)
  * limit each) or set GPUSLICE_CTX_OVERHEAD=0 (contexts charged nothing). */
 static int limits_pins(char *out, size_t len)
 {
-    return snprintf(out, len,
-                    "GPUSLICE_REGION=%s\nGPUSLICE_LEDGER_DIR=%s\nGPUSLICE_CTX_OVERHEAD=auto\n"
-                    "GPUSLICE_SHARE_WEIGHT=%u\nGPUSLICE_POWER_EXPONENT=%u.%03u\nGPUSLICE_SHARE_YIELD_US=%u\n",
-                    GS_STATEDIR_CONTAINER_REGION, GS_STATEDIR_CONTAINER_LEDGER, GS_LIM_DEFAULT_WEIGHT,
-                    GS_LIM_DEFAULT_POWER_EXP / 1000U, GS_LIM_DEFAULT_POWER_EXP % 1000U, GS_LIM_DEFAULT_YIELD_US);
+    /* Pinned at their defaults (config_keys.def). */
+    static const int at_default[] = { GS_KEY_CTX_OVERHEAD, GS_KEY_WEIGHT, GS_KEY_POWER_EXP, GS_KEY_SHARE_YIELD };
+    int l = snprintf(out, len, "GPUSLICE_REGION=%s\nGPUSLICE_LEDGER_DIR=%s\n", GS_STATEDIR_CONTAINER_REGION,
+                     GS_STATEDIR_CONTAINER_LEDGER);
+    for (size_t i = 0; i < sizeof at_default / sizeof at_default[0] && l > 0 && (size_t)l < len; i++) {
+        char name[GS_KEY_NAME_MAX];
+        gs_key_name(at_default[i], name, sizeof name);
+        l += snprintf(out + l, len - (size_t)l, "%s=%s\n", name, gs_key_default(at_default[i]));
+    }
+    return l;
 }
 
 void gs_limits_text(const struct gs_node_view *v, const struct gs_holder *h, const char *uid,
