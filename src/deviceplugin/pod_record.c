@@ -15,7 +15,7 @@ struct record {
 
 /* The first write uses the version the pod was matched at; after a
  * conflict, only a pod that still carries the assignment we matched. */
-static json_t *allocated_annotation(json_t *cur, int attempt, void *ud, char rv[64], char *why, size_t whylen)
+static json_t *allocated_annotation(json_t *cur, int attempt, void *ud, char rv[KUBE_RV_MAX], char *why, size_t whylen)
 {
     const struct record *r = ud;
     if (attempt == 0) {

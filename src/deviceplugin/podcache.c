@@ -258,7 +258,7 @@ int gs_podcache_relist(struct gs_podcache *pc)
 
 struct watch_state {
     struct gs_podcache *pc;
-    char rv[64];
+    char rv[KUBE_RV_MAX];
     int expired;
     int events; /* in the current watch run */
 };

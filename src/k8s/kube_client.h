@@ -61,7 +61,10 @@ int kube_merge_patch(struct kube_client *kc, const char *path, json_t *patch, js
  * resourceVersion; build may set another (from its cache).
  * Returns the status of the last patch (2xx: *out gets the updated object
  * when out is non-NULL), or one of the KUBE_RETRY_* below; err says why. */
-typedef json_t *(*kube_annotate_fn)(json_t *cur, int attempt, void *ud, char rv[64], char *why, size_t whylen);
+/* Room for a resourceVersion being written back and its NUL: an opaque
+ * token, in practice etcd's revision in decimal (20 digits at most). */
+#define KUBE_RV_MAX 64
+typedef json_t *(*kube_annotate_fn)(json_t *cur, int attempt, void *ud, char rv[KUBE_RV_MAX], char *why, size_t whylen);
 #define KUBE_RETRY_CONFLICTS 409 /* every attempt conflicted */
 #define KUBE_RETRY_GAVE_UP (-2)  /* build returned NULL */
 #define KUBE_RETRY_REREAD (-3)   /* the re-read after a conflict failed */

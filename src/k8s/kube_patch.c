@@ -25,7 +25,7 @@ int kube_annotate_retry(struct kube_client *kc, const char *path, json_t *cur, i
                 continue;
             }
         }
-        char rv[64] = "";
+        char rv[KUBE_RV_MAX] = "";
         const char *orv = json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
         snprintf(rv, sizeof rv, "%s", orv ? orv : "");
         json_t *ann = build(obj, built++, ud, rv, err, errlen);
