@@ -36,8 +36,8 @@ class Monitor:
     def __init__(self):
         try:
             sys.path.insert(0, HERE)
-            import diag
-            self.nv = diag.Nvml()
+            import nvml_probe
+            self.nv = nvml_probe.Nvml()
         except Exception:  # noqa: BLE001 - no NVML: no monitor
             self.nv = None
 

@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "config.h"
 #include "flags.h"
+#include "limiter.h"
 #include "run_checks.h"
 #include "run_region.h"
 #include "simulated_gpu.h"
@@ -188,7 +189,7 @@ static int set_cores(const char *text)
 static int set_weight(const char *text)
 {
     int weight;
-    if (gs_flag_int("gpuslice run", "weight", text, 1, 10000, &weight) != 0)
+    if (gs_flag_int("gpuslice run", "weight", text, 1, (int)GS_LIM_MAX_WEIGHT, &weight) != 0)
         return -1;
     return setenv("GPUSLICE_SHARE_WEIGHT", text, 1);
 }

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "config_internal.h"
-#include "limiter.h"
 #include "text_escape.h"
 
 #define GS_WHY_MAX 256
@@ -71,17 +70,25 @@ static int apply_layer(struct gs_config *cfg, const struct gs_cfg_layer *layer, 
     return 0;
 }
 
-static void set_defaults(struct gs_config *cfg)
+/* Each key's default (config_keys.def), stored by its own parser. A default that
+ * does not parse is a build mistake; the load fails rather than run without it. */
+static int set_defaults(struct gs_config *cfg, char *err, size_t errlen)
 {
+    char why[256];
+    size_t i;
+
     memset(cfg, 0, sizeof(*cfg));
-    cfg->compute_mode = GS_COMPUTE_CAP;
-    cfg->share_weight = 100;
-    cfg->core_policy = GS_CORE_POLICY_DEFAULT;
-    cfg->managed_policy = GS_MANAGED_COUNT;
-    cfg->ctx_overhead = -1;
-    cfg->log_level = 1;
-    cfg->power_exp_milli = GS_LIM_DEFAULT_POWER_EXP;
-    cfg->share_yield_us = GS_LIM_DEFAULT_YIELD_US;
+    for (i = 0; i < gs_cfg_nkeys; i++) {
+        const struct gs_cfg_key *k = &gs_cfg_keys[i];
+
+        if (k->dflt != NULL && k->parse(k->dflt, k, (char *)cfg + k->offset, why, sizeof(why)) != 0) {
+            if (err != NULL && errlen > 0)
+                snprintf(err, errlen, "gpuslice: internal error: the default of %s, '%s', does not parse: %s", k->name,
+                         k->dflt, why);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* The slot of layer that decided element dev of the field at offset (-1: none), in the
@@ -215,8 +222,8 @@ int gs_config_load(struct gs_config *cfg, gs_getenv_fn getenv_fn, void *ctx, cha
                      cfg == NULL ? "a config" : "a getenv function");
         return -1;
     }
-    set_defaults(&tmp);
-    set_defaults(&envcfg);
+    if (set_defaults(&tmp, err, errlen) != 0 || set_defaults(&envcfg, err, errlen) != 0)
+        return -1;
     memset(&env, 0, sizeof(env));
     for (slot = 0; slot < GS_KEY_COUNT; slot++) {
         gs_key_name(slot, name, sizeof(name));

@@ -14,12 +14,13 @@ enum gs_core_policy { GS_CORE_POLICY_DEFAULT = 0, GS_CORE_POLICY_FORCE, GS_CORE_
 enum gs_compute_mode { GS_COMPUTE_CAP = 0, GS_COMPUTE_SHARE };
 enum gs_managed_policy { GS_MANAGED_COUNT = 0, GS_MANAGED_IGNORE };
 
+/* Defaults: config_keys.def, each key's dflt. */
 struct gs_config {
     uint64_t
         mem_limit[GS_MAX_DEVICES]; /* bytes; 0 = no limit on that device (index = CUDA ordinal seen by the process) */
     unsigned sm_limit[GS_MAX_DEVICES]; /* percent 1..100; 0 = no compute limit */
     enum gs_compute_mode compute_mode; /* cap or share */
-    unsigned share_weight;             /* for share mode; default 100 */
+    unsigned share_weight;             /* for share mode */
     enum gs_core_policy core_policy;
     enum gs_managed_policy managed_policy;
     int64_t ctx_overhead;     /* bytes charged per context; -1 = measure automatically */

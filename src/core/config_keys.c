@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "config_internal.h"
+#include "limiter.h"
 
 #define GS_FIELD_SIZE(field) sizeof(((struct gs_config *)0)->field)
 #define GS_ELEM_SIZE(field) sizeof(((struct gs_config *)0)->field[0])
@@ -14,7 +15,7 @@
 #define GS_DEVICE_KEY(id, name, parser, lo, hi, field, auth, owner)                                                    \
     _Static_assert(GS_ELEM_SIZE(field) == GS_CFG_STORES_##parser, name ": field does not fit the parser");             \
     _Static_assert(GS_FIELD_SIZE(field) == GS_MAX_DEVICES * GS_ELEM_SIZE(field), name ": not per device");
-#define GS_KEY(id, name, parser, lo, hi, field, auth, owner)                                                           \
+#define GS_KEY(id, name, parser, lo, hi, field, auth, dflt, owner)                                                     \
     _Static_assert(GS_CFG_STORES_##parser == 0 || GS_FIELD_SIZE(field) == GS_CFG_STORES_##parser,                      \
                    name ": field does not fit the parser");
 #include "config_keys.def"
@@ -36,8 +37,9 @@ const struct gs_cfg_key gs_cfg_keys[] = {
       offsetof(struct gs_config, field),                                                                               \
       GS_ELEM_SIZE(field),                                                                                             \
       GS_AUTH_##auth,                                                                                                  \
-      GS_CFG_ORDER_##auth(parser) },
-#define GS_KEY(id, name, parser, lo, hi, field, auth, owner)                                                           \
+      GS_CFG_ORDER_##auth(parser),                                                                                     \
+      NULL },
+#define GS_KEY(id, name, parser, lo, hi, field, auth, dflt, owner)                                                     \
     { name,                                                                                                            \
       GS_KEY_##id,                                                                                                     \
       0,                                                                                                               \
@@ -47,8 +49,9 @@ const struct gs_cfg_key gs_cfg_keys[] = {
       offsetof(struct gs_config, field),                                                                               \
       GS_FIELD_SIZE(field),                                                                                            \
       GS_AUTH_##auth,                                                                                                  \
-      GS_CFG_ORDER_##auth(parser) },
-#define GS_CONFIG_KEY(id, name, owner) { name, GS_KEY_##id, 0, NULL, 0, 0, 0, 0, GS_AUTH_ENV, NULL, NULL },
+      GS_CFG_ORDER_##auth(parser),                                                                                     \
+      dflt },
+#define GS_CONFIG_KEY(id, name, owner) { name, GS_KEY_##id, 0, NULL, 0, 0, 0, 0, GS_AUTH_ENV, NULL, NULL, NULL },
 #include "config_keys.def"
 };
 const size_t gs_cfg_nkeys = sizeof(gs_cfg_keys) / sizeof(gs_cfg_keys[0]);
@@ -74,6 +77,14 @@ const struct gs_cfg_key *gs_key_of_slot(int slot, int *dev)
     }
     *dev = -1;
     return NULL;
+}
+
+const char *gs_key_default(int slot)
+{
+    int dev;
+    const struct gs_cfg_key *k = gs_key_of_slot(slot, &dev);
+
+    return k != NULL ? k->dflt : NULL;
 }
 
 /* Copies src plus an optional "_<dev>" into buf, truncating to len. snprintf would do,

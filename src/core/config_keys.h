@@ -12,7 +12,7 @@
 enum gs_key_slot {
 #define GS_DEVICE_KEY(id, name, parser, lo, hi, field, auth, owner)                                                    \
     GS_KEY_##id, GS_KEY_##id##_LAST = GS_KEY_##id + GS_MAX_DEVICES,
-#define GS_KEY(id, name, parser, lo, hi, field, auth, owner) GS_KEY_##id,
+#define GS_KEY(id, name, parser, lo, hi, field, auth, dflt, owner) GS_KEY_##id,
 #define GS_CONFIG_KEY(id, name, owner) GS_KEY_##id,
 #include "config_keys.def"
     GS_KEY_COUNT
@@ -52,6 +52,7 @@ struct gs_cfg_key {
     enum gs_cfg_auth auth;
     gs_cfg_rank_fn rank; /* GS_AUTH_LIMIT only, else NULL */
     gs_cfg_show_fn show; /* GS_AUTH_LIMIT only, else NULL */
+    const char *dflt;    /* the default as typed, stored by parse first; NULL: none (zero) */
 };
 
 /* Every configuration key, in the table's order (the order of precedence within one
@@ -69,6 +70,9 @@ extern const struct gs_cfg_other_key gs_cfg_other_keys[]; /* ends with { NULL, N
 /* The key holding slot, and the device the slot names (-1: all devices or a scalar);
  * NULL for a slot out of range. */
 const struct gs_cfg_key *gs_key_of_slot(int slot, int *dev);
+
+/* The default of slot's key as a user would type it (config_keys.def), or NULL. */
+const char *gs_key_default(int slot);
 
 /* Writes the name of slot into buf (at least GS_KEY_NAME_MAX bytes). */
 void gs_key_name(int slot, char *buf, size_t len);

@@ -1,4 +1,5 @@
 #include "region_export.h"
+#include "region_lock.h"
 
 #include <stdio.h>
 #include <string.h>

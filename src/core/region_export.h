@@ -19,7 +19,9 @@
 #ifndef GPUSLICE_REGION_EXPORT_H
 #define GPUSLICE_REGION_EXPORT_H
 
-#include "region.h"
+#include <stddef.h>
+
+#include "region_layout.h"
 
 /* A new record of bytes on dev, already charged to slot, which holds one
  * handle of it and keeps key valid. Returns its index, or -1 when the table

@@ -114,10 +114,10 @@ static int publish_inventory(struct gs_plugin *p)
     int st = kube_merge_patch(p->kc, path, patch, NULL, err, sizeof err);
     json_decref(patch);
     if (st < 200 || st >= 300) {
-        kube_log(1, "node %s: cannot publish %s: %s", p->node, GS_ANN_INVENTORY, err);
+        kube_log(KUBE_LOG_WARN, "node %s: cannot publish %s: %s", p->node, GS_ANN_INVENTORY, err);
         return -1;
     }
-    kube_log(2, "node %s: published %s", p->node, GS_ANN_INVENTORY);
+    kube_log(KUBE_LOG_INFO, "node %s: published %s", p->node, GS_ANN_INVENTORY);
     return 0;
 }
 
@@ -201,11 +201,7 @@ int main(int argc, char **argv)
                 return 2;
             break;
         case 'v': {
-            static const char *const lv[] = { "error", "warn", "info", "debug" };
-            int l = -1;
-            for (int i = 0; i < 4; i++)
-                if (strcmp(optarg, lv[i]) == 0)
-                    l = i;
+            int l = kube_log_level_parse(optarg);
             if (l < 0) {
                 fprintf(stderr,
                         "gpuslice-node-agent: --log-level '%s': use error, warn, info "
@@ -256,12 +252,12 @@ int main(int argc, char **argv)
     char err[1024];
     if (key_file) {
         if (gs_sig_key_load(key_file, &sigkey, err, sizeof err) != 0) {
-            kube_log(0, "%s", err);
+            kube_log(KUBE_LOG_ERROR, "%s", err);
             return 1;
         }
         p->sigkey = &sigkey;
     } else {
-        kube_log(0,
+        kube_log(KUBE_LOG_ERROR,
                  "WARNING: no --assignment-key: the %s of a pod is NOT verified, so a "
                  "pod's owner who can edit its annotations can raise its limits before its "
                  "container first starts (a restart keeps the first one accepted); mount the "
@@ -269,11 +265,11 @@ int main(int argc, char **argv)
                  GS_ANN_ASSIGNMENT);
     }
     if (gs_agent_state_init(p->state_root, err, sizeof err) != 0) {
-        kube_log(0, "%s", err);
+        kube_log(KUBE_LOG_ERROR, "%s", err);
         return 1;
     }
     if (gs_inventory_init(&inv, err, sizeof err) != 0) {
-        kube_log(0, "inventory: %s", err);
+        kube_log(KUBE_LOG_ERROR, "inventory: %s", err);
         return 1;
     }
     p->inv = &inv;
@@ -282,25 +278,25 @@ int main(int argc, char **argv)
         for (int g = 0; g < inv.ngpus; g++)
             snprintf(uuids[g], sizeof uuids[g], "%s", inv.gpus[g].uuid);
         if (gs_agent_ledgers_init(p->state_root, (const char(*)[GS_UUID_MAX])uuids, inv.ngpus, err, sizeof err) != 0) {
-            kube_log(0, "%s", err);
+            kube_log(KUBE_LOG_ERROR, "%s", err);
             return 1;
         }
     }
     pthread_t health;
     if (gs_health_start(&inv, &hopts, &g_stop, &health) != 0) {
-        kube_log(0, "cannot start the health thread");
+        kube_log(KUBE_LOG_ERROR, "cannot start the health thread");
         return 1;
     }
     if (!no_api) {
         p->kc = kube_client_new_auto(api, kubeconfig, err, sizeof err);
         if (!p->kc) {
-            kube_log(0, "API client: %s", err);
+            kube_log(KUBE_LOG_ERROR, "API client: %s", err);
             g_stop = 1;
             pthread_join(health, NULL);
             return 1;
         }
         if (gs_podcache_start(&pods, p->kc, p->node, &g_stop) != 0) {
-            kube_log(0, "cannot start the pod watch");
+            kube_log(KUBE_LOG_ERROR, "cannot start the pod watch");
             return 1;
         }
         p->pods = &pods;
@@ -309,7 +305,7 @@ int main(int argc, char **argv)
     if (metrics_port > 0) {
         metrics = gs_metrics_start(metrics_addr, metrics_port, &inv, p->state_root, p->replicas, err, sizeof err);
         if (!metrics)
-            kube_log(0, "%s (continuing without metrics)", err);
+            kube_log(KUBE_LOG_ERROR, "%s (continuing without metrics)", err);
     }
 
     char sock[256], kubelet_sock[256];
@@ -326,11 +322,11 @@ int main(int argc, char **argv)
     while (!g_stop) {
         struct gs_rpc_server *srv = gs_rpc_server_start(sock, &h, err, sizeof err);
         if (!srv) {
-            kube_log(0, "%s; retrying", err);
+            kube_log(KUBE_LOG_ERROR, "%s; retrying", err);
             sleep_ms(1000);
             continue;
         }
-        kube_log(2, "serving %s on %s (%d GPUs x %d replicas)", p->resource, sock, inv.ngpus, p->replicas);
+        kube_log(KUBE_LOG_INFO, "serving %s on %s (%d GPUs x %d replicas)", p->resource, sock, inv.ngpus, p->replicas);
         int registered = 0, attempts = 0;
         struct stat kst;
         ino_t kubelet_ino = 0;
@@ -343,22 +339,22 @@ int main(int argc, char **argv)
                 if (st == 0) {
                     registered = 1;
                     kubelet_ino = kst.st_ino;
-                    kube_log(2, "registered %s with kubelet (%s)", p->resource, kubelet_sock);
+                    kube_log(KUBE_LOG_INFO, "registered %s with kubelet (%s)", p->resource, kubelet_sock);
                 } else if (attempts++ % 50 == 0) {
-                    kube_log(1, "registration with kubelet failed: %s; retrying",
+                    kube_log(KUBE_LOG_WARN, "registration with kubelet failed: %s; retrying",
                              st == -1 ? "kubelet.sock not there yet" : rerr);
                 }
             }
             struct stat ss;
             if (stat(sock, &ss) != 0) {
-                kube_log(1,
+                kube_log(KUBE_LOG_WARN,
                          "our socket %s was removed (kubelet restarted?): serving and "
                          "registering again",
                          sock);
                 break;
             }
             if (registered && (stat(kubelet_sock, &kst) != 0 || kst.st_ino != kubelet_ino)) {
-                kube_log(1, "kubelet.sock was recreated (kubelet restarted): registering again");
+                kube_log(KUBE_LOG_WARN, "kubelet.sock was recreated (kubelet restarted): registering again");
                 /* kubelet forgets plugins when it restarts; a fresh server
                  * gives it fresh streams. */
                 break;
@@ -378,7 +374,7 @@ int main(int argc, char **argv)
         }
         gs_rpc_server_stop(srv);
     }
-    kube_log(2, "stopping");
+    kube_log(KUBE_LOG_INFO, "stopping");
     gs_metrics_stop(metrics);
     pthread_join(health, NULL);
     if (p->pods)

@@ -135,7 +135,7 @@ static int ledger_file(int dirfd, const char *name)
     struct stat st;
     if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
         (!S_ISREG(st.st_mode) || st.st_uid != 0 || st.st_nlink != 1)) {
-        kube_log(1, "device ledger %s: not a plain file of root's; made afresh", name);
+        kube_log(KUBE_LOG_WARN, "device ledger %s: not a plain file of root's; made afresh", name);
         if (unlinkat(dirfd, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) != 0)
             return -1;
     }
@@ -256,7 +256,7 @@ int gs_agent_state_reset(const char *root, const struct gs_alloc_dirs *d, const 
         goto out;
     }
     if (remove_at(rootfd, trash, 0) != 0)
-        kube_log(1,
+        kube_log(KUBE_LOG_WARN,
                  "%s/%s: some of a previous owner's state could not be removed (%s); the "
                  "container gets a fresh directory regardless",
                  root, trash, strerror(errno));

@@ -243,7 +243,7 @@ static void *call_main(void *arg)
             send_status(c, 0, "", bb);
             grpc_byte_buffer_destroy(bb);
         } else {
-            kube_log(1, "%s: %s", method, msg);
+            kube_log(KUBE_LOG_WARN, "%s: %s", method, msg);
             send_status(c, code, msg, NULL);
         }
         free(out);

@@ -36,14 +36,14 @@ static void recover(struct health_ctx *h)
     struct gs_inventory *inv = h->inv;
     pthread_mutex_lock(&inv->lock);
     for (int i = 0; i < inv->ngpus; i++) {
-        struct gs_gpu *g = &inv->gpus[i];
+        struct gs_nvml_gpu *g = &inv->gpus[i];
         struct gs_nvml_memory m;
         if (g->healthy || now - g->last_bad < h->opts.recovery_s || !g->handle ||
             g_nvml.nvmlDeviceGetMemoryInfo(g->handle, &m) != 0)
             continue;
         g->healthy = 1;
         inv->generation++;
-        kube_log(2, "GPU %s: healthy again (no critical XID for %d s)", g->uuid, h->opts.recovery_s);
+        kube_log(KUBE_LOG_INFO, "GPU %s: healthy again (no critical XID for %d s)", g->uuid, h->opts.recovery_s);
     }
     pthread_mutex_unlock(&inv->lock);
 }
@@ -63,11 +63,11 @@ static void *health_main(void *arg)
         if (rc == 0 && (ev.type & GS_NVML_EVENT_XID)) {
             pthread_mutex_lock(&inv->lock);
             for (int i = 0; i < inv->ngpus; i++) {
-                struct gs_gpu *g = &inv->gpus[i];
+                struct gs_nvml_gpu *g = &inv->gpus[i];
                 if (g->handle != ev.device)
                     continue;
                 if (ignored(&h->opts, ev.data)) {
-                    kube_log(2, "GPU %s: XID %llu (application error; health unchanged)", g->uuid, ev.data);
+                    kube_log(KUBE_LOG_INFO, "GPU %s: XID %llu (application error; health unchanged)", g->uuid, ev.data);
                     break;
                 }
                 g->last_xid = ev.data;
@@ -76,12 +76,13 @@ static void *health_main(void *arg)
                     g->healthy = 0;
                     inv->generation++;
                 }
-                kube_log(1, "GPU %s: critical XID %llu: marked unhealthy", g->uuid, ev.data);
+                kube_log(KUBE_LOG_WARN, "GPU %s: critical XID %llu: marked unhealthy", g->uuid, ev.data);
                 break;
             }
             pthread_mutex_unlock(&inv->lock);
         } else if (rc != 0 && rc != GS_NVML_ERROR_TIMEOUT) {
-            kube_log(1, "nvmlEventSetWait_v2: %s", g_nvml.nvmlErrorString ? g_nvml.nvmlErrorString(rc) : "error");
+            kube_log(KUBE_LOG_WARN, "nvmlEventSetWait_v2: %s",
+                     g_nvml.nvmlErrorString ? g_nvml.nvmlErrorString(rc) : "error");
             struct timespec ts = { 0, 200000000L };
             nanosleep(&ts, NULL);
         }
@@ -108,13 +109,14 @@ int gs_health_start(struct gs_inventory *inv, const struct gs_health_opts *opts,
             if (g_nvml.nvmlDeviceRegisterEvents(inv->gpus[i].handle, GS_NVML_EVENT_XID, h->set) == 0)
                 registered++;
             else
-                kube_log(1, "GPU %s: XID events not supported; health from NVML queries only", inv->gpus[i].uuid);
+                kube_log(KUBE_LOG_WARN, "GPU %s: XID events not supported; health from NVML queries only",
+                         inv->gpus[i].uuid);
         if (!registered) {
             g_nvml.nvmlEventSetFree(h->set);
             h->set = NULL;
         }
     } else if (inv->ngpus > 0) {
-        kube_log(1, "NVML events unavailable; XID health checks off");
+        kube_log(KUBE_LOG_WARN, "NVML events unavailable; XID health checks off");
     }
     if (pthread_create(thread, NULL, health_main, h) != 0) {
         if (h->set)

@@ -93,7 +93,7 @@ int gs_inventory_init(struct gs_inventory *inv, char *err, size_t errlen)
     pthread_mutex_init(&inv->lock, NULL);
     int rc = nvml_open(err, errlen);
     if (rc > 0) {
-        kube_log(1, "no libnvidia-ml.so.1 on this node: reporting no GPUs");
+        kube_log(KUBE_LOG_WARN, "no libnvidia-ml.so.1 on this node: reporting no GPUs");
         return 0;
     }
     if (rc < 0)
@@ -106,11 +106,11 @@ int gs_inventory_init(struct gs_inventory *inv, char *err, size_t errlen)
         return -1;
     }
     if (n > GS_INV_MAX_GPUS) {
-        kube_log(1, "%u GPUs; using the first %d", n, GS_INV_MAX_GPUS);
+        kube_log(KUBE_LOG_WARN, "%u GPUs; using the first %d", n, GS_INV_MAX_GPUS);
         n = GS_INV_MAX_GPUS;
     }
     for (unsigned i = 0; i < n; i++) {
-        struct gs_gpu *g = &inv->gpus[inv->ngpus];
+        struct gs_nvml_gpu *g = &inv->gpus[inv->ngpus];
         memset(g, 0, sizeof *g);
         g->index = i;
         g->sm_count = -1;
@@ -119,7 +119,7 @@ int gs_inventory_init(struct gs_inventory *inv, char *err, size_t errlen)
         void *h = NULL;
         if (g_nvml.nvmlDeviceGetHandleByIndex_v2(i, &h) != 0 ||
             g_nvml.nvmlDeviceGetUUID(h, g->uuid, sizeof g->uuid) != 0) {
-            kube_log(0, "GPU %u: NVML cannot name it; left out", i);
+            kube_log(KUBE_LOG_ERROR, "GPU %u: NVML cannot name it; left out", i);
             continue;
         }
         g->handle = h;
@@ -131,7 +131,7 @@ int gs_inventory_init(struct gs_inventory *inv, char *err, size_t errlen)
             g->mem_used = m.used;
         } else {
             g->healthy = 0;
-            kube_log(0, "GPU %s: NVML memory query fails; marked unhealthy", g->uuid);
+            kube_log(KUBE_LOG_ERROR, "GPU %s: NVML memory query fails; marked unhealthy", g->uuid);
         }
         unsigned numa;
         if (g_nvml.nvmlDeviceGetNumaNodeId && g_nvml.nvmlDeviceGetNumaNodeId(h, &numa) == 0)
@@ -140,8 +140,8 @@ int gs_inventory_init(struct gs_inventory *inv, char *err, size_t errlen)
     }
     cuda_sm_counts(inv);
     for (int i = 0; i < inv->ngpus; i++) {
-        const struct gs_gpu *g = &inv->gpus[i];
-        kube_log(2, "GPU %u: %s %s, %llu MiB, %d SMs, NUMA %d", g->index, g->uuid, g->model,
+        const struct gs_nvml_gpu *g = &inv->gpus[i];
+        kube_log(KUBE_LOG_INFO, "GPU %u: %s %s, %llu MiB, %d SMs, NUMA %d", g->index, g->uuid, g->model,
                  (unsigned long long)(g->mem_total >> 20), g->sm_count, g->numa);
     }
     return 0;
@@ -151,7 +151,7 @@ void gs_inventory_refresh(struct gs_inventory *inv)
 {
     pthread_mutex_lock(&inv->lock);
     for (int i = 0; i < inv->ngpus; i++) {
-        struct gs_gpu *g = &inv->gpus[i];
+        struct gs_nvml_gpu *g = &inv->gpus[i];
         struct gs_nvml_memory m;
         if (g->handle && g_nvml.nvmlDeviceGetMemoryInfo(g->handle, &m) == 0)
             g->mem_used = m.used;
@@ -168,7 +168,7 @@ json_t *gs_inventory_json(struct gs_inventory *inv, int replicas)
     json_t *gpus = json_array();
     pthread_mutex_lock(&inv->lock);
     for (int i = 0; i < inv->ngpus; i++) {
-        const struct gs_gpu *g = &inv->gpus[i];
+        const struct gs_nvml_gpu *g = &inv->gpus[i];
         json_t *o = json_pack("{s:i,s:s,s:s,s:I,s:i,s:b,s:i}", "index", (int)g->index, "uuid", g->uuid, "model",
                               g->model, "memory_mib", (json_int_t)(g->mem_total >> 20), "replicas", replicas, "healthy",
                               g->healthy, "sm_count", g->sm_count);

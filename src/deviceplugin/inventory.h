@@ -17,7 +17,9 @@
 #define GS_INV_VERSION 1 /* of the gpuslice.io/gpu-inventory node annotation */
 #define GS_ANN_INVENTORY "gpuslice.io/gpu-inventory"
 
-struct gs_gpu {
+/* One of this node's physical GPUs as NVML reports it (the scheduler's
+ * model of a GPU is gs_sched_gpu, src/policy/policy.h). */
+struct gs_nvml_gpu {
     unsigned index;
     char uuid[GS_UUID_MAX];
     char model[96];
@@ -35,7 +37,7 @@ struct gs_gpu {
 struct gs_inventory {
     pthread_mutex_t lock;
     int ngpus;
-    struct gs_gpu gpus[GS_INV_MAX_GPUS];
+    struct gs_nvml_gpu gpus[GS_INV_MAX_GPUS];
     unsigned generation; /* bumped on every health change */
     char driver[80];
 };

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "httpd.h"
+#include "kube_client.h"
 #include "metrics.h"
 #include "region_view.h"
 #include "statedir.h"
@@ -98,7 +99,7 @@ static int scrape_region(const char *path, const char *key, void *arg)
     label(r->container, sizeof r->container, cont, sizeof cont);
     /* The pod that owns the allocation, as PreStartContainer recorded
      * it (docs/device-plugin.md); else the directory's name. */
-    char uid[64] = "", upath[1024];
+    char uid[KUBE_POD_UID_MAX] = "", upath[1024];
     if (gs_statedir_agent_limits_dir(upath, sizeof upath - 16, rs->root, key) == 0) {
         strcat(upath, "/pod_uid");
         FILE *uf = fopen(upath, "re");
@@ -147,7 +148,7 @@ char *gs_metrics_render(struct gs_inventory *inv, const char *state_root, int re
             "# TYPE gpuslice_gpu_replicas gauge\n");
     pthread_mutex_lock(&inv->lock);
     for (int i = 0; i < inv->ngpus; i++) {
-        const struct gs_gpu *g = &inv->gpus[i];
+        const struct gs_nvml_gpu *g = &inv->gpus[i];
         char model[2 * 4 * 96 + 4];
         label(g->model, 96, model, sizeof model);
         char lab[sizeof model + sizeof g->uuid + 64];

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "fit.h"
-#include "limiter.h"
+#include "config_keys.h"
 #include "statedir.h"
 
 int gs_ids_contain(const char *id, char *const *set, size_t n)
@@ -390,6 +390,46 @@ int gs_fits_on_held(const struct gs_node_view *v, const struct gs_pod *pods, int
     return ok;
 }
 
+/* ---- PreStartContainer's rule ---- */
+
+/* Whether the pod's allocated record names exactly ids. */
+static int allocated_is(const struct gs_pod *pod, char *const *ids, size_t n)
+{
+    if (!pod->allocated)
+        return 0;
+    char prev[GS_ASSIGN_MAX_GPUS][GS_REPLICA_ID_MAX], err[256];
+    int k = gs_allocated_parse(pod->allocated, strlen(pod->allocated), prev, GS_ASSIGN_MAX_GPUS, err, sizeof err);
+    int same = k == (int)n;
+    for (int i = 0; same && i < k; i++)
+        same = gs_ids_contain(prev[i], ids, n);
+    return same;
+}
+
+enum gs_held_verdict gs_held_verdict_of(const struct gs_node_view *v, const struct gs_pod *pod,
+                                        const struct gs_assignment *a, char *const *ids, size_t n,
+                                        struct gs_assignment *eff, int *recorded, char *why, size_t whylen)
+{
+    *recorded = 0;
+    if (a->node[0] && strcmp(a->node, v->node) != 0) {
+        snprintf(why, whylen, "another node");
+        return GS_HELD_REFUSE;
+    }
+    char held[GS_ASSIGN_MAX_GPUS][GS_REPLICA_ID_MAX];
+    if (n > GS_ASSIGN_MAX_GPUS) {
+        snprintf(why, whylen, "%zu devices, at most %d", n, GS_ASSIGN_MAX_GPUS);
+        return GS_HELD_REFUSE;
+    }
+    for (size_t i = 0; i < n; i++)
+        snprintf(held[i], sizeof held[i], "%s", ids[i]);
+    if (gs_assignment_rebind(a, (const char(*)[GS_REPLICA_ID_MAX])held, (int)n, eff, why, whylen) != 0)
+        return GS_HELD_REFUSE;
+    *recorded = allocated_is(pod, ids, n);
+    /* Recorded: the agent accepted it there already (a container restart). */
+    if (!gs_assignment_same_gpus(a, ids, n) && !*recorded)
+        return GS_HELD_ON_OTHER_GPUS;
+    return GS_HELD_AS_ASSIGNED;
+}
+
 /* ---- the region's owner ---- */
 
 void gs_region_owner_of(const struct gs_pod *pod, const char *container, struct gs_region_owner *o)
@@ -449,11 +489,16 @@ int gs_k8s_name_ok(const char *s, size_t max)
  * limit each) or set GPUSLICE_CTX_OVERHEAD=0 (contexts charged nothing). */
 static int limits_pins(char *out, size_t len)
 {
-    return snprintf(out, len,
-                    "GPUSLICE_REGION=%s\nGPUSLICE_LEDGER_DIR=%s\nGPUSLICE_CTX_OVERHEAD=auto\n"
-                    "GPUSLICE_SHARE_WEIGHT=100\nGPUSLICE_POWER_EXPONENT=%u.%03u\nGPUSLICE_SHARE_YIELD_US=%u\n",
-                    GS_STATEDIR_CONTAINER_REGION, GS_STATEDIR_CONTAINER_LEDGER, GS_LIM_DEFAULT_POWER_EXP / 1000U,
-                    GS_LIM_DEFAULT_POWER_EXP % 1000U, GS_LIM_DEFAULT_YIELD_US);
+    /* Pinned at their defaults (config_keys.def). */
+    static const int at_default[] = { GS_KEY_CTX_OVERHEAD, GS_KEY_WEIGHT, GS_KEY_POWER_EXP, GS_KEY_SHARE_YIELD };
+    int l = snprintf(out, len, "GPUSLICE_REGION=%s\nGPUSLICE_LEDGER_DIR=%s\n", GS_STATEDIR_CONTAINER_REGION,
+                     GS_STATEDIR_CONTAINER_LEDGER);
+    for (size_t i = 0; i < sizeof at_default / sizeof at_default[0] && l > 0 && (size_t)l < len; i++) {
+        char name[GS_KEY_NAME_MAX];
+        gs_key_name(at_default[i], name, sizeof name);
+        l += snprintf(out + l, len - (size_t)l, "%s=%s\n", name, gs_key_default(at_default[i]));
+    }
+    return l;
 }
 
 void gs_limits_text(const struct gs_node_view *v, const struct gs_holder *h, const char *uid,

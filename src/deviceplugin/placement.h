@@ -95,6 +95,21 @@ int gs_pod_usage(const struct gs_node_view *v, const struct gs_pod *q, struct gs
 int gs_fits_on_held(const struct gs_node_view *v, const struct gs_pod *pods, int npods, const struct gs_pod *self,
                     const struct gs_assignment *eff, char *why, size_t whylen);
 
+/* How the devices kubelet gave a pod (ids, one per GPU) relate to the
+ * pod's assignment a, parsed from its annotation, on node v. */
+enum gs_held_verdict {
+    GS_HELD_REFUSE,        /* for another node, or not mappable onto these IDs (why) */
+    GS_HELD_AS_ASSIGNED,   /* on the GPUs it names (any replicas) or where already recorded */
+    GS_HELD_ON_OTHER_GPUS, /* replicas of other GPUs, not yet recorded: accept only if
+                             * gs_fits_on_held, with the pods as they are under the agent's lock */
+};
+/* The PreStartContainer rule before any other pod is counted: the verdict,
+ * the pod's limits on the GPUs it really holds (eff), and whether its
+ * allocated record already names exactly these IDs (*recorded). */
+enum gs_held_verdict gs_held_verdict_of(const struct gs_node_view *v, const struct gs_pod *pod,
+                                        const struct gs_assignment *a, char *const *ids, size_t n,
+                                        struct gs_assignment *eff, int *recorded, char *why, size_t whylen);
+
 /* Who owns a container's region file, so that every process of that
  * container can open it and nobody else is given more: its runAsUser
  * (container over pod) as owner; as group its pod's fsGroup (a

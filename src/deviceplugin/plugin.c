@@ -57,7 +57,7 @@ int gs_plugin_list(void *ud, uint8_t **out, size_t *outlen)
         goto out;
     size_t k = 0;
     for (int g = 0; g < p->inv->ngpus; g++) {
-        const struct gs_gpu *gpu = &p->inv->gpus[g];
+        const struct gs_nvml_gpu *gpu = &p->inv->gpus[g];
         v1beta1__topology_info__init(&topo[g]);
         v1beta1__numanode__init(&numa[g]);
         if (gpu->numa >= 0) {
@@ -309,7 +309,7 @@ static int do_allocate(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
             rp[c] = &bufs[c].r;
             if (p->test_allocate_delay_ms > 0)
                 sleep_ms(p->test_allocate_delay_ms);
-            kube_log(2, "Allocate [%s] -> state %s (limits at PreStartContainer)", idtxt, bufs[c].dirs.key);
+            kube_log(KUBE_LOG_INFO, "Allocate [%s] -> state %s (limits at PreStartContainer)", idtxt, bufs[c].dirs.key);
         }
     }
     if (code == 0) {
@@ -351,6 +351,207 @@ static int find_cached(struct gs_plugin *p, const struct gs_holder *h, struct gs
     return -1;
 }
 
+/* What PreStartContainer learns, step by step, about one container. */
+struct prestart {
+    char **ids;
+    size_t n;
+    char idtxt[2048], what[2100];
+    int gpu[GS_ASSIGN_MAX_GPUS], order[GS_ASSIGN_MAX_GPUS];
+    struct gs_node_view v;
+    struct gs_holder h;
+    struct gs_pod pod;
+    int have_pod;
+    struct gs_assignment a;   /* the pod's assignment as annotated */
+    struct gs_assignment eff; /* ... on the GPUs it really holds */
+    char as[1200];            /* a's replicas, for messages */
+    int recorded;             /* the pod's allocated record names these IDs */
+    int locked;               /* p->lock held until the end */
+    struct gs_alloc_dirs d;
+};
+
+/* The IDs are devices of this node, and the pod cache is there to ask. */
+static int prestart_check_ids(struct gs_plugin *p, struct prestart *s, char *msg, size_t msglen)
+{
+    if (s->n <= GS_ASSIGN_MAX_GPUS)
+        gs_ids_text(s->ids, s->n, s->idtxt, sizeof s->idtxt);
+    snprintf(s->what, sizeof s->what, "PreStartContainer [%s]", s->idtxt);
+    view_take(p, &s->v);
+    int code = gs_ids_check(&s->v, s->what, s->ids, s->n, s->gpu, s->order, msg, msglen);
+    if (code)
+        return code;
+    if (!p->pods) {
+        snprintf(msg, msglen,
+                 "%s: the agent has no API server connection, so it cannot read "
+                 "the pod's limits; refusing",
+                 s->what);
+        return GS_ST_FAILED_PRECONDITION;
+    }
+    return 0;
+}
+
+/* Which container kubelet says holds the IDs, and its live pod. */
+static int prestart_find_pod(struct gs_plugin *p, struct prestart *s, char *msg, size_t msglen)
+{
+    int code = gs_podres_find_holder(p->podres_socket, p->resource, s->what, s->ids, s->n, &s->h, msg, msglen);
+    if (code)
+        return code;
+    if (find_cached(p, &s->h, &s->pod) != 0) {
+        snprintf(msg, msglen,
+                 "%s: kubelet says pod %s/%s (container %s) holds these devices, "
+                 "but no live pod of that name is bound to node %s",
+                 s->what, s->h.ns, s->h.pod, s->h.container, p->node);
+        return GS_ST_FAILED_PRECONDITION;
+    }
+    s->have_pod = 1;
+    return 0;
+}
+
+/* The pod's assignment: present, well-formed, and signed by the extender
+ * for this pod on this node (the pod's owner can edit its annotations,
+ * not forge the signature). */
+static int prestart_read_assignment(struct gs_plugin *p, struct prestart *s, char *msg, size_t msglen)
+{
+    const struct gs_pod *pod = &s->pod;
+    char err[256];
+    if (!pod->assignment) {
+        snprintf(msg, msglen,
+                 "%s: pod %s/%s has no %s; was it scheduled by the gpuslice "
+                 "extender? Not starting it without limits",
+                 s->what, s->h.ns, s->h.pod, GS_ANN_ASSIGNMENT);
+        return GS_ST_FAILED_PRECONDITION;
+    }
+    if (strlen(pod->assignment) >= GS_PIN_MAX) {
+        snprintf(msg, msglen, "%s: pod %s/%s: its %s is %zu bytes long (at most %d)", s->what, s->h.ns, s->h.pod,
+                 GS_ANN_ASSIGNMENT, strlen(pod->assignment), GS_PIN_MAX - 1);
+        return GS_ST_FAILED_PRECONDITION;
+    }
+    if (gs_assignment_parse(pod->assignment, strlen(pod->assignment), &s->a, err, sizeof err) != 0) {
+        snprintf(msg, msglen, "%s: pod %s/%s: %s", s->what, s->h.ns, s->h.pod, err);
+        return GS_ST_FAILED_PRECONDITION;
+    }
+    const char *bad_sig = NULL;
+    if (p->sigkey && gs_sig_verify(p->sigkey, pod->uid, p->node, pod->assignment, pod->signature, &bad_sig) != 0) {
+        snprintf(msg, msglen,
+                 "%s: pod %s/%s: the signature of its %s: %s; only an "
+                 "assignment the gpuslice extender signed for this pod on node %s is accepted "
+                 "(%s)",
+                 s->what, s->h.ns, s->h.pod, GS_ANN_ASSIGNMENT, bad_sig, p->node, GS_ANN_ASSIGNMENT_SIG);
+        kube_log(KUBE_LOG_ERROR, "%s", msg);
+        return GS_ST_FAILED_PRECONDITION;
+    }
+    for (int i = 0; i < s->a.ngpus; i++) {
+        size_t l = strlen(s->as);
+        snprintf(s->as + l, sizeof s->as - l, "%s%s", i ? "," : "", s->a.gpus[i].replica);
+    }
+    return 0;
+}
+
+/* kubelet gave the pod replicas of GPUs its scheduling decision did not
+ * count (admitted out of the order the hint guessed). Accepted only if it
+ * fits there on this node's own books; the check, the allocated record
+ * (which makes the next check and the extender count the pod where it
+ * really is) and the limits are one step under the agent's own mutex, so
+ * two such swaps cannot both take the last room. In-process only: nothing
+ * to leak. */
+static int prestart_fit_elsewhere(struct gs_plugin *p, struct prestart *s, char *msg, size_t msglen)
+{
+    pthread_mutex_lock(&p->lock);
+    s->locked = 1;
+    char why[1000];
+    struct gs_pod *pods = NULL;
+    int np = gs_podcache_copy(p->pods, &pods);
+    int fits = gs_fits_on_held(&s->v, pods, np, &s->pod, &s->eff, why, sizeof why);
+    gs_podcache_free_copy(pods, np);
+    const char *node = s->a.node[0] ? s->a.node : p->node;
+    if (!fits) {
+        snprintf(msg, msglen,
+                 "%s: pod %s/%s holds these devices, but its %s is for other "
+                 "GPUs (%s on node %s) and %s; refusing rather than overcommitting the GPU "
+                 "(nothing written; delete the pod to reschedule it)",
+                 s->what, s->h.ns, s->h.pod, GS_ANN_ASSIGNMENT, s->as, node, why);
+        return GS_ST_FAILED_PRECONDITION;
+    }
+    if (gs_record_allocated(p->kc, p->pods, p->node, &s->pod, s->ids, s->n) != 0) {
+        snprintf(msg, msglen,
+                 "%s: pod %s/%s holds replicas of other GPUs than its %s "
+                 "(%s) and fits there, but recording %s failed (see the agent's log); "
+                 "refusing until it can be recorded, so that every reader counts the pod "
+                 "where it really is",
+                 s->what, s->h.ns, s->h.pod, GS_ANN_ASSIGNMENT, s->as, GS_ANN_ALLOCATED);
+        return GS_ST_FAILED_PRECONDITION;
+    }
+    s->recorded = 1;
+    kube_log(KUBE_LOG_INFO,
+             "%s: pod %s/%s holds replicas of other GPUs than its assignment (%s); it "
+             "fits there, accepted with its own limits",
+             s->what, s->h.ns, s->h.pod, s->as);
+    return 0;
+}
+
+/* Whether the pod may start on the devices it holds (gs_held_verdict_of),
+ * and its limits there in s->eff. */
+static int prestart_judge(struct gs_plugin *p, struct prestart *s, char *msg, size_t msglen)
+{
+    char why[256];
+    switch (gs_held_verdict_of(&s->v, &s->pod, &s->a, s->ids, s->n, &s->eff, &s->recorded, why, sizeof why)) {
+    case GS_HELD_REFUSE:
+        snprintf(msg, msglen,
+                 "%s: pod %s/%s holds these devices, but its %s does not match "
+                 "them (%s on node %s: %s); refusing",
+                 s->what, s->h.ns, s->h.pod, GS_ANN_ASSIGNMENT, s->as, s->a.node[0] ? s->a.node : p->node, why);
+        return GS_ST_FAILED_PRECONDITION;
+    case GS_HELD_ON_OTHER_GPUS: return prestart_fit_elsewhere(p, s, msg, msglen);
+    case GS_HELD_AS_ASSIGNED: break;
+    }
+    if (!gs_assignment_same_ids(&s->a, s->ids, s->n))
+        kube_log(KUBE_LOG_INFO,
+                 "%s: pod %s/%s holds other replicas than its assignment names (kubelet "
+                 "admitted pods out of the hinted order); its limits follow the pod",
+                 s->what, s->h.ns, s->h.pod);
+    return 0;
+}
+
+/* The state directory and limits.conf: a container restart keeps the
+ * assignment it was first started with (a pod's owner can edit its
+ * annotations, not the agent's record); first start or restart, a fresh
+ * state directory, whatever the previous owner or run left in it, and a
+ * region the container's processes can open whatever uid they run as. */
+static int prestart_write_files(struct gs_plugin *p, struct prestart *s, char *msg, size_t msglen)
+{
+    struct gs_alloc_dirs *d = &s->d;
+    int code = gs_agent_alloc_dirs(p->state_root, s->ids, s->n, d, msg, msglen);
+    if (code)
+        return code;
+    int same_owner = 0;
+    if (gs_agent_pin_check(d, s->pod.uid, s->h.container, s->pod.assignment, &same_owner) != 0) {
+        snprintf(msg, msglen,
+                 "%s: pod %s/%s container %s: its %s changed since the agent "
+                 "accepted it at the container's first start (%s/assignment); refusing the "
+                 "changed one (delete the pod to reschedule it)",
+                 s->what, s->h.ns, s->h.pod, s->h.container, GS_ANN_ASSIGNMENT, d->limits_dir);
+        kube_log(KUBE_LOG_ERROR, "%s", msg);
+        return GS_ST_FAILED_PRECONDITION;
+    }
+    struct gs_region_owner ro;
+    gs_region_owner_of(&s->pod, s->h.container, &ro);
+    if (gs_agent_state_reset(p->state_root, d, &ro, msg, msglen) != 0) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", msg);
+        snprintf(msg, msglen, "%s: pod %s/%s: cannot prepare its state: %s", s->what, s->h.ns, s->h.pod, why);
+        return GS_ST_INTERNAL;
+    }
+    kube_log(KUBE_LOG_INFO, "%s: %s state %s for %s/%s/%s; region uid %u gid %u mode %04o (%s)", s->what,
+             same_owner ? "restart, fresh" : "new owner,", d->state_dir, s->h.ns, s->h.pod, s->h.container, ro.uid,
+             ro.gid, ro.mode, ro.why);
+    char text[4096];
+    gs_limits_text(&s->v, &s->h, s->pod.uid, &s->eff, s->gpu, s->order, s->n, text, sizeof text);
+    if (gs_agent_write_limits(d, text, s->pod.uid, s->h.container, s->pod.assignment) != 0) {
+        snprintf(msg, msglen, "%s: cannot write %s/limits.conf: %s", s->what, d->limits_dir, strerror(errno));
+        return GS_ST_INTERNAL;
+    }
+    return 0;
+}
+
 static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uint8_t **out, size_t *outlen, char *msg,
                        size_t msglen)
 {
@@ -359,206 +560,43 @@ static int do_prestart(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
         snprintf(msg, msglen, "PreStartContainer: cannot decode the request (%zu bytes)", inlen);
         return GS_ST_INVALID;
     }
-    char **ids = req->devices_ids;
-    size_t n = req->n_devices_ids;
-    char idtxt[2048] = "", what[2100];
-    int gpu[GS_ASSIGN_MAX_GPUS], order[GS_ASSIGN_MAX_GPUS];
-    struct gs_holder h;
-    struct gs_node_view v;
-    struct gs_pod pod;
-    struct gs_assignment a;
-    int code = 0, have_pod = 0, locked = 0;
-    memset(&pod, 0, sizeof pod);
-    if (n <= GS_ASSIGN_MAX_GPUS)
-        gs_ids_text(ids, n, idtxt, sizeof idtxt);
-    snprintf(what, sizeof what, "PreStartContainer [%s]", idtxt);
-    view_take(p, &v);
-    code = gs_ids_check(&v, what, ids, n, gpu, order, msg, msglen);
-    if (code)
-        goto out;
-    if (!p->pods) {
-        code = GS_ST_FAILED_PRECONDITION;
-        snprintf(msg, msglen,
-                 "%s: the agent has no API server connection, so it cannot read "
-                 "the pod's limits; refusing",
-                 what);
-        goto out;
+    struct prestart *s = calloc(1, sizeof *s);
+    if (!s) {
+        v1beta1__pre_start_container_request__free_unpacked(req, NULL);
+        snprintf(msg, msglen, "PreStartContainer: out of memory");
+        return GS_ST_INTERNAL;
     }
-    code = gs_podres_find_holder(p->podres_socket, p->resource, what, ids, n, &h, msg, msglen);
-    if (code)
-        goto out;
-    if (find_cached(p, &h, &pod) != 0) {
-        code = GS_ST_FAILED_PRECONDITION;
-        snprintf(msg, msglen,
-                 "%s: kubelet says pod %s/%s (container %s) holds these devices, "
-                 "but no live pod of that name is bound to node %s",
-                 what, h.ns, h.pod, h.container, p->node);
-        goto out;
+    s->ids = req->devices_ids;
+    s->n = req->n_devices_ids;
+    int code = prestart_check_ids(p, s, msg, msglen);
+    if (!code)
+        code = prestart_find_pod(p, s, msg, msglen);
+    if (!code)
+        code = prestart_read_assignment(p, s, msg, msglen);
+    if (!code)
+        code = prestart_judge(p, s, msg, msglen);
+    if (!code)
+        code = prestart_write_files(p, s, msg, msglen);
+    if (!code) {
+        /* Record the allocation on the pod (once; a container restart calls
+         * PreStartContainer again with the same devices). */
+        if (!s->recorded)
+            gs_record_allocated(p->kc, p->pods, p->node, &s->pod, s->ids, s->n);
+        kube_log(KUBE_LOG_INFO, "%s -> %s/%s/%s: %s/limits.conf", s->what, s->h.ns, s->h.pod, s->h.container,
+                 s->d.limits_dir);
+        V1beta1__PreStartContainerResponse o = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
+        *out = pack(&o.base, outlen);
+        if (!*out)
+            code = GS_ST_INTERNAL;
     }
-    have_pod = 1;
-    char err[256];
-    if (!pod.assignment) {
-        code = GS_ST_FAILED_PRECONDITION;
-        snprintf(msg, msglen,
-                 "%s: pod %s/%s has no %s; was it scheduled by the gpuslice "
-                 "extender? Not starting it without limits",
-                 what, h.ns, h.pod, GS_ANN_ASSIGNMENT);
-        goto out;
-    }
-    if (strlen(pod.assignment) >= GS_PIN_MAX) {
-        code = GS_ST_FAILED_PRECONDITION;
-        snprintf(msg, msglen, "%s: pod %s/%s: its %s is %zu bytes long (at most %d)", what, h.ns, h.pod,
-                 GS_ANN_ASSIGNMENT, strlen(pod.assignment), GS_PIN_MAX - 1);
-        goto out;
-    }
-    if (gs_assignment_parse(pod.assignment, strlen(pod.assignment), &a, err, sizeof err) != 0) {
-        code = GS_ST_FAILED_PRECONDITION;
-        snprintf(msg, msglen, "%s: pod %s/%s: %s", what, h.ns, h.pod, err);
-        goto out;
-    }
-    /* Only the extender's own decision for this pod on this node counts:
-     * the pod's owner can edit its annotations, not forge the signature. */
-    const char *bad_sig = NULL;
-    if (p->sigkey && gs_sig_verify(p->sigkey, pod.uid, p->node, pod.assignment, pod.signature, &bad_sig) != 0) {
-        code = GS_ST_FAILED_PRECONDITION;
-        snprintf(msg, msglen,
-                 "%s: pod %s/%s: the signature of its %s: %s; only an "
-                 "assignment the gpuslice extender signed for this pod on node %s is accepted "
-                 "(%s)",
-                 what, h.ns, h.pod, GS_ANN_ASSIGNMENT, bad_sig, p->node, GS_ANN_ASSIGNMENT_SIG);
-        kube_log(0, "%s", msg);
-        goto out;
-    }
-    char as[1200] = "";
-    for (int i = 0; i < a.ngpus; i++) {
-        size_t l = strlen(as);
-        snprintf(as + l, sizeof as - l, "%s%s", i ? "," : "", a.gpus[i].replica);
-    }
-    /* The pod's limits on the GPUs it really holds. */
-    struct gs_assignment eff;
-    char held[GS_ASSIGN_MAX_GPUS][GS_REPLICA_ID_MAX];
-    for (size_t i = 0; i < n; i++)
-        snprintf(held[i], sizeof held[i], "%s", ids[i]);
-    if ((a.node[0] && strcmp(a.node, p->node) != 0) ||
-        gs_assignment_rebind(&a, (const char(*)[GS_REPLICA_ID_MAX])held, (int)n, &eff, err, sizeof err) != 0) {
-        code = GS_ST_FAILED_PRECONDITION;
-        snprintf(msg, msglen,
-                 "%s: pod %s/%s holds these devices, but its %s does not match "
-                 "them (%s on node %s: %s); refusing",
-                 what, h.ns, h.pod, GS_ANN_ASSIGNMENT, as, a.node[0] ? a.node : p->node,
-                 a.node[0] && strcmp(a.node, p->node) != 0 ? "another node" : err);
-        goto out;
-    }
-    int recorded = 0;
-    if (pod.allocated) {
-        char prev[GS_ASSIGN_MAX_GPUS][GS_REPLICA_ID_MAX];
-        int k = gs_allocated_parse(pod.allocated, strlen(pod.allocated), prev, GS_ASSIGN_MAX_GPUS, err, sizeof err);
-        recorded = k == (int)n;
-        for (int i = 0; recorded && i < k; i++)
-            recorded = gs_ids_contain(prev[i], ids, n);
-    }
-    int cross = !gs_assignment_same_gpus(&a, ids, n);
-    if (cross && !recorded) {
-        /* kubelet gave the pod replicas of GPUs its scheduling decision did
-         * not count (admitted out of the order the hint guessed). Accept
-         * only if it fits there on this node's own books; the check, the
-         * allocated record (which makes the next check and the extender
-         * count the pod where it really is) and the limits are one step
-         * under the agent's own mutex, so two such swaps cannot both take
-         * the last room. In-process only: nothing to leak. */
-        pthread_mutex_lock(&p->lock);
-        locked = 1;
-        char why[1000];
-        struct gs_pod *pods = NULL;
-        int np = gs_podcache_copy(p->pods, &pods);
-        int fits = gs_fits_on_held(&v, pods, np, &pod, &eff, why, sizeof why);
-        gs_podcache_free_copy(pods, np);
-        if (!fits) {
-            code = GS_ST_FAILED_PRECONDITION;
-            snprintf(msg, msglen,
-                     "%s: pod %s/%s holds these devices, but its %s is for other "
-                     "GPUs (%s on node %s) and %s; refusing rather than overcommitting the GPU "
-                     "(nothing written; delete the pod to reschedule it)",
-                     what, h.ns, h.pod, GS_ANN_ASSIGNMENT, as, a.node[0] ? a.node : p->node, why);
-            goto out;
-        }
-        if (gs_record_allocated(p->kc, p->pods, p->node, &pod, ids, n) != 0) {
-            code = GS_ST_FAILED_PRECONDITION;
-            snprintf(msg, msglen,
-                     "%s: pod %s/%s holds replicas of other GPUs than its %s "
-                     "(%s) and fits there, but recording %s failed (see the agent's log); "
-                     "refusing until it can be recorded, so that every reader counts the pod "
-                     "where it really is",
-                     what, h.ns, h.pod, GS_ANN_ASSIGNMENT, as, GS_ANN_ALLOCATED);
-            goto out;
-        }
-        recorded = 1;
-        kube_log(2,
-                 "%s: pod %s/%s holds replicas of other GPUs than its assignment (%s); it "
-                 "fits there, accepted with its own limits",
-                 what, h.ns, h.pod, as);
-    } else if (!gs_assignment_same_ids(&a, ids, n)) {
-        kube_log(2,
-                 "%s: pod %s/%s holds other replicas than its assignment names (kubelet "
-                 "admitted pods out of the hinted order); its limits follow the pod",
-                 what, h.ns, h.pod);
-    }
-    struct gs_alloc_dirs d;
-    code = gs_agent_alloc_dirs(p->state_root, ids, n, &d, msg, msglen);
-    if (code)
-        goto out;
-    /* A container restart keeps the assignment it was first started with:
-     * a pod's owner can edit its annotations, not the agent's record. */
-    int same_owner = 0;
-    if (gs_agent_pin_check(&d, pod.uid, h.container, pod.assignment, &same_owner) != 0) {
-        code = GS_ST_FAILED_PRECONDITION;
-        snprintf(msg, msglen,
-                 "%s: pod %s/%s container %s: its %s changed since the agent "
-                 "accepted it at the container's first start (%s/assignment); refusing the "
-                 "changed one (delete the pod to reschedule it)",
-                 what, h.ns, h.pod, h.container, GS_ANN_ASSIGNMENT, d.limits_dir);
-        kube_log(0, "%s", msg);
-        goto out;
-    }
-    /* First start or restart: a fresh state directory, whatever the
-     * previous owner or run left in it, and a region the container's
-     * processes can open whatever uid they run as. */
-    struct gs_region_owner ro;
-    gs_region_owner_of(&pod, h.container, &ro);
-    if (gs_agent_state_reset(p->state_root, &d, &ro, msg, msglen) != 0) {
-        char why[600];
-        snprintf(why, sizeof why, "%s", msg);
-        code = GS_ST_INTERNAL;
-        snprintf(msg, msglen, "%s: pod %s/%s: cannot prepare its state: %s", what, h.ns, h.pod, why);
-        goto out;
-    }
-    kube_log(2, "%s: %s state %s for %s/%s/%s; region uid %u gid %u mode %04o (%s)", what,
-             same_owner ? "restart, fresh" : "new owner,", d.state_dir, h.ns, h.pod, h.container, ro.uid, ro.gid,
-             ro.mode, ro.why);
-    char text[4096];
-    gs_limits_text(&v, &h, pod.uid, &eff, gpu, order, n, text, sizeof text);
-    if (gs_agent_write_limits(&d, text, pod.uid, h.container, pod.assignment) != 0) {
-        code = GS_ST_INTERNAL;
-        snprintf(msg, msglen, "%s: cannot write %s/limits.conf: %s", what, d.limits_dir, strerror(errno));
-        goto out;
-    }
-    /* Record the allocation on the pod (once; a container restart calls
-     * PreStartContainer again with the same devices). */
-    if (!recorded)
-        gs_record_allocated(p->kc, p->pods, p->node, &pod, ids, n);
-    kube_log(2, "%s -> %s/%s/%s: %s/limits.conf", what, h.ns, h.pod, h.container, d.limits_dir);
-    V1beta1__PreStartContainerResponse o = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
-    *out = pack(&o.base, outlen);
-    if (!*out)
-        code = GS_ST_INTERNAL;
-out:
-    if (locked)
+    if (s->locked)
         pthread_mutex_unlock(&p->lock);
-    if (have_pod) {
-        free(pod.assignment);
-        free(pod.allocated);
-        free(pod.signature);
+    if (s->have_pod) {
+        free(s->pod.assignment);
+        free(s->pod.allocated);
+        free(s->pod.signature);
     }
+    free(s);
     v1beta1__pre_start_container_request__free_unpacked(req, NULL);
     return code;
 }

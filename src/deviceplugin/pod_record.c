@@ -15,7 +15,7 @@ struct record {
 
 /* The first write uses the version the pod was matched at; after a
  * conflict, only a pod that still carries the assignment we matched. */
-static json_t *allocated_annotation(json_t *cur, int attempt, void *ud, char rv[64], char *why, size_t whylen)
+static json_t *allocated_annotation(json_t *cur, int attempt, void *ud, char rv[KUBE_RV_MAX], char *why, size_t whylen)
 {
     const struct record *r = ud;
     if (attempt == 0) {
@@ -27,7 +27,7 @@ static json_t *allocated_annotation(json_t *cur, int attempt, void *ud, char rv[
             snprintf(why, whylen, "assignment changed during PreStartContainer; not recording");
             return NULL;
         }
-        kube_log(2, "pod %s/%s: 409 conflict recording the allocation; retrying", r->pod->ns, r->pod->name);
+        kube_log(KUBE_LOG_INFO, "pod %s/%s: 409 conflict recording the allocation; retrying", r->pod->ns, r->pod->name);
     }
     return json_pack("{s:s}", GS_ANN_ALLOCATED, r->text);
 }
@@ -59,6 +59,6 @@ int gs_record_allocated(struct kube_client *kc, struct gs_podcache *pc, const ch
         json_decref(res);
         return 0;
     }
-    kube_log(0, "pod %s/%s: cannot record %s: %s", pod->ns, pod->name, GS_ANN_ALLOCATED, err);
+    kube_log(KUBE_LOG_ERROR, "pod %s/%s: cannot record %s: %s", pod->ns, pod->name, GS_ANN_ALLOCATED, err);
     return -1;
 }

@@ -200,13 +200,13 @@ static int relist(struct gs_podcache *pc, char *rv, size_t rvlen)
     int st = kube_get_json(pc->kc, path, &list, err, sizeof err);
     free(path);
     if (st != 200 || !list) {
-        kube_log(1, "pod list failed: %s", err);
+        kube_log(KUBE_LOG_WARN, "pod list failed: %s", err);
         json_decref(list);
         return -1;
     }
     json_t *items = json_object_get(list, "items");
     if (!json_is_array(items)) {
-        kube_log(1, "pod list: answer has no \"items\" array");
+        kube_log(KUBE_LOG_WARN, "pod list: answer has no \"items\" array");
         json_decref(list);
         return -1;
     }
@@ -258,7 +258,7 @@ int gs_podcache_relist(struct gs_podcache *pc)
 
 struct watch_state {
     struct gs_podcache *pc;
-    char rv[64];
+    char rv[KUBE_RV_MAX];
     int expired;
     int events; /* in the current watch run */
 };
@@ -269,7 +269,7 @@ static int on_event(const char *type, json_t *obj, void *ud)
     struct gs_podcache *pc = w->pc;
     if (strcmp(type, "ERROR") == 0) {
         json_t *code = json_object_get(obj, "code");
-        kube_log(2, "pod watch: server error %lld: %s", (long long)json_integer_value(code),
+        kube_log(KUBE_LOG_INFO, "pod watch: server error %lld: %s", (long long)json_integer_value(code),
                  json_string_value(json_object_get(obj, "message")) ? json_string_value(json_object_get(obj, "message"))
                                                                     : "");
         w->expired = 1;
@@ -283,7 +283,7 @@ static int on_event(const char *type, json_t *obj, void *ud)
         return 0;
     struct gs_pod p;
     if (pod_from_json(obj, &p) != 0) {
-        kube_log(1, "pod watch: skipping an object without namespace/name/uid");
+        kube_log(KUBE_LOG_WARN, "pod watch: skipping an object without namespace/name/uid");
         return 0;
     }
     pthread_mutex_lock(&pc->lock);
@@ -326,7 +326,7 @@ static void *cache_main(void *arg)
             if (healthy)
                 kube_backoff_reset(&bo);
             if (rc != 0 && !w.expired)
-                kube_log(1, "pod watch: %s; listing again", err);
+                kube_log(KUBE_LOG_WARN, "pod watch: %s; listing again", err);
             if (!healthy)
                 kube_backoff_wait(&bo, pc->stop);
             if (w.expired || rc != 0)

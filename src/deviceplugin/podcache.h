@@ -23,7 +23,7 @@ struct gs_pod_container {
 struct gs_pod {
     char ns[64];
     char name[254];
-    char uid[64];
+    char uid[KUBE_POD_UID_MAX];
     char rv[32];
     char created[32]; /* RFC 3339, sorts as text */
     int terminal;     /* phase Succeeded/Failed, or being deleted */

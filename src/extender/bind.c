@@ -106,7 +106,7 @@ struct claim_try {
 
 /* Decides the placement from the cache (refreshed with the node as re-read
  * after a conflict) and returns the node's live claims plus this one. */
-static json_t *claim_annotation(json_t *cur, int attempt, void *ud, char rv[64], char *why, size_t whylen)
+static json_t *claim_annotation(json_t *cur, int attempt, void *ud, char rv[KUBE_RV_MAX], char *why, size_t whylen)
 {
     struct claim_try *c = ud;
     struct ext_state *st = &c->x->st;
@@ -139,7 +139,7 @@ static json_t *claim_annotation(json_t *cur, int attempt, void *ud, char rv[64],
         pthread_mutex_unlock(&st->mu);
         return NULL;
     }
-    snprintf(rv, 64, "%s", st->nodes[idx].rv);
+    snprintf(rv, KUBE_RV_MAX, "%s", st->nodes[idx].rv);
     json_t *claims = ext_state_live_claims(st, idx, now);
     pthread_mutex_unlock(&st->mu);
     json_array_append_new(
@@ -179,7 +179,7 @@ static char *claim(struct ext_ctx *x, const struct gs_podspec *ps, const char *n
 }
 
 /* The node's claims less the pod's, from the node as read (into the cache). */
-static json_t *unclaim_annotation(json_t *cur, int attempt, void *ud, char rv[64], char *why, size_t whylen)
+static json_t *unclaim_annotation(json_t *cur, int attempt, void *ud, char rv[KUBE_RV_MAX], char *why, size_t whylen)
 {
     struct claim_try *c = ud;
     (void)attempt;
@@ -225,7 +225,8 @@ struct pod_write {
 };
 
 /* The assignment annotations, while the pod is still the one we decided for. */
-static json_t *assignment_annotations(json_t *cur, int attempt, void *ud, char rv[64], char *why, size_t whylen)
+static json_t *assignment_annotations(json_t *cur, int attempt, void *ud, char rv[KUBE_RV_MAX], char *why,
+                                      size_t whylen)
 {
     const struct pod_write *w = ud;
     const char *u = json_string_value(json_object_get(json_object_get(cur, "metadata"), "uid"));
@@ -301,7 +302,7 @@ json_t *ext_bind(struct ext_ctx *x, json_t *args, int *bad)
     const char *uid = json_string_value(json_object_get(args, "PodUID"));
     const char *node = json_string_value(json_object_get(args, "Node"));
     if (!json_is_object(args) || !name_ok(name) || !name_ok(ns) || !name_ok(node) || !uid || !*uid ||
-        strlen(uid) >= 64) {
+        strlen(uid) >= KUBE_POD_UID_MAX) {
         *bad = 1;
         return result("ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node as "
                       "Kubernetes names");
@@ -378,6 +379,6 @@ out:
     free(ppath);
     res = json_pack("{s:s}", "Error", msg);
     if (msg[0])
-        kube_log(1, "bind %s/%s -> %s: %s", ns, name, node, msg);
+        kube_log(KUBE_LOG_WARN, "bind %s/%s -> %s: %s", ns, name, node, msg);
     return res;
 }

@@ -175,7 +175,7 @@ int main(int argc, char **argv)
                                           { 0, 0, 0, 0 } };
     const char *url = NULL, *kcfg = NULL, *addr = NULL, *cert = NULL, *key = NULL;
     const char *sig_file = NULL, *client_ca = NULL, *status_addr = NULL;
-    int port = 8888, status_port = -1, threads = 4, ttl = 300, verbose = 2, c;
+    int port = 8888, status_port = -1, threads = 4, ttl = 300, verbose = KUBE_LOG_INFO, c;
     gs_policy_kind pol = GS_POLICY_FRAGLOOK, gpol = GS_POLICY_FRAGLOOK;
     while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
         switch (c) {
@@ -250,10 +250,10 @@ int main(int argc, char **argv)
         }
         x.st.sigkey = &sigkey;
     } else {
-        kube_log(0, "WARNING: no --assignment-key: assignments are written unsigned and every "
-                    "pod's gpuslice.io/assignment is counted as it stands, so a pod's owner who can "
-                    "edit it can inflate the accounting; mount the signing key and pass "
-                    "--assignment-key (the same key as the node agents)");
+        kube_log(KUBE_LOG_ERROR, "WARNING: no --assignment-key: assignments are written unsigned and every "
+                                 "pod's gpuslice.io/assignment is counted as it stands, so a pod's owner who can "
+                                 "edit it can inflate the accounting; mount the signing key and pass "
+                                 "--assignment-key (the same key as the node agents)");
     }
     pthread_mutex_init(&x.bind_mu, NULL);
     char err[512];
@@ -262,7 +262,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (!client_ca)
-        kube_log(0,
+        kube_log(KUBE_LOG_ERROR,
                  "WARNING: no --client-ca: anyone who can reach port %d can call /bind, which "
                  "binds any pod to any node with this extender's permissions; give "
                  "kube-scheduler a client certificate and pass its CA as --client-ca",
@@ -284,16 +284,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpuslice-extender: cannot start the sync thread\n");
         return 1;
     }
-    kube_log(2, "listening on %s:%d (%s), policy %s, gpu policy %s", addr ? addr : "0.0.0.0", gs_httpd_port(srv),
+    kube_log(KUBE_LOG_INFO, "listening on %s:%d (%s), policy %s, gpu policy %s", addr ? addr : "0.0.0.0",
+             gs_httpd_port(srv),
              client_ca ? "mutual TLS"
              : cert    ? "https"
                        : "http",
              gs_policy_name(pol), gs_policy_name(gpol));
     if (status)
-        kube_log(2, "status endpoints on %s:%d", status_addr ? status_addr : "0.0.0.0", gs_httpd_port(status));
+        kube_log(KUBE_LOG_INFO, "status endpoints on %s:%d", status_addr ? status_addr : "0.0.0.0",
+                 gs_httpd_port(status));
     while (!g_quit)
         sleep(1); /* a signal ends it early; pause() could miss one that came just before */
-    kube_log(2, "signal %d: shutting down", (int)g_quit);
+    kube_log(KUBE_LOG_INFO, "signal %d: shutting down", (int)g_quit);
     gs_httpd_stop(srv);
     gs_httpd_stop(status);
     ext_sync_stop(&x);

@@ -97,7 +97,7 @@ static void account(struct ext_state *st, struct ext_pod *p, int sign)
             u->gi = (int8_t)gpu_index(st, p->node_idx, u->uuid);
         if (u->gi < 0)
             continue;
-        gs_gpu *g = &n->gpus[u->gi];
+        gs_sched_gpu *g = &n->gpus[u->gi];
         g->milli_used += sign * u->milli;
         g->mem_used_mib += sign * u->mem;
         g->slots_used += sign;
@@ -212,7 +212,7 @@ static int apply_inventory(struct ext_state *st, int idx, const char *text)
         int m = gs_cluster_model(&st->cl, model && *model ? model : "unknown");
         if (i == 0)
             n->model = m;
-        gs_gpu *gg = &n->gpus[i];
+        gs_sched_gpu *gg = &n->gpus[i];
         gg->milli_total = GS_MILLI_PER_GPU;
         gg->mem_total_mib = mem;
         gg->slots_total = (int32_t)(reps > EXT_MAX_REPLICAS ? EXT_MAX_REPLICAS : reps);
@@ -227,7 +227,7 @@ static int apply_inventory(struct ext_state *st, int idx, const char *text)
 out:
     if (rc != 0) {
         n->num_gpus = 0;
-        kube_log(1, "node %s: unreadable %s annotation; node gets no GPUs", en->name, GS_ANN_INVENTORY);
+        kube_log(KUBE_LOG_WARN, "node %s: unreadable %s annotation; node gets no GPUs", en->name, GS_ANN_INVENTORY);
     }
     json_decref(inv);
     return rc;
@@ -335,7 +335,7 @@ static void apply_claims(struct ext_state *st, int idx, json_t *claims, time_t n
         const char *pod = json_string_value(json_object_get(cl, "pod"));
         json_int_t t = json_integer_value(json_object_get(cl, "t"));
         json_t *aj = json_object_get(cl, "assignment");
-        if (!uid || !*uid || strlen(uid) >= 64 || !pod || now - t > st->claim_ttl)
+        if (!uid || !*uid || strlen(uid) >= KUBE_POD_UID_MAX || !pod || now - t > st->claim_ttl)
             continue;
         struct ext_pod *p = strmap_get(&st->pods, uid);
         if (p && p->src != EXT_CLAIMED && p->src != EXT_NONE) {
@@ -348,7 +348,7 @@ static void apply_claims(struct ext_state *st, int idx, json_t *claims, time_t n
         struct gs_assignment a;
         char err[256];
         if (!txt || gs_assignment_parse(txt, strlen(txt), &a, err, sizeof err) != 0) {
-            kube_log(1, "node %s: ignoring malformed claim for %s: %s", st->nodes[idx].name, uid,
+            kube_log(KUBE_LOG_WARN, "node %s: ignoring malformed claim for %s: %s", st->nodes[idx].name, uid,
                      txt ? err : "no assignment");
             free(txt);
             continue;
@@ -409,7 +409,7 @@ void ext_state_node_event(struct ext_state *st, const char *type, json_t *node, 
     json_t *croot = ctext ? json_loads(ctext, JSON_REJECT_DUPLICATES, NULL) : NULL;
     json_t *claims = json_object_get(croot, "claims");
     if (ctext && (json_integer_value(json_object_get(croot, "v")) != 1 || !json_is_array(claims)))
-        kube_log(1, "node %s: unreadable %s annotation ignored", name, GS_ANN_CLAIMS);
+        kube_log(KUBE_LOG_WARN, "node %s: unreadable %s annotation ignored", name, GS_ANN_CLAIMS);
     json_decref(en->claims);
     en->claims = json_is_array(claims) ? json_incref(claims) : NULL;
     apply_claims(st, idx, en->claims, now);
@@ -432,7 +432,7 @@ void ext_state_pod_event(struct ext_state *st, const char *type, json_t *pod, ti
     const char *uid = json_string_value(json_object_get(md, "uid"));
     const char *ns = json_string_value(json_object_get(md, "namespace"));
     const char *name = json_string_value(json_object_get(md, "name"));
-    if (!uid || !*uid || strlen(uid) >= 64 || !name)
+    if (!uid || !*uid || strlen(uid) >= KUBE_POD_UID_MAX || !name)
         return;
     struct ext_pod *p = strmap_get(&st->pods, uid);
     if (strcmp(type, "DELETED") == 0 || terminal(pod)) {
@@ -468,7 +468,7 @@ void ext_state_pod_event(struct ext_state *st, const char *type, json_t *pod, ti
     struct gs_assignment a, held;
     char err[256];
     if (gs_assignment_parse(ann, strlen(ann), &a, err, sizeof err) != 0) {
-        kube_log(1, "pod %s/%s: %s; not counted", ns ? ns : "", name, err);
+        kube_log(KUBE_LOG_WARN, "pod %s/%s: %s; not counted", ns ? ns : "", name, err);
         if (p && p->src == EXT_ASSIGNED)
             pod_drop(st, p);
         free(key);
@@ -482,8 +482,8 @@ void ext_state_pod_event(struct ext_state *st, const char *type, json_t *pod, ti
     const char *why = NULL;
     if (st->sigkey && gs_sig_verify(st->sigkey, uid, node_of ? node_of : "", ann,
                                     json_string_value(json_object_get(anns, GS_ANN_ASSIGNMENT_SIG)), &why) != 0) {
-        kube_log(1, "pod %s/%s: the signature of its %s: %s; %s", ns ? ns : "", name, GS_ANN_ASSIGNMENT, why,
-                 p && p->src == EXT_ASSIGNED ? "still counted as last verified" : "not counted");
+        kube_log(KUBE_LOG_WARN, "pod %s/%s: the signature of its %s: %s; %s", ns ? ns : "", name, GS_ANN_ASSIGNMENT,
+                 why, p && p->src == EXT_ASSIGNED ? "still counted as last verified" : "not counted");
         free(key);
         return;
     }
@@ -496,8 +496,8 @@ void ext_state_pod_event(struct ext_state *st, const char *type, json_t *pod, ti
         have_held =
             k > 0 && gs_assignment_rebind(&a, (const char(*)[GS_REPLICA_ID_MAX])reps, k, &held, err, sizeof err) == 0;
         if (!have_held)
-            kube_log(1, "pod %s/%s: %s unusable (%s); counted by its assignment", ns ? ns : "", name, GS_ANN_ALLOCATED,
-                     err);
+            kube_log(KUBE_LOG_WARN, "pod %s/%s: %s unusable (%s); counted by its assignment", ns ? ns : "", name,
+                     GS_ANN_ALLOCATED, err);
     }
     const char *node =
         a.node[0] ? a.node : json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
@@ -582,7 +582,7 @@ void ext_state_forget_missing(struct ext_state *st, json_t *present, time_t now)
         json_t *claims = st->nodes[i].claims;
         for (size_t j = 0; j < json_array_size(claims); j++) {
             const char *uid = json_string_value(json_object_get(json_array_get(claims, j), "uid"));
-            if (!uid || strlen(uid) >= 64 || json_object_get(present, uid))
+            if (!uid || strlen(uid) >= KUBE_POD_UID_MAX || json_object_get(present, uid))
                 continue;
             struct ext_pod *p = strmap_get(&st->pods, uid);
             if (!p && !(p = pod_new(st, uid)))

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "assign_sig.h"
+#include "kube_client.h"
 #include "policy.h"
 #include "strmap.h"
 
@@ -55,7 +56,7 @@ struct ext_rid {
 };
 
 struct ext_pod {
-    char uid[64];
+    char uid[KUBE_POD_UID_MAX];
     char key[254 + 64]; /* namespace/name */
     char node[256];
     int node_idx; /* -1 until the node is known */

@@ -33,7 +33,7 @@ json_t *ext_state_json(struct ext_state *st)
         const gs_node *n = &st->cl.nodes[i];
         json_t *gpus = json_array();
         for (int g = 0; g < n->num_gpus; g++) {
-            const gs_gpu *gg = &n->gpus[g];
+            const gs_sched_gpu *gg = &n->gpus[g];
             json_array_append_new(
                 gpus, json_pack("{s:s,s:I,s:I,s:i,s:i,s:i,s:b,s:i,s:[]}", "uuid", st->nodes[i].gpus[g].uuid,
                                 "memory_mib", (json_int_t)gg->mem_total_mib, "memory_used_mib",

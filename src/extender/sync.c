@@ -63,7 +63,8 @@ static void *watch_thread(void *p)
         long t0 = kube_monotonic_ms();
         int rc = kube_watch(w->x->kc, path, on_event, w, w->stop, err, sizeof err);
         if (w->failed || rc != 0) {
-            kube_log(1, "watch %s ended (%s); re-listing", w->node ? "nodes" : "pods", w->failed ? "expired" : err);
+            kube_log(KUBE_LOG_WARN, "watch %s ended (%s); re-listing", w->node ? "nodes" : "pods",
+                     w->failed ? "expired" : err);
             w->failed = 1;
             *w->stop = 1;
         } else if (KUBE_WATCH_HEALTHY(w->events, kube_monotonic_ms() - t0)) {
@@ -82,7 +83,7 @@ static int list(struct ext_ctx *x, const char *path, json_t **out, char *rv, siz
     char err[256];
     int s = kube_get_json(x->kc, path, out, err, sizeof err);
     if (s != 200) {
-        kube_log(0, "list %s: %s", path, s == -2 ? "answer is not JSON" : s < 0 ? err : "failed");
+        kube_log(KUBE_LOG_ERROR, "list %s: %s", path, s == -2 ? "answer is not JSON" : s < 0 ? err : "failed");
         return -1;
     }
     const char *v = json_string_value(json_object_get(json_object_get(*out, "metadata"), "resourceVersion"));
@@ -120,7 +121,7 @@ static int relist(struct ext_ctx *x, char *nrv, char *prv)
     for (size_t i = 0; i < json_array_size(items); i++)
         ext_state_node_event(&x->st, "MODIFIED", json_array_get(items, i), now);
     pthread_mutex_unlock(&x->st.mu);
-    kube_log(2, "cache rebuilt: %zu nodes, %zu pods", json_array_size(json_object_get(nodes, "items")),
+    kube_log(KUBE_LOG_INFO, "cache rebuilt: %zu nodes, %zu pods", json_array_size(json_object_get(nodes, "items")),
              json_array_size(json_object_get(pods, "items")));
     json_decref(nodes);
     json_decref(pods);

@@ -16,5 +16,7 @@ void gs_graph_fork_child(void);
 void gs_ctx_fork_child(void);
 /* vmm_hooks.c: the mappings that keep released VMM handles charged. */
 void gs_vmm_fork_child(void);
+/* vmm_share.c: the export records this process holds (the parent's). */
+void gs_vmm_share_fork_child(void);
 
 #endif

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "real_driver.h"
+#include "libc_dlsym.h"
 #include "log.h"
 
 #include <dlfcn.h>

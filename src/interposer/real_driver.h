@@ -67,7 +67,4 @@ static inline void *gs_real_fn(enum gs_lib lib, int id)
 /* If p is a real entry point we wrap, our wrapper; otherwise p itself. */
 void *gs_wrapper_for(void *p);
 
-/* glibc's dlsym, never ours. */
-void *gs_libc_dlsym(void *handle, const char *name);
-
 #endif

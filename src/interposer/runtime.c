@@ -4,7 +4,6 @@
 #include "fork_hooks.h"
 #include "log.h"
 #include "real_driver.h"
-#include "vmm_share.h"
 #include "../core/statedir.h"
 #include "../core/uuid_format.h"
 
@@ -77,7 +76,6 @@ void gs_rt_fork_child(void)
 {
     gs_alloc_unlock_all();
     gs_alloc_clear();
-    gs_vmm_share_after_fork();
     /* The inherited descriptor shares the parent's open file description,
      * and with it the parent's slot lock: the child takes its own of both
      * (gs_rt_slot). close() is safe in a fork handler. */

@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include "vmm_share.h"
+#include "fork_hooks.h"
 #include "../core/alloc_table.h"
 #include "../core/region_export.h"
 #include "log.h"
@@ -170,7 +171,7 @@ void gs_vmm_share_leave(int record)
     local_drop(record);
 }
 
-void gs_vmm_share_after_fork(void)
+void gs_vmm_share_fork_child(void)
 {
     /* close() is async-signal-safe; the lock may be held by a thread that
      * does not exist in the child, so it is re-initialised, not taken. */

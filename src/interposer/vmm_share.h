@@ -22,7 +22,4 @@ int gs_vmm_share_imported(CUmemGenericAllocationHandle handle, const void *os_ha
  * record, and the charge moves on or goes. */
 void gs_vmm_share_leave(int record);
 
-/* In a forked child: the parent's records are not the child's. */
-void gs_vmm_share_after_fork(void);
-
 #endif

@@ -12,7 +12,7 @@ int32_t gs_cores_milli(unsigned cores)
 
 const char *gs_share_fit(const struct gs_share_use *use, int32_t gpu_milli, int64_t mem_mib)
 {
-    gs_gpu g;
+    gs_sched_gpu g;
     gs_request r;
     memset(&g, 0, sizeof g);
     memset(&r, 0, sizeof r);

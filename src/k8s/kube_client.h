@@ -61,7 +61,10 @@ int kube_merge_patch(struct kube_client *kc, const char *path, json_t *patch, js
  * resourceVersion; build may set another (from its cache).
  * Returns the status of the last patch (2xx: *out gets the updated object
  * when out is non-NULL), or one of the KUBE_RETRY_* below; err says why. */
-typedef json_t *(*kube_annotate_fn)(json_t *cur, int attempt, void *ud, char rv[64], char *why, size_t whylen);
+/* Room for a resourceVersion being written back and its NUL: an opaque
+ * token, in practice etcd's revision in decimal (20 digits at most). */
+#define KUBE_RV_MAX 64
+typedef json_t *(*kube_annotate_fn)(json_t *cur, int attempt, void *ud, char rv[KUBE_RV_MAX], char *why, size_t whylen);
 #define KUBE_RETRY_CONFLICTS 409 /* every attempt conflicted */
 #define KUBE_RETRY_GAVE_UP (-2)  /* build returned NULL */
 #define KUBE_RETRY_REREAD (-3)   /* the re-read after a conflict failed */
@@ -99,9 +102,17 @@ long kube_monotonic_ms(void);
 /* Percent-encodes s for use in a query string. Returns a malloc'd string. */
 char *kube_urlencode(const char *s);
 
+/* Room for a pod's metadata.uid and its NUL: the API server gives a
+ * 36-character UUID; a longer one is refused, never cut short (a cut uid
+ * could name another pod). */
+#define KUBE_POD_UID_MAX 64
+
 /* Logging shared by the k8s client and the node agent: one line on stderr,
- * "gpuslice-node-agent: <level>: ...". Level: 0 error, 1 warn, 2 info,
- * 3 debug; lines above the current level are dropped. */
+ * "gpuslice-node-agent: <level>: ..."; lines above the current level are
+ * dropped. */
+enum kube_log_level { KUBE_LOG_ERROR = 0, KUBE_LOG_WARN, KUBE_LOG_INFO, KUBE_LOG_DEBUG };
+/* The level named s ("error", "warn", "info" or "debug"), or -1. */
+int kube_log_level_parse(const char *s);
 void kube_log_set_level(int level);
 void kube_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void kube_log_set_prefix(const char *prefix);

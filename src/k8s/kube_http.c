@@ -138,11 +138,11 @@ int kube_request(struct kube_client *kc, const char *method, const char *path, c
                 *body = gs_curl_buf_take(&b);
             gs_curl_buf_free(&b);
             if (retry)
-                kube_log(0, "kube: %s (gave up after %d attempts)", err, attempt);
+                kube_log(KUBE_LOG_ERROR, "kube: %s (gave up after %d attempts)", err, attempt);
             return status;
         }
         gs_curl_buf_free(&b);
-        kube_log(1, "kube: %s; retry %d/%d in %ld ms", err, attempt, kc->attempts - 1, backoff);
+        kube_log(KUBE_LOG_WARN, "kube: %s; retry %d/%d in %ld ms", err, attempt, kc->attempts - 1, backoff);
         sleep_ms(backoff);
         backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
     }
@@ -212,14 +212,14 @@ static int watch_line(struct watch_ctx *w, const char *s, size_t n)
     json_t *ev = json_loadb(s, n, 0, &je);
     if (!ev) {
         if (w->bad_lines++ < 3)
-            kube_log(1, "kube: watch: skipping an event that is not JSON: %s", je.text);
+            kube_log(KUBE_LOG_WARN, "kube: watch: skipping an event that is not JSON: %s", je.text);
         return 0;
     }
     const char *type = json_string_value(json_object_get(ev, "type"));
     json_t *obj = json_object_get(ev, "object");
     int rc = 0;
     if (!type || !json_is_object(obj))
-        kube_log(1, "kube: watch: skipping an event without type/object");
+        kube_log(KUBE_LOG_WARN, "kube: watch: skipping an event without type/object");
     else
         rc = w->cb(type, obj, w->ud);
     json_decref(ev);

@@ -18,14 +18,14 @@ int kube_annotate_retry(struct kube_client *kc, const char *path, json_t *cur, i
             obj = NULL;
             int g = kube_get_json(kc, path, &obj, err, errlen);
             if (g != 200) {
-                kube_log(1, "kube: re-reading %s after a conflict: %s", path, err);
+                kube_log(KUBE_LOG_WARN, "kube: re-reading %s after a conflict: %s", path, err);
                 st = KUBE_RETRY_REREAD;
                 if (g >= 400 && g < 500)
                     break; /* gone or forbidden: reading again will not help */
                 continue;
             }
         }
-        char rv[64] = "";
+        char rv[KUBE_RV_MAX] = "";
         const char *orv = json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
         snprintf(rv, sizeof rv, "%s", orv ? orv : "");
         json_t *ann = build(obj, built++, ud, rv, err, errlen);

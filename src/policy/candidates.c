@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-static int32_t gpu_free(const gs_gpu *g)
+static int32_t gpu_free(const gs_sched_gpu *g)
 {
     return g->milli_total - g->milli_used;
 }

@@ -74,7 +74,7 @@ int64_t gs_request_gpu_milli(const gs_request *r)
 }
 
 /* Compute a request takes on one GPU: exclusive requests take all of it. */
-static int32_t milli_on(const gs_gpu *g, const gs_request *r)
+static int32_t milli_on(const gs_sched_gpu *g, const gs_request *r)
 {
     return r->gpu_milli >= g->milli_total ? g->milli_total : r->gpu_milli;
 }
@@ -108,7 +108,7 @@ int gs_cluster_apply(gs_cluster *c, const gs_request *r, const gs_placement *p)
     n->cpu_used_milli += r->cpu_milli;
     n->mem_used_mib += r->mem_mib;
     for (int i = 0; i < p->num_gpus; i++) {
-        gs_gpu *g = &n->gpus[p->gpus[i]];
+        gs_sched_gpu *g = &n->gpus[p->gpus[i]];
         g->milli_used += milli_on(g, r);
         g->mem_used_mib += r->gpu_mem_mib;
         g->slots_used++;
@@ -125,14 +125,14 @@ int gs_cluster_release(gs_cluster *c, const gs_request *r, const gs_placement *p
     if (n->cpu_used_milli < r->cpu_milli || n->mem_used_mib < r->mem_mib)
         return -1;
     for (int i = 0; i < p->num_gpus; i++) {
-        const gs_gpu *g = &n->gpus[p->gpus[i]];
+        const gs_sched_gpu *g = &n->gpus[p->gpus[i]];
         if (g->milli_used < milli_on(g, r) || g->mem_used_mib < r->gpu_mem_mib || g->slots_used < 1)
             return -1;
     }
     n->cpu_used_milli -= r->cpu_milli;
     n->mem_used_mib -= r->mem_mib;
     for (int i = 0; i < p->num_gpus; i++) {
-        gs_gpu *g = &n->gpus[p->gpus[i]];
+        gs_sched_gpu *g = &n->gpus[p->gpus[i]];
         g->milli_used -= milli_on(g, r);
         g->mem_used_mib -= r->gpu_mem_mib;
         g->slots_used--;

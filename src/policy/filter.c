@@ -37,7 +37,7 @@ bool gs_request_valid(const gs_request *r)
     return true;
 }
 
-gs_reject gs_gpu_fit(const gs_gpu *g, const gs_request *r)
+gs_reject gs_gpu_fit(const gs_sched_gpu *g, const gs_request *r)
 {
     if (!g->healthy)
         return GS_REJ_GPU_UNHEALTHY;

@@ -20,7 +20,9 @@
 #define GS_MODEL_NAME_MAX 32
 #define GS_MILLI_PER_GPU 1000
 
-typedef struct gs_gpu {
+/* A GPU in the scheduler's model: capacity and what the placed pods
+ * use of it (the node agent's physical GPU is struct gs_nvml_gpu). */
+typedef struct gs_sched_gpu {
     int32_t milli_total; /* compute capacity, normally 1000 */
     int32_t milli_used;
     int64_t mem_total_mib; /* 0 = not tracked (requests for memory then fail) */
@@ -29,7 +31,7 @@ typedef struct gs_gpu {
     int32_t slots_used;
     int32_t numa; /* NUMA node the GPU is attached to */
     bool healthy;
-} gs_gpu;
+} gs_sched_gpu;
 
 typedef struct gs_node {
     const char *name; /* borrowed, never freed by the engine */
@@ -43,7 +45,7 @@ typedef struct gs_node {
     uint32_t version; /* bumped on every change; callers that edit a node
                             * directly (health, capacity) must bump it too,
                             * since the engine caches scores per version */
-    gs_gpu gpus[GS_MAX_GPUS_PER_NODE];
+    gs_sched_gpu gpus[GS_MAX_GPUS_PER_NODE];
 } gs_node;
 
 typedef struct gs_cluster {
@@ -121,7 +123,7 @@ typedef enum gs_reject {
 const char *gs_reject_str(gs_reject r);
 /* Whether a request is well formed (non-negative, gpu counts in range). */
 bool gs_request_valid(const gs_request *r);
-gs_reject gs_gpu_fit(const gs_gpu *g, const gs_request *r);
+gs_reject gs_gpu_fit(const gs_sched_gpu *g, const gs_request *r);
 gs_reject gs_node_fit(const gs_node *n, const gs_request *r);
 
 typedef struct gs_filter_report {

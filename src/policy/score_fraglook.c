@@ -119,7 +119,7 @@ static double seeds_idle_gpu(const gs_node *n, const gs_request *r, const gs_can
 {
     if (r->num_gpus != 1 || cand->num_gpus != 1)
         return 0.0;
-    const gs_gpu *g = &n->gpus[cand->gpus[0]];
+    const gs_sched_gpu *g = &n->gpus[cand->gpus[0]];
     return r->gpu_milli < g->milli_total && g->milli_used == 0 && g->slots_used == 0 ? 1.0 : 0.0;
 }
 

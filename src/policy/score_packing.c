@@ -53,7 +53,7 @@ double gs_score_binpack(const gs_node *n, const gs_request *r, const gs_candidat
     int idle_taken = 0;
     int64_t free_pct = 0;
     for (int i = 0; i < tightest->num_gpus; i++) {
-        const gs_gpu *g = &n->gpus[tightest->gpus[i]];
+        const gs_sched_gpu *g = &n->gpus[tightest->gpus[i]];
         int64_t free = g->milli_total - g->milli_used;
         idle_taken += g->milli_used == 0;
         free_pct += free * 100 / GS_MILLI_PER_GPU;

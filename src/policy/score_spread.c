@@ -17,7 +17,7 @@ double gs_score_spread(const gs_node *n, const gs_request *r, const gs_candidate
     }
     double pick = 0.0;
     for (int i = 0; i < c->num_gpus; i++) {
-        const gs_gpu *g = &n->gpus[c->gpus[i]];
+        const gs_sched_gpu *g = &n->gpus[c->gpus[i]];
         used += r->gpu_milli >= g->milli_total ? g->milli_total : r->gpu_milli;
         pick += ratio(g->milli_used, g->milli_total) / c->num_gpus;
     }

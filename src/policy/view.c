@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-static void view_gpu(gs_view *v, int i, const gs_gpu *g)
+static void view_gpu(gs_view *v, int i, const gs_sched_gpu *g)
 {
     bool usable = g->healthy && (g->slots_total == 0 || g->slots_used < g->slots_total);
     v->gpu_free[i] = usable ? g->milli_total - g->milli_used : 0;
@@ -28,7 +28,7 @@ void gs_view_place(gs_view *v, const gs_node *n, const gs_request *r, const gs_c
     v->cpu_free -= r->cpu_milli;
     v->mem_free -= r->mem_mib;
     for (int i = 0; i < cand->num_gpus; i++) {
-        gs_gpu g = n->gpus[cand->gpus[i]];
+        gs_sched_gpu g = n->gpus[cand->gpus[i]];
         g.milli_used += r->gpu_milli >= g.milli_total ? g.milli_total : r->gpu_milli;
         g.slots_used++;
         view_gpu(v, cand->gpus[i], &g);

@@ -1,7 +1,7 @@
 /* The node agent's pure decisions (src/deviceplugin/placement.c), without
  * gRPC, API server or files: ID checks and ordering, the state key, pod
- * matching, the preferred-allocation hint, the swap fit re-check and the
- * limits file. */
+ * matching, the preferred-allocation hint, PreStartContainer's rule and
+ * its swap fit re-check, and the limits file. */
 #include <stdio.h>
 #include <string.h>
 
@@ -114,6 +114,35 @@ int main(void)
     eff.gpus[0].memory_mib = 10;
     eff.gpus[0].cores = 71;
     CHECK(gs_fits_on_held(&v, pods, 4, &self, &eff, why, sizeof why) == 0 && strstr(why, "cores"));
+
+    /* PreStartContainer's rule: the pod may start on the replicas it names,
+     * on other replicas of its GPUs, or where it is already recorded;
+     * on other GPUs only after the fit re-check; never for another node or
+     * another GPU count. */
+    struct gs_assignment a;
+    int recorded = -1;
+    CHECK(gs_assignment_parse(pods[0].assignment, strlen(pods[0].assignment), &a, err, sizeof err) == 0);
+    CHECK(gs_held_verdict_of(&v, &pods[0], &a, a1, 1, &eff, &recorded, why, sizeof why) == GS_HELD_AS_ASSIGNED &&
+          !recorded && eff.gpus[0].memory_mib == 1000);
+    char *other_replica[] = { "GPU-a::3" };
+    CHECK(gs_held_verdict_of(&v, &pods[0], &a, other_replica, 1, &eff, &recorded, why, sizeof why) ==
+              GS_HELD_AS_ASSIGNED &&
+          strcmp(eff.gpus[0].replica, "GPU-a::3") == 0);
+    char *other_gpu[] = { "GPU-b::0" };
+    CHECK(gs_held_verdict_of(&v, &pods[0], &a, other_gpu, 1, &eff, &recorded, why, sizeof why) ==
+              GS_HELD_ON_OTHER_GPUS &&
+          !recorded && strcmp(eff.gpus[0].uuid, "GPU-b") == 0 && eff.gpus[0].memory_mib == 1000);
+    struct gs_pod moved = pod("moved", pods[0].assignment, "{\"v\":1,\"replicas\":[\"GPU-b::0\"]}", 5);
+    CHECK(gs_held_verdict_of(&v, &moved, &a, other_gpu, 1, &eff, &recorded, why, sizeof why) == GS_HELD_AS_ASSIGNED &&
+          recorded);
+    CHECK(gs_held_verdict_of(&v, &moved, &a, a1, 1, &eff, &recorded, why, sizeof why) == GS_HELD_AS_ASSIGNED &&
+          !recorded);
+    CHECK(gs_held_verdict_of(&v, &pods[0], &a, two, 2, &eff, &recorded, why, sizeof why) == GS_HELD_REFUSE &&
+          strstr(why, "2 replicas held for an assignment of 1 GPUs"));
+    CHECK(gs_assignment_parse(pods[2].assignment, strlen(pods[2].assignment), &a, err, sizeof err) == 0);
+    char *far_held[] = { "GPU-a::0" };
+    CHECK(gs_held_verdict_of(&v, &pods[2], &a, far_held, 1, &eff, &recorded, why, sizeof why) == GS_HELD_REFUSE &&
+          strcmp(why, "another node") == 0);
 
     /* The limits file: GPU j in NVML order. */
     struct gs_assignment two_a;

@@ -13,7 +13,7 @@
 static void gpu_compute_fits_until_full(void **state)
 {
     (void)state;
-    gs_gpu g = { .milli_total = 1000, .milli_used = 600, .healthy = true };
+    gs_sched_gpu g = { .milli_total = 1000, .milli_used = 600, .healthy = true };
     gs_request half = fx_req(0, 0, 1, 400), more = fx_req(0, 0, 1, 401);
     assert_int_equal(gs_gpu_fit(&g, &half), GS_FIT);
     assert_int_equal(gs_gpu_fit(&g, &more), GS_REJ_GPU_COMPUTE);
@@ -27,12 +27,12 @@ static void gpu_compute_fits_until_full(void **state)
 static void gpu_memory_slots_health(void **state)
 {
     (void)state;
-    gs_gpu g = { .milli_total = 1000,
-                 .mem_total_mib = 16384,
-                 .mem_used_mib = 12288,
-                 .slots_total = 2,
-                 .slots_used = 1,
-                 .healthy = true };
+    gs_sched_gpu g = { .milli_total = 1000,
+                       .mem_total_mib = 16384,
+                       .mem_used_mib = 12288,
+                       .slots_total = 2,
+                       .slots_used = 1,
+                       .healthy = true };
     gs_request r = fx_req(0, 0, 1, 100);
     r.gpu_mem_mib = 4096;
     assert_int_equal(gs_gpu_fit(&g, &r), GS_FIT);

@@ -10,31 +10,11 @@
 
 #include <cmocka.h>
 
-#include "sim_main.h"
-
-static int run(int argc, const char **argv)
-{
-    /* Silence the command's own output so the test log stays readable. */
-    fflush(stdout);
-    fflush(stderr);
-    FILE *null = fopen("/dev/null", "w");
-    assert_non_null(null);
-    int out = dup(1), err = dup(2);
-    dup2(fileno(null), 1);
-    dup2(fileno(null), 2);
-    int rc = gpuslice_sim_main(argc, (char **)argv);
-    fflush(stdout);
-    fflush(stderr);
-    dup2(out, 1);
-    dup2(err, 2);
-    close(out);
-    close(err);
-    fclose(null);
-    return rc;
-}
+#include "sim_fixture.h"
 
 #define RUN(...)                                                                                                       \
-    run((int)(sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(const char *)), (const char *[]){ __VA_ARGS__ })
+    sim_fx_run((int)(sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(const char *)), (const char *[]){ __VA_ARGS__ }, \
+               NULL, 0)
 
 static void usage_errors_exit_2(void **state)
 {
@@ -56,24 +36,13 @@ static void usage_errors_exit_2(void **state)
     assert_int_equal(RUN("sim", "--pods", "default+cpu"), 2);
 }
 
-static char *write_temp(const char *text)
-{
-    char *path = strdup("/tmp/gs_sim_cli_XXXXXX");
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    size_t len = strlen(text);
-    assert_int_equal(write(fd, text, len), (ssize_t)len);
-    close(fd);
-    return path;
-}
-
 static void runtime_errors_exit_1(void **state)
 {
     (void)state;
     assert_int_equal(RUN("sim", "--nodes", "/nonexistent/nodes.csv", "--pods", "/nonexistent/p.csv"), 1);
     assert_int_equal(RUN("sim", "--trace-dir", "/nonexistent/openb"), 1); /* says how to get it */
-    char *nodes = write_temp("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\n");
-    char *bad = write_temp("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,-5,1024,1,500\n");
+    char *nodes = sim_fx_write_temp(SIM_FX_ONE_NODE);
+    char *bad = sim_fx_write_temp("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,-5,1024,1,500\n");
     assert_int_equal(RUN("sim", "--nodes", nodes, "--pods", bad, "--quiet"), 1);
     unlink(nodes);
     unlink(bad);
@@ -84,10 +53,9 @@ static void runtime_errors_exit_1(void **state)
 static void tiny_run_writes_outputs(void **state)
 {
     (void)state;
-    char *nodes = write_temp("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\n"
-                             "n1,64000,262144,2,T4\n");
-    char *pods = write_temp("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
-                            "p0,1000,1024,1,500,\np1,1000,1024,1,1000,T4\np2,1000,1024,0,0,\n");
+    char *nodes = sim_fx_write_temp(SIM_FX_ONE_NODE "n1,64000,262144,2,T4\n");
+    char *pods = sim_fx_write_temp("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+                                   "p0,1000,1024,1,500,\np1,1000,1024,1,1000,T4\np2,1000,1024,0,0,\n");
     char csv[] = "/tmp/gs_sim_csv_XXXXXX", md[] = "/tmp/gs_sim_md_XXXXXX";
     close(mkstemp(csv));
     close(mkstemp(md));

@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "progress.h"
-#include "sim_main.h"
+#include "sim_fixture.h"
 
 static void eta_is_the_mean_run_time_the_runs_left(void **state)
 {
@@ -38,54 +38,14 @@ static void eta_text(void **state)
     }
 }
 
-static char *write_temp(const char *text)
-{
-    char *path = strdup("/tmp/gs_sim_progress_XXXXXX");
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    size_t len = strlen(text);
-    assert_int_equal(write(fd, text, len), (ssize_t)len);
-    close(fd);
-    return path;
-}
-
-/* stderr of `gpuslice sim ARGS`, in a file read back into `out`. */
-static int run_capturing_stderr(int argc, const char **argv, char *out, size_t cap)
-{
-    char log[] = "/tmp/gs_sim_progress_log_XXXXXX";
-    int fd = mkstemp(log);
-    assert_true(fd >= 0);
-    FILE *null = fopen("/dev/null", "w");
-    assert_non_null(null);
-    fflush(stdout);
-    fflush(stderr);
-    int saved_out = dup(1), saved_err = dup(2);
-    dup2(fileno(null), 1);
-    dup2(fd, 2);
-    int rc = gpuslice_sim_main(argc, (char **)argv);
-    fflush(stdout);
-    fflush(stderr);
-    dup2(saved_out, 1);
-    dup2(saved_err, 2);
-    close(saved_out);
-    close(saved_err);
-    fclose(null);
-    ssize_t n = pread(fd, out, cap - 1, 0);
-    assert_true(n >= 0);
-    out[n] = '\0';
-    close(fd);
-    unlink(log);
-    return rc;
-}
-
 static void each_run_says_n_of_N_and_time_left(void **state)
 {
     (void)state;
-    char *nodes = write_temp("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\n");
-    char *pods = write_temp("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np0,1000,1024,1,500,\n");
+    char *nodes = sim_fx_write_temp(SIM_FX_ONE_NODE);
+    char *pods = sim_fx_write_temp("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np0,1000,1024,1,500,\n");
     const char *argv[] = { "sim", "--nodes", nodes, "--pods", pods, "--policy", "binpack,fraglook", "--seeds", "1,2" };
     static char err[8192];
-    assert_int_equal(run_capturing_stderr((int)(sizeof argv / sizeof argv[0]), argv, err, sizeof err), 0);
+    assert_int_equal(sim_fx_run((int)(sizeof argv / sizeof argv[0]), argv, err, sizeof err), 0);
     int lines = 0;
     for (char *line = strtok(err, "\n"); line; line = strtok(NULL, "\n")) {
         char want[32];

@@ -14,6 +14,7 @@
 #include "cpu_mix.h"
 #include "policy.h"
 #include "protocol.h"
+#include "sim_fixture.h"
 #include "trace_csv.h"
 
 static gs_request pod(int num_gpus, int gpu_milli)
@@ -281,22 +282,10 @@ static void pod_rows_parse_and_fail_by_field(void **state)
     gs_cluster_free(&models);
 }
 
-static char *write_temp(const char *text)
-{
-    char *path = strdup("/tmp/gs_sim_test_XXXXXX");
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    size_t len = strlen(text);
-    assert_int_equal(write(fd, text, len), (ssize_t)len);
-    close(fd);
-    return path;
-}
-
 static void loader_errors_name_file_and_line(void **state)
 {
     (void)state;
-    char *nodes = write_temp("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\n"
-                             "n1,64000,262144,2,\n");
+    char *nodes = sim_fx_write_temp(SIM_FX_ONE_NODE "n1,64000,262144,2,\n");
     gs_cluster c;
     gs_cluster_init(&c);
     char err[512];
@@ -308,13 +297,13 @@ static void loader_errors_name_file_and_line(void **state)
     unlink(nodes);
     free(nodes);
 
-    nodes = write_temp("sn,cpu_milli,memory_mib,gpu,model\r\nn0,64000,262144,2,P100\r\n\n");
+    nodes = sim_fx_write_temp("sn,cpu_milli,memory_mib,gpu,model\r\nn0,64000,262144,2,P100\r\n\n");
     gs_cluster_init(&c);
     assert_int_equal(trace_load_nodes(nodes, &c, err, sizeof(err)), 0);
     assert_int_equal(c.num_nodes, 1);
     assert_int_equal(gs_cluster_gpu_capacity(&c), 2000);
-    char *pods = write_temp("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,1,500\n"
-                            "p1,1000,1024,one,500\n");
+    char *pods = sim_fx_write_temp("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,1,500\n"
+                                   "p1,1000,1024,one,500\n");
     trace_pods tp;
     assert_int_equal(trace_load_pods(pods, &c, &tp, err, sizeof(err)), -1);
     assert_non_null(strstr(err, ":3:"));

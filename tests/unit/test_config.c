@@ -11,6 +11,7 @@
 
 #include "config.h"
 #include "fake_env.h"
+#include "limiter.h"
 
 #define GIB (UINT64_C(1) << 30)
 
@@ -57,7 +58,10 @@ static void test_defaults(void **state)
         assert_int_equal(cfg.sm_limit[i], 0);
     }
     assert_int_equal(cfg.compute_mode, GS_COMPUTE_CAP);
-    assert_int_equal(cfg.share_weight, 100);
+    /* The key table's defaults agree with the compute limiter's. */
+    assert_int_equal(cfg.share_weight, GS_LIM_DEFAULT_WEIGHT);
+    assert_int_equal(cfg.power_exp_milli, GS_LIM_DEFAULT_POWER_EXP);
+    assert_int_equal(cfg.share_yield_us, GS_LIM_DEFAULT_YIELD_US);
     assert_int_equal(cfg.core_policy, GS_CORE_POLICY_DEFAULT);
     assert_int_equal(cfg.managed_policy, GS_MANAGED_COUNT);
     assert_int_equal(cfg.ctx_overhead, -1);

@@ -243,6 +243,32 @@ static void test_field_authority_is_consistent(void **state)
     }
 }
 
+/* Each field starts from at most one default, which its own key's parser takes;
+ * no per-device family has one (unset is no limit). */
+static void test_defaults_parse_once_per_field(void **state)
+{
+    struct gs_config cfg;
+    char why[256];
+    size_t i;
+    size_t j;
+
+    (void)state;
+    for (i = 0; i < gs_cfg_nkeys; i++) {
+        const struct gs_cfg_key *a = &gs_cfg_keys[i];
+
+        if (a->dflt == NULL)
+            continue;
+        assert_false(a->per_device);
+        if (a->parse(a->dflt, a, (char *)&cfg + a->offset, why, sizeof(why)) != 0)
+            fail_msg("the default of %s, '%s', does not parse: %s", a->name, a->dflt, why);
+        for (j = i + 1; j < gs_cfg_nkeys; j++)
+            if (gs_cfg_keys[j].dflt != NULL && gs_cfg_keys[j].offset == a->offset)
+                fail_msg("%s and %s share a field and both carry a default", a->name, gs_cfg_keys[j].name);
+    }
+    assert_string_equal(gs_key_default(GS_KEY_WEIGHT), "100");
+    assert_null(gs_key_default(GS_KEY_REGION));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -251,6 +277,7 @@ int main(void)
         cmocka_unit_test(test_no_stale_other_keys),
         cmocka_unit_test(test_names_round_trip),
         cmocka_unit_test(test_field_authority_is_consistent),
+        cmocka_unit_test(test_defaults_parse_once_per_field),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
