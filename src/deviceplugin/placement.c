@@ -443,17 +443,17 @@ int gs_k8s_name_ok(const char *s, size_t max)
 
 /* The settings a pod's environment could otherwise override (the file's
  * value wins for the interposer's node-rule keys, and is the ceiling for
- * the share weight): the region and ledger every process of the container
+ * the share weight): the region, ledger and roster every process of the container
  * shares, the context charge, the share weight and the compute limiter's
  * tuning. Without them a process could name a region of its own (a fresh
  * limit each) or set GPUSLICE_CTX_OVERHEAD=0 (contexts charged nothing). */
 static int limits_pins(char *out, size_t len)
 {
     return snprintf(out, len,
-                    "GPUSLICE_REGION=%s\nGPUSLICE_LEDGER_DIR=%s\nGPUSLICE_CTX_OVERHEAD=auto\n"
+                    "GPUSLICE_REGION=%s\nGPUSLICE_LEDGER_DIR=%s\nGPUSLICE_ROSTER_DIR=%s\nGPUSLICE_CTX_OVERHEAD=auto\n"
                     "GPUSLICE_SHARE_WEIGHT=100\nGPUSLICE_POWER_EXPONENT=%u.%03u\nGPUSLICE_SHARE_YIELD_US=%u\n",
-                    GS_STATEDIR_CONTAINER_REGION, GS_STATEDIR_CONTAINER_LEDGER, GS_LIM_DEFAULT_POWER_EXP / 1000U,
-                    GS_LIM_DEFAULT_POWER_EXP % 1000U, GS_LIM_DEFAULT_YIELD_US);
+                    GS_STATEDIR_CONTAINER_REGION, GS_STATEDIR_CONTAINER_LEDGER, GS_STATEDIR_CONTAINER_ROSTER,
+                    GS_LIM_DEFAULT_POWER_EXP / 1000U, GS_LIM_DEFAULT_POWER_EXP % 1000U, GS_LIM_DEFAULT_YIELD_US);
 }
 
 void gs_limits_text(const struct gs_node_view *v, const struct gs_holder *h, const char *uid,
@@ -480,4 +480,15 @@ void gs_limits_text(const struct gs_node_view *v, const struct gs_holder *h, con
                 l += snprintf(out + l, len - (size_t)l, "GPUSLICE_CORES_%zu=%u\n", j, a->gpus[i].cores);
         }
     }
+}
+
+struct gs_roster_entry gs_roster_entry_of(const struct gs_assignment *a, const char *uuid)
+{
+    struct gs_roster_entry e = { .weight = GS_LIM_DEFAULT_WEIGHT };
+    for (int i = 0; !a->share_mode && i < a->ngpus; i++)
+        if (strcmp(a->gpus[i].uuid, uuid) == 0 && a->gpus[i].cores > 0 && a->gpus[i].cores < 100) {
+            e.weight = a->gpus[i].cores;
+            e.capped = 1;
+        }
+    return e;
 }

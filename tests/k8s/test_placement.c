@@ -132,6 +132,15 @@ int main(void)
      * is pinned (the file's value wins for node-rule keys). */
     CHECK(strstr(text, "\nGPUSLICE_REGION=/var/run/gpuslice/region\n"));
     CHECK(strstr(text, "\nGPUSLICE_LEDGER_DIR=/var/run/gpuslice-ledger\n"));
+    CHECK(strstr(text, "\nGPUSLICE_ROSTER_DIR=/var/run/gpuslice-roster\n"));
+    /* The roster's weights: the cap in cap mode, else the weight's ceiling. */
+    struct gs_roster_entry b = gs_roster_entry_of(&two_a, "GPU-b");
+    CHECK(b.weight == 100 && !b.capped);
+    two_a.share_mode = 0;
+    b = gs_roster_entry_of(&two_a, "GPU-b");
+    struct gs_roster_entry a = gs_roster_entry_of(&two_a, "GPU-a");
+    CHECK(b.weight == 30 && b.capped && a.weight == 100 && !a.capped);
+    two_a.share_mode = 1;
     CHECK(strstr(text, "\nGPUSLICE_CTX_OVERHEAD=auto\n"));
     CHECK(strstr(text, "\nGPUSLICE_SHARE_WEIGHT=100\n"));
     CHECK(strstr(text, "\nGPUSLICE_POWER_EXPONENT=0.380\n"));
