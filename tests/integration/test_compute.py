@@ -196,16 +196,18 @@ def write_roster(roster, uuid, entries):
     (roster / uuid / "roster").write_text("gpuslice-roster 1\n" + lines)
 
 
-def containers(world, envs, layout="flat", secs=4.0, warm=2.0, hostile=None, logs=False, roster=None, **sim):
+def containers(world, envs, layout="flat", secs=4.0, warm=2.0, hostile=None, logs=False, roster=None,
+               roster_writable=False, **sim):
     """GPU-bound containers (1 ms kernels, 8 queued) side by side, one per
     environment in envs; their ratios. layout "flat": all regions in one
     state directory (gpuslice run); "agent": as the node agent lays them out,
     each container its own state directory and pid namespace (all tenants
     are pid 1 there), the device ledger in a directory all reach. roster
     (agent layout): what the node agent writes for each container in the
-    GPU's roster ("cap 30", "share 100"), mounted read-only; None: none. hostile(ledger_dir)
-    runs beside them, as one more tenant that can write there (the directory
-    of the ledgers in either layout). logs: their stderr too."""
+    GPU's roster ("cap 30", "share 100"), mounted read-only unless
+    roster_writable; None: none. hostile(ledger_dir) runs beside them, as
+    one more tenant that can write there (the directory of the ledgers in
+    either layout). logs: their stderr too."""
     w = world_env(world, **sim)
     wrap, full, names = (), [], "abcdefgh"[:len(envs)]
     for name, e in zip(names, envs):
@@ -220,7 +222,7 @@ def containers(world, envs, layout="flat", secs=4.0, warm=2.0, hostile=None, log
         wrap = pid_namespace()
         if roster:
             (w.tmp / "roster").mkdir()
-            wrap = read_only_roster(w.tmp / "roster")
+            wrap = wrap if roster_writable else read_only_roster(w.tmp / "roster")
             for e in full:
                 e["GPUSLICE_ROSTER_DIR"] = str(w.tmp / "roster")
     clients = [start(w, 1000, env=e, wrap=wrap) for e in full]
@@ -391,6 +393,19 @@ def test_four_tenants_sharing_10_20_30_40_split_by_weight(world, layout):
     r = containers(world, envs, layout, secs=5.0, warm=3.0, roster=["share 100"] * 4)
     assert all(abs(got - want) <= SPLIT_TOL for got, want in zip(r, (0.10, 0.20, 0.30, 0.40))), r
     assert sum(r) >= 0.95, r
+
+
+def test_a_roster_the_tenants_could_write_is_no_roster(world):
+    """A roster that is not on a read-only mount could be any tenant's
+    word: here it says the 30 side is capped at 90, which taken at its word
+    would leave the 70 side 0.10. The interposer takes no roster from a
+    writable mount, says so, and the pair splits 30 : 70 as without one."""
+    share = {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_LOG_LEVEL": "2"}
+    (ra, rb), errs = containers(world, [{**share, "GPUSLICE_SHARE_WEIGHT": "30"},
+                                        {**share, "GPUSLICE_SHARE_WEIGHT": "70"}], "agent", secs=5.0, warm=3.0,
+                                logs=True, roster=["cap 90", "share 100"], roster_writable=True)
+    assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
+    assert all("not on a read-only mount" in e for e in errs), errs[1][-2000:]
 
 
 def test_caps_60_to_90_hold_on_gpu_bound_tenants(world):
