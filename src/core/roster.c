@@ -105,7 +105,7 @@ int gs_roster_parse(const char *text, size_t len, struct gs_roster *r, char *err
 
 int gs_roster_load(const char *path, struct gs_roster *r, char *err, size_t errlen)
 {
-    char buf[GS_ROSTER_MAX_BYTES + 1];
+    static char buf[GS_ROSTER_MAX_BYTES + 1]; /* not reentrant: roster.h */
     r->n = 0;
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {

@@ -49,7 +49,8 @@ int gs_roster_parse(const char *text, size_t len, struct gs_roster *r, char *err
 
 /* Reads and parses the roster at path, which must be a regular file on a
  * read-only mount (one the container could write would be no word of the
- * agent's). 0, or -1 with the reason in err; r is then empty. */
+ * agent's). 0, or -1 with the reason in err; r is then empty. Not
+ * reentrant (one static read buffer): its callers serialize. */
 int gs_roster_load(const char *path, struct gs_roster *r, char *err, size_t errlen);
 
 /* container's entry in r; NULL when it is not on it. */

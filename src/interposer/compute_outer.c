@@ -265,14 +265,16 @@ static int verify_sibling(const char *path, const char *key, void *arg)
 
 /* The roster's word on the claims no region beside ours verified: a
  * container on it counts with the smaller of the weight it claims and the
- * roster's, capped if the roster says so. A roster that is missing, unreadable, on a writable mount or
- * malformed is none (said once per spell): the claims then count as they
- * would without it, never more. outer_lock held. */
+ * roster's, capped if the roster says so. A roster that is missing,
+ * unreadable, on a writable mount or malformed is none (said once per
+ * spell): the claims then count as they would without it, never more.
+ * outer_lock held (hence the static buffers, off the launching thread's
+ * stack). */
 static void weigh_by_roster(const char *uuid, const struct gs_ledger_claim *claim, struct gs_lim_claim *out, unsigned n)
 {
     static struct gs_roster roster;
     static int failing;
-    char path[sizeof gs_rt.cfg.roster_dir + GS_REGION_UUID_LEN + 16], err[sizeof path + 200];
+    static char path[sizeof gs_rt.cfg.roster_dir + GS_REGION_UUID_LEN + 16], err[sizeof path + 200];
     if (!gs_rt.cfg.roster_dir[0])
         return;
     int bad = gs_statedir_roster_path(path, sizeof path, gs_rt.cfg.roster_dir, uuid) != 0;
