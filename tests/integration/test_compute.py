@@ -370,10 +370,10 @@ SPLIT_TOL = 0.03
 @pytest.mark.parametrize("layout", ["flat", "agent"])
 def test_four_tenants_capped_10_20_30_beside_a_share_one_split_10_20_30_40(world, layout):
     """Three capped containers and a share container of the default weight
-    on one device: the capped ones get their caps, the share one the rest
-    (the others want no more than their caps give them), and the device
-    stays busy. In the agent's layout the GPU's roster gives each its
-    weight (the caps; 100 for the share one, the agent's ceiling)."""
+    on one device: the capped ones get their caps, the share one the rest,
+    and the device stays busy. Weighed by their caps beside the share one's
+    100, the capped ones got 0.07 / 0.15 / 0.18 and it 0.59. In the agent's
+    layout the GPU's roster says which are capped, and at what."""
     envs = [*({"GPUSLICE_CORES": str(p)} for p in (10, 20, 30)), {"GPUSLICE_COMPUTE_MODE": "share"}]
     r = containers(world, envs, layout, secs=5.0, warm=3.0, roster=["cap 10", "cap 20", "cap 30", "share 100"])
     assert all(abs(got - want) <= SPLIT_TOL for got, want in zip(r, (0.10, 0.20, 0.30, 0.40))), r
