@@ -29,6 +29,7 @@ struct gs_config {
     int log_level;           /* 0 error, 1 warn (default), 2 info, 3 debug */
     char region_path[4096];  /* shared state file; "" = none configured */
     char ledger_dir[4096];   /* where the per-GPU ledgers are; "" = next to the region */
+    char roster_dir[4096];   /* where the node agent's per-GPU rosters are; "" = none */
     char container_name[128]; /* label shown by the node view; "" if unset */
     int any_limit;            /* 1 if any memory or compute limit is set */
 };

@@ -365,7 +365,7 @@ unsigned gs_ledger_claims(struct gs_ledger *l, uint64_t container, uint64_t sinc
         if (j == k) {
             if (k == max)
                 continue;
-            out[k++] = (struct gs_ledger_claim){ c, { w, use, wants } };
+            out[k++] = (struct gs_ledger_claim){ c, { w, use, wants, 0 } };
         } else {
             out[j].d.use_ppm = use > out[j].d.use_ppm ? use : out[j].d.use_ppm;
             out[j].d.wants_more |= wants;
@@ -431,4 +431,13 @@ void gs_ledger_reap(struct gs_ledger *l)
             l->f->m[i] = (struct gs_ledger_member){ 0 };
     settle_turn(l);
     unlock(l);
+}
+
+uint64_t gs_ledger_container_id(uint64_t dev, uint64_t ino)
+{
+    uint64_t x = ino ^ (dev * 0x9E3779B97F4A7C15ULL);
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ULL;
+    x ^= x >> 29;
+    return x ? x : 1;
 }

@@ -77,6 +77,13 @@ struct gs_ledger {
     char path[4096];
 };
 
+/* A container is its region file: the same (device, inode) for all its
+ * processes, whatever their mount namespace (bind mounts keep both), and
+ * for the node agent that made it (the roster, roster.h). The device counts
+ * too: the flat layout's directory and the node agent's can lie on
+ * different filesystems, whose inode numbers collide. Never 0. */
+uint64_t gs_ledger_container_id(uint64_t dev, uint64_t ino);
+
 /* Maps (creating if needed) the ledger at path. NULL with a reason in err. */
 struct gs_ledger *gs_ledger_open(const char *path, char *err, size_t errlen);
 /* Unmaps it and closes its descriptors: the slots it held become free. */

@@ -441,11 +441,20 @@ uint32_t gs_lim_share_target(unsigned weight, uint64_t busy_others_weight)
     return (uint32_t)((uint64_t)weight * GS_LIM_PPM / (weight + busy_others_weight));
 }
 
-/* Whether other i settles at the water level left / wsum: it wants no more
- * than it uses, and uses no more than its weight's part of what is left. */
+/* Whether other i settles at the water level left / wsum: a capped one
+ * always does (at its cap, or at its use if it wants no more); another if
+ * it wants no more than it uses, and uses no more than its weight's part
+ * of what is left. */
 static int settles(const struct gs_lim_demand *o, uint64_t left, uint64_t wsum)
 {
-    return !o->wants_more && (unsigned __int128)o->use_ppm * wsum <= (unsigned __int128)left * o->weight;
+    return o->cap_ppm ||
+           (!o->wants_more && (unsigned __int128)o->use_ppm * wsum <= (unsigned __int128)left * o->weight);
+}
+
+/* What a settled other keeps. */
+static uint64_t settled_use(const struct gs_lim_demand *o)
+{
+    return o->cap_ppm && (o->wants_more || o->use_ppm > o->cap_ppm) ? o->cap_ppm : o->use_ppm;
 }
 
 uint32_t gs_lim_share_fill(unsigned weight, const struct gs_lim_demand *others, unsigned n)
@@ -456,21 +465,25 @@ uint32_t gs_lim_share_fill(unsigned weight, const struct gs_lim_demand *others, 
     uint64_t all = weights_of(weight, others, n), left = GS_LIM_PPM, wsum = all;
     unsigned settled = 0;
     for (;;) {
-        uint64_t used = 0, wset = 0;
+        uint64_t used = 0, capped = 0, wset = 0;
         unsigned k = 0;
         for (unsigned i = 0; i < n; i++)
             if (settles(&others[i], left, wsum)) {
-                used += others[i].use_ppm;
+                *(others[i].cap_ppm ? &capped : &used) += settled_use(&others[i]);
                 wset += others[i].weight;
                 k++;
             }
         if (k == settled)
             break;
         settled = k;
+        used += capped < GS_LIM_PPM - GS_LIM_CAPS_LEAVE_PPM ? capped : GS_LIM_PPM - GS_LIM_CAPS_LEAVE_PPM;
         left = used < GS_LIM_PPM ? GS_LIM_PPM - used : 0;
         wsum = all - wset;
     }
-    if (settled == n)
+    int caps_want = 0;
+    for (unsigned i = 0; i < n; i++)
+        caps_want |= others[i].cap_ppm && others[i].wants_more;
+    if (settled == n && !caps_want)
         return GS_LIM_PPM; /* nobody else wants more than they use */
     uint64_t mine = left * (weight ? weight : 1) / (wsum ? wsum : 1);
     return (uint32_t)(mine > GS_LIM_PPM ? GS_LIM_PPM : mine);
@@ -587,7 +600,8 @@ static uint32_t outer_share_target(const struct gs_lim_account *a, const struct 
     for (unsigned i = 0; i < n; i++)
         all[i] = in->dem[i];
     if (in->outside_weight)
-        all[n++] = (struct gs_lim_demand){ (uint32_t)(in->outside_weight > 65535 ? 65535 : in->outside_weight), 0, 1 };
+        all[n++] =
+            (struct gs_lim_demand){ (uint32_t)(in->outside_weight > 65535 ? 65535 : in->outside_weight), 0, 1, 0 };
     if (n == 0)
         return GS_LIM_PPM;
     uint32_t target = gs_lim_share_fill(a->weight, all, n);
@@ -644,12 +658,13 @@ uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out 
 unsigned gs_lim_trusted_demands(const struct gs_lim_claim *c, unsigned n, int drop_unverified, int64_t dev_ppm,
                                 struct gs_lim_demand *out)
 {
-    struct gs_lim_demand rest = { 0, 0, 0 };
+    struct gs_lim_demand rest = { 0, 0, 0, 0 };
     uint64_t rest_use = 0;
     unsigned k = 0, unverified = 0;
     for (unsigned i = 0; i < n; i++) {
         if (c[i].verified_weight) {
             out[k] = c[i].d;
+            out[k].cap_ppm = c[i].verified_cap_ppm;
             out[k++].weight = c[i].verified_weight;
             continue;
         }

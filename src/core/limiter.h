@@ -291,15 +291,20 @@ uint32_t gs_lim_share_target(unsigned weight, uint64_t busy_others_weight);
 
 /* Share mode, work-conserving: the others' weights, what each used of the
  * GPU lately (ppm) and whether it wanted more (it waited for tokens). A
- * tenant that wanted no more than it used keeps what it used; the rest of
- * the GPU is split by weight among the ones that want more, ourselves
- * counted as one (water-filling). Returns our target; GS_LIM_PPM when
- * nobody else wants more than what is left. */
+ * tenant that wanted no more than it used keeps what it used, and so does a
+ * capped one its cap when it wants more (its own limiter holds it there:
+ * beside share containers a cap of p is p % of the GPU, not a weight of p);
+ * the rest of the GPU is split by weight among the share ones that want
+ * more, ourselves counted as one (water-filling). Caps leave the share
+ * containers GS_LIM_CAPS_LEAVE_PPM at least. Returns our target; GS_LIM_PPM
+ * when nobody else wants more than what is left. */
 struct gs_lim_demand {
     uint32_t weight;
     uint32_t use_ppm;
     int wants_more;
+    uint32_t cap_ppm; /* a capped container's cap, where verified; 0: share mode or not known */
 };
+#define GS_LIM_CAPS_LEAVE_PPM 50000U
 uint32_t gs_lim_share_fill(unsigned weight, const struct gs_lim_demand *others, unsigned n);
 
 /* A container's part of the device by weight alone beside the n others
@@ -394,7 +399,8 @@ uint64_t gs_lim_device_busy(uint64_t dev_ppm, uint64_t our_use_ppm, const struct
  * every tenant can write, so its entries are claims (docs/security.md,
  * finding 4). A claim whose container we could verify (its region beside
  * ours, with a live process) counts with the weight from its limits
- * (verified_weight), whatever its member wrote. The unverifiable ones count
+ * (verified_weight) and is capped as they say (verified_cap_ppm), whatever
+ * its member wrote. The unverifiable ones count
  * together as one container of at most the default weight (their uses
  * summed, at most what NVML saw the device busy: dev_ppm, -1 unknown;
  * wanting more if any does), or not at all where every honest member is
@@ -402,8 +408,9 @@ uint64_t gs_lim_device_busy(uint64_t dev_ppm, uint64_t our_use_ppm, const struct
  * tenant, however many members it forges, weighs more than one default
  * container. Returns the entries written to out (at most n). */
 struct gs_lim_claim {
-    struct gs_lim_demand d;   /* as its member wrote it */
-    uint32_t verified_weight; /* its weight from its limits; 0: not verified */
+    struct gs_lim_demand d;    /* as its member wrote it (cap_ppm: ignored) */
+    uint32_t verified_weight;  /* its weight from its limits; 0: not verified */
+    uint32_t verified_cap_ppm; /* its cap from its limits; 0: share mode, or not verified */
 };
 unsigned gs_lim_trusted_demands(const struct gs_lim_claim *c, unsigned n, int drop_unverified, int64_t dev_ppm,
                                 struct gs_lim_demand *out);

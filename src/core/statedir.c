@@ -1,4 +1,5 @@
 #include "statedir.h"
+#include "roster.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -51,6 +52,14 @@ int gs_statedir_ledger_path(char *buf, size_t len, const char *ledger_dir, const
     return fmt(buf, len, ledger_dir, "/", file);
 }
 
+int gs_statedir_roster_path(char *buf, size_t len, const char *roster_dir, const char *uuid)
+{
+    char file[NAME_MAX + 1];
+    if (fmt(file, sizeof file, uuid, "/", GS_ROSTER_FILE) != 0)
+        return -1;
+    return fmt(buf, len, roster_dir, "/", file);
+}
+
 int gs_statedir_parent(char *buf, size_t len, const char *path)
 {
     const char *slash = strrchr(path, '/');
@@ -77,6 +86,11 @@ int gs_statedir_agent_limits_dir(char *buf, size_t len, const char *root, const 
 int gs_statedir_agent_ledger_dir(char *buf, size_t len, const char *root)
 {
     return fmt(buf, len, root, "/.ledger", "");
+}
+
+int gs_statedir_agent_roster_dir(char *buf, size_t len, const char *root)
+{
+    return fmt(buf, len, root, "/.roster", "");
 }
 
 /* A regular file at dirfd/name, not following a symbolic link. */

@@ -9,7 +9,9 @@
  *   container at GS_STATEDIR_CONTAINER; <root>/.limits/<key>/limits.conf,
  *   mounted read-only at GS_STATEDIR_CONTAINER_LIMITS; <root>/.ledger/<GPU
  *   uuid>.ledger, one per GPU, each mounted into the containers of that GPU
- *   at GS_STATEDIR_CONTAINER_LEDGER/<uuid>.ledger.
+ *   at GS_STATEDIR_CONTAINER_LEDGER/<uuid>.ledger; <root>/.roster/<GPU
+ *   uuid>/roster (roster.h), each GPU's directory mounted read-only into the
+ *   containers of that GPU at GS_STATEDIR_CONTAINER_ROSTER/<uuid>.
  * Otherwise a GPU's ledger lives next to the region that uses it.
  */
 #ifndef GPUSLICE_STATEDIR_H
@@ -22,6 +24,7 @@
 #define GS_STATEDIR_CONTAINER_LIMITS "/etc/gpuslice"
 #define GS_STATEDIR_CONTAINER_CONFIG GS_STATEDIR_CONTAINER_LIMITS "/limits.conf"
 #define GS_STATEDIR_CONTAINER_LEDGER "/var/run/gpuslice-ledger"
+#define GS_STATEDIR_CONTAINER_ROSTER "/var/run/gpuslice-roster"
 
 /* A CLI user's state directory: $GPUSLICE_STATE_DIR, else /run/gpuslice when
  * writable (root), else /tmp/gpuslice-<uid>. */
@@ -33,6 +36,9 @@ void gs_statedir_fallback_region(char *buf, size_t len);
 /* Each returns 0, or -1 when the result would not fit in buf. */
 int gs_statedir_region_path(char *buf, size_t len, const char *dir, const char *name);
 int gs_statedir_ledger_path(char *buf, size_t len, const char *ledger_dir, const char *uuid);
+/* A GPU's roster: <roster_dir>/<uuid>/roster (a directory per GPU, so that
+ * the agent can replace the file while it is mounted). */
+int gs_statedir_roster_path(char *buf, size_t len, const char *roster_dir, const char *uuid);
 /* The directory holding path ("/" for a file at the root). */
 int gs_statedir_parent(char *buf, size_t len, const char *path);
 
@@ -41,6 +47,8 @@ int gs_statedir_agent_region_dir(char *buf, size_t len, const char *root, const 
 int gs_statedir_agent_limits_dir(char *buf, size_t len, const char *root, const char *key);
 /* The node agent's per-GPU device ledgers under root. */
 int gs_statedir_agent_ledger_dir(char *buf, size_t len, const char *root);
+/* ... and the directory of their per-GPU roster directories. */
+int gs_statedir_agent_roster_dir(char *buf, size_t len, const char *root);
 
 /* Calls fn(path, key, arg) for every region under dir, in both layouts
  * (key: the container's name or allocation key). Entries that are not

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +12,10 @@
 #include <unistd.h>
 
 #include "kube_client.h"
+#include "ledger.h"
 #include "placement.h"
 #include "region.h"
+#include "roster.h"
 #include "statedir.h"
 
 #define REMOVE_MAX_DEPTH 32
@@ -147,6 +150,31 @@ static int ledger_file(int dirfd, const char *name)
     return ok ? 0 : -1;
 }
 
+/* GPU uuid's roster directory under root, made if missing (root's, 0755:
+ * mounted read-only into the GPU's containers), and in it a roster, empty
+ * unless a valid one is there. 0, or -1 with errno. */
+static int roster_dir(const char *root, const char *uuid, char *dir, size_t len)
+{
+    char top[700];
+    if (gs_statedir_agent_roster_dir(top, sizeof top, root) != 0 || mkdirs(top, 0711) != 0 || chmod(top, 0711) != 0)
+        return -1;
+    if (snprintf(dir, len, "%s/%s", top, uuid) >= (int)len) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    if (mkdirs(dir, 0755) != 0 || chmod(dir, 0755) != 0)
+        return -1;
+    char path[900], text[GS_ROSTER_MAX_BYTES + 1], err[200];
+    static struct gs_roster r;
+    snprintf(path, sizeof path, "%s/" GS_ROSTER_FILE, dir);
+    long got = read_small(path, text, sizeof text);
+    if (got >= 0 && gs_roster_parse(text, (size_t)got, &r, err, sizeof err) == 0)
+        return 0;
+    if (got >= 0)
+        kube_log(1, "roster %s: %s; made afresh (its containers are re-listed as they start)", path, err);
+    return write_atomic(dir, GS_ROSTER_FILE, GS_ROSTER_HEADER);
+}
+
 int gs_agent_ledgers_init(const char *root, const char (*uuids)[GS_UUID_MAX], int n, char *msg, size_t msglen)
 {
     char dir[700];
@@ -165,6 +193,9 @@ int gs_agent_ledgers_init(const char *root, const char (*uuids)[GS_UUID_MAX], in
         if (gs_statedir_ledger_path(path, sizeof path, "", uuids[i]) != 0 || ledger_file(dfd, path + 1) != 0) {
             snprintf(msg, msglen, "cannot prepare the device ledger of GPU %s in %s: %s", uuids[i], dir,
                      strerror(errno));
+            rc = -1;
+        } else if (roster_dir(root, uuids[i], path, sizeof path) != 0) {
+            snprintf(msg, msglen, "cannot prepare the roster of GPU %s under %s: %s", uuids[i], root, strerror(errno));
             rc = -1;
         }
     }
@@ -305,4 +336,55 @@ int gs_agent_write_limits(const struct gs_alloc_dirs *d, const char *text, const
         write_atomic(d->limits_dir, "assignment", assignment) != 0)
         return -1;
     return write_atomic(d->limits_dir, "owner", owner); /* last: the pin holds once whole */
+}
+
+/* The id of allocation key's region under root (gs_ledger_container_id);
+ * 0 when it has none. */
+static uint64_t region_id(const char *root, const char *key)
+{
+    char path[700];
+    struct stat st;
+    if (snprintf(path, sizeof path, "%s/%s/region", root, key) >= (int)sizeof path || lstat(path, &st) != 0 ||
+        !S_ISREG(st.st_mode))
+        return 0;
+    return gs_ledger_container_id((uint64_t)st.st_dev, (uint64_t)st.st_ino);
+}
+
+int gs_agent_roster_put(const char *root, const char *uuid, const char *key, const struct gs_roster_entry *limits,
+                        char *msg, size_t msglen)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static struct gs_roster r, keep;
+    char dir[900], path[1000], text[GS_ROSTER_MAX_BYTES + 1], err[200];
+    uint64_t id = region_id(root, key);
+    if (id == 0) {
+        snprintf(msg, msglen, "allocation %s has no region under %s", key, root);
+        return -1;
+    }
+    pthread_mutex_lock(&lock);
+    int rc = roster_dir(root, uuid, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/" GS_ROSTER_FILE, dir);
+    long got = rc == 0 ? read_small(path, text, sizeof text) : -1;
+    if (rc == 0 && (got < 0 || gs_roster_parse(text, (size_t)got, &r, err, sizeof err) != 0))
+        r.n = 0; /* roster_dir just made it valid: someone else wrote it since */
+    /* The entries whose region is still the one they name, but this key's
+     * earlier one: a region removed since freed its inode, which another
+     * file may now have. */
+    keep.n = 0;
+    for (unsigned i = 0; rc == 0 && i < r.n; i++)
+        if (strcmp(r.e[i].key, key) != 0 && r.e[i].container != id && region_id(root, r.e[i].key) == r.e[i].container)
+            keep.e[keep.n++] = r.e[i];
+    if (rc == 0 && keep.n < GS_ROSTER_MAX) {
+        keep.e[keep.n] = *limits;
+        keep.e[keep.n].container = id;
+        snprintf(keep.e[keep.n++].key, sizeof keep.e[0].key, "%s", key);
+        rc = gs_roster_format(&keep, text, sizeof text) == 0 ? write_atomic(dir, GS_ROSTER_FILE, text) : -1;
+    } else if (rc == 0) {
+        errno = ENOSPC;
+        rc = -1;
+    }
+    if (rc != 0)
+        snprintf(msg, msglen, "cannot write the roster of GPU %s (%s): %s", uuid, path, strerror(errno));
+    pthread_mutex_unlock(&lock);
+    return rc;
 }

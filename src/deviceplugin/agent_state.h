@@ -3,15 +3,18 @@
  * per allocation key, <root>/<key> (mounted read-write into the container:
  * the region) and <root>/.limits/<key> (mounted read-only: limits.conf,
  * and the agent's own records: ids, pod_uid, owner, assignment); per GPU,
- * <root>/.ledger/<uuid>.ledger. All file I/O of the agent's handlers lives
+ * <root>/.ledger/<uuid>.ledger and <root>/.roster/<uuid>/roster (roster.h,
+ * the directory mounted read-only). All file I/O of the agent's handlers lives
  * here.
  */
 #ifndef GPUSLICE_DP_AGENT_STATE_H
 #define GPUSLICE_DP_AGENT_STATE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "placement.h"
+#include "roster.h"
 
 #define GS_PIN_MAX 16384 /* longest assignment text the agent pins */
 
@@ -33,7 +36,9 @@ int gs_agent_state_init(const char *root, char *msg, size_t msglen);
 
 /* At startup, for the node's GPUs: <root>/.ledger (root's, 0711) and in it
  * <uuid>.ledger for each (root's, 0666; kept when valid), which Allocate
- * mounts into each container of that GPU. 0, or -1 with msg. */
+ * mounts into each container of that GPU; <root>/.roster/<uuid>/ (0755)
+ * with a roster (kept when valid), mounted read-only likewise. 0, or -1
+ * with msg. */
 int gs_agent_ledgers_init(const char *root, const char (*uuids)[GS_UUID_MAX], int n, char *msg, size_t msglen);
 
 /* Whether container of pod uid is the recorded owner of these devices
@@ -53,5 +58,12 @@ int gs_agent_state_reset(const char *root, const struct gs_alloc_dirs *d, const 
  * assignment and its owner). 0, or -1 with errno. */
 int gs_agent_write_limits(const struct gs_alloc_dirs *d, const char *text, const char *uid, const char *container,
                           const char *assignment);
+
+/* Lists allocation key's container (its region, made by
+ * gs_agent_state_reset) in the roster of GPU uuid with the weight and mode
+ * of limits, replacing the key's earlier entry and dropping those whose
+ * region is gone. 0, or -1 with msg. */
+int gs_agent_roster_put(const char *root, const char *uuid, const char *key, const struct gs_roster_entry *limits,
+                        char *msg, size_t msglen);
 
 #endif

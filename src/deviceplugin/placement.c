@@ -7,6 +7,7 @@
 
 #include "fit.h"
 #include "config_keys.h"
+#include "limiter.h"
 #include "statedir.h"
 
 int gs_ids_contain(const char *id, char *const *set, size_t n)
@@ -483,7 +484,7 @@ int gs_k8s_name_ok(const char *s, size_t max)
 
 /* The settings a pod's environment could otherwise override (the file's
  * value wins for the interposer's node-rule keys, and is the ceiling for
- * the share weight): the region and ledger every process of the container
+ * the share weight): the region, ledger and roster every process of the container
  * shares, the context charge, the share weight and the compute limiter's
  * tuning. Without them a process could name a region of its own (a fresh
  * limit each) or set GPUSLICE_CTX_OVERHEAD=0 (contexts charged nothing). */
@@ -491,8 +492,8 @@ static int limits_pins(char *out, size_t len)
 {
     /* Pinned at their defaults (config_keys.def). */
     static const int at_default[] = { GS_KEY_CTX_OVERHEAD, GS_KEY_WEIGHT, GS_KEY_POWER_EXP, GS_KEY_SHARE_YIELD };
-    int l = snprintf(out, len, "GPUSLICE_REGION=%s\nGPUSLICE_LEDGER_DIR=%s\n", GS_STATEDIR_CONTAINER_REGION,
-                     GS_STATEDIR_CONTAINER_LEDGER);
+    int l = snprintf(out, len, "GPUSLICE_REGION=%s\nGPUSLICE_LEDGER_DIR=%s\nGPUSLICE_ROSTER_DIR=%s\n",
+                     GS_STATEDIR_CONTAINER_REGION, GS_STATEDIR_CONTAINER_LEDGER, GS_STATEDIR_CONTAINER_ROSTER);
     for (size_t i = 0; i < sizeof at_default / sizeof at_default[0] && l > 0 && (size_t)l < len; i++) {
         char name[GS_KEY_NAME_MAX];
         gs_key_name(at_default[i], name, sizeof name);
@@ -525,4 +526,15 @@ void gs_limits_text(const struct gs_node_view *v, const struct gs_holder *h, con
                 l += snprintf(out + l, len - (size_t)l, "GPUSLICE_CORES_%zu=%u\n", j, a->gpus[i].cores);
         }
     }
+}
+
+struct gs_roster_entry gs_roster_entry_of(const struct gs_assignment *a, const char *uuid)
+{
+    struct gs_roster_entry e = { .weight = GS_LIM_DEFAULT_WEIGHT };
+    for (int i = 0; !a->share_mode && i < a->ngpus; i++)
+        if (strcmp(a->gpus[i].uuid, uuid) == 0 && a->gpus[i].cores > 0 && a->gpus[i].cores < 100) {
+            e.weight = a->gpus[i].cores;
+            e.capped = 1;
+        }
+    return e;
 }

@@ -14,6 +14,7 @@
 
 #include "annotation.h"
 #include "podcache.h"
+#include "roster.h"
 
 /* gRPC status codes the handlers answer with. */
 #define GS_ST_INVALID 3
@@ -132,5 +133,11 @@ int gs_k8s_name_ok(const char *s, size_t max);
  * in NVML order (view indices gpu[order[j]]), limits from a. */
 void gs_limits_text(const struct gs_node_view *v, const struct gs_holder *h, const char *uid,
                     const struct gs_assignment *a, const int *gpu, const int *order, size_t n, char *out, size_t len);
+
+/* The container's entry in the GPU's roster (roster.h; the id and key left
+ * empty): capped at its cap there in cap mode; in share mode, or without a
+ * cap, the default weight, the ceiling limits.conf puts on
+ * GPUSLICE_SHARE_WEIGHT. */
+struct gs_roster_entry gs_roster_entry_of(const struct gs_assignment *a, const char *uuid);
 
 #endif

@@ -125,10 +125,12 @@ struct resp_buf {
     V1beta1__ContainerAllocateResponse__EnvsEntry *envp[MAX_KV];
     V1beta1__ContainerAllocateResponse__AnnotationsEntry ann[2];
     V1beta1__ContainerAllocateResponse__AnnotationsEntry *annp[2];
-    V1beta1__Mount mnt[4 + GS_ASSIGN_MAX_GPUS];
-    V1beta1__Mount *mntp[4 + GS_ASSIGN_MAX_GPUS];
+    V1beta1__Mount mnt[4 + 2 * GS_ASSIGN_MAX_GPUS];
+    V1beta1__Mount *mntp[4 + 2 * GS_ASSIGN_MAX_GPUS];
     char ledger_host[GS_ASSIGN_MAX_GPUS][800];
     char ledger_cont[GS_ASSIGN_MAX_GPUS][200];
+    char roster_host[GS_ASSIGN_MAX_GPUS][800];
+    char roster_cont[GS_ASSIGN_MAX_GPUS][200];
     V1beta1__CDIDevice cdi[GS_ASSIGN_MAX_GPUS];
     V1beta1__CDIDevice *cdip[GS_ASSIGN_MAX_GPUS];
     char strs[MAX_KV][2][GS_ASSIGN_MAX_GPUS * GS_UUID_MAX];
@@ -196,6 +198,7 @@ static int build_response(struct gs_plugin *p, const struct gs_node_view *v, cha
     add_env(b, "GPUSLICE_REGION", GS_STATEDIR_CONTAINER_REGION);
     add_env(b, "GPUSLICE_CONFIG", GS_STATEDIR_CONTAINER_CONFIG);
     add_env(b, "GPUSLICE_LEDGER_DIR", GS_STATEDIR_CONTAINER_LEDGER);
+    add_env(b, "GPUSLICE_ROSTER_DIR", GS_STATEDIR_CONTAINER_ROSTER);
     int code = gs_agent_alloc_dirs(p->state_root, ids, n, &b->dirs, msg, msglen);
     if (code)
         return code;
@@ -206,8 +209,9 @@ static int build_response(struct gs_plugin *p, const struct gs_node_view *v, cha
     /* Each GPU's device ledger, shared by the containers on that GPU, as a
      * file of its own: the container can neither see other GPUs' ledgers
      * nor add, replace or remove entries in the agent's ledger directory. */
-    char ldir[700];
-    if (gs_statedir_agent_ledger_dir(ldir, sizeof ldir, p->state_root) != 0) {
+    char ldir[700], rdir[700];
+    if (gs_statedir_agent_ledger_dir(ldir, sizeof ldir, p->state_root) != 0 ||
+        gs_statedir_agent_roster_dir(rdir, sizeof rdir, p->state_root) != 0) {
         snprintf(msg, msglen, "state root %s is too long", p->state_root);
         return GS_ST_INTERNAL;
     }
@@ -219,6 +223,16 @@ static int build_response(struct gs_plugin *p, const struct gs_node_view *v, cha
             return GS_ST_INTERNAL;
         }
         add_mount(b, b->ledger_host[j], b->ledger_cont[j], 0);
+        /* ... and its roster, read-only: the agent's word on the ledger's
+         * members (roster.h). A directory, so that a replaced roster shows. */
+        if (snprintf(b->roster_host[j], sizeof b->roster_host[j], "%s/%s", rdir, uuid) >=
+                (int)sizeof b->roster_host[j] ||
+            snprintf(b->roster_cont[j], sizeof b->roster_cont[j], "%s/%s", GS_STATEDIR_CONTAINER_ROSTER, uuid) >=
+                (int)sizeof b->roster_cont[j]) {
+            snprintf(msg, msglen, "roster path of GPU %s is too long", uuid);
+            return GS_ST_INTERNAL;
+        }
+        add_mount(b, b->roster_host[j], b->roster_cont[j], 1);
     }
     v1beta1__container_allocate_response__annotations_entry__init(&b->ann[0]);
     b->ann[0].key = "gpuslice.io/state-key";
@@ -548,6 +562,18 @@ static int prestart_write_files(struct gs_plugin *p, struct prestart *s, char *m
     if (gs_agent_write_limits(d, text, s->pod.uid, s->h.container, s->pod.assignment) != 0) {
         snprintf(msg, msglen, "%s: cannot write %s/limits.conf: %s", s->what, d->limits_dir, strerror(errno));
         return GS_ST_INTERNAL;
+    }
+    /* The container's entry in the roster of each of its GPUs, now that its
+     * region is made: the weight its neighbours count it with. */
+    for (size_t j = 0; j < s->n; j++) {
+        const char *uuid = s->v.gpus[s->gpu[s->order[j]]].uuid;
+        struct gs_roster_entry limits = gs_roster_entry_of(&s->eff, uuid);
+        if (gs_agent_roster_put(p->state_root, uuid, d->key, &limits, msg, msglen) != 0) {
+            char why[600];
+            snprintf(why, sizeof why, "%s", msg);
+            snprintf(msg, msglen, "%s: pod %s/%s: %s", s->what, s->h.ns, s->h.pod, why);
+            return GS_ST_INTERNAL;
+        }
     }
     return 0;
 }

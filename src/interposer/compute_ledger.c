@@ -22,17 +22,9 @@ static unsigned led_gen[GS_REGION_MAX_DEVICES]; /* gs_rt_fork_generation + 1 whe
 static uint64_t led_container;
 static int led_beside; /* the ledger directory is the region's (gs_compute_ledger_beside_regions) */
 
-/* A container is its region file: the same (device, inode) for all its
- * processes, whatever their mount namespace (bind mounts keep both). The
- * device counts too: the flat layout's directory and the node agent's can
- * lie on different filesystems, whose inode numbers collide. */
 uint64_t gs_compute_ledger_container_id(const struct stat *st)
 {
-    uint64_t x = (uint64_t)st->st_ino ^ ((uint64_t)st->st_dev * 0x9E3779B97F4A7C15ULL);
-    x ^= x >> 31;
-    x *= 0xBF58476D1CE4E5B9ULL;
-    x ^= x >> 29;
-    return x ? x : 1;
+    return gs_ledger_container_id((uint64_t)st->st_dev, (uint64_t)st->st_ino);
 }
 
 /* Where the ledgers are: the configured shared directory (cfg.ledger_dir;

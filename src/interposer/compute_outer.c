@@ -7,7 +7,9 @@
  * What it gathers:
  * - NVML per-process utilisation since the last run, split into ours (pids
  *   of our region's live processes) and the others';
- * - the other containers of the device ledger and their demand;
+ * - the other containers of the device ledger and their demand, weighed
+ *   by their regions where those lie beside ours (the flat layout), else by
+ *   the node agent's roster of the GPU (roster.h);
  * - in share mode, the weights of the busy GPU users outside the ledger:
  *   a busy pid that belongs to a sibling region (another container's state
  *   file in the same directory, read as a private snapshot) counts with that
@@ -25,6 +27,7 @@
 #include "log.h"
 #include "real_driver.h"
 #include "region_view.h"
+#include "roster.h"
 #include "runtime.h"
 #include "statedir.h"
 
@@ -157,16 +160,30 @@ static int is_mps_server(uint32_t pid)
     return strcmp(base ? base + 1 : name, "nvidia-cuda-mps-server") == 0;
 }
 
+/* Another container's account on device uuid; NULL where it has no limit
+ * there. */
+static const struct gs_lim_account *region_account(const struct gs_region *o, const char *uuid)
+{
+    for (uint32_t dd = 0; dd < o->ndevices && dd < GS_REGION_MAX_DEVICES; dd++)
+        if (strncmp(o->dev[dd].uuid, uuid, GS_REGION_UUID_LEN) == 0 && o->dev[dd].lim.configured == 1)
+            return &o->dev[dd].lim;
+    return NULL;
+}
+
 /* The weight another container's region gives it on device uuid: its share
  * weight, or its cap if capped; the default where it has no limit there. */
 static uint32_t region_weight(const struct gs_region *o, const char *uuid)
 {
-    for (uint32_t dd = 0; dd < o->ndevices && dd < GS_REGION_MAX_DEVICES; dd++)
-        if (strncmp(o->dev[dd].uuid, uuid, GS_REGION_UUID_LEN) == 0 && o->dev[dd].lim.configured == 1) {
-            uint32_t w = gs_lim_weight(&o->dev[dd].lim);
-            return w > GS_LIM_MAX_WEIGHT ? GS_LIM_MAX_WEIGHT : w;
-        }
-    return GS_LIM_DEFAULT_WEIGHT;
+    const struct gs_lim_account *a = region_account(o, uuid);
+    uint32_t w = a ? gs_lim_weight(a) : GS_LIM_DEFAULT_WEIGHT;
+    return w > GS_LIM_MAX_WEIGHT ? GS_LIM_MAX_WEIGHT : w;
+}
+
+/* Its cap there in ppm; 0 in share mode or without one. */
+static uint32_t region_cap(const struct gs_region *o, const char *uuid)
+{
+    const struct gs_lim_account *a = region_account(o, uuid);
+    return a && a->mode == GS_LIM_CAP && a->limit_pct > 0 && a->limit_pct < 100 ? a->limit_pct * 10000U : 0;
 }
 
 /* One sibling region met by the scan: adds its weight when one of the busy
@@ -239,10 +256,45 @@ static int verify_sibling(const char *path, const char *key, void *arg)
         if (gs_region_view_alive(v, p)) {
             uint32_t w = region_weight(&v->r, cc->uuid);
             cc->out[i].verified_weight = w ? w : 1; /* weight 0 (no cap): still verified */
+            cc->out[i].verified_cap_ppm = region_cap(&v->r, cc->uuid);
             break;
         }
     gs_region_view_free(v);
     return 0;
+}
+
+/* The roster's word on the claims no region beside ours verified: a
+ * container on it counts with the smaller of the weight it claims and the
+ * roster's, capped if the roster says so. A roster that is missing,
+ * unreadable, on a writable mount or malformed is none (said once per
+ * spell): the claims then count as they would without it, never more.
+ * outer_lock held (hence the static buffers, off the launching thread's
+ * stack). */
+static void weigh_by_roster(const char *uuid, const struct gs_ledger_claim *claim, struct gs_lim_claim *out, unsigned n)
+{
+    static struct gs_roster roster;
+    static int failing;
+    static char path[sizeof gs_rt.cfg.roster_dir + GS_REGION_UUID_LEN + 16], err[sizeof path + 200];
+    if (!gs_rt.cfg.roster_dir[0])
+        return;
+    int bad = gs_statedir_roster_path(path, sizeof path, gs_rt.cfg.roster_dir, uuid) != 0;
+    if (bad)
+        snprintf(err, sizeof err, "its path under %s is too long", gs_rt.cfg.roster_dir);
+    if (bad || gs_roster_load(path, &roster, err, sizeof err) != 0) {
+        if (!failing)
+            gs_log(GS_LOG_INFO, "roster of %s: %s; other containers' ledger members count as unverified", uuid, err);
+        failing = 1;
+        return;
+    }
+    failing = 0;
+    for (unsigned i = 0; i < n; i++) {
+        const struct gs_roster_entry *e = out[i].verified_weight ? NULL : gs_roster_find(&roster, claim[i].container);
+        uint32_t c = out[i].d.weight ? out[i].d.weight : 1;
+        if (!e)
+            continue;
+        out[i].verified_weight = c < e->weight ? c : e->weight;
+        out[i].verified_cap_ppm = e->capped && e->weight < 100 ? e->weight * 10000U : 0;
+    }
 }
 
 /* The other containers of device d's ledger active since `since`, as much
@@ -256,12 +308,13 @@ static unsigned trusted_demands(int d, const char *uuid, uint64_t now, int64_t d
     if (n == 0)
         return 0;
     for (unsigned i = 0; i < n; i++)
-        checked[i] = (struct gs_lim_claim){ claim[i].d, 0 };
+        checked[i] = (struct gs_lim_claim){ claim[i].d, 0, 0 };
     struct claim_check cc = { .claim = claim, .out = checked, .n = n, .uuid = uuid };
     char dir[sizeof gs_rt.cfg.region_path];
     struct stat self;
     if (gs_rt_region_dir(dir, sizeof dir, &self) == 0)
         gs_statedir_each_region(dir, verify_sibling, &cc);
+    weigh_by_roster(uuid, claim, checked, n);
     return gs_lim_trusted_demands(checked, n, gs_compute_ledger_beside_regions(), dev_ppm, dem);
 }
 

@@ -20,6 +20,8 @@ CLIENT = os.environ.get("GS_CLIENT", "")
 CLI = os.environ.get("GPUSLICE_CLI", "")
 LIB = os.environ.get("GPUSLICE_LIB", "")
 SIM_CLOCK = os.environ.get("GPUSLICE_SIM_CLOCK", "")
+# The simulated driver's device i (tests/simdriver/sim_state.c).
+SIM_UUID = "GPU-00000000-5151-0000-0000-00000000000{}"
 SIMCTL = os.path.join(BUILD, "tests", "simdriver", "gpuslice-simctl")
 
 

@@ -20,7 +20,7 @@ import threading
 import time
 
 import pytest
-from conftest import pid_namespace
+from conftest import SIM_UUID, pid_namespace
 
 TOL = 0.05
 # The tenants' clock runs this many times slower than the wall (conftest,
@@ -165,38 +165,86 @@ def test_two_processes_of_one_container_share_its_cap(world):
     assert min(ra, rb) >= 0.10, (ra, rb)  # neither starves
 
 
-def two_containers(world, env_a, env_b, layout="flat", secs=4.0, warm=2.0, hostile=None, logs=False, **sim):
-    """Two GPU-bound containers (1 ms kernels, 8 queued) side by side; their
-    ratios. layout "flat": both regions in one state directory (gpuslice
-    run); "agent": as the node agent lays them out, each container its own
-    state directory and pid namespace (both tenants are pid 1 there), the
-    device ledger in a directory both reach. hostile(ledger_dir) runs beside
-    them, as a third tenant that can write there (the directory of the
-    ledgers in either layout). logs: their stderr too."""
+def read_only_roster(roster):
+    """The command that runs a client as the node agent runs a container:
+    in a pid namespace of its own, with the GPU rosters' directory mounted
+    read-only (the interposer takes no roster from a writable mount)."""
+    cmd = ["unshare", "--mount", "--pid", "--fork", "--kill-child", "sh", "-c",
+           'mount --bind -o ro "$0" "$0" && exec "$@"', str(roster)]
+    if subprocess.run([*cmd, "true"], capture_output=True).returncode != 0:
+        pytest.skip("no mount namespace can be made here (unshare --mount as root)")
+    return cmd
+
+
+def container_id(path):
+    """The device ledger's id of the container whose region is path
+    (gs_ledger_container_id, ledger.c), as the node agent computes it."""
+    m = (1 << 64) - 1
+    st = os.stat(path)
+    x = st.st_ino ^ ((st.st_dev * 0x9E3779B97F4A7C15) & m)
+    x ^= x >> 31
+    x = (x * 0xBF58476D1CE4E5B9) & m
+    x ^= x >> 29
+    return x or 1
+
+
+def write_roster(roster, uuid, entries):
+    """The roster of GPU uuid as the node agent writes it (roster.h):
+    entries are (region path, "cap 30" or "share 100", key)."""
+    (roster / uuid).mkdir(parents=True, exist_ok=True)
+    lines = "".join(f"{container_id(p):016x} {w} {k}\n" for p, w, k in entries)
+    (roster / uuid / "roster").write_text("gpuslice-roster 1\n" + lines)
+
+
+def containers(world, envs, layout="flat", secs=4.0, warm=2.0, hostile=None, logs=False, roster=None,
+               roster_writable=False, **sim):
+    """GPU-bound containers (1 ms kernels, 8 queued) side by side, one per
+    environment in envs; their ratios. layout "flat": all regions in one
+    state directory (gpuslice run); "agent": as the node agent lays them out,
+    each container its own state directory and pid namespace (all tenants
+    are pid 1 there), the device ledger in a directory all reach. roster
+    (agent layout): what the node agent writes for each container in the
+    GPU's roster ("cap 30", "share 100"), mounted read-only unless
+    roster_writable; None: none. hostile(ledger_dir) runs beside them, as
+    one more tenant that can write there (the directory of the ledgers in
+    either layout). logs: their stderr too."""
     w = world_env(world, **sim)
-    wrap, envs = (), []
-    for name, e in (("a", env_a), ("b", env_b)):
+    wrap, full, names = (), [], "abcdefgh"[:len(envs)]
+    for name, e in zip(names, envs):
         if layout == "flat":
-            envs.append({"GPUSLICE_REGION": str(w.tmp / f"{name}.region"), **e})
+            full.append({"GPUSLICE_REGION": str(w.tmp / f"{name}.region"), **e})
         else:
             (w.tmp / name).mkdir()
-            envs.append({"GPUSLICE_REGION": str(w.tmp / name / "region"),
+            full.append({"GPUSLICE_REGION": str(w.tmp / name / "region"),
                          "GPUSLICE_LEDGER_DIR": str(w.tmp / "ledgers"), **e})
     if layout == "agent":
         (w.tmp / "ledgers").mkdir()
         wrap = pid_namespace()
-    a = start(w, 1000, env=envs[0], wrap=wrap)
-    b = start(w, 1000, env=envs[1], wrap=wrap)
+        if roster:
+            (w.tmp / "roster").mkdir()
+            wrap = wrap if roster_writable else read_only_roster(w.tmp / "roster")
+            for e in full:
+                e["GPUSLICE_ROSTER_DIR"] = str(w.tmp / "roster")
+    clients = [start(w, 1000, env=e, wrap=wrap) for e in full]
+    if layout == "agent" and roster:
+        write_roster(w.tmp / "roster", SIM_UUID.format(0),
+                     [(e["GPUSLICE_REGION"], weight, n) for e, weight, n in zip(full, roster, names)])
     th = threading.Thread(target=hostile, args=(w.tmp / "ledgers" if layout == "agent" else w.tmp,)) if hostile else None
     if th:
         th.start()
-    ra, rb = together((a, "kernel", secs, warm, 8), (b, "kernel", secs, warm, 8))
+    ratios = together(*[(c, "kernel", secs, warm, 8) for c in clients])
     if th:
         th.join()
-    ea, eb = a.close(), b.close()
+    errs = [c.close() for c in clients]
     if layout == "agent":
         assert list((w.tmp / "ledgers").glob("*.ledger")), list((w.tmp / "ledgers").iterdir())
-    return (ra, rb, ea, eb) if logs else (ra, rb)
+    return (ratios, errs) if logs else ratios
+
+
+def two_containers(world, env_a, env_b, layout="flat", secs=4.0, warm=2.0, hostile=None, logs=False, **sim):
+    """containers() of two: (ra, rb), or (ra, rb, ea, eb) with logs."""
+    out = containers(world, [env_a, env_b], layout, secs, warm, hostile, logs, **sim)
+    return (*out[0], *out[1]) if logs else tuple(out)
 
 
 @pytest.mark.parametrize("layout", ["flat", "agent"])
@@ -320,6 +368,68 @@ def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, request
     print(f"shares 30:70, {layout}, snapshot {snapshot}, yield {yield_us}: {ra:.3f} / {rb:.3f}")
     assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
     assert ra + rb >= 0.93, (ra, rb)
+
+
+# Issue 28's splits: each tenant within this of its part.
+SPLIT_TOL = 0.03
+
+
+@pytest.mark.parametrize("layout", ["flat", "agent"])
+def test_four_tenants_capped_10_20_30_beside_a_share_one_split_10_20_30_40(world, layout):
+    """Three capped containers and a share container of the default weight
+    on one device: the capped ones get their caps, the share one the rest,
+    and the device stays busy. Weighed by their caps beside the share one's
+    100, the capped ones got 0.07 / 0.15 / 0.18 and it 0.59. In the agent's
+    layout the GPU's roster says which are capped, and at what."""
+    envs = [*({"GPUSLICE_CORES": str(p)} for p in (10, 20, 30)), {"GPUSLICE_COMPUTE_MODE": "share"}]
+    r = containers(world, envs, layout, secs=5.0, warm=3.0, roster=["cap 10", "cap 20", "cap 30", "share 100"])
+    assert all(abs(got - want) <= SPLIT_TOL for got, want in zip(r, (0.10, 0.20, 0.30, 0.40))), r
+    assert sum(r) >= 0.95, r
+
+
+@pytest.mark.parametrize("layout", ["flat", "agent"])
+def test_four_tenants_sharing_10_20_30_40_split_by_weight(world, layout):
+    """Four share containers of weights 10 : 20 : 30 : 40, all wanting the
+    whole device. In the agent's layout no container sees the others'
+    regions: without the roster the three others' ledger members counted
+    as one container of weight 100 at most, and the four were not told
+    apart (0.10 / 0.18 / 0.29 / 0.44). The roster says each may weigh 100
+    (the agent's ceiling); each counts with the smaller of that and its
+    claim."""
+    envs = [{"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_SHARE_WEIGHT": str(w)} for w in (10, 20, 30, 40)]
+    r = containers(world, envs, layout, secs=5.0, warm=3.0, roster=["share 100"] * 4)
+    assert all(abs(got - want) <= SPLIT_TOL for got, want in zip(r, (0.10, 0.20, 0.30, 0.40))), r
+    assert sum(r) >= 0.95, r
+
+
+def test_a_roster_the_tenants_could_write_is_no_roster(world):
+    """A roster that is not on a read-only mount could be any tenant's
+    word: here it says the 30 side is capped at 90, which taken at its word
+    would leave the 70 side 0.10. The interposer takes no roster from a
+    writable mount, says so, and the pair splits 30 : 70 as without one."""
+    share = {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_LOG_LEVEL": "2"}
+    (ra, rb), errs = containers(world, [{**share, "GPUSLICE_SHARE_WEIGHT": "30"},
+                                        {**share, "GPUSLICE_SHARE_WEIGHT": "70"}], "agent", secs=5.0, warm=3.0,
+                                logs=True, roster=["cap 90", "share 100"], roster_writable=True)
+    assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
+    assert all("not on a read-only mount" in e for e in errs), errs[1][-2000:]
+
+
+def test_caps_60_to_90_hold_on_gpu_bound_tenants(world):
+    """Caps above half: four containers capped 60, 70, 80 and 90, each alone
+    on a device of its own (2 ms kernels, 4 queued), at once."""
+    caps = (60, 70, 80, 90)
+    w = world_env(world, GPUSLICE_SIM_DEVICES=len(caps))
+    clients = []
+    for d, cap in enumerate(caps):
+        c = w.client(env={"GPUSLICE_REGION": str(w.tmp / f"cap{cap}.region"), "GPUSLICE_CORES": str(cap)})
+        c.ok(f"init {d}")
+        c.ok("kernel 2000")
+        clients.append(c)
+    r = together(*[(c, "kernel", 2.0, 0.5, 4) for c in clients])
+    for c in clients:
+        c.close()
+    assert all(abs(got - cap / 100) <= SPLIT_TOL for got, cap in zip(r, caps)), r
 
 
 def forge_members(ledgers, count, held):

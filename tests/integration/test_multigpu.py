@@ -6,10 +6,9 @@ import os
 import signal
 import subprocess
 
-from conftest import CLI, GiB, MiB
+from conftest import CLI, SIM_UUID, GiB, MiB
 
 CTX = 256 * MiB  # the harness's GPUSLICE_CTX_OVERHEAD
-SIM_UUID = "GPU-00000000-5151-0000-0000-00000000000{}"
 
 
 def top(region):

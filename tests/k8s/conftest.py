@@ -47,6 +47,7 @@ def free_port():
 # What the agent pins in every limits.conf, whatever the pod's env says
 # (issue 27, findings 6 and 7).
 PINS = {"GPUSLICE_REGION": "/var/run/gpuslice/region", "GPUSLICE_LEDGER_DIR": "/var/run/gpuslice-ledger",
+        "GPUSLICE_ROSTER_DIR": "/var/run/gpuslice-roster",
         "GPUSLICE_CTX_OVERHEAD": "auto", "GPUSLICE_SHARE_WEIGHT": "100",
         "GPUSLICE_POWER_EXPONENT": "0.380", "GPUSLICE_SHARE_YIELD_US": "0"}
 

@@ -161,6 +161,15 @@ int main(void)
      * is pinned (the file's value wins for node-rule keys). */
     CHECK(strstr(text, "\nGPUSLICE_REGION=/var/run/gpuslice/region\n"));
     CHECK(strstr(text, "\nGPUSLICE_LEDGER_DIR=/var/run/gpuslice-ledger\n"));
+    CHECK(strstr(text, "\nGPUSLICE_ROSTER_DIR=/var/run/gpuslice-roster\n"));
+    /* The roster's weights: the cap in cap mode, else the weight's ceiling. */
+    struct gs_roster_entry on_b = gs_roster_entry_of(&two_a, "GPU-b");
+    CHECK(on_b.weight == 100 && !on_b.capped);
+    two_a.share_mode = 0;
+    on_b = gs_roster_entry_of(&two_a, "GPU-b");
+    struct gs_roster_entry on_a = gs_roster_entry_of(&two_a, "GPU-a");
+    CHECK(on_b.weight == 30 && on_b.capped && on_a.weight == 100 && !on_a.capped);
+    two_a.share_mode = 1;
     CHECK(strstr(text, "\nGPUSLICE_CTX_OVERHEAD=auto\n"));
     CHECK(strstr(text, "\nGPUSLICE_SHARE_WEIGHT=100\n"));
     CHECK(strstr(text, "\nGPUSLICE_POWER_EXPONENT=0.380\n"));

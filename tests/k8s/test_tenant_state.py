@@ -231,3 +231,49 @@ def test_device_ledgers_are_mounted_per_gpu(node, tmp_path):
     assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o666
     assert victim.read_text() == "keep"
     assert open(os.path.join(ldir, f"{u[1]}.ledger"), "rb").read() == b"kept"
+
+
+def ledger_id(path):
+    """The device ledger's id of the container whose region is path
+    (gs_ledger_container_id, src/core/ledger.c)."""
+    m = (1 << 64) - 1
+    st = os.stat(path)
+    x = st.st_ino ^ ((st.st_dev * 0x9E3779B97F4A7C15) & m)
+    x ^= x >> 31
+    x = (x * 0xBF58476D1CE4E5B9) & m
+    x ^= x >> 29
+    return x or 1
+
+
+def test_each_gpu_has_a_read_only_roster_of_its_containers(node):
+    """The agent lists every container it starts in the roster of each of
+    its GPUs (src/core/roster.h): its region's ledger id and what its
+    neighbours count it as (capped at its cap; in share mode the default
+    weight 100, the ceiling of GPUSLICE_SHARE_WEIGHT). Each GPU's roster directory is
+    root's 0755 and mounted read-only into that GPU's containers. A
+    container's restart (a fresh region) replaces its entry."""
+    gpu = node.uuids()[2]
+    add_pod(node, "capped", assignment(gpu, 5, 1000, 30))
+    add_pod(node, "sharing", assignment(gpu, 6, 1000, mode="share"))
+    _, capped = node.kubelet.admit("capped")
+    ids, sharing = node.kubelet.admit("sharing")
+    rdir = os.path.join(node.state_root, ".roster", gpu)
+    st = os.lstat(rdir)
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o755)
+    for resp in (capped, sharing):
+        mounts = {m.container_path: (m.host_path, m.read_only) for m in resp.mounts}
+        assert mounts[f"/var/run/gpuslice-roster/{gpu}"] == (rdir, True), mounts
+        assert envs(resp)["GPUSLICE_ROSTER_DIR"] == "/var/run/gpuslice-roster"
+
+    def listed():
+        lines = open(os.path.join(rdir, "roster")).read().splitlines()
+        assert lines[0] == "gpuslice-roster 1", lines
+        return sorted((k, int(i, 16), f"{m} {w}") for i, m, w, k in (line.split() for line in lines[1:]))
+
+    def want():
+        keys = {r.annotations["gpuslice.io/state-key"]: (r, w) for r, w in ((capped, "cap 30"), (sharing, "share 100"))}
+        return sorted((k, ledger_id(os.path.join(state_dir(r), "region")), w) for k, (r, w) in keys.items())
+
+    assert [e for e in listed() if e[0] in dict((k, 0) for k, _, _ in want())] == want()
+    node.kubelet.prestart(ids)
+    assert [e for e in listed() if e[0] in dict((k, 0) for k, _, _ in want())] == want()

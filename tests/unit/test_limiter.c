@@ -173,18 +173,44 @@ static void water_filling_gives_the_unused_share_away(void **state)
 {
     (void)state;
     /* a light tenant of weight 70 using 10 %: we (30) may use the rest */
-    struct gs_lim_demand light = { 70, 100000, 0 };
+    struct gs_lim_demand light = { 70, 100000, 0, 0 };
     assert_int_equal(gs_lim_share_fill(30, &light, 1), GS_LIM_PPM);
     /* it wants more: weights hold */
     light.wants_more = 1;
     assert_int_equal(gs_lim_share_fill(30, &light, 1), 300000);
     /* a tenant of weight 70 using 90 % without waiting: above its share, so
      * weights hold between us */
-    struct gs_lim_demand heavy = { 70, 900000, 0 };
+    struct gs_lim_demand heavy = { 70, 900000, 0, 0 };
     assert_int_equal(gs_lim_share_fill(30, &heavy, 1), 300000);
     /* three: one light (10 %), two that want more: split the 90 % by weight */
-    struct gs_lim_demand three[2] = { { 50, 100000, 0 }, { 60, 500000, 1 } };
+    struct gs_lim_demand three[2] = { { 50, 100000, 0, 0 }, { 60, 500000, 1, 0 } };
     assert_int_equal(gs_lim_share_fill(30, three, 2), 900000 * 30 / 90);
+}
+
+static void capped_neighbours_keep_their_caps_and_a_share_one_takes_the_rest(void **state)
+{
+    (void)state;
+    /* caps 10 / 20 / 30 that want more: each keeps its cap, whatever its
+     * weight beside ours (100); by weights alone they would get 0.06 / 0.12
+     * / 0.19 and we 0.62 */
+    struct gs_lim_demand caps[3] = { { 10, 90000, 1, 100000 }, { 20, 190000, 1, 200000 }, { 30, 280000, 1, 300000 } };
+    assert_int_equal(gs_lim_share_fill(100, caps, 3), 400000);
+    /* one of them wants less than its cap: it keeps its use */
+    caps[2].wants_more = 0;
+    caps[2].use_ppm = 100000;
+    assert_int_equal(gs_lim_share_fill(100, caps, 3), 600000);
+    /* beside another share container that wants more, the rest is split by weight */
+    struct gs_lim_demand mixed[2] = { { 30, 300000, 1, 300000 }, { 40, 400000, 1, 0 } };
+    assert_int_equal(gs_lim_share_fill(30, mixed, 2), 700000 * 30 / 70);
+    /* caps that add up to the whole GPU leave share containers their floor */
+    struct gs_lim_demand full[2] = { { 50, 500000, 1, 500000 }, { 60, 600000, 1, 600000 } };
+    assert_int_equal(gs_lim_share_fill(100, full, 2), GS_LIM_CAPS_LEAVE_PPM);
+    /* only a verified cap counts as one: a claim's own is ignored */
+    struct gs_lim_claim c[2] = { { { 30, 300000, 1, 900000 }, 30, 300000 }, { { 30, 300000, 1, 900000 }, 0, 0 } };
+    struct gs_lim_demand d[2];
+    assert_int_equal(gs_lim_trusted_demands(c, 2, 0, -1, d), 2);
+    assert_int_equal(d[0].cap_ppm, 300000);
+    assert_int_equal(d[1].cap_ppm, 0);
 }
 
 static void share_target_is_weight_over_busy_weights(void **state)
@@ -202,8 +228,8 @@ static void the_entry_for_users_outside_the_ledger_counts_beside_a_full_ledger(v
     (void)state;
     struct gs_lim_demand d[GS_LIM_MAX_DEMANDS + 1];
     for (unsigned i = 0; i < GS_LIM_MAX_DEMANDS; i++)
-        d[i] = (struct gs_lim_demand){ 100, 1000, 0 };
-    d[GS_LIM_MAX_DEMANDS] = (struct gs_lim_demand){ 100, 0, 1 };
+        d[i] = (struct gs_lim_demand){ 100, 1000, 0, 0 };
+    d[GS_LIM_MAX_DEMANDS] = (struct gs_lim_demand){ 100, 0, 1, 0 };
     uint32_t fill = gs_lim_share_fill(100, d, GS_LIM_MAX_DEMANDS + 1);
     assert_int_equal(fill, (GS_LIM_PPM - GS_LIM_MAX_DEMANDS * 1000) / 2);
     /* the same through the decision the outer loop runs */
@@ -234,9 +260,9 @@ static void the_entry_for_users_outside_the_ledger_counts_beside_a_full_ledger(v
 static uint32_t share_beside_forgers(int b_verified, int drop_unverified, unsigned forged)
 {
     struct gs_lim_claim c[1 + 8];
-    c[0] = (struct gs_lim_claim){ { 70, 500000, 1 }, b_verified ? 70U : 0U };
+    c[0] = (struct gs_lim_claim){ { 70, 500000, 1, 0 }, b_verified ? 70U : 0U, 0 };
     for (unsigned i = 1; i <= forged; i++)
-        c[i] = (struct gs_lim_claim){ { GS_LIM_MAX_WEIGHT, GS_LIM_PPM, 1 }, 0 };
+        c[i] = (struct gs_lim_claim){ { GS_LIM_MAX_WEIGHT, GS_LIM_PPM, 1, 0 }, 0, 0 };
     struct gs_lim_demand d[1 + 8];
     unsigned n = gs_lim_trusted_demands(c, 1 + forged, drop_unverified, 900000, d);
     return gs_lim_share_fill(30, d, n);
@@ -246,7 +272,7 @@ static void forged_ledger_members_weigh_no_more_than_one_default_container(void 
 {
     (void)state;
     /* taken at their word, the forged members leave us nothing */
-    struct gs_lim_demand raw[2] = { { 70, 500000, 1 }, { GS_LIM_MAX_WEIGHT, GS_LIM_PPM, 1 } };
+    struct gs_lim_demand raw[2] = { { 70, 500000, 1, 0 }, { GS_LIM_MAX_WEIGHT, GS_LIM_PPM, 1, 0 } };
     assert_true(gs_lim_share_fill(30, raw, 2) < 3000);
     /* the flat layout: b's region verifies it, the forgers are nobody's */
     assert_int_equal(share_beside_forgers(1, 1, 1), 300000);
@@ -259,12 +285,12 @@ static void forged_ledger_members_weigh_no_more_than_one_default_container(void 
     /* ... and honest b alone as itself */
     assert_int_equal(share_beside_forgers(0, 0, 0), 300000);
     /* a verified container counts with the weight from its limits, not its claim */
-    struct gs_lim_claim lie = { { GS_LIM_MAX_WEIGHT, 200000, 1 }, 70 };
+    struct gs_lim_claim lie = { { GS_LIM_MAX_WEIGHT, 200000, 1, 0 }, 70, 0 };
     struct gs_lim_demand d[1];
     assert_int_equal(gs_lim_trusted_demands(&lie, 1, 1, -1, d), 1);
     assert_int_equal(d[0].weight, 70);
     /* the unverified uses together are at most what NVML saw the device busy */
-    struct gs_lim_claim two[2] = { { { 40, 600000, 0 }, 0 }, { { 50, 700000, 0 }, 0 } };
+    struct gs_lim_claim two[2] = { { { 40, 600000, 0, 0 }, 0, 0 }, { { 50, 700000, 0, 0 }, 0, 0 } };
     assert_int_equal(gs_lim_trusted_demands(two, 2, 0, 800000, d), 1);
     assert_int_equal(d[0].use_ppm, 800000);
     assert_int_equal(d[0].weight, 50);
@@ -541,7 +567,8 @@ static void outer_step(struct tenant *t, int n, int i, uint64_t now, uint64_t oc
         others += use;
         if (g_ledger && !t[j].free && t[j].active_ns >= now - 2 * GS_LIM_OUTER_NS)
             dem[nd++] = (struct gs_lim_demand){ gs_lim_weight(t[j].acct), t[j].pub_use,
-                                                t[j].pub_wants >= now - GS_LIM_THROTTLED_NS };
+                                                t[j].pub_wants >= now - GS_LIM_THROTTLED_NS,
+                                                t[j].acct->mode == GS_LIM_CAP ? t[j].acct->limit_pct * 10000U : 0 };
         else if (!g_ledger && use >= GS_LIM_BUSY_PPM)
             outside += t[j].free ? 100 : gs_lim_weight(t[j].acct);
     }
@@ -691,7 +718,7 @@ static void two_turn_taking_tenants_at_the_power_limit_run_at_no_boost(void **st
     (void)state;
     /* H100: both tenants GPU-bound (0.29 and 0.67 of the time, turns), 690 W
      * against a 700 W limit, while NVML's device utilisation read 0.85 */
-    struct gs_lim_demand other = { 30, 290000, 1 };
+    struct gs_lim_demand other = { 30, 290000, 1, 0 };
     uint64_t busy = gs_lim_device_busy(850000, 670000, &other, 1);
     assert_int_equal(busy, 960000);
     assert_true(gs_lim_speed(GS_LIM_PPM, 690000, 700000, busy, 670000, 380) < 1005000);
@@ -699,7 +726,7 @@ static void two_turn_taking_tenants_at_the_power_limit_run_at_no_boost(void **st
     assert_true(gs_lim_speed(GS_LIM_PPM, 690000, 700000, 850000, 670000, 380) > 1020000);
     /* the device's reading wins where it is more; the sum is at most 1 */
     assert_int_equal(gs_lim_device_busy(900000, 100000, &other, 1), 900000);
-    struct gs_lim_demand many[3] = { { 1, 900000, 1 }, { 1, 900000, 1 }, { 1, 900000, 1 } };
+    struct gs_lim_demand many[3] = { { 1, 900000, 1, 0 }, { 1, 900000, 1, 0 }, { 1, 900000, 1, 0 } };
     assert_int_equal(gs_lim_device_busy(0, 900000, many, 3), GS_LIM_PPM);
     assert_int_equal(gs_lim_device_busy(300000, 300000, NULL, 0), 300000);
 }
@@ -707,7 +734,7 @@ static void two_turn_taking_tenants_at_the_power_limit_run_at_no_boost(void **st
 /* gs_lim_correction_overlap beside one other container that published others_ppm */
 static uint32_t overlap_beside_one(uint32_t old_corr, uint64_t occ_ppm, uint32_t others_ppm, uint64_t dev_ppm)
 {
-    struct gs_lim_demand other = { 30, others_ppm, 0 };
+    struct gs_lim_demand other = { 30, others_ppm, 0, 0 };
     return gs_lim_correction_overlap(old_corr, occ_ppm, &other, 1, dev_ppm);
 }
 
@@ -720,7 +747,7 @@ static void share_tenants_that_time_slice_split_what_both_counted(void **state)
     assert_int_equal(overlap_beside_one(GS_LIM_PPM, 790000, 990000, 990000), 750000);
     assert_int_equal(overlap_beside_one(500000, 790000, 990000, 990000), 500000);
     /* the others' uses add up */
-    struct gs_lim_demand two[2] = { { 30, 495000, 0 }, { 40, 495000, 0 } };
+    struct gs_lim_demand two[2] = { { 30, 495000, 0, 0 }, { 40, 495000, 0, 0 } };
     assert_int_equal(gs_lim_correction_overlap(GS_LIM_PPM, 790000, two, 2, 990000), 750000);
     /* what the device saw both do: nothing overlapped, nothing taken out */
     assert_int_equal(overlap_beside_one(GS_LIM_PPM, 200000, 300000, 500000), GS_LIM_PPM);
@@ -731,12 +758,12 @@ static void share_tenants_that_time_slice_split_what_both_counted(void **state)
     assert_true(overlap_beside_one(500000, 900000, GS_LIM_PPM, 0) >= 500000);
     /* we barely ran: nothing learnt */
     assert_int_equal(overlap_beside_one(800000, 1000, 900000, 900000), 800000);
-    struct gs_lim_demand d[2] = { { 30, 300000, 0 }, { 70, 100000, 0 } };
+    struct gs_lim_demand d[2] = { { 30, 300000, 0, 0 }, { 70, 100000, 0, 0 } };
     assert_int_equal(gs_lim_weight_part(100, d, 2), 500000);
     assert_int_equal(gs_lim_weight_part(70, d, 1), 700000);
     assert_int_equal(gs_lim_weight_part(0, d, 0), GS_LIM_PPM);
     assert_int_equal(gs_lim_count_busy(d, 2), 2);
-    struct gs_lim_demand idle[3] = { { 30, 2000, 0 }, { 70, GS_LIM_SEEN_PPM - 1, 0 }, { 10, 0, 1 } };
+    struct gs_lim_demand idle[3] = { { 30, 2000, 0, 0 }, { 70, GS_LIM_SEEN_PPM - 1, 0, 0 }, { 10, 0, 1, 0 } };
     assert_int_equal(gs_lim_count_busy(idle, 2), 0); /* a notebook between its cells */
     assert_int_equal(gs_lim_count_busy(idle, 3), 1); /* one that waits counts whatever it used */
     assert_false(gs_lim_any_wants_more(d, 2));
@@ -763,7 +790,7 @@ static void a_device_busy_well_under_the_cap_bounds_the_charge(void **state)
     assert_int_equal(gs_lim_correction_bound(500000, 900000, 450000), GS_LIM_PPM);
     assert_int_equal(gs_lim_correction_bound(GS_LIM_MIN_CORR, 0, 900000), GS_LIM_MIN_CORR);
     /* published: the device's busy time beyond the others' uses, at most the charge */
-    struct gs_lim_demand tr = { 30, 300000, 0 };
+    struct gs_lim_demand tr = { 30, 300000, 0, 0 };
     assert_int_equal(gs_lim_bound_use(450000, 450000, &tr, 1), 150000);
     assert_int_equal(gs_lim_bound_use(100000, 450000, &tr, 1), 100000);
     assert_int_equal(gs_lim_bound_use(450000, 200000, &tr, 1), 0);
@@ -773,20 +800,21 @@ static void a_share_container_borrowing_a_light_neighbours_part_yields(void **st
 {
     (void)state;
     /* training weight 30 using 0.85 beside a decoder weight 70 using 0.20 */
-    struct gs_lim_demand dec = { 70, 200000, 0 };
+    struct gs_lim_demand dec = { 70, 200000, 0, 0 };
     assert_true(gs_lim_yields(30, 850000, &dec, 1));
     /* the decoder itself is under its part: it never yields */
-    struct gs_lim_demand tr = { 30, 850000, 1 };
+    struct gs_lim_demand tr = { 30, 850000, 1, 0 };
     assert_false(gs_lim_yields(70, 200000, &tr, 1));
     /* within our own part there is nothing borrowed */
     assert_false(gs_lim_yields(30, 300000, &dec, 1));
     /* a neighbour that wants more, or barely runs, or uses its whole part, is not light */
-    struct gs_lim_demand wants = { 70, 200000, 1 }, idle = { 70, GS_LIM_SEEN_PPM - 1, 0 }, full = { 70, 700000, 0 };
+    struct gs_lim_demand wants = { 70, 200000, 1, 0 }, idle = { 70, GS_LIM_SEEN_PPM - 1, 0, 0 },
+                         full = { 70, 700000, 0, 0 };
     assert_false(gs_lim_yields(30, 850000, &wants, 1));
     assert_false(gs_lim_yields(30, 850000, &idle, 1));
     assert_false(gs_lim_yields(30, 850000, &full, 1));
     /* one light one among others is enough; alone nothing to yield to */
-    struct gs_lim_demand two[2] = { { 30, 400000, 1 }, { 40, 100000, 0 } };
+    struct gs_lim_demand two[2] = { { 30, 400000, 1, 0 }, { 40, 100000, 0, 0 } };
     assert_true(gs_lim_yields(30, 500000, two, 2));
     assert_false(gs_lim_yields(30, 900000, NULL, 0));
 }
@@ -794,13 +822,13 @@ static void a_share_container_borrowing_a_light_neighbours_part_yields(void **st
 static void a_share_container_queued_all_the_time_or_over_its_part_wants_more(void **state)
 {
     (void)state;
-    struct gs_lim_demand other = { 30, 450000, 1 };
+    struct gs_lim_demand other = { 30, 450000, 1, 0 };
     /* weight 70 time-sliced to 0.47 with its work always queued */
     assert_true(gs_lim_share_wants_more(70, 470000, 990000, &other, 1));
     /* a decoder using 0.1, its kernels waiting for the other's slices at times */
     assert_false(gs_lim_share_wants_more(70, 100000, 300000, &other, 1));
     /* the 30 side past its part wants more however it is occupied */
-    struct gs_lim_demand seventy = { 70, 470000, 0 };
+    struct gs_lim_demand seventy = { 70, 470000, 0, 0 };
     assert_true(gs_lim_share_wants_more(30, 450000, 500000, &seventy, 1));
     assert_false(gs_lim_share_wants_more(30, 300000, GS_LIM_QUEUED_PPM - 1, &seventy, 1));
     /* alone there is nobody to want more from */
@@ -1186,6 +1214,7 @@ int main(void)
         cmocka_unit_test(share_target_is_weight_over_busy_weights),
         cmocka_unit_test(the_entry_for_users_outside_the_ledger_counts_beside_a_full_ledger),
         cmocka_unit_test(forged_ledger_members_weigh_no_more_than_one_default_container),
+        cmocka_unit_test(capped_neighbours_keep_their_caps_and_a_share_one_takes_the_rest),
         cmocka_unit_test(nvml_samples_are_averaged_over_timestamps),
         cmocka_unit_test(cap_holds_for_5us_and_50ms_kernels),
         cmocka_unit_test(speed_follows_the_power_headroom),
