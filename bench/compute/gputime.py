@@ -354,6 +354,20 @@ def main():
                 ra, rb = under_mps(lambda: side_by_side(pair, a.secs)) if layout == "mps" else side_by_side(pair, a.secs)
                 emit({"scenario": f"two-{layout}-{mode}", "a": ra.get("rate", 0) / base["rate"],
                       "b": rb.get("rate", 0) / base["rate"]})
+    if "four" in only:
+        # four GPU-bound containers in one directory (gpuslice run's layout):
+        # caps 10 / 20 / 30 beside a share container, and shares 10:20:30:40
+        base = side_by_side([("matmul", {}, "6-7")], a.secs)[0]
+        share = {"GPUSLICE_COMPUTE_MODE": "share"}
+        for mode, envs in [("caps10/20/30+share", [{"GPUSLICE_CORES": "10"}, {"GPUSLICE_CORES": "20"},
+                                                   {"GPUSLICE_CORES": "30"}, share]),
+                           ("shares10:20:30:40", [{**share, "GPUSLICE_SHARE_WEIGHT": str(w)} for w in (10, 20, 30, 40)])]:
+            tenants = [("matmul", limited(a.lib, state, f"four{i}{mode[:4]}", e), cpus)
+                       for i, (e, cpus) in enumerate(zip(envs, ["2-3", "6-7", "10-11", "14-15"]))]
+            b = Busy()
+            rs = side_by_side(tenants, a.secs)
+            parts = [r.get("rate", 0) / base["rate"] for r in rs]
+            emit({"scenario": f"four-{mode}", "parts": parts, "sum": sum(parts), "device_busy": b.done(rs[0])})
     if not only or "launch" in only:
         # every tenant pinned to the same CPU; native, no limit and cap 99
         # alternate in 5 rounds of 5 s each (the machine drifts between
