@@ -21,6 +21,7 @@ CLI = os.environ.get("GPUSLICE_CLI", "")
 LIB = os.environ.get("GPUSLICE_LIB", "")
 SIM_CLOCK = os.environ.get("GPUSLICE_SIM_CLOCK", "")
 SIMCTL = os.path.join(BUILD, "tests", "simdriver", "gpuslice-simctl")
+TRACE = os.environ.get("GS_TEST_TRACE", "") == "1"
 
 
 def sanitizer_preload():
@@ -116,6 +117,11 @@ class Client:
             if "=" in tok:
                 k, v = tok.split("=", 1)
                 out[k] = int(v) if v.lstrip("-").isdigit() else v
+        if TRACE and line.split()[0] in ("run", "burst", "replay", "tp"):
+            # the measured values of timing tests, to compare with their bounds
+            # (docs/testing.md: GS_TEST_TRACE=1 and pytest -s)
+            test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0].split("::")[-1]
+            print(f"\ntrace {test}: {line} -> {reply}", file=sys.stderr, flush=True)
         return out
 
     def ok(self, line):
