@@ -2,7 +2,8 @@
 # tools/test.sh: the whole test suite, as CI runs it (docs/testing.md):
 #   1. Release build (-O2, -Werror) and every CTest test; the ones labelled
 #      "slow" (compute scenarios on the slowed clock, nearly all waiting) run
-#      in the background, beside the steps after this one;
+#      in the background as soon as what they run is built, beside the rest
+#      of the build and the steps after it;
 #   2. the sanitizer build (ASan + UBSan) and the tests a sanitizer can find
 #      something in: all but "timing" and "python-only";
 #   3. cppcheck, the .clang-format check and clang-tidy, at once;
@@ -87,15 +88,22 @@ excluding() {
     echo "${labels:-^\$}"
 }
 
-step "release build"
-cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$root/build" -j"$jobs"
-
 if [ -n "$quick" ]; then
+    step "release build"
+    cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$root/build" -j"$jobs"
     step "quick tests (labels unit, simdriver, quick)"
     "$retry" "$root/build" release "$flaky" -j"$jobs" -L "unit|simdriver|quick" -LE "$(excluding)"
     exit 0
 fi
+
+# The slow tests bound the run: build what they run first (the interposer,
+# the simulated driver and clock, the test client, the CLI and the
+# launch-rate benchmark), start them, then build the rest beside them.
+step "release build: what the slow tests run"
+cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$root/build" -j"$jobs" --target gpuslice gpuslice-cli gs_client gpuslice_simclock \
+    gpuslice_sim_cuda gpuslice_sim_nvml gpuslice-simctl gpuslice-launch-rate
 
 step "slow tests start (label slow, in the background; lines marked [slow])"
 (
@@ -109,6 +117,9 @@ slow_pipe=$!
 # the lowest priority, so that they take a core at once when they need one.
 # Beside builds at the same priority, share pairs lost a tenth of the device.
 renice -n 19 -p $$ >/dev/null
+
+step "release build: the rest"
+cmake --build "$root/build" -j"$jobs"
 
 step "release tests (all but slow)"
 "$retry" "$root/build" release "$flaky" -j"$jobs" -LE "$(excluding slow)"

@@ -23,6 +23,7 @@ SIM_CLOCK = os.environ.get("GPUSLICE_SIM_CLOCK", "")
 # The simulated driver's device i (tests/simdriver/sim_state.c).
 SIM_UUID = "GPU-00000000-5151-0000-0000-00000000000{}"
 SIMCTL = os.path.join(BUILD, "tests", "simdriver", "gpuslice-simctl")
+TRACE = os.environ.get("GS_TEST_TRACE", "") == "1"
 
 
 def sanitizer_preload():
@@ -118,6 +119,11 @@ class Client:
             if "=" in tok:
                 k, v = tok.split("=", 1)
                 out[k] = int(v) if v.lstrip("-").isdigit() else v
+        if TRACE and line.split()[0] in ("run", "burst", "replay", "tp"):
+            # the measured values of timing tests, to compare with their bounds
+            # (docs/testing.md: GS_TEST_TRACE=1 and pytest -s)
+            test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0].split("::")[-1]
+            print(f"\ntrace {test}: {line} -> {reply}", file=sys.stderr, flush=True)
         return out
 
     def ok(self, line):

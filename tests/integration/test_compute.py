@@ -73,7 +73,7 @@ def together(*jobs):
 def test_cap_holds_for_long_kernels(world, cap):
     w = world_env(world, GPUSLICE_CORES=cap)
     c = start(w, 2000)
-    ratio = run(c, "kernel", 2.0, 0.5, 4)
+    ratio = run(c, "kernel", 1.5, 0.5, 4)
     c.close()
     assert abs(ratio - cap / 100) <= TOL, ratio
 
@@ -127,7 +127,7 @@ def w_path(world, name):
 def test_every_launch_path_is_throttled(world, path):
     w = world_env(world, GPUSLICE_CORES=40)
     c = start(w, 100, graph=10)  # a graph launch = 10 kernels of 100 us
-    ratio = run(c, path, 1.0, 0.25, 8 if path.startswith("graph") else 16)
+    ratio = run(c, path, 0.6, 0.2, 8 if path.startswith("graph") else 16)
     c.close()
     assert abs(ratio - 0.40) <= 0.07, ratio
 
@@ -149,7 +149,7 @@ def test_hami_sm_limit_is_a_cap_under_the_default_policy(world):
     """HAMi-core leaves a lone process unlimited under the default policy;
     gpuslice caps it."""
     c = start(world_env(world, CUDA_DEVICE_SM_LIMIT=25), 2000)
-    ratio = run(c, "kernel", 2.0, 0.5, 4)
+    ratio = run(c, "kernel", 1.5, 0.5, 4)
     c.close()
     assert abs(ratio - 0.25) <= TOL, ratio
 
@@ -157,7 +157,7 @@ def test_hami_sm_limit_is_a_cap_under_the_default_policy(world):
 def test_two_processes_of_one_container_share_its_cap(world):
     w = world_env(world, GPUSLICE_CORES=40)
     a, b = start(w, 1000), start(w, 1000)
-    ra, rb = together((a, "kernel", 3.0, 1.0, 4), (b, "kernel", 3.0, 1.0, 4))
+    ra, rb = together((a, "kernel", 2.5, 1.0, 4), (b, "kernel", 2.5, 1.0, 4))
     a.close()
     b.close()
     assert ra + rb <= 0.43, (ra, rb)
@@ -260,7 +260,7 @@ def test_two_containers_capped_30_and_70_get_30_and_70(world, snapshot, layout):
     side 0.58 there. In the agent's layout (own directories and pid
     namespaces, a shared ledger directory) without the shared ledger the pair
     got 0.14 / 0.54."""
-    ra, rb = two_containers(world, {"GPUSLICE_CORES": "30"}, {"GPUSLICE_CORES": "70"}, layout,
+    ra, rb = two_containers(world, {"GPUSLICE_CORES": "30"}, {"GPUSLICE_CORES": "70"}, layout, secs=3.0, warm=1.0,
                             GPUSLICE_SIM_SWITCH_LOSS=30, GPUSLICE_SIM_NVML_SNAPSHOT=snapshot)
     print(f"caps 30/70, {layout}, snapshot {snapshot}: {ra:.3f} / {rb:.3f}")
     assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
@@ -322,18 +322,20 @@ def test_what_a_tenant_writes_into_the_shared_ledger_holds_no_window_back_longer
     hits = []
 
     def attacker(ledgers):
-        end = time.monotonic() + 5.5 * SLOW
+        end = time.monotonic() + 3.0 * SLOW  # as long as the tenants run
         sim_sleep(1.0)
         while time.monotonic() < end:
             hits.append(attack(ledgers))
             sim_sleep(0.005)
 
     ra, rb, ea, _ = two_containers(world, {"GPUSLICE_CORES": "30", "GPUSLICE_LOG_LEVEL": "3"},
-                                   {"GPUSLICE_CORES": "70"}, "agent", hostile=attacker, logs=True,
-                                   GPUSLICE_SIM_SWITCH_LOSS=30)
+                                   {"GPUSLICE_CORES": "70"}, "agent", secs=3.0, warm=1.5, hostile=attacker,
+                                   logs=True, GPUSLICE_SIM_SWITCH_LOSS=30)
+    longest = cost_longest_ms(ea, "windows that waited for another container's turn")
+    print(f"attack: {ra:.3f} / {rb:.3f}, longest wait for turns {longest:.1f} ms, {sum(hits)} of {len(hits)} hit")
     assert sum(hits) >= len(hits) // 2, hits  # the attack reached the ledger
     assert ra <= 0.30 + TOL and rb <= 0.70 + TOL, (ra, rb)
-    assert cost_longest_ms(ea, "windows that waited for another container's turn") <= 150 + 100, ea[-2000:]
+    assert longest <= 150 + 100, ea[-2000:]
     assert ra >= 0.05 and rb >= 0.35, (ra, rb)
 
 
@@ -346,9 +348,10 @@ def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, request
     wants more (gs_lim_share_wants_more) and both are held to their shares.
     Without that, with NVML snapshots and yield in one directory, the pair
     stayed time-sliced in 2 of 4 suite runs (0.35 / 0.61, 0.46 / 0.47).
-    Measured from 3 s on: while they settle the 30 side's target swings
+    Measured from 2 s on: while they settle the 30 side's target swings
     between 0.3 and the whole device (logged runs settled by the sixth outer
-    run, 1.5 s).
+    run, 1.5 s; docs/testing.md has what the pairs measured from 2 s on and
+    from 3 s on).
 
     Known limit (docs/compute.md, Limitations): with NVML snapshots and
     yield in one directory the split still missed in 1 of 8 suite runs with
@@ -363,7 +366,7 @@ def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, request
                                               strict=False))
     share = {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_SHARE_YIELD_US": str(yield_us)}
     ra, rb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
-                            {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, layout, secs=5.0, warm=3.0,
+                            {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, layout, secs=4.0, warm=2.0,
                             GPUSLICE_SIM_SWITCH_LOSS=30, GPUSLICE_SIM_NVML_SNAPSHOT=snapshot)
     print(f"shares 30:70, {layout}, snapshot {snapshot}, yield {yield_us}: {ra:.3f} / {rb:.3f}")
     assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
@@ -486,7 +489,7 @@ def test_forged_ledger_members_cost_two_share_tenants_at_most_one_default_contai
     share = {"GPUSLICE_COMPUTE_MODE": "share"}
     try:
         ra, rb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
-                                {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, layout, secs=5.0, warm=3.0,
+                                {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, layout, secs=4.0, warm=2.0,
                                 hostile=forger)
     finally:
         for fd in held:
@@ -507,7 +510,7 @@ def test_two_share_containers_of_an_mps_daemon_split_30_70(world):
     (bench/results/mps-share-2026-11-26-h100.md), as it did here before."""
     share = {"GPUSLICE_COMPUTE_MODE": "share"}
     ra, rb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
-                            {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, "flat", secs=5.0, warm=3.0,
+                            {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, "flat", secs=4.0, warm=2.0,
                             GPUSLICE_SIM_MPS=1)
     assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
     assert ra + rb >= 0.93, (ra, rb)
@@ -588,7 +591,7 @@ def test_global_capture_in_one_thread_while_another_is_throttled(world, mode):
     r = c.cmd(f"capture 40 2500 {mode} 1")
     assert r["rc"] == 0 and r["begin_rc"] == 0 and r["launch_rc"] == 0 and r["end_rc"] == 0, r
     assert r["bg_launches"] > 0 and r["bg_rc"] == 0, r
-    after = run(c, "kernel", 1.5, 0.5, 4)  # and the cap holds again afterwards
+    after = run(c, "kernel", 1.0, 0.3, 4)  # and the cap holds again afterwards
     c.close()
     assert abs(after - 0.30) <= TOL, after
 
@@ -626,8 +629,10 @@ def test_a_light_tenant_beside_a_gpu_bound_one_waits_behind_none_of_its_windows(
     solo = start(w, 50, env={"GPUSLICE_REGION": str(w.tmp / "solo.region"), "GPUSLICE_CORES": "70"})
     alone = solo.ok("burst 20 9000 1.0")
     solo.close()
-    lr, heavy, light_waited = light_beside_heavy(w, (50, {"GPUSLICE_CORES": "70"}, "burst 20 9000 3.0"),
-                                                 ({"GPUSLICE_CORES": "30"}, 3.0, 0.5))
+    lr, heavy, light_waited = light_beside_heavy(w, (50, {"GPUSLICE_CORES": "70"}, "burst 20 9000 2.0"),
+                                                 ({"GPUSLICE_CORES": "30"}, 2.0, 0.5))
+    print(f"light beside heavy: mean {lr['mean_us']} us (alone {alone['mean_us']}), heavy {heavy:.3f}, "
+          f"light waited {light_waited:.3f} s")
     assert light_waited <= 0.05 * lr["elapsed_us"] / 1e6, (light_waited, lr)
     assert heavy <= 0.30 + TOL, heavy
     # bound on the simulated device: 2x alone's mean plus one 1 ms kernel in flight, + scheduling slack
@@ -663,6 +668,7 @@ def test_a_decoder_like_share_tenant_is_charged_its_kernels_not_its_cpu_gaps(wor
     lr, heavy, light_waited = light_beside_heavy(
         w, (10, {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, "burst 16 0 5.0 40"),
         ({**share, "GPUSLICE_SHARE_WEIGHT": "30"}, 5.0, 1.5))
+    print(f"decoder beside heavy: heavy {heavy:.3f}, light waited {light_waited:.3f} s")
     assert light_waited <= 0.05 * lr["elapsed_us"] / 1e6, (light_waited, lr)
     assert heavy >= 0.75, (heavy, lr)
 
@@ -705,6 +711,7 @@ def test_a_decoder_like_tenant_beside_a_mostly_idle_notebook_probes_as_if_alone(
     nb = start(w, 10, env={"GPUSLICE_REGION": str(w.tmp / "notebook.region"), "GPUSLICE_CORES": "30"})
     r, err, _ = decoder_beside(w, nb, lambda c: c.ok("burst 1 50000 3.0"), 0.6, 70, "burst 16 0 2.0 40")
     probes = cost_count(err, "gap probes")
+    print(f"probes {probes} in {r['bursts']} bursts")
     assert probes is not None, err[-2000:]
     assert probes <= 3 * r["bursts"], (probes, r)
 
@@ -723,6 +730,7 @@ def test_a_decoder_like_tenant_far_under_its_cap_beside_a_capped_one_probes_as_i
     heavy = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "heavy.region"), "GPUSLICE_CORES": "30"})
     r, err, ratio = decoder_beside(w, heavy, lambda c: run(c, "kernel", 4.0, 0.5, 8), 0.8, 80, "burst 16 0 2.5 40")
     probes = cost_count(err, "gap probes")
+    print(f"probes {probes} in {r['bursts']} bursts")
     assert probes is not None, err[-2000:]
     assert probes <= 3 * r["bursts"], (probes, r)
     # the report also times the gate's fast path (one launch in 64), the
@@ -732,6 +740,7 @@ def test_a_decoder_like_tenant_far_under_its_cap_beside_a_capped_one_probes_as_i
     assert (cost_count(err, "progress markers") or 0) >= r["bursts"], err[-2000:]
     assert (cost_count(err, "NVML reads") or 0) >= 1, err[-2000:]
     assert waited_s(w.tmp / "decoder.region") <= 0.05 * r["elapsed_us"] / 1e6, r
+    print(f"heavy {ratio:.3f}")
     assert ratio <= 0.30 + TOL, ratio
 
 
@@ -766,6 +775,7 @@ def test_a_share_container_borrowing_a_light_neighbours_part_keeps_its_queue_sha
     light.close()
     th.join()
     err = heavy.close()
+    print(f"yields {cost_count(err, 'yields')}, light waited {waited_s(w.tmp / 'light.region'):.3f} s")
     assert waited_s(w.tmp / "light.region") <= 0.05 * r["elapsed_us"] / 1e6, r
     if yield_us:
         assert (cost_count(err, "yields") or 0) >= 200, err[-2000:]  # ~3 s of 1 ms kernels beside the decoder

@@ -23,7 +23,7 @@ from test_compute import top
 # of its GPU time in 2 of 4 runs; 1.00-1.03 at 20).
 SLOW = 20
 CAP = 30
-SECS, WARM = 2.0, 0.75  # each replays this long, measured after the warm-up
+SECS, WARM = 1.25, 0.5  # each replays this long, measured after the warm-up
 OVERCHARGE = 1.05  # charged / kernels' time: what the events may add (markers, host gaps under 20 us)
 WAITED = 0.02  # of its time the limiter may make it wait for tokens (a window's start-up)
 SPEED = 0.85  # speed under the cap / alone: the two share a loaded machine's 2 cores
