@@ -390,8 +390,11 @@ int gs_compute_before(CUstream s, int graph)
         return -1;
     }
     if (GS_UNLIKELY(!gs_lim_in_window(&t->w, now)) && t->w.open && !t->turn && gs_lim_extend(&t->w, a, now)) {
+        /* the window goes on: the others still see us active, and the
+         * outer loop still runs */
+        touch_ledger(d, now);
         gs_compute_collective_harvest(d);
-        gs_compute_outer(r, d, now); /* the window goes on: the outer loop still runs */
+        gs_compute_outer(r, d, now);
     }
     if (GS_LIKELY(gs_lim_in_window(&t->w, now))) {
         /* the ledger flag is read only after a gap worth a look: most
