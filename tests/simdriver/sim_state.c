@@ -226,8 +226,10 @@ static struct sim_state *attach_file(const char *path, int create)
             goto out;
         }
     } else if ((size_t)sb.st_size != sizeof(struct sim_state)) {
-        fprintf(stderr, "gpuslice-sim: '%s' is not a state file of this build (size %lld)\n", path,
-                (long long)sb.st_size);
+        fprintf(stderr,
+                "gpuslice-sim: '%s' is not a state file of this build (%lld bytes, this build's are %zu): another "
+                "build of the simulated driver made it; remove it once no program runs on that simulated GPU\n",
+                path, (long long)sb.st_size, sizeof(struct sim_state));
         goto out;
     }
     void *p = mmap(NULL, sizeof(struct sim_state), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -245,7 +247,10 @@ static struct sim_state *attach_file(const char *path, int create)
         }
         __atomic_store_n(&st->magic, SIM_STATE_MAGIC, __ATOMIC_RELEASE);
     } else if (st->magic != SIM_STATE_MAGIC || st->version != SIM_STATE_VERSION || st->size != sizeof(*st)) {
-        fprintf(stderr, "gpuslice-sim: '%s' has a foreign magic or version\n", path);
+        fprintf(stderr,
+                "gpuslice-sim: '%s' has a foreign magic or version: another build of the simulated driver made it; "
+                "remove it once no program runs on that simulated GPU\n",
+                path);
         munmap(p, sizeof(*st));
         st = NULL;
     }
