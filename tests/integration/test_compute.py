@@ -629,8 +629,8 @@ def test_a_light_tenant_beside_a_gpu_bound_one_waits_behind_none_of_its_windows(
     solo = start(w, 50, env={"GPUSLICE_REGION": str(w.tmp / "solo.region"), "GPUSLICE_CORES": "70"})
     alone = solo.ok("burst 20 9000 1.0")
     solo.close()
-    lr, heavy, light_waited = light_beside_heavy(w, (50, {"GPUSLICE_CORES": "70"}, "burst 20 9000 2.0"),
-                                                 ({"GPUSLICE_CORES": "30"}, 2.0, 0.5))
+    lr, heavy, light_waited = light_beside_heavy(w, (50, {"GPUSLICE_CORES": "70"}, "burst 20 9000 3.0"),
+                                                 ({"GPUSLICE_CORES": "30"}, 3.0, 0.5))
     print(f"light beside heavy: mean {lr['mean_us']} us (alone {alone['mean_us']}), heavy {heavy:.3f}, "
           f"light waited {light_waited:.3f} s")
     assert light_waited <= 0.05 * lr["elapsed_us"] / 1e6, (light_waited, lr)
