@@ -21,6 +21,7 @@ import time
 
 import pytest
 from conftest import SIM_UUID, pid_namespace
+from ledger_ids import ledger_id
 
 TOL = 0.05
 # The tenants' clock runs this many times slower than the wall (conftest,
@@ -176,23 +177,11 @@ def read_only_roster(roster):
     return cmd
 
 
-def container_id(path):
-    """The device ledger's id of the container whose region is path
-    (gs_ledger_container_id, ledger.c), as the node agent computes it."""
-    m = (1 << 64) - 1
-    st = os.stat(path)
-    x = st.st_ino ^ ((st.st_dev * 0x9E3779B97F4A7C15) & m)
-    x ^= x >> 31
-    x = (x * 0xBF58476D1CE4E5B9) & m
-    x ^= x >> 29
-    return x or 1
-
-
 def write_roster(roster, uuid, entries):
     """The roster of GPU uuid as the node agent writes it (roster.h):
     entries are (region path, "cap 30" or "share 100", key)."""
     (roster / uuid).mkdir(parents=True, exist_ok=True)
-    lines = "".join(f"{container_id(p):016x} {w} {k}\n" for p, w, k in entries)
+    lines = "".join(f"{ledger_id(p):016x} {w} {k}\n" for p, w, k in entries)
     (roster / uuid / "roster").write_text("gpuslice-roster 1\n" + lines)
 
 

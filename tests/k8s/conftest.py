@@ -13,6 +13,9 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+# shared helpers of the integration tests (ledger_ids); appended, so that
+# this directory's conftest is the one `from conftest import` finds
+sys.path.append(os.path.join(ROOT, "tests", "integration"))
 AGENT = os.environ.get("GPUSLICE_NODE_AGENT", "")
 SIMDIR = os.environ.get("GPUSLICE_SIMDRIVER_DIR", "")
 NODE = "node-a"

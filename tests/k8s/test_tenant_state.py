@@ -14,6 +14,7 @@ import grpc
 import pytest
 
 from conftest import NODE, assignment
+from ledger_ids import ledger_id
 from test_node_agent import envs
 
 MIB = 1 << 20
@@ -231,18 +232,6 @@ def test_device_ledgers_are_mounted_per_gpu(node, tmp_path):
     assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o666
     assert victim.read_text() == "keep"
     assert open(os.path.join(ldir, f"{u[1]}.ledger"), "rb").read() == b"kept"
-
-
-def ledger_id(path):
-    """The device ledger's id of the container whose region is path
-    (gs_ledger_container_id, src/core/ledger.c)."""
-    m = (1 << 64) - 1
-    st = os.stat(path)
-    x = st.st_ino ^ ((st.st_dev * 0x9E3779B97F4A7C15) & m)
-    x ^= x >> 31
-    x = (x * 0xBF58476D1CE4E5B9) & m
-    x ^= x >> 29
-    return x or 1
 
 
 def test_each_gpu_has_a_read_only_roster_of_its_containers(node):

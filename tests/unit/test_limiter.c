@@ -996,14 +996,21 @@ static double alone_rate(struct tenant t)
     return r;
 }
 
+/* t alone under cap pct (its account a) for 6 s, measured from 2 s; its
+ * rate, and its statistics left in t. */
+static double run_capped(struct tenant *t, struct gs_lim_account *a, unsigned pct)
+{
+    account(a, GS_LIM_CAP, pct, 100);
+    t->acct = a;
+    double r;
+    simulate(t, 1, 6.0, 2.0, &r);
+    return r;
+}
+
 static double capped_rate(struct tenant t, unsigned pct)
 {
     struct gs_lim_account a;
-    account(&a, GS_LIM_CAP, pct, 100);
-    t.acct = &a;
-    double r;
-    simulate(&t, 1, 6.0, 2.0, &r);
-    return r;
+    return run_capped(&t, &a, pct);
 }
 
 static void a_light_tenant_does_not_notice_a_cap_above_its_use(void **state)
@@ -1116,10 +1123,7 @@ static void a_capped_job_of_short_steps_never_stands_still_for_long(void **state
     struct tenant step = { .kernel_ns = 2 * MS, .burst = 1, .think_ns = 20 * US };
     double alone = alone_rate(step);
     struct gs_lim_account a;
-    account(&a, GS_LIM_CAP, 40, 100);
-    step.acct = &a;
-    double capped;
-    simulate(&step, 1, 6.0, 2.0, &capped);
+    double capped = run_capped(&step, &a, 40);
     double mean = 4.0 * 1e9 / (double)step.bursts; /* the measured 4 s over the steps in them */
     print_message("2 ms steps under cap 40: %.4f of alone, step mean %.2f ms, longest %.2f ms\n", capped / alone,
                   mean / (double)MS, (double)step.step_max / (double)MS);
@@ -1137,10 +1141,7 @@ static void a_tenant_under_its_cap_never_drains_its_queue(void **state)
     struct tenant dec = { .kernel_ns = 30 * US, .gap_ns = 10 * US, .burst = 100, .depth = 100, .think_ns = 4 * MS };
     double alone = alone_rate(dec);
     struct gs_lim_account a;
-    account(&a, GS_LIM_CAP, 50, 100);
-    dec.acct = &a;
-    double capped;
-    simulate(&dec, 1, 6.0, 2.0, &capped);
+    double capped = run_capped(&dec, &a, 50);
     print_message("decoder-like steps: busy %.3f alone, %.4f of it under cap 50, %llu drains\n", alone, capped / alone,
                   (unsigned long long)dec.drains);
     assert_in_range((uint64_t)(alone * 1000), 400, 460);
