@@ -525,6 +525,15 @@ static int prestart_judge(struct gs_plugin *p, struct prestart *s, char *msg, si
     return 0;
 }
 
+/* msg, the reason a step failed, prefixed with the request and the pod. */
+static int pod_failed(const struct prestart *s, const char *doing, char *msg, size_t msglen)
+{
+    char why[600];
+    snprintf(why, sizeof why, "%s", msg);
+    snprintf(msg, msglen, "%s: pod %s/%s: %s%s", s->what, s->h.ns, s->h.pod, doing, why);
+    return GS_ST_INTERNAL;
+}
+
 /* The state directory and limits.conf: a container restart keeps the
  * assignment it was first started with (a pod's owner can edit its
  * annotations, not the agent's record); first start or restart, a fresh
@@ -549,10 +558,7 @@ static int prestart_write_files(struct gs_plugin *p, struct prestart *s, char *m
     struct gs_region_owner ro;
     gs_region_owner_of(&s->pod, s->h.container, &ro);
     if (gs_agent_state_reset(p->state_root, d, &ro, msg, msglen) != 0) {
-        char why[600];
-        snprintf(why, sizeof why, "%s", msg);
-        snprintf(msg, msglen, "%s: pod %s/%s: cannot prepare its state: %s", s->what, s->h.ns, s->h.pod, why);
-        return GS_ST_INTERNAL;
+        return pod_failed(s, "cannot prepare its state: ", msg, msglen);
     }
     kube_log(KUBE_LOG_INFO, "%s: %s state %s for %s/%s/%s; region uid %u gid %u mode %04o (%s)", s->what,
              same_owner ? "restart, fresh" : "new owner,", d->state_dir, s->h.ns, s->h.pod, s->h.container, ro.uid,
@@ -569,10 +575,7 @@ static int prestart_write_files(struct gs_plugin *p, struct prestart *s, char *m
         const char *uuid = s->v.gpus[s->gpu[s->order[j]]].uuid;
         struct gs_roster_entry limits = gs_roster_entry_of(&s->eff, uuid);
         if (gs_agent_roster_put(p->state_root, uuid, d->key, &limits, msg, msglen) != 0) {
-            char why[600];
-            snprintf(why, sizeof why, "%s", msg);
-            snprintf(msg, msglen, "%s: pod %s/%s: %s", s->what, s->h.ns, s->h.pod, why);
-            return GS_ST_INTERNAL;
+            return pod_failed(s, "", msg, msglen);
         }
     }
     return 0;

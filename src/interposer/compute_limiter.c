@@ -389,14 +389,16 @@ int gs_compute_before(CUstream s, int graph)
         }
         return -1;
     }
-    if (GS_UNLIKELY(!gs_lim_in_window(&t->w, now)) && t->w.open && !t->turn && gs_lim_extend(&t->w, a, now)) {
+    int in_window = gs_lim_in_window(&t->w, now);
+    if (GS_UNLIKELY(!in_window) && t->w.open && !t->turn && gs_lim_extend(&t->w, a, now)) {
         /* the window goes on: the others still see us active, and the
          * outer loop still runs */
         touch_ledger(d, now);
         gs_compute_collective_harvest(d);
         gs_compute_outer(r, d, now);
+        in_window = gs_lim_in_window(&t->w, now);
     }
-    if (GS_LIKELY(gs_lim_in_window(&t->w, now))) {
+    if (GS_LIKELY(in_window)) {
         /* the ledger flag is read only after a gap worth a look: most
          * launches come closer together than the fine gap. A graph's
          * launch, and the one after it, look from the fine gap too: a
