@@ -4,7 +4,7 @@
 # Writes $OUT/multigpu.jsonl (one line per rank and result, tagged with its
 # mode) and $OUT/device.txt; bench/multigpu/summarize.py turns them into the
 # table for bench/results/. `run_gpu.sh PART...` runs some parts (ddp cores
-# allreduce tp tpinfer two ncclmem); every cell runs ROUNDS times (default 2).
+# allreduce tp tpgraph tpinfer two ncclmem); every cell runs ROUNDS times (default 2).
 #
 # The GPU host has no -dev packages, so only libgpuslice.so is built there and
 # each limited run sets what `gpuslice run --name NAME` would (gsrun below):
@@ -63,7 +63,7 @@ with_peak() {
   rm -f "$stop" "$out"
 }
 
-parts=${*:-ddp cores allreduce tp tpinfer two ncclmem}
+parts=${*:-ddp cores allreduce tp tpgraph tpinfer two ncclmem}
 has() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 for round in $(seq 1 "${ROUNDS:-2}"); do
 if has ddp; then
@@ -87,6 +87,12 @@ if has tp; then
   # never hangs (watchdog: exit 3), 0.40 +- 0.05 of alone, no step > 3x median.
   tag tp_native trun $B/tp_loop.py --seconds 4
   tag tp_40 gsrun tp$round GPUSLICE_CORES=40 torchrun --standalone --nproc_per_node=$NP $B/tp_loop.py --seconds 8
+fi
+if has tpgraph; then
+  # The TP loop with each step a CUDA graph holding its all-reduce, under
+  # --cores 40: completes, 0.40 +- 0.05 of the same graph alone, no step > 3x median.
+  tag tpg_native trun $B/tp_loop.py --graph --seconds 4
+  tag tpg_40 gsrun tpg$round GPUSLICE_CORES=40 torchrun --standalone --nproc_per_node=$NP $B/tp_loop.py --graph --seconds 8 --deadline 30
 fi
 if has tpinfer; then
   # TP-2 decoding: under --cores 50 tokens/s >= min(1, 0.5/u) - 0.05 of alone

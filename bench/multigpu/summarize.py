@@ -91,15 +91,16 @@ for mode in ("ar_preload", "ar_tracked"):
     if failed(mode):
         line(f"all-reduce ({mode})", "-", f"exit {failed(mode)}", False)
 
-for i, (cap, nat) in enumerate(pairs("tp_40", "tp_native", "tp"), 1):
-    hung = any(r.get("hang") for r in cap.values())
-    r = per_rank(cap, nat, "steps_per_s")
-    line("TP --cores 40: completes, steps/s / alone, per rank", i, fmt(r),
-         not hung and all(abs(v - 0.40) <= 0.05 for v in r))
-    worst = max(r["step_max_s"] / r["step_median_s"] for r in cap.values())
-    line("TP --cores 40: longest step / median step", i, f"{worst:.1f}", worst <= 3)
-if failed("tp_40"):
-    line("TP --cores 40", "-", f"exit {failed('tp_40')} (3: the watchdog saw a hang)", False)
+for what, lim_mode, nat_mode in (("TP", "tp_40", "tp_native"), ("TP as a CUDA graph", "tpg_40", "tpg_native")):
+    for i, (cap, nat) in enumerate(pairs(lim_mode, nat_mode, "tp"), 1):
+        hung = any(r.get("hang") for r in cap.values())
+        r = per_rank(cap, nat, "steps_per_s")
+        line(f"{what} --cores 40: completes, steps/s / alone, per rank", i, fmt(r),
+             not hung and all(abs(v - 0.40) <= 0.05 for v in r))
+        worst = max(r["step_max_s"] / r["step_median_s"] for r in cap.values())
+        line(f"{what} --cores 40: longest step / median step", i, f"{worst:.1f}", worst <= 3)
+    if failed(lim_mode):
+        line(f"{what} --cores 40", "-", f"exit {failed(lim_mode)} (3: the watchdog saw a hang)", False)
 
 busy = [max(v for k, v in p.items() if k.endswith("_busy")) for p in nvml("tpi_native")]
 for i, (lim, nat) in enumerate(pairs("tpi_50", "tpi_native", "tp_infer"), 1):

@@ -7,7 +7,11 @@ A watchdog thread ends the process with status 3 and a "hang" line when a
 step takes longer than --deadline seconds. Prints one JSON line per rank:
 steps per second over the timed steps.
 
-  torchrun --nproc_per_node=2 tp_loop.py [--steps 400] [--n 8192]"""
+--graph: the matmul and the all-reduce are captured once into a CUDA graph
+that every step replays (NCCL inside a graph, as a CUDA-graph TP decoder
+runs it).
+
+  torchrun --nproc_per_node=2 tp_loop.py [--steps 400] [--n 8192] [--graph]"""
 import argparse
 import os
 import threading
@@ -23,6 +27,7 @@ ap.add_argument("--steps", type=int, default=400)
 ap.add_argument("--n", type=int, default=8192)
 ap.add_argument("--deadline", type=float, default=120.0)
 ap.add_argument("--seconds", type=float, default=0, help="run this long after the warm-up instead of --steps")
+ap.add_argument("--graph", action="store_true", help="each step replays a CUDA graph of the matmul and the all-reduce")
 args = ap.parse_args()
 rank, world, dev = setup()
 last = [time.monotonic(), 0]
@@ -39,6 +44,26 @@ def watchdog():
 threading.Thread(target=watchdog, daemon=True).start()
 a = torch.randn(args.n, args.n, device=dev, dtype=torch.bfloat16)
 b = torch.randn(args.n, args.n, device=dev, dtype=torch.bfloat16)
+
+
+def step_eager():
+    c = a @ b
+    dist.all_reduce(c)
+    return c
+
+
+run_step = step_eager
+if args.graph:
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the default stream, as graph capture asks
+        for _ in range(3):
+            step_eager()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        kept = step_eager()  # the graph's output stays allocated while it replays
+    run_step = graph.replay
 warm = min(20, args.steps // 4)
 t0 = None
 steps = []
@@ -65,8 +90,7 @@ while True:
     if step == warm:
         torch.cuda.synchronize()
         t0 = time.monotonic()
-    c = a @ b
-    dist.all_reduce(c)
+    run_step()
     torch.cuda.synchronize()  # a step ends when its all-reduce has: what the watchdog times
     now = time.monotonic()
     if step >= warm:

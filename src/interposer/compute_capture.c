@@ -3,6 +3,7 @@
  * beginning and a thread that synchronises (compute_capture.h).
  */
 #include "compute_capture.h"
+#include "compute_graphs.h"
 #include "real_driver.h"
 
 #include <pthread.h>
@@ -17,8 +18,12 @@
  * themselves first, seq_cst, so at least one sees the other). */
 #define MAX_CAPTURES 32
 #define CAPTURE_INVALIDATED 901
+struct open_capture {
+    CUstream s;
+    int collective; /* a collective was launched while it was open */
+};
 static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
-static CUstream cap_stream[MAX_CAPTURES];
+static struct open_capture cap[MAX_CAPTURES];
 static int cap_tracked, cap_untracked;
 static int cap_open; /* open + beginning captures; atomic */
 static int cap_busy; /* threads inside a drain or event query; atomic */
@@ -56,12 +61,12 @@ void gs_compute_capture_begun(CUstream s, CUresult rc)
 {
     pthread_mutex_lock(&cap_lock);
     int i = 0;
-    while (i < cap_tracked && cap_stream[i] != s)
+    while (i < cap_tracked && cap[i].s != s)
         i++;
     int keep = rc == CUDA_SUCCESS && i == cap_tracked; /* a new open capture keeps prepare's count */
     if (keep) {
         if (cap_tracked < MAX_CAPTURES)
-            cap_stream[cap_tracked++] = s;
+            cap[cap_tracked++] = (struct open_capture){ .s = s };
         else
             cap_untracked++;
     }
@@ -70,7 +75,15 @@ void gs_compute_capture_begun(CUstream s, CUresult rc)
         __atomic_sub_fetch(&cap_open, 1, __ATOMIC_SEQ_CST);
 }
 
-void gs_compute_capture_ended(CUstream s, CUresult rc)
+void gs_compute_capture_saw_collective(void)
+{
+    pthread_mutex_lock(&cap_lock);
+    for (int i = 0; i < cap_tracked; i++)
+        cap[i].collective = 1;
+    pthread_mutex_unlock(&cap_lock);
+}
+
+void gs_compute_capture_ended(CUstream s, CUresult rc, void *graph)
 {
     /* Ended unless the stream says it is still capturing (EndCapture from
      * the wrong thread, say); without cuStreamIsCapturing, by the result. */
@@ -81,16 +94,19 @@ void gs_compute_capture_ended(CUstream s, CUresult rc)
     if (!ended)
         return;
     pthread_mutex_lock(&cap_lock);
-    int i = 0, gone = 1;
-    while (i < cap_tracked && cap_stream[i] != s)
+    int i = 0, gone = 1, collective = 0;
+    while (i < cap_tracked && cap[i].s != s)
         i++;
-    if (i < cap_tracked)
-        cap_stream[i] = cap_stream[--cap_tracked];
-    else if (cap_untracked > 0)
+    if (i < cap_tracked) {
+        collective = cap[i].collective;
+        cap[i] = cap[--cap_tracked];
+    } else if (cap_untracked > 0)
         cap_untracked--;
     else
         gone = 0; /* never seen begin: nothing to count down */
     pthread_mutex_unlock(&cap_lock);
+    if (collective && rc == CUDA_SUCCESS && graph)
+        gs_compute_graph_holds_collective((CUgraph)graph);
     if (gone)
         __atomic_sub_fetch(&cap_open, 1, __ATOMIC_SEQ_CST);
 }

@@ -11,9 +11,16 @@
 #include "../abi/cuda_abi.h"
 
 /* launch_hooks.c wraps Begin/EndCapture with these. */
-void gs_compute_capture_prepare(void);                  /* before Begin*Capture: waits out drains */
-void gs_compute_capture_begun(CUstream s, CUresult rc); /* after it, with its result */
-void gs_compute_capture_ended(CUstream s, CUresult rc);
+void gs_compute_capture_prepare(void);                               /* before Begin*Capture: waits out drains */
+void gs_compute_capture_begun(CUstream s, CUresult rc);              /* after it, with its result */
+void gs_compute_capture_ended(CUstream s, CUresult rc, void *graph); /* graph: what EndCapture gave */
+
+/* A collective's kernel was launched while captures are open. Its stream
+ * may be another than the one a capture began on (NCCL launches on its own
+ * stream, joined to the capture), so every open capture is marked: a graph
+ * marked wrongly is charged less only the part of its span past its
+ * shortest (compute_graphs.h). */
+void gs_compute_capture_saw_collective(void);
 
 /* Captures open now (any thread). */
 int gs_compute_capturing(void);

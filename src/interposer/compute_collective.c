@@ -25,7 +25,7 @@
 #define SPUN_NS 1000000ULL /* a span this much past twice its estimate waited for a peer */
 
 struct coll_key {
-    CUfunction f;
+    const void *f; /* the kernel's function, or the executable graph */
     unsigned blocks;
     struct gs_coll_est est;
 };
@@ -33,7 +33,8 @@ struct coll_key {
 enum slot_state { SLOT_FREE, SLOT_LAUNCHING, SLOT_MEASURED, SLOT_UNMEASURED };
 struct coll_slot {
     CUevent start, end;
-    int key; /* index in keys[] */
+    int key;   /* index in keys[] */
+    int graph; /* a graph's launch: its work is in a window's busy interval */
     enum slot_state state;
 };
 
@@ -118,7 +119,7 @@ static struct coll_dev *ring_of(int d)
     return c;
 }
 
-static int key_of(struct coll_dev *c, CUfunction f, unsigned blocks)
+static int key_of(struct coll_dev *c, const void *f, unsigned blocks)
 {
     for (int i = 0; i < KEYS; i++)
         if (c->keys[i].f == f && c->keys[i].blocks == blocks)
@@ -158,9 +159,13 @@ static void harvest_locked(struct coll_dev *c, struct gs_lim_account *a)
             if (ok && measured >= 0) {
                 uint64_t span = (uint64_t)measured;
                 uint64_t work = gs_coll_est_add(&c->keys[s->key].est, span);
-                if (span > 2 * gs_coll_est_now(&c->keys[s->key].est) + SPUN_NS)
+                uint64_t est = gs_coll_est_now(&c->keys[s->key].est);
+                if (span > 2 * est + SPUN_NS)
                     __atomic_store_n(&c->spun_ns, gs_compute_now(), __ATOMIC_RELAXED);
-                gs_lim_charge_collective(a, span, work);
+                if (!s->graph)
+                    gs_lim_charge_collective(a, span, work);
+                else if (est && span > est)
+                    gs_lim_charge_collective(a, span - est, 0); /* the spin a busy interval left out: NVML sees it */
                 if (span > 10000000ULL)
                     gs_log(GS_LOG_DEBUG, "a collective spanned %llu us, charged %llu us",
                            (unsigned long long)(span / 1000), (unsigned long long)(work / 1000));
@@ -186,10 +191,10 @@ void gs_compute_collective_harvest(int d)
     gs_compute_sync_leave();
 }
 
-int gs_compute_collective_before(CUfunction f, unsigned blocks, CUstream s)
+/* Brackets a launch of f (a collective's kernel, or a graph holding one)
+ * on stream s with a ring slot's events; a token for after, or -1. */
+static int bracket(const void *f, unsigned blocks, CUstream s, int graph)
 {
-    if (gs_compute_capturing())
-        return -1; /* captured: it runs inside a graph launch, gated as one */
     CUdevice ord = -1;
     int d = gs_rt_dev_current(&ord);
     struct gs_region *r = gs_rt_region();
@@ -207,11 +212,14 @@ int gs_compute_collective_before(CUfunction f, unsigned blocks, CUstream s)
     int k = key_of(c, f, blocks);
     struct coll_slot *sl = &c->slot[c->head % RING];
     if (c->head - c->tail >= RING) {
-        /* too many in flight to measure: charged what its kernel takes */
+        /* too many in flight to measure: charged what its kernel takes (a
+         * graph, as any graph) */
         uint64_t est = gs_coll_est_now(&c->keys[k].est);
-        gs_lim_charge_collective(a, est, est);
+        if (!graph)
+            gs_lim_charge_collective(a, est, est);
     } else if (timing_event(&sl->start) && timing_event(&sl->end) && rec(sl->start, s) == CUDA_SUCCESS) {
         sl->key = k;
+        sl->graph = graph;
         sl->state = SLOT_LAUNCHING;
         token = (int)(c->head % RING) + d * RING;
         c->head++;
@@ -219,6 +227,22 @@ int gs_compute_collective_before(CUfunction f, unsigned blocks, CUstream s)
     pthread_mutex_unlock(&c->lock);
     gs_compute_sync_leave();
     return token;
+}
+
+int gs_compute_collective_before(CUfunction f, unsigned blocks, CUstream s)
+{
+    if (gs_compute_capturing()) {
+        gs_compute_capture_saw_collective(); /* it runs inside a graph launch, gated as one */
+        return -1;
+    }
+    return bracket(f, blocks, s, 0);
+}
+
+int gs_compute_collective_graph_before(CUgraphExec g, CUstream s)
+{
+    if (gs_compute_capturing())
+        return -1; /* a graph captured into another: charged as that one */
+    return bracket(g, 0, s, 1);
 }
 
 void gs_compute_collective_after(int token, CUstream s, CUresult rc)
@@ -273,6 +297,8 @@ uint64_t gs_compute_collective_spin(int d, CUevent from, uint64_t len_ns)
         int ok = 1;
         int64_t b = between(elapsed, from, s->start, &ok), e = between(elapsed, from, s->end, &ok);
         uint64_t work = gs_coll_est_now(&c->keys[s->key].est);
+        if (s->graph && work == 0)
+            continue;    /* its spin-free time is not known yet: a graph is charged whole till then */
         if (ok && e > b) /* the wait comes first; its own work ends the span */
             spin += overlap(0, (int64_t)len_ns, b, e - (int64_t)(work < (uint64_t)(e - b) ? work : (uint64_t)(e - b)));
     }

@@ -17,6 +17,13 @@ int gs_compute_is_collective(CUfunction f);
 int gs_compute_collective_before(CUfunction f, unsigned blocks, CUstream s);
 void gs_compute_collective_after(int token, CUstream s, CUresult rc);
 
+/* Around the real launch of an executable graph that holds a collective
+ * (compute_graphs.h), inside the launch gate: its span is measured as a
+ * collective's, and the part of it past the shortest recent span counts as
+ * spin (gs_compute_collective_spin); its work is charged with the window's
+ * busy interval, not here. Returns a token for gs_compute_collective_after. */
+int gs_compute_collective_graph_before(CUgraphExec g, CUstream s);
+
 /* Charges the measured collectives of device d (region index) that have
  * completed; never waits. */
 void gs_compute_collective_harvest(int d);

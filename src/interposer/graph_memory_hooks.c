@@ -23,6 +23,7 @@
 
 #include "../core/accounting.h"
 #include "charge.h"
+#include "compute_graphs.h"
 #include "graph_memory.h"
 #include "fork_hooks.h"
 #include "log.h"
@@ -195,8 +196,11 @@ static void commit_allocs(CUgraphExec exec, struct graph_alloc *a, size_t n, str
         long n_ = graph_allocs((g), &a_);                                                                              \
         if (n_ < 0)                                                                                                    \
             return CUDA_ERROR_OUT_OF_MEMORY;                                                                           \
-        if (n_ == 0)                                                                                                   \
-            return call;                                                                                               \
+        if (n_ == 0) {                                                                                                 \
+            CUresult r_ = call;                                                                                        \
+            gs_compute_graph_instantiated(r_, (phGraphExec), (g));                                                     \
+            return r_;                                                                                                 \
+        }                                                                                                              \
         struct gs_charge *c_ = calloc((size_t)n_, sizeof *c_);                                                         \
         CUresult rc_ = c_ ? reserve_allocs(a_, (size_t)n_, c_) : CUDA_ERROR_OUT_OF_MEMORY;                             \
         if (rc_ != CUDA_SUCCESS) {                                                                                     \
@@ -207,6 +211,7 @@ static void commit_allocs(CUgraphExec exec, struct graph_alloc *a, size_t n, str
         }                                                                                                              \
         rc_ = call;                                                                                                    \
         commit_allocs(rc_ == CUDA_SUCCESS ? *(phGraphExec) : NULL, a_, (size_t)n_, c_, rc_);                           \
+        gs_compute_graph_instantiated(rc_, (phGraphExec), (g));                                                        \
         free(c_);                                                                                                      \
         return rc_;                                                                                                    \
     } while (0)
@@ -317,6 +322,7 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
     GS_REAL_CU_OR_NOT_FOUND(real, cuGraphExecDestroy);
     if (gs_mode() == GS_MODE_PASSTHROUGH)
         return real(hGraphExec);
+    gs_compute_graph_exec_destroyed(hGraphExec);
     struct exec_allocs *e = take_exec(hGraphExec);
     CUresult rc = real(hGraphExec);
     if (!e)

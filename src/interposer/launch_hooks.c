@@ -4,6 +4,7 @@
  * (its peers would spin for it) and is charged apart (compute_collective.c). */
 #include "compute_capture.h"
 #include "compute_collective.h"
+#include "compute_graphs.h"
 #include "compute_limiter.h"
 #include "real_driver.h"
 
@@ -28,11 +29,20 @@
     } while (0)
 
 /* A graph launch: one launch for all of its kernels (compute_limiter.c
- * measures the work around it apart). */
-#define GATED_GRAPH(real, stream, call)                                                                                \
+ * measures the work around it apart). One that holds a collective is also
+ * measured as one, once the gate has let it through (compute_graphs.h). */
+#define GATED_GRAPH(real, g, stream, call)                                                                             \
     do {                                                                                                               \
         PASS_UNLESS_LIMITED(real, call);                                                                               \
-        GATE(stream, 1, call);                                                                                         \
+        int d_ = gs_compute_before((stream), 1);                                                                       \
+        int t_ =                                                                                                       \
+            d_ >= 0 && gs_compute_graph_exec_collective(g) ? gs_compute_collective_graph_before((g), (stream)) : -1;   \
+        CUresult rc_ = call;                                                                                           \
+        if (t_ >= 0)                                                                                                   \
+            gs_compute_collective_after(t_, (stream), rc_);                                                            \
+        if (d_ >= 0)                                                                                                   \
+            gs_compute_after(d_, (stream), rc_, 1);                                                                    \
+        return rc_;                                                                                                    \
     } while (0)
 
 /* A kernel launch of f with `blocks` blocks: a collective's is measured,
@@ -97,13 +107,13 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned 
 CUresult cuGraphLaunch(CUgraphExec g, CUstream s)
 {
     gs_pfn_cuGraphLaunch real = GS_REAL_CU(cuGraphLaunch);
-    GATED_GRAPH(real, s, real(g, s));
+    GATED_GRAPH(real, g, s, real(g, s));
 }
 
 CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s)
 {
     gs_pfn_cuGraphLaunch_ptsz real = GS_REAL_CU(cuGraphLaunch_ptsz);
-    GATED_GRAPH(real, s, real(g, s));
+    GATED_GRAPH(real, g, s, real(g, s));
 }
 
 /* Stream capture: counted so that the limiter leaves the process's streams
@@ -158,7 +168,7 @@ CUresult cuStreamEndCapture(CUstream s, void **g)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuStreamEndCapture);
     CUresult rc = real(s, g);
-    gs_compute_capture_ended(s, rc);
+    gs_compute_capture_ended(s, rc, g ? *g : NULL);
     return rc;
 }
 
@@ -166,6 +176,6 @@ CUresult cuStreamEndCapture_ptsz(CUstream s, void **g)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuStreamEndCapture_ptsz);
     CUresult rc = real(s, g);
-    gs_compute_capture_ended(s, rc);
+    gs_compute_capture_ended(s, rc, g ? *g : NULL);
     return rc;
 }

@@ -24,14 +24,17 @@
  *                        on a stream of its own, without synchronising.
  *                        Reports the first failing launch's result, EndCapture's,
  *                        and the background launches; rc is the first failure.
- *   tp US COLL_US RANKS STEPS [WARM] [GROUP]
+ *   tp US COLL_US RANKS STEPS [WARM] [GROUP] [GRAPH]
  *                        a tensor-parallel rank: STEPS times a kernel of US
  *                        microseconds, a collective of COLL_US of its own work
  *                        that waits for RANKS ranks (the simulated driver's
  *                        "ncclDevKernel_AllReduce_sim:COLL_US:RANKS:GROUP", group 0
  *                        by default) and a
  *                        stream synchronisation; reports the steps after the
- *                        first WARM, their wall time and the longest step
+ *                        first WARM, their wall time and the longest step.
+ *                        GRAPH=1: the kernel and the collective are captured
+ *                        once into a CUDA graph on a stream of their own, and
+ *                        each step launches the graph (a CUDA-graph decoder)
  */
 #define _GNU_SOURCE
 #include "gs_client_compute.h"
@@ -155,8 +158,35 @@ static CUresult capture(gs_entry_fn entry, unsigned n, unsigned gap_us, int mode
 }
 
 /* The "tp" command: see the top of this file. */
+/* One TP step (work, then coll) captured into an executable graph on a
+ * new stream *s. */
+static CUresult tp_graph(gs_entry_fn entry, CUfunction work, CUfunction coll, CUstream *s, CUgraphExec *out)
+{
+    CUresult (*mk)(CUstream *, unsigned) =
+        (CUresult(*)(CUstream *, unsigned))entry("cuStreamCreate", "cuStreamCreate", 0);
+    CUresult (*begin)(CUstream, int) = (CUresult(*)(CUstream, int))entry(NULL, "cuStreamBeginCapture_v2", 0);
+    CUresult (*end)(CUstream, void **) = (CUresult(*)(CUstream, void **))entry(NULL, "cuStreamEndCapture", 0);
+    CUresult (*inst)(CUgraphExec *, void *, unsigned long long) =
+        (CUresult(*)(CUgraphExec *, void *, unsigned long long))entry(NULL, "cuGraphInstantiateWithFlags", 0);
+    launch_t launch = (launch_t)entry("cuLaunchKernel", "cuLaunchKernel", 0);
+    if (!mk || !begin || !end || !inst || !launch)
+        return CUDA_ERROR_NOT_FOUND;
+    void *g = NULL;
+    CUresult rc = mk(s, 1);
+    if (!rc)
+        rc = begin(*s, 0);
+    if (!rc)
+        rc = launch(work, 1, 1, 1, 32, 1, 1, 0, *s, NULL, NULL);
+    if (!rc)
+        rc = launch(coll, 8, 1, 1, 32, 1, 1, 0, *s, NULL, NULL);
+    CUresult erc = end(*s, &g);
+    if (!rc)
+        rc = erc;
+    return rc ? rc : inst(out, g, 0);
+}
+
 static CUresult tp_steps(gs_entry_fn entry, unsigned long long us, unsigned long long coll_us, unsigned ranks,
-                         unsigned long long steps, unsigned long long warm, unsigned group)
+                         unsigned long long steps, unsigned long long warm, unsigned group, int as_graph)
 {
     CUresult (*load)(CUmodule *, const void *) =
         (CUresult(*)(CUmodule *, const void *))entry("cuModuleLoadData", "cuModuleLoadData", 0);
@@ -175,17 +205,26 @@ static CUresult tp_steps(gs_entry_fn entry, unsigned long long us, unsigned long
     snprintf(name, sizeof name, "ncclDevKernel_AllReduce_sim:%llu:%u:%u", coll_us, ranks, group);
     if (!rc)
         rc = get(&coll, module, name);
+    CUstream gs = NULL;
+    CUgraphExec step = NULL;
+    graph_t glaunch = as_graph ? (graph_t)entry(NULL, "cuGraphLaunch", 0) : NULL;
+    if (!rc && as_graph)
+        rc = glaunch ? tp_graph(entry, work, coll, &gs, &step) : CUDA_ERROR_NOT_FOUND;
     double t0 = 0, longest = 0;
     unsigned long long k = 0;
     for (; k < steps && !rc; k++) {
         if (k == warm)
             t0 = now_s();
         double s0 = now_s();
-        rc = launch(work, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+        if (as_graph) {
+            rc = glaunch(step, gs);
+        } else {
+            rc = launch(work, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+            if (!rc)
+                rc = launch(coll, 8, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+        }
         if (!rc)
-            rc = launch(coll, 8, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
-        if (!rc)
-            rc = sync(NULL);
+            rc = sync(gs);
         if (k >= warm && now_s() - s0 > longest)
             longest = now_s() - s0;
     }
@@ -215,7 +254,7 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
     if (!strcmp(c, "tp") && argc > 4) {
         *rc = tp_steps(entry, strtoull(argv[1], NULL, 0), strtoull(argv[2], NULL, 0), (unsigned)atoi(argv[3]),
                        strtoull(argv[4], NULL, 0), argc > 5 ? strtoull(argv[5], NULL, 0) : 0,
-                       argc > 6 ? (unsigned)atoi(argv[6]) : 0);
+                       argc > 6 ? (unsigned)atoi(argv[6]) : 0, argc > 7 && atoi(argv[7]) != 0);
         return 1;
     }
     if (!strcmp(c, "graph") && argc > 1) {

@@ -12,7 +12,7 @@ struct capture {
     int status; /* 1 active, 2 invalidated */
     int mode;
     pthread_t thread;
-    uint64_t ns;
+    struct sim_graph_body body;
 };
 
 static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -37,14 +37,31 @@ int sim_capture_status(CUstream s)
     return st;
 }
 
-int sim_capture_launch(CUstream s, uint64_t ns, CUresult *rc)
+/* Records a launch in body: kernel work joins the open part; a collective
+ * closes it. */
+static void record(struct sim_graph_body *b, uint64_t ns, const struct sim_graph_part *coll)
+{
+    if (b->n == 0)
+        b->n = 1;
+    struct sim_graph_part *p = &b->part[b->n - 1];
+    if (!coll || b->n == SIM_GRAPH_PARTS) {
+        p->ns += ns;
+        return;
+    }
+    p->coll_ns = ns;
+    p->ranks = coll->ranks;
+    p->group = coll->group;
+    b->n++;
+}
+
+int sim_capture_launch(CUstream s, uint64_t ns, const struct sim_graph_part *coll, CUresult *rc)
 {
     pthread_mutex_lock(&cap_lock);
     struct capture *c = find(s);
     if (c) {
         *rc = c->status == 1 ? CUDA_SUCCESS : SIM_ERR_CAPTURE_INVALIDATED;
         if (c->status == 1)
-            c->ns += ns;
+            record(&c->body, ns, coll);
     }
     pthread_mutex_unlock(&cap_lock);
     return c != NULL;
@@ -145,7 +162,7 @@ static CUresult end(CUstream s, CUgraph *g)
     if (done.status != 1)
         return SIM_ERR_CAPTURE_INVALIDATED;
     CUgraphExec e = NULL;
-    CUresult rc = sim_graph_of_ns(&e, done.ns);
+    CUresult rc = sim_graph_of_body(&e, &done.body);
     if (rc == CUDA_SUCCESS)
         *g = (CUgraph)(void *)e;
     return rc;

@@ -51,9 +51,9 @@ struct sim_event {
 struct sim_graph {
     int in_use;
     int func;
-    unsigned int count; /* launches of func per graph launch */
-    uint64_t gap_ns;    /* idle device time between consecutive ones */
-    uint64_t ns;        /* func < 0: a captured graph of this much work */
+    unsigned int count;         /* launches of func per graph launch */
+    uint64_t gap_ns;            /* idle device time between consecutive ones */
+    struct sim_graph_body body; /* func < 0: a captured graph's parts */
 };
 struct sim_module {
     int in_use;
@@ -612,7 +612,8 @@ static CUresult check_launch(CUfunction f, unsigned int gx, unsigned int gy, uns
         return CUDA_ERROR_INVALID_VALUE;
     if (fn.per_wave)
         dur *= ((uint64_t)gx * gy * gz + SIM_SMS - 1) / SIM_SMS;
-    if (sim_capture_launch(s, dur, &rc)) /* a captured collective: its own work, no wait */
+    struct sim_graph_part coll = { .ranks = fn.ranks, .group = fn.group };
+    if (sim_capture_launch(s, dur, fn.coll ? &coll : NULL, &rc))
         return rc;
     return submit(dur, fn.coll ? &fn : NULL);
 }
@@ -664,6 +665,30 @@ SIM_API cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsi
     return check_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream);
 }
 
+/* All the work of a captured graph's parts. */
+static uint64_t body_ns(const struct sim_graph_body *b)
+{
+    uint64_t ns = 0;
+    for (unsigned i = 0; i < b->n && i < SIM_GRAPH_PARTS; i++)
+        ns += b->part[i].ns + b->part[i].coll_ns;
+    return ns;
+}
+
+/* Queues a captured graph's parts in order, each collective as a launched
+ * one: it waits for its peers. */
+static CUresult run_body(const struct sim_graph_body *b)
+{
+    CUresult rc = CUDA_SUCCESS;
+    for (unsigned i = 0; i < b->n && i < SIM_GRAPH_PARTS && rc == CUDA_SUCCESS; i++) {
+        const struct sim_graph_part *p = &b->part[i];
+        rc = submit(p->ns, NULL);
+        struct sim_func coll = { .coll = 1, .ranks = p->ranks, .group = p->group };
+        if (rc == CUDA_SUCCESS && p->ranks)
+            rc = submit(p->coll_ns, &coll);
+    }
+    return rc;
+}
+
 static CUresult graph_launch(CUgraphExec g, CUstream s)
 {
     CUresult rc = need_ctx();
@@ -685,10 +710,12 @@ static CUresult graph_launch(CUgraphExec g, CUstream s)
         kernel_ns = g_funcs[gr.func].dur_ns;
     pthread_mutex_unlock(&g_lock);
     uint64_t gaps = gr.count > 1 ? (uint64_t)(gr.count - 1) * gr.gap_ns : 0;
-    uint64_t ns = gr.func < 0 ? gr.ns : kernel_ns * gr.count + gaps;
-    if (sim_capture_launch(s, ns, &rc))
+    uint64_t ns = gr.func < 0 ? body_ns(&gr.body) : kernel_ns * gr.count + gaps;
+    if (sim_capture_launch(s, ns, NULL, &rc)) /* a graph captured into another: its time, no waits */
         return rc;
-    if (gr.func < 0 || !gaps)
+    if (gr.func < 0)
+        return run_body(&gr.body);
+    if (!gaps)
         return submit(ns, NULL);
     struct sim_submission sub = { .ns = kernel_ns, .graph = &gr };
     return submit_launch(&sub);
@@ -740,13 +767,13 @@ SIM_EXPORT CUresult gpusliceSimGraphCreateGaps(CUgraphExec *out, CUfunction f, u
     return graph_create(out, f, count, gap_us * 1000ULL);
 }
 
-CUresult sim_graph_of_ns(CUgraphExec *out, uint64_t ns)
+CUresult sim_graph_of_body(CUgraphExec *out, const struct sim_graph_body *body)
 {
     CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&g_lock);
     for (int i = 0; i < MAX_GRAPHS; i++)
         if (!g_graphs[i].in_use) {
-            g_graphs[i] = (struct sim_graph){ .in_use = 1, .func = -1, .ns = ns };
+            g_graphs[i] = (struct sim_graph){ .in_use = 1, .func = -1, .body = *body };
             *out = (CUgraphExec)(void *)&g_graphs[i];
             rc = CUDA_SUCCESS;
             break;
@@ -774,7 +801,7 @@ static CUresult host_func(CUstream s, CUhostFn fn, void *data)
         return rc;
     if (!sim_stream_valid(s))
         return CUDA_ERROR_INVALID_HANDLE;
-    if (sim_capture_launch(s, 0, &rc))
+    if (sim_capture_launch(s, 0, NULL, &rc))
         return rc;        /* a host node of the graph: the sim's graphs do not run it */
     rc = drain_current(); /* runs once the work before it is done */
     if (rc != CUDA_SUCCESS)
