@@ -22,7 +22,8 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DGPUSLIC
   cmake --build build-gpu -j16 --target gpuslice >/dev/null || exit 1
 # exported: gsrun runs in the `bash -c` of tag (unexported, the limited runs
 # had an empty LD_PRELOAD and ran without the interposer: issue 26)
-export LIB="$PWD/build-gpu/lib/libgpuslice.so"
+# BENCH_LIB: another build of the interposer to measure (an A/B in one call)
+export LIB="${BENCH_LIB:-$PWD/build-gpu/lib/libgpuslice.so}"
 STATE=$(mktemp -d)
 export STATE
 # gsrun NAME [VAR=VALUE...] CMD...: CMD under the interposer in container NAME.
