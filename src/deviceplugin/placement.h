@@ -27,6 +27,7 @@ struct gs_view_gpu {
     char uuid[GS_UUID_MAX];
     unsigned index; /* NVML index */
     int64_t mem_total_mib;
+    int healthy; /* as the health thread last saw it */
 };
 struct gs_node_view {
     const char *node;
