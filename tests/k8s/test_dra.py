@@ -162,8 +162,6 @@ def test_resource_slice_publishes_each_gpu_with_capacity(dra):
     spec = s["spec"]
     assert spec["driver"] == DRIVER and spec["nodeName"] == NODE and spec["pool"]["name"] == NODE
     assert spec["pool"]["resourceSliceCount"] == 1
-    inv = dra.node.inventory(timeout=0.1) if False else None  # DRA mode publishes no annotation
-    assert inv is None
     devs = {d["name"]: d for d in spec["devices"]}
     assert sorted(devs) == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
     for i, (name, d) in enumerate(sorted(devs.items())):
@@ -304,7 +302,7 @@ def test_hostile_claims_are_refused_with_a_clear_error(dra, case):
     ans = dra.prepare(c)[c["metadata"]["uid"]]
     assert why in ans.error and "default/bad" in ans.error, ans.error
     assert list(ans.devices) == []
-    assert os.listdir(dra.cdi) == [] if os.path.isdir(dra.cdi) else True
+    assert not os.path.isdir(dra.cdi) or os.listdir(dra.cdi) == []
     assert dra.node.proc.poll() is None
     # the driver still prepares a good claim
     good = dra.claim("good")
@@ -314,7 +312,7 @@ def test_hostile_claims_are_refused_with_a_clear_error(dra, case):
 def test_claims_that_are_not_there_or_not_these(dra):
     c = dra.hostile("gone", [result()])
     other = dict(c, metadata=dict(c["metadata"], uid="0b5c3d1e-0000-4000-8000-000000000000"))
-    assert "not 0b5c3d1e" in dra.prepare(other)[other["metadata"]["uid"]].error.replace("is ", "not ")
+    assert ", not 0b5c3d1e" in dra.prepare(other)[other["metadata"]["uid"]].error
     missing = dict(c, metadata=dict(c["metadata"], name="nobody"))
     assert "is not there" in dra.prepare(missing)[c["metadata"]["uid"]].error
     bad = dict(c, metadata=dict(c["metadata"], uid="../../etc"))
