@@ -3,9 +3,10 @@
 schema (cdi_spec.schema.json, re-typed): the chart's DeviceClass and
 ResourceClaimTemplates as Helm renders them with dra.enabled=true (and the
 node agent's DaemonSet and RBAC in DRA mode), and what the real node agent
-and the test allocator made in tests/k8s/test_dra.py (the ResourceSlices it
-published, healthy and with a GPU gone; a claim allocated from the chart's
-template; the claim's CDI spec), saved under $GS_DRA_OBJECTS."""
+and the test allocator made in tests/k8s/test_dra.py (every body the agent
+sent the API stand-in; the ResourceSlices it published, healthy and with a
+GPU gone; a claim allocated from the chart's template; the claim's CDI spec),
+saved under $GS_DRA_OBJECTS."""
 import glob
 import json
 import os
@@ -88,6 +89,20 @@ def test_published_resource_slices_against_the_official_schema():
     assert len(got) == 2  # all GPUs healthy; one GPU left out after a critical XID
     for name, s in got:
         kubernetes_validate.validate(s, K8S_VERSION, strict=True)
+
+
+def test_every_body_the_agent_sent_against_the_official_schema():
+    """What the agent POSTed and PUT to the API stand-in: its ResourceSlice,
+    created, then replaced on health changes with its resourceVersion."""
+    bodies = []
+    for f in sorted(glob.glob(os.path.join(OBJECTS, "api-bodies", "*.jsonl"))):
+        bodies += [json.loads(line) for line in open(f)]
+    assert {b["method"] for b in bodies} == {"POST", "PUT"}, [(b["method"], b["path"]) for b in bodies]
+    for b in bodies:
+        assert b["path"].startswith("/apis/resource.k8s.io/v1/resourceslices"), b["path"]
+        obj = json.loads(b["body"])
+        assert obj["kind"] == "ResourceSlice" and ("resourceVersion" in obj["metadata"]) == (b["method"] == "PUT")
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
 
 def test_allocated_claim_against_the_official_schema():

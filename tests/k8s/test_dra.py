@@ -16,6 +16,7 @@ LD_PRELOAD): Debian's containerd 1.6 has no CDI, so tests/cri cannot run
 this through a real runtime."""
 import json
 import os
+import shutil
 import threading
 import time
 import types
@@ -33,6 +34,13 @@ DRIVER = "gpu.gpuslice.io"
 SLICE = f"{NODE}-{DRIVER}"
 MIB = 1 << 20
 OBJECTS = os.environ.get("GS_DRA_OBJECTS", "")  # saved for tests/deploy/test_dra_schemas.py
+if OBJECTS:
+    # This run's objects only; the bodies the agent sends the API stand-in
+    # (ResourceSlices) go there too, not among the device-plugin tests' ones.
+    shutil.rmtree(OBJECTS, ignore_errors=True)
+    os.environ["GS_STANDIN_BODIES"] = os.path.join(OBJECTS, "api-bodies")
+else:
+    os.environ.pop("GS_STANDIN_BODIES", None)
 
 
 def chart_objects():
