@@ -143,7 +143,7 @@ static int read_allocation(struct gs_dra *d, const dra_claim_msg *c, const struc
         snprintf(err, errlen, "the agent has no API server connection, so it cannot read the claim's allocation");
     else if (st == 404)
         snprintf(err, errlen, "ResourceClaim %s/%s is not there (deleted?)", c->namespace_, c->name);
-    else if (st < 200 || st >= 300)
+    else if (st < 200 || st >= 300 || !body)
         snprintf(err, errlen, "cannot read ResourceClaim %s/%s: %s", c->namespace_, c->name,
                  st < 0 ? herr : "the API server refused");
     else if (gs_dra_claim_parse(body, strlen(body), d->driver, v, c->uid, al, why, sizeof why) != 0)
