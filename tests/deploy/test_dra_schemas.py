@@ -52,7 +52,44 @@ def test_chart_in_dra_mode_against_the_official_schemas(dra_chart):
 def test_plain_dra_manifests_are_the_chart_rendered(dra_chart):
     with open(os.path.join(ROOT, "deploy", "dra", "gpuslice-dra.yaml")) as f:
         plain = [o for o in yaml.safe_load_all(f) if o]
-    assert plain == [o for o in dra_chart if o["apiVersion"] == "resource.k8s.io/v1"]
+    assert plain == [o for o in dra_chart if o["apiVersion"] == "resource.k8s.io/v1"
+                     or o["metadata"]["name"] == "gpuslice-node-agent-slices"]
+
+
+def test_agent_publishes_only_its_own_nodes_slice(dra_chart):
+    """The chart's ValidatingAdmissionPolicy for ResourceSlices, evaluated
+    by a real CEL engine as the API server would (test_schemas_cel.py)."""
+    from test_schemas_cel import AGENT, policy_allows, request
+    policy = next(o for o in dra_chart if o["kind"] == "ValidatingAdmissionPolicy"
+                  and o["metadata"]["name"] == "gpuslice-node-agent-slices")
+    binding = next(o for o in dra_chart if o["kind"] == "ValidatingAdmissionPolicyBinding"
+                   and o["metadata"]["name"] == "gpuslice-node-agent-slices")
+    assert binding["spec"]["validationActions"] == ["Deny"] and policy["spec"]["failurePolicy"] == "Fail"
+    (_, s), _ = saved("resourceslice*.json")  # what the agent published for node-a
+
+    def req(user, claim, op="CREATE"):
+        r = request(user, "resourceslices", claim)
+        r["operation"] = op
+        r["resource"]["group"] = "resource.k8s.io"
+        return r
+
+    def other(**spec):
+        o = json.loads(json.dumps(s))
+        o["spec"].update(spec)
+        return o
+
+    assert policy_allows(policy, req(AGENT, "node-a"), s, None)
+    assert policy_allows(policy, req(AGENT, "node-a", "UPDATE"), s, s)
+    assert not policy_allows(policy, req(AGENT, "node-b"), s, None)
+    assert not policy_allows(policy, req(AGENT, None), s, None)
+    assert not policy_allows(policy, req(AGENT, "node-a"), other(driver="gpu.nvidia.com"), None)
+    assert not policy_allows(policy, req(AGENT, "node-a"), other(pool={"name": "node-b", "generation": 1,
+                                                                       "resourceSliceCount": 1}), None)
+    noname = other()
+    del noname["spec"]["nodeName"]
+    noname["spec"]["allNodes"] = True
+    assert not policy_allows(policy, req(AGENT, "node-a"), noname, None)
+    assert policy_allows(policy, req("system:serviceaccount:x:other-driver", None), other(driver="x.io"), None)
 
 
 def test_node_agent_in_dra_mode(dra_chart):
