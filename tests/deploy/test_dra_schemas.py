@@ -105,6 +105,26 @@ def test_node_agent_in_dra_mode(dra_chart):
     assert rules[("resource.k8s.io", "resourceclaims")] == {"get"}
 
 
+def test_dra_node_pool_beside_device_plugin_nodes():
+    """dra.nodeSelector: the device plugin stays on gpuslice.io/enabled=true
+    nodes (extended-resource pods), the DRA driver runs as gpuslice-node-dra
+    on the selected nodes, its metrics port under a NetworkPolicy too."""
+    objs = chart("dra.enabled=true", "dra.nodeSelector.gpuslice\\.io/pool=dra")
+    for o in objs:
+        kubernetes_validate.validate(o, K8S_VERSION, strict=True)
+    ds = {o["metadata"]["name"]: o["spec"]["template"]["spec"] for o in objs if o["kind"] == "DaemonSet"}
+    assert ds["gpuslice-node"]["nodeSelector"] == {"gpuslice.io/enabled": "true"}
+    assert ds["gpuslice-node-dra"]["nodeSelector"] == {"gpuslice.io/pool": "dra"}
+    assert "--dra" not in ds["gpuslice-node"]["containers"][0]["args"]
+    assert "--dra" in ds["gpuslice-node-dra"]["containers"][0]["args"]
+    mounts = {m["mountPath"] for m in ds["gpuslice-node"]["containers"][0]["volumeMounts"]}
+    assert "/var/lib/kubelet/device-plugins" in mounts and "/var/run/cdi" not in mounts
+    sel = {o["metadata"]["name"]: o["spec"]["podSelector"]["matchLabels"] for o in objs if o["kind"] == "NetworkPolicy"}
+    assert sel["gpuslice-node-dra"] == {"app.kubernetes.io/name": "gpuslice-node-dra"}
+    labels = next(o for o in objs if o["kind"] == "DaemonSet" and o["metadata"]["name"] == "gpuslice-node-dra")
+    assert labels["spec"]["template"]["metadata"]["labels"] == sel["gpuslice-node-dra"]
+
+
 def test_dra_is_off_by_default():
     objs = chart()
     assert not [o for o in objs if o["apiVersion"].startswith("resource.k8s.io")]
