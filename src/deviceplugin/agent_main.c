@@ -129,6 +129,19 @@ static int publish_inventory(struct gs_plugin *p)
     return 0;
 }
 
+/* Copies a flag's text into buf, or says it is too long (never cut short:
+ * a cut path or name would be another one). 0, or -1. */
+static int flag_text(const char *flag, const char *val, char *buf, size_t len)
+{
+    if (strlen(val) >= len) {
+        fprintf(stderr, "gpuslice-node-agent: --%s '%.60s...': too long (at most %zu characters)\n", flag, val,
+                len - 1);
+        return -1;
+    }
+    memcpy(buf, val, strlen(val) + 1);
+    return 0;
+}
+
 /* The device plugin: serves and registers until g_stop, again whenever
  * kubelet restarts; publishes the inventory annotation on health changes. */
 static void run_device_plugin(struct gs_plugin *p, const char *plugin_dir, const char *endpoint)
@@ -281,10 +294,22 @@ int main(int argc, char **argv)
         case 'p': snprintf(p->preload_host, sizeof p->preload_host, "%s", optarg); break;
         case 'c': p->cdi = 1; break;
         case 'D': dra_mode = 1; break;
-        case 'E': snprintf(dra.driver, sizeof dra.driver, "%s", optarg); break;
-        case 'G': snprintf(dra.registry_dir, sizeof dra.registry_dir, "%s", optarg); break;
-        case 'I': snprintf(dra.plugins_dir, sizeof dra.plugins_dir, "%s", optarg); break;
-        case 'C': snprintf(dra.cdi_dir, sizeof dra.cdi_dir, "%s", optarg); break;
+        case 'E':
+            if (flag_text("dra-driver", optarg, dra.driver, sizeof dra.driver))
+                return 2;
+            break;
+        case 'G':
+            if (flag_text("dra-registry-dir", optarg, dra.registry_dir, sizeof dra.registry_dir))
+                return 2;
+            break;
+        case 'I':
+            if (flag_text("dra-plugins-dir", optarg, dra.plugins_dir, sizeof dra.plugins_dir))
+                return 2;
+            break;
+        case 'C':
+            if (flag_text("cdi-dir", optarg, dra.cdi_dir, sizeof dra.cdi_dir))
+                return 2;
+            break;
         case 'm': metrics_addr = optarg; break;
         case 'M':
             if (gs_flag_int("gpuslice-node-agent", "metrics-port", optarg, 0, 65535, &metrics_port))

@@ -58,9 +58,26 @@ static int sock_paths(const struct gs_dra *d, char *reg, char *dir, char *dra)
     return a >= SOCK_MAX || b >= SOCK_MAX || c >= SOCK_MAX ? -1 : 0;
 }
 
+/* A DNS subdomain of at least two labels, at most 63 characters (a DRA
+ * driver name): lowercase letters, digits, '-' and '.', each label starting
+ * and ending with a letter or digit. */
+static int driver_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 63 || !strchr(s, '.'))
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        int alnum = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9');
+        int edge = i == 0 || i == n - 1 || s[i - 1] == '.' || s[i + 1] == '.';
+        if (!alnum && (s[i] != '-' || edge) && (s[i] != '.' || i == 0 || i == n - 1 || s[i - 1] == '.'))
+            return 0;
+    }
+    return 1;
+}
+
 int gs_dra_check(const struct gs_dra *d, char *err, size_t errlen)
 {
-    if (!gs_k8s_name_ok(d->driver, 63) || !strchr(d->driver, '.')) {
+    if (!driver_name_ok(d->driver)) {
         snprintf(err, errlen, "--dra-driver '%s': use a DNS subdomain such as " GS_DRA_DRIVER_DEFAULT, d->driver);
         return -1;
     }
