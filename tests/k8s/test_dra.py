@@ -367,3 +367,21 @@ def _prepare_fails(d, c):
     except grpc.RpcError:
         return True
     return False
+
+
+def test_kubelet_restart_finds_the_plugin_and_prepares_again(dra):
+    """kubelet restarted: its plugin watcher finds the registration socket
+    already there and registers the driver again; it then prepares the
+    claims of running pods again, which must keep their regions."""
+    from dra_kubelet_standin import DraKubeletStandIn
+    c = dra.claim("running")
+    uid = c["metadata"]["uid"]
+    a1 = dra.prepare(c)[uid]
+    _, mounts, _ = cdi_of(dra, a1)
+    region = os.path.join({m["containerPath"]: m["hostPath"] for m in mounts}["/var/run/gpuslice"], "region")
+    ino = os.stat(region).st_ino
+    dra.kubelet.close()
+    dra.kubelet = DraKubeletStandIn(dra.registry)  # a new kubelet, same directory
+    info = dra.kubelet.wait_registered(1)
+    assert info.name == DRIVER
+    assert dra.prepare(c)[uid] == a1 and os.stat(region).st_ino == ino
