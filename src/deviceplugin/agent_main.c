@@ -387,7 +387,7 @@ int main(int argc, char **argv)
             return 1;
         }
         p->sigkey = &sigkey;
-    } else {
+    } else if (!dra_mode) { /* DRA mode reads the scheduler's allocation, not assignments */
         kube_log(KUBE_LOG_ERROR,
                  "WARNING: no --assignment-key: the %s of a pod is NOT verified, so a "
                  "pod's owner who can edit its annotations can raise its limits before its "
