@@ -204,6 +204,69 @@ static int take_results(json_t *claim, const char *driver, const struct gs_node_
     return 0;
 }
 
+/* One opaque configuration's parameters for our driver: exactly
+ * {"apiVersion": GS_DRA_CONFIG_API, "kind": GS_DRA_CONFIG_KIND, "mode":
+ * "cap"|"share"}. Returns the mode (0 cap, 1 share) or -1 with err. */
+static int config_mode(json_t *par, const char *what, char *err, size_t errlen)
+{
+    if (!json_is_object(par)) {
+        snprintf(err, errlen, "%s.parameters is not an object", what);
+        return -1;
+    }
+    const char *api = json_string_value(json_object_get(par, "apiVersion"));
+    const char *kind = json_string_value(json_object_get(par, "kind"));
+    const char *mode = json_string_value(json_object_get(par, "mode"));
+    if (!api || strcmp(api, GS_DRA_CONFIG_API) != 0 || !kind || strcmp(kind, GS_DRA_CONFIG_KIND) != 0) {
+        snprintf(err, errlen, "%s.parameters: not apiVersion %s, kind %s", what, GS_DRA_CONFIG_API, GS_DRA_CONFIG_KIND);
+        return -1;
+    }
+    if (json_object_size(par) != 3 || !mode || (strcmp(mode, "cap") != 0 && strcmp(mode, "share") != 0)) {
+        snprintf(err, errlen, "%s.parameters: exactly apiVersion, kind and mode (\"cap\" or \"share\") are allowed",
+                 what);
+        return -1;
+    }
+    return strcmp(mode, "share") == 0;
+}
+
+/* The compute mode from the allocation's opaque configurations for driver
+ * (from its class or the claim; all must agree): cap when there is none. */
+static int take_config(json_t *alloc, const char *driver, struct gs_dra_alloc *al, char *err, size_t errlen)
+{
+    json_t *cfgs = json_object_get(json_object_get(alloc, "devices"), "config");
+    if (!cfgs)
+        return 0;
+    if (!json_is_array(cfgs)) {
+        snprintf(err, errlen, "status.allocation.devices.config is not a list");
+        return -1;
+    }
+    int mode = -1;
+    size_t i;
+    json_t *cfg;
+    json_array_foreach(cfgs, i, cfg)
+    {
+        char what[80];
+        snprintf(what, sizeof what, "status.allocation.devices.config[%zu].opaque", i);
+        json_t *op = json_object_get(cfg, "opaque");
+        const char *d = json_string_value(json_object_get(op, "driver"));
+        if (!d) {
+            snprintf(err, errlen, "%s has no driver", what);
+            return -1;
+        }
+        if (strcmp(d, driver) != 0)
+            continue;
+        int m = config_mode(json_object_get(op, "parameters"), what, err, errlen);
+        if (m < 0)
+            return -1;
+        if (mode >= 0 && m != mode) {
+            snprintf(err, errlen, "%s: its mode disagrees with an earlier configuration's", what);
+            return -1;
+        }
+        mode = m;
+    }
+    al->a.share_mode = mode == 1;
+    return 0;
+}
+
 int gs_dra_claim_parse(const char *text, size_t len, const char *driver, const struct gs_node_view *v, const char *uid,
                        struct gs_dra_alloc *out, char *err, size_t errlen)
 {
@@ -224,7 +287,9 @@ int gs_dra_claim_parse(const char *text, size_t len, const char *driver, const s
     if (!have || strcmp(have, uid) != 0)
         snprintf(err, errlen, "the claim's metadata.uid is %.64s, not %s (deleted and re-created?)",
                  have ? have : "missing", uid);
-    else if (take_results(claim, driver, v, out, err, errlen) == 0)
+    else if (take_results(claim, driver, v, out, err, errlen) == 0 &&
+             take_config(json_object_get(json_object_get(claim, "status"), "allocation"), driver, out, err, errlen) ==
+                 0)
         rc = sum_per_gpu(v, out, err, errlen);
     json_decref(claim);
     return rc;
@@ -232,7 +297,7 @@ int gs_dra_claim_parse(const char *text, size_t len, const char *driver, const s
 
 void gs_dra_pin_text(const struct gs_dra_alloc *al, const char *uid, char *out, size_t len)
 {
-    int l = snprintf(out, len, "dra-claim %s\n", uid);
+    int l = snprintf(out, len, "dra-claim %s\nmode %s\n", uid, al->a.share_mode ? "share" : "cap");
     for (int j = 0; j < al->a.ngpus && l > 0 && (size_t)l < len; j++) {
         const struct gs_assign_gpu *g = &al->a.gpus[al->order[j]];
         l += snprintf(out + l, len - (size_t)l, "%s %llu %u\n", g->uuid, (unsigned long long)g->memory_mib, g->cores);

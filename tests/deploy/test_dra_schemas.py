@@ -46,7 +46,7 @@ def test_chart_in_dra_mode_against_the_official_schemas(dra_chart):
     for o in dra_chart:
         kubernetes_validate.validate(o, K8S_VERSION, strict=True)
     kinds = [o["kind"] for o in dra_chart]
-    assert kinds.count("DeviceClass") == 1 and kinds.count("ResourceClaimTemplate") == 2
+    assert kinds.count("DeviceClass") == 1 and kinds.count("ResourceClaimTemplate") == 3
 
 
 def test_plain_dra_manifests_are_the_chart_rendered(dra_chart):
@@ -163,6 +163,9 @@ def test_every_body_the_agent_sent_against_the_official_schema():
 
 
 def test_allocated_claim_against_the_official_schema():
+    ((_, share),) = saved("resourceclaim-share.json")  # with its opaque configuration, FromClaim
+    kubernetes_validate.validate(share, K8S_VERSION, strict=True)
+    assert share["status"]["allocation"]["devices"]["config"][0]["opaque"]["parameters"]["mode"] == "share"
     ((_, c),) = saved("resourceclaim-allocated.json")
     kubernetes_validate.validate(c, K8S_VERSION, strict=True)
     r = c["status"]["allocation"]["devices"]["results"][0]

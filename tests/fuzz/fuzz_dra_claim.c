@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_CHECK(v.gpus[al.gpu[al.order[j - 1]]].index < v.gpus[al.gpu[al.order[j]]].index);
         char pin[2048];
         gs_dra_pin_text(&al, "u1", pin, sizeof pin);
-        FUZZ_CHECK(strncmp(pin, "dra-claim u1\n", 13) == 0);
+        FUZZ_CHECK(strncmp(pin, "dra-claim u1\nmode ", 18) == 0);
     } else {
         FUZZ_CHECK(err[0] != '\0' && strchr(err, '\n') == NULL);
     }

@@ -15,6 +15,8 @@ consumable capacity (KEP-5075) as far as gpuslice's devices use them:
   so far plus this claim's amount is at most its value;
 - the result names request, driver, pool, device, consumedCapacity and a
   shareID, as status.allocation.devices.results[] does.
+- the opaque configurations of the request's class and of the claim go to
+  status.allocation.devices.config, marked FromClass and FromClaim.
 
 Devices are tried in the slices' order (first fit). It is NOT the
 scheduler: no CEL selectors, no node affinity beyond the slice's node, no
@@ -130,8 +132,13 @@ def allocate(claim, slices, classes, allocated, node=None):
             raise Unschedulable(f"request {req['name']}: {why}")
     out = dict(claim)
     node_name = next(s["spec"]["nodeName"] for s in slices if s["spec"]["pool"]["name"] == results[0]["pool"])
+    # The configurations the driver gets: its classes' first, then the claim's.
+    config = [dict(c, source="FromClass") for name in {r["exactly"]["deviceClassName"]
+                                                        for r in claim["spec"]["devices"]["requests"]}
+              for c in classes[name]["spec"].get("config", [])]
+    config += [dict(c, source="FromClaim") for c in claim["spec"]["devices"].get("config", [])]
     out["status"] = {"allocation": {
-        "devices": {"results": results},
+        "devices": dict({"results": results}, **({"config": config} if config else {})),
         "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
             {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}}}
     return out

@@ -280,6 +280,34 @@ def test_allocator_and_driver_share_a_gpu_by_capacity(dra):
     assert lim["GPUSLICE_MEMORY_LIMIT_0"] == "1024Mi" and "GPUSLICE_CORES_0" not in lim
 
 
+def test_share_mode_from_the_claims_configuration(dra):
+    """The chart's gpuslice-4gi-share template: its opaque configuration
+    (mode share) reaches the driver through the allocation, and the claim's
+    container runs in share mode with its memory limit."""
+    c = dra.claim("serve", template="gpuslice-4gi-share")
+    save("resourceclaim-share.json", c)
+    assert c["status"]["allocation"]["devices"]["config"][0]["source"] == "FromClaim"
+    lim = limits_of(dra, dra.prepare(c)[c["metadata"]["uid"]])
+    assert lim["GPUSLICE_COMPUTE_MODE"] == "share" and lim["GPUSLICE_MEMORY_LIMIT_0"] == "4096Mi"
+    cap = dra.claim("train", template="gpuslice-4gi-30")
+    assert limits_of(dra, dra.prepare(cap)[cap["metadata"]["uid"]])["GPUSLICE_COMPUTE_MODE"] == "cap"
+
+
+@pytest.mark.parametrize("params,why", [
+    ({"apiVersion": "gpu.gpuslice.io/v1", "kind": "GpuConfig", "mode": "turbo"}, "exactly apiVersion, kind and mode"),
+    ({"apiVersion": "gpu.gpuslice.io/v1", "kind": "GpuConfig", "mode": "share", "weight": 10000},
+     "exactly apiVersion, kind and mode"),
+    ({"mode": "share"}, "not apiVersion gpu.gpuslice.io/v1"),
+])
+def test_hostile_configurations_are_refused(dra, params, why):
+    c = dra.hostile("badcfg", [result()])
+    c["status"]["allocation"]["devices"]["config"] = [
+        {"source": "FromClaim", "opaque": {"driver": DRIVER, "parameters": params}}]
+    c = dra.node.api.put("ResourceClaim", c)
+    ans = dra.prepare(c)[c["metadata"]["uid"]]
+    assert why in ans.error and "config[0]" in ans.error, ans.error
+
+
 HOSTILE = {
     "memory beyond the device": ([result(memory="1000Ti")], "more than the device has"),
     "negative memory": ([result(memory="-4Gi")], "negative"),

@@ -46,7 +46,7 @@ static void claims(void)
     CHECK(gs_dra_claim_parse(c, strlen(c), GS_DRA_DRIVER_DEFAULT, &v, "u1", &al, err, sizeof err) == 0);
     CHECK(al.nresults == 3 && al.a.ngpus == 2);
     gs_dra_pin_text(&al, "u1", pin, sizeof pin);
-    CHECK(strcmp(pin, "dra-claim u1\nGPU-a 2048 0\nGPU-b 4096 30\n") == 0);
+    CHECK(strcmp(pin, "dra-claim u1\nmode cap\nGPU-a 2048 0\nGPU-b 4096 30\n") == 0);
     /* The limits file of the claim, as PreStartContainer writes one. */
     struct gs_holder h = { .ns = "default", .pod = "claim", .container = "dra" };
     char text[4096];
@@ -65,6 +65,54 @@ static void claims(void)
                                                          "\"device\":\"d\"}");
     CHECK(gs_dra_claim_parse(other, strlen(other), GS_DRA_DRIVER_DEFAULT, &v, "u1", &al, err, sizeof err) == 0);
     CHECK(al.nresults == 1 && al.a.gpus[0].cores == 100);
+}
+
+#define CFG(params) "{\"source\":\"FromClaim\",\"opaque\":{\"driver\":\"gpu.gpuslice.io\",\"parameters\":" params "}}"
+#define SHARE "{\"apiVersion\":\"gpu.gpuslice.io/v1\",\"kind\":\"GpuConfig\",\"mode\":\"share\"}"
+#define CAP "{\"apiVersion\":\"gpu.gpuslice.io/v1\",\"kind\":\"GpuConfig\",\"mode\":\"cap\"}"
+#define CLAIM_CFG(results, configs)                                                                                    \
+    "{\"metadata\":{\"uid\":\"u1\"},\"status\":{\"allocation\":{\"devices\":{\"results\":[" results                    \
+    "],\"config\":[" configs "]}}}}"
+
+/* The compute mode from the allocation's opaque configurations. */
+static void configs(void)
+{
+    struct gs_node_view v = node();
+    struct gs_dra_alloc al;
+    char err[512], pin[512];
+    static const struct {
+        const char *claim;
+        int ok, share;
+    } cases[] = {
+        { CLAIM_CFG(RES("gpu-0", "1Gi", "30"), CFG(SHARE)), 1, 1 },
+        { CLAIM_CFG(RES("gpu-0", "1Gi", "30"), CFG(CAP)), 1, 0 },
+        { CLAIM_CFG(RES("gpu-0", "1Gi", "30"), CFG(SHARE) "," CFG(SHARE)), 1, 1 },
+        /* another driver's configuration is not ours to read */
+        { CLAIM_CFG(RES("gpu-0", "1Gi", "30"), "{\"opaque\":{\"driver\":\"x.io\",\"parameters\":{\"a\":1}}}"), 1, 0 },
+        { CLAIM_CFG(RES("gpu-0", "1Gi", "30"), CFG(SHARE) "," CFG(CAP)), 0, 0 },
+        { CLAIM_CFG(RES("gpu-0", "1Gi", "30"),
+                    CFG("{\"apiVersion\":\"gpu.gpuslice.io/v1\",\"kind\":\"GpuConfig\",\"mode\":\"fast\"}")),
+          0, 0 },
+        { CLAIM_CFG(RES("gpu-0", "1Gi", "30"), CFG("{\"apiVersion\":\"gpu.gpuslice.io/v1\",\"kind\":\"GpuConfig\","
+                                                   "\"mode\":\"share\",\"weight\":1000}")),
+          0, 0 },
+        { CLAIM_CFG(RES("gpu-0", "1Gi", "30"),
+                    CFG("{\"apiVersion\":\"v1\",\"kind\":\"GpuConfig\",\"mode\":\"share\"}")),
+          0, 0 },
+        { CLAIM_CFG(RES("gpu-0", "1Gi", "30"), CFG("\"share\"")), 0, 0 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = gs_dra_claim_parse(cases[i].claim, strlen(cases[i].claim), GS_DRA_DRIVER_DEFAULT, &v, "u1", &al, err,
+                                    sizeof err);
+        CHECK((rc == 0) == cases[i].ok);
+        if (rc == 0) {
+            CHECK(al.a.share_mode == cases[i].share);
+            gs_dra_pin_text(&al, "u1", pin, sizeof pin);
+            CHECK(strstr(pin, cases[i].share ? "\nmode share\n" : "\nmode cap\n") != NULL);
+        } else {
+            CHECK(strstr(err, "config[") != NULL);
+        }
+    }
 }
 
 static const char *attr(json_t *dev, const char *name, const char *type)
@@ -139,6 +187,7 @@ static void cdi(void)
 int main(void)
 {
     claims();
+    configs();
     slice();
     cdi();
     return check_result("dra objects");
