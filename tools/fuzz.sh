@@ -14,7 +14,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-fuzz
 cc=$(command -v clang-14 || command -v clang || true)
 [ -n "$cc" ] || { echo "fuzz.sh: clang not found" >&2; exit 2; }
-targets="fuzz_size_parse fuzz_config fuzz_trace_csv fuzz_annotation fuzz_extender_json fuzz_admission fuzz_region fuzz_ledger fuzz_roster"
+targets="fuzz_size_parse fuzz_config fuzz_trace_csv fuzz_annotation fuzz_extender_json fuzz_admission fuzz_region fuzz_ledger fuzz_roster fuzz_dra_claim"
 
 # BUILD_TESTING=OFF: the fuzz build needs neither cmocka nor the other test suites.
 cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Release \

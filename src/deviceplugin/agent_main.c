@@ -15,6 +15,8 @@
 
 #include "agent_state.h"
 #include "deviceplugin_v1beta1.pb-c.h"
+#include "dra_claim.h"
+#include "dra_plugin.h"
 #include "flags.h"
 #include "grpc_server.h"
 #include "metrics.h"
@@ -47,6 +49,12 @@ static void usage(FILE *f)
           "  --lib-container PATH    where containers see it (default: same as --lib-host)\n"
           "  --preload-host PATH     file mounted as /etc/ld.so.preload (default /usr/local/gpuslice/ld.so.preload)\n"
           "  --cdi                   name devices with CDI (nvidia.com/gpu=<uuid>) instead of NVIDIA_VISIBLE_DEVICES\n"
+          "  --dra                   be a DRA kubelet plugin (resource.k8s.io/v1) instead of a device plugin\n"
+          "  --dra-driver NAME       DRA driver name (default " GS_DRA_DRIVER_DEFAULT ")\n"
+          "  --dra-registry-dir DIR  kubelet's plugin registry (default /var/lib/kubelet/plugins_registry)\n"
+          "  --dra-plugins-dir DIR   kubelet's plugins dir; the socket goes in DIR/<driver> (default\n"
+          "                          /var/lib/kubelet/plugins)\n"
+          "  --cdi-dir DIR           where DRA mode writes CDI specs (default /var/run/cdi)\n"
           "  --metrics-addr ADDR     metrics listen address (default 0.0.0.0)\n"
           "  --metrics-port PORT     metrics port, 0 = off (default 9400)\n"
           "  --recovery-seconds N    quiet time before an unhealthy GPU is healthy again (default 300)\n"
@@ -121,6 +129,93 @@ static int publish_inventory(struct gs_plugin *p)
     return 0;
 }
 
+/* Copies a flag's text into buf, or says it is too long (never cut short:
+ * a cut path or name would be another one). 0, or -1. */
+static int flag_text(const char *flag, const char *val, char *buf, size_t len)
+{
+    if (strlen(val) >= len) {
+        fprintf(stderr, "gpuslice-node-agent: --%s '%.60s...': too long (at most %zu characters)\n", flag, val,
+                len - 1);
+        return -1;
+    }
+    memcpy(buf, val, strlen(val) + 1);
+    return 0;
+}
+
+/* The device plugin: serves and registers until g_stop, again whenever
+ * kubelet restarts; publishes the inventory annotation on health changes. */
+static void run_device_plugin(struct gs_plugin *p, const char *plugin_dir, const char *endpoint)
+{
+    char err[1024];
+    char sock[256], kubelet_sock[256];
+    snprintf(sock, sizeof sock, "%s/%s", plugin_dir, endpoint);
+    snprintf(kubelet_sock, sizeof kubelet_sock, "%s/kubelet.sock", plugin_dir);
+    struct gs_rpc_handlers h = { .ud = p,
+                                 .unary = gs_plugin_unary,
+                                 .stream_method = "/v1beta1.DevicePlugin/ListAndWatch",
+                                 .stream_generation = gs_plugin_generation,
+                                 .stream_message = gs_plugin_list };
+    unsigned published_gen = 0;
+    int published = 0;
+    time_t next_publish = 0;
+    while (!g_stop) {
+        struct gs_rpc_server *srv = gs_rpc_server_start(sock, &h, err, sizeof err);
+        if (!srv) {
+            kube_log(KUBE_LOG_ERROR, "%s; retrying", err);
+            sleep_ms(1000);
+            continue;
+        }
+        kube_log(KUBE_LOG_INFO, "serving %s on %s (%d GPUs x %d replicas)", p->resource, sock, p->inv->ngpus,
+                 p->replicas);
+        int registered = 0, attempts = 0;
+        struct stat kst;
+        ino_t kubelet_ino = 0;
+        while (!g_stop) {
+            if (!registered) {
+                char rerr[512];
+                int st = stat(kubelet_sock, &kst) == 0
+                             ? do_register(kubelet_sock, endpoint, p->resource, rerr, sizeof rerr)
+                             : -1;
+                if (st == 0) {
+                    registered = 1;
+                    kubelet_ino = kst.st_ino;
+                    kube_log(KUBE_LOG_INFO, "registered %s with kubelet (%s)", p->resource, kubelet_sock);
+                } else if (attempts++ % 50 == 0) {
+                    kube_log(KUBE_LOG_WARN, "registration with kubelet failed: %s; retrying",
+                             st == -1 ? "kubelet.sock not there yet" : rerr);
+                }
+            }
+            struct stat ss;
+            if (stat(sock, &ss) != 0) {
+                kube_log(KUBE_LOG_WARN,
+                         "our socket %s was removed (kubelet restarted?): serving and "
+                         "registering again",
+                         sock);
+                break;
+            }
+            if (registered && (stat(kubelet_sock, &kst) != 0 || kst.st_ino != kubelet_ino)) {
+                kube_log(KUBE_LOG_WARN, "kubelet.sock was recreated (kubelet restarted): registering again");
+                /* kubelet forgets plugins when it restarts; a fresh server
+                 * gives it fresh streams. */
+                break;
+            }
+            if (p->kc && time(NULL) >= next_publish) {
+                unsigned gen = gs_plugin_generation(p);
+                if (!published || gen != published_gen) {
+                    if (publish_inventory(p) == 0) {
+                        published = 1;
+                        published_gen = gen;
+                    } else {
+                        next_publish = time(NULL) + 2;
+                    }
+                }
+            }
+            sleep_ms(100);
+        }
+        gs_rpc_server_stop(srv);
+    }
+}
+
 int main(int argc, char **argv)
 {
     static struct gs_plugin plug;
@@ -141,6 +236,12 @@ int main(int argc, char **argv)
     snprintf(p->podres_socket, sizeof p->podres_socket, "/var/lib/kubelet/pod-resources/kubelet.sock");
     const char *lib_container = NULL, *key_file = NULL;
     static struct gs_sig_key sigkey;
+    static struct gs_dra dra;
+    int dra_mode = 0;
+    snprintf(dra.driver, sizeof dra.driver, GS_DRA_DRIVER_DEFAULT);
+    snprintf(dra.registry_dir, sizeof dra.registry_dir, "/var/lib/kubelet/plugins_registry");
+    snprintf(dra.plugins_dir, sizeof dra.plugins_dir, "/var/lib/kubelet/plugins");
+    snprintf(dra.cdi_dir, sizeof dra.cdi_dir, "/var/run/cdi");
     kube_log_set_prefix("gpuslice-node-agent");
     static const struct option opts[] = { { "node", 1, 0, 'n' },
                                           { "resource", 1, 0, 'r' },
@@ -162,6 +263,11 @@ int main(int argc, char **argv)
                                           { "log-level", 1, 0, 'v' },
                                           { "pod-resources-socket", 1, 0, 'P' },
                                           { "assignment-key", 1, 0, 'K' },
+                                          { "dra", 0, 0, 'D' },
+                                          { "dra-driver", 1, 0, 'E' },
+                                          { "dra-registry-dir", 1, 0, 'G' },
+                                          { "dra-plugins-dir", 1, 0, 'I' },
+                                          { "cdi-dir", 1, 0, 'C' },
                                           { "version", 0, 0, 'V' },
                                           { "help", 0, 0, 'H' },
                                           { 0, 0, 0, 0 } };
@@ -187,6 +293,23 @@ int main(int argc, char **argv)
         case 'L': lib_container = optarg; break;
         case 'p': snprintf(p->preload_host, sizeof p->preload_host, "%s", optarg); break;
         case 'c': p->cdi = 1; break;
+        case 'D': dra_mode = 1; break;
+        case 'E':
+            if (flag_text("dra-driver", optarg, dra.driver, sizeof dra.driver))
+                return 2;
+            break;
+        case 'G':
+            if (flag_text("dra-registry-dir", optarg, dra.registry_dir, sizeof dra.registry_dir))
+                return 2;
+            break;
+        case 'I':
+            if (flag_text("dra-plugins-dir", optarg, dra.plugins_dir, sizeof dra.plugins_dir))
+                return 2;
+            break;
+        case 'C':
+            if (flag_text("cdi-dir", optarg, dra.cdi_dir, sizeof dra.cdi_dir))
+                return 2;
+            break;
         case 'm': metrics_addr = optarg; break;
         case 'M':
             if (gs_flag_int("gpuslice-node-agent", "metrics-port", optarg, 0, 65535, &metrics_port))
@@ -235,6 +358,14 @@ int main(int argc, char **argv)
         return 2;
     }
     memcpy(p->lib_container, lc, strlen(lc) + 1);
+    if (dra_mode) {
+        char derr[300];
+        if (gs_dra_check(&dra, derr, sizeof derr) != 0) {
+            fprintf(stderr, "gpuslice-node-agent: %s\n", derr);
+            return 2;
+        }
+        dra.p = p;
+    }
     snprintf(p->node, sizeof p->node, "%s", node);
 #ifdef GPUSLICE_TEST_HOOKS
     /* Only in builds with the tests (BUILD_TESTING): never in the images. */
@@ -256,7 +387,7 @@ int main(int argc, char **argv)
             return 1;
         }
         p->sigkey = &sigkey;
-    } else {
+    } else if (!dra_mode) { /* DRA mode reads the scheduler's allocation, not assignments */
         kube_log(KUBE_LOG_ERROR,
                  "WARNING: no --assignment-key: the %s of a pod is NOT verified, so a "
                  "pod's owner who can edit its annotations can raise its limits before its "
@@ -295,11 +426,13 @@ int main(int argc, char **argv)
             pthread_join(health, NULL);
             return 1;
         }
-        if (gs_podcache_start(&pods, p->kc, p->node, &g_stop) != 0) {
+        /* DRA mode reads claims, not pods: no pod watch. */
+        if (!dra.p && gs_podcache_start(&pods, p->kc, p->node, &g_stop) != 0) {
             kube_log(KUBE_LOG_ERROR, "cannot start the pod watch");
             return 1;
         }
-        p->pods = &pods;
+        if (!dra.p)
+            p->pods = &pods;
     }
     struct gs_metrics *metrics = NULL;
     if (metrics_port > 0) {
@@ -308,72 +441,10 @@ int main(int argc, char **argv)
             kube_log(KUBE_LOG_ERROR, "%s (continuing without metrics)", err);
     }
 
-    char sock[256], kubelet_sock[256];
-    snprintf(sock, sizeof sock, "%s/%s", plugin_dir, endpoint);
-    snprintf(kubelet_sock, sizeof kubelet_sock, "%s/kubelet.sock", plugin_dir);
-    struct gs_rpc_handlers h = { .ud = p,
-                                 .unary = gs_plugin_unary,
-                                 .stream_method = "/v1beta1.DevicePlugin/ListAndWatch",
-                                 .stream_generation = gs_plugin_generation,
-                                 .stream_message = gs_plugin_list };
-    unsigned published_gen = 0;
-    int published = 0;
-    time_t next_publish = 0;
-    while (!g_stop) {
-        struct gs_rpc_server *srv = gs_rpc_server_start(sock, &h, err, sizeof err);
-        if (!srv) {
-            kube_log(KUBE_LOG_ERROR, "%s; retrying", err);
-            sleep_ms(1000);
-            continue;
-        }
-        kube_log(KUBE_LOG_INFO, "serving %s on %s (%d GPUs x %d replicas)", p->resource, sock, inv.ngpus, p->replicas);
-        int registered = 0, attempts = 0;
-        struct stat kst;
-        ino_t kubelet_ino = 0;
-        while (!g_stop) {
-            if (!registered) {
-                char rerr[512];
-                int st = stat(kubelet_sock, &kst) == 0
-                             ? do_register(kubelet_sock, endpoint, p->resource, rerr, sizeof rerr)
-                             : -1;
-                if (st == 0) {
-                    registered = 1;
-                    kubelet_ino = kst.st_ino;
-                    kube_log(KUBE_LOG_INFO, "registered %s with kubelet (%s)", p->resource, kubelet_sock);
-                } else if (attempts++ % 50 == 0) {
-                    kube_log(KUBE_LOG_WARN, "registration with kubelet failed: %s; retrying",
-                             st == -1 ? "kubelet.sock not there yet" : rerr);
-                }
-            }
-            struct stat ss;
-            if (stat(sock, &ss) != 0) {
-                kube_log(KUBE_LOG_WARN,
-                         "our socket %s was removed (kubelet restarted?): serving and "
-                         "registering again",
-                         sock);
-                break;
-            }
-            if (registered && (stat(kubelet_sock, &kst) != 0 || kst.st_ino != kubelet_ino)) {
-                kube_log(KUBE_LOG_WARN, "kubelet.sock was recreated (kubelet restarted): registering again");
-                /* kubelet forgets plugins when it restarts; a fresh server
-                 * gives it fresh streams. */
-                break;
-            }
-            if (p->kc && time(NULL) >= next_publish) {
-                unsigned gen = gs_plugin_generation(p);
-                if (!published || gen != published_gen) {
-                    if (publish_inventory(p) == 0) {
-                        published = 1;
-                        published_gen = gen;
-                    } else {
-                        next_publish = time(NULL) + 2;
-                    }
-                }
-            }
-            sleep_ms(100);
-        }
-        gs_rpc_server_stop(srv);
-    }
+    if (dra.p)
+        gs_dra_run(&dra, &g_stop);
+    else
+        run_device_plugin(p, plugin_dir, endpoint);
     kube_log(KUBE_LOG_INFO, "stopping");
     gs_metrics_stop(metrics);
     pthread_join(health, NULL);

@@ -388,3 +388,38 @@ int gs_agent_roster_put(const char *root, const char *uuid, const char *key, con
     pthread_mutex_unlock(&lock);
     return rc;
 }
+
+int gs_agent_write_atomic(const char *dir, const char *name, const char *text)
+{
+    return write_atomic(dir, name, text);
+}
+
+int gs_agent_alloc_remove(const char *root, char *const *ids, size_t n, char *msg, size_t msglen)
+{
+    struct gs_alloc_dirs d;
+    gs_alloc_key(ids, n, d.key, sizeof d.key);
+    char limits[700], want[GS_ASSIGN_MAX_GPUS * (GS_REPLICA_ID_MAX + 1) + 1], have[sizeof want + 8], path[800];
+    if (gs_statedir_agent_limits_dir(d.limits_dir, sizeof d.limits_dir, root, d.key) != 0 ||
+        snprintf(limits, sizeof limits, "%s/.limits", root) >= (int)sizeof limits) {
+        snprintf(msg, msglen, "state root %s is too long", root);
+        return GS_ST_INTERNAL;
+    }
+    gs_ids_lines(ids, n, want, sizeof want);
+    snprintf(path, sizeof path, "%s/ids", d.limits_dir);
+    if (read_small(path, have, sizeof have) >= 0 && strcmp(have, want) != 0) {
+        snprintf(msg, msglen, "state key %s belongs to another device set (%s); not removing it", d.key, path);
+        return GS_ST_INTERNAL;
+    }
+    int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int limfd = open(limits, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int rc = 0;
+    if (rootfd < 0 || limfd < 0 || remove_at(rootfd, d.key, 0) != 0 || remove_at(limfd, d.key, 0) != 0) {
+        snprintf(msg, msglen, "cannot remove the state of %s under %s: %s", d.key, root, strerror(errno));
+        rc = GS_ST_INTERNAL;
+    }
+    if (rootfd >= 0)
+        close(rootfd);
+    if (limfd >= 0)
+        close(limfd);
+    return rc;
+}

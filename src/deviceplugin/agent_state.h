@@ -66,4 +66,15 @@ int gs_agent_write_limits(const struct gs_alloc_dirs *d, const char *text, const
 int gs_agent_roster_put(const char *root, const char *uuid, const char *key, const struct gs_roster_entry *limits,
                         char *msg, size_t msglen);
 
+/* Writes text to dir/name atomically (a temporary file in dir, fsync,
+ * rename; mode 0644): readers see the old file or the new one. 0, or -1
+ * with errno. */
+int gs_agent_write_atomic(const char *dir, const char *name, const char *text);
+
+/* Removes the directories of device set ids (its state directory and its
+ * limits directory), never following a symbolic link; nothing there is
+ * fine. Refuses (GS_ST_INTERNAL with msg) when the key's ids file names
+ * another set. 0 otherwise. */
+int gs_agent_alloc_remove(const char *root, char *const *ids, size_t n, char *msg, size_t msglen);
+
 #endif

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../abi/cuda_abi.h"
 #include "inventory.h"
 #include "kube_client.h"
 #include "nvml_fns.h"
@@ -51,9 +52,9 @@ typedef int (*cu_count_t)(int *);
 typedef int (*cu_uuid_t)(unsigned char *, int);
 typedef int (*cu_attr_t)(int *, int, int);
 
-/* SM counts through the CUDA driver: cuInit creates no context, so this
- * takes no GPU memory. */
-static void cuda_sm_counts(struct gs_inventory *inv)
+/* SM counts and compute capabilities through the CUDA driver: cuInit
+ * creates no context, so this takes no GPU memory. */
+static void cuda_attributes(struct gs_inventory *inv)
 {
     void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!cu)
@@ -67,13 +68,19 @@ static void cuda_sm_counts(struct gs_inventory *inv)
         for (int d = 0; d < n; d++) {
             unsigned char raw[16];
             char text[GS_UUID_TEXT_LEN];
-            int sms;
-            if (uuid(raw, d) != 0 || attr(&sms, 16 /* MULTIPROCESSOR_COUNT */, d) != 0)
+            int sms, major, minor;
+            if (uuid(raw, d) != 0 || attr(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d) != 0)
                 continue;
             gs_format_gpu_uuid((const char *)raw, text, sizeof text);
             int i = gs_inventory_find(inv, text);
-            if (i >= 0)
-                inv->gpus[i].sm_count = sms;
+            if (i < 0)
+                continue;
+            inv->gpus[i].sm_count = sms;
+            if (attr(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d) == 0 &&
+                attr(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d) == 0) {
+                inv->gpus[i].cc_major = major;
+                inv->gpus[i].cc_minor = minor;
+            }
         }
     }
     /* libcuda stays loaded: unloading a driver library is not safe. */
@@ -114,6 +121,7 @@ int gs_inventory_init(struct gs_inventory *inv, char *err, size_t errlen)
         memset(g, 0, sizeof *g);
         g->index = i;
         g->sm_count = -1;
+        g->cc_major = g->cc_minor = -1;
         g->numa = -1;
         g->healthy = 1;
         void *h = NULL;
@@ -138,7 +146,7 @@ int gs_inventory_init(struct gs_inventory *inv, char *err, size_t errlen)
             g->numa = (int)numa;
         inv->ngpus++;
     }
-    cuda_sm_counts(inv);
+    cuda_attributes(inv);
     for (int i = 0; i < inv->ngpus; i++) {
         const struct gs_nvml_gpu *g = &inv->gpus[i];
         kube_log(KUBE_LOG_INFO, "GPU %u: %s %s, %llu MiB, %d SMs, NUMA %d", g->index, g->uuid, g->model,

@@ -27,7 +27,9 @@ struct gs_nvml_gpu {
     uint64_t mem_used;  /* bytes, device-wide, at the last refresh */
     unsigned util_gpu;  /* percent, at the last refresh (0 if unknown) */
     int sm_count;       /* -1 unknown */
-    int numa;           /* -1 unknown */
+    int cc_major;       /* compute capability, -1 unknown */
+    int cc_minor;
+    int numa; /* -1 unknown */
     int healthy;
     unsigned long long last_xid;
     time_t last_bad; /* time of the last critical XID */

@@ -510,9 +510,9 @@ void gs_limits_text(const struct gs_node_view *v, const struct gs_holder *h, con
     if (strlen(label) >= 128) /* the interposer's label limit */
         snprintf(label, sizeof label, "%.30s/%.60s/%.30s", h->ns, h->pod, h->container);
     int l = snprintf(out, len,
-                     "# gpuslice-node-agent, PreStartContainer: pod uid %s\n"
+                     "# gpuslice-node-agent: the limits of %s (uid %s)\n"
                      "GPUSLICE_CONTAINER=%s\nGPUSLICE_COMPUTE_MODE=%s\n",
-                     uid, label, a->share_mode ? "share" : "cap");
+                     label, uid, label, a->share_mode ? "share" : "cap");
     if (l > 0 && (size_t)l < len)
         l += limits_pins(out + l, len - (size_t)l);
     for (size_t j = 0; j < n && l > 0 && (size_t)l < len; j++) {

@@ -27,6 +27,7 @@ struct gs_view_gpu {
     char uuid[GS_UUID_MAX];
     unsigned index; /* NVML index */
     int64_t mem_total_mib;
+    int healthy; /* as the health thread last saw it */
 };
 struct gs_node_view {
     const char *node;
@@ -128,7 +129,8 @@ void gs_region_owner_of(const struct gs_pod *pod, const char *container, struct 
 /* A Kubernetes name as kubelet reports it: 1..max of [A-Za-z0-9._-]. */
 int gs_k8s_name_ok(const char *s, size_t max);
 
-/* The limits file of container h of pod uid: KEY=VALUE lines in
+/* The limits file of container h of pod uid (in DRA mode: h names the
+ * claim, and uid is the claim's): KEY=VALUE lines in
  * docs/configuration.md's format, GPU j = the j-th of the container's GPUs
  * in NVML order (view indices gpu[order[j]]), limits from a. */
 void gs_limits_text(const struct gs_node_view *v, const struct gs_holder *h, const char *uid,

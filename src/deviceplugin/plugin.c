@@ -16,12 +16,12 @@
 
 #include "agent_state.h"
 #include "annotation.h"
+#include "container_edits.h"
 #include "deviceplugin_v1beta1.pb-c.h"
 #include "placement.h"
 #include "plugin.h"
 #include "pod_record.h"
 #include "podres.h"
-#include "statedir.h"
 
 unsigned gs_plugin_generation(void *ud)
 {
@@ -92,8 +92,7 @@ out:
     return rc;
 }
 
-/* A snapshot of what the decisions need to know about this node. */
-static void view_take(struct gs_plugin *p, struct gs_node_view *v)
+void gs_plugin_view(struct gs_plugin *p, struct gs_node_view *v)
 {
     memset(v, 0, sizeof *v);
     v->node = p->node;
@@ -103,6 +102,7 @@ static void view_take(struct gs_plugin *p, struct gs_node_view *v)
         snprintf(v->gpus[g].uuid, sizeof v->gpus[g].uuid, "%s", p->inv->gpus[g].uuid);
         v->gpus[g].index = p->inv->gpus[g].index;
         v->gpus[g].mem_total_mib = (int64_t)(p->inv->gpus[g].mem_total >> 20);
+        v->gpus[g].healthy = p->inv->gpus[g].healthy;
         v->ngpus = g + 1;
     }
     pthread_mutex_unlock(&p->inv->lock);
@@ -118,49 +118,39 @@ static void match_cached(struct gs_plugin *p, const struct gs_node_view *v, char
     gs_podcache_free_copy(pods, np);
 }
 
-#define MAX_KV 16
 struct resp_buf {
     V1beta1__ContainerAllocateResponse r;
-    V1beta1__ContainerAllocateResponse__EnvsEntry env[MAX_KV];
-    V1beta1__ContainerAllocateResponse__EnvsEntry *envp[MAX_KV];
+    V1beta1__ContainerAllocateResponse__EnvsEntry env[GS_EDITS_MAX_ENV];
+    V1beta1__ContainerAllocateResponse__EnvsEntry *envp[GS_EDITS_MAX_ENV];
     V1beta1__ContainerAllocateResponse__AnnotationsEntry ann[2];
     V1beta1__ContainerAllocateResponse__AnnotationsEntry *annp[2];
-    V1beta1__Mount mnt[4 + 2 * GS_ASSIGN_MAX_GPUS];
-    V1beta1__Mount *mntp[4 + 2 * GS_ASSIGN_MAX_GPUS];
-    char ledger_host[GS_ASSIGN_MAX_GPUS][800];
-    char ledger_cont[GS_ASSIGN_MAX_GPUS][200];
-    char roster_host[GS_ASSIGN_MAX_GPUS][800];
-    char roster_cont[GS_ASSIGN_MAX_GPUS][200];
+    V1beta1__Mount mnt[GS_EDITS_MAX_MOUNTS];
+    V1beta1__Mount *mntp[GS_EDITS_MAX_MOUNTS];
     V1beta1__CDIDevice cdi[GS_ASSIGN_MAX_GPUS];
     V1beta1__CDIDevice *cdip[GS_ASSIGN_MAX_GPUS];
-    char strs[MAX_KV][2][GS_ASSIGN_MAX_GPUS * GS_UUID_MAX];
+    struct gs_container_edits e;
     struct gs_alloc_dirs dirs;
     char cdi_names[GS_ASSIGN_MAX_GPUS][128];
 };
 
-static void add_env(struct resp_buf *b, const char *k, const char *v)
+/* The answer's envs and mounts, pointing into b->e. */
+static void answer_edits(struct resp_buf *b)
 {
-    size_t i = b->r.n_envs;
-    if (i >= MAX_KV)
-        return;
-    v1beta1__container_allocate_response__envs_entry__init(&b->env[i]);
-    snprintf(b->strs[i][0], sizeof b->strs[i][0], "%s", k);
-    snprintf(b->strs[i][1], sizeof b->strs[i][1], "%s", v);
-    b->env[i].key = b->strs[i][0];
-    b->env[i].value = b->strs[i][1];
-    b->envp[i] = &b->env[i];
-    b->r.n_envs++;
-}
-
-static void add_mount(struct resp_buf *b, char *host, char *cont, int ro)
-{
-    size_t i = b->r.n_mounts;
-    v1beta1__mount__init(&b->mnt[i]);
-    b->mnt[i].host_path = host;
-    b->mnt[i].container_path = cont;
-    b->mnt[i].read_only = ro;
-    b->mntp[i] = &b->mnt[i];
-    b->r.n_mounts++;
+    for (int i = 0; i < b->e.nenv; i++) {
+        v1beta1__container_allocate_response__envs_entry__init(&b->env[i]);
+        b->env[i].key = b->e.env[i][0];
+        b->env[i].value = b->e.env[i][1];
+        b->envp[i] = &b->env[i];
+    }
+    b->r.n_envs = (size_t)b->e.nenv;
+    for (int i = 0; i < b->e.nmounts; i++) {
+        v1beta1__mount__init(&b->mnt[i]);
+        b->mnt[i].host_path = b->e.m[i].host;
+        b->mnt[i].container_path = b->e.m[i].cont;
+        b->mnt[i].read_only = b->e.m[i].ro;
+        b->mntp[i] = &b->mnt[i];
+    }
+    b->r.n_mounts = (size_t)b->e.nmounts;
 }
 
 /* One container's answer. It depends only on the device IDs (each names
@@ -179,61 +169,32 @@ static int build_response(struct gs_plugin *p, const struct gs_node_view *v, cha
     b->r.mounts = b->mntp;
     b->r.annotations = b->annp;
     b->r.cdi_devices = b->cdip;
-    char visible[GS_ASSIGN_MAX_GPUS * GS_UUID_MAX] = "";
+    const char *uuids[GS_ASSIGN_MAX_GPUS];
     for (size_t j = 0; j < n; j++) {
-        const char *uuid = v->gpus[gpu[order[j]]].uuid;
-        size_t l = strlen(visible);
-        snprintf(visible + l, sizeof visible - l, "%s%s", j ? "," : "", uuid);
+        uuids[j] = v->gpus[gpu[order[j]]].uuid;
         if (p->cdi) {
             v1beta1__cdidevice__init(&b->cdi[j]);
-            snprintf(b->cdi_names[j], sizeof b->cdi_names[j], "nvidia.com/gpu=%s", uuid);
+            snprintf(b->cdi_names[j], sizeof b->cdi_names[j], "nvidia.com/gpu=%s", uuids[j]);
             b->cdi[j].name = b->cdi_names[j];
             b->cdip[j] = &b->cdi[j];
             b->r.n_cdi_devices++;
         }
     }
-    if (!p->cdi)
-        add_env(b, "NVIDIA_VISIBLE_DEVICES", visible);
-    add_env(b, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
-    add_env(b, "GPUSLICE_REGION", GS_STATEDIR_CONTAINER_REGION);
-    add_env(b, "GPUSLICE_CONFIG", GS_STATEDIR_CONTAINER_CONFIG);
-    add_env(b, "GPUSLICE_LEDGER_DIR", GS_STATEDIR_CONTAINER_LEDGER);
-    add_env(b, "GPUSLICE_ROSTER_DIR", GS_STATEDIR_CONTAINER_ROSTER);
     int code = gs_agent_alloc_dirs(p->state_root, ids, n, &b->dirs, msg, msglen);
     if (code)
         return code;
-    add_mount(b, p->lib_host, p->lib_container, 1);
-    add_mount(b, p->preload_host, "/etc/ld.so.preload", 1);
-    add_mount(b, b->dirs.state_dir, GS_STATEDIR_CONTAINER, 0);
-    add_mount(b, b->dirs.limits_dir, GS_STATEDIR_CONTAINER_LIMITS, 1);
-    /* Each GPU's device ledger, shared by the containers on that GPU, as a
-     * file of its own: the container can neither see other GPUs' ledgers
-     * nor add, replace or remove entries in the agent's ledger directory. */
-    char ldir[700], rdir[700];
-    if (gs_statedir_agent_ledger_dir(ldir, sizeof ldir, p->state_root) != 0 ||
-        gs_statedir_agent_roster_dir(rdir, sizeof rdir, p->state_root) != 0) {
-        snprintf(msg, msglen, "state root %s is too long", p->state_root);
-        return GS_ST_INTERNAL;
-    }
-    for (size_t j = 0; j < n; j++) {
-        const char *uuid = v->gpus[gpu[order[j]]].uuid;
-        if (gs_statedir_ledger_path(b->ledger_host[j], sizeof b->ledger_host[j], ldir, uuid) ||
-            gs_statedir_ledger_path(b->ledger_cont[j], sizeof b->ledger_cont[j], GS_STATEDIR_CONTAINER_LEDGER, uuid)) {
-            snprintf(msg, msglen, "ledger path of GPU %s is too long", uuid);
-            return GS_ST_INTERNAL;
-        }
-        add_mount(b, b->ledger_host[j], b->ledger_cont[j], 0);
-        /* ... and its roster, read-only: the agent's word on the ledger's
-         * members (roster.h). A directory, so that a replaced roster shows. */
-        if (snprintf(b->roster_host[j], sizeof b->roster_host[j], "%s/%s", rdir, uuid) >=
-                (int)sizeof b->roster_host[j] ||
-            snprintf(b->roster_cont[j], sizeof b->roster_cont[j], "%s/%s", GS_STATEDIR_CONTAINER_ROSTER, uuid) >=
-                (int)sizeof b->roster_cont[j]) {
-            snprintf(msg, msglen, "roster path of GPU %s is too long", uuid);
-            return GS_ST_INTERNAL;
-        }
-        add_mount(b, b->roster_host[j], b->roster_cont[j], 1);
-    }
+    struct gs_edits_in in = { .state_root = p->state_root,
+                              .lib_host = p->lib_host,
+                              .lib_container = p->lib_container,
+                              .preload_host = p->preload_host,
+                              .dirs = &b->dirs,
+                              .uuids = uuids,
+                              .n = n,
+                              .visible_env = !p->cdi };
+    code = gs_container_edits(&in, &b->e, msg, msglen);
+    if (code)
+        return code;
+    answer_edits(b);
     v1beta1__container_allocate_response__annotations_entry__init(&b->ann[0]);
     b->ann[0].key = "gpuslice.io/state-key";
     b->ann[0].value = b->dirs.key;
@@ -290,7 +251,7 @@ static int do_allocate(struct gs_plugin *p, const uint8_t *in, size_t inlen, uin
         gs_ids_text(ids, n, idtxt, sizeof idtxt);
         snprintf(what, sizeof what, "Allocate [%s]", idtxt);
         struct gs_node_view v;
-        view_take(p, &v);
+        gs_plugin_view(p, &v);
         code = gs_ids_check(&v, what, ids, n, gpu, order, msg, msglen);
         if (code)
             break;
@@ -389,7 +350,7 @@ static int prestart_check_ids(struct gs_plugin *p, struct prestart *s, char *msg
     if (s->n <= GS_ASSIGN_MAX_GPUS)
         gs_ids_text(s->ids, s->n, s->idtxt, sizeof s->idtxt);
     snprintf(s->what, sizeof s->what, "PreStartContainer [%s]", s->idtxt);
-    view_take(p, &s->v);
+    gs_plugin_view(p, &s->v);
     int code = gs_ids_check(&s->v, s->what, s->ids, s->n, s->gpu, s->order, msg, msglen);
     if (code)
         return code;
@@ -642,7 +603,7 @@ static int load_candidates(struct gs_plugin *p, struct gs_pod **pods, int *npods
                            int *ncand)
 {
     struct gs_node_view v;
-    view_take(p, &v);
+    gs_plugin_view(p, &v);
     *npods = p->pods ? gs_podcache_copy(p->pods, pods) : 0;
     *as = calloc((size_t)(*npods ? *npods : 1), sizeof **as);
     *cand = calloc((size_t)(*npods ? *npods : 1), sizeof **cand);

@@ -6,6 +6,7 @@
 
 #include "assign_sig.h"
 #include "inventory.h"
+#include "placement.h"
 #include "podcache.h"
 
 struct gs_plugin {
@@ -25,6 +26,9 @@ struct gs_plugin {
     int test_allocate_delay_ms;      /* test hook: sleep inside Allocate */
     pthread_mutex_t lock;
 };
+
+/* A snapshot of what the decisions need to know about this node. */
+void gs_plugin_view(struct gs_plugin *p, struct gs_node_view *v);
 
 /* gs_rpc_handlers callbacks (ud = struct gs_plugin *). */
 int gs_plugin_unary(void *ud, const char *method, const uint8_t *in, size_t inlen, uint8_t **out, size_t *outlen,

@@ -81,8 +81,9 @@ def test_set_unknown_key_fails_through_render():
         render.render(("nodeAgent.bogus=1",))
 
 
-# matchLabels is a map of any label to a string (the wrong-type test covers it).
-LEVELS = [()] + [p for p, v in walk(VALUES) if isinstance(v, dict) and p[-1] != "matchLabels"]
+# matchLabels and dra.nodeSelector are maps of any label to a string (the
+# wrong-type test covers them).
+LEVELS = [()] + [p for p, v in walk(VALUES) if isinstance(v, dict) and p[-1] not in ("matchLabels", "nodeSelector")]
 
 
 @pytest.mark.parametrize("path", LEVELS, ids=lambda p: ".".join(p) or "top")

@@ -31,6 +31,12 @@ def test_version(prog):
      "gpuslice-webhook: --tls-cert '/nonexistent': cannot read it"),
     ("gpuslice-webhook", ["--threads", "0"], "gpuslice-webhook: --threads '0': expected a whole number from 1 to 64"),
     ("gpuslice-node-agent", ["--replicas", "x"], "gpuslice-node-agent: --replicas 'x': expected a whole number"),
+    ("gpuslice-node-agent", ["--node", "n", "--dra", "--dra-driver", "x" * 70 + ".io"],
+     "gpuslice-node-agent: --dra-driver '" + "x" * 60 + "...': too long"),
+    ("gpuslice-node-agent", ["--node", "n", "--dra", "--dra-driver", "Not_A.Domain"],
+     "gpuslice-node-agent: --dra-driver 'Not_A.Domain': use a DNS subdomain"),
+    ("gpuslice-node-agent", ["--node", "n", "--dra", "--dra-registry-dir", "/r" * 60],
+     "too long for a unix socket path"),
 ])
 def test_bad_values_name_the_flag(prog, args, message):
     r = run(prog, *args)

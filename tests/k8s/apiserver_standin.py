@@ -12,6 +12,10 @@ API server or proxy), so clients' re-watch backoff can be counted.
 Every body a client writes (PATCH, POST) is kept in `bodies`; with
 $GS_STANDIN_BODIES naming a directory, close() also saves them there as JSON
 lines, for tests/k8s/test_api_bodies.py to check against the official schemas.
+For the DRA driver it also keeps resource.k8s.io/v1 objects: ResourceClaims
+(GET by namespace and name; tests put them, allocated, as the scheduler
+would) and ResourceSlices (GET, POST to create with 409 AlreadyExists, PUT
+to replace with 409 Conflict on a stale resourceVersion).
 No auth, no admission, no other kinds.
 """
 import copy
@@ -71,6 +75,12 @@ class ApiServerStandIn:
 
             def do_PATCH(self):
                 srv._handle(self, "PATCH")
+
+            def do_POST(self):
+                srv._handle(self, "POST")
+
+            def do_PUT(self):
+                srv._handle(self, "PUT")
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -151,11 +161,11 @@ class ApiServerStandIn:
         q = {k: v[0] for k, v in parse_qs(u.query).items()}
         parts = [p for p in u.path.split("/") if p]
         body = b""
-        if method == "PATCH":
+        if method in ("PATCH", "POST", "PUT"):
             body = h.rfile.read(int(h.headers.get("Content-Length", "0")))
         with self.lock:
             self.requests.append((method, h.path))
-            if method == "PATCH":
+            if method in ("PATCH", "POST", "PUT"):
                 self.bodies.append((method, h.path, body))
             if self.fail_next:
                 code = self.fail_next.pop(0)
@@ -163,6 +173,8 @@ class ApiServerStandIn:
             if method == "GET" and self.garbage_next > 0 and q.get("watch") != "1":
                 self.garbage_next -= 1
                 return self._send(h, 200, b"{not json]", "application/json")
+        if parts[:3] == ["apis", "resource.k8s.io", "v1"]:
+            return self._resource(h, method, parts[3:], body)
         if parts[:2] != ["api", "v1"]:
             return self._send(h, 404, status(404, "NotFound", "not found"))
         rest = parts[2:]
@@ -205,6 +217,37 @@ class ApiServerStandIn:
             self.objects[(kind, ns, name)] = new
             self._bump(kind, new, "MODIFIED")
             return self._send(h, 200, new)
+
+    def _resource(self, h, method, rest, body):
+        """resource.k8s.io/v1: ResourceClaims (GET) and ResourceSlices
+        (GET, POST, PUT)."""
+        if len(rest) == 4 and rest[0] == "namespaces" and rest[2] == "resourceclaims" and method == "GET":
+            return self._object(h, method, "ResourceClaim", rest[1], rest[3], body)
+        if rest[:1] != ["resourceslices"] or len(rest) > 2:
+            return self._send(h, 404, status(404, "NotFound", "not found"))
+        if method == "GET" and len(rest) == 2:
+            return self._object(h, method, "ResourceSlice", "", rest[1], body)
+        try:
+            obj = json.loads(body)
+            name = obj["metadata"]["name"]
+        except (ValueError, KeyError, TypeError):
+            return self._send(h, 400, status(400, "BadRequest", "body is not an object with a name"))
+        with self.lock:
+            cur = self.objects.get(("ResourceSlice", "", name))
+            if method == "POST" and len(rest) == 1:
+                if cur is not None:
+                    return self._send(h, 409, status(409, "AlreadyExists", f"resourceslices \"{name}\" already exists"))
+            elif method == "PUT" and len(rest) == 2 and rest[1] == name:
+                if cur is None:
+                    return self._send(h, 404, status(404, "NotFound", f"ResourceSlice {name} not found"))
+                if obj["metadata"].get("resourceVersion") != cur["metadata"]["resourceVersion"]:
+                    self.conflicts += 1
+                    return self._send(h, 409, status(409, "Conflict", f"resourceslices \"{name}\": the object "
+                                                     "has been modified"))
+                obj["metadata"]["uid"] = cur["metadata"]["uid"]
+            else:
+                return self._send(h, 405, status(405, "MethodNotAllowed", f"{method} {h.path}"))
+        return self._send(h, 201 if method == "POST" else 200, self.put("ResourceSlice", obj))
 
     def _match(self, kind, obj, node):
         return kind == "Pod" and (node is None or obj.get("spec", {}).get("nodeName") == node)

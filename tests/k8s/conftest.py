@@ -30,7 +30,10 @@ def _gen_protos(out):
                     os.path.join(ROOT, "proto", "deviceplugin_v1beta1.proto"),
                     os.path.join(ROOT, "proto", "deviceplugin_v1beta1_service.proto"),
                     os.path.join(ROOT, "proto", "podresources_v1.proto"),
-                    os.path.join(ROOT, "proto", "podresources_v1_service.proto")], check=True)
+                    os.path.join(ROOT, "proto", "podresources_v1_service.proto"),
+                    os.path.join(ROOT, "proto", "dra_v1.proto"),
+                    os.path.join(ROOT, "proto", "dra_v1_service.proto"),
+                    os.path.join(ROOT, "proto", "pluginregistration_v1.proto")], check=True)
     sys.path.insert(0, out)
 
 
