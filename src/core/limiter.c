@@ -613,6 +613,11 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
     struct outer_view v = outer_view_of(a, in);
     int64_t others = in->others_ppm, dev = in->dev_ppm;
     out->fine_probe = v.nb > 0 && !v.bounded;
+    /* NVML's per-process time corrects what a coarse measure counts of the
+     * CPU gaps around a graph (c, source 1): the fine probes and markers a
+     * graph gets cost a CUDA-graph inference load, host-bound, 6 % of its
+     * speed on an H200 */
+    out->graph_coarse = v.per_process;
     out->corr = outer_correction(a, in, &v, &others);
     uint64_t use = outer_use(a, in, &v, out->corr);
     out->use_ppm = (uint32_t)use;

@@ -442,6 +442,7 @@ struct gs_outer_out {
     uint64_t wants_ns;                     /* published in the ledger: when we last wanted more */
     uint32_t target;                       /* share mode: the rate from now on */
     int fine_probe;                        /* the gap probe looks at short gaps (gs_compute_fine_probe) */
+    int graph_coarse;                      /* graph launches get no fine probe nor markers (gs_compute_graph_coarse) */
     int yield;                             /* keep the queue shallow (gs_lim_yields) */
 };
 

@@ -407,7 +407,8 @@ int gs_compute_before(CUstream s, int graph)
          * next kernel is no GPU time of ours */
         uint64_t gap = now - t->last_launch_ns;
         if (GS_UNLIKELY(gap >= GS_LIM_FINE_GAP_NS) &&
-            (gap >= GS_LIM_GAP_NS || graph || t->graph_last || gs_compute_fine_probe(d)))
+            (gap >= GS_LIM_GAP_NS || ((graph || t->graph_last) && !gs_compute_graph_coarse(d)) ||
+             gs_compute_fine_probe(d)))
             probe_gap(t, r, d, s, now);
         else if (GS_UNLIKELY(timed))
             gs_cost_add(GS_COST_GATE, gs_compute_now() - timed);
@@ -547,6 +548,8 @@ void gs_compute_after(int d, CUstream s, CUresult rc, int graph)
      * share of the average */
     int after_graph = t->graph_marks > 0;
     t->graph_marks = graph ? GS_LIM_MARK_FIRST : after_graph ? t->graph_marks - 1 : 0;
+    if (gs_compute_graph_coarse(d))
+        graph = after_graph = 0; /* NVML's samples correct the coarser measure (gs_compute_graph_coarse) */
     t->graph_last = (uint8_t)graph;
     uint64_t work = (uint64_t)++t->since_mark * t->w.est_ns;
     int yield = gs_rt.cfg.share_yield_us && t->w.est_ns && work >= (uint64_t)gs_rt.cfg.share_yield_us * 1000 &&

@@ -366,7 +366,8 @@ static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t 
 }
 
 /* What the last outer run decided for the launch path, per device. */
-static uint8_t fine_probe[GS_REGION_MAX_DEVICES], yield_queue[GS_REGION_MAX_DEVICES];
+static uint8_t fine_probe[GS_REGION_MAX_DEVICES], graph_coarse[GS_REGION_MAX_DEVICES],
+    yield_queue[GS_REGION_MAX_DEVICES];
 
 static int flag_of(const uint8_t *flags, int dev)
 {
@@ -376,6 +377,11 @@ static int flag_of(const uint8_t *flags, int dev)
 int gs_compute_fine_probe(int dev)
 {
     return flag_of(fine_probe, dev);
+}
+
+int gs_compute_graph_coarse(int dev)
+{
+    return flag_of(graph_coarse, dev);
 }
 
 int gs_compute_yield(int dev)
@@ -448,6 +454,7 @@ static void outer_publish(struct gs_region *r, int d, const struct outer_gathere
     struct gs_lim_account *a = &r->dev[d].lim;
     const struct gs_outer_in *in = &g->in;
     __atomic_store_n(&fine_probe[d], (uint8_t)o->fine_probe, __ATOMIC_RELAXED);
+    __atomic_store_n(&graph_coarse[d], (uint8_t)o->graph_coarse, __ATOMIC_RELAXED);
     uint32_t old = gs_lim_outer_apply(a, o, in->now);
     gs_log(GS_LOG_DEBUG,
            "outer %s: occupancy %llu ppm, nvml ours %lld others %lld device %lld ppm, %u active in the ledger, "

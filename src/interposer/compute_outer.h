@@ -15,6 +15,12 @@ void gs_compute_outer(struct gs_region *r, int dev, uint64_t now);
  * outer run, and the device was not busy well under our cap. */
 int gs_compute_fine_probe(int dev);
 
+/* Whether CUDA-graph launches on device dev are measured as other launches
+ * (no probe from the fine gap, no marker each): at this process's last
+ * outer run NVML's per-process samples measured its time, alone on the
+ * device. */
+int gs_compute_graph_coarse(int dev);
+
 /* Whether this process keeps its queue on device dev shallow
  * (GPUSLICE_SHARE_YIELD_US): share mode, using a light neighbour's part
  * (gs_lim_yields) at its last outer run. */

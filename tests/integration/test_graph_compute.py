@@ -91,7 +91,8 @@ def check(alone, capped, dev, step_us, nvml=False, overcharge=OVERCHARGE, waited
     assert speed >= SPEED, (speed, alone, capped)
 
 
-def test_a_torch_graph_step_30_busy_keeps_its_speed_under_cap_30(world):
+@pytest.mark.parametrize("nvml", [False, True], ids=["no_nvml", "nvml"])
+def test_a_torch_graph_step_30_busy_keeps_its_speed_under_cap_30(world, nvml):
     """A torch.compile reduce-overhead step as PyTorch's CUDA-graph trees make
     it: three small kernels (the input copy, the RNG state fills), the
     replay (three 40 us kernels, captured from a stream), 90 us of Python,
@@ -101,9 +102,14 @@ def test_a_torch_graph_step_30_busy_keeps_its_speed_under_cap_30(world):
     interval and so unmarked, was priced at the interval's GPU time per
     launch (a quarter of the graph and the kernels before it): charged
     1.15-1.22x its GPU time, a tenant using 30 % of the device would be held
-    to 0.82-0.87 of its speed under a cap of 30."""
-    alone, capped, dev = alone_and_capped(world, "capture", 3, 40, "340 3 90 3")
-    check(alone, capped, dev, 3 * 40 + 4 * 3)
+    to 0.82-0.87 of its speed under a cap of 30. Where NVML's per-process
+    samples see the tenant alone, its graph is measured as other launches
+    (no fine probe, no marker each: they cost a host-bound graph load 6 % of
+    its speed on an H200) and c takes the counted gaps out."""
+    alone, capped, dev = alone_and_capped(world, "capture", 3, 40, "340 3 90 3", nvml=nvml)
+    # with NVML, c converges on the samples' time: charged 1.08x here, the
+    # speed is what must hold
+    check(alone, capped, dev, 3 * 40 + 4 * 3, nvml=nvml, overcharge=1.25 if nvml else OVERCHARGE)
 
 
 @pytest.mark.parametrize("path", ["graph", "graphptsz"])

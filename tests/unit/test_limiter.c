@@ -254,6 +254,38 @@ static void the_entry_for_users_outside_the_ledger_counts_beside_a_full_ledger(v
     assert_int_equal(o.target, GS_LIM_SHARE_MEASURED);
 }
 
+/* Graph launches are measured coarsely only where NVML's per-process time
+ * corrects the measure: capped, alone, with samples that see our time; not
+ * without samples, and not beside a busy member of the ledger. */
+static void graphs_are_measured_coarsely_only_where_per_process_samples_correct_it(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 70, 100);
+    struct gs_lim_demand busy = { 100, 400000, 0, 0 };
+    struct gs_outer_in in = { .now = 1250 * MS,
+                              .interval_ns = GS_LIM_OUTER_NS,
+                              .occ_ppm = 600000,
+                              .our_ppm = 500000,
+                              .others_ppm = 0,
+                              .dev_ppm = 500000,
+                              .power_mw = -1,
+                              .limit_mw = -1 };
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_true(o.graph_coarse);
+    assert_true(o.corr < GS_LIM_PPM); /* the samples take the counted gaps out */
+    in.our_ppm = in.others_ppm = -1;  /* no samples */
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_false(o.graph_coarse);
+    in.our_ppm = 500000;
+    in.others_ppm = 0;
+    in.dem = &busy; /* a busy neighbour */
+    in.ndem = 1;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_false(o.graph_coarse);
+}
+
 /* Our share beside honest b (weight 70, using half, wanting more) and the
  * claims a forger wrote into the ledger: forged members of weight 65535
  * (read as the legal ceiling), using the whole GPU and wanting more. */
@@ -1234,6 +1266,7 @@ int main(void)
         cmocka_unit_test(a_gpu_bound_tenant_gets_its_cap),
         cmocka_unit_test(a_capped_job_of_short_steps_never_stands_still_for_long),
         cmocka_unit_test(a_tenant_under_its_cap_never_drains_its_queue),
+        cmocka_unit_test(graphs_are_measured_coarsely_only_where_per_process_samples_correct_it),
         cmocka_unit_test(a_launch_bound_tenant_is_charged_its_kernels_not_its_gaps),
         cmocka_unit_test(a_launch_bound_tenant_under_a_cap_above_its_use_is_not_held_by_device_utilisation),
         cmocka_unit_test(launches_after_the_last_marker_are_priced_by_the_markers),
