@@ -23,7 +23,10 @@ SIM_CLOCK = os.environ.get("GPUSLICE_SIM_CLOCK", "")
 # The simulated driver's device i (tests/simdriver/sim_state.c).
 SIM_UUID = "GPU-00000000-5151-0000-0000-00000000000{}"
 SIMCTL = os.path.join(BUILD, "tests", "simdriver", "gpuslice-simctl")
-TRACE = os.environ.get("GS_TEST_TRACE", "") == "1"
+# GS_TEST_TRACE=1: each timing test's measured replies on stderr (pytest -s);
+# an absolute path: appended to that file instead, as tools/test.sh runs them.
+TRACE = os.environ.get("GS_TEST_TRACE", "")
+TRACE = TRACE if TRACE == "1" or os.path.isabs(TRACE) else ""
 
 
 def sanitizer_preload():
@@ -123,7 +126,11 @@ class Client:
             # the measured values of timing tests, to compare with their bounds
             # (docs/testing.md: GS_TEST_TRACE=1 and pytest -s)
             test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0].split("::")[-1]
-            print(f"\ntrace {test}: {line} -> {reply}", file=sys.stderr, flush=True)
+            if os.path.isabs(TRACE):
+                with open(TRACE, "a") as fh:
+                    fh.write(f"trace {test}: {line} -> {reply}\n")
+            else:
+                print(f"\ntrace {test}: {line} -> {reply}", file=sys.stderr, flush=True)
         return out
 
     def ok(self, line):
