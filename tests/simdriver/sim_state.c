@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,6 +199,50 @@ static struct sim_state *attach_private(void)
     return st;
 }
 
+/* Whether no open file description holds a lock on any byte of fd's file:
+ * no process of any build uses it (each holds its liveness byte while it
+ * lives, proc_alive). */
+static int unused_by_any(int fd)
+{
+    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+    return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK;
+}
+
+/* A state file another build left: made anew if nothing uses it (it holds
+ * nothing but a simulated GPU's state), else refused. 0: made empty. */
+static int replace_foreign(int fd, const char *path, int create, const char *what)
+{
+    if (create && unused_by_any(fd) && ftruncate(fd, 0) == 0) {
+        fprintf(stderr, "gpuslice-sim: '%s' was %s, used by no process: made anew\n", path, what);
+        return 0;
+    }
+    fprintf(stderr,
+            "gpuslice-sim: '%s' is %s: another build of the simulated driver made it; remove it once no program "
+            "runs on that simulated GPU\n",
+            path, what);
+    return -1;
+}
+
+/* What makes a non-empty state file another build's, or NULL if it is this
+ * build's. */
+static const char *foreign_state(int fd, const struct stat *sb)
+{
+    if (sb->st_size == 0)
+        return NULL;
+    if ((size_t)sb->st_size != sizeof(struct sim_state))
+        return "not a state file of this build (its size differs)";
+    struct {
+        uint64_t magic;
+        uint32_t version, size;
+    } head; /* the state's first fields (not the whole state: megabytes) */
+    _Static_assert(offsetof(struct sim_state, version) == 8 && offsetof(struct sim_state, size) == 12,
+                   "the state file starts with magic, version and size");
+    if (pread(fd, &head, sizeof head, 0) != (ssize_t)sizeof head || head.magic != SIM_STATE_MAGIC ||
+        head.version != SIM_STATE_VERSION || head.size != sizeof(struct sim_state))
+        return "of a foreign magic or version";
+    return NULL;
+}
+
 static struct sim_state *attach_file(const char *path, int create)
 {
     int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0666);
@@ -212,6 +257,12 @@ static struct sim_state *attach_file(const char *path, int create)
         fprintf(stderr, "gpuslice-sim: cannot lock '%s': %s\n", path, strerror(errno));
         goto out;
     }
+    const char *foreign = foreign_state(fd, &sb);
+    if (foreign) {
+        if (replace_foreign(fd, path, create, foreign) != 0)
+            goto out;
+        sb.st_size = 0;
+    }
     int fresh = sb.st_size == 0;
     if (fresh && !create) {
         fprintf(stderr, "gpuslice-sim: '%s' is empty: no process has used it yet\n", path);
@@ -225,12 +276,6 @@ static struct sim_state *attach_file(const char *path, int create)
             fprintf(stderr, "gpuslice-sim: cannot size '%s': %s\n", path, strerror(errno));
             goto out;
         }
-    } else if ((size_t)sb.st_size != sizeof(struct sim_state)) {
-        fprintf(stderr,
-                "gpuslice-sim: '%s' is not a state file of this build (%lld bytes, this build's are %zu): another "
-                "build of the simulated driver made it; remove it once no program runs on that simulated GPU\n",
-                path, (long long)sb.st_size, sizeof(struct sim_state));
-        goto out;
     }
     void *p = mmap(NULL, sizeof(struct sim_state), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
@@ -246,13 +291,6 @@ static struct sim_state *attach_file(const char *path, int create)
             goto out;
         }
         __atomic_store_n(&st->magic, SIM_STATE_MAGIC, __ATOMIC_RELEASE);
-    } else if (st->magic != SIM_STATE_MAGIC || st->version != SIM_STATE_VERSION || st->size != sizeof(*st)) {
-        fprintf(stderr,
-                "gpuslice-sim: '%s' has a foreign magic or version: another build of the simulated driver made it; "
-                "remove it once no program runs on that simulated GPU\n",
-                path);
-        munmap(p, sizeof(*st));
-        st = NULL;
     }
 out:
     /* Unlock explicitly: the descriptor stays open (and would keep a flock). */

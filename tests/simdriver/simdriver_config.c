@@ -1,10 +1,15 @@
 /*
  * Configuration from the environment (read when a state is created), invalid
- * values failing closed, and the process-private state without a state file.
- * Each case runs in a fresh child: the parent never attaches.
+ * values failing closed, a state file another build left, and the
+ * process-private state without a state file. Each case runs in a fresh
+ * child: the parent never attaches.
  */
+#define _GNU_SOURCE /* F_OFD_SETLK */
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "sim_state.h"
 #include "simtest.h"
@@ -144,21 +149,47 @@ static void config_is_read_when_the_state_is_created(void **state)
     unlink(g_path);
 }
 
-static void child_foreign_file(void)
+static void child_foreign_file_refused(void)
 {
     clear_env();
     setenv("GPUSLICE_SIM_STATE", g_path, 1);
     CHILD_CHECK(cuInit(0) == CUDA_ERROR_INVALID_VALUE);
 }
 
-static void foreign_state_file_is_refused(void **state)
+static void child_foreign_file_replaced(void)
 {
-    snprintf(g_path, sizeof(g_path), "/tmp/gpuslice-simtest-config-foreign-%d", (int)getpid());
+    clear_env();
+    setenv("GPUSLICE_SIM_STATE", g_path, 1);
+    int n = 0;
+    CHILD_CHECK(cuInit(0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuDeviceGetCount(&n) == CUDA_SUCCESS && n >= 1);
+}
+
+static void write_foreign(void)
+{
     FILE *f = fopen(g_path, "w");
     assert_non_null(f);
     fputs("not a state file\n", f);
     fclose(f);
-    assert_int_equal(run_child(child_foreign_file), 0);
+}
+
+/* A state file another build left (a rebuilt checkout's demo): refused while
+ * a process holds a lock on it (a live user of that build), made anew once
+ * none does. */
+static void foreign_state_file_is_replaced_only_when_unused(void **state)
+{
+    snprintf(g_path, sizeof(g_path), "/tmp/gpuslice-simtest-config-foreign-%d", (int)getpid());
+    write_foreign();
+    int fd = open(g_path, O_RDWR);
+    assert_true(fd >= 0);
+    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 100, .l_len = 1 };
+    assert_int_equal(fcntl(fd, F_OFD_SETLK, &fl), 0); /* a live process of that build */
+    assert_int_equal(run_child(child_foreign_file_refused), 0);
+    close(fd);
+    assert_int_equal(run_child(child_foreign_file_replaced), 0);
+    struct stat sb;
+    assert_int_equal(stat(g_path, &sb), 0);
+    assert_true(sb.st_size > 4096); /* a state file now */
     unlink(g_path);
 }
 
@@ -211,7 +242,7 @@ int main(void)
         cmocka_unit_test(parse_bytes),
         cmocka_unit_test(invalid_values_fail_closed),
         cmocka_unit_test(config_is_read_when_the_state_is_created),
-        cmocka_unit_test(foreign_state_file_is_refused),
+        cmocka_unit_test(foreign_state_file_is_replaced_only_when_unused),
         cmocka_unit_test(private_state_is_shared_by_both_libraries),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
