@@ -157,7 +157,6 @@ static CUresult capture(gs_entry_fn entry, unsigned n, unsigned gap_us, int mode
     return rc;
 }
 
-/* The "tp" command: see the top of this file. */
 /* One TP step (work, then coll) captured into an executable graph on a
  * new stream *s. */
 static CUresult tp_graph(gs_entry_fn entry, CUfunction work, CUfunction coll, CUstream *s, CUgraphExec *out)
@@ -185,6 +184,7 @@ static CUresult tp_graph(gs_entry_fn entry, CUfunction work, CUfunction coll, CU
     return rc ? rc : inst(out, g, 0);
 }
 
+/* The "tp" command: see the top of this file. */
 static CUresult tp_steps(gs_entry_fn entry, unsigned long long us, unsigned long long coll_us, unsigned ranks,
                          unsigned long long steps, unsigned long long warm, unsigned group, int as_graph)
 {
