@@ -346,6 +346,13 @@ void gs_ledger_publish(struct gs_ledger *l, int slot, uint32_t use_ppm, uint64_t
     ST(&l->f->m[slot].wants_ns, wants_ns);
 }
 
+void gs_ledger_wanted(struct gs_ledger *l, int slot, uint64_t ns)
+{
+    if (slot < 0 || slot >= GS_LEDGER_MEMBERS)
+        return;
+    ST(&l->f->m[slot].wants_ns, ns);
+}
+
 unsigned gs_ledger_claims(struct gs_ledger *l, uint64_t container, uint64_t since, uint64_t wants_since,
                           struct gs_ledger_claim *out, unsigned max)
 {

@@ -104,6 +104,11 @@ void gs_ledger_touch(struct gs_ledger *l, int slot, uint64_t now);
  * for tokens at wants_ns (share mode's water-filling reads these). */
 void gs_ledger_publish(struct gs_ledger *l, int slot, uint32_t use_ppm, uint64_t wants_ns);
 
+/* The member waited for tokens at ns (one atomic store, no lock: the
+ * launch path posts each wait as it ends; the outer loop's next publish
+ * stores the same time). */
+void gs_ledger_wanted(struct gs_ledger *l, int slot, uint64_t ns);
+
 /* Sum of the weights of the containers other than container that showed
  * demand since `since` (each counted once), and whether pid is a member of
  * one of them (its NVML samples are then covered by this). */

@@ -101,6 +101,14 @@ void gs_compute_ledger_publish(int d, uint32_t use_ppm, uint64_t wants_ns)
         gs_ledger_publish(l, slot, use_ppm, wants_ns);
 }
 
+void gs_compute_ledger_wanted(int d, uint64_t ns)
+{
+    int slot;
+    struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
+    if (l)
+        gs_ledger_wanted(l, slot, ns);
+}
+
 int gs_compute_ledger_has_pid(int d, uint32_t pid)
 {
     int slot;

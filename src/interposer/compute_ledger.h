@@ -39,6 +39,12 @@ uint64_t gs_compute_ledger_container_id(const struct stat *st);
 int gs_compute_ledger_beside_regions(void);
 void gs_compute_ledger_publish(int d, uint32_t use_ppm, uint64_t wants_ns);
 
+/* This process waited for tokens on device d at ns: the other containers
+ * see it at once, not at our next outer run (a share pair whose outer
+ * loops ran half a period apart read each other's wants a run late, and
+ * the side under its weight took the whole GPU every other run). */
+void gs_compute_ledger_wanted(int d, uint64_t ns);
+
 /* Whether our container takes turns on device d: held to its limit, or a
  * job whose collectives spun for their peers lately (out of step with its
  * ranks on other GPUs, which the turn frame puts back in step). One under

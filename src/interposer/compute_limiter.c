@@ -445,6 +445,7 @@ int gs_compute_before(CUstream s, int graph)
                 gs_lim_open_in_slot(&t->w, a, t0, bank);
                 wait = 0;
                 __atomic_store_n(&a->throttled_ns, t0, __ATOMIC_RELAXED);
+                gs_compute_ledger_wanted(d, t0);
             } else if (f.mine_ns - t0 < wait) {
                 wait = f.mine_ns - t0; /* in debt: no later than its slot */
             }
@@ -484,6 +485,7 @@ int gs_compute_before(CUstream s, int graph)
         } else {
             gs_cost_add(GS_COST_TOKENS, slept);
             __atomic_store_n(&a->throttled_ns, t0 + slept, __ATOMIC_RELAXED);
+            gs_compute_ledger_wanted(d, t0 + slept);
         }
         int slot = gs_rt_slot();
         if (slot >= 0)

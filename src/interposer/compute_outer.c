@@ -69,20 +69,39 @@ static void live_pids(const struct gs_region *r, struct pidset *s)
 }
 
 /* What NVML says of the whole device: busy fraction, power draw and limit;
- * -1 where unknown. */
+ * -1 where unknown. lists_ours: whether its list of processes with a
+ * context names one of ours (0: it names others only, so its pids are of
+ * another pid namespace; -1: unknown). */
 struct devinfo {
     int64_t busy_ppm, power_mw, limit_mw;
+    int lists_ours;
 };
+
+/* Whether NVML's processes on device h include one of ours (struct
+ * devinfo's lists_ours). nvml_lock held. */
+static int lists_ours(nvmlDevice_t h, const struct pidset *ours)
+{
+    static nvmlProcessInfo_t infos[GS_REGION_MAX_PROCS];
+    gs_pfn_nvmlDeviceGetComputeRunningProcesses_v3 list = GS_REAL_NVML(nvmlDeviceGetComputeRunningProcesses_v3);
+    unsigned int n = GS_REGION_MAX_PROCS;
+    if (!list || list(h, &n, infos) != NVML_SUCCESS || n == 0)
+        return -1;
+    for (unsigned int i = 0; i < n && i < GS_REGION_MAX_PROCS; i++)
+        if (in_set(infos[i].pid, (void *)ours))
+            return 1;
+    return 0;
+}
 
 /* Samples of device uuid since *seen; returns how many (0 if none/unusable),
  * the newest MAX_SAMPLES of them if there are more, and fills *di. */
-static unsigned read_samples(const char *uuid, uint64_t seen, struct gs_lim_sample *out, struct devinfo *di)
+static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidset *ours, struct gs_lim_sample *out,
+                             struct devinfo *di)
 {
     static nvmlProcessUtilizationSample_t *buf;
     static unsigned cap;
     static int logged;
     unsigned got = 0;
-    *di = (struct devinfo){ -1, -1, -1 };
+    *di = (struct devinfo){ -1, -1, -1, -1 };
     pthread_mutex_lock(&nvml_lock);
     if (nvml_state == 0) {
         nvml_state = -1;
@@ -109,6 +128,7 @@ static unsigned read_samples(const char *uuid, uint64_t seen, struct gs_lim_samp
             di->power_mw = mw;
         if (plimit && plimit(h, &mw) == NVML_SUCCESS)
             di->limit_mw = mw;
+        di->lists_ours = lists_ours(h, ours);
         /* A buffer too small gets NVML_ERROR_INSUFFICIENT_SIZE, the count
          * needed and no samples: grow it (the history since seen can be
          * long) and ask again. */
@@ -420,9 +440,9 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
     uint64_t seen = __atomic_load_n(&a->nvml_seen_us, __ATOMIC_RELAXED);
     struct devinfo di;
     uint64_t read_from = gs_compute_now();
-    unsigned n = read_samples(g->uuid, seen, samples, &di);
-    gs_cost_add(GS_COST_NVML, gs_compute_now() - read_from);
     live_pids(r, &ours);
+    unsigned n = read_samples(g->uuid, seen, &ours, samples, &di);
+    gs_cost_add(GS_COST_NVML, gs_compute_now() - read_from);
     uint64_t newest = gs_lim_aggregate(samples, n, seen, in_set, &ours, &in->our_ppm, &in->others_ppm);
     __atomic_store_n(&a->nvml_seen_us, newest, __ATOMIC_RELAXED);
     g->first_look = seen == 0 && n > 0;
@@ -440,9 +460,12 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
     /* NVML names host pids; in a pid namespace of its own (a pod without
      * hostPID) none is ours or a ledger member's, and each would count as
      * an outside container (two share pods 30 : 70 got 0.10 / 0.23 on the
-     * simulated driver): where NVML showed none of our busy time under its
-     * pids, nobody outside the ledger can be told from us */
-    int pids_ours = !(in->our_ppm == 0 && in->occ_ppm >= GS_LIM_BUSY_PPM);
+     * simulated driver): where NVML lists none of our processes, or showed
+     * none of our busy time under its pids, nobody outside the ledger can
+     * be told from us. The list is needed too: a tenant held under 5 % has
+     * too little busy time to show, and counting the others as outside
+     * held one of four share pods 10 : 20 : 30 : 40 at 0.025 */
+    int pids_ours = di.lists_ours != 0 && !(in->our_ppm == 0 && in->occ_ppm >= GS_LIM_BUSY_PPM);
     if (a->mode == GS_LIM_SHARE && n > 0 && pids_ours)
         in->outside_weight = busy_weight(samples, n, seen, &ours, g->uuid, d);
 }
@@ -458,13 +481,22 @@ static void outer_publish(struct gs_region *r, int d, const struct outer_gathere
     uint32_t old = gs_lim_outer_apply(a, o, in->now);
     gs_log(GS_LOG_DEBUG,
            "outer %s: occupancy %llu ppm, nvml ours %lld others %lld device %lld ppm, %u active in the ledger, "
-           "power %lld/%lld mW -> c %u s %u",
+           "power %lld/%lld mW -> c %u s %u, use %u ppm, wanted %lld ms ago",
            g->uuid, (unsigned long long)in->occ_ppm, (long long)in->our_ppm, (long long)in->others_ppm,
-           (long long)in->dev_ppm, in->ndem, (long long)in->power_mw, (long long)in->limit_mw, o->corr, o->speed);
+           (long long)in->dev_ppm, in->ndem, (long long)in->power_mw, (long long)in->limit_mw, o->corr, o->speed,
+           o->use_ppm, o->wants_ns ? (long long)(in->now - o->wants_ns) / 1000000 : -1LL);
     gs_compute_ledger_publish(d, o->use_ppm, o->wants_ns);
     __atomic_store_n(&yield_queue[d], (uint8_t)o->yield, __ATOMIC_RELAXED);
-    if (a->mode == GS_LIM_SHARE && old != o->target)
-        gs_log(GS_LOG_DEBUG, "share mode on %s: target %u ppm (was %u)", g->uuid, o->target, old);
+    if (a->mode == GS_LIM_SHARE && old != o->target) {
+        char others[GS_LIM_MAX_DEMANDS * 40] = "";
+        size_t at = 0;
+        for (unsigned i = 0; i < in->ndem && at < sizeof others; i++)
+            at += (size_t)snprintf(others + at, sizeof others - at, " %u/%u%s%s", in->dem[i].weight, in->dem[i].use_ppm,
+                                   in->dem[i].wants_more ? "+" : "", in->dem[i].cap_ppm ? "c" : "");
+        gs_log(GS_LOG_DEBUG, "share mode on %s: target %u ppm (was %u); others (weight/use ppm, + wants more):%s%s",
+               g->uuid, o->target, old, in->ndem ? others : " none",
+               in->outside_weight ? ", and outside the ledger" : "");
+    }
 }
 
 /* One run of the outer loop, by the thread that won this period's turn. */

@@ -362,6 +362,45 @@ def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, request
     assert ra + rb >= 0.93, (ra, rb)
 
 
+def test_two_containers_sharing_30_70_post_each_wait_for_tokens_at_once(world):
+    """A share container's waits for tokens are how the others learn that
+    it wants more (for 500 ms after each, GS_LIM_THROTTLED_NS). Posted to
+    the ledger only at its outer runs (every 250 ms), they looked up to a
+    run older than they were; where the two outer loops ran a few ms apart
+    the 30 side read the 70 side's as over every other run, took the whole
+    GPU, and the pair swung between 0.30 / 0.70 and about 0.60 / 0.40 to
+    the end (0.36 / 0.68 and 0.47 / 0.56 measured; 5 of 24 runs failed with
+    three tests at once). Each wait is posted as it ends. Read from the
+    ledger every 5 ms while the pair runs, the median age of the two sides'
+    last waits was 72-99 ms (five runs); posted at outer runs only, 198-240
+    ms (four runs)."""
+    ages = []
+
+    def observer(ledgers):  # the flat layout's: the regions' directory
+        end = time.monotonic() + 4.0 * SLOW
+        sim_sleep(2.0)  # settled
+        ids = {ledger_id(ledgers / f"{name}.region") for name in "ab"}
+        while time.monotonic() < end:
+            for f in ledgers.glob("*.ledger"):
+                b = f.read_bytes()
+                now = time.monotonic_ns() // SLOW
+                for off in range(40, len(b) - 55, 56):
+                    container, wants = struct.unpack_from("<Q8xQ", b, off)
+                    if container in ids and wants:
+                        ages.append(max(0, now - wants) / 1e6)
+            sim_sleep(0.005)
+
+    share = {"GPUSLICE_COMPUTE_MODE": "share"}
+    ra, rb = containers(world, [{**share, "GPUSLICE_SHARE_WEIGHT": "30"}, {**share, "GPUSLICE_SHARE_WEIGHT": "70"}],
+                        "flat", secs=4.0, warm=2.0, hostile=observer, GPUSLICE_SIM_SWITCH_LOSS=30)
+    median = sorted(ages)[len(ages) // 2] if ages else None
+    print(f"shares 30:70, waits posted at once: {ra:.3f} / {rb:.3f}, median age of the last wait {median} ms "
+          f"({len(ages)} reads)")
+    assert len(ages) >= 100, len(ages)  # both were throttled, and seen
+    assert median <= 150, median
+    assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
+
+
 # Issue 28's splits: each tenant within this of its part.
 SPLIT_TOL = 0.03
 
