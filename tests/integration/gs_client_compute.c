@@ -59,8 +59,6 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-typedef CUresult (*launch_t)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
-                             void **, void **);
 typedef CUresult (*launch_ex_t)(const CUlaunchConfig *, CUfunction, void **, void **);
 typedef CUresult (*coop_t)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                            void **);
@@ -69,7 +67,7 @@ typedef CUresult (*graph_t)(CUgraphExec, CUstream);
 static CUresult launch_once(const char *path, void *fn)
 {
     if (!strcmp(path, "kernel") || !strcmp(path, "kernelptsz"))
-        return ((launch_t)fn)(func, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+        return ((gs_launch_fn)fn)(func, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
     if (!strcmp(path, "ex") || !strcmp(path, "exptsz")) {
         CUlaunchConfig cfg = {
             .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 32, .blockDimY = 1, .blockDimZ = 1
@@ -84,7 +82,7 @@ static CUresult launch_once(const char *path, void *fn)
 struct bg {
     CUresult (*set_ctx)(CUcontext);
     CUcontext ctx;
-    launch_t launch;
+    gs_launch_fn launch;
     CUstream s;
     volatile int stop;
     unsigned long long n;
@@ -102,28 +100,30 @@ static void *bg_main(void *arg)
     return NULL;
 }
 
+int gs_capture_api_of(gs_entry_fn entry, struct gs_capture_api *api)
+{
+    api->stream_create = (CUresult(*)(CUstream *, unsigned))entry("cuStreamCreate", "cuStreamCreate", 0);
+    api->begin = (CUresult(*)(CUstream, int))entry(NULL, "cuStreamBeginCapture_v2", 0);
+    api->end = (CUresult(*)(CUstream, void **))entry(NULL, "cuStreamEndCapture", 0);
+    api->instantiate =
+        (CUresult(*)(CUgraphExec *, void *, unsigned long long))entry(NULL, "cuGraphInstantiateWithFlags", 0);
+    api->launch = (gs_launch_fn)entry("cuLaunchKernel", "cuLaunchKernel", 0);
+    return api->stream_create && api->begin && api->end && api->instantiate && api->launch ? 0 : -1;
+}
+
 static CUresult capture(gs_entry_fn entry, unsigned n, unsigned gap_us, int mode, int with_bg)
 {
-    typedef CUresult (*mk_stream_t)(CUstream *, unsigned);
-    typedef CUresult (*begin_t)(CUstream, int);
-    typedef CUresult (*end_t)(CUstream, void **);
-    typedef CUresult (*inst_t)(CUgraphExec *, void *, unsigned long long);
-    typedef CUresult (*sync_t)(CUstream);
-    mk_stream_t mk = (mk_stream_t)entry("cuStreamCreate", "cuStreamCreate", 0);
-    begin_t begin = (begin_t)entry(NULL, "cuStreamBeginCapture_v2", 0);
-    end_t end = (end_t)entry(NULL, "cuStreamEndCapture", 0);
-    inst_t inst = (inst_t)entry(NULL, "cuGraphInstantiateWithFlags", 0);
-    launch_t launch = (launch_t)entry("cuLaunchKernel", "cuLaunchKernel", 0);
-    sync_t sync = (sync_t)entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
+    struct gs_capture_api api;
+    CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
     CUstream s = NULL, bs = NULL;
-    if (!mk || !begin || !end || !inst || !launch || !sync || !func)
+    if (gs_capture_api_of(entry, &api) != 0 || !sync || !func)
         return CUDA_ERROR_NOT_FOUND;
-    CUresult rc = mk(&s, 1);
+    CUresult rc = api.stream_create(&s, 1);
     if (!rc && with_bg)
-        rc = mk(&bs, 1);
+        rc = api.stream_create(&bs, 1);
     if (rc)
         return rc;
-    struct bg b = { .launch = launch, .s = bs };
+    struct bg b = { .launch = api.launch, .s = bs };
     CUresult (*get_ctx)(CUcontext *) = (CUresult(*)(CUcontext *))entry(NULL, "cuCtxGetCurrent", 0);
     b.set_ctx = (CUresult(*)(CUcontext))entry(NULL, "cuCtxSetCurrent", 0);
     if (with_bg && (!get_ctx || !b.set_ctx || get_ctx(&b.ctx) != CUDA_SUCCESS))
@@ -132,15 +132,15 @@ static CUresult capture(gs_entry_fn entry, unsigned n, unsigned gap_us, int mode
     int started = with_bg && pthread_create(&th, NULL, bg_main, &b) == 0;
     if (started)
         usleep(20000); /* the other thread is launching (and windows closing) when the capture begins */
-    CUresult brc = begin(s, mode), lrc = CUDA_SUCCESS, erc = CUDA_ERROR_UNKNOWN;
+    CUresult brc = api.begin(s, mode), lrc = CUDA_SUCCESS, erc = CUDA_ERROR_UNKNOWN;
     for (unsigned i = 0; i < n && !brc && !lrc; i++) {
-        lrc = launch(func, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL);
+        lrc = api.launch(func, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL);
         if (gap_us)
             usleep(gap_us);
     }
     void *g = NULL;
     if (!brc)
-        erc = end(s, &g);
+        erc = api.end(s, &g);
     if (started) {
         b.stop = 1;
         pthread_join(th, NULL);
@@ -149,7 +149,7 @@ static CUresult capture(gs_entry_fn entry, unsigned n, unsigned gap_us, int mode
            (int)b.rc);
     rc = brc ? brc : lrc ? lrc : erc ? erc : b.rc;
     if (!rc && g) {
-        rc = inst(&graph, g, 0);
+        rc = api.instantiate(&graph, g, 0);
         graph_n = n;
     }
     if (!rc && bs)
@@ -161,27 +161,21 @@ static CUresult capture(gs_entry_fn entry, unsigned n, unsigned gap_us, int mode
  * new stream *s. */
 static CUresult tp_graph(gs_entry_fn entry, CUfunction work, CUfunction coll, CUstream *s, CUgraphExec *out)
 {
-    CUresult (*mk)(CUstream *, unsigned) =
-        (CUresult(*)(CUstream *, unsigned))entry("cuStreamCreate", "cuStreamCreate", 0);
-    CUresult (*begin)(CUstream, int) = (CUresult(*)(CUstream, int))entry(NULL, "cuStreamBeginCapture_v2", 0);
-    CUresult (*end)(CUstream, void **) = (CUresult(*)(CUstream, void **))entry(NULL, "cuStreamEndCapture", 0);
-    CUresult (*inst)(CUgraphExec *, void *, unsigned long long) =
-        (CUresult(*)(CUgraphExec *, void *, unsigned long long))entry(NULL, "cuGraphInstantiateWithFlags", 0);
-    launch_t launch = (launch_t)entry("cuLaunchKernel", "cuLaunchKernel", 0);
-    if (!mk || !begin || !end || !inst || !launch)
+    struct gs_capture_api api;
+    if (gs_capture_api_of(entry, &api) != 0)
         return CUDA_ERROR_NOT_FOUND;
     void *g = NULL;
-    CUresult rc = mk(s, 1);
+    CUresult rc = api.stream_create(s, 1);
     if (!rc)
-        rc = begin(*s, 0);
+        rc = api.begin(*s, 0);
     if (!rc)
-        rc = launch(work, 1, 1, 1, 32, 1, 1, 0, *s, NULL, NULL);
+        rc = api.launch(work, 1, 1, 1, 32, 1, 1, 0, *s, NULL, NULL);
     if (!rc)
-        rc = launch(coll, 8, 1, 1, 32, 1, 1, 0, *s, NULL, NULL);
-    CUresult erc = end(*s, &g);
+        rc = api.launch(coll, 8, 1, 1, 32, 1, 1, 0, *s, NULL, NULL);
+    CUresult erc = api.end(*s, &g);
     if (!rc)
         rc = erc;
-    return rc ? rc : inst(out, g, 0);
+    return rc ? rc : api.instantiate(out, g, 0);
 }
 
 /* The "tp" command: see the top of this file. */
@@ -192,7 +186,7 @@ static CUresult tp_steps(gs_entry_fn entry, unsigned long long us, unsigned long
         (CUresult(*)(CUmodule *, const void *))entry("cuModuleLoadData", "cuModuleLoadData", 0);
     CUresult (*get)(CUfunction *, CUmodule, const char *) =
         (CUresult(*)(CUfunction *, CUmodule, const char *))entry("cuModuleGetFunction", "cuModuleGetFunction", 0);
-    launch_t launch = (launch_t)entry("cuLaunchKernel", "cuLaunchKernel", 0);
+    gs_launch_fn launch = (gs_launch_fn)entry("cuLaunchKernel", "cuLaunchKernel", 0);
     CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
     CUfunction work = NULL, coll = NULL;
     char name[96];
@@ -283,7 +277,7 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         unsigned n = (unsigned)strtoul(argv[1], NULL, 0);
         double think = atof(argv[2]) / 1e6, secs = atof(argv[3]);
         double gap = argc > 4 ? atof(argv[4]) / 1e6 : 0;
-        launch_t launch = (launch_t)entry("cuLaunchKernel", "cuLaunchKernel", 0);
+        gs_launch_fn launch = (gs_launch_fn)entry("cuLaunchKernel", "cuLaunchKernel", 0);
         CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
         if (!launch || !sync || !func) {
             *rc = CUDA_ERROR_NOT_FOUND;

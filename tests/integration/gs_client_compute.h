@@ -6,6 +6,21 @@
 /* Looks up an entry point the way gs_client was told to (base name for
  * cuGetProcAddress, versioned name for dlsym; base NULL: dlsym only). */
 typedef void *(*gs_entry_fn)(const char *base, const char *vname, int per_thread);
+/* cuLaunchKernel's signature. */
+typedef CUresult (*gs_launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                 CUstream, void **, void **);
+
+/* What a stream capture into an executable graph calls, looked up once
+ * through entry (gs_capture_api_of: 0 when all were found). */
+struct gs_capture_api {
+    CUresult (*stream_create)(CUstream *, unsigned);
+    CUresult (*begin)(CUstream, int);
+    CUresult (*end)(CUstream, void **);
+    CUresult (*instantiate)(CUgraphExec *, void *, unsigned long long);
+    gs_launch_fn launch;
+};
+int gs_capture_api_of(gs_entry_fn entry, struct gs_capture_api *api);
+
 /* Runs argv if it is a compute command: sets *rc, may print key=value
  * fields, returns 1; else returns 0. */
 int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry);

@@ -25,9 +25,6 @@
 #include <string.h>
 #include <time.h>
 
-typedef CUresult (*launch_t)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
-                             void **, void **);
-
 static CUmodule module;
 static CUgraphExec graph;
 static unsigned long long graph_work_us; /* the kernels' time in one replay, gaps excluded */
@@ -64,25 +61,19 @@ static CUresult function_of(gs_entry_fn entry, unsigned long long us, CUfunction
 /* The graph through stream capture: N launches of f recorded on a stream. */
 static CUresult captured(gs_entry_fn entry, CUfunction f, unsigned n)
 {
-    CUresult (*mk)(CUstream *, unsigned) =
-        (CUresult(*)(CUstream *, unsigned))entry("cuStreamCreate", "cuStreamCreate", 0);
-    CUresult (*begin)(CUstream, int) = (CUresult(*)(CUstream, int))entry(NULL, "cuStreamBeginCapture_v2", 0);
-    CUresult (*end)(CUstream, void **) = (CUresult(*)(CUstream, void **))entry(NULL, "cuStreamEndCapture", 0);
-    CUresult (*inst)(CUgraphExec *, void *, unsigned long long) =
-        (CUresult(*)(CUgraphExec *, void *, unsigned long long))entry(NULL, "cuGraphInstantiateWithFlags", 0);
-    launch_t launch = (launch_t)entry("cuLaunchKernel", "cuLaunchKernel", 0);
-    if (!mk || !begin || !end || !inst || !launch)
+    struct gs_capture_api api;
+    if (gs_capture_api_of(entry, &api) != 0)
         return CUDA_ERROR_NOT_FOUND;
     CUstream s = NULL;
     void *g = NULL;
-    CUresult rc = mk(&s, 1);
+    CUresult rc = api.stream_create(&s, 1);
     if (!rc)
-        rc = begin(s, 0);
+        rc = api.begin(s, 0);
     for (unsigned i = 0; i < n && !rc; i++)
-        rc = launch(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL);
-    CUresult erc = s ? end(s, &g) : CUDA_ERROR_INVALID_HANDLE;
+        rc = api.launch(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL);
+    CUresult erc = s ? api.end(s, &g) : CUDA_ERROR_INVALID_HANDLE;
     rc = rc ? rc : erc;
-    return rc ? rc : inst(&graph, g, 0);
+    return rc ? rc : api.instantiate(&graph, g, 0);
 }
 
 static CUresult make(gs_entry_fn entry, const char *how, unsigned n, unsigned long long us, unsigned long long gap)
@@ -109,7 +100,7 @@ static CUresult replay(gs_entry_fn entry, char **argv, int argc)
     unsigned pre = argc > 7 && tail_us ? (unsigned)strtoul(argv[7], NULL, 0) : 0;
     CUresult (*glaunch)(CUgraphExec, CUstream) =
         (CUresult(*)(CUgraphExec, CUstream))entry("cuGraphLaunch", pt ? "cuGraphLaunch_ptsz" : "cuGraphLaunch", pt);
-    launch_t launch = (launch_t)entry("cuLaunchKernel", "cuLaunchKernel", 0);
+    gs_launch_fn launch = (gs_launch_fn)entry("cuLaunchKernel", "cuLaunchKernel", 0);
     CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
     CUfunction tail = NULL;
     CUresult rc = glaunch && launch && sync && graph ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
