@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "compute_collective.h"
+#include "compute_cost.h"
 #include "../core/collective.h"
 #include "../core/limiter.h"
 #include "compute_capture.h"
@@ -162,6 +163,8 @@ static void harvest_locked(struct coll_dev *c, struct gs_lim_account *a)
                 uint64_t est = gs_coll_est_now(&c->keys[s->key].est);
                 if (span > 2 * est + SPUN_NS)
                     __atomic_store_n(&c->spun_ns, gs_compute_now(), __ATOMIC_RELAXED);
+                if (span > est)
+                    gs_cost_add(GS_COST_SPIN, span - est);
                 if (!s->graph)
                     gs_lim_charge_collective(a, span, work);
                 else if (est && span > est)
