@@ -176,6 +176,8 @@ def main():
                     help="plain,plain-shallow,share70/30,share70/30-yieldY,cap70/30,free/cap30,mps70/30 (default: all)")
     ap.add_argument("--share-yield", default="250", help="GPUSLICE_SHARE_YIELD_US values to run share70/30 with")
     ap.add_argument("--launch-rounds", type=int, default=7)
+    ap.add_argument("--inf-load", default="decoder", choices=["decoder", "decoder-heavy"],
+                    help="the inference tenant of coloc and decoverhead: decoder-heavy is a larger model on a batch of 32")
     ap.add_argument("--tag", default="", help="added to every line (the commit, the library's name)")
     a = ap.parse_args()
     LOG["dir"] = a.log
@@ -219,8 +221,8 @@ def main():
             if rnd == 0:
                 # thrown away: the first decoder run on a freshly started
                 # machine ran at 0.65 of the next ones (H100, 2026-11-25)
-                side_by_side([("decoder", {}, INF)], 5)
-            inf_alone = side_by_side([("decoder", {}, INF)], a.secs)[0]
+                side_by_side([(a.inf_load, {}, INF)], 5)
+            inf_alone = side_by_side([(a.inf_load, {}, INF)], a.secs)[0]
             if "decoverhead" in only:
                 # the limiter's host cost on a decoder: no limit, cap 70 alone
                 # (100 us probe), cap 70 beside a mostly idle notebook capped
@@ -228,7 +230,7 @@ def main():
                 for mode, ei, nb in [("nolimit", None, None), ("cap70", {"GPUSLICE_CORES": "70"}, None),
                                      ("cap70+notebook", {"GPUSLICE_CORES": "70"}, {"GPUSLICE_CORES": "30"})]:
                     env = limited(a.lib, state, f"ov{rnd}{mode[:5]}", ei or {})
-                    ts = [("decoder", env, INF)]
+                    ts = [(a.inf_load, env, INF)]
                     if nb:
                         ts.append(("notebook", limited(a.lib, state, f"nb{rnd}", nb), NB))
                     ri = side_by_side(ts, a.secs)[0]
@@ -273,17 +275,17 @@ def main():
                 if mode.startswith("mps"):
                     # MPS side by side: both tenants clients of the MPS
                     # daemon, with the mode's thread limits and limiter
-                    ri, rt = under_mps(lambda: side_by_side([("decoder", ei, INF), ("matmul", et, TR)], a.secs))
+                    ri, rt = under_mps(lambda: side_by_side([(a.inf_load, ei, INF), ("matmul", et, TR)], a.secs))
                 elif mode.startswith("plain"):
-                    ri, rt = side_by_side([("decoder", {}, INF), (train, {}, TR)], a.secs)
+                    ri, rt = side_by_side([(a.inf_load, {}, INF), (train, {}, TR)], a.secs)
                 else:
                     inf_env = limited(a.lib, state, f"inf{rnd}{mode.replace('/', '-')}", ei) if ei is not None else {}
-                    ri, rt = side_by_side([("decoder", inf_env, INF),
+                    ri, rt = side_by_side([(a.inf_load, inf_env, INF),
                                            ("matmul", limited(a.lib, state, f"tr{rnd}{mode.replace('/', '-')}", et), TR)], a.secs)
                 rows.append((mode, ri, rt))
             # the host drifts: the decoder alone again after the modes, and
             # every ratio against the mean of the two alone runs
-            inf_after = side_by_side([("decoder", {}, INF)], a.secs)[0]
+            inf_after = side_by_side([(a.inf_load, {}, INF)], a.secs)[0]
             inf_rate = (inf_alone["rate"] + inf_after["rate"]) / 2
             inf_p99 = (inf_alone["p99_ms"] + inf_after["p99_ms"]) / 2
             emit({"scenario": "coloc-alone", "round": rnd, "inf": inf_alone, "inf_after": inf_after, "train": tr_alone})

@@ -12,13 +12,17 @@ import time
 import torch
 
 
-def decoder(dev):
+def decoder(dev, heavy=False):
+    """A Llama-style decoder generating 16 tokens a step. heavy: a larger
+    model (hidden 2048, 16 layers) on a batch of 32 prompts, busy enough on
+    the GPU to contend with a neighbour rather than wait on its host."""
     try:
         from transformers import LlamaConfig, LlamaForCausalLM
-        cfg = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
+        hidden, inter, layers, batch = (2048, 5632, 16, 32) if heavy else (1024, 2816, 8, 1)
+        cfg = LlamaConfig(hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers, num_attention_heads=16,
                           num_key_value_heads=16, vocab_size=32000, max_position_embeddings=512)
         m = LlamaForCausalLM(cfg).to(dev, torch.bfloat16).eval()
-        ids = torch.randint(0, 32000, (1, 16), device=dev)
+        ids = torch.randint(0, 32000, (batch, 16), device=dev)
 
         def step():
             with torch.no_grad():
@@ -97,8 +101,8 @@ def main():
             for _ in range(per):
                 torch.matmul(x, y, out=out)
             torch.cuda.synchronize()
-    elif a.load == "decoder":
-        step, kind, per = decoder(dev)
+    elif a.load in ("decoder", "decoder-heavy"):
+        step, kind, per = decoder(dev, heavy=a.load == "decoder-heavy")
     elif a.load in ("train", "graphinf"):
         m = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).to(dev)
         xb = torch.randn(64, 1024, device=dev)
