@@ -177,7 +177,7 @@ def main():
     ap.add_argument("--share-yield", default="250", help="GPUSLICE_SHARE_YIELD_US values to run share70/30 with")
     ap.add_argument("--launch-rounds", type=int, default=7)
     ap.add_argument("--inf-load", default="decoder", choices=["decoder", "decoder-heavy"],
-                    help="the inference tenant of coloc and decoverhead: decoder-heavy is a larger model on a batch of 32")
+                    help="the inference tenant of coloc, decoverhead and turns: decoder-heavy is a larger model on a batch of 32")
     ap.add_argument("--tag", default="", help="added to every line (the commit, the library's name)")
     a = ap.parse_args()
     LOG["dir"] = a.log
@@ -305,9 +305,9 @@ def main():
         def lim(name, e):
             return limited(a.lib, state, "turns-" + name, e)
 
-        tenants = [("decoder", {}, INF, ["A-free", "B-free", "C-plain"]),
-                   ("decoder", lim("dec-cap70", {"GPUSLICE_CORES": "70"}), INF, ["A-cap", "B-cap"]),
-                   ("decoder", lim("dec-share70", {**share, "GPUSLICE_SHARE_WEIGHT": "70"}), INF, ["C-share"]),
+        tenants = [(a.inf_load, {}, INF, ["A-free", "B-free", "C-plain"]),
+                   (a.inf_load, lim("dec-cap70", {"GPUSLICE_CORES": "70"}), INF, ["A-cap", "B-cap"]),
+                   (a.inf_load, lim("dec-share70", {**share, "GPUSLICE_SHARE_WEIGHT": "70"}), INF, ["C-share"]),
                    ("matmul", {}, TR, ["T-alone", "C-plain"]),
                    ("matmul", lim("tr-cap30", {"GPUSLICE_CORES": "30"}), TR, ["B-free", "B-cap"]),
                    ("matmul", lim("tr-share30", {**share, "GPUSLICE_SHARE_WEIGHT": "30"}), TR, ["C-share"])]
