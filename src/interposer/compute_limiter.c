@@ -353,6 +353,15 @@ static void count_turn_wait(uint64_t ns)
         gs_cost_add(GS_COST_TURN, ns);
 }
 
+/* Our container was held to its limit on device d at ns: the account says
+ * so, and so does the ledger at once, where the others read that we want
+ * more (gs_compute_ledger_wanted). */
+static void held_back(struct gs_lim_account *a, int d, uint64_t ns)
+{
+    __atomic_store_n(&a->throttled_ns, ns, __ATOMIC_RELAXED);
+    gs_compute_ledger_wanted(d, ns);
+}
+
 int gs_compute_before(CUstream s, int graph)
 {
     /* one launch in 64 times the gate's fast path, for the cost report */
@@ -444,8 +453,7 @@ int gs_compute_before(CUstream s, int graph)
                  * goes on contending for its slot */
                 gs_lim_open_in_slot(&t->w, a, t0, bank);
                 wait = 0;
-                __atomic_store_n(&a->throttled_ns, t0, __ATOMIC_RELAXED);
-                gs_compute_ledger_wanted(d, t0);
+                held_back(a, d, t0);
             } else if (f.mine_ns - t0 < wait) {
                 wait = f.mine_ns - t0; /* in debt: no later than its slot */
             }
@@ -484,8 +492,7 @@ int gs_compute_before(CUstream s, int graph)
             turn_waited += slept;
         } else {
             gs_cost_add(GS_COST_TOKENS, slept);
-            __atomic_store_n(&a->throttled_ns, t0 + slept, __ATOMIC_RELAXED);
-            gs_compute_ledger_wanted(d, t0 + slept);
+            held_back(a, d, t0 + slept);
         }
         int slot = gs_rt_slot();
         if (slot >= 0)

@@ -78,13 +78,13 @@ struct devinfo {
 };
 
 /* Whether NVML's processes on device h include one of ours (struct
- * devinfo's lists_ours). nvml_lock held. */
+ * devinfo's lists_ours); -1 without ours to look for. nvml_lock held. */
 static int lists_ours(nvmlDevice_t h, const struct pidset *ours)
 {
     static nvmlProcessInfo_t infos[GS_REGION_MAX_PROCS];
     gs_pfn_nvmlDeviceGetComputeRunningProcesses_v3 list = GS_REAL_NVML(nvmlDeviceGetComputeRunningProcesses_v3);
     unsigned int n = GS_REGION_MAX_PROCS;
-    if (!list || list(h, &n, infos) != NVML_SUCCESS || n == 0)
+    if (!ours || !list || list(h, &n, infos) != NVML_SUCCESS || n == 0)
         return -1;
     for (unsigned int i = 0; i < n && i < GS_REGION_MAX_PROCS; i++)
         if (in_set(infos[i].pid, (void *)ours))
@@ -93,7 +93,8 @@ static int lists_ours(nvmlDevice_t h, const struct pidset *ours)
 }
 
 /* Samples of device uuid since *seen; returns how many (0 if none/unusable),
- * the newest MAX_SAMPLES of them if there are more, and fills *di. */
+ * the newest MAX_SAMPLES of them if there are more, and fills *di (its
+ * lists_ours only where ours is given: share mode alone uses it). */
 static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidset *ours, struct gs_lim_sample *out,
                              struct devinfo *di)
 {
@@ -441,7 +442,7 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
     struct devinfo di;
     uint64_t read_from = gs_compute_now();
     live_pids(r, &ours);
-    unsigned n = read_samples(g->uuid, seen, &ours, samples, &di);
+    unsigned n = read_samples(g->uuid, seen, a->mode == GS_LIM_SHARE ? &ours : NULL, samples, &di);
     gs_cost_add(GS_COST_NVML, gs_compute_now() - read_from);
     uint64_t newest = gs_lim_aggregate(samples, n, seen, in_set, &ours, &in->our_ppm, &in->others_ppm);
     __atomic_store_n(&a->nvml_seen_us, newest, __ATOMIC_RELAXED);
@@ -487,7 +488,7 @@ static void outer_publish(struct gs_region *r, int d, const struct outer_gathere
            o->use_ppm, o->wants_ns ? (long long)(in->now - o->wants_ns) / 1000000 : -1LL);
     gs_compute_ledger_publish(d, o->use_ppm, o->wants_ns);
     __atomic_store_n(&yield_queue[d], (uint8_t)o->yield, __ATOMIC_RELAXED);
-    if (a->mode == GS_LIM_SHARE && old != o->target) {
+    if (a->mode == GS_LIM_SHARE && old != o->target && GS_LOG_DEBUG <= gs_log_threshold) {
         char others[GS_LIM_MAX_DEMANDS * 40] = "";
         size_t at = 0;
         for (unsigned i = 0; i < in->ndem && at < sizeof others; i++)
