@@ -91,6 +91,15 @@ excluding() {
     echo "${labels:-^\$}"
 }
 
+# await_lane LANE PIPE WHAT: waits for a background lane; fails the run,
+# naming WHAT, if the lane failed or left no outcome.
+await_lane() {
+    wait "$2" || true
+    rm -f "$work/$1.pid"
+    rc=$(cat "$work/$1.rc" 2>/dev/null || echo 1)
+    [ "$rc" -eq 0 ] || { echo "test.sh: $3 failed (lines marked [$1] above)"; exit 1; }
+}
+
 if [ -n "$quick" ]; then
     step "release build"
     cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -162,13 +171,7 @@ step "sanitizer tests (all but timing and python-only)"
 "$retry" "$root/build-asan" sanitizer "$flaky" -j"$jobs" -LE "$(excluding timing python-only)"
 
 step "fuzz and checkers (waiting for the background run)"
-wait "$checks_pipe" || true
-rm -f "$work/checks.pid"
-rc=$(cat "$work/checks.rc" 2>/dev/null || echo 1)
-[ "$rc" -eq 0 ] || { echo "test.sh: fuzzing or the checkers failed (lines marked [checks] above)"; exit 1; }
+await_lane checks "$checks_pipe" "fuzzing or the checkers"
 
 step "slow tests (waiting for the background run)"
-wait "$slow_pipe" || true
-rm -f "$work/slow.pid"
-rc=$(cat "$work/slow.rc" 2>/dev/null || echo 1)
-[ "$rc" -eq 0 ] || { echo "test.sh: the slow tests failed (lines marked [slow] above)"; exit 1; }
+await_lane slow "$slow_pipe" "the slow tests"
