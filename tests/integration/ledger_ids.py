@@ -14,3 +14,21 @@ def ledger_id(path):
     x = (x * 0xBF58476D1CE4E5B9) & _M
     x ^= x >> 29
     return x or 1
+
+
+# The device ledger file's layout (struct gs_ledger_file, ledger.h): a
+# 40-byte header, then MEMBERS members of MEMBER_SIZE bytes (container at
+# +0, active_ns +8, wants_ns +16, asked_ns +24, pid +32, open +36, weight
+# +40, use +44, claim +48).
+HEADER, MEMBER_SIZE, MEMBERS = 40, 56, 128
+LEDGER_SIZE = HEADER + MEMBER_SIZE * MEMBERS
+
+
+def member_at(slot):
+    """The byte offset of member slot `slot`."""
+    return HEADER + MEMBER_SIZE * slot
+
+
+def member_offsets(b):
+    """The byte offsets of the members in ledger bytes b."""
+    return range(HEADER, len(b) - MEMBER_SIZE + 1, MEMBER_SIZE)

@@ -21,7 +21,7 @@ import time
 
 import pytest
 from conftest import SIM_UUID, pid_namespace
-from ledger_ids import ledger_id
+from ledger_ids import LEDGER_SIZE, MEMBERS, ledger_id, member_at, member_offsets
 
 TOL = 0.05
 # The tenants' clock runs this many times slower than the wall (conftest,
@@ -277,9 +277,9 @@ def forge_turn(ledgers):
     for f in ledgers.glob("*.ledger"):
         with open(f, "r+b") as fh:
             b = fh.read()
-            if len(b) != 40 + 56 * 128:
+            if len(b) != LEDGER_SIZE:
                 return 0
-            for off in range(40, len(b) - 55, 56):
+            for off in member_offsets(b):
                 c, = struct.unpack_from("<Q", b, off)
                 if c and struct.unpack_from("<I", b, off + 40)[0] == 70:
                     fh.seek(24)
@@ -384,7 +384,7 @@ def test_two_containers_sharing_30_70_post_each_wait_for_tokens_at_once(world):
             for f in ledgers.glob("*.ledger"):
                 b = f.read_bytes()
                 now = time.monotonic_ns() // SLOW
-                for off in range(40, len(b) - 55, 56):
+                for off in member_offsets(b):
                     container, wants = struct.unpack_from("<Q8xQ", b, off)
                     if container in ids and wants:
                         ages.append(max(0, now - wants) / 1e6)
@@ -475,18 +475,18 @@ def forge_members(ledgers, count, held):
     for f in ledgers.glob("*.ledger"):
         fd = os.open(f, os.O_RDWR)
         held.append(fd)
-        b = os.pread(fd, 40 + 56 * 128, 0)
-        for slot in range(127, -1, -1):
-            if n == count or len(b) != 40 + 56 * 128:
+        b = os.pread(fd, LEDGER_SIZE, 0)
+        for slot in range(MEMBERS - 1, -1, -1):
+            if n == count or len(b) != LEDGER_SIZE:
                 break
-            if struct.unpack_from("<Q", b, 40 + 56 * slot)[0]:
+            if struct.unpack_from("<Q", b, member_at(slot))[0]:
                 continue
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, (1 << 20) + 1 + slot)
             except OSError:
                 continue
             os.pwrite(fd, struct.pack("<QQQQiIIIII", 0xF0F6ED00 + slot, 1 << 62, 1 << 62, 0, os.getpid(), 0, 65535,
-                                      1_000_000, 0, 0), 40 + 56 * slot)
+                                      1_000_000, 0, 0), member_at(slot))
             n += 1
     return n
 
