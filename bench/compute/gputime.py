@@ -2,7 +2,7 @@
 under caps; co-location; two containers in both layouts; launch rate.
 Writes $OUT/gputime.jsonl and prints it. Usage:
   python3 bench/compute/gputime.py --lib build-gpu/lib/libgpuslice.so --out DIR --only a,b --caps 10,30
---only picks loads (matmul, small, decoder, train, graphinf) and scenarios
+--only picks loads (matmul, matmul-dense, small, decoder, train, graphinf) and scenarios
 (coloc, mps, decoverhead: the limiter's host cost on the decoder, turns: the
 co-location scenarios in alternating turns of 2.5 s with every tenant started
 once, so that the host's drift cancels, two, launch,
@@ -26,11 +26,19 @@ PIN = max(os.sched_getaffinity(0))  # the CPU the launch-rate runs share
 
 
 class Busy:
-    """Device utilisation (nvidia-smi, every 0.2 s) while a tenant measures:
-    done(r) averages the samples inside its measured span [t0, t1] (its
-    start-up, compilation and warm-up are not its busy fraction)."""
+    """Device utilisation (nvidia-smi, every 0.2 s) while a tenant measures,
+    and with each sample NVML's SM clock, power draw and whether the power
+    cap holds the clock down (nvml_probe; absent where NVML is not):
+    done(r) averages them inside its measured span [t0, t1] (its start-up,
+    compilation and warm-up are not its busy fraction) and keeps the other
+    averages in self.nvml."""
     def __init__(self):
-        self.vals, self.stop = [], False
+        self.vals, self.stop, self.nvml = [], False, {}
+        try:
+            import nvml_probe
+            self.nv = nvml_probe.Nvml()
+        except Exception:  # noqa: BLE001 - no NVML: utilisation alone
+            self.nv = None
         self.t = threading.Thread(target=self.loop)
         self.t.start()
 
@@ -41,7 +49,7 @@ class Busy:
             if self.stop:
                 break
             try:
-                self.vals.append((time.time(), float(line)))
+                self.vals.append((time.time(), float(line), self.nv.clock_power() if self.nv else None))
             except ValueError:
                 pass
         p.kill()
@@ -49,8 +57,29 @@ class Busy:
     def done(self, r):
         self.stop = True
         self.t.join()
-        v = [u for t, u in self.vals if r.get("t0", 0) + 0.5 <= t <= r.get("t1", 0)]
-        return sum(v) / len(v) / 100 if v else -1
+        inside = [(u, cp) for t, u, cp in self.vals if r.get("t0", 0) + 0.5 <= t <= r.get("t1", 0)]
+        cps = [cp for _, cp in inside if cp]
+        if cps:
+            self.nvml = {"sm_mhz": round(sum(c[0] for c in cps) / len(cps)),
+                         "power_w": round(sum(c[1] for c in cps) / len(cps), 1),
+                         "power_capped": round(sum(1 for c in cps if c[3] & 0x4) / len(cps), 2)}
+        return sum(u for u, _ in inside) / len(inside) / 100 if inside else -1
+
+
+def idle_power():
+    """The device's static clocks and power limit, and its draw with nothing
+    running (the mean of 10 readings 0.1 s apart), or {} without NVML."""
+    try:
+        import nvml_probe
+        nv = nvml_probe.Nvml()
+    except Exception:  # noqa: BLE001
+        return {}
+    draws = []
+    for _ in range(10):
+        draws.append(nv.clock_power())
+        time.sleep(0.1)
+    return {"idle_power_w": round(sum(d[1] for d in draws) / len(draws), 1),
+            "idle_util": max(d[2] for d in draws), **nv.static()}
 
 
 LOG = {"dir": None, "n": 0}
@@ -197,20 +226,22 @@ def main():
         outf.flush()
 
     state = tempfile.mkdtemp()
-    for load in ["matmul", "small", "decoder", "train", "graphinf"]:
+    sys.path.insert(0, HERE)
+    emit({"scenario": "device", **idle_power()})
+    for load in ["matmul", "matmul-dense", "small", "decoder", "train", "graphinf"]:
         if only and load not in only:
             continue
         b = Busy()
         alone = result(tenant(load, {}, a.secs))
         busy = b.done(alone)
-        emit({"scenario": "alone", "load": load, "busy": busy, **alone})
+        emit({"scenario": "alone", "load": load, "busy": busy, **b.nvml, **alone})
         for cap in caps_for.get(load, [int(c) for c in a.caps.split(",")]):
             b = Busy()
             r = result(tenant(load, limited(a.lib, state, f"{load}{cap}", {"GPUSLICE_CORES": str(cap)}), a.secs))
             cb = b.done(r)
             u = busy
             emit({"scenario": f"cap{cap}", "load": load, "ratio": r.get("rate", 0) / alone["rate"],
-                  "target_min": min(1, cap / 100 / u) - 0.05 if u > 0 else None, "busy": cb, **r})
+                  "target_min": min(1, cap / 100 / u) - 0.05 if u > 0 else None, "busy": cb, **b.nvml, **r})
     if not only or "coloc" in only or "decoverhead" in only:
         # the decoder and the training on CPUs of their own, alone and side by
         # side; each pair measures the same span; rounds alternate the

@@ -51,7 +51,7 @@
 #define GS_LIM_BUSY_PPM 50000U        /* others above 5 % count as busy (share mode) */
 #define GS_LIM_MAX_SPEED 2000000U     /* s never above 2 */
 #define GS_LIM_IDLE_POWER_PPM 150000U /* power drawn busy-idle: 15 % of the limit */
-#define GS_LIM_DEFAULT_POWER_EXP 380U /* thousandths; see gs_lim_speed */
+#define GS_LIM_DEFAULT_POWER_EXP 480U /* thousandths; see gs_lim_speed */
 
 #define GS_LIM_MAX_WEIGHT 10000U   /* GPUSLICE_SHARE_WEIGHT's ceiling (config_keys.def) */
 #define GS_LIM_DEFAULT_WEIGHT 100U /* ... and its default, the node agent's ceiling */

@@ -55,7 +55,7 @@ def free_port():
 PINS = {"GPUSLICE_REGION": "/var/run/gpuslice/region", "GPUSLICE_LEDGER_DIR": "/var/run/gpuslice-ledger",
         "GPUSLICE_ROSTER_DIR": "/var/run/gpuslice-roster",
         "GPUSLICE_CTX_OVERHEAD": "auto", "GPUSLICE_SHARE_WEIGHT": "100",
-        "GPUSLICE_POWER_EXPONENT": "0.380", "GPUSLICE_SHARE_YIELD_US": "0"}
+        "GPUSLICE_POWER_EXPONENT": "0.480", "GPUSLICE_SHARE_YIELD_US": "0"}
 
 
 def assignment(uuid, k, mem_mib, cores=0, node=NODE, mode=None):

@@ -172,7 +172,7 @@ int main(void)
     two_a.share_mode = 1;
     CHECK(strstr(text, "\nGPUSLICE_CTX_OVERHEAD=auto\n"));
     CHECK(strstr(text, "\nGPUSLICE_SHARE_WEIGHT=100\n"));
-    CHECK(strstr(text, "\nGPUSLICE_POWER_EXPONENT=0.380\n"));
+    CHECK(strstr(text, "\nGPUSLICE_POWER_EXPONENT=0.480\n"));
     CHECK(strstr(text, "\nGPUSLICE_SHARE_YIELD_US=0\n"));
     CHECK(!gs_k8s_name_ok("a\nb", 10) && !gs_k8s_name_ok("", 10) && gs_k8s_name_ok("a-b.c", 10));
 

@@ -280,7 +280,7 @@ static void test_power_exponent(void **state)
 
     (void)state;
     load_ok(&e, &cfg);
-    assert_int_equal(cfg.power_exp_milli, 380);
+    assert_int_equal(cfg.power_exp_milli, GS_LIM_DEFAULT_POWER_EXP);
     for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         fake_env_set(&e, "GPUSLICE_POWER_EXPONENT", ok[i].v);
         load_ok(&e, &cfg);
