@@ -4,6 +4,7 @@
  * overhead included) and the process list names every live process with a
  * context or memory on the device, each with its own usage.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -373,7 +374,9 @@ static nvmlReturn_t last_period(nvmlDevice_t device, int want_power, unsigned in
         return NVML_ERROR_UNKNOWN;
     sim_tl_advance(st, i, sim_now_ns());
     unsigned int util = st->dev[i].tl_last_util;
-    *out = want_power ? (unsigned int)(SIM_IDLE_POWER_MW + st->power_dyn_mw * util / 100) : util;
+    *out = want_power ? (unsigned int)(SIM_IDLE_POWER_MW +
+                                       (double)st->power_dyn_mw * util / 100 * pow(sim_clock(st, util), SIM_CLOCK_K))
+                      : util;
     sim_state_unlock(st);
     return NVML_SUCCESS;
 }

@@ -17,7 +17,7 @@
 #define SIM_STATE_MAGIC 0x314d495345494c53ULL /* "SLIESIM1" */
 /* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots; 4: time slices; 5: MPS; 6: collectives;
  * 7: idle gaps inside graphs; 8: processes told apart across pid namespaces */
-#define SIM_STATE_VERSION 8U
+#define SIM_STATE_VERSION 9U
 
 #define SIM_MAX_DEVICES 8
 #define SIM_MAX_PROCS 128
@@ -167,6 +167,8 @@ struct sim_device {
     int32_t tl_last_proc;     /* the process whose kernels ran last; -1: none yet */
     int32_t tl_owner;         /* with time slices: the process whose slice runs; -1: none yet */
     uint64_t tl_slice_end;    /* ... and when its slice ends */
+    uint32_t tl_speed_ppm;    /* work per device ns, ppm of the rate fully busy (the clock model); 0: 1e6 */
+    uint32_t tl_pad;
     struct sim_util_sample samples[SIM_UTIL_SAMPLES];
 };
 
@@ -205,12 +207,22 @@ struct sim_config {
 };
 
 /* The NVML power model: a device draws SIM_IDLE_POWER_MW plus power_dyn_mw x
- * its busy fraction of the last sample period, against a limit of
- * SIM_POWER_LIMIT_MW (an H200's figures). power_dyn_mw comes from
- * GPUSLICE_SIM_POWER_DYN (watts, default 400: never over the limit). */
+ * its busy fraction of the last sample period x f^SIM_CLOCK_K, against a limit
+ * of SIM_POWER_LIMIT_MW (an H200's figures); f is its clock over the highest.
+ * power_dyn_mw comes from GPUSLICE_SIM_POWER_DYN (watts, default 400: never
+ * over the limit, f = 1). Where it is more than the limit leaves above idle,
+ * the clock model holds: each sample period the clock is set as high as
+ * keeps the last period's busy fraction within the limit, and work runs at
+ * (f / f_full)^SIM_CLOCK_A of its rate fully busy (f_full: the clock fully
+ * busy). So a duty-cycled device does more per busy second than a full one,
+ * as an H100 and an H200 did under caps (bench/results/compute-2026-11-27h.md:
+ * their draw grew as f^1.45-1.6, their matmul's speed as f^0.56-0.77). */
 #define SIM_IDLE_POWER_MW 100000ULL
 #define SIM_POWER_LIMIT_MW 700000ULL
 #define SIM_DEFAULT_POWER_DYN_MW 400000ULL
+#define SIM_CLOCK_K 1.6
+#define SIM_CLOCK_A 0.75
+#define SIM_PPM 1000000ULL
 
 /* Reads GPUSLICE_SIM_*; prints a message naming the variable and returns -1
  * on an invalid value. */

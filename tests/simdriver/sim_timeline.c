@@ -4,6 +4,7 @@
  * sim_timeline.h). */
 #include "sim_timeline.h"
 
+#include <math.h>
 #include <time.h>
 
 uint64_t sim_now_ns(void)
@@ -27,8 +28,15 @@ int sim_tl_active(const struct sim_state *st, int dev)
     return k;
 }
 
+/* A segment's slope as bp_add compares it: k processes sharing the device
+ * (1 for a slice), at the clock model's speed. */
+static uint32_t slope(uint32_t k, uint64_t speed_ppm)
+{
+    return (uint32_t)(speed_ppm << 8 | k); /* speed < 2^24, k < 256: never STALLED */
+}
+
 /* Appends (t, done) to the process's breakpoints; a point that continues a
- * segment of the same slope (same k) replaces the previous one. */
+ * segment of the same slope (same key) replaces the previous one. */
 static void bp_add(struct sim_work *w, uint64_t t, uint32_t k, uint64_t seg_start)
 {
     if (w->bp_head > 0) {
@@ -47,6 +55,24 @@ static void bp_add(struct sim_work *w, uint64_t t, uint32_t k, uint64_t seg_star
     w->bp_done[i] = w->done;
     w->bp_head++;
     w->pad = k;
+}
+
+double sim_clock(const struct sim_state *st, uint32_t util)
+{
+    double head = (double)(SIM_POWER_LIMIT_MW - SIM_IDLE_POWER_MW), dyn = (double)st->power_dyn_mw * util / 100;
+    double f = dyn > head ? pow(head / dyn, 1 / SIM_CLOCK_K) : 1.0;
+    return f;
+}
+
+uint32_t sim_clock_speed_ppm(const struct sim_state *st, uint32_t util)
+{
+    return (uint32_t)(pow(sim_clock(st, util) / sim_clock(st, 100), SIM_CLOCK_A) * (double)SIM_PPM);
+}
+
+/* What one device ns of the current sample period does. */
+static uint64_t speed_of(const struct sim_device *d)
+{
+    return d->tl_speed_ppm ? d->tl_speed_ppm : SIM_PPM;
 }
 
 static void emit_samples(struct sim_state *st, int dev, uint64_t period_end)
@@ -76,6 +102,7 @@ static void emit_samples(struct sim_state *st, int dev, uint64_t period_end)
         w->period_busy = 0;
     }
     d->tl_last_util = (uint32_t)dev_pct;
+    d->tl_speed_ppm = sim_clock_speed_ppm(st, d->tl_last_util);
     d->tl_period_busy = 0;
     d->tl_period_start = period_end;
 }
@@ -152,8 +179,9 @@ static uint64_t sliced_end(struct sim_state *st, int dev, uint64_t t, uint64_t l
     if (o < 0)
         return limit;
     uint64_t end = st->dev[dev].tl_slice_end < limit ? st->dev[dev].tl_slice_end : limit;
-    uint64_t r = room(&st->procs[o].work[dev]);
-    return r && r < end - t ? t + r : end;
+    uint64_t r = room(&st->procs[o].work[dev]), speed = speed_of(&st->dev[dev]);
+    uint64_t takes = (r * SIM_PPM + speed - 1) / speed;
+    return r && takes < end - t ? t + takes : end;
 }
 
 /* One segment [t, end] of a time-sliced device: the owner runs (or spins) at
@@ -172,9 +200,10 @@ static void sliced_apply(struct sim_state *st, int dev, uint64_t t, uint64_t end
         bp_add(w, end, STALLED, t);
     }
     struct sim_work *ow = &st->procs[o].work[dev];
-    int spins = room(ow) == 0, idle = in_gap(ow);
-    ow->done += spins ? 0 : dt;
-    bp_add(ow, end, spins ? STALLED : 1, t);
+    uint64_t r = room(ow), speed = speed_of(d), gain = dt * speed / SIM_PPM;
+    int spins = r == 0, idle = in_gap(ow);
+    ow->done += gain < r && dt < (r * SIM_PPM + speed - 1) / speed ? gain : r;
+    bp_add(ow, end, spins ? STALLED : slope(1, speed), t);
     if (idle)
         return; /* a gap inside a graph: no kernel ran */
     ow->busy += dt;
@@ -189,7 +218,7 @@ static void sliced_apply(struct sim_state *st, int dev, uint64_t t, uint64_t end
  * `empties`. */
 struct ps_plan {
     uint32_t k;
-    uint64_t eff;     /* percent of full speed the k progress at together: switches cost */
+    uint64_t eff;     /* ppm of full speed the k progress at together: switches and the clock */
     uint64_t minrem;  /* least room of a process that progresses; UINT64_MAX: all spin */
     uint64_t empties; /* when that room runs out; UINT64_MAX: never */
 };
@@ -206,9 +235,9 @@ static struct ps_plan ps_plan(const struct sim_state *st, int dev, uint64_t t)
         if (r && r < s.minrem)
             s.minrem = r;
     }
-    s.eff = s.k > 1 ? 100 - st->switch_loss_pct : 100;
+    s.eff = (s.k > 1 ? 100 - st->switch_loss_pct : 100) * speed_of(&st->dev[dev]) / 100;
     if (s.minrem != UINT64_MAX)
-        s.empties = t + (s.minrem * s.k * 100 + s.eff - 1) / s.eff;
+        s.empties = t + (s.minrem * s.k * SIM_PPM + s.eff - 1) / s.eff;
     return s;
 }
 
@@ -219,7 +248,7 @@ static void ps_apply(struct sim_state *st, int dev, uint64_t t, uint64_t end)
     struct sim_device *d = &st->dev[dev];
     struct ps_plan s = ps_plan(st, dev, t);
     int completes = end == s.empties;
-    uint64_t dt = end - t, share = dt / s.k, gain = share * s.eff / 100;
+    uint64_t dt = end - t, share = dt / s.k, gain = share * s.eff / SIM_PPM;
     int ran = 0;
     for (int p = 0; p < SIM_MAX_PROCS; p++) {
         struct sim_work *w = &st->procs[p].work[dev];
@@ -228,7 +257,7 @@ static void ps_apply(struct sim_state *st, int dev, uint64_t t, uint64_t end)
         uint64_t r = room(w);
         int idle = in_gap(w);
         w->done += completes && r == s.minrem ? r : (gain < r ? gain : r);
-        bp_add(w, end, r ? s.k : STALLED, t);
+        bp_add(w, end, r ? slope(s.k, speed_of(d)) : STALLED, t);
         if (idle)
             continue; /* a gap inside a graph: no kernel of its ran */
         ran = 1;
@@ -279,6 +308,7 @@ static void idle_advance(struct sim_state *st, int dev, uint64_t now)
         if (now - t > SIM_UTIL_PERIOD_NS) {
             d->tl_period_start += (now - t) / SIM_UTIL_PERIOD_NS * SIM_UTIL_PERIOD_NS;
             d->tl_last_util = 0;
+            d->tl_speed_ppm = sim_clock_speed_ppm(st, 0);
         }
     }
     d->tl_last_ns = now;

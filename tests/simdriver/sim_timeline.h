@@ -50,6 +50,12 @@
 
 uint64_t sim_now_ns(void);
 
+/* The clock model (sim_state.h): the clock, over the highest, of a device
+ * util percent busy, and the work it does per device ns then, ppm of the
+ * rate fully busy. Without the model: 1 and SIM_PPM. */
+double sim_clock(const struct sim_state *st, uint32_t util);
+uint32_t sim_clock_speed_ppm(const struct sim_state *st, uint32_t util);
+
 /* Starts device dev's timeline if it has none yet, and computes every
  * started device's up to now. */
 void sim_tl_advance(struct sim_state *st, int dev, uint64_t now);

@@ -303,6 +303,38 @@ static void the_gap_queue_is_bounded(void **state)
     free(st);
 }
 
+/* The clock model (sim_state.h), on a device whose work would draw 900 W
+ * above idle fully busy against 600 W of headroom: after a sample period
+ * half busy its clock is the highest, and work runs (1 / f_full)^0.75 =
+ * 1.21 x as fast as fully busy, with time slices or without; after a full
+ * period, at the rate fully busy. */
+static void a_duty_cycled_device_runs_faster_than_a_full_one(void **state)
+{
+    (void)state;
+    for (uint32_t slice = 0; slice <= 2000; slice += 2000) {
+        struct sim_state *st = procs_ab(slice);
+        st->power_dyn_mw = 900000;
+        assert_int_equal(sim_clock_speed_ppm(st, 100), SIM_PPM);
+        assert_in_range(sim_clock_speed_ppm(st, 90), 1045000, 1055000);
+        uint32_t half = sim_clock_speed_ppm(st, 50);
+        assert_in_range(half, 1205000, 1215000);
+        sim_tl_submit(st, 0, 0, 50 * MS, T0);
+        sim_tl_submit(st, 0, 0, 100 * MS, T0 + 100 * MS);
+        sim_tl_advance(st, 0, T0 + 400 * MS);
+        uint64_t took = sim_tl_done_time(&st->procs[0].work[0], 150 * MS) - (T0 + 100 * MS);
+        assert_in_range(took, 100 * MS * SIM_PPM / half - 1000, 100 * MS * SIM_PPM / half + 1000);
+        /* busy the whole of the period from 400 ms (after an idle one, at
+         * 1.21 x): the next runs at the rate fully busy */
+        sim_tl_submit(st, 0, 0, 150 * MS, T0 + 400 * MS);
+        sim_tl_submit(st, 0, 0, 50 * MS, T0 + 500 * MS);
+        sim_tl_advance(st, 0, T0 + 800 * MS);
+        uint64_t second = sim_tl_done_time(&st->procs[0].work[0], 300 * MS);
+        uint64_t third = sim_tl_done_time(&st->procs[0].work[0], 350 * MS);
+        assert_in_range(third - second, 50 * MS - 1000, 50 * MS + 1000);
+        free(st);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -321,6 +353,7 @@ int main(void)
         cmocka_unit_test(the_collective_queue_is_bounded),
         cmocka_unit_test(a_graphs_inner_gaps_pass_without_a_kernel),
         cmocka_unit_test(the_gap_queue_is_bounded),
+        cmocka_unit_test(a_duty_cycled_device_runs_faster_than_a_full_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
