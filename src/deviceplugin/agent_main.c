@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "agent_state.h"
+#include "config_keys.h"
 #include "deviceplugin_v1beta1.pb-c.h"
 #include "dra_claim.h"
 #include "dra_plugin.h"
@@ -59,6 +60,8 @@ static void usage(FILE *f)
           "  --metrics-port PORT     metrics port, 0 = off (default 9400)\n"
           "  --recovery-seconds N    quiet time before an unhealthy GPU is healthy again (default 300)\n"
           "  --ignore-xids LIST      benign XIDs (default 13,31,43,45,68)\n"
+          "  --power-exponent X      the compute limiter's power exponent pinned in every pod,\n"
+          "                          0..1 (default: GPUSLICE_POWER_EXPONENT's, docs/compute.md)\n"
           "  --log-level L           error|warn|info|debug (default info)\n"
           "  --version\n"
           "  --help\n",
@@ -139,6 +142,22 @@ static int flag_text(const char *flag, const char *val, char *buf, size_t len)
         return -1;
     }
     memcpy(buf, val, strlen(val) + 1);
+    return 0;
+}
+
+/* --power-exponent: checked by the interposer's own parser for
+ * GPUSLICE_POWER_EXPONENT, kept in the form it is written to limits.conf. */
+static int power_exponent_flag(const char *val, char *buf, size_t len)
+{
+    int dev;
+    const struct gs_cfg_key *k = gs_key_of_slot(GS_KEY_POWER_EXP, &dev);
+    unsigned milli;
+    char why[128];
+    if (k->parse(val, k, &milli, why, sizeof why) != 0) {
+        fprintf(stderr, "gpuslice-node-agent: --power-exponent '%.60s': %s\n", val, why);
+        return -1;
+    }
+    snprintf(buf, len, "%u.%03u", milli / 1000 % 10, milli % 1000); /* milli <= 1000: one digit */
     return 0;
 }
 
@@ -261,6 +280,7 @@ int main(int argc, char **argv)
                                           { "recovery-seconds", 1, 0, 'h' },
                                           { "ignore-xids", 1, 0, 'x' },
                                           { "log-level", 1, 0, 'v' },
+                                          { "power-exponent", 1, 0, 'W' },
                                           { "pod-resources-socket", 1, 0, 'P' },
                                           { "assignment-key", 1, 0, 'K' },
                                           { "dra", 0, 0, 'D' },
@@ -321,6 +341,10 @@ int main(int argc, char **argv)
             break;
         case 'x':
             if (parse_xids(optarg, &hopts))
+                return 2;
+            break;
+        case 'W':
+            if (power_exponent_flag(optarg, p->power_exp, sizeof p->power_exp))
                 return 2;
             break;
         case 'v': {

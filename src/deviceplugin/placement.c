@@ -488,16 +488,18 @@ int gs_k8s_name_ok(const char *s, size_t max)
  * shares, the context charge, the share weight and the compute limiter's
  * tuning. Without them a process could name a region of its own (a fresh
  * limit each) or set GPUSLICE_CTX_OVERHEAD=0 (contexts charged nothing). */
-static int limits_pins(char *out, size_t len)
+static int limits_pins(const struct gs_node_view *v, char *out, size_t len)
 {
-    /* Pinned at their defaults (config_keys.def). */
-    static const int at_default[] = { GS_KEY_CTX_OVERHEAD, GS_KEY_WEIGHT, GS_KEY_POWER_EXP, GS_KEY_SHARE_YIELD };
+    /* Pinned at their defaults (config_keys.def), the power exponent at the
+     * node's where the agent was given one (--power-exponent). */
+    static const int pinned[] = { GS_KEY_CTX_OVERHEAD, GS_KEY_WEIGHT, GS_KEY_POWER_EXP, GS_KEY_SHARE_YIELD };
     int l = snprintf(out, len, "GPUSLICE_REGION=%s\nGPUSLICE_LEDGER_DIR=%s\nGPUSLICE_ROSTER_DIR=%s\n",
                      GS_STATEDIR_CONTAINER_REGION, GS_STATEDIR_CONTAINER_LEDGER, GS_STATEDIR_CONTAINER_ROSTER);
-    for (size_t i = 0; i < sizeof at_default / sizeof at_default[0] && l > 0 && (size_t)l < len; i++) {
+    for (size_t i = 0; i < sizeof pinned / sizeof pinned[0] && l > 0 && (size_t)l < len; i++) {
         char name[GS_KEY_NAME_MAX];
-        gs_key_name(at_default[i], name, sizeof name);
-        l += snprintf(out + l, len - (size_t)l, "%s=%s\n", name, gs_key_default(at_default[i]));
+        gs_key_name(pinned[i], name, sizeof name);
+        const char *value = pinned[i] == GS_KEY_POWER_EXP && v->power_exp ? v->power_exp : gs_key_default(pinned[i]);
+        l += snprintf(out + l, len - (size_t)l, "%s=%s\n", name, value);
     }
     return l;
 }
@@ -514,7 +516,7 @@ void gs_limits_text(const struct gs_node_view *v, const struct gs_holder *h, con
                      "GPUSLICE_CONTAINER=%s\nGPUSLICE_COMPUTE_MODE=%s\n",
                      label, uid, label, a->share_mode ? "share" : "cap");
     if (l > 0 && (size_t)l < len)
-        l += limits_pins(out + l, len - (size_t)l);
+        l += limits_pins(v, out + l, len - (size_t)l);
     for (size_t j = 0; j < n && l > 0 && (size_t)l < len; j++) {
         const char *uuid = v->gpus[gpu[order[j]]].uuid;
         for (int i = 0; i < a->ngpus; i++) {

@@ -31,7 +31,8 @@ struct gs_view_gpu {
 };
 struct gs_node_view {
     const char *node;
-    int replicas; /* per GPU */
+    const char *power_exp; /* GPUSLICE_POWER_EXPONENT to pin in limits.conf; NULL: the default */
+    int replicas;          /* per GPU */
     int ngpus;
     struct gs_view_gpu gpus[GS_ASSIGN_MAX_GPUS];
 };

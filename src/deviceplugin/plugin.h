@@ -22,6 +22,7 @@ struct gs_plugin {
     char state_root[512];            /* per-allocation state dirs on the host */
     char podres_socket[512];         /* kubelet's pod-resources API (PreStartContainer) */
     int cdi;                         /* answer with CDI device names */
+    char power_exp[8];               /* GPUSLICE_POWER_EXPONENT to pin; "": the default */
     const struct gs_sig_key *sigkey; /* NULL: assignments are not signed */
     int test_allocate_delay_ms;      /* test hook: sleep inside Allocate */
     pthread_mutex_t lock;

@@ -386,3 +386,13 @@ def test_gpu_visibility_exempt_namespaces():
                                     "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]}}
     sent = [cel_eval(cond["expression"], object=pod, request={"namespace": ns}) for ns in ("ml", "gpu-operator")]
     assert sent == [True, False], sent
+
+
+def test_a_nodes_power_exponent_reaches_the_agent():
+    """nodeAgent.powerExponent becomes --power-exponent (the agent pins it in
+    every pod's limits.conf); left empty, the agent keeps the default."""
+    def agent_args(*sets):
+        (c,) = one(chart(*sets), "DaemonSet", "gpuslice-node")["spec"]["template"]["spec"]["containers"]
+        return args_of(c)
+    assert agent_args("nodeAgent.powerExponent=0.42")["power-exponent"] == "0.42"
+    assert "power-exponent" not in agent_args()

@@ -4,7 +4,7 @@ ledger, the compute mode and the share weight, and for those the file's value
 wins over the environment (docs/configuration.md, "Precedence"). The tenant
 is the real interposer and a CUDA client on the simulated GPU, in a private
 mount namespace with the answer's mounts at their container paths."""
-from conftest import assignment
+from conftest import GpuNode, assignment
 from test_node_agent import tenant
 
 MiB = 1 << 20
@@ -71,3 +71,25 @@ def test_each_process_naming_its_own_region_shares_the_pods(node, tmp_path):
         close(a)
         if b is not None:
             close(b)
+
+
+def test_a_nodes_power_exponent_is_pinned_in_every_pod(tmp_path):
+    """--power-exponent: the operator's value for this node's cards
+    (docs/compute.md, "The power correction") replaces the default in each
+    limits.conf, where it beats the pod's environment; a value the
+    interposer would refuse stops the agent with the interposer's reason."""
+    n = GpuNode(tmp_path)
+    try:
+        n.agent_args = ["--power-exponent", ".4"]
+        n.start_agent()
+        n.add_pod("pexp", assignment(n.uuids()[0], 0, 1000, 50))
+        _, resp = n.kubelet.admit("pexp")
+        assert n.limits(resp, pins=True)["GPUSLICE_POWER_EXPONENT"] == "0.400"
+        n.stop_agent()
+        n.agent_args = ["--power-exponent", "1.5"]
+        proc = n.start_agent(wait=False)
+        assert proc.wait(timeout=30) == 2
+        assert "--power-exponent '1.5': out of range (expected 0..1)" in n.logtext()
+        n.proc = None
+    finally:
+        n.close()

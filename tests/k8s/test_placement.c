@@ -174,6 +174,11 @@ int main(void)
     CHECK(strstr(text, "\nGPUSLICE_SHARE_WEIGHT=100\n"));
     CHECK(strstr(text, "\nGPUSLICE_POWER_EXPONENT=0.480\n"));
     CHECK(strstr(text, "\nGPUSLICE_SHARE_YIELD_US=0\n"));
+    /* A node's own exponent (--power-exponent) replaces the default. */
+    v.power_exp = "0.400";
+    gs_limits_text(&v, &h, "uid-p", &two_a, gpu, order, 2, text, sizeof text);
+    CHECK(strstr(text, "\nGPUSLICE_POWER_EXPONENT=0.400\n") && !strstr(text, "0.480"));
+    v.power_exp = NULL;
     CHECK(!gs_k8s_name_ok("a\nb", 10) && !gs_k8s_name_ok("", 10) && gs_k8s_name_ok("a-b.c", 10));
 
     /* The region's owner: the container's uid over the pod's, fsGroup
