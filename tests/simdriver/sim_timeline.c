@@ -60,8 +60,7 @@ static void bp_add(struct sim_work *w, uint64_t t, uint32_t k, uint64_t seg_star
 double sim_clock(const struct sim_state *st, uint32_t util)
 {
     double head = (double)(SIM_POWER_LIMIT_MW - SIM_IDLE_POWER_MW), dyn = (double)st->power_dyn_mw * util / 100;
-    double f = dyn > head ? pow(head / dyn, 1 / SIM_CLOCK_K) : 1.0;
-    return f;
+    return dyn > head ? pow(head / dyn, 1 / SIM_CLOCK_K) : 1.0;
 }
 
 uint32_t sim_clock_speed_ppm(const struct sim_state *st, uint32_t util)
@@ -237,7 +236,7 @@ static struct ps_plan ps_plan(const struct sim_state *st, int dev, uint64_t t)
     }
     s.eff = (s.k > 1 ? 100 - st->switch_loss_pct : 100) * speed_of(&st->dev[dev]) / 100;
     if (s.minrem != UINT64_MAX)
-        s.empties = t + (s.minrem * s.k * SIM_PPM + s.eff - 1) / s.eff;
+        s.empties = t + (uint64_t)(((unsigned __int128)s.minrem * s.k * SIM_PPM + s.eff - 1) / s.eff);
     return s;
 }
 
