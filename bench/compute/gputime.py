@@ -5,7 +5,8 @@ Writes $OUT/gputime.jsonl and prints it. Usage:
 --only picks loads (matmul, matmul-dense, small, decoder, train, graphinf) and scenarios
 (coloc, mps, decoverhead: the limiter's host cost on the decoder, turns: the
 co-location scenarios in alternating turns of 2.5 s with every tenant started
-once, so that the host's drift cancels, two, launch,
+once, so that the host's drift cancels, capturns: the loads named in --only
+alone and under each of --caps in such turns, two, launch,
 launchc: the driver-API loop of launch_rate.c, each process timing the
 interposer's cuLaunchKernel against the driver's own (--paired 1), built with
 `cc -O2 -Isrc bench/compute/launch_rate.c -ldl -o BIN` and named by
@@ -361,6 +362,25 @@ def main():
             row("cap70/30", dcap["B-cap"], tcap["B-cap"])
             row("plain", dfree["C-plain"], tfree["C-plain"])
             row("share70/30", dshare["C-share"], tshare["C-share"])
+    if "capturns" in only:
+        # each load alone and under each cap in alternating turns, every
+        # tenant started once, so that the host's drift between runs (a
+        # host-bound load at 0.71-1.36 of its rate alone within one call)
+        # cancels: cap p is paired with the alone turns of its own phase
+        caps = [int(c) for c in a.caps.split(",")]
+        for load in [x for x in ["matmul", "matmul-dense", "small", "decoder", "train", "graphinf"] if x in only]:
+            tenants = [(load, {}, "6-7", [f"alone{p}" for p in caps])]
+            tenants += [(load, limited(a.lib, state, f"turns-{load}{p}", {"GPUSLICE_CORES": str(p)}), "6-7", [f"cap{p}"])
+                        for p in caps]
+            r = in_turns(tenants, [[f"alone{p}", f"cap{p}"] for p in caps], seg=2.5, cycles=4)
+            if any("error" in x for x in r):
+                emit({"scenario": "capturns", "load": load, "error": [x.get("error") for x in r]})
+                continue
+            for p, capped in zip(caps, r[1:]):
+                alone = r[0][f"alone{p}"]
+                emit({"scenario": f"capturns{p}", "load": load,
+                      "ratio": capped[f"cap{p}"]["rate"] / alone["rate"] if alone["rate"] else None,
+                      "capped": capped[f"cap{p}"], "alone": alone})
     if not only or "two" in only:
         base = side_by_side([("matmul", {}, "6-7")], a.secs)[0]
         agent = tempfile.mkdtemp()
