@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "quantity.h"
+#include "text_escape.h"
 
 void gs_dra_device_name(unsigned index, char *out, size_t len)
 {
@@ -267,10 +268,9 @@ static int take_config(json_t *alloc, const char *driver, struct gs_dra_alloc *a
     return 0;
 }
 
-int gs_dra_claim_parse(const char *text, size_t len, const char *driver, const struct gs_node_view *v, const char *uid,
+static int parse_claim(const char *text, size_t len, const char *driver, const struct gs_node_view *v, const char *uid,
                        struct gs_dra_alloc *out, char *err, size_t errlen)
 {
-    memset(out, 0, sizeof *out);
     if (len > GS_DRA_CLAIM_MAX_BYTES) {
         snprintf(err, errlen, "the claim is %zu bytes long (at most %d)", len, GS_DRA_CLAIM_MAX_BYTES);
         return -1;
@@ -292,6 +292,20 @@ int gs_dra_claim_parse(const char *text, size_t len, const char *driver, const s
                  0)
         rc = sum_per_gpu(v, out, err, errlen);
     json_decref(claim);
+    return rc;
+}
+
+int gs_dra_claim_parse(const char *text, size_t len, const char *driver, const struct gs_node_view *v, const char *uid,
+                       struct gs_dra_alloc *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    char raw[1024] = "";
+    int rc = parse_claim(text, len, driver, v, uid, out, raw, sizeof raw);
+    /* The reasons quote the claim's own strings (a pool, a device, a
+     * capacity's name or value), which whoever can write claims chooses:
+     * escaped, a reason stays one line of printable text in the log. */
+    if (rc != 0)
+        gs_escape_utf8(err, errlen, raw, strlen(raw));
     return rc;
 }
 
