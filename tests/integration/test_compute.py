@@ -446,20 +446,26 @@ def test_a_roster_the_tenants_could_write_is_no_roster(world):
     assert all("not on a read-only mount" in e for e in errs), errs[1][-2000:]
 
 
-def test_caps_60_to_90_hold_on_gpu_bound_tenants(world):
-    """Caps above half: four containers capped 60, 70, 80 and 90, each alone
-    on a device of its own (2 ms kernels, 4 queued), at once."""
-    caps = (60, 70, 80, 90)
-    w = world_env(world, GPUSLICE_SIM_DEVICES=len(caps))
+def caps_alone_on_devices(w, caps, secs, warm):
+    """Each cap's GPU-bound tenant (2 ms kernels, 4 queued) alone on a device
+    of its own, all at once; the work each did over wall time."""
     clients = []
     for d, cap in enumerate(caps):
         c = w.client(env={"GPUSLICE_REGION": str(w.tmp / f"cap{cap}.region"), "GPUSLICE_CORES": str(cap)})
         c.ok(f"init {d}")
         c.ok("kernel 2000")
         clients.append(c)
-    r = together(*[(c, "kernel", 2.0, 0.5, 4) for c in clients])
+    r = together(*[(c, "kernel", secs, warm, 4) for c in clients])
     for c in clients:
         c.close()
+    return r
+
+
+def test_caps_60_to_90_hold_on_gpu_bound_tenants(world):
+    """Caps above half: four containers capped 60, 70, 80 and 90, each alone
+    on a device of its own, at once."""
+    caps = (60, 70, 80, 90)
+    r = caps_alone_on_devices(world_env(world, GPUSLICE_SIM_DEVICES=len(caps)), caps, 2.0, 0.5)
     assert all(abs(got - cap / 100) <= SPLIT_TOL for got, cap in zip(r, caps)), r
 
 
@@ -472,19 +478,10 @@ def test_caps_70_and_90_hold_in_work_where_a_duty_cycled_device_clocks_higher(wo
     0.904-0.916 of the device's (0.700 / 0.900 without the clock model), and
     with GPUSLICE_POWER_EXPONENT=0 to 0.819-0.825 and 0.942-0.955. The
     bound is 0.04: the correction reads the power of the simulated driver's
-    last NVML period, a few of the tenant's 5 ms cycles. Each tenant is
-    alone on a device of its own, GPU-bound (2 ms kernels, 4 queued)."""
+    last NVML period, a few of the tenant's 5 ms cycles."""
     caps = (70, 90)
     w = world_env(world, GPUSLICE_SIM_DEVICES=len(caps), GPUSLICE_SIM_POWER_DYN=900)
-    clients = []
-    for d, cap in enumerate(caps):
-        c = w.client(env={"GPUSLICE_REGION": str(w.tmp / f"cap{cap}.region"), "GPUSLICE_CORES": str(cap)})
-        c.ok(f"init {d}")
-        c.ok("kernel 2000")
-        clients.append(c)
-    r = together(*[(c, "kernel", 3.0, 1.0, 4) for c in clients])
-    for c in clients:
-        c.close()
+    r = caps_alone_on_devices(w, caps, 3.0, 1.0)
     assert all(abs(got - cap / 100) <= 0.04 for got, cap in zip(r, caps)), r
 
 

@@ -110,6 +110,13 @@ class GpuNode:
             self.kubelet.wait_registered(n + 1)
         return self.proc
 
+    def failed_start(self, args):
+        """Starts the agent with args that it should refuse; its exit status."""
+        self.agent_args = args
+        rc = self.start_agent(wait=False).wait(timeout=30)
+        self.proc = None
+        return rc
+
     def stop_agent(self):
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)

@@ -86,10 +86,7 @@ def test_a_nodes_power_exponent_is_pinned_in_every_pod(tmp_path):
         _, resp = n.kubelet.admit("pexp")
         assert n.limits(resp, pins=True)["GPUSLICE_POWER_EXPONENT"] == "0.400"
         n.stop_agent()
-        n.agent_args = ["--power-exponent", "1.5"]
-        proc = n.start_agent(wait=False)
-        assert proc.wait(timeout=30) == 2
+        assert n.failed_start(["--power-exponent", "1.5"]) == 2
         assert "--power-exponent '1.5': out of range (expected 0..1)" in n.logtext()
-        n.proc = None
     finally:
         n.close()

@@ -116,10 +116,7 @@ def test_short_key_is_refused(tmp_path):
     try:
         short = tmp_path / "short.key"
         short.write_bytes(b"x" * 31)
-        n.agent_args = ["--assignment-key", str(short)]
-        proc = n.start_agent(wait=False)
-        assert proc.wait(timeout=30) == 1
+        assert n.failed_start(["--assignment-key", str(short)]) == 1
         assert "too few bytes" in n.logtext()
-        n.proc = None
     finally:
         n.close()
