@@ -474,7 +474,7 @@ def test_caps_70_and_90_hold_in_work_where_a_duty_cycled_device_clocks_higher(wo
     busy against 600 W of headroom): a device held under its power limit by
     a duty cycle clocks higher and does up to 1.21 x the work per busy second
     of one fully busy, as an H100 and an H200 did under caps. The power
-    correction charges that: in four runs the work came to 0.704-0.730 and
+    correction charges that: in three runs the work came to 0.704-0.730 and
     0.904-0.916 of the device's (0.700 / 0.900 without the clock model), and
     with GPUSLICE_POWER_EXPONENT=0 to 0.819-0.825 and 0.942-0.955. The
     bound is 0.04: the correction reads the power of the simulated driver's
