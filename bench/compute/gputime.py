@@ -23,6 +23,8 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The single loads, in the order they run (gputime_worker.py --load).
+LOADS = ("matmul", "matmul-dense", "small", "decoder", "train", "graphinf")
 PIN = max(os.sched_getaffinity(0))  # the CPU the launch-rate runs share
 
 
@@ -229,7 +231,7 @@ def main():
     state = tempfile.mkdtemp()
     sys.path.insert(0, HERE)
     emit({"scenario": "device", **idle_power()})
-    for load in ["matmul", "matmul-dense", "small", "decoder", "train", "graphinf"]:
+    for load in LOADS:
         if only and load not in only:
             continue
         b = Busy()
@@ -368,7 +370,7 @@ def main():
         # host-bound load at 0.71-1.36 of its rate alone within one call)
         # cancels: cap p is paired with the alone turns of its own phase
         caps = [int(c) for c in a.caps.split(",")]
-        for load in [x for x in ["matmul", "matmul-dense", "small", "decoder", "train", "graphinf"] if x in only]:
+        for load in [x for x in LOADS if x in only]:
             tenants = [(load, {}, "6-7", [f"alone{p}" for p in caps])]
             tenants += [(load, limited(a.lib, state, f"turns-{load}{p}", {"GPUSLICE_CORES": str(p)}), "6-7", [f"cap{p}"])
                         for p in caps]
