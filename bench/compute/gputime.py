@@ -6,7 +6,9 @@ Writes $OUT/gputime.jsonl and prints it. Usage:
 (coloc, mps, decoverhead: the limiter's host cost on the decoder, turns: the
 co-location scenarios in alternating turns of 2.5 s with every tenant started
 once, so that the host's drift cancels, capturns: the loads named in --only
-alone and under each of --caps in such turns, two, launch,
+alone and under each of --caps in such turns, instead of one after the other
+(--base-lib LIB: under that interposer too, an A/B in the same turns;
+--copies N: N processes of each), two, launch,
 launchc: the driver-API loop of launch_rate.c, each process timing the
 interposer's cuLaunchKernel against the driver's own (--paired 1), built with
 `cc -O2 -Isrc bench/compute/launch_rate.c -ldl -o BIN` and named by
@@ -202,6 +204,8 @@ def main():
     ap.add_argument("--caps", default="30")
     ap.add_argument("--caps-for", action="append", default=[])
     ap.add_argument("--log", default=None)
+    ap.add_argument("--base-lib", default=None, help="capturns: each cap under this interposer too (an A/B)")
+    ap.add_argument("--copies", type=int, default=1, help="capturns: processes per cap and interposer")
     ap.add_argument("--launch-bin", default=None)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--coloc-modes", default="",
@@ -231,7 +235,8 @@ def main():
     state = tempfile.mkdtemp()
     sys.path.insert(0, HERE)
     emit({"scenario": "device", **idle_power()})
-    for load in LOADS:
+    # with capturns the loads named run only in its turns
+    for load in [] if "capturns" in only else LOADS:
         if only and load not in only:
             continue
         b = Busy()
@@ -369,20 +374,26 @@ def main():
         # tenant started once, so that the host's drift between runs (a
         # host-bound load at 0.71-1.36 of its rate alone within one call)
         # cancels: cap p is paired with the alone turns of its own phase
+        # (--base-lib: each cap also under that interposer, in the same turns;
+        # --copies N: N processes of each, a process's speed varying by up
+        # to a third from the next one's on one host)
         caps = [int(c) for c in a.caps.split(",")]
+        libs = [("cap", a.lib)] + ([("base", a.base_lib)] if a.base_lib else [])
+        capped = [(p, f"{name}{p}-{i}", lib) for p in caps for name, lib in libs for i in range(a.copies)]
         for load in [x for x in LOADS if x in only]:
             tenants = [(load, {}, "6-7", [f"alone{p}" for p in caps])]
-            tenants += [(load, limited(a.lib, state, f"turns-{load}{p}", {"GPUSLICE_CORES": str(p)}), "6-7", [f"cap{p}"])
-                        for p in caps]
-            r = in_turns(tenants, [[f"alone{p}", f"cap{p}"] for p in caps], seg=2.5, cycles=4)
+            tenants += [(load, limited(lib, state, f"turns-{load}{turn}", {"GPUSLICE_CORES": str(p)}), "6-7", [turn])
+                        for p, turn, lib in capped]
+            r = in_turns(tenants, [[f"alone{p}"] + [turn for q, turn, _ in capped if q == p] for p in caps],
+                         seg=2.5, cycles=4)
             if any("error" in x for x in r):
                 emit({"scenario": "capturns", "load": load, "error": [x.get("error") for x in r]})
                 continue
-            for p, capped in zip(caps, r[1:]):
+            for (p, turn, _), res in zip(capped, r[1:]):
                 alone = r[0][f"alone{p}"]
-                emit({"scenario": f"capturns{p}", "load": load,
-                      "ratio": capped[f"cap{p}"]["rate"] / alone["rate"] if alone["rate"] else None,
-                      "capped": capped[f"cap{p}"], "alone": alone})
+                emit({"scenario": f"capturns{p}", "load": load, "lib": turn,
+                      "ratio": res[turn]["rate"] / alone["rate"] if alone["rate"] else None,
+                      "capped": res[turn], "alone": alone})
     if not only or "two" in only:
         base = side_by_side([("matmul", {}, "6-7")], a.secs)[0]
         agent = tempfile.mkdtemp()
