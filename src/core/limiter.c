@@ -407,13 +407,6 @@ int gs_lim_bound_holds(uint64_t dev_ppm, unsigned limit_pct)
     return dev_ppm * 100 < (uint64_t)limit_pct * GS_LIM_BOUND_PPM;
 }
 
-int gs_lim_coarse_holds(int was_coarse, uint64_t dev_ppm, unsigned limit_pct)
-{
-    if (limit_pct == 0 || limit_pct >= 100)
-        return 0;
-    return dev_ppm * 100 < (uint64_t)limit_pct * (was_coarse ? GS_LIM_BOUND_PPM : GS_LIM_COARSE_PPM);
-}
-
 uint32_t gs_lim_correction_bound(uint32_t old_corr, uint64_t dev_ppm, uint64_t occ_ppm)
 {
     if (old_corr == 0)
@@ -615,30 +608,6 @@ static uint32_t outer_share_target(const struct gs_lim_account *a, const struct 
     return target > GS_LIM_SHARE_MEASURED ? GS_LIM_SHARE_MEASURED : target;
 }
 
-/* Coarse measuring (gs_lim_coarse_holds), for a cap only (a share
- * container's charge decides who wants more) and only while c is learnt
- * from NVML; a run that learns nothing (the outer loop slept through an idle
- * spell) leaves the mode as it was. c learnt for the coarse count is smaller
- * than the fine count's and is learnt again after it. Where our own use
- * (NVML's per-process time, else the device's) passed the device bound, the
- * load turned GPU-bound and the coarse c charged it too little: c starts
- * again from 1. A neighbour's burst that fills the device says nothing of our c
- * (reset to 1 on the device's busy time, a decoder capped at 30 on an H200
- * was held at half its speed for a second after each). */
-static void outer_coarse(const struct gs_lim_account *a, const struct gs_outer_in *in, const struct outer_view *v,
-                         struct gs_outer_out *out)
-{
-    int64_t dev = in->dev_ppm;
-    out->coarse = v->learn ? a->mode == GS_LIM_CAP && !out->fine_probe && dev >= 0 &&
-                                 gs_lim_coarse_holds(in->coarse, (uint64_t)dev, a->limit_pct)
-                           : in->coarse && a->mode == GS_LIM_CAP;
-    int64_t ours = v->per_process ? in->our_ppm : dev;
-    if (in->others_ppm < (int64_t)GS_LIM_BUSY_PPM && dev > ours)
-        ours = dev; /* nobody else: the device's busy time is ours (the per-process samples lag it) */
-    if (in->coarse && !out->coarse && (ours < 0 || !gs_lim_bound_holds((uint64_t)ours, a->limit_pct)))
-        out->corr = GS_LIM_PPM;
-}
-
 void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_in *in, struct gs_outer_out *out)
 {
     struct outer_view v = outer_view_of(a, in);
@@ -650,7 +619,6 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
      * speed on an H200 */
     out->graph_coarse = v.per_process;
     out->corr = outer_correction(a, in, &v, &others);
-    outer_coarse(a, in, &v, out);
     uint64_t use = outer_use(a, in, &v, out->corr);
     out->use_ppm = (uint32_t)use;
     /* what others used, held while it fades by a quarter a run: the window

@@ -357,21 +357,6 @@ uint32_t gs_lim_correction_overlap(uint32_t old_corr, uint64_t occ_ppm, const st
 #define GS_LIM_BOUND_PPM 800000U
 int gs_lim_bound_holds(uint64_t dev_ppm, unsigned limit_pct);
 
-/* A capped container on a device busy under GS_LIM_COARSE_PPM of its cap
- * (it stays so until the bound above no longer holds) measures coarsely:
- * its probe looks only at CPU gaps of GS_LIM_COARSE_GAP_NS or more, and its
- * markers come GS_LIM_COARSE_MARK_NS apart. c, learnt from NVML, takes out
- * the shorter gaps it counts as busy. Host-bound loads far under their caps
- * spent 3-6 % of their host time in probes (10-15 us each after every
- * 100 us gap) and markers: torch.compile training capped at 30 and 50 on an
- * H200, 23 000-29 000 probes and 58 000-119 000 markers in ~11 s. c learnt
- * for the coarse count is smaller than the fine count's; leaving the mode
- * with our own use past the bound puts c back at 1 (gs_lim_outer_decide). */
-#define GS_LIM_COARSE_PPM 500000U
-#define GS_LIM_COARSE_GAP_NS 1000000ULL
-#define GS_LIM_COARSE_MARK_NS 5000000ULL
-int gs_lim_coarse_holds(int was_coarse, uint64_t dev_ppm, unsigned limit_pct);
-
 /* c under that bound: min(1, dev / occ); it rises at once and falls half-way
  * per run (EMA 1/2), so a burst is never charged less than it took. */
 uint32_t gs_lim_correction_bound(uint32_t old_corr, uint64_t dev_ppm, uint64_t occ_ppm);
@@ -449,7 +434,6 @@ struct gs_outer_in {
     const struct gs_lim_demand *dem;     /* the other containers of the ledger active lately */
     unsigned ndem;                       /* at most GS_LIM_MAX_DEMANDS */
     uint64_t outside_weight;             /* share mode: weights of busy GPU users outside the ledger */
-    int coarse;                          /* the last run chose coarse measuring (gs_lim_coarse_holds) */
 };
 
 struct gs_outer_out {
@@ -459,7 +443,6 @@ struct gs_outer_out {
     uint32_t target;                       /* share mode: the rate from now on */
     int fine_probe;                        /* the gap probe looks at short gaps (gs_compute_fine_probe) */
     int graph_coarse;                      /* graph launches get no fine probe nor markers (gs_compute_graph_coarse) */
-    int coarse;                            /* coarse measuring (gs_lim_coarse_holds, gs_compute_coarse) */
     int yield;                             /* keep the queue shallow (gs_lim_yields) */
 };
 

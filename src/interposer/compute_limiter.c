@@ -12,9 +12,7 @@
  * is not GPU time. While other containers of the device ledger are busy
  * (gs_lim_count_busy) the probe looks at gaps from GS_LIM_FINE_GAP_NS, unless
  * the device is busy well under our cap (gs_lim_bound_holds); so do a CUDA
- * graph's launch and the launch after it, always. A capped container far
- * under its cap looks only at gaps from GS_LIM_COARSE_GAP_NS, and marks
- * less often (gs_lim_coarse_holds). Slow path (window
+ * graph's launch and the launch after it, always. Slow path (window
  * over): drain what the window launched, charge its last busy interval, wait
  * while the container is in debt, open the next.
  */
@@ -418,9 +416,8 @@ int gs_compute_before(CUstream s, int graph)
          * next kernel is no GPU time of ours */
         uint64_t gap = now - t->last_launch_ns;
         if (GS_UNLIKELY(gap >= GS_LIM_FINE_GAP_NS) &&
-            (gs_compute_coarse(d) ? gap >= GS_LIM_COARSE_GAP_NS
-                                  : gap >= GS_LIM_GAP_NS || ((graph || t->graph_last) && !gs_compute_graph_coarse(d)) ||
-                                        gs_compute_fine_probe(d)))
+            (gap >= GS_LIM_GAP_NS || ((graph || t->graph_last) && !gs_compute_graph_coarse(d)) ||
+             gs_compute_fine_probe(d)))
             probe_gap(t, r, d, s, now);
         else if (GS_UNLIKELY(timed))
             gs_cost_add(GS_COST_GATE, gs_compute_now() - timed);
@@ -566,9 +563,8 @@ void gs_compute_after(int d, CUstream s, CUresult rc, int graph)
     uint64_t work = (uint64_t)++t->since_mark * t->w.est_ns;
     int yield = gs_rt.cfg.share_yield_us && t->w.est_ns && work >= (uint64_t)gs_rt.cfg.share_yield_us * 1000 &&
                 gs_compute_yield(d);
-    uint64_t every = gs_compute_coarse(d) ? GS_LIM_COARSE_MARK_NS : MARK_EVERY_NS;
-    if (yield || graph || after_graph || t->in_interval <= GS_LIM_MARK_FIRST || t->w.est_ns == 0 || work >= every ||
-        t->last_launch_ns - t->mark_ns >= every) {
+    if (yield || graph || after_graph || t->in_interval <= GS_LIM_MARK_FIRST || t->w.est_ns == 0 ||
+        work >= MARK_EVERY_NS || t->last_launch_ns - t->mark_ns >= MARK_EVERY_NS) {
         gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
         uint64_t m0 = gs_compute_now();
         int marked = t->ev_mark && rec && rec(t->ev_mark, s) == CUDA_SUCCESS;

@@ -387,7 +387,7 @@ static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t 
 }
 
 /* What the last outer run decided for the launch path, per device. */
-static uint8_t fine_probe[GS_REGION_MAX_DEVICES], graph_coarse[GS_REGION_MAX_DEVICES], coarse[GS_REGION_MAX_DEVICES],
+static uint8_t fine_probe[GS_REGION_MAX_DEVICES], graph_coarse[GS_REGION_MAX_DEVICES],
     yield_queue[GS_REGION_MAX_DEVICES];
 
 static int flag_of(const uint8_t *flags, int dev)
@@ -403,11 +403,6 @@ int gs_compute_fine_probe(int dev)
 int gs_compute_graph_coarse(int dev)
 {
     return flag_of(graph_coarse, dev);
-}
-
-int gs_compute_coarse(int dev)
-{
-    return flag_of(coarse, dev);
 }
 
 int gs_compute_yield(int dev)
@@ -459,7 +454,6 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
     in->limit_mw = di.limit_mw;
     in->power_exp_milli = gs_rt.cfg.power_exp_milli;
     in->yield_on = gs_rt.cfg.share_yield_us != 0;
-    in->coarse = gs_compute_coarse(d);
     gs_compute_ledger_reap(d);
     /* the other containers of the device ledger active in the last two runs */
     in->ndem = trusted_demands(d, g->uuid, now, in->dev_ppm, g->dem);
@@ -485,7 +479,6 @@ static void outer_publish(struct gs_region *r, int d, const struct outer_gathere
     const struct gs_outer_in *in = &g->in;
     __atomic_store_n(&fine_probe[d], (uint8_t)o->fine_probe, __ATOMIC_RELAXED);
     __atomic_store_n(&graph_coarse[d], (uint8_t)o->graph_coarse, __ATOMIC_RELAXED);
-    __atomic_store_n(&coarse[d], (uint8_t)o->coarse, __ATOMIC_RELAXED);
     uint32_t old = gs_lim_outer_apply(a, o, in->now);
     gs_log(GS_LOG_DEBUG,
            "outer %s: occupancy %llu ppm, nvml ours %lld others %lld device %lld ppm, %u active in the ledger, "

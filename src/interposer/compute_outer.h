@@ -21,10 +21,6 @@ int gs_compute_fine_probe(int dev);
  * device. */
 int gs_compute_graph_coarse(int dev);
 
-/* Whether this process measures coarsely on device dev: capped, on a device
- * busy well under its cap at its last outer run (gs_lim_coarse_holds). */
-int gs_compute_coarse(int dev);
-
 /* Whether this process keeps its queue on device dev shallow
  * (GPUSLICE_SHARE_YIELD_US): share mode, using a light neighbour's part
  * (gs_lim_yields) at its last outer run. */

@@ -286,63 +286,6 @@ static void graphs_are_measured_coarsely_only_where_per_process_samples_correct_
     assert_false(o.graph_coarse);
 }
 
-/* A cap far above what the device is busy measures coarsely: entered under
- * half the cap, kept up to the bound (0.8 of it) and through a run that
- * learns nothing, left beyond the bound; c then learns on where a
- * neighbour filled the device, and starts again from 1 where our own use
- * passed the bound (the coarse c would charge the load too little); never in
- * share mode, nor without NVML's device reading. */
-static void a_cap_far_above_the_devices_use_measures_coarsely_until_the_bound(void **state)
-{
-    (void)state;
-    struct gs_lim_account a;
-    account(&a, GS_LIM_CAP, 50, 100);
-    a.corr_ppm = 200000;
-    struct gs_outer_in in = { .now = 1250 * MS,
-                              .interval_ns = GS_LIM_OUTER_NS,
-                              .occ_ppm = 900000,
-                              .our_ppm = 200000,
-                              .others_ppm = 0,
-                              .dev_ppm = 200000,
-                              .power_mw = -1,
-                              .limit_mw = -1 };
-    struct gs_outer_out o;
-    gs_lim_outer_decide(&a, &in, &o);
-    assert_true(o.coarse);
-    in.dev_ppm = in.our_ppm = 300000; /* over half the cap: not entered ... */
-    gs_lim_outer_decide(&a, &in, &o);
-    assert_false(o.coarse);
-    in.coarse = 1; /* ... but kept, under the bound */
-    gs_lim_outer_decide(&a, &in, &o);
-    assert_true(o.coarse);
-    in.interval_ns = 10 * GS_LIM_OUTER_NS; /* slept: nothing learnt, mode kept */
-    in.dev_ppm = in.our_ppm = 450000;
-    gs_lim_outer_decide(&a, &in, &o);
-    assert_true(o.coarse);
-    assert_int_equal(o.corr, 200000);
-    in.interval_ns = GS_LIM_OUTER_NS;
-    in.dev_ppm = 900000; /* a neighbour filled the device: left, c learns on */
-    in.others_ppm = 600000;
-    in.our_ppm = 300000;
-    gs_lim_outer_decide(&a, &in, &o);
-    assert_false(o.coarse);
-    assert_int_equal(o.corr, (200000 + 333333) / 2); /* ours / occupancy, EMA ½ */
-    in.others_ppm = 0;
-    in.dev_ppm = in.our_ppm = 400000; /* our use passed the bound: c from 1 */
-    gs_lim_outer_decide(&a, &in, &o);
-    assert_false(o.coarse);
-    assert_int_equal(o.corr, GS_LIM_PPM);
-    in.our_ppm = 100000;
-    in.dev_ppm = -1; /* no device reading */
-    gs_lim_outer_decide(&a, &in, &o);
-    assert_false(o.coarse);
-    in.dev_ppm = 100000;
-    account(&a, GS_LIM_SHARE, 0, 100);
-    in.coarse = 0;
-    gs_lim_outer_decide(&a, &in, &o);
-    assert_false(o.coarse);
-}
-
 /* Our share beside honest b (weight 70, using half, wanting more) and the
  * claims a forger wrote into the ledger: forged members of weight 65535
  * (read as the legal ceiling), using the whole GPU and wanting more. */
@@ -1330,7 +1273,6 @@ int main(void)
         cmocka_unit_test(a_capped_job_of_short_steps_never_stands_still_for_long),
         cmocka_unit_test(a_tenant_under_its_cap_never_drains_its_queue),
         cmocka_unit_test(graphs_are_measured_coarsely_only_where_per_process_samples_correct_it),
-        cmocka_unit_test(a_cap_far_above_the_devices_use_measures_coarsely_until_the_bound),
         cmocka_unit_test(a_launch_bound_tenant_is_charged_its_kernels_not_its_gaps),
         cmocka_unit_test(a_launch_bound_tenant_under_a_cap_above_its_use_is_not_held_by_device_utilisation),
         cmocka_unit_test(launches_after_the_last_marker_are_priced_by_the_markers),
