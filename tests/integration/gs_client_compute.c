@@ -31,7 +31,8 @@
  *                        "ncclDevKernel_AllReduce_sim:COLL_US:RANKS:GROUP", group 0
  *                        by default) and a
  *                        stream synchronisation; reports the steps after the
- *                        first WARM, their wall time and the longest step.
+ *                        first WARM, their wall time, the longest step and the
+ *                        99th percentile step.
  *                        GRAPH=1: the kernel and the collective are captured
  *                        once into a CUDA graph on a stream of their own, and
  *                        each step launches the graph (a CUDA-graph decoder)
@@ -179,6 +180,12 @@ static CUresult tp_graph(gs_entry_fn entry, CUfunction work, CUfunction coll, CU
 }
 
 /* The "tp" command: see the top of this file. */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static CUresult tp_steps(gs_entry_fn entry, unsigned long long us, unsigned long long coll_us, unsigned ranks,
                          unsigned long long steps, unsigned long long warm, unsigned group, int as_graph)
 {
@@ -205,7 +212,8 @@ static CUresult tp_steps(gs_entry_fn entry, unsigned long long us, unsigned long
     if (!rc && as_graph)
         rc = glaunch ? tp_graph(entry, work, coll, &gs, &step) : CUDA_ERROR_NOT_FOUND;
     double t0 = 0, longest = 0;
-    unsigned long long k = 0;
+    double *took = steps > warm ? calloc(steps - warm, sizeof *took) : NULL;
+    unsigned long long k = 0, n = 0;
     for (; k < steps && !rc; k++) {
         if (k == warm)
             t0 = now_s();
@@ -219,12 +227,21 @@ static CUresult tp_steps(gs_entry_fn entry, unsigned long long us, unsigned long
         }
         if (!rc)
             rc = sync(gs);
-        if (k >= warm && now_s() - s0 > longest)
-            longest = now_s() - s0;
+        double s1 = now_s();
+        if (k >= warm && s1 - s0 > longest)
+            longest = s1 - s0;
+        if (k >= warm && took)
+            took[n++] = s1 - s0;
     }
     double el = t0 > 0 ? now_s() - t0 : 0;
-    printf("steps=%llu counted=%llu elapsed_us=%llu longest_us=%llu ", k, k > warm ? k - warm : 0,
-           (unsigned long long)(el * 1e6), (unsigned long long)(longest * 1e6));
+    /* the 99th percentile as well as the longest: one step a loaded
+     * machine's scheduler delays is no step the limiter stood still */
+    if (took && n)
+        qsort(took, n, sizeof *took, cmp_double);
+    double p99 = took && n ? took[n * 99 / 100] : 0;
+    free(took);
+    printf("steps=%llu counted=%llu elapsed_us=%llu longest_us=%llu p99_us=%llu ", k, k > warm ? k - warm : 0,
+           (unsigned long long)(el * 1e6), (unsigned long long)(longest * 1e6), (unsigned long long)(p99 * 1e6));
     return rc;
 }
 
