@@ -179,13 +179,13 @@ static CUresult tp_graph(gs_entry_fn entry, CUfunction work, CUfunction coll, CU
     return rc ? rc : api.instantiate(out, g, 0);
 }
 
-/* The "tp" command: see the top of this file. */
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
+/* The "tp" command: see the top of this file. */
 static CUresult tp_steps(gs_entry_fn entry, unsigned long long us, unsigned long long coll_us, unsigned ranks,
                          unsigned long long steps, unsigned long long warm, unsigned group, int as_graph)
 {
@@ -211,8 +211,10 @@ static CUresult tp_steps(gs_entry_fn entry, unsigned long long us, unsigned long
     graph_t glaunch = as_graph ? (graph_t)entry(NULL, "cuGraphLaunch", 0) : NULL;
     if (!rc && as_graph)
         rc = glaunch ? tp_graph(entry, work, coll, &gs, &step) : CUDA_ERROR_NOT_FOUND;
-    double t0 = 0, longest = 0;
+    double t0 = 0;
     double *took = steps > warm ? calloc(steps - warm, sizeof *took) : NULL;
+    if (!rc && steps > warm && !took)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
     unsigned long long k = 0, n = 0;
     for (; k < steps && !rc; k++) {
         if (k == warm)
@@ -227,18 +229,15 @@ static CUresult tp_steps(gs_entry_fn entry, unsigned long long us, unsigned long
         }
         if (!rc)
             rc = sync(gs);
-        double s1 = now_s();
-        if (k >= warm && s1 - s0 > longest)
-            longest = s1 - s0;
-        if (k >= warm && took)
-            took[n++] = s1 - s0;
+        if (k >= warm)
+            took[n++] = now_s() - s0;
     }
     double el = t0 > 0 ? now_s() - t0 : 0;
     /* the 99th percentile as well as the longest: one step a loaded
      * machine's scheduler delays is no step the limiter stood still */
-    if (took && n)
+    if (n)
         qsort(took, n, sizeof *took, cmp_double);
-    double p99 = took && n ? took[n * 99 / 100] : 0;
+    double longest = n ? took[n - 1] : 0, p99 = n ? took[n * 99 / 100] : 0;
     free(took);
     printf("steps=%llu counted=%llu elapsed_us=%llu longest_us=%llu p99_us=%llu ", k, k > warm ? k - warm : 0,
            (unsigned long long)(el * 1e6), (unsigned long long)(longest * 1e6), (unsigned long long)(p99 * 1e6));

@@ -74,6 +74,12 @@ static uint64_t speed_of(const struct sim_device *d)
     return d->tl_speed_ppm ? d->tl_speed_ppm : SIM_PPM;
 }
 
+/* The device ns that `work` ns of work take at speed_ppm, rounded up. */
+static uint64_t time_for(uint64_t work, uint64_t speed_ppm)
+{
+    return (work * SIM_PPM + speed_ppm - 1) / speed_ppm;
+}
+
 static void emit_samples(struct sim_state *st, int dev, uint64_t period_end)
 {
     struct sim_device *d = &st->dev[dev];
@@ -179,7 +185,7 @@ static uint64_t sliced_end(struct sim_state *st, int dev, uint64_t t, uint64_t l
         return limit;
     uint64_t end = st->dev[dev].tl_slice_end < limit ? st->dev[dev].tl_slice_end : limit;
     uint64_t r = room(&st->procs[o].work[dev]), speed = speed_of(&st->dev[dev]);
-    uint64_t takes = (r * SIM_PPM + speed - 1) / speed;
+    uint64_t takes = time_for(r, speed);
     return r && takes < end - t ? t + takes : end;
 }
 
@@ -201,7 +207,7 @@ static void sliced_apply(struct sim_state *st, int dev, uint64_t t, uint64_t end
     struct sim_work *ow = &st->procs[o].work[dev];
     uint64_t r = room(ow), speed = speed_of(d), gain = dt * speed / SIM_PPM;
     int spins = r == 0, idle = in_gap(ow);
-    ow->done += gain < r && dt < (r * SIM_PPM + speed - 1) / speed ? gain : r;
+    ow->done += gain < r && dt < time_for(r, speed) ? gain : r;
     bp_add(ow, end, spins ? STALLED : slope(1, speed), t);
     if (idle)
         return; /* a gap inside a graph: no kernel ran */
