@@ -43,4 +43,21 @@ uint64_t gs_coll_est_add(struct gs_coll_est *e, uint64_t span_ns);
  * GS_COLL_TRUSTED measured), for a launch that cannot be measured. */
 uint64_t gs_coll_est_now(const struct gs_coll_est *e);
 
+/* Where a rank stands in its job's steps (each process of a container keeps
+ * one mark, in its region slot): twice the collectives it launched, plus one
+ * once it launched a kernel after the last. Ranks of one job launch the same
+ * collectives in the same order, so a peer whose mark is above ours has begun
+ * a step we have not: at the end of a turn-frame slot a rank follows such a
+ * peer into it rather than leave the peer's collective spinning for it
+ * through the next container's slot (compute_limiter.c). */
+static inline uint64_t gs_step_after_kernel(uint64_t mark)
+{
+    return mark | 1;
+}
+
+static inline uint64_t gs_step_after_collective(uint64_t mark)
+{
+    return (mark | 1) + 1;
+}
+
 #endif

@@ -23,7 +23,8 @@ struct gs_lim_proc {
     uint64_t charged_ns; /* GPU time charged to the container by this process */
     uint64_t wait_ns;    /* time its threads waited for the container's tokens */
     uint64_t windows;    /* duty-cycle windows closed */
-    uint64_t reserved[5];
+    uint64_t step_mark;  /* where it stands in its job's steps (gs_step_after_kernel) */
+    uint64_t reserved[4];
 };
 
 struct gs_region_device {

@@ -209,6 +209,7 @@ static int bracket(const void *f, unsigned blocks, CUstream s, int graph)
     struct gs_lim_account *a = &r->dev[d].lim;
     struct coll_dev *c = &g_dev[d];
     int token = -1;
+    gs_compute_step_mark(r, 1);
     pthread_mutex_lock(&c->lock);
     ring_of(d);
     harvest_locked(c, a);
@@ -318,4 +319,31 @@ int gs_compute_collective_spun(int d, uint64_t now)
         return 0;
     uint64_t at = __atomic_load_n(&g_dev[d].spun_ns, __ATOMIC_RELAXED);
     return at && now - at < GS_LIM_THROTTLED_NS;
+}
+
+void gs_compute_step_mark(struct gs_region *r, int collective)
+{
+    int s = gs_rt_slot();
+    if (s < 0 || s >= GS_REGION_MAX_PROCS)
+        return;
+    uint64_t *m = &r->proc[s].lim.step_mark;
+    uint64_t old = __atomic_load_n(m, __ATOMIC_RELAXED);
+    uint64_t next = collective ? gs_step_after_collective(old) : gs_step_after_kernel(old);
+    /* the kernel's case is a load and nothing more on almost every launch;
+     * a process's threads may race, hence the exchange */
+    while (next != old && !__atomic_compare_exchange_n(m, &old, next, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+        next = collective ? gs_step_after_collective(old) : gs_step_after_kernel(old);
+}
+
+int gs_compute_peer_ahead(const struct gs_region *r)
+{
+    int s = gs_rt_slot();
+    if (s < 0 || s >= GS_REGION_MAX_PROCS)
+        return 0;
+    uint64_t mine = __atomic_load_n(&r->proc[s].lim.step_mark, __ATOMIC_RELAXED);
+    for (int i = 0; i < GS_REGION_MAX_PROCS; i++)
+        if (i != s && __atomic_load_n(&r->proc[i].pid, __ATOMIC_RELAXED) != 0 &&
+            __atomic_load_n(&r->proc[i].lim.step_mark, __ATOMIC_ACQUIRE) > mine)
+            return 1;
+    return 0;
 }

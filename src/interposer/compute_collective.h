@@ -8,6 +8,7 @@
 #define GPUSLICE_COMPUTE_COLLECTIVE_H
 
 #include "../abi/cuda_abi.h"
+#include "../core/region_layout.h"
 
 /* Whether f is a collective's kernel (its name, asked once per function). */
 int gs_compute_is_collective(CUfunction f);
@@ -46,5 +47,13 @@ int gs_compute_collective_spun(int d, uint64_t now);
 /* Whether the process has collectives on device d that have not been
  * harvested (gs_compute_collective_spin still sees them). */
 int gs_compute_collective_in_flight(int d);
+
+/* Moves the process's step mark (gs_step_after_kernel) past a kernel's
+ * launch (collective 0) or a collective's (1) on a limited device. */
+void gs_compute_step_mark(struct gs_region *r, int collective);
+
+/* Whether a live process of the container other than ours has a step mark
+ * above ours: a rank of our job began a step we have not. */
+int gs_compute_peer_ahead(const struct gs_region *r);
 
 #endif

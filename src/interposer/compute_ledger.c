@@ -138,5 +138,11 @@ int gs_compute_ledger_frame(int d, const struct gs_lim_account *a, uint64_t now,
 
 int gs_compute_contends(int d, const struct gs_lim_account *a, uint64_t now)
 {
-    return gs_lim_throttled(a, now) || gs_compute_collective_spun(d, now);
+    if (gs_lim_throttled(a, now) || gs_compute_collective_spun(d, now))
+        return 1;
+    const struct gs_region *r = gs_rt_region();
+    for (int i = 0; r && i < GS_REGION_MAX_DEVICES; i++)
+        if (i != d && r->dev[i].lim.configured && gs_lim_throttled(&r->dev[i].lim, now))
+            return 1;
+    return 0;
 }

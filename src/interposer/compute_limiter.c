@@ -36,6 +36,10 @@
 #define MAX_SLEEP_NS 10000000ULL    /* re-check the account at least every 10 ms */
 #define TURN_GRACE_NS 2000000ULL    /* a window holds the device ledger's turn 2 ms past its end at least */
 #define DRAIN_HOLD_NS 1000000000ULL /* ... and while it drains, up to 1 s */
+/* A rank whose slot of the turn frame ended this recently follows a peer
+ * rank that began the step before it ended (follows_peer): well above the
+ * skew between ranks' launches after a collective, well under a step */
+#define EDGE_FOLLOW_NS GS_LEDGER_SLOT_GRACE_NS
 
 int gs_compute_state;
 
@@ -53,6 +57,7 @@ struct tdev {
     uint64_t per_launch_ns;  /* GPU time per launch the markers measured (EMA); 0: unknown */
     uint64_t last_launch_ns; /* clock at the last launch of the window */
     uint64_t mark_ns;        /* clock at the last marker */
+    uint64_t slot_end_ns;    /* the end of the turn-frame slot the last window took the turn in; 0: none */
     struct gs_lim_window w;
     CUstream streams[MAX_STREAMS];
     CUevent drain[MAX_STREAMS];
@@ -332,6 +337,8 @@ static uint64_t ledger_open(struct tdev *t, int d, const struct gs_lim_account *
     struct gs_ledger_turn turn = { .claim_ppm = gs_compute_ledger_claim(a) };
     uint64_t wait = gs_ledger_open_window(l, slot, t->w.start_ns, t->w.start_ns + busy + grace, &turn);
     t->turn = (uint8_t)turn.took;
+    if (turn.took)
+        t->slot_end_ns = turn.slot_end;
     *seq = turn.seq;
     if (turn.took && turn.slot_end && turn.slot_end < t->w.end_ns) {
         /* nor may it queue more work than the slot holds: what is queued
@@ -351,6 +358,22 @@ static void count_turn_wait(uint64_t ns)
 {
     if (ns)
         gs_cost_add(GS_COST_TURN, ns);
+}
+
+/* Whether a launch that reached the gate at now and would be held back goes
+ * on: the turn-frame slot of its last window ended within EDGE_FOLLOW_NS of
+ * now (or has not yet), and a peer rank of the container has begun a step
+ * this thread has not. Held back, the launch would leave the peer's
+ * collective spinning for ours through the next container's slot, on a GPU
+ * that slot's container then shares with the spin (two TP jobs capped
+ * 30 / 70 on 4 x H200: 0.258-0.267 / 0.617-0.634, their collectives 85-130
+ * times a run spinning a slot long; 0.280-0.283 / 0.678-0.680 following).
+ * So the first rank to reach the slot's end decides for all of them; a
+ * follower queues one launch at a time, as a launch at the slot's last
+ * moment would. */
+static int follows_peer(const struct tdev *t, const struct gs_region *r, uint64_t now)
+{
+    return t->slot_end_ns && now < t->slot_end_ns + EDGE_FOLLOW_NS && gs_compute_peer_ahead(r);
 }
 
 /* Our container was held to its limit on device d at ns: the account says
@@ -406,6 +429,11 @@ int gs_compute_before(CUstream s, int graph)
         gs_compute_collective_harvest(d);
         gs_compute_outer(r, d, now);
         in_window = gs_lim_in_window(&t->w, now);
+    }
+    if (GS_UNLIKELY(!in_window) && t->w.open && t->turn && follows_peer(t, r, now)) {
+        t->w.end_ns = now + 1;
+        t->w.max_launches = t->w.launches + 1;
+        in_window = 1;
     }
     if (GS_LIKELY(in_window)) {
         /* the ledger flag is read only after a gap worth a look: most
@@ -469,6 +497,15 @@ int gs_compute_before(CUstream s, int graph)
             }
         } else if (!wait) {
             touch_ledger(d, t0);
+        }
+        if (wait && turn_waited == 0 && follows_peer(t, r, now)) {
+            /* judged as of its arrival: closing the window may have taken
+             * us past the slot's end. One launch, without the turn: the
+             * next container's slot has begun */
+            gs_lim_open_in_slot(&t->w, a, t0, bank);
+            t->w.end_ns = t0 + 1;
+            t->w.max_launches = 1;
+            wait = turn = 0;
         }
         if (!wait)
             break;
@@ -535,6 +572,9 @@ void gs_compute_after(int d, CUstream s, CUresult rc, int graph)
     if (rc != CUDA_SUCCESS || !t->w.open)
         return;
     t->w.launches++;
+    struct gs_region *r = gs_rt_region();
+    if (r)
+        gs_compute_step_mark(r, 0);
     int i = 0;
     while (i < t->nstreams && t->streams[i] != s)
         i++;

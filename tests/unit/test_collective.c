@@ -131,6 +131,37 @@ static void a_tp_loop_runs_at_its_cap_when_collectives_are_charged_their_work(vo
     assert_true(longest < 2 * 50 * MS); /* never a stall: at most one period's wait and a step */
 }
 
+/* Two ranks launch "matmul, all-reduce" steps; at a slot's end a rank
+ * follows a peer whose mark is above its own. The peer that began step k
+ * is ahead of the rank that has not, whether it launched only the matmul
+ * or the all-reduce too; ranks at the same point are not ahead of each
+ * other, however many kernels each launched since the last all-reduce (a
+ * DDP backward pass), and a rank that has started its step is not behind a
+ * peer that is still in the step before. */
+static void a_rank_that_began_a_step_is_ahead_of_one_that_has_not(void **state)
+{
+    (void)state;
+    uint64_t a = 0, b = 0;
+    for (int k = 0; k < 3; k++) {
+        a = gs_step_after_kernel(a);
+        b = gs_step_after_kernel(b);
+        assert_int_equal(a, b);
+        a = gs_step_after_collective(a);
+        b = gs_step_after_collective(b);
+        assert_int_equal(a, b);
+    }
+    assert_int_equal(a, 6); /* three all-reduces */
+    uint64_t began = gs_step_after_kernel(a);
+    assert_true(began > b);
+    assert_true(gs_step_after_collective(began) > b);
+    assert_int_equal(gs_step_after_kernel(gs_step_after_kernel(began)), began);
+    assert_false(gs_step_after_kernel(b) > began);
+    /* an all-reduce with no kernel before it (a graph that holds both) is a
+     * step too, and a rank past it is ahead of one that only began it */
+    assert_true(gs_step_after_collective(b) > gs_step_after_kernel(b));
+    assert_int_equal(gs_step_after_collective(b), gs_step_after_collective(gs_step_after_kernel(b)));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -138,6 +169,7 @@ int main(void)
         cmocka_unit_test(the_estimate_is_the_shortest_recent_span),
         cmocka_unit_test(a_collective_is_charged_its_work_and_counted_whole),
         cmocka_unit_test(a_tp_loop_runs_at_its_cap_when_collectives_are_charged_their_work),
+        cmocka_unit_test(a_rank_that_began_a_step_is_ahead_of_one_that_has_not),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
