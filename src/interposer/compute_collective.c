@@ -335,6 +335,13 @@ void gs_compute_step_mark(struct gs_region *r, int collective)
         next = collective ? gs_step_after_collective(old) : gs_step_after_kernel(old);
 }
 
+int gs_compute_is_rank(const struct gs_region *r)
+{
+    int s = gs_rt_slot();
+    return s >= 0 && s < GS_REGION_MAX_PROCS &&
+           __atomic_load_n(&r->proc[s].lim.step_mark, __ATOMIC_RELAXED) >= gs_step_after_collective(0);
+}
+
 int gs_compute_peer_ahead(const struct gs_region *r)
 {
     int s = gs_rt_slot();

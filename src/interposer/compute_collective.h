@@ -52,6 +52,10 @@ int gs_compute_collective_in_flight(int d);
  * launch (collective 0) or a collective's (1) on a limited device. */
 void gs_compute_step_mark(struct gs_region *r, int collective);
 
+/* Whether this process has launched a collective on a limited device: it
+ * is a rank of a job whose peers wait for it at each collective. */
+int gs_compute_is_rank(const struct gs_region *r);
+
 /* Whether a live process of the container other than ours has a step mark
  * above ours: a rank of our job began a step we have not. */
 int gs_compute_peer_ahead(const struct gs_region *r);

@@ -136,13 +136,18 @@ int gs_compute_ledger_frame(int d, const struct gs_lim_account *a, uint64_t now,
     return l && gs_ledger_frame(l, slot, now, gs_compute_ledger_claim(a), f);
 }
 
-int gs_compute_contends(int d, const struct gs_lim_account *a, uint64_t now)
+int gs_compute_held_elsewhere(int d, uint64_t now)
 {
-    if (gs_lim_throttled(a, now) || gs_compute_collective_spun(d, now))
-        return 1;
     const struct gs_region *r = gs_rt_region();
-    for (int i = 0; r && i < GS_REGION_MAX_DEVICES; i++)
+    if (!r || !gs_compute_is_rank(r))
+        return 0;
+    for (int i = 0; i < GS_REGION_MAX_DEVICES; i++)
         if (i != d && r->dev[i].lim.configured && gs_lim_throttled(&r->dev[i].lim, now))
             return 1;
     return 0;
+}
+
+int gs_compute_contends(int d, const struct gs_lim_account *a, uint64_t now)
+{
+    return gs_lim_throttled(a, now) || gs_compute_collective_spun(d, now) || gs_compute_held_elsewhere(d, now);
 }

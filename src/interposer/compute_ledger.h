@@ -45,15 +45,21 @@ void gs_compute_ledger_publish(int d, uint32_t use_ppm, uint64_t wants_ns);
  * the side under its weight took the whole GPU every other run). */
 void gs_compute_ledger_wanted(int d, uint64_t ns);
 
-/* Whether our container takes turns on device d: held to its limit there
- * or on any other GPU of its own, or a job whose collectives spun for their
- * peers lately (out of step with its ranks on other GPUs, which the turn
- * frame puts back in step). A job held back on one GPU takes its slots on
- * all of them: where it ran free on some, the other container's frame there
- * lost it and that container's ranks took turns first come on those GPUs
- * and by the frame on the rest. One under its limit everywhere never waits
- * behind another's windows. */
+/* Whether our container takes turns on device d: held to its limit there,
+ * or a job whose collectives spun for their peers lately (out of step with
+ * its ranks on other GPUs, which the turn frame puts back in step), or a
+ * rank (a process that launched collectives) of a container held to its
+ * limit on another of its GPUs. A job held back on one GPU takes its slots
+ * on all of them: where its ranks ran free on some, the other container's
+ * frame there lost it and that container's ranks took turns first come on
+ * those GPUs and by the frame on the rest. A process under its limit that
+ * is no rank never waits behind another's windows. */
 int gs_compute_contends(int d, const struct gs_lim_account *a, uint64_t now);
+
+/* Whether this process is a rank of a job (gs_compute_is_rank) whose
+ * container is held to its limit on a GPU other than d: it takes turns on
+ * d too, and its windows there end rather than go on past their length. */
+int gs_compute_held_elsewhere(int d, uint64_t now);
 
 /* What our container claims of the turn frame (turn_frame.h): a capped
  * account its rate; a share-mode one nothing (it takes first-come turns:

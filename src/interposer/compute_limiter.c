@@ -422,7 +422,8 @@ int gs_compute_before(CUstream s, int graph)
         return -1;
     }
     int in_window = gs_lim_in_window(&t->w, now);
-    if (GS_UNLIKELY(!in_window) && t->w.open && !t->turn && gs_lim_extend(&t->w, a, now)) {
+    if (GS_UNLIKELY(!in_window) && t->w.open && !t->turn && !gs_compute_held_elsewhere(d, now) &&
+        gs_lim_extend(&t->w, a, now)) {
         /* the window goes on: the others still see us active, and the
          * outer loop still runs */
         touch_ledger(d, now);
