@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from test_compute import top
 
 CAP = 40
 
@@ -142,19 +143,15 @@ def test_two_capped_tp_jobs_side_by_side_each_get_most_of_their_cap(world):
             assert r["longest_us"] < 0.2e6, out
 
 
-def held_back_beside(world, rank):
+def held_back_beside(world, tmp_path, rank):
     """Container A is held to its cap of 30 on GPU 0 and uses GPU 1 lightly
     (bursts of 0.5 ms every 5 ms: 0.1 of it, under its cap there) from
     another process; if rank, the two are ranks of a job (they launched a
-    collective together);
-    container B, capped at 70, keeps GPU 1 busy. Returns what A waited on
-    each GPU (s) and the light process's burst reply."""
-    import json
-    import subprocess
-    from conftest import CLI
-    a = tp_world(world, GPUSLICE_CORES=30)
-    a = tp_world(world, GPUSLICE_CORES=30, GPUSLICE_REGION=str(a.tmp / f"a-{rank}.region"))
-    b = tp_world(world, GPUSLICE_CORES=70, GPUSLICE_REGION=str(a.tmp / f"b-{rank}.region"))
+    collective together). Container B, capped at 70, keeps GPU 1 busy.
+    Returns what A waited on each GPU (s) and the light process's burst
+    reply."""
+    a = tp_world(world, GPUSLICE_CORES=30, GPUSLICE_REGION=str(tmp_path / f"a-{rank}.region"))
+    b = tp_world(world, GPUSLICE_CORES=70, GPUSLICE_REGION=str(tmp_path / f"b-{rank}.region"))
     heavy, light, other = a.client(), a.client(), b.client()
     for c, d, us in ((heavy, 0, 2000), (light, 1, 500), (other, 1, 2000)):
         c.ok(f"init {d}")
@@ -177,8 +174,7 @@ def held_back_beside(world, rank):
     for t in ts:
         t.join(timeout=60 * SLOW)
     assert not any(t.is_alive() for t in ts), "a tenant hung"
-    doc = json.loads(subprocess.run([CLI, "top", "--json", a.env["GPUSLICE_REGION"]], check=True,
-                                    capture_output=True, text=True).stdout)
+    doc = top(a.env["GPUSLICE_REGION"])
     waited = {d["uuid"][-1]: (d["compute_waited_ns"] or 0) / 1e9 for c in doc["containers"] for d in c["devices"]}
     for c in (heavy, light, other):
         c.close()
@@ -187,7 +183,7 @@ def held_back_beside(world, rank):
     return waited, out["light"]
 
 
-def test_a_job_held_back_on_one_gpu_takes_its_turns_on_all_of_them(world):
+def test_a_job_held_back_on_one_gpu_takes_its_turns_on_all_of_them(world, tmp_path):
     """A's rank on GPU 1 takes A's slots of the turn frame there, so its
     launches wait for B's slot to end. Contending only where its own account
     held it back, a job's ranks followed the frame on some GPUs and took
@@ -195,9 +191,9 @@ def test_a_job_held_back_on_one_gpu_takes_its_turns_on_all_of_them(world):
     4 x H200 got 0.258-0.267 / 0.617-0.634 of alone
     (bench/results/multigpu-2026-11-28-h200.md); here the rank never waited
     on GPU 1. A process of A that is no rank goes on never waiting there."""
-    waited, light = held_back_beside(world, rank=True)
+    waited, light = held_back_beside(world, tmp_path, rank=True)
     assert waited.get("1", 0) > 0.3, waited  # of its 1.2 s of bursts
     # a burst waits for B's slot at most, never for more than a frame and a turn's bound
     assert light["worst_us"] < 0.2e6, light
-    waited, light = held_back_beside(world, rank=False)
+    waited, light = held_back_beside(world, tmp_path, rank=False)
     assert waited.get("1", 0) == 0, waited
