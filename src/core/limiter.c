@@ -7,6 +7,12 @@
 #define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_RELAXED)
 
+/* One period's allowance at rate: what idle time banks. */
+static int64_t burst_of(uint32_t rate)
+{
+    return (int64_t)((unsigned __int128)GS_LIM_DEFAULT_PERIOD_NS * rate / GS_LIM_PPM);
+}
+
 /* Stores the configuration (the claimant, or one taking over from it). */
 static void setup_account(struct gs_lim_account *a, enum gs_lim_mode mode, unsigned limit_pct, unsigned weight,
                           uint64_t now)
@@ -18,10 +24,18 @@ static void setup_account(struct gs_lim_account *a, enum gs_lim_mode mode, unsig
     a->speed_ppm = GS_LIM_PPM;
     uint32_t rate = mode == GS_LIM_SHARE ? GS_LIM_PPM : (limit_pct >= 100 ? GS_LIM_PPM : limit_pct * 10000U);
     ST(&a->rate_ppm, rate);
-    ST(&a->tokens, (int64_t)0);
+    /* a new container was idle until now: it starts with what idle time
+     * banks, so that its first window, charged before c is learnt, does not
+     * put it in debt (a decoder-like tenant's first 10 us kernel, queued
+     * behind a capped neighbour's slice, cost it 1 ms of debt, then 150 ms
+     * of turns while it counted as held back) */
+    ST(&a->tokens, burst_of(rate));
     ST(&a->refill_ns, now);
     ST(&a->outer_last_ns, now);
-    ST(&a->outer_next_ns, now + GS_LIM_OUTER_NS);
+    /* the first launch runs the outer loop: its first look at NVML only
+     * learns where the samples from before us end, so the next run, an
+     * interval later, is the first to learn c (not two intervals later) */
+    ST(&a->outer_next_ns, now);
     __atomic_store_n(&a->configured, 1, __ATOMIC_RELEASE);
 }
 
@@ -42,10 +56,10 @@ int gs_lim_account_init(struct gs_lim_account *a, enum gs_lim_mode mode, unsigne
          * target learnt then says nothing about now) */
         if (a->mode == GS_LIM_SHARE)
             ST(&a->rate_ppm, GS_LIM_PPM);
-        ST(&a->tokens, (int64_t)0);
+        ST(&a->tokens, burst_of(LD(&a->rate_ppm)));
         ST(&a->refill_ns, now);
         ST(&a->outer_last_ns, now);
-        ST(&a->outer_next_ns, now + GS_LIM_OUTER_NS);
+        ST(&a->outer_next_ns, now);
         ST(&a->nvml_seen_us, (uint64_t)0);
     }
     return 0;
@@ -89,11 +103,6 @@ uint64_t gs_lim_window_end(const struct gs_lim_close_facts *f, int *measured)
 }
 
 static uint64_t charge_rate(const struct gs_lim_account *a);
-
-static int64_t burst_of(uint32_t rate)
-{
-    return (int64_t)((unsigned __int128)GS_LIM_DEFAULT_PERIOD_NS * rate / GS_LIM_PPM);
-}
 
 void gs_lim_refill(struct gs_lim_account *a, uint64_t now, unsigned periods)
 {

@@ -843,6 +843,30 @@ def test_a_share_container_borrowing_a_light_neighbours_part_keeps_its_queue_sha
         assert (cost_count(err, "yields") or 0) == 0, err[-2000:]
 
 
+def test_a_decoder_like_tenant_starting_beside_a_capped_one_is_never_held_back(world):
+    """A decoder-like tenant capped at 70 (~10 % busy) that starts beside a
+    GPU-bound container capped at 30, on a device that time-slices, is never
+    held back, not even before it has learnt c: a new container starts with
+    a period's allowance banked. From an empty account its first kernel,
+    queued behind the other's slice and charged at c = 1, put it 1 ms in
+    debt, and held back it then took turns with the other, 0.15 s of waiting
+    in its first half second. The capped one stays within its cap."""
+    w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1, GPUSLICE_SIM_TIMESLICE_US=2000)
+    heavy = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "heavy.region"), "GPUSLICE_CORES": "30"})
+    light = start(w, 10, env={"GPUSLICE_REGION": str(w.tmp / "light.region"), "GPUSLICE_CORES": "70"})
+    out = {}
+    th = threading.Thread(target=lambda: out.update(ratio=run(heavy, "kernel", 2.5, 0.5, 8)))
+    th.start()
+    r = light.ok("burst 16 0 2.0 100")
+    light.close()
+    th.join()
+    heavy.close()
+    waited = waited_s(w.tmp / "light.region")
+    print(f"heavy {out['ratio']:.3f}, light waited {waited:.3f} s")
+    assert waited <= 0.02 * r["elapsed_us"] / 1e6, r
+    assert out["ratio"] <= 0.30 + TOL, out
+
+
 def test_the_launch_rate_benchmark_goes_through_the_interposer(world):
     """bench/compute/launch_rate.c times the launches a program makes
     through the interposer: under a cap of 99 the limiter charges them (a

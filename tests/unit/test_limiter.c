@@ -27,7 +27,12 @@ static void refill_is_capped_at_one_period(void **state)
     (void)state;
     struct gs_lim_account a;
     account(&a, GS_LIM_CAP, 30, 100);
+    /* a new container was idle until now: one period's allowance banked */
+    assert_int_equal(a.tokens, 15 * MS);
     gs_lim_refill(&a, 1000 * MS + 10 * MS, 1);
+    assert_int_equal(a.tokens, 15 * MS);
+    a.tokens = 0; /* spent */
+    gs_lim_refill(&a, 1000 * MS + 20 * MS, 1);
     assert_int_equal(a.tokens, 3 * MS); /* 30 % of 10 ms */
     gs_lim_refill(&a, 1000 * MS + 5000 * MS, 1);
     assert_int_equal(a.tokens, 15 * MS); /* 30 % of the 50 ms period, not of 5 s */
@@ -46,6 +51,7 @@ static void debt_makes_open_wait_exactly_until_paid(void **state)
     struct gs_lim_account a;
     struct gs_lim_window w = { 0 };
     account(&a, GS_LIM_CAP, 25, 100);
+    a.tokens = 0; /* the period's allowance it started with is spent */
     uint64_t now = 1000 * MS;
     assert_int_equal(gs_lim_open(&w, &a, now, 1), 0);
     assert_true(w.open);
