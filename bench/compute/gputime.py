@@ -204,7 +204,8 @@ def main():
     ap.add_argument("--caps", default="30")
     ap.add_argument("--caps-for", action="append", default=[])
     ap.add_argument("--log", default=None)
-    ap.add_argument("--base-lib", default=None, help="capturns: each cap under this interposer too (an A/B)")
+    ap.add_argument("--base-lib", default=None,
+                    help="capturns: each cap under this interposer too; coloc: the capped modes too (an A/B)")
     ap.add_argument("--copies", type=int, default=1, help="capturns: processes per cap and interposer")
     ap.add_argument("--launch-bin", default=None)
     ap.add_argument("--rounds", type=int, default=1)
@@ -306,10 +307,15 @@ def main():
                 modes.append(("mps-share70/30",
                               {**MPS, **limited(a.lib, state, f"mpsinf{rnd}", {**share, "GPUSLICE_SHARE_WEIGHT": "70"})},
                               {**MPS, **limited(a.lib, state, f"mpstr{rnd}", {**share, "GPUSLICE_SHARE_WEIGHT": "30"})}))
+            if a.base_lib:
+                # an A/B: the capped modes again under the base interposer,
+                # in the same round against the same runs alone
+                modes += [(mode + "-base", ei, et) for mode, ei, et in modes if "cap" in mode]
             rows = []
             for mode, ei, et in modes:
-                if a.coloc_modes and mode not in a.coloc_modes.split(","):
+                if a.coloc_modes and mode.removesuffix("-base") not in a.coloc_modes.split(","):
                     continue
+                lib = a.base_lib if mode.endswith("-base") else a.lib
                 train = "matmul1" if mode == "plain-shallow" else "matmul"
                 if mode.startswith("mps"):
                     # MPS side by side: both tenants clients of the MPS
@@ -318,9 +324,9 @@ def main():
                 elif mode.startswith("plain"):
                     ri, rt = side_by_side([(a.inf_load, {}, INF), (train, {}, TR)], a.secs)
                 else:
-                    inf_env = limited(a.lib, state, f"inf{rnd}{mode.replace('/', '-')}", ei) if ei is not None else {}
+                    inf_env = limited(lib, state, f"inf{rnd}{mode.replace('/', '-')}", ei) if ei is not None else {}
                     ri, rt = side_by_side([(a.inf_load, inf_env, INF),
-                                           ("matmul", limited(a.lib, state, f"tr{rnd}{mode.replace('/', '-')}", et), TR)], a.secs)
+                                           ("matmul", limited(lib, state, f"tr{rnd}{mode.replace('/', '-')}", et), TR)], a.secs)
                 rows.append((mode, ri, rt))
             # the host drifts: the decoder alone again after the modes, and
             # every ratio against the mean of the two alone runs
