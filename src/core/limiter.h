@@ -64,7 +64,7 @@ struct gs_lim_account {
     int64_t tokens;          /* GPU ns we may still use; negative = debt */
     uint64_t refill_ns;      /* clock of the last refill */
     uint32_t rate_ppm;       /* allowed share now (cap, or share target); >= GS_LIM_PPM: unthrottled */
-    uint32_t corr_ppm;       /* c; 0 until initialised */
+    uint32_t corr_ppm;       /* c; 0 until first learnt, charged as 1 (gs_lim_corr_of) */
     uint64_t union_end_ns;   /* end of the container's busy time charged so far */
     uint64_t occ_ns;         /* cumulative busy GPU time measured by events (before c and s) */
     uint64_t charged_ns;     /* cumulative charged GPU time (busy x c x s) */
@@ -83,6 +83,16 @@ struct gs_lim_account {
     uint32_t speed_ppm;      /* s; 0 until initialised */
     uint32_t dev_ppm;        /* device busy fraction at the last outer run (NVML) */
 };
+
+/* c as charged: 1 until the outer loop first learns it. The first measure
+ * is taken whole, later ones half-way (EMA 1/2): from 1, a decoder-like
+ * tenant busy 0.25 alone under cap 30, whose measures were 0.23-0.24 from
+ * the first, was charged past its cap for 1.25 s and waited 0.55 s of its
+ * first 3 on the simulated driver. */
+static inline uint32_t gs_lim_corr_of(uint32_t corr_ppm)
+{
+    return corr_ppm ? corr_ppm : GS_LIM_PPM;
+}
 
 /* One thread's window on one device (process-private). Inside it the
  * GPU time is measured as busy intervals: one starts at a launch that found
@@ -253,7 +263,9 @@ uint64_t gs_lim_charge_collective(struct gs_lim_account *a, uint64_t span_ns, ui
  * interval (-1 if unknown); occ_ppm: our busy time as our events measured it
  * (which counts CPU gaps shorter than GS_LIM_GAP_NS, and time another
  * context time-sliced the GPU away from us). Returns the new correction c in
- * ppm: the fraction of that busy time the GPU really spent on our kernels. */
+ * ppm: the fraction of that busy time the GPU really spent on our kernels.
+ * Each correction steps from old_corr (0: not learnt) as gs_lim_corr_of
+ * says: the first measure whole, later ones half-way. */
 uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, uint64_t occ_ppm);
 
 /* Outer loop without per-process data (NVML returns no samples, or none
@@ -340,7 +352,7 @@ int gs_lim_any_wants_more(const struct gs_lim_demand *others, unsigned n);
  * (dev), the excess ran one at a time, time-sliced, yet both counted it: a light tenant's events stay open while its next kernel waits
  * for the other's slice (an H100: a decoder counted 0.69-0.83 of the time
  * beside training). Half of that overlap is taken as the other's, so c is
- * in [1/2, 1] (EMA 1/2 with old_corr). */
+ * in [1/2, 1]. */
 uint32_t gs_lim_correction_overlap(uint32_t old_corr, uint64_t occ_ppm, const struct gs_lim_demand *others, unsigned n,
                                    uint64_t dev_ppm);
 
@@ -357,8 +369,8 @@ uint32_t gs_lim_correction_overlap(uint32_t old_corr, uint64_t occ_ppm, const st
 #define GS_LIM_BOUND_PPM 800000U
 int gs_lim_bound_holds(uint64_t dev_ppm, unsigned limit_pct);
 
-/* c under that bound: min(1, dev / occ); it rises at once and falls half-way
- * per run (EMA 1/2), so a burst is never charged less than it took. */
+/* c under that bound: min(1, dev / occ); it rises at once and, once learnt,
+ * falls half-way per run, so a burst is never charged less than it took. */
 uint32_t gs_lim_correction_bound(uint32_t old_corr, uint64_t dev_ppm, uint64_t occ_ppm);
 
 /* The use such a container publishes: what it is charged, at most what the

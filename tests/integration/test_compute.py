@@ -867,6 +867,23 @@ def test_a_decoder_like_tenant_starting_beside_a_capped_one_is_never_held_back(w
     assert out["ratio"] <= 0.30 + TOL, out
 
 
+def test_a_decoder_like_tenant_alone_under_a_cap_above_its_use_takes_its_first_measure_of_c_whole(world):
+    """A decoder-like tenant alone (16 launches 40 us apart, then a sync:
+    0.25 busy, its events counting the CPU gaps too) under cap 30 is charged
+    at c = 1 until the outer loop first learns c from NVML's samples for its
+    pids, a quarter second in. That first measure (0.24) is taken whole:
+    stepping half-way from 1, c took 1.25 s to come down and the tenant
+    waited 0.54-0.56 s of its first 3 s for tokens; taken whole, 0.34 s,
+    nearly all of it before the first measure."""
+    w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1)
+    dec = start(w, 10, env={"GPUSLICE_REGION": str(w.tmp / "dec.region"), "GPUSLICE_CORES": "30"})
+    r = dec.ok("burst 16 0 3.0 40")
+    dec.close()
+    waited = waited_s(w.tmp / "dec.region")
+    print(f"waited {waited:.3f} s of {r['elapsed_us'] / 1e6:.2f}")
+    assert waited <= 0.15 * r["elapsed_us"] / 1e6, r
+
+
 def test_the_launch_rate_benchmark_goes_through_the_interposer(world):
     """bench/compute/launch_rate.c times the launches a program makes
     through the interposer: under a cap of 99 the limiter charges them (a

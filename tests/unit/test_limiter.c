@@ -165,6 +165,18 @@ static void correction_is_nvml_kernel_time_over_event_busy_time(void **state)
     /* NVML does not see our pids (containers): learn nothing */
     assert_int_equal(gs_lim_correction(700000, 0, 500000), 700000);
     assert_int_equal(gs_lim_correction(700000, -1, 500000), 700000);
+    /* a new account's c is not learnt (0), charged as 1; the first measure
+     * is taken whole, the next half-way; nothing to learn leaves it unlearnt */
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 30, 100);
+    assert_int_equal(a.corr_ppm, 0);
+    assert_int_equal(gs_lim_corr_of(a.corr_ppm), GS_LIM_PPM);
+    assert_int_equal(gs_lim_correction(0, -1, 500000), 0);
+    c = gs_lim_correction(0, 240000, 960000);
+    assert_int_equal(c, 250000);
+    assert_int_equal(gs_lim_correction(c, 480000, 960000), 375000);
+    /* the device-only estimate steps half-way from 1 even then */
+    assert_int_equal(gs_lim_correction_device(0, 1000000, 352000), 750000); /* c 0.5 alone */
     /* never below the floor, nor above the ceiling */
     c = GS_LIM_PPM;
     for (int i = 0; i < 40; i++)
@@ -824,7 +836,7 @@ static void a_device_busy_well_under_the_cap_bounds_the_charge(void **state)
     assert_false(gs_lim_bound_holds(0, 100));     /* no cap */
     assert_false(gs_lim_bound_holds(0, 0));
     /* c = dev / occ: the charge is the device's busy time, never less */
-    assert_int_equal(gs_lim_correction_bound(0, 450000, 900000), 750000); /* EMA from 1 */
+    assert_int_equal(gs_lim_correction_bound(0, 450000, 900000), 500000); /* not learnt: taken whole */
     assert_int_equal(gs_lim_correction_bound(500000, 450000, 900000), 500000);
     /* it rises at once: a burst is charged in full from the first run */
     assert_int_equal(gs_lim_correction_bound(500000, 450000, 450000), GS_LIM_PPM);
