@@ -508,6 +508,15 @@ uint32_t gs_lim_share_fill(unsigned weight, const struct gs_lim_demand *others, 
     return (uint32_t)(mine > GS_LIM_PPM ? GS_LIM_PPM : mine);
 }
 
+uint64_t gs_lim_oldest_after(const struct gs_lim_sample *s, unsigned n, uint64_t since_us)
+{
+    uint64_t oldest = UINT64_MAX;
+    for (unsigned i = 0; i < n; i++)
+        if (s[i].ts_us > since_us && s[i].ts_us < oldest)
+            oldest = s[i].ts_us;
+    return oldest == UINT64_MAX ? since_us : oldest;
+}
+
 uint64_t gs_lim_aggregate(const struct gs_lim_sample *s, unsigned n, uint64_t since_us,
                           int (*is_ours)(uint32_t pid, void *ctx), void *ctx, int64_t *our_ppm, int64_t *others_ppm)
 {

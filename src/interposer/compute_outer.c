@@ -421,7 +421,8 @@ struct outer_gathered {
     struct gs_outer_in in;
     struct gs_lim_demand dem[GS_LIM_MAX_DEMANDS];
     char uuid[GS_REGION_UUID_LEN];
-    int first_look; /* the samples are history from before we started */
+    int look_only; /* the run only learns where NVML's samples end: they are history from
+                    * before we started, or (c not learnt) the one sample began before our last look */
 };
 static struct outer_gathered gathered; /* outer_lock */
 
@@ -444,10 +445,14 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
     live_pids(r, &ours);
     unsigned n = read_samples(g->uuid, seen, a->mode == GS_LIM_SHARE ? &ours : NULL, samples, &di);
     gs_cost_add(GS_COST_NVML, gs_compute_now() - read_from);
-    uint64_t newest = gs_lim_aggregate(samples, n, seen, in_set, &ours, &in->our_ppm, &in->others_ppm);
+    /* a first measure of c is taken whole: not from the sample that began
+     * before our last look (gs_lim_oldest_after) */
+    uint64_t from =
+        seen && __atomic_load_n(&a->corr_ppm, __ATOMIC_RELAXED) == 0 ? gs_lim_oldest_after(samples, n, seen) : seen;
+    uint64_t newest = gs_lim_aggregate(samples, n, from, in_set, &ours, &in->our_ppm, &in->others_ppm);
     __atomic_store_n(&a->nvml_seen_us, newest, __ATOMIC_RELAXED);
-    g->first_look = seen == 0 && n > 0;
-    if (g->first_look)
+    g->look_only = (seen == 0 && n > 0) || (from != seen && newest == from);
+    if (g->look_only)
         return;
     in->dev_ppm = di.busy_ppm;
     in->power_mw = di.power_mw;
@@ -505,7 +510,7 @@ static void outer_run(struct gs_region *r, int d, uint64_t now)
 {
     pthread_mutex_lock(&outer_lock);
     outer_gather(r, d, now, &gathered);
-    if (!gathered.first_look) {
+    if (!gathered.look_only) {
         struct gs_outer_out o;
         gs_lim_outer_decide(&r->dev[d].lim, &gathered.in, &o);
         outer_publish(r, d, &gathered, &o);

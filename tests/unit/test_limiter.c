@@ -372,6 +372,15 @@ static void nvml_samples_are_averaged_over_timestamps(void **state)
     newest = gs_lim_aggregate(s, 6, 200, pid_is_ours, NULL, &ours, &others);
     assert_int_equal(newest, 200);
     assert_int_equal(ours, -1);
+    /* a first measure of c leaves out the sample that began before the last
+     * look (period 1, looked at 60): period 2 alone */
+    uint64_t from = gs_lim_oldest_after(s, 6, 60);
+    assert_int_equal(from, 100);
+    newest = gs_lim_aggregate(s, 6, from, pid_is_ours, NULL, &ours, &others);
+    assert_int_equal(newest, 200);
+    assert_int_equal(ours, 500000);
+    assert_int_equal(gs_lim_oldest_after(s, 6, 200), 200); /* none newer */
+    assert_int_equal(gs_lim_oldest_after(s, 0, 60), 60);
 }
 
 /* ---- the closed loop in simulated time ---- */
