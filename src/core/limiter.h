@@ -478,9 +478,9 @@ struct gs_lim_sample {
 /* The oldest sample timestamp newer than since_us, or since_us if none.
  * Each sample covers the sampling period before its timestamp, so the first
  * one after a look at NVML began before that look: from a container's
- * start, it holds time when the container did not run yet. Where c is about
- * to be taken whole (not learnt yet), the outer loop aggregates from after
- * it. */
+ * start, it holds time when the container did not run yet. On the run after
+ * its first look, with c not learnt yet (to be taken whole), the outer loop
+ * aggregates from after it. */
 uint64_t gs_lim_oldest_after(const struct gs_lim_sample *s, unsigned n, uint64_t since_us);
 uint64_t gs_lim_aggregate(const struct gs_lim_sample *s, unsigned n, uint64_t since_us,
                           int (*is_ours)(uint32_t pid, void *ctx), void *ctx, int64_t *our_ppm, int64_t *others_ppm);

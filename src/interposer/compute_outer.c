@@ -425,6 +425,11 @@ struct outer_gathered {
                     * before we started, or (c not learnt) the one sample began before our last look */
 };
 static struct outer_gathered gathered; /* outer_lock */
+/* Per device, where NVML's samples ended at this process's first look
+ * (outer_lock): the sample after it began before the look. Process-local:
+ * another process of the container that runs the next outer loop takes that
+ * sample as it comes. */
+static uint64_t looked_at_us[GS_REGION_MAX_DEVICES];
 
 /* Reads the account, NVML and the device ledger for account a of device d
  * (outer_lock held). */
@@ -446,11 +451,17 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
     unsigned n = read_samples(g->uuid, seen, a->mode == GS_LIM_SHARE ? &ours : NULL, samples, &di);
     gs_cost_add(GS_COST_NVML, gs_compute_now() - read_from);
     /* a first measure of c is taken whole: not from the sample that began
-     * before our last look (gs_lim_oldest_after) */
-    uint64_t from =
-        seen && __atomic_load_n(&a->corr_ppm, __ATOMIC_RELAXED) == 0 ? gs_lim_oldest_after(samples, n, seen) : seen;
+     * before the first look (gs_lim_oldest_after), only on the run after
+     * it (on every run while c was unlearnt, one sample a run was always
+     * left out and c never learnt) */
+    int after_look = seen != 0 && seen == looked_at_us[d] && __atomic_load_n(&a->corr_ppm, __ATOMIC_RELAXED) == 0;
+    uint64_t from = after_look ? gs_lim_oldest_after(samples, n, seen) : seen;
     uint64_t newest = gs_lim_aggregate(samples, n, from, in_set, &ours, &in->our_ppm, &in->others_ppm);
     __atomic_store_n(&a->nvml_seen_us, newest, __ATOMIC_RELAXED);
+    if (seen == 0 && n > 0)
+        looked_at_us[d] = newest;
+    else if (newest != seen)
+        looked_at_us[d] = 0; /* the sample after the look has come */
     g->look_only = (seen == 0 && n > 0) || (from != seen && newest == from);
     if (g->look_only)
         return;

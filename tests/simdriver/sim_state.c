@@ -138,6 +138,14 @@ int sim_config_from_env(struct sim_config *cfg)
     if (env_uint("GPUSLICE_SIM_MPS", 0, 1, "a flag", &w) != 0)
         return -1;
     cfg->mps = (uint32_t)w;
+    if (env_uint("GPUSLICE_SIM_NVML_PERIOD_MS", SIM_UTIL_PERIOD_NS / 1000000, 2000, "milliseconds", &w) != 0)
+        return -1;
+    if (w < 10) {
+        fprintf(stderr, "gpuslice-sim: invalid GPUSLICE_SIM_NVML_PERIOD_MS='%llu': expected milliseconds 10..2000\n",
+                (unsigned long long)w);
+        return -1;
+    }
+    cfg->nvml_period_ms = (uint32_t)w;
     return 0;
 }
 
@@ -169,6 +177,7 @@ static void init_state(struct sim_state *st, const struct sim_config *cfg)
     st->nvml_snapshot = cfg->nvml_snapshot;
     st->timeslice_us = cfg->timeslice_us;
     st->mps = cfg->mps;
+    st->nvml_period_ms = cfg->nvml_period_ms;
     st->next_id = 1;
     for (uint32_t d = 0; d < cfg->ndevices; d++) {
         st->dev[d].total = cfg->mem;

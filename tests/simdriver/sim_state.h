@@ -147,7 +147,7 @@ struct sim_proc {
 
 /* One NVML per-process utilisation sample (nvmlDeviceGetProcessUtilization). */
 #define SIM_UTIL_SAMPLES 256
-#define SIM_UTIL_PERIOD_NS 100000000ULL /* NVML sample period of the sim: 100 ms */
+#define SIM_UTIL_PERIOD_NS 100000000ULL /* NVML sample period of the sim by default: 100 ms */
 struct sim_util_sample {
     uint32_t pid;
     uint32_t sm_util; /* percent of the period the process's kernels ran */
@@ -184,7 +184,7 @@ struct sim_state {
     uint32_t nvml_snapshot;   /* per-process samples as an H100 gave them (sim_timeline.h) */
     uint32_t timeslice_us;    /* 0: processor sharing; else round-robin slices this long (sim_timeline.h) */
     uint32_t mps;             /* an MPS server owns the samples (sim_timeline.h) */
-    uint32_t pad;
+    uint32_t nvml_period_ms;  /* NVML sample period; 0: SIM_UTIL_PERIOD_NS (sim_util_period) */
     uint64_t ctx_overhead;
     uint64_t power_dyn_mw; /* power drawn above idle while busy (NVML power model) */
     uint64_t next_id;
@@ -204,6 +204,7 @@ struct sim_config {
     uint32_t nvml_snapshot;
     uint32_t timeslice_us;
     uint32_t mps;
+    uint32_t nvml_period_ms;
 };
 
 /* The NVML power model: a device draws SIM_IDLE_POWER_MW plus power_dyn_mw x
@@ -223,6 +224,12 @@ struct sim_config {
 #define SIM_CLOCK_K 1.6
 #define SIM_CLOCK_A 0.75
 #define SIM_PPM 1000000ULL
+
+/* The NVML sample period of a state (GPUSLICE_SIM_NVML_PERIOD_MS). */
+static inline uint64_t sim_util_period(const struct sim_state *st)
+{
+    return st->nvml_period_ms ? (uint64_t)st->nvml_period_ms * 1000000ULL : SIM_UTIL_PERIOD_NS;
+}
 
 /* Reads GPUSLICE_SIM_*; prints a message naming the variable and returns -1
  * on an invalid value. */

@@ -83,7 +83,8 @@ static uint64_t time_for(uint64_t work, uint64_t speed_ppm)
 static void emit_samples(struct sim_state *st, int dev, uint64_t period_end)
 {
     struct sim_device *d = &st->dev[dev];
-    uint64_t dev_pct = (d->tl_period_busy * 100 + SIM_UTIL_PERIOD_NS / 2) / SIM_UTIL_PERIOD_NS;
+    uint64_t period = sim_util_period(st);
+    uint64_t dev_pct = (d->tl_period_busy * 100 + period / 2) / period;
     if (st->mps && d->tl_period_busy) { /* the server's sample only: its clients' time is its own */
         struct sim_util_sample *s = &d->samples[d->tl_sample_head % SIM_UTIL_SAMPLES];
         *s = (struct sim_util_sample){ SIM_MPS_SERVER_PID, (uint32_t)(dev_pct > 100 ? 100 : dev_pct),
@@ -96,7 +97,7 @@ static void emit_samples(struct sim_state *st, int dev, uint64_t period_end)
             w->period_busy = 0;
             continue;
         }
-        uint64_t pct = (w->period_busy * 100 + SIM_UTIL_PERIOD_NS / 2) / SIM_UTIL_PERIOD_NS;
+        uint64_t pct = (w->period_busy * 100 + period / 2) / period;
         if (st->nvml_snapshot)
             pct = p == d->tl_last_proc ? dev_pct : 0;
         struct sim_util_sample *s = &d->samples[d->tl_sample_head % SIM_UTIL_SAMPLES];
@@ -280,7 +281,7 @@ static void ps_apply(struct sim_state *st, int dev, uint64_t t, uint64_t end)
  * sample period, a slice or a process's room ends. */
 static uint64_t busy_end(struct sim_state *st, int dev, uint64_t t, uint64_t limit)
 {
-    uint64_t pend = st->dev[dev].tl_period_start + SIM_UTIL_PERIOD_NS;
+    uint64_t pend = st->dev[dev].tl_period_start + sim_util_period(st);
     if (pend < limit)
         limit = pend;
     if (st->timeslice_us)
@@ -297,7 +298,7 @@ static void busy_apply(struct sim_state *st, int dev, uint64_t t, uint64_t end)
     else
         ps_apply(st, dev, t, end);
     d->tl_last_ns = end;
-    if (end == d->tl_period_start + SIM_UTIL_PERIOD_NS)
+    if (end == d->tl_period_start + sim_util_period(st))
         emit_samples(st, dev, end);
 }
 
@@ -307,11 +308,12 @@ static void busy_apply(struct sim_state *st, int dev, uint64_t t, uint64_t end)
 static void idle_advance(struct sim_state *st, int dev, uint64_t now)
 {
     struct sim_device *d = &st->dev[dev];
-    while (d->tl_period_start + SIM_UTIL_PERIOD_NS <= now) {
-        uint64_t t = d->tl_period_start + SIM_UTIL_PERIOD_NS;
+    uint64_t period = sim_util_period(st);
+    while (d->tl_period_start + period <= now) {
+        uint64_t t = d->tl_period_start + period;
         emit_samples(st, dev, t);
-        if (now - t > SIM_UTIL_PERIOD_NS) {
-            d->tl_period_start += (now - t) / SIM_UTIL_PERIOD_NS * SIM_UTIL_PERIOD_NS;
+        if (now - t > period) {
+            d->tl_period_start += (now - t) / period * period;
             d->tl_last_util = 0;
             d->tl_speed_ppm = sim_clock_speed_ppm(st, 0);
         }

@@ -18,7 +18,8 @@
  * timeline is computed up to "now" whenever anyone looks.
  *
  * NVML per-process utilisation is derived from the same timeline: at the end
- * of each SIM_UTIL_PERIOD_NS period every process whose kernels ran gets a
+ * of each sample period (sim_util_period: GPUSLICE_SIM_NVML_PERIOD_MS, 100 ms
+ * by default) every process whose kernels ran gets a
  * sample (pid, timestamp, percent of the period its kernels ran). With
  * GPUSLICE_SIM_NVML_SNAPSHOT=1 the samples are what an H100 gave two
  * turn-taking tenants: the process whose kernels ran last in the period gets
