@@ -295,6 +295,12 @@ uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, uint64_t occ_ppm)
         c = GS_LIM_MAX_CORR;
     if (c < GS_LIM_MIN_CORR)
         c = GS_LIM_MIN_CORR;
+    /* a first measure from less than GS_LIM_BUSY_PPM of our time is taken
+     * half-way: NVML's samples lag a container's start, and an H200 gave a
+     * decoder its first one at 0 % (c 0.05 taken whole, one outer interval
+     * charged a twentieth of its busy time) */
+    if (old_corr == 0 && our_ppm < GS_LIM_BUSY_PPM)
+        return corr_ema(old_corr, c);
     return corr_step(old_corr, c);
 }
 

@@ -175,6 +175,10 @@ static void correction_is_nvml_kernel_time_over_event_busy_time(void **state)
     c = gs_lim_correction(0, 240000, 960000);
     assert_int_equal(c, 250000);
     assert_int_equal(gs_lim_correction(c, 480000, 960000), 375000);
+    /* ... but one from under 5 % of our time (NVML's samples lag a start,
+     * 0 % on an H200) steps half-way from 1 */
+    assert_int_equal(gs_lim_correction(0, 0, 179000), (GS_LIM_PPM + GS_LIM_MIN_CORR) / 2);
+    assert_int_equal(gs_lim_correction(0, 20000, 100000), 600000);
     /* the device-only estimate steps half-way from 1 even then */
     assert_int_equal(gs_lim_correction_device(0, 1000000, 352000), 750000); /* c 0.5 alone */
     /* never below the floor, nor above the ceiling */
