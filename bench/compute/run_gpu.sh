@@ -13,7 +13,8 @@
 # Builds the interposer alone and the driver-API launch loop (launch_rate.c), then runs
 # bench/compute/gputime.py: $OUT/gputime.jsonl, one JSON line per scenario. Everything at
 # BENCH_SECS=20 takes well over one 10-minute device call: split it with --only.
-# (bench.py, diag.py, trace.py and small_load.py are the earlier window-time benchmarks that
+# (clock_settle.py times how fast the clock follows a change of load, no interposer;
+# bench.py, diag.py, trace.py and small_load.py are the earlier window-time benchmarks that
 # bench/results/compute-2026-11-2[12]-* name.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
