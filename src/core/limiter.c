@@ -330,26 +330,6 @@ uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t 
     return corr_ema(old_corr, c);
 }
 
-uint64_t gs_lim_power_over(uint64_t power_mw, uint64_t limit_mw, uint64_t dev_ppm, uint64_t occ_ppm)
-{
-    if (limit_mw == 0)
-        return 0;
-    /* what the work would keep busy on its own: the device's busy time,
-     * or our occupancy where that is more (a launch-bound load leaves the
-     * GPU idle between its kernels, and alone would do so too) */
-    uint64_t busy_ppm = dev_ppm > occ_ppm ? dev_ppm : occ_ppm;
-    if (busy_ppm < GS_LIM_BUSY_PPM)
-        return 0; /* too little work to see what it draws */
-    if (busy_ppm > GS_LIM_PPM)
-        busy_ppm = GS_LIM_PPM;
-    double idle = (double)limit_mw * GS_LIM_IDLE_POWER_PPM / GS_LIM_PPM;
-    double e = ((double)power_mw - idle) / ((double)busy_ppm / GS_LIM_PPM);
-    double over = e / ((double)limit_mw - idle) * GS_LIM_PPM;
-    if (over < 0)
-        return 1; /* drawing under idle: known, and no boost */
-    return over > 100.0 * GS_LIM_PPM ? 100 * GS_LIM_PPM : (uint64_t)over + 1;
-}
-
 uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t dev_ppm, uint64_t occ_ppm,
                       unsigned exp_milli)
 {
@@ -357,35 +337,21 @@ uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, 
         old_speed = GS_LIM_PPM;
     if (exp_milli == 0 || limit_mw == 0)
         return GS_LIM_PPM;
-    uint64_t over = gs_lim_power_over(power_mw, limit_mw, dev_ppm, occ_ppm);
-    if (over == 0)
+    /* what the work would keep busy on its own: the device's busy time,
+     * or our occupancy where that is more (a launch-bound load leaves the
+     * GPU idle between its kernels, and alone would do so too) */
+    uint64_t busy_ppm = dev_ppm > occ_ppm ? dev_ppm : occ_ppm;
+    if (busy_ppm < GS_LIM_BUSY_PPM)
         return old_speed; /* too little work to see what it draws */
-    double target = over > GS_LIM_PPM ? pow((double)over / GS_LIM_PPM, exp_milli / 1000.0) * GS_LIM_PPM
-                                      : (double)GS_LIM_PPM;
+    if (busy_ppm > GS_LIM_PPM)
+        busy_ppm = GS_LIM_PPM;
+    double idle = (double)limit_mw * GS_LIM_IDLE_POWER_PPM / GS_LIM_PPM;
+    double e = ((double)power_mw - idle) / ((double)busy_ppm / GS_LIM_PPM);
+    double over = e / ((double)limit_mw - idle);
+    double target = over > 1.0 ? pow(over, exp_milli / 1000.0) * GS_LIM_PPM : (double)GS_LIM_PPM;
     if (target > GS_LIM_MAX_SPEED)
         target = GS_LIM_MAX_SPEED;
     return (uint32_t)((old_speed + (uint64_t)target) / 2);
-}
-
-unsigned gs_lim_exponent_measured(unsigned old_milli, int learnt, uint64_t full_ns, uint64_t duty_ns, uint64_t over_ppm)
-{
-    if (full_ns == 0 || duty_ns == 0 || over_ppm < GS_LIM_PROBE_MIN_OVER)
-        return old_milli; /* nothing measured, or too small a boost to tell */
-    double x = full_ns > duty_ns ? log((double)full_ns / (double)duty_ns) / log((double)over_ppm / GS_LIM_PPM) : 0;
-    unsigned m = x > 1.0 ? 1000U : (unsigned)(x * 1000 + 0.5);
-    return learnt ? (old_milli + m) / 2 : m;
-}
-
-int gs_lim_probe_due(const struct gs_lim_account *a, const struct gs_outer_in *in, uint64_t over_ppm)
-{
-    return a->mode == GS_LIM_CAP && a->limit_pct >= GS_LIM_PROBE_MIN_PCT && in->power_exp_milli != 0 &&
-           over_ppm >= GS_LIM_PROBE_MIN_OVER && gs_lim_throttled(a, in->now) &&
-           gs_lim_count_busy(in->dem, in->ndem) == 0 &&
-           /* nobody else busy: by NVML's samples, or else by the device's
-            * busy time against ours */
-           (in->others_ppm >= 0 ? in->others_ppm < GS_LIM_BUSY_PPM
-                                : in->dev_ppm <= (int64_t)(in->occ_ppm + GS_LIM_BUSY_PPM)) &&
-           (in->probe_last_ns == 0 || in->now - in->probe_last_ns >= GS_LIM_PROBE_EVERY_NS);
 }
 
 /* Our weight (at least 1) plus the n others', summed. */
@@ -696,15 +662,10 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
     out->others_ppm = (uint32_t)(others > (int64_t)faded ? others : (int64_t)faded);
     out->dev_ppm = (uint32_t)(dev < 0 ? 0 : dev);
     out->speed = LD(&a->speed_ppm);
-    out->probe_over = 0;
-    if (in->power_mw >= 0 && in->limit_mw > 0 && dev >= 0) {
-        uint64_t busy = gs_lim_device_busy((uint64_t)dev, use, in->dem, in->ndem);
-        out->speed = gs_lim_speed(out->speed, (uint64_t)in->power_mw, (uint64_t)in->limit_mw, busy, in->occ_ppm,
-                                  in->power_exp_milli);
-        uint64_t over = gs_lim_power_over((uint64_t)in->power_mw, (uint64_t)in->limit_mw, busy, in->occ_ppm);
-        if (gs_lim_probe_due(a, in, over))
-            out->probe_over = (uint32_t)over;
-    }
+    if (in->power_mw >= 0 && in->limit_mw > 0 && dev >= 0)
+        out->speed =
+            gs_lim_speed(out->speed, (uint64_t)in->power_mw, (uint64_t)in->limit_mw,
+                         gs_lim_device_busy((uint64_t)dev, use, in->dem, in->ndem), in->occ_ppm, in->power_exp_milli);
     int share = a->mode == GS_LIM_SHARE;
     /* held back by nobody it never waits, yet it can want more
      * (gs_lim_share_wants_more) */

@@ -296,33 +296,6 @@ uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t 
  * Moves half-way per run; keeps old while the device is nearly idle. */
 uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t dev_ppm, uint64_t occ_ppm,
                       unsigned exp_milli);
-/* gs_lim_speed's e / (limit - idle) in ppm: over 1e6, the work alone would
- * hold the GPU at its power limit. 0: unknown (no limit, too little work). */
-uint64_t gs_lim_power_over(uint64_t power_mw, uint64_t limit_mw, uint64_t dev_ppm, uint64_t occ_ppm);
-
-/* The speed probe: the exponent measured where the device runs the load.
- * An H200's kernel time moved to its fully busy value within 25-50 ms of
- * continuous work (bench/results/compute-2026-11-28b.md), so a capped
- * container alone and held to its cap, on a GPU its work would hold at the
- * power limit fully busy (over >= GS_LIM_PROBE_MIN_OVER), runs one window of
- * GS_LIM_PROBE_NS of its own work every GS_LIM_PROBE_EVERY_NS; the GPU time
- * per launch of the part after GS_LIM_PROBE_SETTLE_NS, over that of its
- * duty-cycled windows, is the speed its duty cycle gains, and
- * gs_lim_exponent_measured turns it into the exponent. The burst is charged
- * as any window: the container then waits until it is paid. */
-#define GS_LIM_PROBE_NS 100000000ULL
-#define GS_LIM_PROBE_SETTLE_NS 50000000ULL
-#define GS_LIM_PROBE_EVERY_NS 10000000000ULL
-#define GS_LIM_PROBE_MIN_OVER 1100000U /* a boost of under 1.1^x is not worth the burst */
-#define GS_LIM_PROBE_MIN_PCT 10U       /* a cap of 10 pays a burst in a second */
-
-/* The exponent x (thousandths) with over^x = full_ns / duty_ns: a launch's
- * GPU time fully busy over its time duty-cycled, at the power reading over
- * (ppm, gs_lim_power_over). Within [0, 1]; taken whole unless learnt, then
- * half-way from old_milli. Keeps old_milli if nothing was measured or over
- * is under GS_LIM_PROBE_MIN_OVER. */
-unsigned gs_lim_exponent_measured(unsigned old_milli, int learnt, uint64_t full_ns, uint64_t duty_ns,
-                                  uint64_t over_ppm);
 
 /* Share mode: our target share given the weights of the others that are busy
  * (sum; 0 = none busy). GS_LIM_PPM means unthrottled. */
@@ -468,8 +441,7 @@ struct gs_outer_in {
     uint64_t occ_ppm;                    /* our busy time over the interval, by our events */
     int64_t our_ppm, others_ppm;         /* NVML's per-process split; -1: unknown */
     int64_t dev_ppm, power_mw, limit_mw; /* NVML's device readings; -1: unknown */
-    unsigned power_exp_milli;            /* gs_lim_speed's exponent; 0: the power correction is off */
-    uint64_t probe_last_ns;              /* when this process's last speed probe was decided; 0: never */
+    unsigned power_exp_milli;            /* gs_lim_speed's exponent */
     int yield_on;                        /* GPUSLICE_SHARE_YIELD_US is set */
     const struct gs_lim_demand *dem;     /* the other containers of the ledger active lately */
     unsigned ndem;                       /* at most GS_LIM_MAX_DEMANDS */
@@ -484,18 +456,11 @@ struct gs_outer_out {
     int fine_probe;                        /* the gap probe looks at short gaps (gs_compute_fine_probe) */
     int graph_coarse;                      /* graph launches get no fine probe nor markers (gs_compute_graph_coarse) */
     int yield;                             /* keep the queue shallow (gs_lim_yields) */
-    uint32_t probe_over;                   /* a speed probe is due, at this power reading (ppm); 0: none */
 };
 
 /* Decides c, s, our published use and demand, and in share mode the
  * target, from the account a as it stands and what the run gathered. */
 void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_in *in, struct gs_outer_out *out);
-
-/* Whether a speed probe is due (see GS_LIM_PROBE_NS), at power reading
- * over_ppm: capped at GS_LIM_PROBE_MIN_PCT or more, held to the cap, no busy
- * neighbour in the ledger nor in NVML's samples, the power correction on,
- * and the last probe GS_LIM_PROBE_EVERY_NS ago. */
-int gs_lim_probe_due(const struct gs_lim_account *a, const struct gs_outer_in *in, uint64_t over_ppm);
 
 /* Stores the decision in the account; a share target that starts holding
  * the container back starts it from an empty account. Returns the rate it

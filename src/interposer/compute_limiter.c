@@ -24,7 +24,6 @@
 #include "compute_cost.h"
 #include "compute_ledger.h"
 #include "compute_outer.h"
-#include "compute_speed_probe.h"
 #include "log.h"
 #include "real_driver.h"
 #include "runtime.h"
@@ -59,18 +58,10 @@ struct tdev {
     uint64_t last_launch_ns; /* clock at the last launch of the window */
     uint64_t mark_ns;        /* clock at the last marker */
     uint64_t slot_end_ns;    /* the end of the turn-frame slot the last window took the turn in; 0: none */
-    uint32_t probe_over;     /* the window is a speed probe at this power reading (GS_LIM_PROBE_NS); 0: not */
-    uint32_t probe_at;       /* the window's launches before its settled part */
-    uint32_t probe_mark_at;  /* ... and the interval's, up to ev_probe */
-    uint8_t probe_settled;   /* the settled part has begun */
-    uint8_t probe_marked;    /* ev_probe is recorded in the current busy interval */
-    uint32_t probe_launches; /* launches of the settled part measured so far */
-    uint64_t probe_ns;       /* ... and their GPU time */
-    uint64_t probe_duty_ns;  /* per_launch_ns of the duty-cycled windows before the probe */
     struct gs_lim_window w;
     CUstream streams[MAX_STREAMS];
     CUevent drain[MAX_STREAMS];
-    CUevent ev_start, ev_mark, ev_probe;
+    CUevent ev_start, ev_mark;
 };
 static __thread struct tdev t_dev[GS_REGION_MAX_DEVICES];
 static __thread uint32_t t_gate_tick;
@@ -151,7 +142,6 @@ static void setup(struct tdev *t, struct gs_region *r, int d, CUdevice ord)
         t->drain[i] = make_event(0x2); /* CU_EVENT_DISABLE_TIMING */
     t->ev_start = make_event(0);
     t->ev_mark = make_event(0);
-    t->ev_probe = make_event(0);
     t->limited = 1;
     gs_compute_ledger_join(r, d);
     pthread_once(&exit_once, make_exit_key);
@@ -220,71 +210,6 @@ static void interval_begin(struct tdev *t, CUstream s, uint64_t now, gs_pfn_cuEv
     t->mark_ns = now;
     t->in_interval = t->at_mark = t->since_mark = 0;
     t->graph_marks = 0;
-    t->probe_marked = 0;
-}
-
-/* Makes the window just opened a speed probe if the outer loop decided one
- * (GS_LIM_PROBE_NS): GS_LIM_PROBE_NS of work at the GPU time per launch
- * measured so far (the probe is decided alone on the device: a turn it
- * took is nobody else's loss). */
-static void probe_begin(struct tdev *t, int d)
-{
-    if (!t->per_launch_ns || !t->ev_probe)
-        return;
-    uint32_t over = gs_compute_probe_claim(d);
-    if (!over)
-        return;
-    uint64_t n = GS_LIM_PROBE_NS / t->per_launch_ns + 1;
-    t->w.end_ns = t->w.start_ns + GS_LIM_PROBE_NS;
-    t->w.max_launches = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
-    t->probe_over = over;
-    t->probe_at = (uint32_t)(GS_LIM_PROBE_SETTLE_NS / t->per_launch_ns + 1);
-    t->probe_settled = t->probe_marked = 0;
-    t->probe_launches = 0;
-    t->probe_ns = 0;
-    t->probe_duty_ns = t->per_launch_ns;
-}
-
-/* The probe's first GS_LIM_PROBE_SETTLE_NS of work are queued: what follows
- * runs at the clock the GPU holds fully busy. */
-static void probe_settle(struct tdev *t, CUstream s)
-{
-    gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
-    t->probe_settled = 1;
-    t->probe_marked = rec && rec(t->ev_probe, s) == CUDA_SUCCESS;
-    t->probe_mark_at = t->in_interval;
-}
-
-/* A busy interval of the probe window ended (its last marker at mark ns of
- * GPU time from its start): its settled part's launches and GPU time. The
- * CPU gaps between intervals are left out, as the host's syncs are no GPU
- * time fully busy. */
-static void probe_interval(struct tdev *t, int64_t mark, gs_pfn_cuEventElapsedTime elapsed)
-{
-    if (!t->probe_over || !t->probe_settled || mark <= 0 || !t->have_mark)
-        return;
-    uint64_t ns = (uint64_t)mark;
-    uint32_t n = t->at_mark;
-    if (t->probe_marked) { /* the interval the settled part began in: from ev_probe */
-        float ms = 0;
-        if (!elapsed || t->at_mark <= t->probe_mark_at || elapsed(&ms, t->ev_probe, t->ev_mark) != CUDA_SUCCESS ||
-            ms <= 0)
-            return;
-        ns = (uint64_t)((double)ms * 1e6);
-        n = t->at_mark - t->probe_mark_at;
-    }
-    t->probe_ns += ns;
-    t->probe_launches += n;
-}
-
-/* At the probe window's close: the GPU time per launch of its settled part
- * against the duty-cycled windows'. */
-static void probe_end(struct tdev *t, int d)
-{
-    uint32_t over = t->probe_over;
-    t->probe_over = 0;
-    if (t->probe_launches >= GS_LIM_MARK_FIRST)
-        gs_compute_probe_measured(d, over, t->probe_ns / t->probe_launches, t->probe_duty_ns);
 }
 
 /* A launch on s after a CPU gap: if the thread's work drained during the
@@ -304,7 +229,6 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
         drained = query(t->streams[i]) == CUDA_SUCCESS;
     if (drained) {
         struct gs_lim_close_facts f = interval_facts(t, r, d, elapsed);
-        probe_interval(t, f.mark_ns, elapsed);
         f.planned_end_ns = f.close_ns = now;
         int measured;
         uint64_t end = gs_lim_window_end(&f, &measured);
@@ -363,10 +287,6 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
         gs_cost_add(GS_COST_DRAIN, drained - from);
     }
     struct gs_lim_close_facts f = interval_facts(t, r, d, elapsed);
-    if (t->probe_over) {
-        probe_interval(t, f.mark_ns, elapsed);
-        probe_end(t, d);
-    }
     f.planned_end_ns = t->w.end_ns;
     f.close_ns = close_ns;
     f.drained_ns = drained;
@@ -625,7 +545,6 @@ int gs_compute_before(CUstream s, int graph)
     if (!gs_compute_sync_enter())
         return -1; /* a capture began while we waited: the window runs unmarked */
     interval_begin(t, s, t->w.start_ns, GS_REAL_CU(cuEventRecord));
-    probe_begin(t, d);
     gs_compute_sync_leave();
     t->last_launch_ns = t->w.start_ns;
     return d;
@@ -673,8 +592,6 @@ void gs_compute_after(int d, CUstream s, CUresult rc, int graph)
      * each costs the GPU a few us between kernels and the host about a
      * launch */
     t->in_interval++;
-    if (GS_UNLIKELY(t->probe_over) && !t->probe_settled && t->w.launches >= t->probe_at)
-        probe_settle(t, s);
     /* a graph gets a marker, and so do the GS_LIM_MARK_FIRST launches after
      * it: priced at the GPU time per launch (gs_lim_window_end), a torch
      * step's small kernel after its graph cost as much as the graph's

@@ -24,7 +24,6 @@
 #include "compute_clock.h"
 #include "compute_cost.h"
 #include "compute_ledger.h"
-#include "compute_speed_probe.h"
 #include "log.h"
 #include "real_driver.h"
 #include "region_view.h"
@@ -469,8 +468,7 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
     in->dev_ppm = di.busy_ppm;
     in->power_mw = di.power_mw;
     in->limit_mw = di.limit_mw;
-    in->power_exp_milli = gs_compute_power_exp(d);
-    in->probe_last_ns = gs_compute_probe_last(d);
+    in->power_exp_milli = gs_rt.cfg.power_exp_milli;
     in->yield_on = gs_rt.cfg.share_yield_us != 0;
     gs_compute_ledger_reap(d);
     /* the other containers of the device ledger active in the last two runs */
@@ -505,11 +503,6 @@ static void outer_publish(struct gs_region *r, int d, const struct outer_gathere
            (long long)in->dev_ppm, in->ndem, (long long)in->power_mw, (long long)in->limit_mw, gs_lim_corr_of(o->corr),
            o->speed, o->use_ppm, o->wants_ns ? (long long)(in->now - o->wants_ns) / 1000000 : -1LL);
     gs_compute_ledger_publish(d, o->use_ppm, o->wants_ns);
-    if (o->probe_over) {
-        gs_compute_probe_decided(d, o->probe_over, in->now);
-        gs_log(GS_LOG_DEBUG, "speed probe due on %s: power reading %u ppm of the headroom, exponent %u/1000",
-               g->uuid, o->probe_over, in->power_exp_milli);
-    }
     __atomic_store_n(&yield_queue[d], (uint8_t)o->yield, __ATOMIC_RELAXED);
     if (a->mode == GS_LIM_SHARE && old != o->target && GS_LOG_DEBUG <= gs_log_threshold) {
         char others[GS_LIM_MAX_DEMANDS * 40] = "";

@@ -487,24 +487,6 @@ def test_caps_70_and_90_hold_in_work_where_a_duty_cycled_device_clocks_higher(wo
     assert all(abs(got - cap / 100) <= 0.04 for got, cap in zip(r, caps)), r
 
 
-def test_caps_hold_in_work_where_the_load_gains_less_from_the_clock_than_the_default_exponent_says(world):
-    """The power correction's exponent is measured on the device: a capped
-    tenant alone and held to its cap runs a 100 ms window of its own work
-    now and then, and compares its GPU time per launch there, once the clock
-    has settled, with its duty-cycled windows' (GS_LIM_PROBE_NS). Here the
-    simulated device's work gains as f^0.4 from its clock (0.75 by default,
-    near what the default exponent 0.48 assumes) and its clock follows the
-    last 20 ms of load, as an H200's did within 25-50 ms. With the default
-    exponent and no probe the work came to 0.29 and 0.65 of the device's
-    under caps 30 and 70; with the probe, 0.30 and 0.68-0.70."""
-    caps = (30, 70)
-    w = world_env(world, GPUSLICE_SIM_DEVICES=len(caps), GPUSLICE_SIM_POWER_DYN=900, GPUSLICE_SIM_CLOCK_A=400,
-                  GPUSLICE_SIM_NVML_PERIOD_MS=20)
-    r = caps_alone_on_devices(w, caps, 4.0, 1.5)
-    print(f"work under caps {caps}: {r}")
-    assert all(abs(got - cap / 100) <= 0.03 for got, cap in zip(r, caps)), r
-
-
 def forge_members(ledgers, count, held):
     """Takes `count` free member slots of each device ledger as a live
     process would (a lock on the slot's byte, 1 MiB + 1 + slot: ledger.c's

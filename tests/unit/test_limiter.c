@@ -779,74 +779,6 @@ static void speed_follows_the_power_headroom(void **state)
     assert_true(big <= GS_LIM_MAX_SPEED && big > GS_LIM_MAX_SPEED - 1000);
 }
 
-/* The speed probe's pure parts: the power reading it is decided at, the
- * exponent it measures, and when one is due. */
-static void the_speed_probe_measures_the_exponent_where_the_load_runs(void **state)
-{
-    (void)state;
-    /* 30 % busy drawing 105 + 0.3 x 900 W: 900 W busy against 595 W of headroom */
-    assert_in_range(gs_lim_power_over(375000, 700000, 300000, 300000), 1512000, 1514000);
-    assert_int_equal(gs_lim_power_over(375000, 0, 300000, 300000), 0);     /* no limit: unknown */
-    assert_int_equal(gs_lim_power_over(375000, 700000, 20000, 20000), 0);  /* nearly idle: unknown */
-    assert_int_equal(gs_lim_power_over(50000, 700000, 300000, 300000), 1); /* under idle: no boost */
-    /* a launch took 1.1x as long fully busy as duty-cycled at a reading of
-     * 1.5: 1.5^x = 1.1, x = 0.235; taken whole the first time, then half-way */
-    assert_in_range(gs_lim_exponent_measured(480, 0, 1100, 1000, 1500000), 234, 236);
-    assert_in_range(gs_lim_exponent_measured(480, 1, 1100, 1000, 1500000), 357, 358);
-    /* no slower fully busy: no gain from the clock; at most over itself */
-    assert_int_equal(gs_lim_exponent_measured(480, 0, 1000, 1000, 1500000), 0);
-    assert_int_equal(gs_lim_exponent_measured(480, 0, 3000, 1000, 1500000), 1000);
-    /* nothing measured, or a reading too close to the limit to tell by */
-    assert_int_equal(gs_lim_exponent_measured(480, 1, 0, 1000, 1500000), 480);
-    assert_int_equal(gs_lim_exponent_measured(480, 1, 1100, 0, 1500000), 480);
-    assert_int_equal(gs_lim_exponent_measured(480, 1, 1100, 1000, GS_LIM_PROBE_MIN_OVER - 1), 480);
-
-    struct gs_lim_account a;
-    account(&a, GS_LIM_CAP, 30, 100);
-    a.throttled_ns = 19900 * MS; /* held to its cap lately */
-    struct gs_outer_in in = { .now = 20000 * MS,
-                              .interval_ns = GS_LIM_OUTER_NS,
-                              .occ_ppm = 300000,
-                              .our_ppm = 300000,
-                              .others_ppm = 0,
-                              .dev_ppm = 300000,
-                              .power_mw = 375000,
-                              .limit_mw = 700000,
-                              .power_exp_milli = 480 };
-    struct gs_outer_out o;
-    gs_lim_outer_decide(&a, &in, &o);
-    assert_in_range(o.probe_over, 1512000, 1514000);
-    assert_true(gs_lim_probe_due(&a, &in, o.probe_over));
-    assert_false(gs_lim_probe_due(&a, &in, GS_LIM_PROBE_MIN_OVER - 1)); /* too little boost */
-    in.probe_last_ns = in.now - GS_LIM_PROBE_EVERY_NS + 1;              /* probed lately */
-    assert_false(gs_lim_probe_due(&a, &in, o.probe_over));
-    in.probe_last_ns = in.now - GS_LIM_PROBE_EVERY_NS;
-    assert_true(gs_lim_probe_due(&a, &in, o.probe_over));
-    in.others_ppm = 100000; /* another process busy by NVML's samples */
-    assert_false(gs_lim_probe_due(&a, &in, o.probe_over));
-    in.others_ppm = -1; /* no samples: the device busier than we are */
-    in.dev_ppm = 500000;
-    assert_false(gs_lim_probe_due(&a, &in, o.probe_over));
-    in.dev_ppm = 300000;
-    assert_true(gs_lim_probe_due(&a, &in, o.probe_over));
-    struct gs_lim_demand busy = { 100, 400000, 0, 0 };
-    in.dem = &busy; /* a busy member of the ledger */
-    in.ndem = 1;
-    assert_false(gs_lim_probe_due(&a, &in, o.probe_over));
-    in.ndem = 0;
-    in.power_exp_milli = 0; /* the power correction off */
-    assert_false(gs_lim_probe_due(&a, &in, o.probe_over));
-    in.power_exp_milli = 480;
-    a.throttled_ns = 0; /* never held to its cap: its clock is its own */
-    assert_false(gs_lim_probe_due(&a, &in, o.probe_over));
-    account(&a, GS_LIM_SHARE, 0, 100);
-    a.throttled_ns = 19900 * MS;
-    assert_false(gs_lim_probe_due(&a, &in, o.probe_over)); /* shares: no */
-    account(&a, GS_LIM_CAP, GS_LIM_PROBE_MIN_PCT - 1, 100);
-    a.throttled_ns = 19900 * MS;
-    assert_false(gs_lim_probe_due(&a, &in, o.probe_over)); /* a cap too small to pay a burst soon */
-}
-
 static void two_turn_taking_tenants_at_the_power_limit_run_at_no_boost(void **state)
 {
     (void)state;
@@ -1356,7 +1288,6 @@ int main(void)
         cmocka_unit_test(nvml_samples_are_averaged_over_timestamps),
         cmocka_unit_test(cap_holds_for_5us_and_50ms_kernels),
         cmocka_unit_test(speed_follows_the_power_headroom),
-        cmocka_unit_test(the_speed_probe_measures_the_exponent_where_the_load_runs),
         cmocka_unit_test(cap_holds_in_exclusive_throughput_when_the_clock_boosts),
         cmocka_unit_test(two_tenants_capped_30_70_get_30_70),
         cmocka_unit_test(without_correction_a_capped_tenant_under_delivers),
