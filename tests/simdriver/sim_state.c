@@ -146,9 +146,6 @@ int sim_config_from_env(struct sim_config *cfg)
         return -1;
     }
     cfg->nvml_period_ms = (uint32_t)w;
-    if (env_uint("GPUSLICE_SIM_CLOCK_A", SIM_CLOCK_A_MILLI, 2000, "thousandths", &w) != 0)
-        return -1;
-    cfg->clock_a_milli = (uint32_t)w;
     return 0;
 }
 
@@ -181,7 +178,6 @@ static void init_state(struct sim_state *st, const struct sim_config *cfg)
     st->timeslice_us = cfg->timeslice_us;
     st->mps = cfg->mps;
     st->nvml_period_ms = cfg->nvml_period_ms;
-    st->clock_a_milli = cfg->clock_a_milli;
     st->next_id = 1;
     for (uint32_t d = 0; d < cfg->ndevices; d++) {
         st->dev[d].total = cfg->mem;

@@ -17,7 +17,7 @@
 #define SIM_STATE_MAGIC 0x314d495345494c53ULL /* "SLIESIM1" */
 /* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots; 4: time slices; 5: MPS; 6: collectives;
  * 7: idle gaps inside graphs; 8: processes told apart across pid namespaces */
-#define SIM_STATE_VERSION 10U
+#define SIM_STATE_VERSION 9U
 
 #define SIM_MAX_DEVICES 8
 #define SIM_MAX_PROCS 128
@@ -185,8 +185,6 @@ struct sim_state {
     uint32_t timeslice_us;    /* 0: processor sharing; else round-robin slices this long (sim_timeline.h) */
     uint32_t mps;             /* an MPS server owns the samples (sim_timeline.h) */
     uint32_t nvml_period_ms;  /* NVML sample period; 0: SIM_UTIL_PERIOD_NS (sim_util_period) */
-    uint32_t clock_a_milli;   /* the clock model's speed exponent, thousandths (GPUSLICE_SIM_CLOCK_A) */
-    uint32_t pad;
     uint64_t ctx_overhead;
     uint64_t power_dyn_mw; /* power drawn above idle while busy (NVML power model) */
     uint64_t next_id;
@@ -207,7 +205,6 @@ struct sim_config {
     uint32_t timeslice_us;
     uint32_t mps;
     uint32_t nvml_period_ms;
-    uint32_t clock_a_milli;
 };
 
 /* The NVML power model: a device draws SIM_IDLE_POWER_MW plus power_dyn_mw x
@@ -217,7 +214,7 @@ struct sim_config {
  * over the limit, f = 1). Where it is more than the limit leaves above idle,
  * the clock model holds: each sample period the clock is set as high as
  * keeps the last period's busy fraction within the limit, and work runs at
- * (f / f_full)^a of its rate fully busy, a = clock_a_milli / 1000 (f_full: the clock fully
+ * (f / f_full)^SIM_CLOCK_A of its rate fully busy (f_full: the clock fully
  * busy). So a duty-cycled device does more per busy second than a full one,
  * as an H100 and an H200 did under caps (bench/results/compute-2026-11-27h.md:
  * their draw grew as f^1.45-1.6, their matmul's speed as f^0.56-0.77). */
@@ -225,7 +222,7 @@ struct sim_config {
 #define SIM_POWER_LIMIT_MW 700000ULL
 #define SIM_DEFAULT_POWER_DYN_MW 400000ULL
 #define SIM_CLOCK_K 1.6
-#define SIM_CLOCK_A_MILLI 750U /* by default; GPUSLICE_SIM_CLOCK_A sets it */
+#define SIM_CLOCK_A 0.75
 #define SIM_PPM 1000000ULL
 
 /* The NVML sample period of a state (GPUSLICE_SIM_NVML_PERIOD_MS). */

@@ -65,7 +65,7 @@ double sim_clock(const struct sim_state *st, uint32_t util)
 
 uint32_t sim_clock_speed_ppm(const struct sim_state *st, uint32_t util)
 {
-    return (uint32_t)(pow(sim_clock(st, util) / sim_clock(st, 100), st->clock_a_milli / 1000.0) * (double)SIM_PPM);
+    return (uint32_t)(pow(sim_clock(st, util) / sim_clock(st, 100), SIM_CLOCK_A) * (double)SIM_PPM);
 }
 
 /* What one device ns of the current sample period does. */
