@@ -209,6 +209,7 @@ def main():
     ap.add_argument("--copies", type=int, default=1, help="capturns: processes per cap and interposer")
     ap.add_argument("--launch-bin", default=None)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--turn-cycles", type=int, default=8, help="turns: how often each phase's turns alternate")
     ap.add_argument("--coloc-modes", default="",
                     help="plain,plain-shallow,share70/30,share70/30-yieldY,cap70/30,free/cap30,mps70/30 (default: all)")
     ap.add_argument("--share-yield", default="250", help="GPUSLICE_SHARE_YIELD_US values to run share70/30 with")
@@ -357,7 +358,7 @@ def main():
                    ("matmul", lim("tr-cap30", {"GPUSLICE_CORES": "30"}), TR, ["B-free", "B-cap"]),
                    ("matmul", lim("tr-share30", {**share, "GPUSLICE_SHARE_WEIGHT": "30"}), TR, ["C-share"])]
         phases = [["A-free", "A-cap", "T-alone"], ["B-free", "B-cap"], ["C-plain", "C-share"]]
-        r = in_turns(tenants, phases, seg=2.5, cycles=8)
+        r = in_turns(tenants, phases, seg=2.5, cycles=a.turn_cycles)
         if any("error" in x for x in r):
             emit({"scenario": "turns", "error": [x.get("error") for x in r]})
         else:

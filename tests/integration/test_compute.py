@@ -20,7 +20,7 @@ import threading
 import time
 
 import pytest
-from conftest import SIM_UUID, pid_namespace
+from conftest import SIM_CLOCK, SIM_UUID, pid_namespace
 from ledger_ids import LEDGER_SIZE, MEMBERS, ledger_id, member_at, member_offsets
 
 TOL = 0.05
@@ -596,6 +596,29 @@ def test_cap_holds_across_idle_and_busy_phases(world):
     second = run(c, "kernel", 1.0, 0.0, 8)
     c.close()
     assert abs(first - 0.50) <= 0.06 and abs(second - 0.50) <= 0.06, (first, second)
+
+
+def test_a_capped_tenant_that_idles_beside_a_busy_neighbour_resumes_at_its_cap(world):
+    """A window still open when its tenant goes idle closes at the tenant's
+    next launch, and its drain may wait: here for the busy neighbour's
+    slice (the drain's event, recorded on an idle stream, is stamped when
+    our slice begins). Taken for our work still running, that wait charged
+    the whole idle gap: an H200 put a matmul loop capped at 30 that idled
+    71-124 s beside a decoder that much in debt, and it made no step for
+    the rest of the run (bench/results/compute-2026-12-01.md). Its markers
+    say its work ended before the gap."""
+    w = world_env(world, GPUSLICE_CORES=30, GPUSLICE_SIM_TIMESLICE_US=2000)
+    capped = start(w, 1000)
+    neighbour = start(w, 1000, env={"LD_PRELOAD": SIM_CLOCK})
+    run(capped, "kernel", 0.5, 0.0, 8)
+    busy = threading.Thread(target=run, args=(neighbour, "kernel", 3.0, 0.0, 8))
+    busy.start()
+    sim_sleep(1.5)
+    resumed = run(capped, "kernel", 1.0, 0.0, 8)
+    busy.join()
+    capped.close()
+    neighbour.close()
+    assert resumed >= 0.20, resumed
 
 
 def test_node_view_shows_compute_use_against_the_limit(world):

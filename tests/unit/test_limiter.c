@@ -113,10 +113,28 @@ static void window_end_follows_the_drain_else_the_marker_else_the_plan(void **st
                                     .planned_end_ns = 110 * MS,
                                     .close_ns = 112 * MS,
                                     .drained_ns = 115 * MS,
-                                    .last_launch_ns = 109 * MS,
+                                    .last_launch_ns = 112 * MS - 50 * US,
                                     .mark_ns = 8 * MS };
     assert_int_equal(gs_lim_window_end(&f, &measured), 115 * MS); /* drained well after the close */
     assert_true(measured);
+    f.last_launch_ns = 109 * MS;
+    /* the marker after the last launch completed, 3 ms before the close:
+     * the drain waited for work queued after ours (or behind a
+     * neighbour's slice), however long */
+    assert_int_equal(gs_lim_window_end(&f, &measured), 109 * MS);
+    f.drained_ns = 81 * 1000 * MS;
+    f.close_ns = 81 * 1000 * MS - 200 * US;
+    assert_int_equal(gs_lim_window_end(&f, &measured), 109 * MS);
+    f.after_mark = 2; /* launches after the marker, of unknown GPU time: the drain */
+    assert_int_equal(gs_lim_window_end(&f, &measured), 81 * 1000 * MS);
+    f.per_launch_ns = 1 * MS; /* priced: they ended at 110 ms */
+    assert_int_equal(gs_lim_window_end(&f, &measured), 110 * MS);
+    f.mark_ns = -1; /* the marker had not completed: the drain */
+    assert_int_equal(gs_lim_window_end(&f, &measured), 81 * 1000 * MS);
+    f.after_mark = 0;
+    f.per_launch_ns = 0;
+    f.close_ns = 112 * MS;
+    f.mark_ns = 8 * MS;
     f.drained_ns = 112 * MS + 50 * US;                            /* drained at once: the marker knows better */
     assert_int_equal(gs_lim_window_end(&f, &measured), 109 * MS); /* but not before the last launch */
     f.sliced = 1; /* ... unless it may have waited for another context's slice */
