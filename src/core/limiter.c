@@ -100,11 +100,14 @@ uint64_t gs_lim_window_end(const struct gs_lim_close_facts *f, int *measured)
     *measured = 1;
     int known = f->mark_ns >= 0 || f->per_launch_ns;
     /* a completed marker whose work, and that of the launches after it,
-     * ended a CPU gap before the close: what a drain then waited for was
-     * queued after our launches (a copy, or the drain's own event behind a
-     * neighbour's slice). Taken for our work, an H200 charged a tenant
-     * capped at 30 its 81 s idle. */
-    int ended_before = f->mark_ns >= 0 && f->close_ns >= f->last_launch_ns + GS_LIM_GAP_NS &&
+     * ended before the close, which came after a CPU gap longer than the
+     * window: what a drain then waited for was queued after our launches
+     * (a copy, or the drain's own event behind a neighbour's slice). Taken
+     * for our work, an H200 charged a tenant capped at 30 its 81 s idle.
+     * After a shorter gap a long kernel of ours may still run. */
+    uint64_t window = f->planned_end_ns > f->start_ns ? f->planned_end_ns - f->start_ns : 0;
+    int ended_before = f->mark_ns >= 0 &&
+                       f->close_ns >= f->last_launch_ns + (window > GS_LIM_GAP_NS ? window : GS_LIM_GAP_NS) &&
                        marked_end(f) + GS_LIM_DRAIN_SLACK_NS <= f->close_ns;
     if (f->drained_ns && !ended_before && (f->drained_ns - f->close_ns > GS_LIM_DRAIN_SLACK_NS || !known))
         return f->drained_ns; /* work was still running: the GPU was ours until it drained */

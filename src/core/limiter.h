@@ -183,7 +183,8 @@ struct gs_lim_close_facts {
  * measure (an H200 stamped "event, 10 us kernel, event" 12.9 us apart while
  * the host waited 1.45 ms for them beside a GPU-bound process). A drain
  * that took longer than GS_LIM_DRAIN_SLACK_NS ends the window, unless a
- * completed marker says our work ended a CPU gap before the close. */
+ * completed marker says our work ended before the close and the close came
+ * after a CPU gap longer than the window. */
 uint64_t gs_lim_window_end(const struct gs_lim_close_facts *f, int *measured);
 
 /* Adds the tokens accrued since the last refill, capped at `periods`
