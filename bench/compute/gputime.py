@@ -370,6 +370,11 @@ def main():
                      "inf_p99_vs_alone": inf["p99_ms"] / base["p99_ms"], "inf": inf, "inf_alone": base}
                 if tr:
                     d.update(train_ratio=tr["rate"] / tbase["rate"], train=tr, train_alone=tbase)
+                # a tenant that made no step in its turns measured nothing
+                # (compute-2026-12-01: limited trainings held by a debt)
+                idle = [n for n, x in (("inference", inf), ("training", tr)) if x and not x["steps"]]
+                if idle:
+                    d["error"] = "no step measured in its turns: " + ", ".join(idle)
                 emit(d)
             row("decoder-cap70-alone", dcap["A-cap"], None)
             row("free/cap30", dfree["B-free"], tcap["B-free"])
