@@ -105,14 +105,15 @@ uint64_t gs_lim_window_end(const struct gs_lim_close_facts *f, int *measured)
      * (a copy, or the drain's own event behind a neighbour's slice). Taken
      * for our work, an H200 charged a tenant capped at 30 its 81 s idle.
      * After a shorter gap a long kernel of ours may still run. */
+    uint64_t marked = known ? marked_end(f) : 0;
     uint64_t window = f->planned_end_ns > f->start_ns ? f->planned_end_ns - f->start_ns : 0;
     int ended_before = f->mark_ns >= 0 &&
                        f->close_ns >= f->last_launch_ns + (window > GS_LIM_GAP_NS ? window : GS_LIM_GAP_NS) &&
-                       marked_end(f) + GS_LIM_DRAIN_SLACK_NS <= f->close_ns;
+                       marked + GS_LIM_DRAIN_SLACK_NS <= f->close_ns;
     if (f->drained_ns && !ended_before && (f->drained_ns - f->close_ns > GS_LIM_DRAIN_SLACK_NS || !known))
         return f->drained_ns; /* work was still running: the GPU was ours until it drained */
     if (known)
-        return marked_end(f);
+        return marked;
     *measured = 0;
     return f->close_ns < f->planned_end_ns ? f->close_ns : f->planned_end_ns; /* at most the window */
 }
