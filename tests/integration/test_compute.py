@@ -623,6 +623,28 @@ def test_a_capped_tenant_that_idles_beside_a_busy_neighbour_resumes_at_its_cap(w
     assert resumed >= 0.20, resumed
 
 
+def test_a_share_tenant_back_from_idle_counts_no_gpu_user_that_stopped_while_it_idled(world):
+    """The first outer run after an idle reads NVML's samples of the whole
+    idle: they say who used the GPU while the tenant idled, not who uses it
+    now. Counted as busy users outside the ledger, a process that had
+    stopped cut a share container of weight 70 to 70 / 170 of the GPU until
+    the next run (on an H200, a decoder back for its turn after free
+    tenants' turns, in 7 of its 60 runs, waiting for tokens and then for
+    the training's turns)."""
+    w = world_env(world, GPUSLICE_COMPUTE_MODE="share", GPUSLICE_SHARE_WEIGHT=70, GPUSLICE_LOG_LEVEL=3)
+    tenant = start(w, 1000)
+    other = start(w, 1000, env={"LD_PRELOAD": SIM_CLOCK})  # no interposer: outside the ledger
+    run(tenant, "kernel", 0.5, 0.0, 8)
+    run(other, "kernel", 1.0, 0.0, 8)
+    other.close()
+    resumed = run(tenant, "kernel", 1.0, 0.0, 8)
+    err = tenant.close()
+    print(f"resumed {resumed:.3f}, waited {waited_s(w.region):.3f} s")
+    assert "share mode" not in err, err[-3000:]  # alone all along: it ran free, its target never moved
+    assert waited_s(w.region) == 0, err[-3000:]
+    assert resumed >= 0.95, resumed
+
+
 def test_node_view_shows_compute_use_against_the_limit(world):
     import json
     import subprocess
