@@ -187,35 +187,39 @@ def write_roster(roster, uuid, entries):
     (roster / uuid / "roster").write_text("gpuslice-roster 1\n" + lines)
 
 
+def lay_out(w, names, layout):
+    """Where containers of these names live: (wrap, one environment each).
+    "flat": all regions in one state directory (gpuslice run); "agent": as
+    the node agent lays them out, each its own state directory and pid
+    namespace (all tenants are pid 1 there), the device ledgers in one
+    directory all reach (w.tmp / "ledgers")."""
+    if layout == "flat":
+        return (), [{"GPUSLICE_REGION": str(w.tmp / f"{n}.region")} for n in names]
+    (w.tmp / "ledgers").mkdir()
+    for n in names:
+        (w.tmp / n).mkdir()
+    return pid_namespace(), [{"GPUSLICE_REGION": str(w.tmp / n / "region"),
+                              "GPUSLICE_LEDGER_DIR": str(w.tmp / "ledgers")} for n in names]
+
+
 def containers(world, envs, layout="flat", secs=4.0, warm=2.0, hostile=None, logs=False, roster=None,
                roster_writable=False, **sim):
     """GPU-bound containers (1 ms kernels, 8 queued) side by side, one per
-    environment in envs; their ratios. layout "flat": all regions in one
-    state directory (gpuslice run); "agent": as the node agent lays them out,
-    each container its own state directory and pid namespace (all tenants
-    are pid 1 there), the device ledger in a directory all reach. roster
+    environment in envs; their ratios. layout: "flat" or "agent" (lay_out). roster
     (agent layout): what the node agent writes for each container in the
     GPU's roster ("cap 30", "share 100"), mounted read-only unless
     roster_writable; None: none. hostile(ledger_dir) runs beside them, as
     one more tenant that can write there (the directory of the ledgers in
     either layout). logs: their stderr too."""
     w = world_env(world, **sim)
-    wrap, full, names = (), [], "abcdefgh"[:len(envs)]
-    for name, e in zip(names, envs):
-        if layout == "flat":
-            full.append({"GPUSLICE_REGION": str(w.tmp / f"{name}.region"), **e})
-        else:
-            (w.tmp / name).mkdir()
-            full.append({"GPUSLICE_REGION": str(w.tmp / name / "region"),
-                         "GPUSLICE_LEDGER_DIR": str(w.tmp / "ledgers"), **e})
-    if layout == "agent":
-        (w.tmp / "ledgers").mkdir()
-        wrap = pid_namespace()
-        if roster:
-            (w.tmp / "roster").mkdir()
-            wrap = wrap if roster_writable else read_only_roster(w.tmp / "roster")
-            for e in full:
-                e["GPUSLICE_ROSTER_DIR"] = str(w.tmp / "roster")
+    names = "abcdefgh"[:len(envs)]
+    wrap, places = lay_out(w, names, layout)
+    full = [{**p, **e} for p, e in zip(places, envs)]
+    if layout == "agent" and roster:
+        (w.tmp / "roster").mkdir()
+        wrap = wrap if roster_writable else read_only_roster(w.tmp / "roster")
+        for e in full:
+            e["GPUSLICE_ROSTER_DIR"] = str(w.tmp / "roster")
     clients = [start(w, 1000, env=e, wrap=wrap) for e in full]
     if layout == "agent" and roster:
         write_roster(w.tmp / "roster", SIM_UUID.format(0),
@@ -700,19 +704,14 @@ def light_beside_heavy(w, light, heavy, layout="flat", report=False):
     light container bursting beside a GPU-bound one (1 ms kernels, 8 queued),
     each its own region; the light one's burst reply, the heavy
     one's ratio and the seconds the limiter made the light one wait. layout
-    as in containers(). report: the light one's cost report at exit
+    as in lay_out(). report: the light one's cost report at exit
     (cost_count) as a fourth value."""
     us, lenv, cmd = light
     henv, secs, warm = heavy
-    wrap, regions, shared = (), [w.tmp / "light.region", w.tmp / "heavy.region"], {}
-    if layout == "agent":
-        wrap, shared = pid_namespace(), {"GPUSLICE_LEDGER_DIR": str(w.tmp / "ledgers")}
-        regions = [w.tmp / "light" / "region", w.tmp / "heavy" / "region"]
-        for d in (w.tmp / "ledgers", w.tmp / "light", w.tmp / "heavy"):
-            d.mkdir()
+    wrap, (lplace, hplace) = lay_out(w, ["light", "heavy"], layout)
     verbose = {"GPUSLICE_LOG_LEVEL": "3"} if report else {}
-    a = start(w, us, env={"GPUSLICE_REGION": str(regions[0]), **shared, **verbose, **lenv}, wrap=wrap)
-    b = start(w, 1000, env={"GPUSLICE_REGION": str(regions[1]), **shared, **henv}, wrap=wrap)
+    a = start(w, us, env={**lplace, **verbose, **lenv}, wrap=wrap)
+    b = start(w, 1000, env={**hplace, **henv}, wrap=wrap)
     out = {}
 
     def go():
@@ -722,7 +721,7 @@ def light_beside_heavy(w, light, heavy, layout="flat", report=False):
     th.start()
     ratio = run(b, "kernel", secs, warm, 8)
     th.join()
-    light_waited = waited_s(regions[0])
+    light_waited = waited_s(lplace["GPUSLICE_REGION"])
     err = a.close()
     b.close()
     return (out["light"], ratio, light_waited, err) if report else (out["light"], ratio, light_waited)
