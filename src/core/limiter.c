@@ -593,9 +593,7 @@ static struct outer_view outer_view_of(const struct gs_lim_account *a, const str
      * measure either (docs/compute.md, "The contention correction") */
     int occupancy_like = our >= 0 && in->others_ppm >= 0 && dev >= 0 && our + in->others_ppm > dev + GS_LIM_BUSY_PPM;
     v.per_process = our >= 0 && !(our == 0 && in->occ_ppm >= 4 * GS_LIM_BUSY_PPM) && !occupancy_like && v.nb == 0;
-    /* the outer loop slept with us: NVML's samples and our busy time cover
-     * different spans */
-    v.learn = in->interval_ns <= 2 * GS_LIM_OUTER_NS && (v.per_process || dev >= 0 || v.nb > 0);
+    v.learn = !gs_lim_outer_slept(in->interval_ns) && (v.per_process || dev >= 0 || v.nb > 0);
     return v;
 }
 

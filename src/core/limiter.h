@@ -110,6 +110,15 @@ struct gs_lim_window {
     uint64_t busy_ns;   /* busy time of the window's closed intervals */
 };
 
+/* Whether the outer loop slept with us: an interval since its last run of
+ * more than two periods (the container idled). NVML's samples of such an
+ * interval and our busy time cover different spans, and the samples say who
+ * used the GPU while we idled, not who uses it now. */
+static inline int gs_lim_outer_slept(uint64_t interval_ns)
+{
+    return interval_ns > 2 * GS_LIM_OUTER_NS;
+}
+
 /* A container that waited for its tokens within this long is throttled:
  * its windows take the device ledger's turn (docs/compute.md). */
 #define GS_LIM_THROTTLED_NS 500000000ULL

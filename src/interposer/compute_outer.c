@@ -483,11 +483,10 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
      * too little busy time to show, and counting the others as outside
      * held one of four share pods 10 : 20 : 30 : 40 at 0.025 */
     int pids_ours = di.lists_ours != 0 && !(in->our_ppm == 0 && in->occ_ppm >= GS_LIM_BUSY_PPM);
-    /* after the outer loop slept with us, the samples tell who used the GPU
-     * while we idled, not who uses it now: a process that had stopped cut a
-     * share container of weight 70 to 70 / 170 until the next run */
-    int awake = in->interval_ns <= 2 * GS_LIM_OUTER_NS;
-    if (a->mode == GS_LIM_SHARE && n > 0 && pids_ours && awake)
+    /* nobody outside the ledger after the loop slept with us: a process
+     * that had stopped while we idled cut a share container of weight 70 to
+     * 70 / 170 until the next run */
+    if (a->mode == GS_LIM_SHARE && n > 0 && pids_ours && !gs_lim_outer_slept(in->interval_ns))
         in->outside_weight = busy_weight(samples, n, seen, &ours, g->uuid, d);
 }
 
