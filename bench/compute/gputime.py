@@ -106,10 +106,13 @@ def tenant(load, env, secs, cpu=None, sync=None, turns=None):
     if LOG["dir"] and "LD_PRELOAD" in env and "GPUSLICE_REGION" in env:
         e["GPUSLICE_LOG_LEVEL"] = "3"
     pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    region = env.get("GPUSLICE_REGION", "free")
+    # the agent's layout names the directory, not the region file
+    where = os.path.basename(os.path.dirname(region)) if os.path.basename(region) == "region" else os.path.basename(region)
+    name = f"{LOG['n']:02d}-{load}-{where}.log"
+    LOG["n"] += 1
     # stderr goes to a file, never a pipe: a tenant whose debug log filled a
     # pipe nobody read yet would block in write() and measure as throttled
-    name = f"{LOG['n']:02d}-{load}-{os.path.basename(env.get('GPUSLICE_REGION', 'free'))}.log"
-    LOG["n"] += 1
     err = open(os.path.join(LOG["dir"], name), "w+") if LOG["dir"] else tempfile.TemporaryFile("w+")
     cmd = [sys.executable, os.path.join(HERE, "gputime_worker.py"), "--load", load, "--secs", str(secs)]
     if sync:
@@ -176,6 +179,16 @@ def limited(lib, state, name, extra):
     env = {"LD_PRELOAD": lib, "GPUSLICE_REGION": os.path.join(state, name + ".region")}
     env.update(extra)
     return env
+
+
+def agent_layout(lib, root, name, extra):
+    """A limited tenant laid out as the node agent lays out a container: its
+    own state directory root/name, the device ledgers in root/ledgers."""
+    d = os.path.join(root, name)
+    ledgers = os.path.join(root, "ledgers")
+    os.makedirs(d, exist_ok=True)
+    os.makedirs(ledgers, exist_ok=True)
+    return {"LD_PRELOAD": lib, "GPUSLICE_REGION": os.path.join(d, "region"), "GPUSLICE_LEDGER_DIR": ledgers, **extra}
 
 
 MPS = {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/mps-pipe", "CUDA_MPS_LOG_DIRECTORY": "/tmp/mps-log"}
@@ -351,18 +364,25 @@ def main():
         def lim(name, e):
             return limited(a.lib, state, "turns-" + name, e)
 
+        # D-share: the share pair again, each in its own state directory as
+        # the node agent lays them out (issue 28: one code path for both)
+        agent = tempfile.mkdtemp()
         tenants = [(a.inf_load, {}, INF, ["A-free", "B-free", "C-plain"]),
                    (a.inf_load, lim("dec-cap70", {"GPUSLICE_CORES": "70"}), INF, ["A-cap", "B-cap"]),
                    (a.inf_load, lim("dec-share70", {**share, "GPUSLICE_SHARE_WEIGHT": "70"}), INF, ["C-share"]),
                    ("matmul", {}, TR, ["T-alone", "C-plain"]),
                    ("matmul", lim("tr-cap30", {"GPUSLICE_CORES": "30"}), TR, ["B-free", "B-cap"]),
-                   ("matmul", lim("tr-share30", {**share, "GPUSLICE_SHARE_WEIGHT": "30"}), TR, ["C-share"])]
-        phases = [["A-free", "A-cap", "T-alone"], ["B-free", "B-cap"], ["C-plain", "C-share"]]
+                   ("matmul", lim("tr-share30", {**share, "GPUSLICE_SHARE_WEIGHT": "30"}), TR, ["C-share"]),
+                   (a.inf_load, agent_layout(a.lib, agent, "turns-dec-share70", {**share, "GPUSLICE_SHARE_WEIGHT": "70"}),
+                    INF, ["D-share"]),
+                   ("matmul", agent_layout(a.lib, agent, "turns-tr-share30", {**share, "GPUSLICE_SHARE_WEIGHT": "30"}),
+                    TR, ["D-share"])]
+        phases = [["A-free", "A-cap", "T-alone"], ["B-free", "B-cap"], ["C-plain", "C-share", "D-share"]]
         r = in_turns(tenants, phases, seg=2.5, cycles=a.turn_cycles)
         if any("error" in x for x in r):
             emit({"scenario": "turns", "error": [x.get("error") for x in r]})
         else:
-            dfree, dcap, dshare, tfree, tcap, tshare = r
+            dfree, dcap, dshare, tfree, tcap, tshare, dshare_agent, tshare_agent = r
             base, tbase = dfree["A-free"], tfree["T-alone"]
 
             def row(name, inf, tr):
@@ -381,6 +401,7 @@ def main():
             row("cap70/30", dcap["B-cap"], tcap["B-cap"])
             row("plain", dfree["C-plain"], tfree["C-plain"])
             row("share70/30", dshare["C-share"], tshare["C-share"])
+            row("share70/30-agent", dshare_agent["D-share"], tshare_agent["D-share"])
     if "capturns" in only:
         # each load alone and under each cap in alternating turns, every
         # tenant started once, so that the host's drift between runs (a
@@ -409,8 +430,6 @@ def main():
     if not only or "two" in only:
         base = side_by_side([("matmul", {}, "6-7")], a.secs)[0]
         agent = tempfile.mkdtemp()
-        ledgers = os.path.join(agent, "ledgers")
-        os.makedirs(ledgers)
         # "mps": one directory, both tenants clients of an MPS daemon
         for layout in ["one-dir", "agent"] + (["mps"] if "mps" in only else []):
             for mode, ea, eb in [("caps30/70", {"GPUSLICE_CORES": "30"}, {"GPUSLICE_CORES": "70"}),
@@ -423,10 +442,7 @@ def main():
                         if layout == "mps":
                             env.update(MPS)
                     else:
-                        d = os.path.join(agent, name + mode[:4])
-                        os.makedirs(d, exist_ok=True)
-                        env = {"LD_PRELOAD": a.lib, "GPUSLICE_REGION": os.path.join(d, "region"),
-                               "GPUSLICE_LEDGER_DIR": ledgers, **e}
+                        env = agent_layout(a.lib, agent, name + mode[:4], e)
                     envs.append(env)
                 pair = [("matmul", envs[0], "6-7"), ("matmul", envs[1], "10-11")]
                 ra, rb = under_mps(lambda: side_by_side(pair, a.secs)) if layout == "mps" else side_by_side(pair, a.secs)

@@ -5,7 +5,8 @@
 #        [--share-yield 100,250,500] [--inf-load decoder|decoder-heavy]
 # LOADS: matmul matmul-dense small decoder train graphinf; SCENARIOS: coloc mps decoverhead turns capturns two four launch launchc
 # (mps with two: the two containers again, one directory, as clients of an MPS daemon)
-# (turns: the co-location scenarios in alternating 2.5 s turns, every tenant started once).
+# (turns: the co-location scenarios in alternating 2.5 s turns, every tenant started once; the share
+# pair also in the node agent's layout, each its own state directory, one ledger directory).
 # --log DIR keeps each limited tenant's debug log, whose last lines say where the limiter spent
 # the tenant's host time (probes, drains, outer loop and its NVML reads, token and turn waits,
 # progress markers, yields, the launch gate's fast path).
