@@ -223,6 +223,7 @@ def main():
     ap.add_argument("--launch-bin", default=None)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--turn-cycles", type=int, default=8, help="turns: how often each phase's turns alternate")
+    ap.add_argument("--turn-yield", default="", help="turns: GPUSLICE_SHARE_YIELD_US values to run share70/30 with too")
     ap.add_argument("--coloc-modes", default="",
                     help="plain,plain-shallow,share70/30,share70/30-yieldY,cap70/30,free/cap30,mps70/30 (default: all)")
     ap.add_argument("--share-yield", default="250", help="GPUSLICE_SHARE_YIELD_US values to run share70/30 with")
@@ -365,27 +366,39 @@ def main():
             return limited(a.lib, state, "turns-" + name, e)
 
         # D-share: the share pair again, each in its own state directory as
-        # the node agent lays them out (issue 28: one code path for both)
+        # the node agent lays them out (issue 28: one code path for both);
+        # E-yieldY: the pair in one directory, the training yielding its
+        # queue every Y us (--turn-yield)
         agent = tempfile.mkdtemp()
+        s70, s30 = {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, {**share, "GPUSLICE_SHARE_WEIGHT": "30"}
+        yields = [y for y in a.turn_yield.split(",") if y]
         tenants = [(a.inf_load, {}, INF, ["A-free", "B-free", "C-plain"]),
                    (a.inf_load, lim("dec-cap70", {"GPUSLICE_CORES": "70"}), INF, ["A-cap", "B-cap"]),
-                   (a.inf_load, lim("dec-share70", {**share, "GPUSLICE_SHARE_WEIGHT": "70"}), INF, ["C-share"]),
+                   (a.inf_load, lim("dec-share70", s70), INF, ["C-share"]),
                    ("matmul", {}, TR, ["T-alone", "C-plain"]),
                    ("matmul", lim("tr-cap30", {"GPUSLICE_CORES": "30"}), TR, ["B-free", "B-cap"]),
-                   ("matmul", lim("tr-share30", {**share, "GPUSLICE_SHARE_WEIGHT": "30"}), TR, ["C-share"]),
-                   (a.inf_load, agent_layout(a.lib, agent, "turns-dec-share70", {**share, "GPUSLICE_SHARE_WEIGHT": "70"}),
-                    INF, ["D-share"]),
-                   ("matmul", agent_layout(a.lib, agent, "turns-tr-share30", {**share, "GPUSLICE_SHARE_WEIGHT": "30"}),
-                    TR, ["D-share"])]
-        phases = [["A-free", "A-cap", "T-alone"], ["B-free", "B-cap"], ["C-plain", "C-share", "D-share"]]
+                   ("matmul", lim("tr-share30", s30), TR, ["C-share"]),
+                   (a.inf_load, agent_layout(a.lib, agent, "turns-dec-share70", s70), INF, ["D-share"]),
+                   ("matmul", agent_layout(a.lib, agent, "turns-tr-share30", s30), TR, ["D-share"])]
+        for y in yields:
+            tenants += [(a.inf_load, lim(f"dec-share70-y{y}", s70), INF, [f"E-yield{y}"]),
+                        ("matmul", lim(f"tr-share30-y{y}", {**s30, "GPUSLICE_SHARE_YIELD_US": y}), TR, [f"E-yield{y}"])]
+        phases = [["A-free", "A-cap", "T-alone"], ["B-free", "B-cap"],
+                  ["C-plain", "C-share", "D-share", *[f"E-yield{y}" for y in yields]]]
+        # each row: its name and the turn whose decoder and training it compares with theirs alone
+        rows = [("decoder-cap70-alone", "A-cap"), ("free/cap30", "B-free"), ("cap70/30", "B-cap"),
+                ("plain", "C-plain"), ("share70/30", "C-share"), ("share70/30-agent", "D-share"),
+                *[(f"share70/30-yield{y}", f"E-yield{y}") for y in yields]]
         r = in_turns(tenants, phases, seg=2.5, cycles=a.turn_cycles)
         if any("error" in x for x in r):
             emit({"scenario": "turns", "error": [x.get("error") for x in r]})
         else:
-            dfree, dcap, dshare, tfree, tcap, tshare, dshare_agent, tshare_agent = r
-            base, tbase = dfree["A-free"], tfree["T-alone"]
-
-            def row(name, inf, tr):
+            # each tenant's result by (inference or training, turn)
+            res = {("tr" if load == "matmul" else "inf", n): x[n] for (load, _, _, names), x in zip(tenants, r)
+                   for n in names}
+            base, tbase = res[("inf", "A-free")], res[("tr", "T-alone")]
+            for name, turn in rows:
+                inf, tr = res[("inf", turn)], res.get(("tr", turn))
                 d = {"scenario": "turns-" + name, "inf_ratio": inf["rate"] / base["rate"],
                      "inf_p99_vs_alone": inf["p99_ms"] / base["p99_ms"], "inf": inf, "inf_alone": base}
                 if tr:
@@ -396,12 +409,6 @@ def main():
                 if idle:
                     d["error"] = "no step measured in its turns: " + ", ".join(idle)
                 emit(d)
-            row("decoder-cap70-alone", dcap["A-cap"], None)
-            row("free/cap30", dfree["B-free"], tcap["B-free"])
-            row("cap70/30", dcap["B-cap"], tcap["B-cap"])
-            row("plain", dfree["C-plain"], tfree["C-plain"])
-            row("share70/30", dshare["C-share"], tshare["C-share"])
-            row("share70/30-agent", dshare_agent["D-share"], tshare_agent["D-share"])
     if "capturns" in only:
         # each load alone and under each cap in alternating turns, every
         # tenant started once, so that the host's drift between runs (a
