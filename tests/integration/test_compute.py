@@ -641,6 +641,7 @@ def test_a_share_tenant_back_from_idle_counts_no_gpu_user_that_stopped_while_it_
     run(tenant, "kernel", 0.5, 0.0, 8)
     run(other, "kernel", 1.0, 0.0, 8)
     other.close()
+    sim_sleep(0.2)  # past NVML's 100 ms sample period: no sample after the resume holds the other's time
     resumed = run(tenant, "kernel", 1.0, 0.0, 8)
     err = tenant.close()
     print(f"resumed {resumed:.3f}, waited {waited_s(w.region):.3f} s")
