@@ -119,6 +119,16 @@ static inline int gs_lim_outer_slept(uint64_t interval_ns)
     return interval_ns > 2 * GS_LIM_OUTER_NS;
 }
 
+/* Whether we idled through the interval: the loop slept and NVML's samples
+ * show our pids busy under a quarter of it (or not at all). A container
+ * running free runs the loop only every 64 launches, so one launching less
+ * often than that a period sleeps the loop while it works. */
+#define GS_LIM_IDLED_PPM 250000
+static inline int gs_lim_outer_idled(uint64_t interval_ns, int64_t our_ppm)
+{
+    return gs_lim_outer_slept(interval_ns) && our_ppm < GS_LIM_IDLED_PPM;
+}
+
 /* A container that waited for its tokens within this long is throttled:
  * its windows take the device ledger's turn (docs/compute.md). */
 #define GS_LIM_THROTTLED_NS 500000000ULL

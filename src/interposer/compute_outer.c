@@ -483,10 +483,10 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
      * too little busy time to show, and counting the others as outside
      * held one of four share pods 10 : 20 : 30 : 40 at 0.025 */
     int pids_ours = di.lists_ours != 0 && !(in->our_ppm == 0 && in->occ_ppm >= GS_LIM_BUSY_PPM);
-    /* nobody outside the ledger after the loop slept with us: a process
-     * that had stopped while we idled cut a share container of weight 70 to
-     * 70 / 170 until the next run */
-    if (a->mode == GS_LIM_SHARE && n > 0 && pids_ours && !gs_lim_outer_slept(in->interval_ns))
+    /* nobody outside the ledger after we idled: a process that had stopped
+     * meanwhile cut a share container of weight 70 to 70 / 170 until the
+     * next run */
+    if (a->mode == GS_LIM_SHARE && n > 0 && pids_ours && !gs_lim_outer_idled(in->interval_ns, in->our_ppm))
         in->outside_weight = busy_weight(samples, n, seen, &ours, g->uuid, d);
 }
 

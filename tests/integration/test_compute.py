@@ -639,7 +639,7 @@ def test_a_share_tenant_back_from_idle_counts_no_gpu_user_that_stopped_while_it_
     tenant = start(w, 1000)
     other = start(w, 1000, env={"LD_PRELOAD": SIM_CLOCK})  # no interposer: outside the ledger
     run(tenant, "kernel", 0.5, 0.0, 8)
-    run(other, "kernel", 1.0, 0.0, 8)
+    run(other, "kernel", 1.5, 0.0, 8)
     other.close()
     sim_sleep(0.2)  # past NVML's 100 ms sample period: no sample after the resume holds the other's time
     resumed = run(tenant, "kernel", 1.0, 0.0, 8)
@@ -648,6 +648,27 @@ def test_a_share_tenant_back_from_idle_counts_no_gpu_user_that_stopped_while_it_
     assert "share mode" not in err, err[-3000:]  # alone all along: it ran free, its target never moved
     assert waited_s(w.region) == 0, err[-3000:]
     assert resumed >= 0.95, resumed
+
+
+def test_a_share_tenant_running_free_and_launching_rarely_counts_a_gpu_user_outside_the_ledger(world):
+    """Running free, a share container runs its outer loop only every 64
+    launches: one that launches 50 times a second (10 ms kernels, one at a
+    time, each about 20 ms beside the other, as CUDA-graph inference might)
+    runs it every 1.3 s, so every
+    interval looks like an idle. It worked through them (NVML shows its
+    pids busy), so a process outside the ledger that is busy beside it
+    counts (weight 100 against its 70); taken for idles, none ever did and
+    it stayed free."""
+    w = world_env(world, GPUSLICE_COMPUTE_MODE="share", GPUSLICE_SHARE_WEIGHT=70, GPUSLICE_LOG_LEVEL=3)
+    tenant = start(w, 10000)
+    other = start(w, 1000, env={"LD_PRELOAD": SIM_CLOCK})  # no interposer: outside the ledger
+    busy = threading.Thread(target=run, args=(other, "kernel", 5.5, 0.0, 8))
+    busy.start()
+    run(tenant, "kernel", 5.0, 0.0, 1)
+    busy.join()
+    err = tenant.close()
+    other.close()
+    assert "and outside the ledger" in err, err[-3000:]
 
 
 def test_node_view_shows_compute_use_against_the_limit(world):

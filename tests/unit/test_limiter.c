@@ -105,6 +105,21 @@ static void weight_is_the_share_weight_or_the_cap(void **state)
     assert_false(gs_lim_unthrottled(&a));
 }
 
+/* After an interval the loop slept through, NVML's samples say who used the
+ * GPU while we idled: only if our pids were busy in it did we work
+ * through it (a free container launching rarely). */
+static void an_interval_is_idled_where_the_loop_slept_and_our_pids_were_not_busy(void **state)
+{
+    (void)state;
+    uint64_t slept = 2 * GS_LIM_OUTER_NS + 1;
+    assert_false(gs_lim_outer_idled(2 * GS_LIM_OUTER_NS, 0));
+    assert_true(gs_lim_outer_idled(slept, 0));
+    assert_true(gs_lim_outer_idled(slept, -1)); /* no samples of ours */
+    assert_true(gs_lim_outer_idled(slept, GS_LIM_IDLED_PPM - 1));
+    assert_false(gs_lim_outer_idled(slept, GS_LIM_IDLED_PPM));
+    assert_false(gs_lim_outer_idled(GS_LIM_OUTER_NS, -1));
+}
+
 static void window_end_follows_the_drain_else_the_marker_else_the_plan(void **state)
 {
     (void)state;
@@ -1298,6 +1313,7 @@ int main(void)
         cmocka_unit_test(an_abandoned_set_up_claim_is_taken_over),
         cmocka_unit_test(weight_is_the_share_weight_or_the_cap),
         cmocka_unit_test(window_end_follows_the_drain_else_the_marker_else_the_plan),
+        cmocka_unit_test(an_interval_is_idled_where_the_loop_slept_and_our_pids_were_not_busy),
         cmocka_unit_test(overlapping_windows_of_one_container_are_charged_once),
         cmocka_unit_test(correction_is_nvml_kernel_time_over_event_busy_time),
         cmocka_unit_test(water_filling_gives_the_unused_share_away),
