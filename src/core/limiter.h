@@ -110,10 +110,10 @@ struct gs_lim_window {
     uint64_t busy_ns;   /* busy time of the window's closed intervals */
 };
 
-/* Whether the outer loop slept with us: an interval since its last run of
- * more than two periods (the container idled). NVML's samples of such an
- * interval and our busy time cover different spans, and the samples say who
- * used the GPU while we idled, not who uses it now. */
+/* Whether the outer loop slept: an interval since its last run of more
+ * than two periods (the container idled, or ran free and launched rarely).
+ * NVML's samples of such an interval and our busy time cover different
+ * spans: c learns nothing from it. */
 static inline int gs_lim_outer_slept(uint64_t interval_ns)
 {
     return interval_ns > 2 * GS_LIM_OUTER_NS;
