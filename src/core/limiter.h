@@ -123,7 +123,7 @@ static inline int gs_lim_outer_slept(uint64_t interval_ns)
  * show our pids busy under a quarter of it (or not at all). A container
  * running free runs the loop only every 64 launches, so one launching less
  * often than that a period sleeps the loop while it works. */
-#define GS_LIM_IDLED_PPM 250000
+#define GS_LIM_IDLED_PPM 250000U
 static inline int gs_lim_outer_idled(uint64_t interval_ns, int64_t our_ppm)
 {
     return gs_lim_outer_slept(interval_ns) && our_ppm < GS_LIM_IDLED_PPM;

@@ -654,11 +654,10 @@ def test_a_share_tenant_running_free_and_launching_rarely_counts_a_gpu_user_outs
     """Running free, a share container runs its outer loop only every 64
     launches: one that launches 50 times a second (10 ms kernels, one at a
     time, each about 20 ms beside the other, as CUDA-graph inference might)
-    runs it every 1.3 s, so every
-    interval looks like an idle. It worked through them (NVML shows its
-    pids busy), so a process outside the ledger that is busy beside it
-    counts (weight 100 against its 70); taken for idles, none ever did and
-    it stayed free."""
+    runs it every 1.3 s, so every interval looks like an idle. It worked
+    through them (NVML shows its pids busy), so a process outside the
+    ledger that is busy beside it counts (weight 100 against its 70); taken
+    for idles, none ever did and it stayed free."""
     w = world_env(world, GPUSLICE_COMPUTE_MODE="share", GPUSLICE_SHARE_WEIGHT=70, GPUSLICE_LOG_LEVEL=3)
     tenant = start(w, 10000)
     other = start(w, 1000, env={"LD_PRELOAD": SIM_CLOCK})  # no interposer: outside the ledger
@@ -795,9 +794,10 @@ def test_a_decoder_like_share_tenant_is_charged_its_kernels_not_its_cpu_gaps(wor
 
     On the time-slicing device both layouts, one state directory (gpuslice
     run) and the node agent's (own state directories and pid namespaces, one
-    ledger directory), give the light one the same outcome: it never waits for the heavy one's turn
-    (on an H200 a decoder of weight 70 beside training of weight 30 in one
-    directory ran at 0.69-0.71 of alone, 0.92-0.99 in the agent's layout)."""
+    ledger directory), give the light one the same outcome: it never waits
+    for the heavy one's turn (on an H200 a decoder of weight 70 beside
+    training of weight 30 in one directory ran at 0.69-0.71 of alone,
+    0.92-0.99 in the agent's layout)."""
     share = {"GPUSLICE_COMPUTE_MODE": "share"}
     w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1, GPUSLICE_SIM_TIMESLICE_US=timeslice_us)
     lr, heavy, light_waited, err = light_beside_heavy(
