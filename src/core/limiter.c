@@ -457,7 +457,7 @@ uint32_t gs_lim_correction_bound(uint32_t old_corr, uint64_t dev_ppm, uint64_t o
         c = dev_ppm * GS_LIM_PPM / occ_ppm;
     if (c < GS_LIM_MIN_CORR)
         c = GS_LIM_MIN_CORR;
-    return c >= gs_lim_corr_of(old_corr) ? (uint32_t)c : corr_step(old_corr, c);
+    return corr_step(old_corr, c);
 }
 
 uint64_t gs_lim_bound_use(uint64_t charged_ppm, uint64_t dev_ppm, const struct gs_lim_demand *others, unsigned n)

@@ -391,8 +391,16 @@ uint32_t gs_lim_correction_overlap(uint32_t old_corr, uint64_t occ_ppm, const st
 #define GS_LIM_BOUND_PPM 800000U
 int gs_lim_bound_holds(uint64_t dev_ppm, unsigned limit_pct);
 
-/* c under that bound: min(1, dev / occ); it rises at once and, once learnt,
- * falls half-way per run, so a burst is never charged less than it took. */
+/* c under that bound: min(1, dev / occ), taken whole while not learnt,
+ * then half-way per run, rising as falling. Taken whole, a rise learnt from
+ * an interval a service barely ran in (back from idle, its intervals
+ * spanning a neighbour's slices) charged the next, in which it ran, past its
+ * cap: on an H200 a decoder capped at 70 saw occupancy 0.54 and the device
+ * 0.44, took c = 0.81-0.90 where 0.45-0.50 held before, and was charged
+ * 0.81 at occupancy 0.90 with the device 0.45 busy. A slower rise costs the
+ * cap nothing: while the bound holds the device is busy under the cap,
+ * whatever the container is charged, and once it stops holding c is no
+ * longer this one. */
 uint32_t gs_lim_correction_bound(uint32_t old_corr, uint64_t dev_ppm, uint64_t occ_ppm);
 
 /* The use such a container publishes: what it is charged, at most what the

@@ -886,15 +886,47 @@ static void a_device_busy_well_under_the_cap_bounds_the_charge(void **state)
     /* c = dev / occ: the charge is the device's busy time, never less */
     assert_int_equal(gs_lim_correction_bound(0, 450000, 900000), 500000); /* not learnt: taken whole */
     assert_int_equal(gs_lim_correction_bound(500000, 450000, 900000), 500000);
-    /* it rises at once: a burst is charged in full from the first run */
-    assert_int_equal(gs_lim_correction_bound(500000, 450000, 450000), GS_LIM_PPM);
-    assert_int_equal(gs_lim_correction_bound(500000, 900000, 450000), GS_LIM_PPM);
+    /* once learnt it rises half-way, as it falls */
+    assert_int_equal(gs_lim_correction_bound(500000, 450000, 450000), 750000);
+    assert_int_equal(gs_lim_correction_bound(500000, 900000, 450000), 750000);
+    assert_int_equal(gs_lim_correction_bound(0, 900000, 450000), GS_LIM_PPM);
     assert_int_equal(gs_lim_correction_bound(GS_LIM_MIN_CORR, 0, 900000), GS_LIM_MIN_CORR);
     /* published: the device's busy time beyond the others' uses, at most the charge */
     struct gs_lim_demand tr = { 30, 300000, 0, 0 };
     assert_int_equal(gs_lim_bound_use(450000, 450000, &tr, 1), 150000);
     assert_int_equal(gs_lim_bound_use(100000, 450000, &tr, 1), 100000);
     assert_int_equal(gs_lim_bound_use(450000, 200000, &tr, 1), 0);
+}
+
+/* A decoder capped at 70 beside training capped at 30, back from idle (H200
+ * log, compute-2026-12-01b.md): c 0.50 learnt while it ran, then an
+ * interval it barely ran in, its occupancy 0.54 spanning the training's
+ * slices, the device 0.44 busy; in the next it runs, occupancy 0.90, the
+ * device 0.45. Charged at the c the decision leaves, that interval must
+ * stay under the cap: the device was never busier than 0.45. */
+static void a_capped_service_back_from_idle_is_not_charged_past_its_cap_by_the_interval_it_barely_ran_in(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 70, 100);
+    a.corr_ppm = 500000;
+    struct gs_lim_demand training = { 100, 300000, 1, 300000 };
+    struct gs_outer_in in = { .now = 1250 * MS,
+                              .interval_ns = GS_LIM_OUTER_NS,
+                              .occ_ppm = 540000,
+                              .our_ppm = -1,
+                              .others_ppm = -1,
+                              .dev_ppm = 440000,
+                              .power_mw = -1,
+                              .limit_mw = -1,
+                              .dem = &training,
+                              .ndem = 1 };
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_false(o.fine_probe); /* the device bound holds */
+    uint64_t next_charge = 900000ULL * gs_lim_corr_of(o.corr) / GS_LIM_PPM;
+    assert_true(next_charge < 700000);
+    assert_true(next_charge >= 150000); /* at least what the device was busy beyond the training */
 }
 
 static void a_share_container_borrowing_a_light_neighbours_part_yields(void **state)
@@ -1336,6 +1368,7 @@ int main(void)
         cmocka_unit_test(a_share_container_held_back_by_nobody_never_waits),
         cmocka_unit_test(a_share_container_borrowing_a_light_neighbours_part_yields),
         cmocka_unit_test(a_device_busy_well_under_the_cap_bounds_the_charge),
+        cmocka_unit_test(a_capped_service_back_from_idle_is_not_charged_past_its_cap_by_the_interval_it_barely_ran_in),
         cmocka_unit_test(a_gpu_bound_tenant_gets_its_cap),
         cmocka_unit_test(a_capped_job_of_short_steps_never_stands_still_for_long),
         cmocka_unit_test(a_tenant_under_its_cap_never_drains_its_queue),
