@@ -11,6 +11,12 @@ class Sample(ctypes.Structure):
                 ("memUtil", ctypes.c_uint), ("encUtil", ctypes.c_uint), ("decUtil", ctypes.c_uint)]
 
 
+class DevSample(ctypes.Structure):
+    # nvmlSample_t: a CPU timestamp in µs and an 8-byte union, read as its
+    # unsigned int member (utilisation, power and clock samples)
+    _fields_ = [("timeStamp", ctypes.c_ulonglong), ("value", ctypes.c_uint), ("pad", ctypes.c_uint)]
+
+
 class Util(ctypes.Structure):
     _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
 
@@ -62,3 +68,21 @@ class Nvml:
         if out:
             self.seen = max(t for _, _, t in out)
         return out
+
+    def device_samples(self, kind=1, since=0):
+        """nvmlDeviceGetSamples of one kind (1: GPU utilisation) newer than
+        since (a CPU timestamp in µs): [(ts_us, value)], or {"rc": error}."""
+        f = self.lib.nvmlDeviceGetSamples
+        vt, n = ctypes.c_int(), ctypes.c_uint(0)
+        rc = f(self.h, kind, ctypes.c_ulonglong(since), ctypes.byref(vt), ctypes.byref(n), None)
+        if rc not in (0, 7):
+            return {"rc": rc}
+        if n.value == 0:
+            return []
+        buf = (DevSample * n.value)()
+        rc = f(self.h, kind, ctypes.c_ulonglong(since), ctypes.byref(vt), ctypes.byref(n), buf)
+        if rc == 6:  # NVML_ERROR_NOT_FOUND: nothing newer
+            return []
+        if rc != 0:
+            return {"rc": rc}
+        return [(buf[i].timeStamp, buf[i].value) for i in range(n.value)]
