@@ -603,8 +603,16 @@ static uint32_t outer_correction(const struct gs_lim_account *a, const struct gs
 {
     uint32_t old = LD(&a->corr_ppm);
     int64_t dev = in->dev_ppm;
+    /* c above 1 is learnt alone (NVML saw more of us than our events);
+     * beside busy neighbours every measure below gives at most 1. A run
+     * that cannot learn (back from an idle) keeps no more where it sees
+     * them, nor in share mode, where a neighbour that has just woken too
+     * shows no use yet: on an H200 a decoder of share weight 70 took
+     * c = 1.5 from its warm-up alone into a turn beside training 82 s
+     * later and waited for tokens 14 times in its first quarter second.
+     * A capped container alone keeps it: its cap must not be undercharged */
     if (!v->learn)
-        return old;
+        return (v->nb > 0 || a->mode == GS_LIM_SHARE) && old > GS_LIM_PPM ? GS_LIM_PPM : old;
     if (v->per_process)
         return gs_lim_correction(old, in->our_ppm, in->occ_ppm);
     if (v->bounded)

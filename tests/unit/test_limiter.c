@@ -929,6 +929,43 @@ static void a_capped_service_back_from_idle_is_not_charged_past_its_cap_by_the_i
     assert_true(next_charge >= 150000); /* at least what the device was busy beyond the training */
 }
 
+/* A c above 1, learnt alone, is not carried from an idle into an interval
+ * beside busy neighbours, where every measure gives at most 1 (H200: a share
+ * decoder's c 1.5 from its warm-up, 82 s before a turn beside training that
+ * had just woken too and showed no use yet). */
+static void a_c_above_one_learnt_alone_is_not_carried_from_an_idle_beside_a_busy_neighbour(void **state)
+{
+    (void)state;
+    struct gs_lim_account share, cap;
+    account(&share, GS_LIM_SHARE, 0, 70);
+    account(&cap, GS_LIM_CAP, 70, 100);
+    share.corr_ppm = cap.corr_ppm = GS_LIM_MAX_CORR;
+    struct gs_lim_demand training = { 30, 990000, 1, 0 };
+    struct gs_outer_in in = { .now = 90000 * MS,
+                              .interval_ns = 82000 * MS,
+                              .occ_ppm = 0,
+                              .our_ppm = 0,
+                              .others_ppm = 110000,
+                              .dev_ppm = 1000000,
+                              .power_mw = -1,
+                              .limit_mw = -1,
+                              .dem = &training,
+                              .ndem = 1 };
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&cap, &in, &o);
+    assert_int_equal(o.corr, GS_LIM_PPM);
+    training.use_ppm = 0; /* woken with us: no use, not wanting more yet */
+    training.wants_more = 0;
+    gs_lim_outer_decide(&share, &in, &o);
+    assert_int_equal(o.corr, GS_LIM_PPM);
+    /* a capped container alone keeps it: its cap must not be undercharged */
+    gs_lim_outer_decide(&cap, &in, &o);
+    assert_int_equal(o.corr, GS_LIM_MAX_CORR);
+    share.corr_ppm = 400000; /* nor is a c under 1 forgotten */
+    gs_lim_outer_decide(&share, &in, &o);
+    assert_int_equal(o.corr, 400000);
+}
+
 static void a_share_container_borrowing_a_light_neighbours_part_yields(void **state)
 {
     (void)state;
@@ -1368,6 +1405,7 @@ int main(void)
         cmocka_unit_test(a_share_container_held_back_by_nobody_never_waits),
         cmocka_unit_test(a_share_container_borrowing_a_light_neighbours_part_yields),
         cmocka_unit_test(a_device_busy_well_under_the_cap_bounds_the_charge),
+        cmocka_unit_test(a_c_above_one_learnt_alone_is_not_carried_from_an_idle_beside_a_busy_neighbour),
         cmocka_unit_test(a_capped_service_back_from_idle_is_not_charged_past_its_cap_by_the_interval_it_barely_ran_in),
         cmocka_unit_test(a_gpu_bound_tenant_gets_its_cap),
         cmocka_unit_test(a_capped_job_of_short_steps_never_stands_still_for_long),
