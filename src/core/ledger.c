@@ -274,6 +274,7 @@ uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint
     if ((holder == 0 || holder == m->container) && framed && f.owner != 0 && !f.mine) {
         wait = f.mine_ns - now; /* another container's slot: ours comes then */
         t->seq = __atomic_load_n(&l->f->turn_seq, __ATOMIC_ACQUIRE);
+        t->holder = f.owner;
     } else if (holder == 0 || holder == m->container) {
         if (holder != m->container)
             ST(&l->f->turn_until_ns, (uint64_t)0);
@@ -290,6 +291,7 @@ uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint
     } else {
         wait = holder_until - now;
         t->seq = __atomic_load_n(&l->f->turn_seq, __ATOMIC_ACQUIRE);
+        t->holder = holder;
     }
     unlock(l);
     return wait;

@@ -140,6 +140,7 @@ struct gs_ledger_turn {
                           * takes no slot, and its turns are first come */
     int took;           /* the window holds the turn */
     uint32_t seq;       /* not taken: the value to pass gs_ledger_wait */
+    uint64_t holder;    /* not taken: the container whose turn or slot it waits for */
     uint64_t slot_end;  /* taken in the frame's slot of its container (turn_frame.h): the
                           * window should end by then; 0: no frame to follow */
 };

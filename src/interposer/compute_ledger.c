@@ -69,6 +69,9 @@ void gs_compute_ledger_join(struct gs_region *r, int d)
                 led_slot[d] = gs_ledger_join(led[d], (int32_t)getpid(), led_container, weight);
             if (led[d] && led_slot[d] < 0)
                 gs_log(GS_LOG_INFO, "device ledger %s is full; corrections for other containers from NVML only", path);
+            else if (led[d])
+                gs_log(GS_LOG_DEBUG, "device ledger %s: container %016llx, member %d", path,
+                       (unsigned long long)led_container, led_slot[d]);
         }
     }
     pthread_mutex_unlock(&led_lock);

@@ -322,6 +322,19 @@ static void touch_ledger(int d, uint64_t now)
  * in its container's slot of the turn frame ends with the slot. Returns 0,
  * or the ns to wait at most while the turn is another container's (seq for
  * gs_ledger_wait). */
+/* Whose turn a window waits for, in the debug log: the first
+ * TURN_WAITS_LOGGED waits of the process, then one in 64 (a contending
+ * container waits thousands of times). */
+#define TURN_WAITS_LOGGED 32
+static void log_turn_wait(uint64_t holder, uint64_t wait_ns)
+{
+    static unsigned n;
+    unsigned k = __atomic_fetch_add(&n, 1, __ATOMIC_RELAXED);
+    if (k < TURN_WAITS_LOGGED || (k & 63) == 0)
+        gs_log(GS_LOG_DEBUG, "a window waits up to %llu us for container %016llx (wait %u of the process)",
+               (unsigned long long)(wait_ns / 1000), (unsigned long long)holder, k + 1);
+}
+
 static uint64_t ledger_open(struct tdev *t, int d, const struct gs_lim_account *a, uint32_t *seq)
 {
     int slot;
@@ -340,6 +353,8 @@ static uint64_t ledger_open(struct tdev *t, int d, const struct gs_lim_account *
     if (turn.took)
         t->slot_end_ns = turn.slot_end;
     *seq = turn.seq;
+    if (wait)
+        log_turn_wait(turn.holder, wait);
     if (turn.took && turn.slot_end && turn.slot_end < t->w.end_ns) {
         /* nor may it queue more work than the slot holds: what is queued
          * past the slot's end drains into the next container's */

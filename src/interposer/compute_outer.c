@@ -119,6 +119,7 @@ static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidse
     gs_pfn_nvmlDeviceGetUtilizationRates rates = GS_REAL_NVML(nvmlDeviceGetUtilizationRates);
     nvmlDevice_t h;
     if (nvml_state == 1 && by_uuid && by_uuid(uuid, &h) == NVML_SUCCESS) {
+        uint64_t t0 = gs_compute_now();
         nvmlUtilization_t u;
         if (rates && rates(h, &u) == NVML_SUCCESS)
             di->busy_ppm = (int64_t)(u.gpu > 100 ? 100 : u.gpu) * 10000;
@@ -129,7 +130,14 @@ static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidse
             di->power_mw = mw;
         if (plimit && plimit(h, &mw) == NVML_SUCCESS)
             di->limit_mw = mw;
-        di->lists_ours = lists_ours(h, ours);
+        uint64_t t1 = gs_compute_now();
+        gs_cost_add(GS_COST_NVML_DEVICE, t1 - t0);
+        if (ours) {
+            di->lists_ours = lists_ours(h, ours);
+            t0 = t1;
+            t1 = gs_compute_now();
+            gs_cost_add(GS_COST_NVML_LIST, t1 - t0);
+        }
         /* A buffer too small gets NVML_ERROR_INSUFFICIENT_SIZE, the count
          * needed and no samples: grow it (the history since seen can be
          * long) and ask again. */
@@ -160,6 +168,7 @@ static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidse
                    "device utilisation only",
                    (int)rc);
         }
+        gs_cost_add(GS_COST_NVML_SAMPLES, gs_compute_now() - t1);
     }
     pthread_mutex_unlock(&nvml_lock);
     return got;

@@ -808,6 +808,9 @@ def test_a_decoder_like_share_tenant_is_charged_its_kernels_not_its_cpu_gaps(wor
     assert light_waited <= 0.05 * lr["elapsed_us"] / 1e6, (light_waited, lr)
     assert heavy >= 0.75, (heavy, lr)
     assert cost_count(err, "gap probes") is not None, err[-2000:]  # the report is there
+    # the NVML reads split by call, a share container's process lists among them
+    for part in ("NVML device readings", "NVML process lists", "NVML per-process sample reads"):
+        assert cost_count(err, part), (part, err[-2000:])
     assert not turn_waits, err[-2000:]
 
 

@@ -73,6 +73,7 @@ static void containers_take_turns(void **state)
     /* b must wait (at most until a's turn expires); a's other process need not */
     assert_int_equal(gs_ledger_open_window(l, b, 1010 * MS, 1060 * MS, &turn), 40 * MS);
     assert_false(turn.took);
+    assert_int_equal(turn.holder, 11); /* whose turn it waits for (the debug log names it) */
     uint32_t seq_b = turn.seq;
     open_now(l, a2, 1010 * MS, 1070 * MS); /* b contends now: a2's hold ends with 11's slot (+2 ms) */
     gs_ledger_close_window(l, a);
