@@ -7,7 +7,8 @@
 # (mps with two: the two containers again, one directory, as clients of an MPS daemon)
 # (turns: the co-location scenarios in alternating 2.5 s turns, every tenant started once; the share
 # pair also in the node agent's layout, each its own state directory, one ledger directory).
-# --log DIR keeps each limited tenant's debug log, whose last lines say where the limiter spent
+# --log DIR keeps each limited tenant's debug log (and packs DIR into $OUT/logs.tgz at the end, also
+# when killed by a time limit: the device tool brings back only a few files), whose last lines say where the limiter spent
 # the tenant's host time (probes, drains, outer loop and its NVML reads, token and turn waits,
 # progress markers, yields, the launch gate's fast path).
 # Needs an NVIDIA GPU, PyTorch with CUDA (transformers for the decoder), cmake and a C compiler.
@@ -27,5 +28,16 @@ LIB=$(pwd)/build-gpu/lib/libgpuslice.so
 test -f "$LIB" || { echo "libgpuslice.so not built; see $OUT/cmake.log" >&2; exit 1; }
 cc -O2 -Isrc bench/compute/launch_rate.c -ldl -o build-gpu/launch_rate
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader | tee "$OUT/gpu.txt" || true
-exec python3 bench/compute/gputime.py --lib "$LIB" --out "$OUT" --secs "${BENCH_SECS:-20}" \
-    --launch-bin "$(pwd)/build-gpu/launch_rate" "$@"
+LOGDIR=
+for ((i = 1; i < $#; i++)); do
+    [ "${!i}" = --log ] && { j=$((i + 1)); LOGDIR=${!j}; }
+done
+pack_logs() { [ -n "$LOGDIR" ] && [ -d "$LOGDIR" ] && tar czf "$OUT/logs.tgz" -C "$LOGDIR" . || true; }
+PY=
+trap pack_logs EXIT
+trap '[ -n "$PY" ] && kill "$PY" 2>/dev/null; pack_logs; trap - EXIT; exit 143' TERM
+# in the background, so that a TERM (timeout) interrupts the wait and the logs are packed
+python3 bench/compute/gputime.py --lib "$LIB" --out "$OUT" --secs "${BENCH_SECS:-20}" \
+    --launch-bin "$(pwd)/build-gpu/launch_rate" "$@" &
+PY=$!
+wait "$PY"
