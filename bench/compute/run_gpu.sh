@@ -32,7 +32,11 @@ LOGDIR=
 for ((i = 1; i < $#; i++)); do
     [ "${!i}" = --log ] && { j=$((i + 1)); LOGDIR=${!j}; }
 done
-pack_logs() { [ -n "$LOGDIR" ] && [ -d "$LOGDIR" ] && tar czf "$OUT/logs.tgz" -C "$LOGDIR" . || true; }
+pack_logs() {
+    if [ -n "$LOGDIR" ] && [ -d "$LOGDIR" ]; then
+        tar czf "$OUT/logs.tgz" -C "$LOGDIR" . || true
+    fi
+}
 PY=
 trap pack_logs EXIT
 trap '[ -n "$PY" ] && kill "$PY" 2>/dev/null; pack_logs; trap - EXIT; exit 143' TERM
