@@ -316,12 +316,6 @@ static void touch_ledger(int d, uint64_t now)
         gs_ledger_touch(l, slot, now);
 }
 
-/* Registers the window just opened in the device ledger and takes the turn
- * (every window of a throttled container does: capped and share-mode ones
- * alike, since time-slicing splits unevenly and loses time). A window taken
- * in its container's slot of the turn frame ends with the slot. Returns 0,
- * or the ns to wait at most while the turn is another container's (seq for
- * gs_ledger_wait). */
 /* Whose turn a window waits for, in the debug log: the first
  * TURN_WAITS_LOGGED waits of the process, then one in 64 (a contending
  * container waits thousands of times). */
@@ -335,6 +329,12 @@ static void log_turn_wait(uint64_t holder, uint64_t wait_ns)
                (unsigned long long)(wait_ns / 1000), (unsigned long long)holder, k + 1);
 }
 
+/* Registers the window just opened in the device ledger and takes the turn
+ * (every window of a throttled container does: capped and share-mode ones
+ * alike, since time-slicing splits unevenly and loses time). A window taken
+ * in its container's slot of the turn frame ends with the slot. Returns 0,
+ * or the ns to wait at most while the turn is another container's (seq for
+ * gs_ledger_wait). */
 static uint64_t ledger_open(struct tdev *t, int d, const struct gs_lim_account *a, uint32_t *seq)
 {
     int slot;

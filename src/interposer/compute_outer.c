@@ -92,6 +92,14 @@ static int lists_ours(nvmlDevice_t h, const struct pidset *ours)
     return 0;
 }
 
+/* Counts the time since *t as kind, and restarts *t: one call of NVML's each. */
+static void cost_lap(uint64_t *t, enum gs_cost kind)
+{
+    uint64_t now = gs_compute_now();
+    gs_cost_add(kind, now - *t);
+    *t = now;
+}
+
 /* Samples of device uuid since *seen; returns how many (0 if none/unusable),
  * the newest MAX_SAMPLES of them if there are more, and fills *di (its
  * lists_ours only where ours is given: share mode alone uses it). */
@@ -119,7 +127,7 @@ static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidse
     gs_pfn_nvmlDeviceGetUtilizationRates rates = GS_REAL_NVML(nvmlDeviceGetUtilizationRates);
     nvmlDevice_t h;
     if (nvml_state == 1 && by_uuid && by_uuid(uuid, &h) == NVML_SUCCESS) {
-        uint64_t t0 = gs_compute_now();
+        uint64_t t = gs_compute_now();
         nvmlUtilization_t u;
         if (rates && rates(h, &u) == NVML_SUCCESS)
             di->busy_ppm = (int64_t)(u.gpu > 100 ? 100 : u.gpu) * 10000;
@@ -130,13 +138,10 @@ static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidse
             di->power_mw = mw;
         if (plimit && plimit(h, &mw) == NVML_SUCCESS)
             di->limit_mw = mw;
-        uint64_t t1 = gs_compute_now();
-        gs_cost_add(GS_COST_NVML_DEVICE, t1 - t0);
+        cost_lap(&t, GS_COST_NVML_DEVICE);
         if (ours) {
             di->lists_ours = lists_ours(h, ours);
-            t0 = t1;
-            t1 = gs_compute_now();
-            gs_cost_add(GS_COST_NVML_LIST, t1 - t0);
+            cost_lap(&t, GS_COST_NVML_LIST);
         }
         /* A buffer too small gets NVML_ERROR_INSUFFICIENT_SIZE, the count
          * needed and no samples: grow it (the history since seen can be
@@ -168,7 +173,7 @@ static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidse
                    "device utilisation only",
                    (int)rc);
         }
-        gs_cost_add(GS_COST_NVML_SAMPLES, gs_compute_now() - t1);
+        cost_lap(&t, GS_COST_NVML_SAMPLES);
     }
     pthread_mutex_unlock(&nvml_lock);
     return got;
