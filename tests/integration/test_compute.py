@@ -645,7 +645,7 @@ def test_a_share_tenant_back_from_idle_counts_no_gpu_user_that_stopped_while_it_
     resumed = run(tenant, "kernel", 1.0, 0.0, 8)
     err = tenant.close()
     print(f"resumed {resumed:.3f}, waited {waited_s(w.region):.3f} s")
-    assert "share mode on " not in err, err[-3000:]  # alone all along: it ran free, its target never moved
+    assert "share mode" not in err, err[-3000:]  # alone all along: it ran free, its target never moved
     assert waited_s(w.region) == 0, err[-3000:]
     assert resumed >= 0.95, resumed
 
