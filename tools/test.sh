@@ -115,11 +115,11 @@ fi
 
 # The slow tests bound the run: build what they run first (the interposer,
 # the simulated driver and clock, the test client, the CLI and the
-# launch-rate benchmark), start them, then build the rest beside them.
+# driver-API benchmarks), start them, then build the rest beside them.
 step "release build: what the slow tests run"
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$root/build" -j"$jobs" --target gpuslice gpuslice-cli gs_client gpuslice_simclock \
-    gpuslice_sim_cuda gpuslice_sim_nvml gpuslice-simctl gpuslice-launch-rate
+    gpuslice_sim_cuda gpuslice_sim_nvml gpuslice-simctl gpuslice-launch-rate gpuslice-probe-cost
 
 step "slow tests start (label slow, in the background; lines marked [slow])"
 (

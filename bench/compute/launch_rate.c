@@ -8,8 +8,9 @@
  * The driver's symbols are looked up in the global scope, so that an
  * interposer in LD_PRELOAD is the one called, as it is for any program.
  * With --paired 1 the same process alternates blocks of launches through
- * that cuLaunchKernel and through libcuda.so.1's own (looked up in its
- * handle: never the interposer's) and reports both rates and their ratio:
+ * that cuLaunchKernel and through libcuda.so.1's own (looked up by glibc's
+ * own dlsym, real_dlsym.h: the interposer's dlsym would hand back its
+ * wrapper) and reports both rates and their ratio:
  * each pair of blocks runs under the same host conditions, which drift by
  * 10 % between processes on the GPU hosts measured (a ratio of two separate
  * runs cannot resolve 2 %).
@@ -18,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include "abi/cuda_abi.h"
+#include "real_dlsym.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -121,7 +123,10 @@ int main(int argc, char **argv)
     load_fn load = (load_fn)sym("cuModuleLoadData");
     get_function_fn get_function = (get_function_fn)sym("cuModuleGetFunction");
     launch_fn launch = (launch_fn)sym("cuLaunchKernel");
-    launch_fn direct = (launch_fn)dlsym(driver, "cuLaunchKernel");
+    bench_dlsym_fn real_dlsym = bench_real_dlsym();
+    launch_fn direct = real_dlsym ? (launch_fn)real_dlsym(driver, "cuLaunchKernel") : NULL;
+    if (!direct)
+        fprintf(stderr, "launch_rate: libcuda.so.1's own cuLaunchKernel not found through glibc's dlsym\n");
     sync_fn sync = (sync_fn)sym("cuCtxSynchronize");
     if (!init || !device_get || !retain || !set_current || !load || !get_function || !launch || !direct || !sync)
         return 1;

@@ -1011,17 +1011,43 @@ def test_the_launch_rate_benchmark_goes_through_the_interposer(world):
     assert bad.returncode == 2 and "--paired 0 or 1" in bad.stderr, bad.stderr
 
 
+def test_the_probe_cost_benchmark_times_the_bare_drivers_calls(world):
+    """bench/compute/probe_cost.c times the driver calls a gap probe and a
+    marker make, on the driver alone: it looks them up through glibc's own
+    dlsym, so even with the interposer preloaded and a cap set the
+    interposer never sees a call (no region is made). It reports every call it names; bad flags are refused."""
+    from conftest import BUILD
+    prog = os.path.join(BUILD, "bench", "gpuslice-probe-cost")
+    w = world_env(world, GPUSLICE_CORES=50)
+    out = subprocess.run([prog, "--steps", "300", "--warm", "20", "--gap-us", "100"], env=w.env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["steps"] == 300, r
+    for call in ("launch", "marker_record", "stream_query", "elapsed", "start_record", "event_query"):
+        assert 0 < r[call]["p50_us"] <= r[call]["p99_us"], (call, r[call])
+    assert not os.path.exists(w.region), "the interposer saw the benchmark's driver calls"
+    bad = subprocess.run([prog, "--gap-us", "-3"], env=w.env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--gap-us >= 0" in bad.stderr, bad.stderr
+    bad = subprocess.run([prog, "--steps", "many"], env=w.env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--steps many: not a number" in bad.stderr, bad.stderr
+
+
 def test_the_paired_launch_rate_times_the_driver_beside_the_interposer(world):
     """launch_rate --paired 1 alternates blocks through the interposer's
     cuLaunchKernel (the limiter charges them) and the driver's own, and
-    reports both rates and their ratio."""
+    reports both rates and their ratio. The cap of 5 tells them apart."""
     from conftest import BUILD
     prog = os.path.join(BUILD, "bench", "gpuslice-launch-rate")
-    w = world_env(world, GPUSLICE_CORES=99)
+    w = world_env(world, GPUSLICE_CORES=5)
     out = subprocess.run([prog, "--secs", "0.4", "--warm", "0.1", "--sync-every", "100", "--paired", "1"],
                          env=w.env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     r = json.loads(out.stdout)
     assert r["launches"] >= 100 and r["direct_launches_per_s"] > 0, r
+    # held to 5 % the interposer's path launches far slower; the driver's
+    # own, never gated, does not (a "direct" path that went through the
+    # interposer's dlsym hook got its wrapper, and a ratio near 1)
+    assert r["vs_direct"] < 0.5, r
     assert abs(r["vs_direct"] - r["launches_per_s"] / r["direct_launches_per_s"]) < 1e-3, r
     assert top(w.region)["containers"][0]["devices"][0]["compute_charged_ns"] > 0

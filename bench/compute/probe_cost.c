@@ -1,0 +1,223 @@
+/*
+ * Host time of the driver calls the compute limiter makes around a launch,
+ * on the driver alone (looked up by glibc's own dlsym, real_dlsym.h, so
+ * not the interposer's even where it is preloaded): what a gap probe and a progress
+ * marker cost a host-bound load (docs/compute.md, "Host cost"). Each step
+ * launches an empty kernel on a stream of its own (as PyTorch does), records
+ * a marker event after it, spins on the CPU for --gap-us, then makes the
+ * probe's calls in its order: a stream query (the work has drained), the
+ * elapsed time from the interval's start event to the marker, and the start
+ * event recorded again. Prints one JSON line: per call, the mean and median
+ * microseconds over --steps steps after --warm steps.
+ * On a GPU host without the build tree: cc -O2 -Isrc bench/compute/probe_cost.c -ldl
+ *   probe_cost [--steps 20000] [--warm 2000] [--gap-us 150]
+ */
+#define _GNU_SOURCE
+#include "abi/cuda_abi.h"
+#include "real_dlsym.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char noop_ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry noop()\n{\n ret;\n}\n";
+
+typedef CUresult (*init_fn)(unsigned);
+typedef CUresult (*device_get_fn)(CUdevice *, int);
+typedef CUresult (*retain_fn)(CUcontext *, CUdevice);
+typedef CUresult (*set_current_fn)(CUcontext);
+typedef CUresult (*load_fn)(CUmodule *, const void *);
+typedef CUresult (*get_function_fn)(CUfunction *, CUmodule, const char *);
+typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void **, void **);
+typedef CUresult (*stream_create_fn)(CUstream *, unsigned);
+typedef CUresult (*stream_query_fn)(CUstream);
+typedef CUresult (*event_create_fn)(CUevent *, unsigned);
+typedef CUresult (*event_record_fn)(CUevent, CUstream);
+typedef CUresult (*event_query_fn)(CUevent);
+typedef CUresult (*elapsed_fn)(float *, CUevent, CUevent);
+
+/* The calls timed, one row each: the table the report is printed from. */
+enum { OP_LAUNCH, OP_MARK, OP_QUERY, OP_ELAPSED, OP_RECORD, OP_EVENT_QUERY, OP_CLOCK, OP_COUNT };
+static const char *const op_name[OP_COUNT] = {
+    [OP_LAUNCH] = "launch",       [OP_MARK] = "marker_record",  [OP_QUERY] = "stream_query",
+    [OP_ELAPSED] = "elapsed",     [OP_RECORD] = "start_record", [OP_EVENT_QUERY] = "event_query",
+    [OP_CLOCK] = "clock_gettime",
+};
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static bench_dlsym_fn real_dlsym;
+
+static void *sym(void *driver, const char *name)
+{
+    void *p = real_dlsym(driver, name);
+    if (!p)
+        fprintf(stderr, "probe_cost: %s not found in libcuda.so.1\n", name);
+    return p;
+}
+
+static int parse(int argc, char **argv, long *steps, long *warm, double *gap_us)
+{
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 >= argc) {
+            fprintf(stderr, "probe_cost: %s needs a value\n", argv[i]);
+            return -1;
+        }
+        const char *flag = argv[i], *v = argv[++i];
+        char *end = NULL;
+        if (!strcmp(flag, "--steps"))
+            *steps = strtol(v, &end, 10);
+        else if (!strcmp(flag, "--warm"))
+            *warm = strtol(v, &end, 10);
+        else if (!strcmp(flag, "--gap-us"))
+            *gap_us = strtod(v, &end);
+        else {
+            fprintf(stderr, "probe_cost: unknown flag %s (--steps, --warm, --gap-us)\n", flag);
+            return -1;
+        }
+        if (!end || *end || end == v) {
+            fprintf(stderr, "probe_cost: %s %s: not a number\n", flag, v);
+            return -1;
+        }
+    }
+    if (*steps < 1 || *warm < 0 || *gap_us < 0) {
+        fprintf(stderr, "probe_cost: --steps must be >= 1, --warm >= 0, --gap-us >= 0\n");
+        return -1;
+    }
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+    long steps = 20000, warm = 2000;
+    double gap_us = 150;
+    if (parse(argc, argv, &steps, &warm, &gap_us) != 0)
+        return 2;
+    void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!drv) {
+        fprintf(stderr, "probe_cost: %s\n", dlerror());
+        return 1;
+    }
+    if (!(real_dlsym = bench_real_dlsym())) {
+        fprintf(stderr, "probe_cost: glibc's dlsym not found by version\n");
+        return 1;
+    }
+    init_fn init = (init_fn)sym(drv, "cuInit");
+    device_get_fn device_get = (device_get_fn)sym(drv, "cuDeviceGet");
+    retain_fn retain = (retain_fn)sym(drv, "cuDevicePrimaryCtxRetain");
+    set_current_fn set_current = (set_current_fn)sym(drv, "cuCtxSetCurrent");
+    load_fn load = (load_fn)sym(drv, "cuModuleLoadData");
+    get_function_fn get_function = (get_function_fn)sym(drv, "cuModuleGetFunction");
+    launch_fn launch = (launch_fn)sym(drv, "cuLaunchKernel");
+    stream_create_fn stream_create = (stream_create_fn)sym(drv, "cuStreamCreate");
+    stream_query_fn stream_query = (stream_query_fn)sym(drv, "cuStreamQuery");
+    event_create_fn event_create = (event_create_fn)sym(drv, "cuEventCreate");
+    event_record_fn record = (event_record_fn)sym(drv, "cuEventRecord");
+    event_query_fn event_query = (event_query_fn)sym(drv, "cuEventQuery");
+    elapsed_fn elapsed = (elapsed_fn)real_dlsym(drv, "cuEventElapsedTime_v2"); /* CUDA 12.8+ */
+    if (!elapsed)
+        elapsed = (elapsed_fn)sym(drv, "cuEventElapsedTime");
+    if (!init || !device_get || !retain || !set_current || !load || !get_function || !launch || !stream_create ||
+        !stream_query || !event_create || !record || !event_query || !elapsed)
+        return 1;
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction f;
+    CUstream s;
+    CUevent start, mark;
+    CUresult rc = init(0);
+    if (!rc)
+        rc = device_get(&dev, 0);
+    if (!rc)
+        rc = retain(&ctx, dev);
+    if (!rc)
+        rc = set_current(ctx);
+    if (!rc)
+        rc = load(&mod, noop_ptx);
+    if (!rc)
+        rc = get_function(&f, mod, "noop");
+    if (!rc)
+        rc = stream_create(&s, 1); /* CU_STREAM_NON_BLOCKING */
+    if (!rc)
+        rc = event_create(&start, 0);
+    if (!rc)
+        rc = event_create(&mark, 0);
+    if (!rc)
+        rc = record(start, s);
+    if (rc) {
+        fprintf(stderr, "probe_cost: setting up failed: CUresult %d\n", rc);
+        return 1;
+    }
+    double *us = calloc((size_t)steps * OP_COUNT, sizeof *us);
+    if (!us)
+        return 1;
+    for (long i = -warm; i < steps; i++) {
+        double t[OP_COUNT + 1];
+        float ms = 0;
+        t[0] = now_us();
+        rc |= launch(f, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL);
+        t[1] = now_us();
+        rc |= record(mark, s);
+        t[2] = now_us();
+        while (now_us() < t[2] + gap_us) {
+        }
+        double q = now_us();
+        CUresult drained = stream_query(s);
+        t[3] = now_us();
+        rc |= elapsed(&ms, start, mark);
+        t[4] = now_us();
+        rc |= record(start, s);
+        t[5] = now_us();
+        (void)event_query(mark);
+        t[6] = now_us();
+        t[7] = now_us();
+        if (rc || drained != CUDA_SUCCESS) {
+            fprintf(stderr,
+                    "probe_cost: step %ld: CUresult %d, stream query %d (raise --gap-us if the work "
+                    "had not drained)\n",
+                    i, rc, drained);
+            return 1;
+        }
+        if (i < 0)
+            continue;
+        double *row = us + (size_t)i * OP_COUNT;
+        row[OP_LAUNCH] = t[1] - t[0];
+        row[OP_MARK] = t[2] - t[1];
+        row[OP_QUERY] = t[3] - q;
+        row[OP_ELAPSED] = t[4] - t[3];
+        row[OP_RECORD] = t[5] - t[4];
+        row[OP_EVENT_QUERY] = t[6] - t[5];
+        row[OP_CLOCK] = t[7] - t[6];
+    }
+    double *col = malloc((size_t)steps * sizeof *col);
+    if (!col)
+        return 1;
+    printf("{\"steps\": %ld, \"gap_us\": %.1f", steps, gap_us);
+    for (int op = 0; op < OP_COUNT; op++) {
+        double sum = 0;
+        for (long i = 0; i < steps; i++)
+            sum += col[i] = us[(size_t)i * OP_COUNT + (size_t)op];
+        qsort(col, (size_t)steps, sizeof *col, cmp_double);
+        printf(", \"%s\": {\"mean_us\": %.2f, \"p50_us\": %.2f, \"p99_us\": %.2f}", op_name[op], sum / (double)steps,
+               col[steps / 2], col[(size_t)((double)steps * 0.99)]);
+    }
+    printf("}\n");
+    free(col);
+    free(us);
+    return 0;
+}
