@@ -861,6 +861,10 @@ def test_a_decoder_like_tenant_beside_a_mostly_idle_notebook_probes_as_if_alone(
     print(f"probes {probes} in {r['bursts']} bursts")
     assert probes is not None, err[-2000:]
     assert probes <= 3 * r["bursts"], (probes, r)
+    # the report splits a probe's time: its stream queries (every probe),
+    # and the interval close of those that found the work drained
+    assert cost_count(err, "stream queries of the gap probes") == probes, err[-2000:]
+    assert 1 <= (cost_count(err, "interval closes of the probes that found the work drained") or 0) <= probes
 
 
 def test_the_outer_loop_runs_on_a_thread_of_its_own(world):
