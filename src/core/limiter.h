@@ -264,8 +264,11 @@ int gs_lim_extend(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t no
  * work drained during a CPU gap); the next one starts at next_ns. Charges
  * the part of [busy_from, end] that no other thread or process of the
  * container has charged already -- the container's busy time is the union
- * of its threads' -- times c x s, and returns the charge. */
-uint64_t gs_lim_busy_interval(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, uint64_t next_ns);
+ * of its threads' -- times c x s, and returns the charge. Where its end was
+ * measured, the interval's measured_launches (0: not measured) teach the
+ * window's GPU time per launch. */
+uint64_t gs_lim_busy_interval(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, uint64_t next_ns,
+                              uint32_t measured_launches);
 
 /* Closes the window: its last busy interval ended at end_ns (the caller
  * works that out: gs_lim_window_end). measured: end_ns was measured, so

@@ -237,7 +237,7 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
         if (!measured)
             end = now; /* nothing measured: the gap is charged (never less than the truth) */
         end = less_collective_spin(t, d, end);
-        count_charge(r, gs_lim_busy_interval(&t->w, &r->dev[d].lim, end, now), 0);
+        count_charge(r, gs_lim_busy_interval(&t->w, &r->dev[d].lim, end, now, measured ? t->in_interval : 0), 0);
         interval_begin(t, s, now, rec);
         t->nstreams = 0;
         gs_cost_add(GS_COST_PROBE_DRAINED, gs_compute_now() - queried);

@@ -891,6 +891,30 @@ def test_the_outer_loop_runs_on_a_thread_of_its_own(world):
     assert runs and runs >= 2, err[-2000:]
 
 
+def test_a_tenant_far_under_its_cap_marks_a_few_launches_an_interval_not_each(world, tmp_path):
+    """A tenant under a cap above its use keeps its window going
+    (gs_lim_extend) and never closes it, so the GPU time per launch must be
+    learnt from its drained intervals: unknown, every launch took a marker
+    (an event record) and an extension, and a driver-API launch loop capped
+    at 99 on an H200 ran at 0.68 of native. Bursts of 200 launches of 5 us
+    kernels with 1 ms of sleep between them, capped at 90: a marker after
+    each of an interval's first four launches and then one per 0.5 ms, about
+    five a burst (every launch, 200 a burst, before). The count comes from
+    the cost report, written to a file (a debug log this long would fill a
+    pipe nobody reads)."""
+    w = world_env(world)
+    log = tmp_path / "tenant.log"
+    c = start(w, 5, env={"GPUSLICE_CORES": "90", "GPUSLICE_LOG_LEVEL": "3"},
+              wrap=("sh", "-c", f'exec "$@" 2>{log}', "sh"))
+    r = c.ok("burst 200 1000 1.0")
+    c.close()
+    err = log.read_text()
+    markers = cost_count(err, "progress markers")
+    print(f"markers {markers} in {r['bursts']} bursts of 200 launches")
+    assert r["bursts"] >= 20, r
+    assert markers is not None and markers <= 10 * r["bursts"], (markers, r)
+
+
 def test_a_decoder_like_tenant_far_under_its_cap_beside_a_capped_one_probes_as_if_alone(world):
     """A decoder-like tenant capped at 80 beside a GPU-bound container capped
     at 30, on a device that time-slices in 2 ms slices: the device is busy

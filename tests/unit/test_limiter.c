@@ -167,6 +167,34 @@ static void window_end_follows_the_drain_else_the_marker_else_the_plan(void **st
     assert_false(measured);
 }
 
+/* A window well in credit goes on and may never close: its measured
+ * intervals teach it the GPU time per launch, which sets how many launches
+ * the window holds (gs_lim_extend) and how often they get a marker. */
+static void an_extended_window_learns_its_gpu_time_per_launch_from_its_intervals(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    struct gs_lim_window w = { 0 };
+    account(&a, GS_LIM_CAP, 90, 100);
+    uint64_t now = 1000 * MS;
+    assert_int_equal(gs_lim_open(&w, &a, now, 1), 0);
+    w.launches = 200;
+    /* not measured (the gap was charged): nothing learnt */
+    gs_lim_busy_interval(&w, &a, now + 1 * MS, now + 2 * MS, 0);
+    assert_int_equal(w.est_ns, 0);
+    /* 200 launches drained 1 ms after the interval began: 5 us each */
+    gs_lim_busy_interval(&w, &a, now + 3 * MS, now + 4 * MS, 200);
+    assert_int_equal(w.est_ns, 5 * US);
+    /* the next, 100 launches in 1.7 ms (17 us each), moves it a quarter */
+    gs_lim_busy_interval(&w, &a, now + 5700 * US, now + 6 * MS, 100);
+    assert_int_equal(w.est_ns, (3 * 5 * US + 17 * US) / 4);
+    /* at its end, 1 ms into its next interval, the window goes on, holding
+     * as many launches as its length at that cost, not one */
+    w.end_ns = now + 7 * MS;
+    assert_true(gs_lim_extend(&w, &a, now + 7 * MS));
+    assert_true(w.max_launches > w.launches + 100);
+}
+
 static void overlapping_windows_of_one_container_are_charged_once(void **state)
 {
     (void)state;
@@ -630,7 +658,7 @@ static void tenant_host(struct tenant *t, uint64_t now)
     if (gs_lim_in_window(&t->w, now)) {
         /* the interposer's probe after a CPU gap: drained meanwhile? */
         if (now - t->last_launch >= GS_LIM_GAP_NS && t->queue_ns == 0) {
-            gs_lim_busy_interval(&t->w, t->acct, g_exact_end ? busy_end(t) : inferred_end(t, now), now);
+            gs_lim_busy_interval(&t->w, t->acct, g_exact_end ? busy_end(t) : inferred_end(t, now), now, t->in_interval);
             interval_begin(t, now);
         }
         tenant_launch(t, now);
@@ -1384,6 +1412,7 @@ int main(void)
         cmocka_unit_test(window_end_follows_the_drain_else_the_marker_else_the_plan),
         cmocka_unit_test(an_interval_is_idled_where_the_loop_slept_and_our_pids_were_not_busy),
         cmocka_unit_test(overlapping_windows_of_one_container_are_charged_once),
+        cmocka_unit_test(an_extended_window_learns_its_gpu_time_per_launch_from_its_intervals),
         cmocka_unit_test(correction_is_nvml_kernel_time_over_event_busy_time),
         cmocka_unit_test(water_filling_gives_the_unused_share_away),
         cmocka_unit_test(share_target_is_weight_over_busy_weights),
