@@ -867,30 +867,6 @@ def test_a_decoder_like_tenant_beside_a_mostly_idle_notebook_probes_as_if_alone(
     assert 1 <= (cost_count(err, "interval closes of the probes that found the work drained") or 0) <= probes
 
 
-def test_the_outer_loop_runs_on_a_thread_of_its_own(world):
-    """The outer loop's NVML reads took 2-4 ms a run on an H200 (per-process
-    samples most of it), which a launching thread paid every 250 ms: a
-    stall of a decoder's token and 1-1.6 % of a host-bound load's time. A
-    limited process runs them on one thread of its own, named
-    gpuslice-outer; a process with no limit has none. The limited one's
-    cost report at exit counts the runs."""
-    w = world_env(world)
-    capped = start(w, 200, env={"GPUSLICE_CORES": "50", "GPUSLICE_LOG_LEVEL": "3"})
-    free = start(w, 200, env={"GPUSLICE_REGION": str(w.tmp / "free.region")})
-
-    def threads(c):
-        return [open(f"/proc/{c.p.pid}/task/{t}/comm").read().strip() for t in os.listdir(f"/proc/{c.p.pid}/task")]
-
-    run(capped, "kernel", 0.6)
-    run(free, "kernel", 0.3)
-    assert threads(capped).count("gpuslice-outer") == 1, threads(capped)
-    assert "gpuslice-outer" not in threads(free), threads(free)
-    free.close()
-    err = capped.close()
-    runs = cost_count(err, "outer-loop runs")
-    assert runs and runs >= 2, err[-2000:]
-
-
 def test_a_tenant_far_under_its_cap_marks_a_few_launches_an_interval_not_each(world, tmp_path):
     """A tenant under a cap above its use keeps its window going
     (gs_lim_extend) and never closes it, so the GPU time per launch must be
