@@ -222,13 +222,16 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
     gs_pfn_cuEventElapsedTime elapsed = GS_REAL_CU(cuEventElapsedTime);
     if (!t->have_start || !rec || !query || !elapsed || !gs_compute_sync_enter())
         return;
+    /* timed from here, not from now: an outer run or a window's extension
+     * may have come between (counted, they made a probe 16-20 us) */
+    uint64_t from = gs_compute_now();
     /* a stream query, not an event recorded and queried: a decoder probes
      * after nearly every kernel, and the record is most of the probe's cost */
     int drained = !t->overflow;
     for (int i = 0; i < t->nstreams && drained; i++)
         drained = query(t->streams[i]) == CUDA_SUCCESS;
     uint64_t queried = gs_compute_now();
-    gs_cost_add(GS_COST_PROBE_QUERY, queried - now);
+    gs_cost_add(GS_COST_PROBE_QUERY, queried - from);
     if (drained) {
         struct gs_lim_close_facts f = interval_facts(t, r, d, elapsed);
         f.planned_end_ns = f.close_ns = now;
@@ -243,7 +246,7 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
         gs_cost_add(GS_COST_PROBE_DRAINED, gs_compute_now() - queried);
     }
     gs_compute_sync_leave();
-    gs_cost_add(GS_COST_PROBE, gs_compute_now() - now);
+    gs_cost_add(GS_COST_PROBE, gs_compute_now() - from);
 }
 
 /* Drains the window's work and charges it. */
