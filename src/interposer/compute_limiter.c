@@ -222,8 +222,8 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
     gs_pfn_cuEventElapsedTime elapsed = GS_REAL_CU(cuEventElapsedTime);
     if (!t->have_start || !rec || !query || !elapsed || !gs_compute_sync_enter())
         return;
-    /* timed from here, not from now: an outer run or a window's extension
-     * may have come between (counted, they made a probe 16-20 us) */
+    /* timed from here, not from now: an outer run (2-4 ms) or a window's
+     * extension may have come between, and was counted as the probe's */
     uint64_t from = gs_compute_now();
     /* a stream query, not an event recorded and queried: a decoder probes
      * after nearly every kernel, and the record is most of the probe's cost */
