@@ -9,7 +9,7 @@
  * interposer in LD_PRELOAD is the one called, as it is for any program.
  * With --paired 1 the same process alternates blocks of launches through
  * that cuLaunchKernel and through libcuda.so.1's own (looked up by glibc's
- * own dlsym, real_dlsym.h: the interposer's dlsym would hand back its
+ * own dlsym, driver_bench.h: the interposer's dlsym would hand back its
  * wrapper) and reports both rates and their ratio:
  * each pair of blocks runs under the same host conditions, which drift by
  * 10 % between processes on the GPU hosts measured (a ratio of two separate
@@ -18,8 +18,7 @@
  *   launch_rate [--secs 5] [--warm 1] [--sync-every 1000] [--paired 0|1]
  */
 #define _GNU_SOURCE
-#include "abi/cuda_abi.h"
-#include "real_dlsym.h"
+#include "driver_bench.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -27,17 +26,6 @@
 #include <string.h>
 #include <time.h>
 
-/* An empty kernel; the driver compiles the PTX for the device it runs on. */
-static const char noop_ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry noop()\n{\n ret;\n}\n";
-
-typedef CUresult (*init_fn)(unsigned);
-typedef CUresult (*device_get_fn)(CUdevice *, int);
-typedef CUresult (*retain_fn)(CUcontext *, CUdevice);
-typedef CUresult (*set_current_fn)(CUcontext);
-typedef CUresult (*load_fn)(CUmodule *, const void *);
-typedef CUresult (*get_function_fn)(CUfunction *, CUmodule, const char *);
-typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                              CUstream, void **, void **);
 typedef CUresult (*sync_fn)(void);
 
 static double now_s(void)
@@ -90,7 +78,7 @@ static int parse(int argc, char **argv, double *secs, double *warm, long *every,
 
 /* One block: `every` launches through fn and a synchronise; its seconds, or
  * -1 when a launch failed. */
-static double block(launch_fn fn, sync_fn sync, CUfunction f, long every)
+static double block(bench_launch_fn fn, sync_fn sync, CUfunction f, long every)
 {
     double t = now_s();
     CUresult rc = CUDA_SUCCESS;
@@ -116,39 +104,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "launch_rate: %s\n", dlerror());
         return 1;
     }
-    init_fn init = (init_fn)sym("cuInit");
-    device_get_fn device_get = (device_get_fn)sym("cuDeviceGet");
-    retain_fn retain = (retain_fn)sym("cuDevicePrimaryCtxRetain");
-    set_current_fn set_current = (set_current_fn)sym("cuCtxSetCurrent");
-    load_fn load = (load_fn)sym("cuModuleLoadData");
-    get_function_fn get_function = (get_function_fn)sym("cuModuleGetFunction");
-    launch_fn launch = (launch_fn)sym("cuLaunchKernel");
+    bench_launch_fn launch = (bench_launch_fn)sym("cuLaunchKernel");
     bench_dlsym_fn real_dlsym = bench_real_dlsym();
-    launch_fn direct = real_dlsym ? (launch_fn)real_dlsym(driver, "cuLaunchKernel") : NULL;
+    bench_launch_fn direct = real_dlsym ? (bench_launch_fn)real_dlsym(driver, "cuLaunchKernel") : NULL;
     if (!direct)
         fprintf(stderr, "launch_rate: libcuda.so.1's own cuLaunchKernel not found through glibc's dlsym\n");
     sync_fn sync = (sync_fn)sym("cuCtxSynchronize");
-    if (!init || !device_get || !retain || !set_current || !load || !get_function || !launch || !direct || !sync)
-        return 1;
-    CUdevice dev;
-    CUcontext ctx;
-    CUmodule mod;
     CUfunction f;
-    CUresult rc = init(0);
-    if (!rc)
-        rc = device_get(&dev, 0);
-    if (!rc)
-        rc = retain(&ctx, dev);
-    if (!rc)
-        rc = set_current(ctx);
-    if (!rc)
-        rc = load(&mod, noop_ptx);
-    if (!rc)
-        rc = get_function(&f, mod, "noop");
-    if (rc) {
-        fprintf(stderr, "launch_rate: setting up the kernel failed: CUresult %d\n", rc);
+    if (!launch || !direct || !sync || bench_noop_kernel("launch_rate", sym, &f) != 0)
         return 1;
-    }
     double t0 = now_s(), start = t0 + warm, end = start + secs, spent[2] = { 0, 0 };
     unsigned long long counted[2] = { 0, 0 };
     /* pairs alternate which path goes first, so neither always follows a sync */

@@ -1,6 +1,6 @@
 /*
  * Host time of the driver calls the compute limiter makes around a launch,
- * on the driver alone (looked up by glibc's own dlsym, real_dlsym.h, so
+ * on the driver alone (looked up by glibc's own dlsym, driver_bench.h, so
  * not the interposer's even where it is preloaded): what a gap probe and a progress
  * marker cost a host-bound load (docs/compute.md, "Host cost"). Each step
  * launches an empty kernel on a stream of its own (as PyTorch does), records
@@ -13,8 +13,7 @@
  *   probe_cost [--steps 20000] [--warm 2000] [--gap-us 150]
  */
 #define _GNU_SOURCE
-#include "abi/cuda_abi.h"
-#include "real_dlsym.h"
+#include "driver_bench.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -22,16 +21,6 @@
 #include <string.h>
 #include <time.h>
 
-static const char noop_ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry noop()\n{\n ret;\n}\n";
-
-typedef CUresult (*init_fn)(unsigned);
-typedef CUresult (*device_get_fn)(CUdevice *, int);
-typedef CUresult (*retain_fn)(CUcontext *, CUdevice);
-typedef CUresult (*set_current_fn)(CUcontext);
-typedef CUresult (*load_fn)(CUmodule *, const void *);
-typedef CUresult (*get_function_fn)(CUfunction *, CUmodule, const char *);
-typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                              CUstream, void **, void **);
 typedef CUresult (*stream_create_fn)(CUstream *, unsigned);
 typedef CUresult (*stream_query_fn)(CUstream);
 typedef CUresult (*event_create_fn)(CUevent *, unsigned);
@@ -55,8 +44,9 @@ static double now_us(void)
 }
 
 static bench_dlsym_fn real_dlsym;
+static void *driver;
 
-static void *sym(void *driver, const char *name)
+static void *sym(const char *name)
 {
     void *p = real_dlsym(driver, name);
     if (!p)
@@ -107,8 +97,8 @@ int main(int argc, char **argv)
     double gap_us = 150;
     if (parse(argc, argv, &steps, &warm, &gap_us) != 0)
         return 2;
-    void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!drv) {
+    driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!driver) {
         fprintf(stderr, "probe_cost: %s\n", dlerror());
         return 1;
     }
@@ -116,43 +106,22 @@ int main(int argc, char **argv)
         fprintf(stderr, "probe_cost: glibc's dlsym not found by version\n");
         return 1;
     }
-    init_fn init = (init_fn)sym(drv, "cuInit");
-    device_get_fn device_get = (device_get_fn)sym(drv, "cuDeviceGet");
-    retain_fn retain = (retain_fn)sym(drv, "cuDevicePrimaryCtxRetain");
-    set_current_fn set_current = (set_current_fn)sym(drv, "cuCtxSetCurrent");
-    load_fn load = (load_fn)sym(drv, "cuModuleLoadData");
-    get_function_fn get_function = (get_function_fn)sym(drv, "cuModuleGetFunction");
-    launch_fn launch = (launch_fn)sym(drv, "cuLaunchKernel");
-    stream_create_fn stream_create = (stream_create_fn)sym(drv, "cuStreamCreate");
-    stream_query_fn stream_query = (stream_query_fn)sym(drv, "cuStreamQuery");
-    event_create_fn event_create = (event_create_fn)sym(drv, "cuEventCreate");
-    event_record_fn record = (event_record_fn)sym(drv, "cuEventRecord");
-    event_query_fn event_query = (event_query_fn)sym(drv, "cuEventQuery");
-    elapsed_fn elapsed = (elapsed_fn)real_dlsym(drv, "cuEventElapsedTime_v2"); /* CUDA 12.8+ */
+    bench_launch_fn launch = (bench_launch_fn)sym("cuLaunchKernel");
+    stream_create_fn stream_create = (stream_create_fn)sym("cuStreamCreate");
+    stream_query_fn stream_query = (stream_query_fn)sym("cuStreamQuery");
+    event_create_fn event_create = (event_create_fn)sym("cuEventCreate");
+    event_record_fn record = (event_record_fn)sym("cuEventRecord");
+    event_query_fn event_query = (event_query_fn)sym("cuEventQuery");
+    elapsed_fn elapsed = (elapsed_fn)real_dlsym(driver, "cuEventElapsedTime_v2"); /* CUDA 12.8+ */
     if (!elapsed)
-        elapsed = (elapsed_fn)sym(drv, "cuEventElapsedTime");
-    if (!init || !device_get || !retain || !set_current || !load || !get_function || !launch || !stream_create ||
-        !stream_query || !event_create || !record || !event_query || !elapsed)
-        return 1;
-    CUdevice dev;
-    CUcontext ctx;
-    CUmodule mod;
+        elapsed = (elapsed_fn)sym("cuEventElapsedTime");
     CUfunction f;
     CUstream s;
     CUevent start, mark;
-    CUresult rc = init(0);
-    if (!rc)
-        rc = device_get(&dev, 0);
-    if (!rc)
-        rc = retain(&ctx, dev);
-    if (!rc)
-        rc = set_current(ctx);
-    if (!rc)
-        rc = load(&mod, noop_ptx);
-    if (!rc)
-        rc = get_function(&f, mod, "noop");
-    if (!rc)
-        rc = stream_create(&s, 1); /* CU_STREAM_NON_BLOCKING */
+    if (!launch || !stream_create || !stream_query || !event_create || !record || !event_query || !elapsed ||
+        bench_noop_kernel("probe_cost", sym, &f) != 0)
+        return 1;
+    CUresult rc = stream_create(&s, 1); /* CU_STREAM_NON_BLOCKING */
     if (!rc)
         rc = event_create(&start, 0);
     if (!rc)

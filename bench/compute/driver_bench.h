@@ -1,0 +1,71 @@
+/*
+ * What the driver-API benchmarks (launch_rate.c, probe_cost.c) share: the
+ * empty kernel they launch, its set-up on device 0's primary context, and
+ * glibc's own dlsym for their "driver alone" paths. With libgpuslice.so
+ * preloaded, dlsym on libcuda.so.1's handle hands back the interposer's
+ * wrapper (as it must for programs that look the driver up themselves), so
+ * a benchmark that wants the bare driver looks the name up through libc's
+ * dlsym, found by version in libc's own scope: the interposer does not
+ * wrap dlvsym.
+ */
+#ifndef GS_BENCH_DRIVER_BENCH_H
+#define GS_BENCH_DRIVER_BENCH_H
+
+#include "abi/cuda_abi.h"
+
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdio.h>
+
+typedef CUresult (*bench_launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                    CUstream, void **, void **);
+typedef void *(*bench_dlsym_fn)(void *, const char *);
+/* How a benchmark looks a driver entry point up (naming the misses). */
+typedef void *(*bench_lookup_fn)(const char *name);
+
+static inline bench_dlsym_fn bench_real_dlsym(void)
+{
+    static const char *const versions[] = { "GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17" };
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    void *f = NULL;
+    for (size_t i = 0; libc && !f && i < sizeof versions / sizeof versions[0]; i++)
+        f = dlvsym(libc, "dlsym", versions[i]);
+    return (bench_dlsym_fn)f;
+}
+
+/* Initialises the driver, makes device 0's primary context current and
+ * loads an empty kernel (the driver compiles its PTX for the device), each
+ * entry point looked up through lookup. 0, or -1 with the failure on stderr
+ * under prog's name. */
+static inline int bench_noop_kernel(const char *prog, bench_lookup_fn lookup, CUfunction *f)
+{
+    static const char ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry noop()\n{\n ret;\n}\n";
+    CUresult (*init)(unsigned) = (CUresult(*)(unsigned))lookup("cuInit");
+    CUresult (*device_get)(CUdevice *, int) = (CUresult(*)(CUdevice *, int))lookup("cuDeviceGet");
+    CUresult (*retain)(CUcontext *, CUdevice) = (CUresult(*)(CUcontext *, CUdevice))lookup("cuDevicePrimaryCtxRetain");
+    CUresult (*set_current)(CUcontext) = (CUresult(*)(CUcontext))lookup("cuCtxSetCurrent");
+    CUresult (*load)(CUmodule *, const void *) = (CUresult(*)(CUmodule *, const void *))lookup("cuModuleLoadData");
+    CUresult (*get_function)(CUfunction *, CUmodule, const char *) =
+        (CUresult(*)(CUfunction *, CUmodule, const char *))lookup("cuModuleGetFunction");
+    if (!init || !device_get || !retain || !set_current || !load || !get_function)
+        return -1;
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUresult rc = init(0);
+    if (!rc)
+        rc = device_get(&dev, 0);
+    if (!rc)
+        rc = retain(&ctx, dev);
+    if (!rc)
+        rc = set_current(ctx);
+    if (!rc)
+        rc = load(&mod, ptx);
+    if (!rc)
+        rc = get_function(f, mod, "noop");
+    if (rc)
+        fprintf(stderr, "%s: setting up the kernel failed: CUresult %d\n", prog, rc);
+    return rc ? -1 : 0;
+}
+
+#endif
