@@ -5,6 +5,8 @@
 #ifndef GPUSLICE_COMPUTE_COST_H
 #define GPUSLICE_COMPUTE_COST_H
 
+#include "compute_clock.h"
+
 #include <stdint.h>
 
 enum gs_cost {
@@ -15,5 +17,14 @@ enum gs_cost {
 };
 
 void gs_cost_add(enum gs_cost kind, uint64_t ns);
+
+/* Counts the time since *t as kind, and restarts *t: one step of a timed
+ * sequence each. */
+static inline void gs_cost_lap(uint64_t *t, enum gs_cost kind)
+{
+    uint64_t now = gs_compute_now();
+    gs_cost_add(kind, now - *t);
+    *t = now;
+}
 
 #endif

@@ -230,8 +230,8 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
     int drained = !t->overflow;
     for (int i = 0; i < t->nstreams && drained; i++)
         drained = query(t->streams[i]) == CUDA_SUCCESS;
-    uint64_t queried = gs_compute_now();
-    gs_cost_add(GS_COST_PROBE_QUERY, queried - from);
+    uint64_t lap = from;
+    gs_cost_lap(&lap, GS_COST_PROBE_QUERY);
     if (drained) {
         struct gs_lim_close_facts f = interval_facts(t, r, d, elapsed);
         f.planned_end_ns = f.close_ns = now;
@@ -243,7 +243,7 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
         count_charge(r, gs_lim_busy_interval(&t->w, &r->dev[d].lim, end, now, measured ? t->in_interval : 0), 0);
         interval_begin(t, s, now, rec);
         t->nstreams = 0;
-        gs_cost_add(GS_COST_PROBE_DRAINED, gs_compute_now() - queried);
+        gs_cost_lap(&lap, GS_COST_PROBE_DRAINED);
     }
     gs_compute_sync_leave();
     gs_cost_add(GS_COST_PROBE, gs_compute_now() - from);

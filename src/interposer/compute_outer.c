@@ -92,14 +92,6 @@ static int lists_ours(nvmlDevice_t h, const struct pidset *ours)
     return 0;
 }
 
-/* Counts the time since *t as kind, and restarts *t: one call of NVML's each. */
-static void cost_lap(uint64_t *t, enum gs_cost kind)
-{
-    uint64_t now = gs_compute_now();
-    gs_cost_add(kind, now - *t);
-    *t = now;
-}
-
 /* Samples of device uuid since *seen; returns how many (0 if none/unusable),
  * the newest MAX_SAMPLES of them if there are more, and fills *di (its
  * lists_ours only where ours is given: share mode alone uses it). */
@@ -138,10 +130,10 @@ static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidse
             di->power_mw = mw;
         if (plimit && plimit(h, &mw) == NVML_SUCCESS)
             di->limit_mw = mw;
-        cost_lap(&t, GS_COST_NVML_DEVICE);
+        gs_cost_lap(&t, GS_COST_NVML_DEVICE);
         if (ours) {
             di->lists_ours = lists_ours(h, ours);
-            cost_lap(&t, GS_COST_NVML_LIST);
+            gs_cost_lap(&t, GS_COST_NVML_LIST);
         }
         /* A buffer too small gets NVML_ERROR_INSUFFICIENT_SIZE, the count
          * needed and no samples: grow it (the history since seen can be
@@ -173,7 +165,7 @@ static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidse
                    "device utilisation only",
                    (int)rc);
         }
-        cost_lap(&t, GS_COST_NVML_SAMPLES);
+        gs_cost_lap(&t, GS_COST_NVML_SAMPLES);
     }
     pthread_mutex_unlock(&nvml_lock);
     return got;
