@@ -193,8 +193,10 @@ static void settle_turn(struct gs_ledger *l)
 
 int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t container, uint32_t weight)
 {
-    if (container == 0)
+    if (container == 0) {
+        errno = EINVAL;
         return -1;
+    }
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
         if (l->slot_fd[i] >= 0)
             continue;
@@ -203,6 +205,7 @@ int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t container, uint32_
             continue; /* a live member's */
         if (lock(l) != 0) {
             close(fd);
+            errno = EAGAIN; /* held past GS_LEDGER_LOCK_WAIT_NS: worth a later try */
             return -1;
         }
         l->slot_fd[i] = fd;
@@ -211,6 +214,7 @@ int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t container, uint32_
         unlock(l);
         return i;
     }
+    errno = ENOSPC;
     return -1;
 }
 

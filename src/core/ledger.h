@@ -93,7 +93,10 @@ void gs_ledger_close(struct gs_ledger *l);
 void gs_ledger_forget(struct gs_ledger *l);
 
 /* Takes a member slot for a process of container (pid: for people only;
- * weight: see the member). Returns it, or -1. */
+ * weight: see the member). Returns it, or -1 with errno ENOSPC (every slot
+ * is a live member's), EAGAIN (the ledger's lock was held past
+ * GS_LEDGER_LOCK_WAIT_NS: by a stalled or hostile process; try again
+ * later) or EINVAL (container 0). */
 int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t container, uint32_t weight);
 
 /* The member shows demand at now (one atomic store, no lock: a share-mode

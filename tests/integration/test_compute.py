@@ -195,7 +195,7 @@ def lay_out(w, names, layout):
     directory all reach (w.tmp / "ledgers")."""
     if layout == "flat":
         return (), [{"GPUSLICE_REGION": str(w.tmp / f"{n}.region")} for n in names]
-    (w.tmp / "ledgers").mkdir()
+    (w.tmp / "ledgers").mkdir(exist_ok=True)  # a test may have put a ledger there first
     for n in names:
         (w.tmp / n).mkdir()
     return pid_namespace(), [{"GPUSLICE_REGION": str(w.tmp / n / "region"),
@@ -364,6 +364,35 @@ def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, request
                             {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, layout, secs=4.0, warm=2.0,
                             GPUSLICE_SIM_SWITCH_LOSS=30, GPUSLICE_SIM_NVML_SNAPSHOT=snapshot)
     print(f"shares 30:70, {layout}, snapshot {snapshot}, yield {yield_us}: {ra:.3f} / {rb:.3f}")
+    assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
+    assert ra + rb >= 0.93, (ra, rb)
+
+
+def test_two_containers_sharing_30_70_split_30_70_when_the_ledger_was_locked_as_they_joined(world, tmp_path):
+    """A process holds the device ledger's lock (a stalled one, or a tenant
+    that can write the agent's shared ledger directory) while the share
+    pair of the agent's layout joins, and lets go 0.8 s later. Each joins at
+    a later launch and says why it could not at once. A member that gave up
+    at once stayed out of the ledger for good: neither saw the other, and
+    both ran free (0.350 / 0.350 every run; once in a loaded CI run without
+    a held lock, where a preempted holder kept it past its 5 ms)."""
+    ledgers = tmp_path / "ledgers"
+    ledgers.mkdir()
+    fd = os.open(ledgers / (SIM_UUID.format(0) + ".ledger"), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 1 << 20, 0)  # the lock byte (ledger.c, LOCK_OFF)
+
+    def let_go(_):
+        sim_sleep(0.8)
+        os.close(fd)
+
+    share = {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_LOG_LEVEL": "2"}
+    ra, rb, ea, eb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
+                                    {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, "agent", secs=4.0, warm=2.0,
+                                    hostile=let_go, logs=True, GPUSLICE_SIM_SWITCH_LOSS=30)
+    print(f"shares 30:70 after a held ledger lock: {ra:.3f} / {rb:.3f}")
+    for e in (ea, eb):
+        assert "its lock is held by another process; this process joins at a later launch" in e, e[-2000:]
+        assert re.search(r"ledger: joined, as member \d+", e), e[-2000:]
     assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
     assert ra + rb >= 0.93, (ra, rb)
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -190,13 +191,32 @@ static void a_process_that_holds_the_lock_or_dies_in_it_stalls_no_one(void **sta
     assert_int_equal(gs_ledger_open_window(l, a, 1000 * MS, 1010 * MS, &turn), 0);
     assert_false(turn.took); /* opened without the turn, after a few ms at most */
     assert_true(mono_ns() - t0 < 1000 * MS);
+    /* a process that joins meanwhile is told to try again, not that the ledger is full */
+    errno = 0;
+    assert_int_equal(gs_ledger_join(l, 200, 22, 100), -1);
+    assert_int_equal(errno, EAGAIN);
     kill(child, SIGKILL);
     int st = 0;
     waitpid(child, &st, 0);
     open_now(l, a, 1000 * MS, 1010 * MS); /* the kernel dropped its lock; its forged turn is ignored */
     assert_int_equal(l->f->turn_container, 11);
+    assert_true(gs_ledger_join(l, 200, 22, 100) >= 0); /* the later try */
     close(go[0]);
     close(go[1]);
+    gs_ledger_close(l);
+    unlink(path);
+}
+
+static void a_full_ledger_says_so(void **state)
+{
+    (void)state;
+    char path[128];
+    struct gs_ledger *l = fresh(path, sizeof path);
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
+        assert_int_equal(gs_ledger_join(l, 100 + i, 11, 100), i);
+    errno = 0;
+    assert_int_equal(gs_ledger_join(l, 999, 22, 100), -1);
+    assert_int_equal(errno, ENOSPC); /* not worth trying again at once, unlike a held lock */
     gs_ledger_close(l);
     unlink(path);
 }
@@ -426,6 +446,7 @@ int main(void)
         cmocka_unit_test(a_forged_member_or_turn_blocks_no_one),
         cmocka_unit_test(a_member_in_another_pid_namespace_is_alive_until_it_dies),
         cmocka_unit_test(a_process_that_holds_the_lock_or_dies_in_it_stalls_no_one),
+        cmocka_unit_test(a_full_ledger_says_so),
         cmocka_unit_test(a_waiter_wakes_when_the_turn_is_released),
         cmocka_unit_test(share_mode_sees_the_others_demand_and_weights),
         cmocka_unit_test(a_file_of_another_layout_is_refused),
