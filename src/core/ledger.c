@@ -129,7 +129,10 @@ void gs_ledger_close(struct gs_ledger *l)
     gs_ledger_forget(l);
 }
 
-/* The ledger's lock: without blocking, retried for GS_LEDGER_LOCK_WAIT_NS. */
+/* The ledger's lock: without blocking, retried for GS_LEDGER_LOCK_WAIT_NS,
+ * or tried once within GS_LEDGER_LOCK_BACKOFF_NS of a lock that timed out
+ * (a tenant holding it for good cost every window of its neighbours the
+ * whole wait). */
 static int lock(struct gs_ledger *l)
 {
     uint64_t t0 = 0;
@@ -139,10 +142,14 @@ static int lock(struct gs_ledger *l)
         if (errno != EAGAIN && errno != EACCES)
             return -1;
         uint64_t now = mono_ns();
-        if (!t0)
+        if (!t0 && now < LD(&l->patient_after_ns))
+            return -1;
+        if (!t0) {
             t0 = now;
-        else if (now - t0 > GS_LEDGER_LOCK_WAIT_NS)
+        } else if (now - t0 > GS_LEDGER_LOCK_WAIT_NS) {
+            ST(&l->patient_after_ns, now + GS_LEDGER_LOCK_BACKOFF_NS);
             return -1; /* held too long: someone stalled or hostile */
+        }
         struct timespec ts = { 0, 20000 };
         nanosleep(&ts, NULL);
     }

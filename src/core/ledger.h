@@ -23,7 +23,8 @@
  * its slot's byte through a descriptor of its own (ofdlock.h), which the
  * kernel drops when it dies; a slot whose byte nobody holds is dead,
  * whatever it says. The ledger's own lock is an OFD lock too, taken without
- * blocking for at most GS_LEDGER_LOCK_WAIT_NS: a tenant that holds it or
+ * blocking for at most GS_LEDGER_LOCK_WAIT_NS, and after a wait that timed
+ * out only tried for GS_LEDGER_LOCK_BACKOFF_NS: a tenant that holds it or
  * writes garbage into the file cannot make anyone wait longer than that or
  * than one turn's expiry; every field is validated where it is read.
  */
@@ -39,11 +40,12 @@
 #define GS_LEDGER_MAGIC 0x5245474445475321ULL /* "!GSGDEGER" */
 #define GS_LEDGER_VERSION 6U
 #define GS_LEDGER_MEMBERS 128
-#define GS_LEDGER_MAX_HOLD_NS 1200000000ULL /* a turn never reaches further ahead than this */
-#define GS_LEDGER_LOCK_WAIT_NS 5000000ULL   /* the ledger's lock, at most this long */
-#define GS_LEDGER_MAX_OPEN 4096U            /* more open windows than this in one member is garbage */
-#define GS_LEDGER_CONTEND_NS 100000000ULL   /* a member that asked for the turn this recently contends */
-#define GS_LEDGER_SLOT_GRACE_NS 2000000ULL  /* a turn taken in a slot lasts its end plus this at most */
+#define GS_LEDGER_MAX_HOLD_NS 1200000000ULL     /* a turn never reaches further ahead than this */
+#define GS_LEDGER_LOCK_WAIT_NS 5000000ULL       /* the ledger's lock, at most this long */
+#define GS_LEDGER_LOCK_BACKOFF_NS 1000000000ULL /* ... and once a wait timed out, not again for this long */
+#define GS_LEDGER_MAX_OPEN 4096U                /* more open windows than this in one member is garbage */
+#define GS_LEDGER_CONTEND_NS 100000000ULL       /* a member that asked for the turn this recently contends */
+#define GS_LEDGER_SLOT_GRACE_NS 2000000ULL      /* a turn taken in a slot lasts its end plus this at most */
 
 struct gs_ledger_member {
     uint64_t container; /* container id; 0 = free */
@@ -75,6 +77,7 @@ struct gs_ledger {
     int fd;                         /* this handle's description: the ledger's lock, liveness queries */
     int slot_fd[GS_LEDGER_MEMBERS]; /* descriptions holding the slots this handle joined; -1 */
     char path[4096];
+    uint64_t patient_after_ns; /* the lock is tried once, not waited for, until then (lock()) */
 };
 
 /* A container is its region file: the same (device, inode) for all its

@@ -5,6 +5,7 @@
 #include "compute_ledger.h"
 #include "compute_clock.h"
 #include "compute_collective.h"
+#include "compute_cost.h"
 #include "log.h"
 #include "real_driver.h"
 #include "runtime.h"
@@ -61,6 +62,7 @@ static int ledger_dir(char *dir, size_t len, struct stat *region)
 static void take_slot(int d, uint64_t now)
 {
     int slot = gs_ledger_join(led[d], (int32_t)getpid(), led_container, led_weight[d]);
+    gs_cost_add(GS_COST_ASK, gs_compute_now() - now);
     int busy = slot < 0 && errno == EAGAIN;
     int retried = __atomic_load_n(&led_retry_ns[d], __ATOMIC_RELAXED) != 0;
     if (busy) {

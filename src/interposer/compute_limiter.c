@@ -354,7 +354,9 @@ static uint64_t ledger_open(struct tdev *t, int d, const struct gs_lim_account *
     uint64_t busy = t->w.est_ns > len ? t->w.est_ns : len;
     uint64_t grace = len / 4 > TURN_GRACE_NS ? len / 4 : TURN_GRACE_NS;
     struct gs_ledger_turn turn = { .claim_ppm = gs_compute_ledger_claim(a) };
+    uint64_t asked = gs_compute_now();
     uint64_t wait = gs_ledger_open_window(l, slot, t->w.start_ns, t->w.start_ns + busy + grace, &turn);
+    gs_cost_add(GS_COST_ASK, gs_compute_now() - asked);
     t->turn = (uint8_t)turn.took;
     if (turn.took)
         t->slot_end_ns = turn.slot_end;
