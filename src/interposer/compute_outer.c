@@ -1,7 +1,8 @@
 /*
  * The limiter's slow outer loop, run by one process of the container at a
  * time (claimed by CAS on the account's outer_next_ns), at most every
- * GS_LIM_OUTER_NS, in three steps: outer_gather reads the account, NVML and
+ * GS_LIM_OUTER_NS, on that process's outer thread (compute_outer_thread.c),
+ * in three steps: outer_gather reads the account, NVML and
  * the device ledger; gs_lim_outer_decide (limiter.c, pure) decides c, s,
  * the use to publish and the share target; outer_publish stores them.
  * What it gathers:
@@ -525,16 +526,46 @@ static void outer_publish(struct gs_region *r, int d, const struct outer_gathere
     }
 }
 
-/* One run of the outer loop, by the thread that won this period's turn. */
-static void outer_run(struct gs_region *r, int d, uint64_t now)
+static int stopping; /* outer_lock: the process is exiting */
+
+void gs_compute_outer_run(struct gs_region *r, int d)
 {
     pthread_mutex_lock(&outer_lock);
-    outer_gather(r, d, now, &gathered);
-    if (!gathered.look_only) {
-        struct gs_outer_out o;
-        gs_lim_outer_decide(&r->dev[d].lim, &gathered.in, &o);
-        outer_publish(r, d, &gathered, &o);
+    if (!stopping) {
+        uint64_t now = gs_compute_now();
+        outer_gather(r, d, now, &gathered);
+        if (!gathered.look_only) {
+            struct gs_outer_out o;
+            gs_lim_outer_decide(&r->dev[d].lim, &gathered.in, &o);
+            outer_publish(r, d, &gathered, &o);
+        }
+        gs_cost_add(GS_COST_OUTER, gs_compute_now() - now);
     }
+    pthread_mutex_unlock(&outer_lock);
+}
+
+void gs_compute_outer_stop(void)
+{
+    pthread_mutex_lock(&outer_lock); /* a run in progress ends first */
+    stopping = 1;
+    pthread_mutex_unlock(&outer_lock);
+}
+
+void gs_compute_outer_fork_prepare(void)
+{
+    pthread_mutex_lock(&outer_lock);
+    pthread_mutex_lock(&nvml_lock);
+}
+
+void gs_compute_outer_fork_parent(void)
+{
+    pthread_mutex_unlock(&nvml_lock);
+    pthread_mutex_unlock(&outer_lock);
+}
+
+void gs_compute_outer_fork_child(void)
+{
+    pthread_mutex_unlock(&nvml_lock);
     pthread_mutex_unlock(&outer_lock);
 }
 
@@ -545,6 +576,6 @@ void gs_compute_outer(struct gs_region *r, int d, uint64_t now)
     if (now < next || !__atomic_compare_exchange_n(&a->outer_next_ns, &next, now + GS_LIM_OUTER_NS, 0, __ATOMIC_ACQ_REL,
                                                    __ATOMIC_RELAXED))
         return;
-    outer_run(r, d, now);
-    gs_cost_add(GS_COST_OUTER, gs_compute_now() - now);
+    if (!gs_compute_outer_post(d))
+        gs_compute_outer_run(r, d); /* no thread of its own: on the launching thread */
 }

@@ -11,6 +11,7 @@ static const struct {
     void (*parent)(void);
     void (*child)(void);
 } handlers[] = {
+    { gs_outer_thread_fork_prepare, gs_outer_thread_fork_parent, gs_outer_thread_fork_child },
     { gs_rt_fork_prepare, gs_rt_fork_parent, gs_rt_fork_child },
     { gs_graph_fork_prepare, gs_graph_fork_parent, gs_graph_fork_child },
     { NULL, NULL, gs_ctx_fork_child },

@@ -4,6 +4,12 @@
 #ifndef GPUSLICE_FORK_HOOKS_H
 #define GPUSLICE_FORK_HOOKS_H
 
+/* compute_outer_thread.c: the outer thread's queue and the outer loop's
+ * locks (first: a run in progress may take the others' locks). The child
+ * starts a thread of its own. */
+void gs_outer_thread_fork_prepare(void);
+void gs_outer_thread_fork_parent(void);
+void gs_outer_thread_fork_child(void);
 /* runtime.c: the set-up lock, the allocation table, the region slot. */
 void gs_rt_fork_prepare(void);
 void gs_rt_fork_parent(void);

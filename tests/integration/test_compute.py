@@ -958,6 +958,30 @@ def test_a_tenant_far_under_its_cap_marks_a_few_launches_an_interval_not_each(wo
     assert markers is not None and markers <= 10 * r["bursts"], (markers, r)
 
 
+def test_the_outer_loop_runs_on_a_thread_of_its_own(world):
+    """The outer loop's NVML reads took 2-4 ms a run on an H200 (per-process
+    samples most of it), which a launching thread paid every 250 ms: a
+    stall of a decoder's token and 1-1.6 % of a host-bound load's time. A
+    limited process runs them on one thread of its own, named
+    gpuslice-outer; a process with no limit has none. The limited one's
+    cost report at exit counts the runs."""
+    w = world_env(world)
+    capped = start(w, 200, env={"GPUSLICE_CORES": "50", "GPUSLICE_LOG_LEVEL": "3"})
+    free = start(w, 200, env={"GPUSLICE_REGION": str(w.tmp / "free.region")})
+
+    def threads(c):
+        return [open(f"/proc/{c.p.pid}/task/{t}/comm").read().strip() for t in os.listdir(f"/proc/{c.p.pid}/task")]
+
+    run(capped, "kernel", 0.6)
+    run(free, "kernel", 0.3)
+    assert threads(capped).count("gpuslice-outer") == 1, threads(capped)
+    assert "gpuslice-outer" not in threads(free), threads(free)
+    free.close()
+    err = capped.close()
+    runs = cost_count(err, "outer-loop runs")
+    assert runs and runs >= 2, err[-2000:]
+
+
 def test_a_decoder_like_tenant_far_under_its_cap_beside_a_capped_one_probes_as_if_alone(world):
     """A decoder-like tenant capped at 80 beside a GPU-bound container capped
     at 30, on a device that time-slices in 2 ms slices: the device is busy
