@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,43 +42,115 @@ static void init_file(struct gs_ledger_file *f)
     __atomic_store_n(&f->magic, GS_LEDGER_MAGIC, __ATOMIC_RELEASE);
 }
 
+/* flock(LOCK_EX) without blocking, retried for GS_LEDGER_OPEN_WAIT_NS: any
+ * tenant can open the file and hold it for good, and a blocking one hung
+ * every other process's first limited launch for as long. */
+static int init_lock(int fd)
+{
+    uint64_t t0 = mono_ns();
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK && errno != EINTR)
+            return -1;
+        if (mono_ns() - t0 > GS_LEDGER_OPEN_WAIT_NS) {
+            errno = EAGAIN;
+            return -1;
+        }
+        struct timespec ts = { 0, 200000 };
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+/* The mapping of a ledger file of the right size: laid out afresh if empty
+ * (only under the init lock: locked), else checked. */
+static struct gs_ledger_file *map_laid_out(int fd, const char *path, int locked, char *err, size_t errlen)
+{
+    void *m = mmap(NULL, sizeof(struct gs_ledger_file), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        snprintf(err, errlen, "cannot map device ledger %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct gs_ledger_file *f = m;
+    /* Any container can shrink the file under everyone's mapping. */
+    gs_map_guard_add(m, sizeof *f);
+    uint64_t magic = __atomic_load_n(&f->magic, __ATOMIC_ACQUIRE);
+    if (magic == 0 && locked) {
+        init_file(f);
+        return f;
+    }
+    if (magic == 0)
+        snprintf(err, errlen, "device ledger %s is not laid out yet, and another process holds its lock", path);
+    else if (magic != GS_LEDGER_MAGIC || f->version != GS_LEDGER_VERSION)
+        snprintf(err, errlen, "device ledger %s has layout version %u, this build uses %u", path, f->version,
+                 GS_LEDGER_VERSION);
+    else
+        return f;
+    gs_map_guard_remove(m);
+    munmap(m, sizeof *f);
+    errno = magic == 0 ? EAGAIN : EINVAL;
+    return NULL;
+}
+
+/* The file's mapping, laid out by whoever comes first under flock. A file
+ * of the right size needs no lock: one held past GS_LEDGER_OPEN_WAIT_NS
+ * only keeps an empty file from being laid out (the node agent lays its
+ * ledgers out itself). NULL with errno EAGAIN where trying later may do. */
 static struct gs_ledger_file *map_file(int fd, const char *path, char *err, size_t errlen)
 {
     struct gs_ledger_file *f = NULL;
     struct stat st;
-    if (flock(fd, LOCK_EX) != 0 || fstat(fd, &st) != 0) {
-        snprintf(err, errlen, "cannot lock device ledger %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    if (!S_ISREG(st.st_mode)) {
+    int locked = init_lock(fd) == 0;
+    int e = errno;
+    if ((!locked && e != EAGAIN) || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "cannot lock device ledger %s: %s", path, strerror(locked ? errno : e));
+        e = EINVAL;
+    } else if (!S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "device ledger %s is not a regular file", path);
+        e = EINVAL;
     } else if (st.st_size != 0 && (size_t)st.st_size != sizeof *f) {
         snprintf(err, errlen, "device ledger %s has size %lld, expected %zu: another gpuslice version?", path,
                  (long long)st.st_size, sizeof *f);
+        e = EINVAL;
+    } else if (st.st_size == 0 && !locked) {
+        snprintf(err, errlen, "device ledger %s is not laid out yet, and another process holds its lock", path);
+        e = EAGAIN;
     } else if (st.st_size == 0 && ftruncate(fd, (off_t)sizeof *f) != 0) {
         snprintf(err, errlen, "cannot size device ledger %s: %s", path, strerror(errno));
+        e = EINVAL;
     } else {
-        void *m = mmap(NULL, sizeof *f, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (m == MAP_FAILED) {
-            snprintf(err, errlen, "cannot map device ledger %s: %s", path, strerror(errno));
-        } else {
-            f = m;
-            /* Any container can shrink the file under everyone's mapping. */
-            gs_map_guard_add(m, sizeof *f);
-            uint64_t magic = __atomic_load_n(&f->magic, __ATOMIC_ACQUIRE);
-            if (magic == 0) {
-                init_file(f);
-            } else if (magic != GS_LEDGER_MAGIC || f->version != GS_LEDGER_VERSION) {
-                snprintf(err, errlen, "device ledger %s has layout version %u, this build uses %u", path, f->version,
-                         GS_LEDGER_VERSION);
-                gs_map_guard_remove(m);
-                munmap(m, sizeof *f);
-                f = NULL;
-            }
-        }
+        f = map_laid_out(fd, path, locked, err, errlen);
+        e = errno;
     }
-    flock(fd, LOCK_UN);
+    if (locked)
+        flock(fd, LOCK_UN);
+    errno = e;
     return f;
+}
+
+int gs_ledger_lay_out(int fd)
+{
+    static struct gs_ledger_file fresh; /* the agent's thread alone: no mapping, no SIGBUS guard there */
+    struct stat st;
+    if (init_lock(fd) != 0)
+        return -1;
+    int rc = fstat(fd, &st);
+    if (rc == 0 && st.st_size == 0) {
+        init_file(&fresh);
+        rc = pwrite(fd, &fresh, sizeof fresh, 0) == (ssize_t)sizeof fresh ? 0 : -1;
+    } else if (rc == 0) {
+        uint64_t magic = 0;
+        uint32_t version = 0;
+        int ok =
+            (size_t)st.st_size == sizeof fresh && pread(fd, &magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
+            pread(fd, &version, sizeof version, offsetof(struct gs_ledger_file, version)) == (ssize_t)sizeof version &&
+            magic == GS_LEDGER_MAGIC && version == GS_LEDGER_VERSION;
+        rc = ok ? 0 : -1;
+        errno = ok ? 0 : EINVAL;
+    }
+    int e = errno;
+    flock(fd, LOCK_UN);
+    errno = e;
+    return rc;
 }
 
 struct gs_ledger *gs_ledger_open(const char *path, char *err, size_t errlen)
@@ -96,8 +169,10 @@ struct gs_ledger *gs_ledger_open(const char *path, char *err, size_t errlen)
     }
     l->f = map_file(l->fd, path, err, errlen);
     if (!l->f) {
+        int e = errno;
         close(l->fd);
         free(l);
+        errno = e;
         return NULL;
     }
     snprintf(l->path, sizeof l->path, "%s", path);

@@ -42,6 +42,7 @@
 #define GS_LEDGER_MEMBERS 128
 #define GS_LEDGER_MAX_HOLD_NS 1200000000ULL     /* a turn never reaches further ahead than this */
 #define GS_LEDGER_LOCK_WAIT_NS 5000000ULL       /* the ledger's lock, at most this long */
+#define GS_LEDGER_OPEN_WAIT_NS 100000000ULL     /* the file's init lock (flock), at most this long */
 #define GS_LEDGER_LOCK_BACKOFF_NS 1000000000ULL /* ... and once a wait timed out, not again for this long */
 #define GS_LEDGER_MAX_OPEN 4096U                /* more open windows than this in one member is garbage */
 #define GS_LEDGER_CONTEND_NS 100000000ULL       /* a member that asked for the turn this recently contends */
@@ -87,8 +88,16 @@ struct gs_ledger {
  * different filesystems, whose inode numbers collide. Never 0. */
 uint64_t gs_ledger_container_id(uint64_t dev, uint64_t ino);
 
-/* Maps (creating if needed) the ledger at path. NULL with a reason in err. */
+/* Maps (creating if needed) the ledger at path. NULL with a reason in err
+ * and errno EAGAIN where a later try may do (an empty file whose lock
+ * another process held past GS_LEDGER_OPEN_WAIT_NS), else another. */
 struct gs_ledger *gs_ledger_open(const char *path, char *err, size_t errlen);
+/* The node agent's: lays out the empty ledger file fd (open for writing),
+ * so that no tenant has to take its lock to open it; 0 also where it holds
+ * a ledger of this layout already, else -1 with errno (EINVAL: another
+ * layout or size; EAGAIN: another process held its lock past
+ * GS_LEDGER_OPEN_WAIT_NS). */
+int gs_ledger_lay_out(int fd);
 /* Unmaps it and closes its descriptors: the slots it held become free. */
 void gs_ledger_close(struct gs_ledger *l);
 /* In a forked child: forgets the handle without touching the parent's

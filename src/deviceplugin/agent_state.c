@@ -129,10 +129,12 @@ int gs_agent_state_init(const char *root, char *msg, size_t msglen)
 }
 
 /* One GPU's ledger file: a regular file of root's, mode 0666, with one
- * link. Anything else under that name (which only root could have made:
- * the directory is root's 0711 and each container sees only its own
- * files, through file mounts) is removed and the file made afresh; a valid
- * one is kept, with whatever members it has. */
+ * link, laid out (gs_ledger_lay_out: no tenant then takes its lock to lay
+ * it out, and one that holds that lock for good keeps no one out).
+ * Anything else under that name (which only root could have made: the
+ * directory is root's 0711 and each container sees only its own files,
+ * through file mounts) is removed and the file made afresh; a valid one is
+ * kept, with whatever members it has. */
 static int ledger_file(int dirfd, const char *name)
 {
     struct stat st;
@@ -142,11 +144,23 @@ static int ledger_file(int dirfd, const char *name)
         if (unlinkat(dirfd, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) != 0)
             return -1;
     }
-    int fd = openat(dirfd, name, O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+    int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
     if (fd < 0)
         return -1;
     int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && fchown(fd, 0, 0) == 0 && fchmod(fd, 0666) == 0;
+    int why = ok && gs_ledger_lay_out(fd) != 0 ? errno : 0;
+    if (why == EINVAL) {
+        /* another version's layout (an older agent's, its containers gone with it) */
+        kube_log(KUBE_LOG_WARN, "device ledger %s: not of this version's layout; made afresh", name);
+        ok = ftruncate(fd, 0) == 0;
+        why = ok && gs_ledger_lay_out(fd) != 0 ? errno : 0;
+    }
+    if (why == EAGAIN) /* a tenant holds its lock: the first to open it lays it out */
+        kube_log(KUBE_LOG_WARN, "device ledger %s: its lock is held by another process; not laid out", name);
+    ok = ok && (why == 0 || why == EAGAIN);
+    int e = errno;
     close(fd);
+    errno = e;
     return ok ? 0 : -1;
 }
 

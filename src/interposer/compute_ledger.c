@@ -23,14 +23,15 @@ static pthread_mutex_t led_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gs_ledger *led[GS_REGION_MAX_DEVICES];
 static int led_slot[GS_REGION_MAX_DEVICES];
 static unsigned led_gen[GS_REGION_MAX_DEVICES]; /* gs_rt_fork_generation + 1 when joined */
-/* When to try joining again, while the ledger's lock was held at the last
- * try (0: no try pending). A member that gave up at once stayed out for
- * good: the others never saw it, and a share pair in the agent's layout
- * both ran free (0.35 / 0.35 of a device that loses 30 % to switches),
- * whenever a process held the lock past GS_LEDGER_LOCK_WAIT_NS as they
- * joined: a loaded machine's preemption, or a tenant on purpose. */
+/* When to try opening or joining again, while a lock of the ledger was
+ * held at the last try (0: no try pending). A member that gave up at once
+ * stayed out for good: the others never saw it, and a share pair in the
+ * agent's layout both ran free (0.35 / 0.35 of a device that loses 30 % to
+ * switches), whenever a process held the lock past GS_LEDGER_LOCK_WAIT_NS
+ * as they joined: a loaded machine's preemption, or a tenant on purpose. */
 static uint64_t led_retry_ns[GS_REGION_MAX_DEVICES];
 static uint32_t led_weight[GS_REGION_MAX_DEVICES];
+static char led_path[GS_REGION_MAX_DEVICES][sizeof gs_rt.cfg.region_path + GS_REGION_UUID_LEN + 16];
 static uint64_t led_container;
 static int led_beside; /* the ledger directory is the region's (gs_compute_ledger_beside_regions) */
 
@@ -57,27 +58,34 @@ static int ledger_dir(char *dir, size_t len, struct stat *region)
     return 0;
 }
 
-/* Takes a member slot of led[d] (led_lock held); where its lock was held,
- * a later launch tries again (led_retry_ns). */
+/* Opens led_path[d] if not yet open and takes a member slot there
+ * (led_lock held); where a lock of the ledger was held, a later launch
+ * tries again (led_retry_ns). */
 static void take_slot(int d, uint64_t now)
 {
-    int slot = gs_ledger_join(led[d], (int32_t)getpid(), led_container, led_weight[d]);
-    gs_cost_add(GS_COST_ASK, gs_compute_now() - now);
+    char err[sizeof led_path[d] + 200] = "";
+    if (!led[d])
+        led[d] = gs_ledger_open(led_path[d], err, sizeof err);
+    int slot = led[d] ? gs_ledger_join(led[d], (int32_t)getpid(), led_container, led_weight[d]) : -1;
     int busy = slot < 0 && errno == EAGAIN;
+    gs_cost_add(GS_COST_ASK, gs_compute_now() - now);
     int retried = __atomic_load_n(&led_retry_ns[d], __ATOMIC_RELAXED) != 0;
     if (busy) {
         if (!retried)
             gs_log(GS_LOG_INFO,
-                   "device ledger %s: its lock is held by another process; this process joins at a later launch, "
-                   "and until then the other containers do not see it",
-                   led[d]->path);
-    } else if (slot < 0)
-        gs_log(GS_LOG_INFO, "device ledger %s is full; corrections for other containers from NVML only", led[d]->path);
-    else if (retried)
-        gs_log(GS_LOG_INFO, "device ledger %s: joined, as member %d", led[d]->path, slot);
-    else
-        gs_log(GS_LOG_DEBUG, "device ledger %s: container %016llx, member %d", led[d]->path,
+                   "device ledger %s: %s; this process joins at a later launch, and until then the other "
+                   "containers do not see it",
+                   led_path[d], led[d] ? "its lock is held by another process" : err);
+    } else if (!led[d]) {
+        gs_log(GS_LOG_INFO, "%s; the compute limiter corrects for other containers from NVML only", err);
+    } else if (slot < 0) {
+        gs_log(GS_LOG_INFO, "device ledger %s is full; corrections for other containers from NVML only", led_path[d]);
+    } else if (retried) {
+        gs_log(GS_LOG_INFO, "device ledger %s: joined, as member %d", led_path[d], slot);
+    } else {
+        gs_log(GS_LOG_DEBUG, "device ledger %s: container %016llx, member %d", led_path[d],
                (unsigned long long)led_container, slot);
+    }
     __atomic_store_n(&led_retry_ns[d], busy ? now + REJOIN_NS : 0, __ATOMIC_RELAXED);
     __atomic_store_n(&led_slot[d], slot, __ATOMIC_RELEASE);
 }
@@ -95,32 +103,34 @@ void gs_compute_ledger_join(struct gs_region *r, int d)
         led_slot[d] = -1;
         led_retry_ns[d] = 0;
         led_weight[d] = gs_lim_weight(&r->dev[d].lim);
-        char dir[sizeof gs_rt.cfg.region_path], path[sizeof dir + GS_REGION_UUID_LEN + 16], err[512] = "";
+        char dir[sizeof gs_rt.cfg.region_path];
         struct stat st;
         if (ledger_dir(dir, sizeof dir, &st) == 0) {
             led_container = gs_compute_ledger_container_id(&st);
             char uuid[GS_REGION_UUID_LEN + 1];
             snprintf(uuid, sizeof uuid, "%.*s", GS_REGION_UUID_LEN, r->dev[d].uuid);
-            if (gs_statedir_ledger_path(path, sizeof path, dir, uuid) == 0)
-                led[d] = gs_ledger_open(path, err, sizeof err);
-            if (!led[d])
-                gs_log(GS_LOG_INFO, "%s; the compute limiter corrects for other containers from NVML only", err);
-            else
+            if (gs_statedir_ledger_path(led_path[d], sizeof led_path[d], dir, uuid) == 0)
                 take_slot(d, gs_compute_now());
+            else
+                gs_log(GS_LOG_INFO,
+                       "the device ledger's path under %s is too long; the compute limiter corrects "
+                       "for other containers from NVML only",
+                       dir);
         }
     }
     pthread_mutex_unlock(&led_lock);
 }
 
-/* A join put off while the ledger's lock was held, tried again once its
- * time has come; a launch that finds another thread trying goes on. */
+/* An open or join put off while a lock of the ledger was held, tried again
+ * once its time has come; a launch that finds another thread trying goes
+ * on. */
 static void rejoin(int d)
 {
     uint64_t now = gs_compute_now();
     if (now < __atomic_load_n(&led_retry_ns[d], __ATOMIC_RELAXED) || pthread_mutex_trylock(&led_lock) != 0)
         return;
     unsigned gen = __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1;
-    if (led_gen[d] == gen && led[d] && led_slot[d] < 0 && led_retry_ns[d] != 0 && now >= led_retry_ns[d])
+    if (led_gen[d] == gen && led_slot[d] < 0 && led_retry_ns[d] != 0 && now >= led_retry_ns[d])
         take_slot(d, now); /* a forked child joins afresh instead, with a handle of its own */
     pthread_mutex_unlock(&led_lock);
 }

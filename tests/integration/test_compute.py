@@ -318,6 +318,33 @@ def test_a_tenant_that_holds_the_shared_ledger_lock_for_good_costs_the_others_no
     assert all(a is not None and a <= 0.015 * 4.5e3 for a in asks), (asks, ea[-2000:])
 
 
+def test_a_tenant_that_holds_the_shared_ledger_files_flock_hangs_no_launch(world):
+    """Any tenant that can open a device ledger can take the flock that
+    guards its first lay-out. Held on an empty ledger, it hung a capped
+    tenant's first launch for as long (60 s here, before the bound). Now the
+    launch goes on after 100 ms without the ledger, held to its cap, says
+    why, and joins at a later launch once the lock is let go. (The node
+    agent lays its ledgers out itself, so that there no tenant needs the
+    lock: tests/k8s/test_tenant_state.py.)"""
+    w = world_env(world)
+    fd = os.open(w.tmp / (SIM_UUID.format(0) + ".ledger"), os.O_RDWR | os.O_CREAT, 0o666)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    c = start(w, 1000, env={"GPUSLICE_CORES": "30", "GPUSLICE_LOG_LEVEL": "2"})
+    out = {}
+    th = threading.Thread(target=lambda: out.update(r=run(c, "kernel", 1.5, 0.5)), daemon=True)
+    th.start()
+    th.join(timeout=60)  # a hang detector, not a timing bound
+    hung = th.is_alive()
+    os.close(fd)
+    th.join()
+    assert not hung, "the capped tenant's launch hung on the ledger's flock"
+    assert out["r"] <= 0.30 + TOL, out
+    run(c, "kernel", 0.5)  # its later launches join
+    err = c.close()
+    assert "is not laid out yet, and another process holds its lock; this process joins at a later launch" in err, err
+    assert re.search(r"ledger: joined, as member \d+", err), err
+
+
 def cost_ms(err, what):
     """The time the limiter spent on `what` in all, in ms, from its cost
     report at exit; None where the report has no such line."""

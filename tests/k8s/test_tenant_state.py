@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from conftest import NODE, assignment
-from ledger_ids import ledger_id
+from ledger_ids import LEDGER_SIZE, ledger_id, member_at
 from test_node_agent import envs
 
 MIB = 1 << 20
@@ -200,9 +200,13 @@ def test_assignment_edited_after_start_is_refused_on_restart(node):
 
 def test_device_ledgers_are_mounted_per_gpu(node, tmp_path):
     """Each GPU's ledger is a root-owned 0666 file in a root-owned 0711
-    directory, mounted read-write into the containers of that GPU only, one
-    file per mount; an agent restart replaces anything that is not such a
-    file (here a symbolic link to a file outside) and keeps a valid one."""
+    directory, laid out by the agent (so that no tenant takes its lock to
+    lay it out: one that held it for good hung the others' first launch),
+    mounted read-write into the containers of that GPU only, one file per
+    mount; an agent restart replaces anything that is not such a file (here
+    a symbolic link to a file outside), lays out afresh one of another
+    layout (here 4 bytes a tenant wrote) and keeps a valid one, members and
+    all."""
     u = node.uuids()
     ldir = os.path.join(node.state_root, ".ledger")
     st = os.lstat(ldir)
@@ -210,6 +214,9 @@ def test_device_ledgers_are_mounted_per_gpu(node, tmp_path):
     for g in u:
         st = os.lstat(os.path.join(ldir, f"{g}.ledger"))
         assert stat.S_ISREG(st.st_mode) and (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o666)
+        assert st.st_size == LEDGER_SIZE, (g, st.st_size)
+    laid_out = open(os.path.join(ldir, f"{u[0]}.ledger"), "rb").read()
+    assert laid_out[:8] == b"!SGEDGER" and not any(laid_out[member_at(0):]), laid_out[:16]
     two = json.loads(assignment(u[1], 4, 1000))
     two["gpus"].append({"uuid": u[3], "memory_mib": 1000})
     two["replicas"].append(f"{u[3]}::4")
@@ -222,8 +229,12 @@ def test_device_ledgers_are_mounted_per_gpu(node, tmp_path):
     assert not any(mounts[c][1] for c in led)
     victim = tmp_path / "victim"
     victim.write_text("keep")
+    member = bytearray(laid_out)
+    member[member_at(3):member_at(3) + 8] = (0x1234).to_bytes(8, "little")  # a container's member
     with open(os.path.join(ldir, f"{u[1]}.ledger"), "wb") as f:
-        f.write(b"kept")
+        f.write(member)
+    with open(os.path.join(ldir, f"{u[2]}.ledger"), "wb") as f:
+        f.write(b"junk")
     os.unlink(os.path.join(ldir, f"{u[0]}.ledger"))
     os.symlink(str(victim), os.path.join(ldir, f"{u[0]}.ledger"))
     node.stop_agent()
@@ -231,7 +242,9 @@ def test_device_ledgers_are_mounted_per_gpu(node, tmp_path):
     st = os.lstat(os.path.join(ldir, f"{u[0]}.ledger"))
     assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o666
     assert victim.read_text() == "keep"
-    assert open(os.path.join(ldir, f"{u[1]}.ledger"), "rb").read() == b"kept"
+    assert open(os.path.join(ldir, f"{u[1]}.ledger"), "rb").read() == member
+    assert open(os.path.join(ldir, f"{u[2]}.ledger"), "rb").read() == laid_out
+    assert "not of this version's layout; made afresh" in node.logtext()
 
 
 def test_each_gpu_has_a_read_only_roster_of_its_containers(node):

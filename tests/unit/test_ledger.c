@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -218,6 +219,43 @@ static void a_full_ledger_says_so(void **state)
     assert_int_equal(gs_ledger_join(l, 999, 22, 100), -1);
     assert_int_equal(errno, ENOSPC); /* not worth trying again at once, unlike a held lock */
     gs_ledger_close(l);
+    unlink(path);
+}
+
+/* The flock that guards a ledger's first lay-out, held by another
+ * description: an empty file cannot be opened (try later), a laid-out one
+ * can; the node agent's lay-out keeps a valid file and refuses junk. */
+static void a_held_layout_lock_keeps_out_only_an_empty_ledger(void **state)
+{
+    (void)state;
+    char path[128], err[256];
+    snprintf(path, sizeof path, "/tmp/gs-ledger-test-%d-XXXXXX", (int)getpid());
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    int holder = open(path, O_RDWR);
+    assert_int_equal(flock(holder, LOCK_EX), 0);
+    errno = 0;
+    assert_null(gs_ledger_open(path, err, sizeof err));
+    assert_int_equal(errno, EAGAIN);
+    assert_non_null(strstr(err, "not laid out yet"));
+    assert_int_equal(gs_ledger_lay_out(fd), -1); /* the agent's lay-out waits no longer */
+    assert_int_equal(errno, EAGAIN);
+    flock(holder, LOCK_UN);
+    assert_int_equal(gs_ledger_lay_out(fd), 0);
+    assert_int_equal(flock(holder, LOCK_EX), 0);
+    struct gs_ledger *l = gs_ledger_open(path, err, sizeof err); /* laid out: no lock needed */
+    assert_non_null(l);
+    assert_true(gs_ledger_join(l, 100, 11, 100) >= 0);
+    assert_int_equal(gs_ledger_lay_out(fd), -1); /* still held */
+    flock(holder, LOCK_UN);
+    assert_int_equal(gs_ledger_lay_out(fd), 0); /* a valid ledger is kept, members and all */
+    assert_int_equal(l->f->m[0].container, 11);
+    gs_ledger_close(l);
+    assert_int_equal(pwrite(fd, "junk", 4, 0), 4);
+    assert_int_equal(gs_ledger_lay_out(fd), -1);
+    assert_int_equal(errno, EINVAL);
+    close(holder);
+    close(fd);
     unlink(path);
 }
 
@@ -447,6 +485,7 @@ int main(void)
         cmocka_unit_test(a_member_in_another_pid_namespace_is_alive_until_it_dies),
         cmocka_unit_test(a_process_that_holds_the_lock_or_dies_in_it_stalls_no_one),
         cmocka_unit_test(a_full_ledger_says_so),
+        cmocka_unit_test(a_held_layout_lock_keeps_out_only_an_empty_ledger),
         cmocka_unit_test(a_waiter_wakes_when_the_turn_is_released),
         cmocka_unit_test(share_mode_sees_the_others_demand_and_weights),
         cmocka_unit_test(a_file_of_another_layout_is_refused),
