@@ -29,6 +29,7 @@
 #include "runtime.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <time.h>
 
 #define MAX_STREAMS 4
@@ -63,8 +64,13 @@ struct tdev {
     CUevent drain[MAX_STREAMS];
     CUevent ev_start, ev_mark;
 };
-static __thread struct tdev t_dev[GS_REGION_MAX_DEVICES];
-static __thread uint32_t t_gate_tick;
+/* Each thread's devices, on the heap behind one pointer in the initial-exec
+ * TLS model: a library's TLS in the default (dynamic) model costs a
+ * __tls_get_addr call per access, several per launch on the gate's fast
+ * path. Small, so that `gpuslice run`'s dlopen of the library still finds
+ * room in the static TLS block. */
+static __thread struct tdev *t_devs __attribute__((tls_model("initial-exec")));
+static __thread uint32_t t_gate_tick __attribute__((tls_model("initial-exec")));
 
 /* A thread that exits with a window open hands it back to the ledger, or the
  * other containers would go on seeing it active. */
@@ -81,6 +87,8 @@ static void thread_exit(void *arg)
             gs_ledger_close_window(l, slot);
         td[d].w.open = 0;
     }
+    t_devs = NULL;
+    free(td);
 }
 
 static void make_exit_key(void)
@@ -145,7 +153,7 @@ static void setup(struct tdev *t, struct gs_region *r, int d, CUdevice ord)
     t->limited = 1;
     gs_compute_ledger_join(r, d);
     pthread_once(&exit_once, make_exit_key);
-    (void)pthread_setspecific(exit_key, t_dev);
+    (void)pthread_setspecific(exit_key, t_devs);
     gs_log(GS_LOG_DEBUG, "compute limiter on device %d: %s %u%%, weight %u", ord, share ? "share" : "cap", limit,
            gs_rt.cfg.share_weight);
 }
@@ -408,14 +416,28 @@ static void held_back(struct gs_lim_account *a, int d, uint64_t ns)
     gs_compute_ledger_wanted(d, ns);
 }
 
+/* This thread's devices, made at its first limited launch; NULL where no
+ * memory is left. */
+static struct tdev *thread_devs(void)
+{
+    struct tdev *td = t_devs;
+    if (GS_LIKELY(td != NULL))
+        return td;
+    td = calloc(GS_REGION_MAX_DEVICES, sizeof *td); /* gen 0: each set up at its first launch */
+    if (!td)
+        gs_log(GS_LOG_ERROR, "compute limiter: no memory for a thread's state; its launches are refused");
+    t_devs = td;
+    return td;
+}
+
 int gs_compute_before(CUstream s, int graph)
 {
-    /* one launch in 64 times the gate's fast path, for the cost report */
-    uint64_t timed = GS_UNLIKELY((++t_gate_tick & 63) == 0) ? gs_compute_now() : 0;
     if (__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) == GS_COMPUTE_UNKNOWN)
         decide();
     if (__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) != GS_COMPUTE_ON)
         return -1;
+    /* one launch in 64 times the gate's fast path, for the cost report */
+    uint64_t timed = GS_UNLIKELY((++t_gate_tick & 63) == 0) ? gs_compute_now() : 0;
     if (GS_UNLIKELY(gs_compute_capturing()))
         return -1; /* see gs_compute_capture_begun: hands off while any capture is open */
     CUdevice ord = -1;
@@ -425,7 +447,10 @@ int gs_compute_before(CUstream s, int graph)
     struct gs_region *r = gs_rt_region();
     if (!r)
         return -1;
-    struct tdev *t = &t_dev[d];
+    struct tdev *td = thread_devs();
+    if (GS_UNLIKELY(!td))
+        return GS_COMPUTE_REFUSED;
+    struct tdev *t = &td[d];
     if (GS_UNLIKELY(t->limited < 0 || t->gen != __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1))
         setup(t, r, d, ord);
     if (!t->limited)
@@ -592,7 +617,7 @@ static void yield_queue(struct tdev *t)
 
 void gs_compute_after(int d, CUstream s, CUresult rc, int graph)
 {
-    struct tdev *t = &t_dev[d];
+    struct tdev *t = &t_devs[d];
     if (rc != CUDA_SUCCESS || !t->w.open)
         return;
     t->w.launches++;

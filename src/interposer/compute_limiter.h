@@ -16,7 +16,10 @@ extern int gs_compute_state;
 
 /* Before a launch on stream s (graph: a CUDA graph's, cuGraphLaunch): may
  * wait for the container's tokens. Returns the region device to hand to
- * gs_compute_after, or -1 (not limited). */
+ * gs_compute_after, -1 (not limited), or GS_COMPUTE_REFUSED (limited, but
+ * the limiter has no memory for the thread: the launch fails rather than
+ * run unlimited). */
+#define GS_COMPUTE_REFUSED (-2)
 int gs_compute_before(CUstream s, int graph);
 /* After the launch returned rc. */
 void gs_compute_after(int dev, CUstream s, CUresult rc, int graph);

@@ -22,6 +22,8 @@
 #define GATE(stream, graph, call)                                                                                      \
     do {                                                                                                               \
         int d_ = gs_compute_before((stream), (graph));                                                                 \
+        if (GS_UNLIKELY(d_ == GS_COMPUTE_REFUSED))                                                                     \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                                                           \
         CUresult rc_ = call;                                                                                           \
         if (d_ >= 0)                                                                                                   \
             gs_compute_after(d_, (stream), rc_, (graph));                                                              \
@@ -35,6 +37,8 @@
     do {                                                                                                               \
         PASS_UNLESS_LIMITED(real, call);                                                                               \
         int d_ = gs_compute_before((stream), 1);                                                                       \
+        if (GS_UNLIKELY(d_ == GS_COMPUTE_REFUSED))                                                                     \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                                                           \
         int t_ =                                                                                                       \
             d_ >= 0 && gs_compute_graph_exec_collective(g) ? gs_compute_collective_graph_before((g), (stream)) : -1;   \
         CUresult rc_ = call;                                                                                           \
