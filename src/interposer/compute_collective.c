@@ -19,6 +19,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #define RING 64            /* collectives in flight measured per device */
 #define KEYS 32            /* kernels and grids with an estimate of their own per device */
@@ -61,10 +62,42 @@ static struct {
     int coll;
 } g_class[CLASS_TABLE];
 static unsigned g_nclass;
-static __thread struct {
+struct class_way {
     CUfunction f;
     int coll;
-} t_class[CLASS_WAYS];
+};
+/* On the heap behind an initial-exec TLS pointer, as compute_limiter.c's
+ * per-thread state: looked up on every limited launch, where a dynamic TLS
+ * access is a __tls_get_addr call. Freed at the thread's exit. */
+static __thread struct class_way *t_class __attribute__((tls_model("initial-exec")));
+static pthread_once_t class_once = PTHREAD_ONCE_INIT;
+static pthread_key_t class_key;
+
+static void class_free(void *ways)
+{
+    t_class = NULL;
+    free(ways);
+}
+
+static void class_key_make(void)
+{
+    (void)pthread_key_create(&class_key, class_free);
+}
+
+/* This thread's cache, made at its first lookup; NULL where no memory is
+ * left (each lookup then asks the shared table). */
+static struct class_way *thread_class(void)
+{
+    struct class_way *c = t_class;
+    if (GS_LIKELY(c != NULL))
+        return c;
+    pthread_once(&class_once, class_key_make);
+    c = calloc(CLASS_WAYS, sizeof *c);
+    if (c)
+        (void)pthread_setspecific(class_key, c);
+    t_class = c;
+    return c;
+}
 
 static int classify(CUfunction f)
 {
@@ -89,12 +122,15 @@ static int classify(CUfunction f)
 
 int gs_compute_is_collective(CUfunction f)
 {
+    struct class_way *c = thread_class();
     unsigned way = (unsigned)(((uintptr_t)f >> 4) % CLASS_WAYS);
-    if (GS_LIKELY(t_class[way].f == f && f))
-        return t_class[way].coll;
+    if (GS_LIKELY(c && c[way].f == f && f))
+        return c[way].coll;
     int coll = classify(f);
-    t_class[way].f = f;
-    t_class[way].coll = coll;
+    if (c) {
+        c[way].f = f;
+        c[way].coll = coll;
+    }
     return coll;
 }
 
