@@ -133,19 +133,21 @@ int gs_ledger_lay_out(int fd)
     struct stat st;
     if (init_lock(fd) != 0)
         return -1;
-    int rc = fstat(fd, &st);
-    if (rc == 0 && st.st_size == 0) {
+    uint64_t magic = 0;
+    uint32_t version = 0;
+    int rc = fstat(fd, &st) == 0 ? 0 : -1;
+    int sized = rc == 0 && (size_t)st.st_size == sizeof fresh;
+    if (sized &&
+        (pread(fd, &magic, sizeof magic, 0) != (ssize_t)sizeof magic ||
+         pread(fd, &version, sizeof version, offsetof(struct gs_ledger_file, version)) != (ssize_t)sizeof version))
+        rc = -1;
+    if (rc == 0 && (st.st_size == 0 || (sized && magic == 0))) {
+        /* empty, or sized by an opener that died before its layout: as gs_ledger_open lays it out */
         init_file(&fresh);
         rc = pwrite(fd, &fresh, sizeof fresh, 0) == (ssize_t)sizeof fresh ? 0 : -1;
-    } else if (rc == 0) {
-        uint64_t magic = 0;
-        uint32_t version = 0;
-        int ok =
-            (size_t)st.st_size == sizeof fresh && pread(fd, &magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
-            pread(fd, &version, sizeof version, offsetof(struct gs_ledger_file, version)) == (ssize_t)sizeof version &&
-            magic == GS_LEDGER_MAGIC && version == GS_LEDGER_VERSION;
-        rc = ok ? 0 : -1;
-        errno = ok ? 0 : EINVAL;
+    } else if (rc == 0 && !(sized && magic == GS_LEDGER_MAGIC && version == GS_LEDGER_VERSION)) {
+        rc = -1;
+        errno = EINVAL;
     }
     int e = errno;
     flock(fd, LOCK_UN);

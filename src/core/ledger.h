@@ -92,11 +92,12 @@ uint64_t gs_ledger_container_id(uint64_t dev, uint64_t ino);
  * and errno EAGAIN where a later try may do (an empty file whose lock
  * another process held past GS_LEDGER_OPEN_WAIT_NS), else another. */
 struct gs_ledger *gs_ledger_open(const char *path, char *err, size_t errlen);
-/* The node agent's: lays out the empty ledger file fd (open for writing),
- * so that no tenant has to take its lock to open it; 0 also where it holds
- * a ledger of this layout already, else -1 with errno (EINVAL: another
- * layout or size; EAGAIN: another process held its lock past
- * GS_LEDGER_OPEN_WAIT_NS). */
+/* The node agent's: lays out the ledger file fd (open for writing) where
+ * it is empty, or of the right size but never laid out, as
+ * gs_ledger_open would, so that no tenant has to take its lock to open
+ * it; 0 also where it holds a ledger of this layout already, else -1 with
+ * errno (EINVAL: another layout or size; EAGAIN: another process held its
+ * lock past GS_LEDGER_OPEN_WAIT_NS). */
 int gs_ledger_lay_out(int fd);
 /* Unmaps it and closes its descriptors: the slots it held become free. */
 void gs_ledger_close(struct gs_ledger *l);

@@ -15,9 +15,13 @@
  *
  * Invariants: no crash; a ledger of another size, magic or version is
  * refused with a one-line reason; a refused turn never asks for a wait past
- * GS_LEDGER_MAX_HOLD_NS; the demands stay within their documented ranges.
+ * GS_LEDGER_MAX_HOLD_NS; the demands stay within their documented ranges;
+ * the node agent's lay-out (gs_ledger_lay_out) keeps exactly the files an
+ * opener takes, and refuses one of another size.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -94,9 +98,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct gs_ledger *bad = gs_ledger_open(path, err, sizeof err);
         FUZZ_CHECK(bad == NULL);
         fuzz_check_refusal(err, sizeof err);
+        int fd = open(path, O_RDWR | O_CLOEXEC);
+        FUZZ_CHECK(fd >= 0);
+        FUZZ_CHECK(gs_ledger_lay_out(fd) == -1 && errno == EINVAL); /* the node agent's check agrees */
+        close(fd);
         return 0;
     }
+    /* the node agent's lay-out keeps what an opener takes and refuses the rest */
+    int fd = data[0] % 2 == 1 && data[size - 1] % 2 ? open(path, O_RDWR | O_CLOEXEC) : -1;
+    int kept = fd >= 0 ? gs_ledger_lay_out(fd) == 0 : -1;
+    if (fd >= 0)
+        close(fd);
     struct gs_ledger *l = gs_ledger_open(path, err, sizeof err);
+    FUZZ_CHECK(kept < 0 || kept == (l != NULL));
     if (!l) {
         fuzz_check_refusal(err, sizeof err);
         return 0;
