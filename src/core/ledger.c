@@ -61,8 +61,16 @@ static int init_lock(int fd)
     return 0;
 }
 
-/* The mapping of a ledger file of the right size: laid out afresh if empty
- * (only under the init lock: locked), else checked. */
+/* Whether magic is a ledger's that someone wrote garbage over (or never
+ * laid out: 0), rather than another gpuslice version's. */
+static int not_laid_out(uint64_t magic)
+{
+    return magic != GS_LEDGER_MAGIC;
+}
+
+/* The mapping of a ledger file of the right size: laid out afresh where it
+ * never was or was written over (only under the init lock: locked; live
+ * members restore their records, gs_ledger_heal), else checked. */
 static struct gs_ledger_file *map_laid_out(int fd, const char *path, int locked, char *err, size_t errlen)
 {
     void *m = mmap(NULL, sizeof(struct gs_ledger_file), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -74,20 +82,20 @@ static struct gs_ledger_file *map_laid_out(int fd, const char *path, int locked,
     /* Any container can shrink the file under everyone's mapping. */
     gs_map_guard_add(m, sizeof *f);
     uint64_t magic = __atomic_load_n(&f->magic, __ATOMIC_ACQUIRE);
-    if (magic == 0 && locked) {
+    if (not_laid_out(magic) && locked) {
         init_file(f);
         return f;
     }
-    if (magic == 0)
-        snprintf(err, errlen, "device ledger %s is not laid out yet, and another process holds its lock", path);
-    else if (magic != GS_LEDGER_MAGIC || f->version != GS_LEDGER_VERSION)
+    if (not_laid_out(magic))
+        snprintf(err, errlen, "device ledger %s is not laid out, and another process holds its lock", path);
+    else if (f->version != GS_LEDGER_VERSION)
         snprintf(err, errlen, "device ledger %s has layout version %u, this build uses %u", path, f->version,
                  GS_LEDGER_VERSION);
     else
         return f;
     gs_map_guard_remove(m);
     munmap(m, sizeof *f);
-    errno = magic == 0 ? EAGAIN : EINVAL;
+    errno = not_laid_out(magic) ? EAGAIN : EINVAL;
     return NULL;
 }
 
@@ -112,7 +120,7 @@ static struct gs_ledger_file *map_file(int fd, const char *path, char *err, size
                  (long long)st.st_size, sizeof *f);
         e = EINVAL;
     } else if (st.st_size == 0 && !locked) {
-        snprintf(err, errlen, "device ledger %s is not laid out yet, and another process holds its lock", path);
+        snprintf(err, errlen, "device ledger %s is not laid out, and another process holds its lock", path);
         e = EAGAIN;
     } else if (st.st_size == 0 && ftruncate(fd, (off_t)sizeof *f) != 0) {
         snprintf(err, errlen, "cannot size device ledger %s: %s", path, strerror(errno));
@@ -141,11 +149,11 @@ int gs_ledger_lay_out(int fd)
         (pread(fd, &magic, sizeof magic, 0) != (ssize_t)sizeof magic ||
          pread(fd, &version, sizeof version, offsetof(struct gs_ledger_file, version)) != (ssize_t)sizeof version))
         rc = -1;
-    if (rc == 0 && (st.st_size == 0 || (sized && magic == 0))) {
-        /* empty, or sized by an opener that died before its layout: as gs_ledger_open lays it out */
+    if (rc == 0 && (st.st_size == 0 || (sized && not_laid_out(magic)))) {
+        /* empty, sized by an opener that died before its layout, or written over: as gs_ledger_open lays it out */
         init_file(&fresh);
         rc = pwrite(fd, &fresh, sizeof fresh, 0) == (ssize_t)sizeof fresh ? 0 : -1;
-    } else if (rc == 0 && !(sized && magic == GS_LEDGER_MAGIC && version == GS_LEDGER_VERSION)) {
+    } else if (rc == 0 && !(sized && version == GS_LEDGER_VERSION)) {
         rc = -1;
         errno = EINVAL;
     }
@@ -300,6 +308,26 @@ int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t container, uint32_
     }
     errno = ENOSPC;
     return -1;
+}
+
+void gs_ledger_heal(struct gs_ledger *l, int slot, uint64_t container, int32_t pid, uint32_t weight)
+{
+    if (slot < 0 || slot >= GS_LEDGER_MEMBERS || l->slot_fd[slot] < 0 || container == 0)
+        return;
+    struct gs_ledger_file *f = l->f;
+    if (LD(&f->magic) != GS_LEDGER_MAGIC || LD(&f->version) != GS_LEDGER_VERSION ||
+        LD(&f->size) != (uint32_t)sizeof *f) {
+        ST(&f->version, GS_LEDGER_VERSION);
+        ST(&f->size, (uint32_t)sizeof *f);
+        __atomic_store_n(&f->magic, GS_LEDGER_MAGIC, __ATOMIC_RELEASE);
+    }
+    struct gs_ledger_member *m = &f->m[slot];
+    if (LD(&m->container) != container)
+        ST(&m->container, container);
+    if (LD(&m->pid) != pid)
+        ST(&m->pid, pid);
+    if (LD(&m->weight) != weight)
+        ST(&m->weight, weight);
 }
 
 /* The turn as it stands, validated: 0 when free, expired or forged; else

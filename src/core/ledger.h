@@ -112,6 +112,14 @@ void gs_ledger_forget(struct gs_ledger *l);
  * later) or EINVAL (container 0). */
 int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t container, uint32_t weight);
 
+/* Restores what member slot (held by this handle) says of itself, and the
+ * file's header, where someone wrote over them: any tenant can write the
+ * file, and one pass of garbage left the member counted as a stranger for
+ * good (a share pair 30 : 70 of the agent's layout at 0.23 / 0.41) and
+ * every later opener refused. The rest of the record is written anew at
+ * its next ask, touch or publish. */
+void gs_ledger_heal(struct gs_ledger *l, int slot, uint64_t container, int32_t pid, uint32_t weight);
+
 /* The member shows demand at now (one atomic store, no lock: a share-mode
  * process that runs free calls it from its launch path). */
 void gs_ledger_touch(struct gs_ledger *l, int slot, uint64_t now);

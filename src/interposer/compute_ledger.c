@@ -59,25 +59,28 @@ static int ledger_dir(char *dir, size_t len, struct stat *region)
 }
 
 /* Opens led_path[d] if not yet open and takes a member slot there
- * (led_lock held); where a lock of the ledger was held, a later launch
- * tries again (led_retry_ns). */
+ * (led_lock held); where it cannot be opened (its lock held, written
+ * over, another version's) or its lock was held, a later launch tries
+ * again (led_retry_ns): a live member restores what was written over
+ * (gs_ledger_heal), and the tries cost an open or a lock attempt. */
 static void take_slot(int d, uint64_t now)
 {
     char err[sizeof led_path[d] + 200] = "";
     if (!led[d])
         led[d] = gs_ledger_open(led_path[d], err, sizeof err);
     int slot = led[d] ? gs_ledger_join(led[d], (int32_t)getpid(), led_container, led_weight[d]) : -1;
-    int busy = slot < 0 && errno == EAGAIN;
+    int busy = !led[d] || (slot < 0 && errno == EAGAIN);
     gs_cost_add(GS_COST_ASK, gs_compute_now() - now);
     int retried = __atomic_load_n(&led_retry_ns[d], __ATOMIC_RELAXED) != 0;
     if (busy) {
-        if (!retried)
+        if (!retried && led[d])
             gs_log(GS_LOG_INFO,
-                   "device ledger %s: %s; this process joins at a later launch, and until then the other "
-                   "containers do not see it",
-                   led_path[d], led[d] ? "its lock is held by another process" : err);
-    } else if (!led[d]) {
-        gs_log(GS_LOG_INFO, "%s; the compute limiter corrects for other containers from NVML only", err);
+                   "device ledger %s: its lock is held by another process; this process joins at a later launch, "
+                   "and until then the other containers do not see it",
+                   led_path[d]);
+        else if (!retried)
+            gs_log(GS_LOG_INFO,
+                   "%s; this process joins at a later launch, and until then the other containers do not see it", err);
     } else if (slot < 0) {
         gs_log(GS_LOG_INFO, "device ledger %s is full; corrections for other containers from NVML only", led_path[d]);
     } else if (retried) {
@@ -183,8 +186,10 @@ void gs_compute_ledger_reap(int d)
 {
     int slot;
     struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
-    if (l)
-        gs_ledger_reap(l);
+    if (!l)
+        return;
+    gs_ledger_heal(l, slot, led_container, (int32_t)getpid(), led_weight[d]);
+    gs_ledger_reap(l);
 }
 
 uint32_t gs_compute_ledger_claim(const struct gs_lim_account *a)

@@ -13,8 +13,9 @@
  * The very first byte chooses whether the file starts empty (created
  * here) or holds a forged image of that script's first patches.
  *
- * Invariants: no crash; a ledger of another size, magic or version is
- * refused with a one-line reason; a refused turn never asks for a wait past
+ * Invariants: no crash; a ledger of another size or version is refused
+ * with a one-line reason (a header that is not a ledger's is laid out
+ * afresh); a refused turn never asks for a wait past
  * GS_LEDGER_MAX_HOLD_NS; the demands stay within their documented ranges;
  * the node agent's lay-out (gs_ledger_lay_out) keeps exactly the files an
  * opener takes, and refuses one of another size.

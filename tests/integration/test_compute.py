@@ -341,7 +341,7 @@ def test_a_tenant_that_holds_the_shared_ledger_files_flock_hangs_no_launch(world
     assert out["r"] <= 0.30 + TOL, out
     run(c, "kernel", 0.5)  # its later launches join
     err = c.close()
-    assert "is not laid out yet, and another process holds its lock; this process joins at a later launch" in err, err
+    assert "is not laid out, and another process holds its lock; this process joins at a later launch" in err, err
     assert re.search(r"ledger: joined, as member \d+", err), err
 
 
@@ -458,6 +458,31 @@ def test_two_containers_sharing_30_70_split_30_70_when_the_ledger_was_locked_as_
     for e in (ea, eb):
         assert "its lock is held by another process; this process joins at a later launch" in e, e[-2000:]
         assert re.search(r"ledger: joined, as member \d+", e), e[-2000:]
+    assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
+    assert ra + rb >= 0.93, (ra, rb)
+
+
+def test_two_containers_sharing_30_70_split_30_70_after_a_tenant_wrote_over_their_ledger(world):
+    """A tenant that can write the agent's shared ledger directory writes
+    random bytes over the device ledger once, 1 s in, while a share pair
+    30 : 70 runs in the agent's layout, each on the GPU's roster. Each
+    member restores its own record and the file's header at its next outer
+    run, and the pair splits 30 : 70 again. Before, the garbage stood: their
+    container ids no longer matched the roster, each counted the other as a
+    stranger of weight up to 100, and the pair ran at 0.231 / 0.411; and
+    every process that opened the ledger later was refused it."""
+    hits = []
+
+    def once(ledgers):
+        sim_sleep(1.0)
+        hits.append(scribble(ledgers))
+
+    share = {"GPUSLICE_COMPUTE_MODE": "share"}
+    ra, rb = containers(world, [{**share, "GPUSLICE_SHARE_WEIGHT": "30"}, {**share, "GPUSLICE_SHARE_WEIGHT": "70"}],
+                        "agent", secs=5.0, warm=3.0, hostile=once, roster=["share 100", "share 100"],
+                        GPUSLICE_SIM_SWITCH_LOSS=30)
+    print(f"shares 30:70 after the ledger was written over: {ra:.3f} / {rb:.3f}")
+    assert hits == [1], hits
     assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
     assert ra + rb >= 0.93, (ra, rb)
 

@@ -237,7 +237,7 @@ static void a_held_layout_lock_keeps_out_only_an_empty_ledger(void **state)
     errno = 0;
     assert_null(gs_ledger_open(path, err, sizeof err));
     assert_int_equal(errno, EAGAIN);
-    assert_non_null(strstr(err, "not laid out yet"));
+    assert_non_null(strstr(err, "not laid out"));
     assert_int_equal(gs_ledger_lay_out(fd), -1); /* the agent's lay-out waits no longer */
     assert_int_equal(errno, EAGAIN);
     flock(holder, LOCK_UN);
@@ -251,11 +251,50 @@ static void a_held_layout_lock_keeps_out_only_an_empty_ledger(void **state)
     assert_int_equal(gs_ledger_lay_out(fd), 0); /* a valid ledger is kept, members and all */
     assert_int_equal(l->f->m[0].container, 11);
     gs_ledger_close(l);
-    assert_int_equal(pwrite(fd, "junk", 4, 0), 4);
-    assert_int_equal(gs_ledger_lay_out(fd), -1);
+    uint32_t other_version = GS_LEDGER_VERSION + 1;
+    assert_int_equal(pwrite(fd, &other_version, sizeof other_version, offsetof(struct gs_ledger_file, version)),
+                     (ssize_t)sizeof other_version);
+    assert_int_equal(gs_ledger_lay_out(fd), -1); /* another version's: the agent decides */
     assert_int_equal(errno, EINVAL);
+    assert_int_equal(pwrite(fd, "junk", 4, 0), 4);
+    assert_int_equal(gs_ledger_lay_out(fd), 0); /* written over: laid out afresh, as an opener would */
     close(holder);
     close(fd);
+    unlink(path);
+}
+
+/* A tenant writes garbage over the whole file: the member that owns a slot
+ * restores its record and the header; a process that opens the file
+ * meanwhile, lock held, is told to try again. */
+static void a_member_restores_what_was_written_over_it(void **state)
+{
+    (void)state;
+    char path[128], err[256];
+    struct gs_ledger *l = fresh(path, sizeof path);
+    int a = gs_ledger_join(l, 100, 11, 30);
+    assert_true(a >= 0);
+    int fd = open(path, O_RDWR);
+    char junk[512];
+    memset(junk, 0xa5, sizeof junk);
+    assert_int_equal(pwrite(fd, junk, sizeof junk, 0), (ssize_t)sizeof junk);
+    assert_int_not_equal(l->f->m[a].container, 11);
+    assert_int_equal(flock(fd, LOCK_EX), 0);
+    errno = 0;
+    assert_null(gs_ledger_open(path, err, sizeof err)); /* not laid out, and the lock held */
+    assert_int_equal(errno, EAGAIN);
+    gs_ledger_heal(l, a, 11, 100, 30);
+    assert_int_equal(l->f->m[a].container, 11);
+    assert_int_equal(l->f->m[a].weight, 30);
+    struct gs_ledger *later = gs_ledger_open(path, err, sizeof err); /* the header is ours again */
+    assert_non_null(later);
+    struct gs_ledger_claim cl[GS_LEDGER_MEMBERS];
+    gs_ledger_touch(l, a, 1000 * MS);
+    gs_ledger_reap(later); /* the forged members the garbage made: nobody holds their bytes */
+    assert_int_equal(gs_ledger_claims(later, 22, 900 * MS, 900 * MS, cl, GS_LEDGER_MEMBERS), 1);
+    assert_int_equal(cl[0].container, 11);
+    gs_ledger_close(later);
+    close(fd);
+    gs_ledger_close(l);
     unlink(path);
 }
 
@@ -486,6 +525,7 @@ int main(void)
         cmocka_unit_test(a_process_that_holds_the_lock_or_dies_in_it_stalls_no_one),
         cmocka_unit_test(a_full_ledger_says_so),
         cmocka_unit_test(a_held_layout_lock_keeps_out_only_an_empty_ledger),
+        cmocka_unit_test(a_member_restores_what_was_written_over_it),
         cmocka_unit_test(a_waiter_wakes_when_the_turn_is_released),
         cmocka_unit_test(share_mode_sees_the_others_demand_and_weights),
         cmocka_unit_test(a_file_of_another_layout_is_refused),
