@@ -42,20 +42,30 @@ static void init_file(struct gs_ledger_file *f)
     __atomic_store_n(&f->magic, GS_LEDGER_MAGIC, __ATOMIC_RELEASE);
 }
 
-/* flock(LOCK_EX) without blocking, retried for GS_LEDGER_OPEN_WAIT_NS: any
- * tenant can open the file and hold it for good, and a blocking one hung
- * every other process's first limited launch for as long. */
+/* Until when init_lock only tries, after a wait that timed out (the
+ * process's, for every ledger: an opener tries again at its launches). */
+static uint64_t init_patient_after_ns;
+
+/* flock(LOCK_EX) without blocking, retried for GS_LEDGER_OPEN_WAIT_NS, or
+ * tried once within GS_LEDGER_LOCK_BACKOFF_NS of a wait that timed out: any
+ * tenant can open the file and hold it for good; a blocking flock hung
+ * every other process's first limited launch for as long, and a 100 ms
+ * wait at each later try held a capped tenant's launches half the time. */
 static int init_lock(int fd)
 {
     uint64_t t0 = mono_ns();
+    int patient = t0 >= LD(&init_patient_after_ns);
     while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         if (errno != EWOULDBLOCK && errno != EINTR)
             return -1;
-        if (mono_ns() - t0 > GS_LEDGER_OPEN_WAIT_NS) {
+        uint64_t now = mono_ns();
+        if (!patient || now - t0 > GS_LEDGER_OPEN_WAIT_NS) {
+            if (patient)
+                ST(&init_patient_after_ns, now + GS_LEDGER_LOCK_BACKOFF_NS);
             errno = EAGAIN;
             return -1;
         }
-        struct timespec ts = { 0, 200000 };
+        struct timespec ts = { 0, 20000 };
         nanosleep(&ts, NULL);
     }
     return 0;

@@ -42,7 +42,7 @@
 #define GS_LEDGER_MEMBERS 128
 #define GS_LEDGER_MAX_HOLD_NS 1200000000ULL     /* a turn never reaches further ahead than this */
 #define GS_LEDGER_LOCK_WAIT_NS 5000000ULL       /* the ledger's lock, at most this long */
-#define GS_LEDGER_OPEN_WAIT_NS 100000000ULL     /* the file's init lock (flock), at most this long */
+#define GS_LEDGER_OPEN_WAIT_NS 5000000ULL       /* the file's init lock (flock), at most this long */
 #define GS_LEDGER_LOCK_BACKOFF_NS 1000000000ULL /* ... and once a wait timed out, not again for this long */
 #define GS_LEDGER_MAX_OPEN 4096U                /* more open windows than this in one member is garbage */
 #define GS_LEDGER_CONTEND_NS 100000000ULL       /* a member that asked for the turn this recently contends */
