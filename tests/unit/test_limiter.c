@@ -339,6 +339,37 @@ static void the_entry_for_users_outside_the_ledger_counts_beside_a_full_ledger(v
     assert_int_equal(o.target, GS_LIM_SHARE_MEASURED);
 }
 
+/* A share container held to its target (70 of 100) whose work was queued
+ * all the run, its corrected use under the target (time-sliced beside a
+ * free neighbour of weight 30 that wants no more): it says it wants more,
+ * so that the neighbour is held to its part. Only the free one said so: a
+ * share pair on the simulated driver stayed time-sliced at 0.28 / 0.48. */
+static void a_held_share_container_with_work_queued_all_the_time_wants_more(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_SHARE, 0, 70);
+    a.rate_ppm = 700000; /* held to its part */
+    a.throttled_ns = 100 * MS;
+    struct gs_lim_demand free30 = { 30, 350000, 0, 0 };
+    struct gs_outer_in in = { .now = 1250 * MS,
+                              .interval_ns = GS_LIM_OUTER_NS,
+                              .occ_ppm = 998000,
+                              .our_ppm = -1,
+                              .others_ppm = -1,
+                              .dev_ppm = 1000000,
+                              .power_mw = -1,
+                              .limit_mw = -1,
+                              .dem = &free30,
+                              .ndem = 1 };
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.wants_ns, in.now);
+    in.occ_ppm = 600000; /* held and taking turns: what it waits for tokens says it */
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.wants_ns, 100 * MS);
+}
+
 /* Graph launches are measured coarsely only where NVML's per-process time
  * corrects the measure: capped, alone, with samples that see our time; not
  * without samples, and not beside a busy member of the ledger. */
@@ -1440,6 +1471,7 @@ int main(void)
         cmocka_unit_test(a_capped_job_of_short_steps_never_stands_still_for_long),
         cmocka_unit_test(a_tenant_under_its_cap_never_drains_its_queue),
         cmocka_unit_test(graphs_are_measured_coarsely_only_where_per_process_samples_correct_it),
+        cmocka_unit_test(a_held_share_container_with_work_queued_all_the_time_wants_more),
         cmocka_unit_test(a_launch_bound_tenant_is_charged_its_kernels_not_its_gaps),
         cmocka_unit_test(a_launch_bound_tenant_under_a_cap_above_its_use_is_not_held_by_device_utilisation),
         cmocka_unit_test(launches_after_the_last_marker_are_priced_by_the_markers),
