@@ -42,33 +42,51 @@ static void init_file(struct gs_ledger_file *f)
     __atomic_store_n(&f->magic, GS_LEDGER_MAGIC, __ATOMIC_RELEASE);
 }
 
-/* Until when init_lock only tries, after a wait that timed out (the
- * process's, for every ledger: an opener tries again at its launches). */
-static uint64_t init_patient_after_ns;
-
-/* flock(LOCK_EX) without blocking, retried for GS_LEDGER_OPEN_WAIT_NS, or
- * tried once within GS_LEDGER_LOCK_BACKOFF_NS of a wait that timed out: any
- * tenant can open the file and hold it for good; a blocking flock hung
- * every other process's first limited launch for as long, and a 100 ms
- * wait at each later try held a capped tenant's launches half the time. */
-static int init_lock(int fd)
+/* Calls try_once(fd), a lock taken without blocking, until it succeeds:
+ * retried for wait_ns, or tried once before *patient_after, which a wait
+ * that timed out sets GS_LEDGER_LOCK_BACKOFF_NS ahead. Any tenant can hold
+ * either of the ledger's locks for good: a blocking flock hung every other
+ * process's first limited launch for as long, and a full wait at every try
+ * cost each neighbour the whole wait per window (the OFD lock) or held a
+ * capped tenant's launches half the time (a 100 ms flock wait every
+ * 100 ms). 0, or -1 with errno (EAGAIN: held). */
+static int bounded_lock(int (*try_once)(int fd), int fd, uint64_t wait_ns, uint64_t *patient_after)
 {
-    uint64_t t0 = mono_ns();
-    int patient = t0 >= LD(&init_patient_after_ns);
-    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        if (errno != EWOULDBLOCK && errno != EINTR)
+    uint64_t t0 = 0;
+    while (try_once(fd) != 0) {
+        if (errno != EAGAIN && errno != EACCES && errno != EINTR)
             return -1;
         uint64_t now = mono_ns();
-        if (!patient || now - t0 > GS_LEDGER_OPEN_WAIT_NS) {
-            if (patient)
-                ST(&init_patient_after_ns, now + GS_LEDGER_LOCK_BACKOFF_NS);
+        if (!t0 && now < LD(patient_after)) {
             errno = EAGAIN;
             return -1;
+        }
+        if (!t0) {
+            t0 = now;
+        } else if (now - t0 > wait_ns) {
+            ST(patient_after, now + GS_LEDGER_LOCK_BACKOFF_NS);
+            errno = EAGAIN;
+            return -1; /* held too long: someone stalled or hostile */
         }
         struct timespec ts = { 0, 20000 };
         nanosleep(&ts, NULL);
     }
     return 0;
+}
+
+static int try_init_lock(int fd)
+{
+    return flock(fd, LOCK_EX | LOCK_NB);
+}
+
+/* Until when the init lock is only tried (the process's, for every ledger:
+ * an opener tries again at its launches). */
+static uint64_t init_patient_after_ns;
+
+/* The flock that guards a file's first lay-out. */
+static int init_lock(int fd)
+{
+    return bounded_lock(try_init_lock, fd, GS_LEDGER_OPEN_WAIT_NS, &init_patient_after_ns);
 }
 
 /* Whether magic is a ledger's that someone wrote garbage over (or never
@@ -224,30 +242,16 @@ void gs_ledger_close(struct gs_ledger *l)
     gs_ledger_forget(l);
 }
 
-/* The ledger's lock: without blocking, retried for GS_LEDGER_LOCK_WAIT_NS,
- * or tried once within GS_LEDGER_LOCK_BACKOFF_NS of a lock that timed out
- * (a tenant holding it for good cost every window of its neighbours the
- * whole wait). */
+static int try_ledger_lock(int fd)
+{
+    return gs_ofd_lock_byte(fd, LOCK_OFF);
+}
+
+/* The ledger's lock, bounded as the init lock is (bounded_lock), the
+ * handle's own back-off. */
 static int lock(struct gs_ledger *l)
 {
-    uint64_t t0 = 0;
-    for (;;) {
-        if (gs_ofd_lock_byte(l->fd, LOCK_OFF) == 0)
-            return 0;
-        if (errno != EAGAIN && errno != EACCES)
-            return -1;
-        uint64_t now = mono_ns();
-        if (!t0 && now < LD(&l->patient_after_ns))
-            return -1;
-        if (!t0) {
-            t0 = now;
-        } else if (now - t0 > GS_LEDGER_LOCK_WAIT_NS) {
-            ST(&l->patient_after_ns, now + GS_LEDGER_LOCK_BACKOFF_NS);
-            return -1; /* held too long: someone stalled or hostile */
-        }
-        struct timespec ts = { 0, 20000 };
-        nanosleep(&ts, NULL);
-    }
+    return bounded_lock(try_ledger_lock, l->fd, GS_LEDGER_LOCK_WAIT_NS, &l->patient_after_ns);
 }
 
 static void unlock(struct gs_ledger *l)
