@@ -604,7 +604,15 @@ static struct outer_view outer_view_of(const struct gs_lim_account *a, const str
      * occupancy, not a share; beside busy ledger members the split is no
      * measure either (docs/compute.md, "The contention correction") */
     int occupancy_like = our >= 0 && in->others_ppm >= 0 && dev >= 0 && our + in->others_ppm > dev + GS_LIM_BUSY_PPM;
-    v.per_process = our >= 0 && !(our == 0 && in->occ_ppm >= 4 * GS_LIM_BUSY_PPM) && !occupancy_like && v.nb == 0;
+    /* nor beside a ledger member that published too little use to count
+     * as busy while NVML saw others busy: it may still time-slice with us
+     * (a capped one under the device bound publishes at most U less the
+     * others' uses, 0 beside a busier neighbour), and a container capped
+     * at 30 beside such a decoder took c 0.53 from the samples and ran at
+     * 0.36 on the simulated driver */
+    int quiet_member_busy = in->ndem > 0 && in->others_ppm >= GS_LIM_BUSY_PPM;
+    v.per_process = our >= 0 && !(our == 0 && in->occ_ppm >= 4 * GS_LIM_BUSY_PPM) && !occupancy_like && v.nb == 0 &&
+                    !quiet_member_busy;
     v.learn = !gs_lim_outer_slept(in->interval_ns) && (v.per_process || dev >= 0 || v.nb > 0);
     return v;
 }

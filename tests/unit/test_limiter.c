@@ -402,6 +402,39 @@ static void graphs_are_measured_coarsely_only_where_per_process_samples_correct_
     assert_false(o.graph_coarse);
 }
 
+/* A capped container beside a ledger member that published no use (a
+ * capped decoder under the device bound, beside our larger published use)
+ * while NVML's samples gave others a quarter of the device: the samples,
+ * which credit time-sliced contexts unevenly, are no measure of c. Taken
+ * from them, c fell to 0.53 and a container capped at 30 ran at 0.36 on
+ * the simulated driver. */
+static void samples_are_no_measure_beside_a_quiet_member_nvml_sees_busy(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 30, 100);
+    struct gs_lim_demand quiet = { 70, 0, 0, 70 * 10000U };
+    struct gs_outer_in in = { .now = 1250 * MS,
+                              .interval_ns = GS_LIM_OUTER_NS,
+                              .occ_ppm = 370000,
+                              .our_ppm = 103333,
+                              .others_ppm = 283333,
+                              .dev_ppm = 440000,
+                              .power_mw = -1,
+                              .limit_mw = -1,
+                              .dem = &quiet,
+                              .ndem = 1 };
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_false(o.graph_coarse);
+    assert_true(o.corr >= GS_LIM_PPM * 9 / 10);
+    assert_true(o.use_ppm >= 300000); /* its charge, not NVML's share */
+    in.others_ppm = 20000;            /* NVML saw the member barely run: the samples measure us */
+    in.our_ppm = 350000;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_true(o.graph_coarse);
+}
+
 /* Our share beside honest b (weight 70, using half, wanting more) and the
  * claims a forger wrote into the ledger: forged members of weight 65535
  * (read as the legal ceiling), using the whole GPU and wanting more. */
@@ -1471,6 +1504,7 @@ int main(void)
         cmocka_unit_test(a_capped_job_of_short_steps_never_stands_still_for_long),
         cmocka_unit_test(a_tenant_under_its_cap_never_drains_its_queue),
         cmocka_unit_test(graphs_are_measured_coarsely_only_where_per_process_samples_correct_it),
+        cmocka_unit_test(samples_are_no_measure_beside_a_quiet_member_nvml_sees_busy),
         cmocka_unit_test(a_held_share_container_with_work_queued_all_the_time_wants_more),
         cmocka_unit_test(a_launch_bound_tenant_is_charged_its_kernels_not_its_gaps),
         cmocka_unit_test(a_launch_bound_tenant_under_a_cap_above_its_use_is_not_held_by_device_utilisation),
