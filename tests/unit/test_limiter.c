@@ -22,6 +22,24 @@ static void account(struct gs_lim_account *a, enum gs_lim_mode mode, unsigned pc
     gs_lim_account_init(a, mode, pct, weight, 1000 * MS);
 }
 
+/* One outer run's input, a run after the last at 1 s: occupancy occ and
+ * NVML's readings in ppm (-1: none), no power reading, beside the n ledger
+ * members of dem. */
+static struct gs_outer_in outer_in(uint64_t occ, int64_t our, int64_t others, int64_t dev,
+                                   const struct gs_lim_demand *dem, unsigned n)
+{
+    return (struct gs_outer_in){ .now = 1250 * MS,
+                                 .interval_ns = GS_LIM_OUTER_NS,
+                                 .occ_ppm = occ,
+                                 .our_ppm = our,
+                                 .others_ppm = others,
+                                 .dev_ppm = dev,
+                                 .power_mw = -1,
+                                 .limit_mw = -1,
+                                 .dem = dem,
+                                 .ndem = n };
+}
+
 static void refill_is_capped_at_one_period(void **state)
 {
     (void)state;
@@ -320,17 +338,8 @@ static void the_entry_for_users_outside_the_ledger_counts_beside_a_full_ledger(v
     /* the same through the decision the outer loop runs */
     struct gs_lim_account a;
     account(&a, GS_LIM_SHARE, 0, 100);
-    struct gs_outer_in in = { .now = 1250 * MS,
-                              .interval_ns = GS_LIM_OUTER_NS,
-                              .occ_ppm = 300000,
-                              .our_ppm = -1,
-                              .others_ppm = -1,
-                              .dev_ppm = -1,
-                              .power_mw = -1,
-                              .limit_mw = -1,
-                              .dem = d,
-                              .ndem = GS_LIM_MAX_DEMANDS,
-                              .outside_weight = 100 };
+    struct gs_outer_in in = outer_in(300000, -1, -1, -1, d, GS_LIM_MAX_DEMANDS);
+    in.outside_weight = 100;
     struct gs_outer_out o;
     gs_lim_outer_decide(&a, &in, &o);
     assert_int_equal(o.target, fill);
@@ -352,16 +361,7 @@ static void a_held_share_container_with_work_queued_all_the_time_wants_more(void
     a.rate_ppm = 700000; /* held to its part */
     a.throttled_ns = 100 * MS;
     struct gs_lim_demand free30 = { 30, 350000, 0, 0 };
-    struct gs_outer_in in = { .now = 1250 * MS,
-                              .interval_ns = GS_LIM_OUTER_NS,
-                              .occ_ppm = 998000,
-                              .our_ppm = -1,
-                              .others_ppm = -1,
-                              .dev_ppm = 1000000,
-                              .power_mw = -1,
-                              .limit_mw = -1,
-                              .dem = &free30,
-                              .ndem = 1 };
+    struct gs_outer_in in = outer_in(998000, -1, -1, 1000000, &free30, 1);
     struct gs_outer_out o;
     gs_lim_outer_decide(&a, &in, &o);
     assert_int_equal(o.wants_ns, in.now);
@@ -379,14 +379,7 @@ static void graphs_are_measured_coarsely_only_where_per_process_samples_correct_
     struct gs_lim_account a;
     account(&a, GS_LIM_CAP, 70, 100);
     struct gs_lim_demand busy = { 100, 400000, 0, 0 };
-    struct gs_outer_in in = { .now = 1250 * MS,
-                              .interval_ns = GS_LIM_OUTER_NS,
-                              .occ_ppm = 600000,
-                              .our_ppm = 500000,
-                              .others_ppm = 0,
-                              .dev_ppm = 500000,
-                              .power_mw = -1,
-                              .limit_mw = -1 };
+    struct gs_outer_in in = outer_in(600000, 500000, 0, 500000, NULL, 0);
     struct gs_outer_out o;
     gs_lim_outer_decide(&a, &in, &o);
     assert_true(o.graph_coarse);
@@ -414,16 +407,7 @@ static void samples_are_no_measure_beside_a_quiet_member_nvml_sees_busy(void **s
     struct gs_lim_account a;
     account(&a, GS_LIM_CAP, 30, 100);
     struct gs_lim_demand quiet = { 70, 0, 0, 70 * 10000U };
-    struct gs_outer_in in = { .now = 1250 * MS,
-                              .interval_ns = GS_LIM_OUTER_NS,
-                              .occ_ppm = 370000,
-                              .our_ppm = 103333,
-                              .others_ppm = 283333,
-                              .dev_ppm = 440000,
-                              .power_mw = -1,
-                              .limit_mw = -1,
-                              .dem = &quiet,
-                              .ndem = 1 };
+    struct gs_outer_in in = outer_in(370000, 103333, 283333, 440000, &quiet, 1);
     struct gs_outer_out o;
     gs_lim_outer_decide(&a, &in, &o);
     assert_false(o.graph_coarse);
@@ -1003,16 +987,7 @@ static void a_capped_service_back_from_idle_is_not_charged_past_its_cap_by_the_i
     account(&a, GS_LIM_CAP, 70, 100);
     a.corr_ppm = 500000;
     struct gs_lim_demand training = { 100, 300000, 1, 300000 };
-    struct gs_outer_in in = { .now = 1250 * MS,
-                              .interval_ns = GS_LIM_OUTER_NS,
-                              .occ_ppm = 540000,
-                              .our_ppm = -1,
-                              .others_ppm = -1,
-                              .dev_ppm = 440000,
-                              .power_mw = -1,
-                              .limit_mw = -1,
-                              .dem = &training,
-                              .ndem = 1 };
+    struct gs_outer_in in = outer_in(540000, -1, -1, 440000, &training, 1);
     struct gs_outer_out o;
     gs_lim_outer_decide(&a, &in, &o);
     assert_false(o.fine_probe); /* the device bound holds */
@@ -1033,16 +1008,9 @@ static void a_c_above_one_learnt_alone_is_not_carried_from_an_idle_beside_a_busy
     account(&cap, GS_LIM_CAP, 70, 100);
     share.corr_ppm = cap.corr_ppm = GS_LIM_MAX_CORR;
     struct gs_lim_demand training = { 30, 990000, 1, 0 };
-    struct gs_outer_in in = { .now = 90000 * MS,
-                              .interval_ns = 82000 * MS,
-                              .occ_ppm = 0,
-                              .our_ppm = 0,
-                              .others_ppm = 110000,
-                              .dev_ppm = 1000000,
-                              .power_mw = -1,
-                              .limit_mw = -1,
-                              .dem = &training,
-                              .ndem = 1 };
+    struct gs_outer_in in = outer_in(0, 0, 110000, 1000000, &training, 1);
+    in.now = 90000 * MS;
+    in.interval_ns = 82000 * MS;
     struct gs_outer_out o;
     gs_lim_outer_decide(&cap, &in, &o);
     assert_int_equal(o.corr, GS_LIM_PPM);
