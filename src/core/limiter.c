@@ -236,7 +236,10 @@ int gs_lim_extend(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t no
 }
 
 /* Charges the part of [from, end] the container has not charged yet. */
-static uint64_t charge_span(struct gs_lim_account *a, uint64_t from, uint64_t end_ns)
+/* The part of [from, end_ns] no thread or process of the container has
+ * counted yet (the container's busy time is the union of its threads'),
+ * counted as occupancy and charged at rate (ppm; 0: not charged). */
+static uint64_t count_span(struct gs_lim_account *a, uint64_t from, uint64_t end_ns, uint64_t rate)
 {
     uint64_t done = LD(&a->union_end_ns);
     while (done < end_ns &&
@@ -245,7 +248,7 @@ static uint64_t charge_span(struct gs_lim_account *a, uint64_t from, uint64_t en
     if (done > from)
         from = done;
     uint64_t busy = end_ns > from ? end_ns - from : 0;
-    uint64_t charge = (uint64_t)((unsigned __int128)busy * charge_rate(a) / GS_LIM_PPM);
+    uint64_t charge = (uint64_t)((unsigned __int128)busy * rate / GS_LIM_PPM);
     ADD(&a->tokens, -(int64_t)charge);
     ADD(&a->occ_ns, busy);
     ADD(&a->charged_ns, charge);
@@ -270,7 +273,7 @@ static void learn_per_launch(struct gs_lim_window *w, uint64_t busy_ns, uint32_t
 uint64_t gs_lim_busy_interval(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, uint64_t next_ns,
                               uint32_t measured_launches)
 {
-    uint64_t charge = charge_span(a, w->busy_from, end_ns);
+    uint64_t charge = count_span(a, w->busy_from, end_ns, charge_rate(a));
     uint64_t busy = end_ns > w->busy_from ? end_ns - w->busy_from : 0;
     w->busy_ns += busy;
     w->busy_from = next_ns;
@@ -281,6 +284,16 @@ uint64_t gs_lim_busy_interval(struct gs_lim_window *w, struct gs_lim_account *a,
     if (measured_launches)
         learn_per_launch(w, busy, measured_launches);
     return charge;
+}
+
+void gs_lim_uncharged_gap(struct gs_lim_account *a, uint64_t from, uint64_t to)
+{
+    (void)count_span(a, from, to, 0);
+}
+
+int gs_lim_learning(const struct gs_lim_account *a)
+{
+    return LD(&a->corr_ppm) == 0;
 }
 
 uint64_t gs_lim_close(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, int measured)
@@ -340,6 +353,12 @@ uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t 
         dev_ppm = GS_LIM_PPM;
     if (occ_ppm < GS_LIM_BUSY_PPM)
         return old_corr; /* we barely ran: nothing to learn */
+    /* busy, on a device NVML saw idle: its reading covers a period before
+     * we ran (at the first launch, the outer run's first look), not a
+     * measure. Taken as one it set c to 1 as learnt, and the first real
+     * measure then came half-way, not whole (gs_lim_correction) */
+    if (dev_ppm < GS_LIM_BUSY_PPM && occ_ppm >= 4 * GS_LIM_BUSY_PPM)
+        return old_corr;
     uint64_t idle = GS_LIM_PPM - occ_ppm;
     if (idle < GS_LIM_BUSY_PPM) /* cannot see the others: relax towards 1 (as an unlearnt c is) */
         return old_corr ? (uint32_t)(old_corr + (GS_LIM_PPM - old_corr) / 16) : 0;

@@ -270,6 +270,21 @@ int gs_lim_extend(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t no
 uint64_t gs_lim_busy_interval(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t end_ns, uint64_t next_ns,
                               uint32_t measured_launches);
 
+/* c is not learnt yet (charged as 1). The launch path then probes from
+ * GS_LIM_FINE_GAP_NS, so that a decoder's CPU gaps between its kernels are
+ * not charged as busy before NVML can take them out, and hands each gap so
+ * found that a probe from GS_LIM_GAP_NS would not have found to
+ * gs_lim_uncharged_gap: occupancy, from which c is learnt, counts what the
+ * probe from GS_LIM_GAP_NS counts after, so the first c fits it. On the
+ * simulated driver a decoder-like tenant alone under cap 30, charged its
+ * 40 us gaps at c = 1, waited 0.34 s of its first 3 s for tokens. */
+int gs_lim_learning(const struct gs_lim_account *a);
+
+/* [from, to], a CPU gap between busy intervals, counted as occupancy
+ * without being charged (gs_lim_learning); the part of it no other thread
+ * of the container counted already. */
+void gs_lim_uncharged_gap(struct gs_lim_account *a, uint64_t from, uint64_t to);
+
 /* Closes the window: its last busy interval ended at end_ns (the caller
  * works that out: gs_lim_window_end). measured: end_ns was measured, so
  * busy time / launches is a fair cost per launch. Charges that interval as

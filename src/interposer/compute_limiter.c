@@ -12,7 +12,8 @@
  * is not GPU time. While other containers of the device ledger are busy
  * (gs_lim_count_busy) the probe looks at gaps from GS_LIM_FINE_GAP_NS, unless
  * the device is busy well under our cap (gs_lim_bound_holds); so do a CUDA
- * graph's launch and the launch after it, always. Slow path (window
+ * graph's launch and the launch after it, always, and every launch while c
+ * is not learnt (gs_lim_learning). Slow path (window
  * over): drain what the window launched, charge its last busy interval, wait
  * while the container is in debt, open the next.
  */
@@ -222,8 +223,10 @@ static void interval_begin(struct tdev *t, CUstream s, uint64_t now, gs_pfn_cuEv
 
 /* A launch on s after a CPU gap: if the thread's work drained during the
  * gap, its busy interval ended when the last marker completed (or with the
- * last launch, if later), and a new one starts now. */
-static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, uint64_t now)
+ * last launch, if later), and a new one starts now. learning: the probe
+ * came only because c is not learnt (gs_lim_learning); the gap it found
+ * counts as occupancy, not charged. */
+static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, uint64_t now, int learning)
 {
     gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
     gs_pfn_cuStreamQuery query = GS_REAL_CU(cuStreamQuery);
@@ -249,6 +252,8 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
             end = now; /* nothing measured: the gap is charged (never less than the truth) */
         end = less_collective_spin(t, d, end);
         count_charge(r, gs_lim_busy_interval(&t->w, &r->dev[d].lim, end, now, measured ? t->in_interval : 0), 0);
+        if (learning)
+            gs_lim_uncharged_gap(&r->dev[d].lim, end, now);
         interval_begin(t, s, now, rec);
         t->nstreams = 0;
         gs_cost_lap(&lap, GS_COST_PROBE_DRAINED);
@@ -490,13 +495,18 @@ int gs_compute_before(CUstream s, int graph)
          * launch, and the one after it, look from the fine gap too: a
          * graph is many kernels for one launch (the probe costs little
          * beside it), and the CPU between a torch step's graph and its
-         * next kernel is no GPU time of ours */
+         * next kernel is no GPU time of ours. So does every launch while c
+         * is not learnt (gs_lim_learning) */
         uint64_t gap = now - t->last_launch_ns;
-        if (GS_UNLIKELY(gap >= GS_LIM_FINE_GAP_NS) &&
-            (gap >= GS_LIM_GAP_NS || ((graph || t->graph_last) && !gs_compute_graph_coarse(d)) ||
-             gs_compute_fine_probe(d)))
-            probe_gap(t, r, d, s, now);
-        else if (GS_UNLIKELY(timed))
+        int probed = 0;
+        if (GS_UNLIKELY(gap >= GS_LIM_FINE_GAP_NS)) {
+            int coarse = gap >= GS_LIM_GAP_NS;
+            int fine = ((graph || t->graph_last) && !gs_compute_graph_coarse(d)) || gs_compute_fine_probe(d);
+            probed = coarse || fine || gs_lim_learning(a);
+            if (probed)
+                probe_gap(t, r, d, s, now, !coarse && !fine);
+        }
+        if (!probed && GS_UNLIKELY(timed))
             gs_cost_add(GS_COST_GATE, gs_compute_now() - timed);
         t->last_launch_ns = now;
         return d;

@@ -229,6 +229,30 @@ static void overlapping_windows_of_one_container_are_charged_once(void **state)
     assert_int_equal(a.occ_ns, 12 * MS);
 }
 
+/* While c is not learnt, a gap the fine probe found between two intervals
+ * counts as occupancy, as the coarser probe after it would count it, and is
+ * not charged; nor is a part another thread counted already. */
+static void a_gap_found_while_learning_counts_as_occupancy_not_as_charge(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    struct gs_lim_window w = { 0 };
+    account(&a, GS_LIM_CAP, 30, 100);
+    uint64_t t = 1000 * MS;
+    gs_lim_open(&w, &a, t, 1);
+    int64_t tokens = a.tokens;
+    gs_lim_busy_interval(&w, &a, t + 100 * US, t + 140 * US, 4); /* 100 us busy, 40 us of CPU */
+    gs_lim_uncharged_gap(&a, t + 100 * US, t + 140 * US);
+    assert_int_equal(a.occ_ns, 140 * US);
+    assert_int_equal(a.charged_ns, 100 * US);
+    assert_int_equal(tokens - a.tokens, (int64_t)(100 * US));
+    gs_lim_uncharged_gap(&a, t + 120 * US, t + 150 * US); /* [120, 140] was counted */
+    assert_int_equal(a.occ_ns, 150 * US);
+    assert_true(gs_lim_learning(&a));
+    a.corr_ppm = 250000;
+    assert_false(gs_lim_learning(&a));
+}
+
 static void correction_is_nvml_kernel_time_over_event_busy_time(void **state)
 {
     (void)state;
@@ -262,6 +286,10 @@ static void correction_is_nvml_kernel_time_over_event_busy_time(void **state)
     assert_int_equal(gs_lim_correction(0, 20000, 100000), 600000);
     /* the device-only estimate steps half-way from 1 even then */
     assert_int_equal(gs_lim_correction_device(0, 1000000, 352000), 750000); /* c 0.5 alone */
+    /* ... and a device read idle while we were busy (NVML's first look,
+     * before it sampled us) teaches nothing: c stays unlearnt */
+    assert_int_equal(gs_lim_correction_device(0, 0, 900000), 0);
+    assert_true(gs_lim_learning(&a));
     /* never below the floor, nor above the ceiling */
     c = GS_LIM_PPM;
     for (int i = 0; i < 40; i++)
@@ -1444,6 +1472,7 @@ int main(void)
         cmocka_unit_test(window_end_follows_the_drain_else_the_marker_else_the_plan),
         cmocka_unit_test(an_interval_is_idled_where_the_loop_slept_and_our_pids_were_not_busy),
         cmocka_unit_test(overlapping_windows_of_one_container_are_charged_once),
+        cmocka_unit_test(a_gap_found_while_learning_counts_as_occupancy_not_as_charge),
         cmocka_unit_test(an_extended_window_learns_its_gpu_time_per_launch_from_its_intervals),
         cmocka_unit_test(correction_is_nvml_kernel_time_over_event_busy_time),
         cmocka_unit_test(water_filling_gives_the_unused_share_away),
