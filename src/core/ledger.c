@@ -34,12 +34,18 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* The header, magic last: an opener that reads the magic sees the rest. */
+static void stamp_header(struct gs_ledger_file *f)
+{
+    ST(&f->version, GS_LEDGER_VERSION);
+    ST(&f->size, (uint32_t)sizeof *f);
+    __atomic_store_n(&f->magic, GS_LEDGER_MAGIC, __ATOMIC_RELEASE);
+}
+
 static void init_file(struct gs_ledger_file *f)
 {
     memset(f, 0, sizeof *f);
-    f->version = GS_LEDGER_VERSION;
-    f->size = (uint32_t)sizeof *f;
-    __atomic_store_n(&f->magic, GS_LEDGER_MAGIC, __ATOMIC_RELEASE);
+    stamp_header(f);
 }
 
 /* Calls try_once(fd), a lock taken without blocking, until it succeeds:
@@ -329,12 +335,8 @@ void gs_ledger_heal(struct gs_ledger *l, int slot, uint64_t container, int32_t p
     if (slot < 0 || slot >= GS_LEDGER_MEMBERS || l->slot_fd[slot] < 0 || container == 0)
         return;
     struct gs_ledger_file *f = l->f;
-    if (LD(&f->magic) != GS_LEDGER_MAGIC || LD(&f->version) != GS_LEDGER_VERSION ||
-        LD(&f->size) != (uint32_t)sizeof *f) {
-        ST(&f->version, GS_LEDGER_VERSION);
-        ST(&f->size, (uint32_t)sizeof *f);
-        __atomic_store_n(&f->magic, GS_LEDGER_MAGIC, __ATOMIC_RELEASE);
-    }
+    if (LD(&f->magic) != GS_LEDGER_MAGIC || LD(&f->version) != GS_LEDGER_VERSION || LD(&f->size) != (uint32_t)sizeof *f)
+        stamp_header(f);
     struct gs_ledger_member *m = &f->m[slot];
     if (LD(&m->container) != container)
         ST(&m->container, container);

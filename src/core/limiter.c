@@ -235,7 +235,6 @@ int gs_lim_extend(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t no
     return 1;
 }
 
-/* Charges the part of [from, end] the container has not charged yet. */
 /* The part of [from, end_ns] no thread or process of the container has
  * counted yet (the container's busy time is the union of its threads'),
  * counted as occupancy and charged at rate (ppm; 0: not charged). */

@@ -501,7 +501,8 @@ int gs_compute_before(CUstream s, int graph)
         int probed = 0;
         if (GS_UNLIKELY(gap >= GS_LIM_FINE_GAP_NS)) {
             int coarse = gap >= GS_LIM_GAP_NS;
-            int fine = ((graph || t->graph_last) && !gs_compute_graph_coarse(d)) || gs_compute_fine_probe(d);
+            int fine =
+                !coarse && (((graph || t->graph_last) && !gs_compute_graph_coarse(d)) || gs_compute_fine_probe(d));
             probed = coarse || fine || gs_lim_learning(a);
             if (probed)
                 probe_gap(t, r, d, s, now, !coarse && !fine);
