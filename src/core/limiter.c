@@ -324,7 +324,13 @@ static uint32_t corr_ema(uint32_t old_corr, uint64_t c)
     return (uint32_t)((gs_lim_corr_of(old_corr) + c) / 2);
 }
 
-uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, uint64_t occ_ppm)
+int gs_lim_alone_reading(int64_t our_ppm, int64_t others_ppm, int64_t dev_ppm)
+{
+    return our_ppm >= GS_LIM_BUSY_PPM && others_ppm >= 0 && others_ppm < GS_LIM_BUSY_PPM && dev_ppm >= 0 &&
+           (dev_ppm > our_ppm ? dev_ppm - our_ppm : our_ppm - dev_ppm) <= GS_LIM_BUSY_PPM;
+}
+
+uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, uint64_t occ_ppm, int alone)
 {
     if (our_ppm < 0 || occ_ppm < GS_LIM_BUSY_PPM)
         return old_corr; /* nothing to learn from */
@@ -341,6 +347,14 @@ uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, uint64_t occ_ppm)
      * charged a twentieth of its busy time) */
     if (old_corr == 0 && our_ppm < GS_LIM_BUSY_PPM)
         return corr_ema(old_corr, c);
+    /* a c learnt beside others, or from a turn's first reading that NVML
+     * credited a neighbour's time-slice to us, falls whole once a reading
+     * alone says it is half as much or less: stepping half-way, a decoder
+     * capped at 30 alone after such a reading (c 1, its true 0.14) was held
+     * for tokens through 3-4 outer runs on an H200. A smaller fall still
+     * steps half-way, so that the readings' noise cannot bias c low */
+    if (alone && c * 2 <= old_corr)
+        return (uint32_t)c;
     return corr_step(old_corr, c);
 }
 
@@ -652,7 +666,8 @@ static uint32_t outer_correction(const struct gs_lim_account *a, const struct gs
     if (!v->learn)
         return (v->nb > 0 || a->mode == GS_LIM_SHARE) && old > GS_LIM_PPM ? GS_LIM_PPM : old;
     if (v->per_process)
-        return gs_lim_correction(old, in->our_ppm, in->occ_ppm);
+        return gs_lim_correction(old, in->our_ppm, in->occ_ppm,
+                                 gs_lim_alone_reading(in->our_ppm, in->others_ppm, in->dev_ppm));
     if (v->bounded)
         return gs_lim_correction_bound(old, (uint64_t)dev, in->occ_ppm);
     /* share containers that do not take turns time-slice: what both counted

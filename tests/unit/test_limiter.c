@@ -259,31 +259,31 @@ static void correction_is_nvml_kernel_time_over_event_busy_time(void **state)
     /* B always busy: our events counted 60 % busy and NVML says our kernels ran 30 % */
     uint32_t c = GS_LIM_PPM;
     for (int i = 0; i < 20; i++)
-        c = gs_lim_correction(c, 300000, 600000);
+        c = gs_lim_correction(c, 300000, 600000, 0);
     assert_in_range(c, 499000, 501000);
     /* alone and launch-bound: the GPU idles between our kernels inside a
      * busy interval; that is not GPU time either */
     c = GS_LIM_PPM;
     for (int i = 0; i < 20; i++)
-        c = gs_lim_correction(c, 240000, 600000);
+        c = gs_lim_correction(c, 240000, 600000, 0);
     assert_in_range(c, 399000, 401000);
     /* NVML does not see our pids (containers): learn nothing */
-    assert_int_equal(gs_lim_correction(700000, 0, 500000), 700000);
-    assert_int_equal(gs_lim_correction(700000, -1, 500000), 700000);
+    assert_int_equal(gs_lim_correction(700000, 0, 500000, 0), 700000);
+    assert_int_equal(gs_lim_correction(700000, -1, 500000, 0), 700000);
     /* a new account's c is not learnt (0), charged as 1; the first measure
      * is taken whole, the next half-way; nothing to learn leaves it unlearnt */
     struct gs_lim_account a;
     account(&a, GS_LIM_CAP, 30, 100);
     assert_int_equal(a.corr_ppm, 0);
     assert_int_equal(gs_lim_corr_of(a.corr_ppm), GS_LIM_PPM);
-    assert_int_equal(gs_lim_correction(0, -1, 500000), 0);
-    c = gs_lim_correction(0, 240000, 960000);
+    assert_int_equal(gs_lim_correction(0, -1, 500000, 0), 0);
+    c = gs_lim_correction(0, 240000, 960000, 0);
     assert_int_equal(c, 250000);
-    assert_int_equal(gs_lim_correction(c, 480000, 960000), 375000);
+    assert_int_equal(gs_lim_correction(c, 480000, 960000, 0), 375000);
     /* ... but one from under 5 % of our time (NVML's samples lag a start,
      * 0 % on an H200) steps half-way from 1 */
-    assert_int_equal(gs_lim_correction(0, 0, 179000), (GS_LIM_PPM + GS_LIM_MIN_CORR) / 2);
-    assert_int_equal(gs_lim_correction(0, 20000, 100000), 600000);
+    assert_int_equal(gs_lim_correction(0, 0, 179000, 0), (GS_LIM_PPM + GS_LIM_MIN_CORR) / 2);
+    assert_int_equal(gs_lim_correction(0, 20000, 100000, 0), 600000);
     /* the device-only estimate steps half-way from 1 even then */
     assert_int_equal(gs_lim_correction_device(0, 1000000, 352000), 750000); /* c 0.5 alone */
     /* ... and a device read idle while we were busy (NVML's first look,
@@ -293,10 +293,10 @@ static void correction_is_nvml_kernel_time_over_event_busy_time(void **state)
     /* never below the floor, nor above the ceiling */
     c = GS_LIM_PPM;
     for (int i = 0; i < 40; i++)
-        c = gs_lim_correction(c, 1000, 1000000);
+        c = gs_lim_correction(c, 1000, 1000000, 0);
     assert_true(c >= GS_LIM_MIN_CORR);
     for (int i = 0; i < 40; i++)
-        c = gs_lim_correction(c, 1000000, 100000);
+        c = gs_lim_correction(c, 1000000, 100000, 0);
     assert_true(c <= GS_LIM_MAX_CORR);
 }
 
@@ -421,6 +421,46 @@ static void graphs_are_measured_coarsely_only_where_per_process_samples_correct_
     in.ndem = 1;
     gs_lim_outer_decide(&a, &in, &o);
     assert_false(o.graph_coarse);
+}
+
+/* A decoder capped at 30 whose c a turn's first reading set to 1 (NVML
+ * credited a neighbour's time-slice to it), then alone: the readings of an
+ * H200's next three outer runs (occupancy, ours, device; nobody else). Each
+ * run's c prices the next run's occupancy; stepping half-way it charged
+ * 0.36 and 0.30 of the device after the first two, at or past the cap, and
+ * the decoder waited for tokens. A reading beside someone else still steps
+ * half-way, and so does a smaller fall. */
+static void a_reading_alone_that_halves_c_is_taken_whole(void **state)
+{
+    (void)state;
+    static const int64_t run[3][3] = { { 282506, 130000, 140000 }, { 479972, 90000, 50000 }, { 644669, 70000, 90000 } };
+    static const uint64_t next_occ[3] = { 479972, 644669, 903390 };
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 30, 100);
+    a.corr_ppm = GS_LIM_PPM;
+    for (int i = 0; i < 3; i++) {
+        struct gs_outer_in in = outer_in((uint64_t)run[i][0], run[i][1], 0, run[i][2], NULL, 0);
+        struct gs_outer_out o;
+        gs_lim_outer_decide(&a, &in, &o);
+        gs_lim_outer_apply(&a, &o, in.now);
+        assert_true(next_occ[i] * gs_lim_corr_of(a.corr_ppm) / GS_LIM_PPM < 250000);
+    }
+    assert_in_range(a.corr_ppm, 140000, 160000);
+    /* the rule's edges */
+    assert_int_equal(gs_lim_correction(GS_LIM_PPM, 100000, 800000, 1), 125000);
+    assert_int_equal(gs_lim_correction(GS_LIM_PPM, 100000, 800000, 0), 562500);
+    assert_int_equal(gs_lim_correction(200000, 120000, 800000, 1), 175000); /* 0.15: less than half */
+    assert_int_equal(gs_lim_correction(140000, 280000, 800000, 1), 245000); /* a rise steps half-way */
+    assert_true(gs_lim_alone_reading(130000, 0, 140000));
+    assert_false(gs_lim_alone_reading(130000, 60000, 140000)); /* someone else in the samples */
+    assert_false(gs_lim_alone_reading(130000, 0, 200000));     /* the device was busier than us */
+    assert_false(gs_lim_alone_reading(30000, 0, 30000));       /* too little of us to tell */
+    assert_false(gs_lim_alone_reading(130000, -1, 140000));
+    struct gs_outer_in beside = outer_in(282506, 130000, 60000, 200000, NULL, 0);
+    struct gs_outer_out o;
+    a.corr_ppm = GS_LIM_PPM;
+    gs_lim_outer_decide(&a, &beside, &o);
+    assert_true(o.corr > GS_LIM_PPM / 2);
 }
 
 /* A capped container beside a ledger member that published no use (a
@@ -1502,6 +1542,7 @@ int main(void)
         cmocka_unit_test(a_tenant_under_its_cap_never_drains_its_queue),
         cmocka_unit_test(graphs_are_measured_coarsely_only_where_per_process_samples_correct_it),
         cmocka_unit_test(samples_are_no_measure_beside_a_quiet_member_nvml_sees_busy),
+        cmocka_unit_test(a_reading_alone_that_halves_c_is_taken_whole),
         cmocka_unit_test(a_held_share_container_with_work_queued_all_the_time_wants_more),
         cmocka_unit_test(a_launch_bound_tenant_is_charged_its_kernels_not_its_gaps),
         cmocka_unit_test(a_launch_bound_tenant_under_a_cap_above_its_use_is_not_held_by_device_utilisation),
