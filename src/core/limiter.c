@@ -326,8 +326,10 @@ static uint32_t corr_ema(uint32_t old_corr, uint64_t c)
 
 int gs_lim_alone_reading(int64_t our_ppm, int64_t others_ppm, int64_t dev_ppm)
 {
+    /* the device less busy than our samples say is their periods not
+     * lining up with its reading, not someone else hidden from them */
     return our_ppm >= GS_LIM_BUSY_PPM && others_ppm >= 0 && others_ppm < GS_LIM_BUSY_PPM && dev_ppm >= 0 &&
-           (dev_ppm > our_ppm ? dev_ppm - our_ppm : our_ppm - dev_ppm) <= GS_LIM_BUSY_PPM;
+           dev_ppm <= our_ppm + GS_LIM_BUSY_PPM;
 }
 
 uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, uint64_t occ_ppm, int alone)
@@ -665,9 +667,17 @@ static uint32_t outer_correction(const struct gs_lim_account *a, const struct gs
      * A capped container alone keeps it: its cap must not be undercharged */
     if (!v->learn)
         return (v->nb > 0 || a->mode == GS_LIM_SHARE) && old > GS_LIM_PPM ? GS_LIM_PPM : old;
-    if (v->per_process)
-        return gs_lim_correction(old, in->our_ppm, in->occ_ppm,
-                                 gs_lim_alone_reading(in->our_ppm, in->others_ppm, in->dev_ppm));
+    if (v->per_process) {
+        uint32_t c = gs_lim_correction(old, in->our_ppm, in->occ_ppm,
+                                       gs_lim_alone_reading(in->our_ppm, in->others_ppm, in->dev_ppm));
+        /* others busy in the samples (outside the ledger, or just gone from
+         * it) time-slice with us, and the samples credit their slices to
+         * us: a decoder-like tenant 0.25 busy read 0.52 beside a neighbour
+         * that had just left on the simulated driver. Nor do they lift c
+         * past 1 */
+        uint32_t most = old > GS_LIM_PPM ? old : GS_LIM_PPM;
+        return in->others_ppm >= GS_LIM_BUSY_PPM && c > most ? most : c;
+    }
     if (v->bounded)
         return gs_lim_correction_bound(old, (uint64_t)dev, in->occ_ppm);
     /* share containers that do not take turns time-slice: what both counted

@@ -306,13 +306,13 @@ uint64_t gs_lim_charge_collective(struct gs_lim_account *a, uint64_t span_ns, ui
  * ppm: the fraction of that busy time the GPU really spent on our kernels.
  * Each correction steps from old_corr (0: not learnt) as gs_lim_corr_of
  * says: the first measure whole, later ones half-way. alone: nobody else was
- * in the samples and the device's busy time agrees with ours; a measure
- * that then halves c or more is taken whole too (gs_lim_alone_reading). */
+ * in the samples nor hidden from them (gs_lim_alone_reading); a measure
+ * that then halves c or more is taken whole too. */
 uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, uint64_t occ_ppm, int alone);
 
 /* Whether NVML's readings measure us alone: ours a real reading, nobody
- * else's in the samples, and the device's busy time within GS_LIM_BUSY_PPM
- * of ours. */
+ * else's in the samples, and the device busy no more than GS_LIM_BUSY_PPM
+ * beyond ours (nobody the samples miss). */
 int gs_lim_alone_reading(int64_t our_ppm, int64_t others_ppm, int64_t dev_ppm);
 
 /* Outer loop without per-process data (NVML returns no samples, or none

@@ -454,6 +454,7 @@ static void a_reading_alone_that_halves_c_is_taken_whole(void **state)
     assert_true(gs_lim_alone_reading(130000, 0, 140000));
     assert_false(gs_lim_alone_reading(130000, 60000, 140000)); /* someone else in the samples */
     assert_false(gs_lim_alone_reading(130000, 0, 200000));     /* the device was busier than us */
+    assert_true(gs_lim_alone_reading(135000, 0, 60000));       /* less busy: periods not lined up */
     assert_false(gs_lim_alone_reading(30000, 0, 30000));       /* too little of us to tell */
     assert_false(gs_lim_alone_reading(130000, -1, 140000));
     struct gs_outer_in beside = outer_in(282506, 130000, 60000, 200000, NULL, 0);
@@ -461,6 +462,12 @@ static void a_reading_alone_that_halves_c_is_taken_whole(void **state)
     a.corr_ppm = GS_LIM_PPM;
     gs_lim_outer_decide(&a, &beside, &o);
     assert_true(o.corr > GS_LIM_PPM / 2);
+    /* a neighbour that has just left the ledger is still in the samples,
+     * which credit us its time-slices (the simulated driver: ours 0.52 of a
+     * tenant 0.25 busy): they do not lift c past 1 */
+    struct gs_outer_in left = outer_in(257014, 516666, 260000, 780000, NULL, 0);
+    gs_lim_outer_decide(&a, &left, &o);
+    assert_int_equal(o.corr, GS_LIM_PPM);
 }
 
 /* A capped container beside a ledger member that published no use (a
