@@ -1,0 +1,148 @@
+/* The contention correction c and the speed s: how much of our counted
+ * busy time was GPU time of ours (docs/compute.md, "The contention
+ * correction", "The power correction"). */
+#include "limiter_internal.h"
+
+#include <math.h>
+
+/* A correction's step from old (0: not learnt) towards the measure c:
+ * half-way, or all the way for the first measure where c is measured
+ * (NVML's time for our pids, the device's busy time bounding ours). The
+ * estimates from the device's busy time alone and from the overlap split
+ * step half-way from 1 even then: taken whole, their first estimate (0.50
+ * for the side capped at 30 of two GPU-bound containers) left the side
+ * capped at 70 at 0.665 over its next 5 s in tests/unit/test_limiter.c's
+ * model, 0.686 stepping half-way. */
+static uint32_t corr_step(uint32_t old_corr, uint64_t c)
+{
+    return old_corr ? (uint32_t)((old_corr + c) / 2) : (uint32_t)c;
+}
+
+static uint32_t corr_ema(uint32_t old_corr, uint64_t c)
+{
+    return (uint32_t)((gs_lim_corr_of(old_corr) + c) / 2);
+}
+
+int gs_lim_alone_reading(int64_t our_ppm, int64_t others_ppm, int64_t dev_ppm)
+{
+    /* the device less busy than our samples say is their periods not
+     * lining up with its reading, not someone else hidden from them */
+    return our_ppm >= GS_LIM_BUSY_PPM && others_ppm >= 0 && others_ppm < GS_LIM_BUSY_PPM && dev_ppm >= 0 &&
+           dev_ppm <= our_ppm + GS_LIM_BUSY_PPM;
+}
+
+uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, uint64_t occ_ppm, int alone)
+{
+    if (our_ppm < 0 || occ_ppm < GS_LIM_BUSY_PPM)
+        return old_corr; /* nothing to learn from */
+    if (our_ppm == 0 && occ_ppm >= 4 * GS_LIM_BUSY_PPM)
+        return old_corr; /* we were busy and NVML saw none of it: it does not see our pids */
+    uint64_t c = (uint64_t)our_ppm * GS_LIM_PPM / occ_ppm;
+    if (c > GS_LIM_MAX_CORR)
+        c = GS_LIM_MAX_CORR;
+    if (c < GS_LIM_MIN_CORR)
+        c = GS_LIM_MIN_CORR;
+    /* a first measure from less than GS_LIM_BUSY_PPM of our time is taken
+     * half-way: NVML's samples lag a container's start, and an H200 gave a
+     * decoder its first one at 0 % (c 0.05 taken whole, one outer interval
+     * charged a twentieth of its busy time) */
+    if (old_corr == 0 && our_ppm < GS_LIM_BUSY_PPM)
+        return corr_ema(old_corr, c);
+    /* a c learnt beside others, or from a turn's first reading that NVML
+     * credited a neighbour's time-slice to us, falls whole once a reading
+     * alone says it is half as much or less: stepping half-way, a decoder
+     * capped at 30 alone after such a reading (c 1, its true 0.14) was held
+     * for tokens through 3-4 outer runs on an H200. A smaller fall still
+     * steps half-way, so that the readings' noise cannot bias c low */
+    if (alone && c * 2 <= old_corr)
+        return (uint32_t)c;
+    return corr_step(old_corr, c);
+}
+
+uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t occ_ppm)
+{
+    if (occ_ppm > GS_LIM_PPM)
+        occ_ppm = GS_LIM_PPM;
+    if (dev_ppm > GS_LIM_PPM)
+        dev_ppm = GS_LIM_PPM;
+    if (occ_ppm < GS_LIM_BUSY_PPM)
+        return old_corr; /* we barely ran: nothing to learn */
+    /* busy, on a device NVML saw idle: its reading covers a period before
+     * we ran (at the first launch, the outer run's first look), not a
+     * measure. Taken as one it set c to 1 as learnt, and the first real
+     * measure then came half-way, not whole (gs_lim_correction) */
+    if (dev_ppm < GS_LIM_BUSY_PPM && occ_ppm >= 4 * GS_LIM_BUSY_PPM)
+        return old_corr;
+    uint64_t idle = GS_LIM_PPM - occ_ppm;
+    if (idle < GS_LIM_BUSY_PPM) /* cannot see the others: relax towards 1 (as an unlearnt c is) */
+        return old_corr ? (uint32_t)(old_corr + (GS_LIM_PPM - old_corr) / 16) : 0;
+    uint64_t alone = dev_ppm > occ_ppm ? dev_ppm - occ_ppm : 0;
+    uint64_t q = alone * GS_LIM_PPM / idle;
+    if (q > GS_LIM_PPM)
+        q = GS_LIM_PPM;
+    uint64_t c = GS_LIM_PPM - q / 2;
+    /* the device was busy no more than dev: what our events counted beyond
+     * it were gaps between our kernels (beyond a tenth: our windows are
+     * charged when they close, so one interval's busy time and the device's
+     * differ by that much without any gap) */
+    uint64_t gaps = dev_ppm * GS_LIM_PPM / occ_ppm;
+    if (dev_ppm >= GS_LIM_BUSY_PPM && gaps < c && gaps < GS_LIM_PPM * 9 / 10)
+        c = gaps < GS_LIM_MIN_CORR ? GS_LIM_MIN_CORR : gaps;
+    return corr_ema(old_corr, c);
+}
+
+uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t dev_ppm, uint64_t occ_ppm,
+                      unsigned exp_milli)
+{
+    if (old_speed < GS_LIM_PPM)
+        old_speed = GS_LIM_PPM;
+    if (exp_milli == 0 || limit_mw == 0)
+        return GS_LIM_PPM;
+    /* what the work would keep busy on its own: the device's busy time,
+     * or our occupancy where that is more (a launch-bound load leaves the
+     * GPU idle between its kernels, and alone would do so too) */
+    uint64_t busy_ppm = dev_ppm > occ_ppm ? dev_ppm : occ_ppm;
+    if (busy_ppm < GS_LIM_BUSY_PPM)
+        return old_speed; /* too little work to see what it draws */
+    if (busy_ppm > GS_LIM_PPM)
+        busy_ppm = GS_LIM_PPM;
+    double idle = (double)limit_mw * GS_LIM_IDLE_POWER_PPM / GS_LIM_PPM;
+    double e = ((double)power_mw - idle) / ((double)busy_ppm / GS_LIM_PPM);
+    double over = e / ((double)limit_mw - idle);
+    double target = over > 1.0 ? pow(over, exp_milli / 1000.0) * GS_LIM_PPM : (double)GS_LIM_PPM;
+    if (target > GS_LIM_MAX_SPEED)
+        target = GS_LIM_MAX_SPEED;
+    return (uint32_t)((old_speed + (uint64_t)target) / 2);
+}
+
+uint32_t gs_lim_correction_overlap(uint32_t old_corr, uint64_t occ_ppm, const struct gs_lim_demand *others, unsigned n,
+                                   uint64_t dev_ppm)
+{
+    uint64_t others_ppm = gs_lim_uses_of(others, n);
+    if (occ_ppm < GS_LIM_BUSY_PPM)
+        return old_corr; /* we barely ran: nothing to learn */
+    uint64_t over = occ_ppm + others_ppm > dev_ppm ? occ_ppm + others_ppm - dev_ppm : 0;
+    if (over > occ_ppm)
+        over = occ_ppm;
+    if (over > others_ppm)
+        over = others_ppm;
+    uint64_t c = (occ_ppm - over / 2) * GS_LIM_PPM / occ_ppm;
+    return corr_ema(old_corr, c);
+}
+
+int gs_lim_bound_holds(uint64_t dev_ppm, unsigned limit_pct)
+{
+    if (limit_pct == 0 || limit_pct >= 100)
+        return 0;
+    return dev_ppm * 100 < (uint64_t)limit_pct * GS_LIM_BOUND_PPM;
+}
+
+uint32_t gs_lim_correction_bound(uint32_t old_corr, uint64_t dev_ppm, uint64_t occ_ppm)
+{
+    uint64_t c = GS_LIM_PPM;
+    if (occ_ppm > dev_ppm)
+        c = dev_ppm * GS_LIM_PPM / occ_ppm;
+    if (c < GS_LIM_MIN_CORR)
+        c = GS_LIM_MIN_CORR;
+    return corr_step(old_corr, c);
+}

@@ -1,0 +1,22 @@
+/* What the limiter's source files share and nothing else uses: relaxed
+ * atomics on the shared account (every field may be read and written by
+ * several processes at once) and the others' uses summed. */
+#ifndef GPUSLICE_LIMITER_INTERNAL_H
+#define GPUSLICE_LIMITER_INTERNAL_H
+
+#include "limiter.h"
+
+#define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_RELAXED)
+
+/* The uses the n others published, summed. */
+static inline uint64_t gs_lim_uses_of(const struct gs_lim_demand *others, unsigned n)
+{
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < n; i++)
+        sum += others[i].use_ppm;
+    return sum;
+}
+
+#endif

@@ -1,0 +1,212 @@
+/* The outer loop's pure part: NVML's per-process samples aggregated,
+ * and the decision (c, s, the use and demand published, the share target)
+ * from what a run gathered (docs/compute.md, "The outer loop"). */
+#include "limiter_internal.h"
+
+uint64_t gs_lim_oldest_after(const struct gs_lim_sample *s, unsigned n, uint64_t since_us)
+{
+    uint64_t oldest = UINT64_MAX;
+    for (unsigned i = 0; i < n; i++)
+        if (s[i].ts_us > since_us && s[i].ts_us < oldest)
+            oldest = s[i].ts_us;
+    return oldest == UINT64_MAX ? since_us : oldest;
+}
+
+uint64_t gs_lim_aggregate(const struct gs_lim_sample *s, unsigned n, uint64_t since_us,
+                          int (*is_ours)(uint32_t pid, void *ctx), void *ctx, int64_t *our_ppm, int64_t *others_ppm)
+{
+    uint64_t newest = since_us;
+    uint64_t our_sum = 0, other_sum = 0;
+    unsigned stamps = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (s[i].ts_us <= since_us)
+            continue;
+        int seen = 0;
+        for (unsigned j = 0; j < i && !seen; j++)
+            seen = s[j].ts_us == s[i].ts_us;
+        if (!seen)
+            stamps++;
+        if (s[i].ts_us > newest)
+            newest = s[i].ts_us;
+        uint32_t u = s[i].sm_util > 100 ? 100 : s[i].sm_util;
+        if (is_ours(s[i].pid, ctx))
+            our_sum += u;
+        else
+            other_sum += u;
+    }
+    if (stamps == 0) {
+        *our_ppm = -1;
+        *others_ppm = -1;
+        return newest;
+    }
+    uint64_t o = our_sum * 10000U / stamps, x = other_sum * 10000U / stamps;
+    *our_ppm = (int64_t)(o > GS_LIM_PPM ? GS_LIM_PPM : o);
+    *others_ppm = (int64_t)(x > GS_LIM_PPM ? GS_LIM_PPM : x);
+    return newest;
+}
+
+/* How the outer run may learn: what it sees of the device and the others. */
+struct outer_view {
+    unsigned nb;     /* others of the ledger whose GPU time can blur ours */
+    int bounded;     /* capped, on a device busy well under the cap */
+    int per_process; /* NVML's per-process split measures us */
+    int learn;       /* anything to learn at all */
+};
+
+static struct outer_view outer_view_of(const struct gs_lim_account *a, const struct gs_outer_in *in)
+{
+    struct outer_view v;
+    int64_t our = in->our_ppm, dev = in->dev_ppm;
+    /* a notebook that runs a small kernel now and then is active but does
+     * not blur anyone's time (gs_lim_count_busy) */
+    v.nb = gs_lim_count_busy(in->dem, in->ndem);
+    v.bounded = v.nb > 0 && a->mode == GS_LIM_CAP && dev >= 0 && gs_lim_bound_holds((uint64_t)dev, a->limit_pct);
+    /* per-process smUtil adding up to more than the device was busy is
+     * occupancy, not a share; beside busy ledger members the split is no
+     * measure either (docs/compute.md, "The contention correction") */
+    int occupancy_like = our >= 0 && in->others_ppm >= 0 && dev >= 0 && our + in->others_ppm > dev + GS_LIM_BUSY_PPM;
+    /* nor beside a ledger member that published too little use to count
+     * as busy while NVML saw others busy: it may still time-slice with us
+     * (a capped one under the device bound publishes at most U less the
+     * others' uses, 0 beside a busier neighbour), and a container capped
+     * at 30 beside such a decoder took c 0.53 from the samples and ran at
+     * 0.36 on the simulated driver */
+    int quiet_member_busy = in->ndem > 0 && in->others_ppm >= GS_LIM_BUSY_PPM;
+    v.per_process = our >= 0 && !(our == 0 && in->occ_ppm >= 4 * GS_LIM_BUSY_PPM) && !occupancy_like && v.nb == 0 &&
+                    !quiet_member_busy;
+    v.learn = !gs_lim_outer_slept(in->interval_ns) && (v.per_process || dev >= 0 || v.nb > 0);
+    return v;
+}
+
+/* c, and the others' use where only the device's busy time tells it. */
+static uint32_t outer_correction(const struct gs_lim_account *a, const struct gs_outer_in *in,
+                                 const struct outer_view *v, int64_t *others)
+{
+    uint32_t old = LD(&a->corr_ppm);
+    int64_t dev = in->dev_ppm;
+    /* c above 1 is learnt alone (NVML saw more of us than our events);
+     * beside busy neighbours every measure below gives at most 1. A run
+     * that cannot learn (back from an idle) keeps no more where it sees
+     * them, nor in share mode, where a neighbour that has just woken too
+     * shows no use yet: on an H200 a decoder of share weight 70 took
+     * c = 1.5 from its warm-up alone into a turn beside training 82 s
+     * later and waited for tokens 14 times in its first quarter second.
+     * A capped container alone keeps it: its cap must not be undercharged */
+    if (!v->learn)
+        return (v->nb > 0 || a->mode == GS_LIM_SHARE) && old > GS_LIM_PPM ? GS_LIM_PPM : old;
+    if (v->per_process) {
+        uint32_t c = gs_lim_correction(old, in->our_ppm, in->occ_ppm,
+                                       gs_lim_alone_reading(in->our_ppm, in->others_ppm, in->dev_ppm));
+        /* others busy in the samples (outside the ledger, or just gone from
+         * it) time-slice with us, and the samples credit their slices to
+         * us: a decoder-like tenant 0.25 busy read 0.52 beside a neighbour
+         * that had just left on the simulated driver. Nor do they lift c
+         * past 1 */
+        uint32_t most = old > GS_LIM_PPM ? old : GS_LIM_PPM;
+        return in->others_ppm >= GS_LIM_BUSY_PPM && c > most ? most : c;
+    }
+    if (v->bounded)
+        return gs_lim_correction_bound(old, (uint64_t)dev, in->occ_ppm);
+    /* share containers that do not take turns time-slice: what both counted
+     * beyond the device's busy time is split */
+    if (v->nb > 0 && a->mode == GS_LIM_SHARE && dev >= 0 &&
+        !(gs_lim_throttled(a, in->now) && gs_lim_any_wants_more(in->dem, in->ndem)))
+        return gs_lim_correction_overlap(old, in->occ_ppm, in->dem, in->ndem, (uint64_t)dev);
+    /* throttled ledger members take turns: nothing overlaps their windows */
+    if (v->nb > 0)
+        return GS_LIM_PPM;
+    /* the device was busy at least as long as NVML says we were */
+    int64_t seen_busy = in->our_ppm > dev ? in->our_ppm : dev;
+    if (*others < 0)
+        *others = dev > (int64_t)in->occ_ppm ? dev - (int64_t)in->occ_ppm : 0;
+    return gs_lim_correction_device(old, (uint64_t)seen_busy, in->occ_ppm);
+}
+
+/* The use we publish: NVML's figure where it measures us, the device's
+ * busy time while we run free (the most we can have used), else what we
+ * were charged. */
+static uint64_t outer_use(const struct gs_lim_account *a, const struct gs_outer_in *in, const struct outer_view *v,
+                          uint32_t corr)
+{
+    uint64_t charged = in->occ_ppm * gs_lim_corr_of(corr) / GS_LIM_PPM;
+    uint64_t use = v->per_process          ? (uint64_t)in->our_ppm
+                   : gs_lim_unthrottled(a) ? (uint64_t)(in->dev_ppm > 0 ? in->dev_ppm : 0)
+                   : v->bounded            ? gs_lim_bound_use(charged, (uint64_t)in->dev_ppm, in->dem, in->ndem)
+                                           : charged;
+    return use > GS_LIM_PPM ? GS_LIM_PPM : use;
+}
+
+/* Share mode, work-conserving: the others of the ledger by their demand,
+ * the GPU users outside it as one more that wants more; beside anyone the
+ * container keeps its windows (GS_LIM_SHARE_MEASURED) to measure its use. */
+static uint32_t outer_share_target(const struct gs_lim_account *a, const struct gs_outer_in *in)
+{
+    struct gs_lim_demand all[GS_LIM_MAX_DEMANDS + 1];
+    unsigned n = in->ndem < GS_LIM_MAX_DEMANDS ? in->ndem : GS_LIM_MAX_DEMANDS;
+    for (unsigned i = 0; i < n; i++)
+        all[i] = in->dem[i];
+    if (in->outside_weight)
+        all[n++] =
+            (struct gs_lim_demand){ (uint32_t)(in->outside_weight > 65535 ? 65535 : in->outside_weight), 0, 1, 0 };
+    if (n == 0)
+        return GS_LIM_PPM;
+    uint32_t target = gs_lim_share_fill(a->weight, all, n);
+    return target > GS_LIM_SHARE_MEASURED ? GS_LIM_SHARE_MEASURED : target;
+}
+
+void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_in *in, struct gs_outer_out *out)
+{
+    struct outer_view v = outer_view_of(a, in);
+    int64_t others = in->others_ppm, dev = in->dev_ppm;
+    out->fine_probe = v.nb > 0 && !v.bounded;
+    /* NVML's per-process time corrects what a coarse measure counts of the
+     * CPU gaps around a graph (c, source 1): the fine probes and markers a
+     * graph gets cost a CUDA-graph inference load, host-bound, 6 % of its
+     * speed on an H200 */
+    out->graph_coarse = v.per_process;
+    out->corr = outer_correction(a, in, &v, &others);
+    uint64_t use = outer_use(a, in, &v, out->corr);
+    out->use_ppm = (uint32_t)use;
+    /* what others used, held while it fades by a quarter a run: the window
+     * length it picks (GS_LIM_CYCLE_NS) must not flap with one interval's
+     * noise */
+    uint64_t faded = LD(&a->others_ppm) * 3 / 4;
+    out->others_ppm = (uint32_t)(others > (int64_t)faded ? others : (int64_t)faded);
+    out->dev_ppm = (uint32_t)(dev < 0 ? 0 : dev);
+    out->speed = LD(&a->speed_ppm);
+    if (in->power_mw >= 0 && in->limit_mw > 0 && dev >= 0)
+        out->speed =
+            gs_lim_speed(out->speed, (uint64_t)in->power_mw, (uint64_t)in->limit_mw,
+                         gs_lim_device_busy((uint64_t)dev, use, in->dem, in->ndem), in->occ_ppm, in->power_exp_milli);
+    int share = a->mode == GS_LIM_SHARE;
+    /* held back by nobody it never waits, yet it can want more
+     * (gs_lim_share_wants_more); nor does one held to a target it never
+     * reaches while its work is queued all the time: time-sliced beside
+     * a free neighbour, its charge (corrected for the overlap) stayed
+     * under its target, and a share pair 30 : 70 on the simulated driver
+     * stayed time-sliced at 0.28 / 0.48, the 30 side free every other run */
+    out->wants_ns = LD(&a->throttled_ns);
+    int held = LD(&a->rate_ppm) < GS_LIM_SHARE_MEASURED;
+    if (share && (!held || in->occ_ppm >= GS_LIM_QUEUED_PPM) &&
+        gs_lim_share_wants_more(a->weight, use, in->occ_ppm, in->dem, in->ndem))
+        out->wants_ns = in->now;
+    out->yield = share && in->yield_on && gs_lim_yields(a->weight, use, in->dem, in->ndem);
+    out->target = share ? outer_share_target(a, in) : LD(&a->rate_ppm);
+}
+
+uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out *out, uint64_t now)
+{
+    ST(&a->corr_ppm, out->corr);
+    ST(&a->speed_ppm, out->speed);
+    ST(&a->dev_ppm, out->dev_ppm);
+    ST(&a->use_ppm, out->use_ppm);
+    ST(&a->others_ppm, out->others_ppm);
+    if (a->mode != GS_LIM_SHARE)
+        return LD(&a->rate_ppm);
+    uint32_t old = __atomic_exchange_n(&a->rate_ppm, out->target, __ATOMIC_RELAXED);
+    if (old >= GS_LIM_SHARE_MEASURED && out->target < GS_LIM_SHARE_MEASURED) {
+        ST(&a->tokens, (int64_t)0);
+        ST(&a->refill_ns, now);
+    }
+    return old;
+}
