@@ -42,7 +42,7 @@
  * correction c is learnt for: short windows overlap the others' more often
  * and each overlap slows both (two caps 30 / 70 with no shared ledger and
  * only NVML's device utilisation got 0.255 / 0.583 on the model GPU of
- * tests/unit/test_limiter.c with 5 ms cycles, 0.300 / 0.700 with these).
+ * tests/unit/test_limiter_loop.c with 5 ms cycles, 0.300 / 0.700 with these).
  * Idle time banks a period's allowance for a burst either way. */
 #define GS_LIM_CYCLE_NS 5000000ULL
 #define GS_LIM_OUTER_NS 250000000ULL  /* outer (NVML) loop every 250 ms */

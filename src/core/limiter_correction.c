@@ -11,7 +11,7 @@
  * estimates from the device's busy time alone and from the overlap split
  * step half-way from 1 even then: taken whole, their first estimate (0.50
  * for the side capped at 30 of two GPU-bound containers) left the side
- * capped at 70 at 0.665 over its next 5 s in tests/unit/test_limiter.c's
+ * capped at 70 at 0.665 over its next 5 s in tests/unit/test_limiter_loop.c's
  * model, 0.686 stepping half-way. */
 static uint32_t corr_step(uint32_t old_corr, uint64_t c)
 {

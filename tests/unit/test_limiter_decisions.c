@@ -1,0 +1,343 @@
+/* The compute limiter's decisions one at a time: the corrections
+ * (src/core/limiter_correction.c), the other containers' claims and the
+ * share targets (limiter_demands.c), the outer run's decision and NVML's
+ * samples (limiter_outer.c). */
+#include "limiter_test.h"
+
+static void correction_is_nvml_kernel_time_over_event_busy_time(void **state)
+{
+    (void)state;
+    /* B always busy: our events counted 60 % busy and NVML says our kernels ran 30 % */
+    uint32_t c = GS_LIM_PPM;
+    for (int i = 0; i < 20; i++)
+        c = gs_lim_correction(c, 300000, 600000, 0);
+    assert_in_range(c, 499000, 501000);
+    /* alone and launch-bound: the GPU idles between our kernels inside a
+     * busy interval; that is not GPU time either */
+    c = GS_LIM_PPM;
+    for (int i = 0; i < 20; i++)
+        c = gs_lim_correction(c, 240000, 600000, 0);
+    assert_in_range(c, 399000, 401000);
+    /* NVML does not see our pids (containers): learn nothing */
+    assert_int_equal(gs_lim_correction(700000, 0, 500000, 0), 700000);
+    assert_int_equal(gs_lim_correction(700000, -1, 500000, 0), 700000);
+    /* a new account's c is not learnt (0), charged as 1; the first measure
+     * is taken whole, the next half-way; nothing to learn leaves it unlearnt */
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 30, 100);
+    assert_int_equal(a.corr_ppm, 0);
+    assert_int_equal(gs_lim_corr_of(a.corr_ppm), GS_LIM_PPM);
+    assert_int_equal(gs_lim_correction(0, -1, 500000, 0), 0);
+    c = gs_lim_correction(0, 240000, 960000, 0);
+    assert_int_equal(c, 250000);
+    assert_int_equal(gs_lim_correction(c, 480000, 960000, 0), 375000);
+    /* ... but one from under 5 % of our time (NVML's samples lag a start,
+     * 0 % on an H200) steps half-way from 1 */
+    assert_int_equal(gs_lim_correction(0, 0, 179000, 0), (GS_LIM_PPM + GS_LIM_MIN_CORR) / 2);
+    assert_int_equal(gs_lim_correction(0, 20000, 100000, 0), 600000);
+    /* the device-only estimate steps half-way from 1 even then */
+    assert_int_equal(gs_lim_correction_device(0, 1000000, 352000), 750000); /* c 0.5 alone */
+    /* ... and a device read idle while we were busy (NVML's first look,
+     * before it sampled us) teaches nothing: c stays unlearnt */
+    assert_int_equal(gs_lim_correction_device(0, 0, 900000), 0);
+    assert_true(gs_lim_learning(&a));
+    /* never below the floor, nor above the ceiling */
+    c = GS_LIM_PPM;
+    for (int i = 0; i < 40; i++)
+        c = gs_lim_correction(c, 1000, 1000000, 0);
+    assert_true(c >= GS_LIM_MIN_CORR);
+    for (int i = 0; i < 40; i++)
+        c = gs_lim_correction(c, 1000000, 100000, 0);
+    assert_true(c <= GS_LIM_MAX_CORR);
+}
+
+static void water_filling_gives_the_unused_share_away(void **state)
+{
+    (void)state;
+    /* a light tenant of weight 70 using 10 %: we (30) may use the rest */
+    struct gs_lim_demand light = { 70, 100000, 0, 0 };
+    assert_int_equal(gs_lim_share_fill(30, &light, 1), GS_LIM_PPM);
+    /* it wants more: weights hold */
+    light.wants_more = 1;
+    assert_int_equal(gs_lim_share_fill(30, &light, 1), 300000);
+    /* a tenant of weight 70 using 90 % without waiting: above its share, so
+     * weights hold between us */
+    struct gs_lim_demand heavy = { 70, 900000, 0, 0 };
+    assert_int_equal(gs_lim_share_fill(30, &heavy, 1), 300000);
+    /* three: one light (10 %), two that want more: split the 90 % by weight */
+    struct gs_lim_demand three[2] = { { 50, 100000, 0, 0 }, { 60, 500000, 1, 0 } };
+    assert_int_equal(gs_lim_share_fill(30, three, 2), 900000 * 30 / 90);
+}
+
+static void capped_neighbours_keep_their_caps_and_a_share_one_takes_the_rest(void **state)
+{
+    (void)state;
+    /* caps 10 / 20 / 30 that want more: each keeps its cap, whatever its
+     * weight beside ours (100); by weights alone they would get 0.06 / 0.12
+     * / 0.19 and we 0.62 */
+    struct gs_lim_demand caps[3] = { { 10, 90000, 1, 100000 }, { 20, 190000, 1, 200000 }, { 30, 280000, 1, 300000 } };
+    assert_int_equal(gs_lim_share_fill(100, caps, 3), 400000);
+    /* one of them wants less than its cap: it keeps its use */
+    caps[2].wants_more = 0;
+    caps[2].use_ppm = 100000;
+    assert_int_equal(gs_lim_share_fill(100, caps, 3), 600000);
+    /* beside another share container that wants more, the rest is split by weight */
+    struct gs_lim_demand mixed[2] = { { 30, 300000, 1, 300000 }, { 40, 400000, 1, 0 } };
+    assert_int_equal(gs_lim_share_fill(30, mixed, 2), 700000 * 30 / 70);
+    /* caps that add up to the whole GPU leave share containers their floor */
+    struct gs_lim_demand full[2] = { { 50, 500000, 1, 500000 }, { 60, 600000, 1, 600000 } };
+    assert_int_equal(gs_lim_share_fill(100, full, 2), GS_LIM_CAPS_LEAVE_PPM);
+    /* only a verified cap counts as one: a claim's own is ignored */
+    struct gs_lim_claim c[2] = { { { 30, 300000, 1, 900000 }, 30, 300000 }, { { 30, 300000, 1, 900000 }, 0, 0 } };
+    struct gs_lim_demand d[2];
+    assert_int_equal(gs_lim_trusted_demands(c, 2, 0, -1, d), 2);
+    assert_int_equal(d[0].cap_ppm, 300000);
+    assert_int_equal(d[1].cap_ppm, 0);
+}
+
+static void share_target_is_weight_over_busy_weights(void **state)
+{
+    (void)state;
+    assert_int_equal(gs_lim_share_target(30, 70), 300000);
+    assert_int_equal(gs_lim_share_target(70, 30), 700000);
+    assert_int_equal(gs_lim_share_target(100, 0), GS_LIM_PPM);
+}
+
+static void the_entry_for_users_outside_the_ledger_counts_beside_a_full_ledger(void **state)
+{
+    /* 64 light containers of the ledger that want no more than they use,
+     * and the GPU users outside it (NVML), who want more, as the 65th */
+    (void)state;
+    struct gs_lim_demand d[GS_LIM_MAX_DEMANDS + 1];
+    for (unsigned i = 0; i < GS_LIM_MAX_DEMANDS; i++)
+        d[i] = (struct gs_lim_demand){ 100, 1000, 0, 0 };
+    d[GS_LIM_MAX_DEMANDS] = (struct gs_lim_demand){ 100, 0, 1, 0 };
+    uint32_t fill = gs_lim_share_fill(100, d, GS_LIM_MAX_DEMANDS + 1);
+    assert_int_equal(fill, (GS_LIM_PPM - GS_LIM_MAX_DEMANDS * 1000) / 2);
+    /* the same through the decision the outer loop runs */
+    struct gs_lim_account a;
+    account(&a, GS_LIM_SHARE, 0, 100);
+    struct gs_outer_in in = outer_in(300000, -1, -1, -1, d, GS_LIM_MAX_DEMANDS);
+    in.outside_weight = 100;
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.target, fill);
+    in.outside_weight = 0; /* nobody outside: the light ones leave the rest */
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.target, GS_LIM_SHARE_MEASURED);
+}
+
+/* A share container held to its target (70 of 100) whose work was queued
+ * all the run, its corrected use under the target (time-sliced beside a
+ * free neighbour of weight 30 that wants no more): it says it wants more,
+ * so that the neighbour is held to its part. Only the free one said so: a
+ * share pair on the simulated driver stayed time-sliced at 0.28 / 0.48. */
+static void a_held_share_container_with_work_queued_all_the_time_wants_more(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_SHARE, 0, 70);
+    a.rate_ppm = 700000; /* held to its part */
+    a.throttled_ns = 100 * MS;
+    struct gs_lim_demand free30 = { 30, 350000, 0, 0 };
+    struct gs_outer_in in = outer_in(998000, -1, -1, 1000000, &free30, 1);
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.wants_ns, in.now);
+    in.occ_ppm = 600000; /* held and taking turns: what it waits for tokens says it */
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.wants_ns, 100 * MS);
+}
+
+/* Graph launches are measured coarsely only where NVML's per-process time
+ * corrects the measure: capped, alone, with samples that see our time; not
+ * without samples, and not beside a busy member of the ledger. */
+static void graphs_are_measured_coarsely_only_where_per_process_samples_correct_it(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 70, 100);
+    struct gs_lim_demand busy = { 100, 400000, 0, 0 };
+    struct gs_outer_in in = outer_in(600000, 500000, 0, 500000, NULL, 0);
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_true(o.graph_coarse);
+    assert_true(o.corr < GS_LIM_PPM); /* the samples take the counted gaps out */
+    in.our_ppm = in.others_ppm = -1;  /* no samples */
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_false(o.graph_coarse);
+    in.our_ppm = 500000;
+    in.others_ppm = 0;
+    in.dem = &busy; /* a busy neighbour */
+    in.ndem = 1;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_false(o.graph_coarse);
+}
+
+/* A decoder capped at 30 whose c a turn's first reading set to 1 (NVML
+ * credited a neighbour's time-slice to it), then alone: the readings of an
+ * H200's next three outer runs (occupancy, ours, device; nobody else). Each
+ * run's c prices the next run's occupancy; stepping half-way it charged
+ * 0.36 and 0.30 of the device after the first two, at or past the cap, and
+ * the decoder waited for tokens. A reading beside someone else still steps
+ * half-way, and so does a smaller fall. */
+static void a_reading_alone_that_halves_c_is_taken_whole(void **state)
+{
+    (void)state;
+    static const int64_t run[3][3] = { { 282506, 130000, 140000 }, { 479972, 90000, 50000 }, { 644669, 70000, 90000 } };
+    static const uint64_t next_occ[3] = { 479972, 644669, 903390 };
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 30, 100);
+    a.corr_ppm = GS_LIM_PPM;
+    for (int i = 0; i < 3; i++) {
+        struct gs_outer_in in = outer_in((uint64_t)run[i][0], run[i][1], 0, run[i][2], NULL, 0);
+        struct gs_outer_out o;
+        gs_lim_outer_decide(&a, &in, &o);
+        gs_lim_outer_apply(&a, &o, in.now);
+        assert_true(next_occ[i] * gs_lim_corr_of(a.corr_ppm) / GS_LIM_PPM < 250000);
+    }
+    assert_in_range(a.corr_ppm, 140000, 160000);
+    /* the rule's edges */
+    assert_int_equal(gs_lim_correction(GS_LIM_PPM, 100000, 800000, 1), 125000);
+    assert_int_equal(gs_lim_correction(GS_LIM_PPM, 100000, 800000, 0), 562500);
+    assert_int_equal(gs_lim_correction(200000, 120000, 800000, 1), 175000); /* 0.15: less than half */
+    assert_int_equal(gs_lim_correction(140000, 280000, 800000, 1), 245000); /* a rise steps half-way */
+    assert_true(gs_lim_alone_reading(130000, 0, 140000));
+    assert_false(gs_lim_alone_reading(130000, 60000, 140000)); /* someone else in the samples */
+    assert_false(gs_lim_alone_reading(130000, 0, 200000));     /* the device was busier than us */
+    assert_true(gs_lim_alone_reading(135000, 0, 60000));       /* less busy: periods not lined up */
+    assert_false(gs_lim_alone_reading(30000, 0, 30000));       /* too little of us to tell */
+    assert_false(gs_lim_alone_reading(130000, -1, 140000));
+    struct gs_outer_in beside = outer_in(282506, 130000, 60000, 200000, NULL, 0);
+    struct gs_outer_out o;
+    a.corr_ppm = GS_LIM_PPM;
+    gs_lim_outer_decide(&a, &beside, &o);
+    assert_true(o.corr > GS_LIM_PPM / 2);
+    /* a neighbour that has just left the ledger is still in the samples,
+     * which credit us its time-slices (the simulated driver: ours 0.52 of a
+     * tenant 0.25 busy): they do not lift c past 1 */
+    struct gs_outer_in left = outer_in(257014, 516666, 260000, 780000, NULL, 0);
+    gs_lim_outer_decide(&a, &left, &o);
+    assert_int_equal(o.corr, GS_LIM_PPM);
+}
+
+/* A capped container beside a ledger member that published no use (a
+ * capped decoder under the device bound, beside our larger published use)
+ * while NVML's samples gave others a quarter of the device: the samples,
+ * which credit time-sliced contexts unevenly, are no measure of c. Taken
+ * from them, c fell to 0.53 and a container capped at 30 ran at 0.36 on
+ * the simulated driver. */
+static void samples_are_no_measure_beside_a_quiet_member_nvml_sees_busy(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 30, 100);
+    struct gs_lim_demand quiet = { 70, 0, 0, 70 * 10000U };
+    struct gs_outer_in in = outer_in(370000, 103333, 283333, 440000, &quiet, 1);
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_false(o.graph_coarse);
+    assert_true(o.corr >= GS_LIM_PPM * 9 / 10);
+    assert_true(o.use_ppm >= 300000); /* its charge, not NVML's share */
+    in.others_ppm = 20000;            /* NVML saw the member barely run: the samples measure us */
+    in.our_ppm = 350000;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_true(o.graph_coarse);
+}
+
+/* Our share beside honest b (weight 70, using half, wanting more) and the
+ * claims a forger wrote into the ledger: forged members of weight 65535
+ * (read as the legal ceiling), using the whole GPU and wanting more. */
+static uint32_t share_beside_forgers(int b_verified, int drop_unverified, unsigned forged)
+{
+    struct gs_lim_claim c[1 + 8];
+    c[0] = (struct gs_lim_claim){ { 70, 500000, 1, 0 }, b_verified ? 70U : 0U, 0 };
+    for (unsigned i = 1; i <= forged; i++)
+        c[i] = (struct gs_lim_claim){ { GS_LIM_MAX_WEIGHT, GS_LIM_PPM, 1, 0 }, 0, 0 };
+    struct gs_lim_demand d[1 + 8];
+    unsigned n = gs_lim_trusted_demands(c, 1 + forged, drop_unverified, 900000, d);
+    return gs_lim_share_fill(30, d, n);
+}
+
+static void forged_ledger_members_weigh_no_more_than_one_default_container(void **state)
+{
+    (void)state;
+    /* taken at their word, the forged members leave us nothing */
+    struct gs_lim_demand raw[2] = { { 70, 500000, 1, 0 }, { GS_LIM_MAX_WEIGHT, GS_LIM_PPM, 1, 0 } };
+    assert_true(gs_lim_share_fill(30, raw, 2) < 3000);
+    /* the flat layout: b's region verifies it, the forgers are nobody's */
+    assert_int_equal(share_beside_forgers(1, 1, 1), 300000);
+    assert_int_equal(share_beside_forgers(1, 1, 8), 300000);
+    /* the agent's layout: nobody verifiable; b and the forgers count as one
+     * container of the default weight, however many they are */
+    uint32_t one_default = 30 * GS_LIM_PPM / (30 + GS_LIM_DEFAULT_WEIGHT);
+    assert_int_equal(share_beside_forgers(0, 0, 1), one_default);
+    assert_int_equal(share_beside_forgers(0, 0, 8), one_default);
+    /* ... and honest b alone as itself */
+    assert_int_equal(share_beside_forgers(0, 0, 0), 300000);
+    /* a verified container counts with the weight from its limits, not its claim */
+    struct gs_lim_claim lie = { { GS_LIM_MAX_WEIGHT, 200000, 1, 0 }, 70, 0 };
+    struct gs_lim_demand d[1];
+    assert_int_equal(gs_lim_trusted_demands(&lie, 1, 1, -1, d), 1);
+    assert_int_equal(d[0].weight, 70);
+    /* the unverified uses together are at most what NVML saw the device busy */
+    struct gs_lim_claim two[2] = { { { 40, 600000, 0, 0 }, 0, 0 }, { { 50, 700000, 0, 0 }, 0, 0 } };
+    assert_int_equal(gs_lim_trusted_demands(two, 2, 0, 800000, d), 1);
+    assert_int_equal(d[0].use_ppm, 800000);
+    assert_int_equal(d[0].weight, 50);
+    assert_false(d[0].wants_more);
+    assert_int_equal(gs_lim_trusted_demands(two, 2, 0, -1, d), 1);
+    assert_int_equal(d[0].use_ppm, GS_LIM_PPM);
+    assert_int_equal(gs_lim_trusted_demands(two, 2, 1, -1, d), 0);
+}
+
+static int pid_is_ours(uint32_t pid, void *ctx)
+{
+    (void)ctx;
+    return pid == 7 || pid == 8;
+}
+
+static void nvml_samples_are_averaged_over_timestamps(void **state)
+{
+    (void)state;
+    const struct gs_lim_sample s[] = {
+        { 7, 20, 100 }, { 8, 10, 100 }, { 9, 70, 100 }, /* period 1: ours 30, others 70 */
+        { 7, 50, 200 }, { 9, 50, 200 },                 /* period 2: ours 50, others 50 */
+        { 9, 99, 50 },                                  /* already seen */
+    };
+    int64_t ours, others;
+    uint64_t newest = gs_lim_aggregate(s, 6, 60, pid_is_ours, NULL, &ours, &others);
+    assert_int_equal(newest, 200);
+    assert_int_equal(ours, 400000);
+    assert_int_equal(others, 600000);
+    newest = gs_lim_aggregate(s, 6, 200, pid_is_ours, NULL, &ours, &others);
+    assert_int_equal(newest, 200);
+    assert_int_equal(ours, -1);
+    /* a first measure of c leaves out the sample that began before the last
+     * look (period 1, looked at 60): period 2 alone */
+    uint64_t from = gs_lim_oldest_after(s, 6, 60);
+    assert_int_equal(from, 100);
+    newest = gs_lim_aggregate(s, 6, from, pid_is_ours, NULL, &ours, &others);
+    assert_int_equal(newest, 200);
+    assert_int_equal(ours, 500000);
+    assert_int_equal(gs_lim_oldest_after(s, 6, 200), 200); /* none newer */
+    assert_int_equal(gs_lim_oldest_after(s, 0, 60), 60);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(correction_is_nvml_kernel_time_over_event_busy_time),
+        cmocka_unit_test(water_filling_gives_the_unused_share_away),
+        cmocka_unit_test(share_target_is_weight_over_busy_weights),
+        cmocka_unit_test(the_entry_for_users_outside_the_ledger_counts_beside_a_full_ledger),
+        cmocka_unit_test(forged_ledger_members_weigh_no_more_than_one_default_container),
+        cmocka_unit_test(capped_neighbours_keep_their_caps_and_a_share_one_takes_the_rest),
+        cmocka_unit_test(nvml_samples_are_averaged_over_timestamps),
+        cmocka_unit_test(graphs_are_measured_coarsely_only_where_per_process_samples_correct_it),
+        cmocka_unit_test(samples_are_no_measure_beside_a_quiet_member_nvml_sees_busy),
+        cmocka_unit_test(a_reading_alone_that_halves_c_is_taken_whole),
+        cmocka_unit_test(a_held_share_container_with_work_queued_all_the_time_wants_more),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
