@@ -537,6 +537,9 @@ struct gs_lim_sample {
  * its first look, with c not learnt yet (to be taken whole), the outer loop
  * aggregates from after it. */
 uint64_t gs_lim_oldest_after(const struct gs_lim_sample *s, unsigned n, uint64_t since_us);
+/* Whether s[i] is the first of s[0..i] with its timestamp: the samples of
+ * one period share a stamp, and averages count periods, not samples. */
+int gs_lim_new_stamp(const struct gs_lim_sample *s, unsigned i);
 uint64_t gs_lim_aggregate(const struct gs_lim_sample *s, unsigned n, uint64_t since_us,
                           int (*is_ours)(uint32_t pid, void *ctx), void *ctx, int64_t *our_ppm, int64_t *others_ppm);
 

@@ -12,6 +12,14 @@ uint64_t gs_lim_oldest_after(const struct gs_lim_sample *s, unsigned n, uint64_t
     return oldest == UINT64_MAX ? since_us : oldest;
 }
 
+int gs_lim_new_stamp(const struct gs_lim_sample *s, unsigned i)
+{
+    for (unsigned j = 0; j < i; j++)
+        if (s[j].ts_us == s[i].ts_us)
+            return 0;
+    return 1;
+}
+
 uint64_t gs_lim_aggregate(const struct gs_lim_sample *s, unsigned n, uint64_t since_us,
                           int (*is_ours)(uint32_t pid, void *ctx), void *ctx, int64_t *our_ppm, int64_t *others_ppm)
 {
@@ -21,11 +29,7 @@ uint64_t gs_lim_aggregate(const struct gs_lim_sample *s, unsigned n, uint64_t si
     for (unsigned i = 0; i < n; i++) {
         if (s[i].ts_us <= since_us)
             continue;
-        int seen = 0;
-        for (unsigned j = 0; j < i && !seen; j++)
-            seen = s[j].ts_us == s[i].ts_us;
-        if (!seen)
-            stamps++;
+        stamps += (unsigned)gs_lim_new_stamp(s, i);
         if (s[i].ts_us > newest)
             newest = s[i].ts_us;
         uint32_t u = s[i].sm_util > 100 ? 100 : s[i].sm_util;

@@ -358,10 +358,7 @@ static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t 
     for (unsigned i = 0; i < n; i++) {
         if (s[i].ts_us <= since)
             continue;
-        int seen = 0;
-        for (unsigned j = 0; j < i && !seen; j++)
-            seen = s[j].ts_us == s[i].ts_us;
-        stamps += !seen;
+        stamps += (unsigned)gs_lim_new_stamp(s, i);
         if (in_set(s[i].pid, (void *)ours) || gs_compute_ledger_has_pid(dev, s[i].pid))
             continue; /* ours, or counted from the device ledger */
         int k = 0;
