@@ -8,7 +8,8 @@ co-location scenarios in alternating turns of 2.5 s with every tenant started
 once, so that the host's drift cancels, capturns: the loads named in --only
 alone and under each of --caps in such turns, instead of one after the other
 (--base-lib LIB: under that interposer too, an A/B in the same turns;
---copies N: N processes of each), two, launch,
+--copies N: N processes of each; --plain-copies N: N processes without the
+interposer too; --turn-cpus own: each tenant on CPUs of its own), two, launch,
 launchc: the driver-API loop of launch_rate.c, each process timing the
 interposer's cuLaunchKernel against the driver's own (--paired 1), built with
 `cc -O2 -Isrc bench/compute/launch_rate.c -ldl -o BIN` and named by
@@ -124,6 +125,17 @@ def tenant(load, env, secs, cpu=None, sync=None, turns=None):
     return p
 
 
+def turn_cpus(how, n):
+    """n tenants' CPU lists: all on 6-7 (shared), or each on a pair of its
+    own from CPU 2 up (own; CPUs 0-1 left to the orchestrator and the
+    driver's threads), pairs reused where n outgrows the machine."""
+    if how == "shared":
+        return ["6-7"] * n
+    mine = sorted(os.sched_getaffinity(0))[2:]
+    pairs = [f"{mine[i]},{mine[i + 1]}" for i in range(0, len(mine) - 1, 2)] or ["6-7"]
+    return [pairs[i % len(pairs)] for i in range(n)]
+
+
 def wait_ready(d, ps, limit):
     """Until every tenant of ps has announced in d that it is warm (d/ready-PID)."""
     t0 = time.time()
@@ -220,6 +232,10 @@ def main():
     ap.add_argument("--base-lib", default=None,
                     help="capturns: each cap under this interposer too; coloc: the capped modes too (an A/B)")
     ap.add_argument("--copies", type=int, default=1, help="capturns: processes per cap and interposer")
+    ap.add_argument("--plain-copies", type=int, default=0,
+                    help="capturns: processes without the interposer in each cap's turns (how far identical ones differ)")
+    ap.add_argument("--turn-cpus", default="shared", choices=["shared", "own"],
+                    help="capturns: every tenant on CPUs 6-7 (shared), or each on two CPUs of its own (own)")
     ap.add_argument("--launch-bin", default=None)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--turn-cycles", type=int, default=8, help="turns: how often each phase's turns alternate")
@@ -420,21 +436,26 @@ def main():
         caps = [int(c) for c in a.caps.split(",")]
         libs = [("cap", a.lib)] + ([("base", a.base_lib)] if a.base_lib else [])
         capped = [(p, f"{name}{p}-{i}", lib) for p in caps for name, lib in libs for i in range(a.copies)]
+        # --plain-copies N: N more processes without the interposer in each
+        # cap's turns, measured against the same alone process: how far
+        # identical processes differ, the resolution of the capped ratios
+        capped += [(p, f"plain{p}-{i}", None) for p in caps for i in range(a.plain_copies)]
+        cpus = turn_cpus(a.turn_cpus, 1 + len(capped))
         # (a first phase, "warm", runs every tenant at once and is not
         # reported: a graph inference process ran its first phase at a third
         # of its later speed, alone)
         for load in [x for x in LOADS if x in only]:
-            tenants = [(load, {}, "6-7", [f"alone{p}" for p in caps] + ["warm"])]
-            tenants += [(load, limited(lib, state, f"turns-{load}{turn}", {"GPUSLICE_CORES": str(p)}), "6-7",
-                         [turn, "warm"]) for p, turn, lib in capped]
+            tenants = [(load, {}, cpus[0], [f"alone{p}" for p in caps] + ["warm"])]
+            tenants += [(load, limited(lib, state, f"turns-{load}{turn}", {"GPUSLICE_CORES": str(p)}) if lib else {},
+                         cpu, [turn, "warm"]) for (p, turn, lib), cpu in zip(capped, cpus[1:])]
             r = in_turns(tenants, [["warm"]] + [[f"alone{p}"] + [turn for q, turn, _ in capped if q == p] for p in caps],
                          seg=2.5, cycles=4)
             if any("error" in x for x in r):
                 emit({"scenario": "capturns", "load": load, "error": [x.get("error") for x in r]})
                 continue
-            for (p, turn, _), res in zip(capped, r[1:]):
+            for (p, turn, _), res, cpu in zip(capped, r[1:], cpus[1:]):
                 alone = r[0][f"alone{p}"]
-                emit({"scenario": f"capturns{p}", "load": load, "lib": turn,
+                emit({"scenario": f"capturns{p}", "load": load, "lib": turn, "cpus": cpu, "alone_cpus": cpus[0],
                       "ratio": res[turn]["rate"] / alone["rate"] if alone["rate"] else None,
                       "capped": res[turn], "alone": alone})
     if not only or "two" in only:

@@ -3,6 +3,7 @@
 #   bash bench/compute/run_gpu.sh [--only LOADS,SCENARIOS] [--caps 10,30,50,70] [--log DIR]
 #        [--rounds N] [--coloc-modes plain,plain-shallow,share70/30,share70/30-yieldY,cap70/30,free/cap30,mps70/30,mps-plain,mps-share70/30]
 #        [--share-yield 100,250,500] [--inf-load decoder|decoder-heavy] [--turn-cycles N] [--turn-yield 250,500]
+#        [--copies N] [--plain-copies N] [--turn-cpus shared|own] [--base-lib LIB]
 # LOADS: matmul matmul-dense small decoder train graphinf; SCENARIOS: coloc mps decoverhead turns capturns two four launch launchc
 # (mps with two: the two containers again, one directory, as clients of an MPS daemon)
 # (turns: the co-location scenarios in alternating 2.5 s turns, every tenant started once; the share
