@@ -234,8 +234,11 @@ def main():
     ap.add_argument("--copies", type=int, default=1, help="capturns: processes per cap and interposer")
     ap.add_argument("--plain-copies", type=int, default=0,
                     help="capturns: processes without the interposer in each cap's turns (how far identical ones differ)")
-    ap.add_argument("--turn-cpus", default="shared", choices=["shared", "own"],
-                    help="capturns: every tenant on CPUs 6-7 (shared), or each on two CPUs of its own (own)")
+    # own: on CPUs 6-7 together, the processes of one load in the same turns
+    # differed by up to 0.54 (compute-2026-12-02e); each on its own pair, by
+    # 0.03-0.08 (compute-2026-12-02f)
+    ap.add_argument("--turn-cpus", default="own", choices=["shared", "own"],
+                    help="capturns: each tenant on two CPUs of its own (own), or every tenant on CPUs 6-7 (shared)")
     ap.add_argument("--launch-bin", default=None)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--turn-cycles", type=int, default=8, help="turns: how often each phase's turns alternate")
