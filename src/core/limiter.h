@@ -305,15 +305,25 @@ uint64_t gs_lim_charge_collective(struct gs_lim_account *a, uint64_t span_ns, ui
  * context time-sliced the GPU away from us). Returns the new correction c in
  * ppm: the fraction of that busy time the GPU really spent on our kernels.
  * Each correction steps from old_corr (0: not learnt) as gs_lim_corr_of
- * says: the first measure whole, later ones half-way. alone: nobody else was
+ * says: the first measure whole (none from under GS_LIM_BUSY_PPM of our
+ * time), later ones half-way. alone: nobody else was
  * in the samples nor hidden from them (gs_lim_alone_reading); a measure
  * that then halves c or more is taken whole too. */
 uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, uint64_t occ_ppm, int alone);
 
-/* Whether NVML's readings measure us alone: ours a real reading, nobody
- * else's in the samples, and the device busy no more than GS_LIM_BUSY_PPM
- * beyond ours (nobody the samples miss). */
+/* Whether NVML's readings measure us alone: ours GS_LIM_BUSY_PPM or more,
+ * nobody else's in the samples, and nobody else busy (gs_lim_nobody_else). */
 int gs_lim_alone_reading(int64_t our_ppm, int64_t others_ppm, int64_t dev_ppm);
+
+/* Whether NVML's readings show nobody else busy: the device busy no more
+ * than GS_LIM_BUSY_PPM beyond ours (nobody the samples miss), and nobody
+ * in the samples, or others there beyond the device's busy time (samples
+ * from before its reading). */
+int gs_lim_nobody_else(int64_t our_ppm, int64_t others_ppm, int64_t dev_ppm);
+
+/* Whether the last outer run saw the device busier than our use by more
+ * than GS_LIM_BUSY_PPM: others were busy beside us. */
+int gs_lim_was_beside_others(const struct gs_lim_account *a);
 
 /* Outer loop without per-process data (NVML returns no samples, or none
  * with our pids: a container without hostPID): c from the device-level

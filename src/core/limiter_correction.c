@@ -23,12 +23,25 @@ static uint32_t corr_ema(uint32_t old_corr, uint64_t c)
     return (uint32_t)((gs_lim_corr_of(old_corr) + c) / 2);
 }
 
-int gs_lim_alone_reading(int64_t our_ppm, int64_t others_ppm, int64_t dev_ppm)
+int gs_lim_nobody_else(int64_t our_ppm, int64_t others_ppm, int64_t dev_ppm)
 {
     /* the device less busy than our samples say is their periods not
-     * lining up with its reading, not someone else hidden from them */
-    return our_ppm >= GS_LIM_BUSY_PPM && others_ppm >= 0 && others_ppm < GS_LIM_BUSY_PPM && dev_ppm >= 0 &&
-           dev_ppm <= our_ppm + GS_LIM_BUSY_PPM;
+     * lining up with its reading, not someone else hidden from them; and
+     * others' samples beyond the device's busy time are from before it
+     * (a neighbour's last ones, after it left) */
+    return our_ppm >= 0 && others_ppm >= 0 && dev_ppm >= 0 && dev_ppm <= our_ppm + GS_LIM_BUSY_PPM &&
+           (others_ppm < GS_LIM_BUSY_PPM || others_ppm > dev_ppm + GS_LIM_BUSY_PPM);
+}
+
+int gs_lim_alone_reading(int64_t our_ppm, int64_t others_ppm, int64_t dev_ppm)
+{
+    return our_ppm >= GS_LIM_BUSY_PPM && others_ppm < GS_LIM_BUSY_PPM &&
+           gs_lim_nobody_else(our_ppm, others_ppm, dev_ppm);
+}
+
+int gs_lim_was_beside_others(const struct gs_lim_account *a)
+{
+    return LD(&a->dev_ppm) > LD(&a->use_ppm) + GS_LIM_BUSY_PPM;
 }
 
 uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, uint64_t occ_ppm, int alone)
@@ -42,12 +55,15 @@ uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, uint64_t occ_ppm,
         c = GS_LIM_MAX_CORR;
     if (c < GS_LIM_MIN_CORR)
         c = GS_LIM_MIN_CORR;
-    /* a first measure from less than GS_LIM_BUSY_PPM of our time is taken
-     * half-way: NVML's samples lag a container's start, and an H200 gave a
-     * decoder its first one at 0 % (c 0.05 taken whole, one outer interval
-     * charged a twentieth of its busy time) */
+    /* nor is c learnt from less than GS_LIM_BUSY_PPM of our time: NVML's
+     * samples lag a container's start, and an H200 gave a decoder its
+     * first one at 0 % (c 0.05 taken whole, one outer interval charged a
+     * twentieth of its busy time). Taken half-way from 1 instead, a
+     * decoder capped at 30 whose neighbour had left (c forgotten) read
+     * 0.04 of 0.30 counted and was held for tokens at c 0.57 through the
+     * next outer run; not learnt, its CPU gaps are not charged meanwhile */
     if (old_corr == 0 && our_ppm < GS_LIM_BUSY_PPM)
-        return corr_ema(old_corr, c);
+        return 0;
     /* a c learnt beside others, or from a turn's first reading that NVML
      * credited a neighbour's time-slice to us, falls whole once a reading
      * alone says it is half as much or less: stepping half-way, a decoder

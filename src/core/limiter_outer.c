@@ -88,6 +88,21 @@ static uint32_t outer_correction(const struct gs_lim_account *a, const struct gs
 {
     uint32_t old = LD(&a->corr_ppm);
     int64_t dev = in->dev_ppm;
+    /* with nobody else busy, a c learnt for the overlap beside others (1
+     * where they took turns with us or the samples credited us their
+     * slices; anything up to 1 where the last run saw the device busier
+     * than our use) is forgotten and learnt afresh (gs_lim_learning),
+     * also by a run back from an idle: the first such reading may still
+     * hold the others' last slices (an H200 credited a decoder 0.36 where
+     * the device read 0.21 busy), and at c 1 that decoder, capped at 30,
+     * was held for tokens through three outer runs of its turn after seven
+     * tenants had run together. Not learnt, its CPU gaps are not charged
+     * meanwhile. A reading alone that measures us is taken instead
+     * (gs_lim_correction) */
+    int measures_us = v->learn && v->per_process && gs_lim_alone_reading(in->our_ppm, in->others_ppm, dev);
+    if (v->nb == 0 && !measures_us && old && old <= GS_LIM_PPM && (old == GS_LIM_PPM || gs_lim_was_beside_others(a)) &&
+        gs_lim_nobody_else(in->our_ppm, in->others_ppm, dev))
+        return 0;
     /* c above 1 is learnt alone (NVML saw more of us than our events);
      * beside busy neighbours every measure below gives at most 1. A run
      * that cannot learn (back from an idle) keeps no more where it sees
@@ -99,8 +114,7 @@ static uint32_t outer_correction(const struct gs_lim_account *a, const struct gs
     if (!v->learn)
         return (v->nb > 0 || a->mode == GS_LIM_SHARE) && old > GS_LIM_PPM ? GS_LIM_PPM : old;
     if (v->per_process) {
-        uint32_t c = gs_lim_correction(old, in->our_ppm, in->occ_ppm,
-                                       gs_lim_alone_reading(in->our_ppm, in->others_ppm, in->dev_ppm));
+        uint32_t c = gs_lim_correction(old, in->our_ppm, in->occ_ppm, measures_us);
         /* others busy in the samples (outside the ledger, or just gone from
          * it) time-slice with us, and the samples credit their slices to
          * us: a decoder-like tenant 0.25 busy read 0.52 beside a neighbour

@@ -1163,12 +1163,14 @@ def test_a_decoder_like_tenant_alone_under_a_cap_above_its_use_never_waits_while
 def test_a_decoder_like_tenant_capped_at_30_stops_waiting_soon_after_its_busy_neighbour_leaves(world):
     """A decoder-like tenant capped at 30 (0.25 busy alone) beside a GPU-bound
     container capped at 70 learns c = 1 (the samples credit it the other's
-    time-slices). Back from an idle after the neighbour has gone, it is
-    charged at that c until NVML's samples measure it alone, at a quarter
-    of its occupancy: taken whole, that c ends its waits. Stepping half-way
-    from 1 it waited 0.39 s of the next 2 s for tokens, 0.17-0.18 s taking
-    it whole; on an H200 a decoder alone in its turn after such a reading
-    waited through 3-4 outer runs of each turn, 1-2 taking it whole."""
+    time-slices). Back from an idle after the neighbour has gone, the
+    device reads idle and the samples still hold the neighbour's last
+    slices: nobody else is busy, and c is forgotten (learnt afresh, its CPU
+    gaps not charged meanwhile). Kept at 1 until NVML's samples measured it
+    alone, then stepping half-way, it waited 0.39 s of the next 2 s for
+    tokens; taking that reading whole, 0.17-0.18 s; forgetting c, none. On
+    an H200 a decoder alone in its turn after seven tenants had run together
+    waited through three outer runs of the turn."""
     w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1, GPUSLICE_SIM_TIMESLICE_US=2000)
     heavy = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "heavy.region"), "GPUSLICE_CORES": "70"})
     light = start(w, 10, env={"GPUSLICE_REGION": str(w.tmp / "light.region"), "GPUSLICE_CORES": "30"})
@@ -1185,7 +1187,7 @@ def test_a_decoder_like_tenant_capped_at_30_stops_waiting_soon_after_its_busy_ne
     dev = top(w.tmp / "light.region")["containers"][0]["devices"][0]
     print(f"waited {beside:.3f} s beside, {after:.3f} s of {r['elapsed_us'] / 1e6:.2f} after; "
           f"c {dev['compute_correction_ppm']} ppm")
-    assert after <= 0.14 * r["elapsed_us"] / 1e6, (r, dev)
+    assert after <= 0.05 * r["elapsed_us"] / 1e6, (r, dev)
 
 
 def test_c_is_learnt_where_nvml_gives_one_sample_a_run(world):

@@ -31,10 +31,11 @@ static void correction_is_nvml_kernel_time_over_event_busy_time(void **state)
     c = gs_lim_correction(0, 240000, 960000, 0);
     assert_int_equal(c, 250000);
     assert_int_equal(gs_lim_correction(c, 480000, 960000, 0), 375000);
-    /* ... but one from under 5 % of our time (NVML's samples lag a start,
-     * 0 % on an H200) steps half-way from 1 */
-    assert_int_equal(gs_lim_correction(0, 0, 179000, 0), (GS_LIM_PPM + GS_LIM_MIN_CORR) / 2);
-    assert_int_equal(gs_lim_correction(0, 20000, 100000, 0), 600000);
+    /* ... but none from under 5 % of our time (NVML's samples lag a start,
+     * 0 % on an H200): c stays unlearnt */
+    assert_int_equal(gs_lim_correction(0, 0, 179000, 0), 0);
+    assert_int_equal(gs_lim_correction(0, 20000, 100000, 0), 0);
+    assert_int_equal(gs_lim_correction(0, 49999, 300000, 1), 0);
     /* the device-only estimate steps half-way from 1 even then */
     assert_int_equal(gs_lim_correction_device(0, 1000000, 352000), 750000); /* c 0.5 alone */
     /* ... and a device read idle while we were busy (NVML's first look,
@@ -221,6 +222,63 @@ static void a_reading_alone_that_halves_c_is_taken_whole(void **state)
     assert_int_equal(o.corr, GS_LIM_PPM);
 }
 
+/* An H200's readings (occupancy, ours, device; nobody else in the
+ * samples) of a decoder capped at 30 whose first turn alone came after
+ * seven tenants had run together: c 1, learnt for the overlap, held it for
+ * tokens through three outer runs. The first reading with nobody else busy
+ * after one beside others forgets c; under 5 % of ours it stays unlearnt;
+ * the next real reading is taken whole. */
+static void c_learnt_beside_others_is_forgotten_once_nobody_else_is_busy(void **state)
+{
+    (void)state;
+    static const int64_t run[3][3] = { { 362181, 360000, 210000 }, { 299940, 40000, 50000 }, { 540604, 70000, 70000 } };
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 30, 100);
+    a.corr_ppm = GS_LIM_PPM;
+    a.dev_ppm = 180000; /* the last run: others busy, none of it ours */
+    a.use_ppm = 0;
+    uint32_t want[3] = { 0, 0, 129484 };
+    for (int i = 0; i < 3; i++) {
+        struct gs_outer_in in = outer_in((uint64_t)run[i][0], run[i][1], 0, run[i][2], NULL, 0);
+        struct gs_outer_out o;
+        gs_lim_outer_decide(&a, &in, &o);
+        gs_lim_outer_apply(&a, &o, in.now);
+        assert_int_equal(a.corr_ppm, want[i]);
+        assert_int_equal(gs_lim_learning(&a), want[i] == 0);
+    }
+    /* a reading alone after one alone steps as before */
+    struct gs_outer_in steady = outer_in(917401, 140000, 0, 150000, NULL, 0);
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &steady, &o);
+    assert_in_range(o.corr, 140000, 160000);
+    /* others still in the samples, or the device busier than us: no */
+    a.dev_ppm = 990000;
+    struct gs_outer_in still = outer_in(300000, 100000, 80000, 200000, NULL, 0);
+    gs_lim_outer_decide(&a, &still, &o);
+    assert_true(o.corr > 0);
+    struct gs_outer_in hidden = outer_in(300000, 100000, 0, 400000, NULL, 0);
+    gs_lim_outer_decide(&a, &hidden, &o);
+    assert_true(o.corr > 0);
+    /* a c above 1 was learnt alone (NVML saw more of us than our events) */
+    a.corr_ppm = 1200000;
+    gs_lim_outer_decide(&a, &steady, &o);
+    assert_true(o.corr > 0);
+    /* back from an idle, the device idle and the samples still holding a
+     * neighbour's last slices (the simulated driver's readings): c 1 is
+     * forgotten though the run learns nothing */
+    a.corr_ppm = GS_LIM_PPM;
+    struct gs_outer_in back = outer_in(115874, 187500, 392500, 0, NULL, 0);
+    back.interval_ns = 10 * GS_LIM_OUTER_NS;
+    assert_true(gs_lim_outer_slept(back.interval_ns));
+    gs_lim_outer_decide(&a, &back, &o);
+    assert_int_equal(o.corr, 0);
+    assert_true(gs_lim_nobody_else(30000, 0, 30000));
+    assert_true(gs_lim_nobody_else(187500, 392500, 0));       /* samples from before the device's reading */
+    assert_false(gs_lim_nobody_else(200000, 100000, 240000)); /* others within the device's busy time */
+    assert_false(gs_lim_alone_reading(187500, 392500, 0));
+    assert_false(gs_lim_nobody_else(-1, 0, 30000));
+}
+
 /* A capped container beside a ledger member that published no use (a
  * capped decoder under the device bound, beside our larger published use)
  * while NVML's samples gave others a quarter of the device: the samples,
@@ -337,6 +395,7 @@ int main(void)
         cmocka_unit_test(graphs_are_measured_coarsely_only_where_per_process_samples_correct_it),
         cmocka_unit_test(samples_are_no_measure_beside_a_quiet_member_nvml_sees_busy),
         cmocka_unit_test(a_reading_alone_that_halves_c_is_taken_whole),
+        cmocka_unit_test(c_learnt_beside_others_is_forgotten_once_nobody_else_is_busy),
         cmocka_unit_test(a_held_share_container_with_work_queued_all_the_time_wants_more),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
