@@ -234,9 +234,9 @@ def main():
     ap.add_argument("--copies", type=int, default=1, help="capturns: processes per cap and interposer")
     ap.add_argument("--plain-copies", type=int, default=0,
                     help="capturns: processes without the interposer in each cap's turns (how far identical ones differ)")
-    # own: on CPUs 6-7 together, the processes of one load in the same turns
-    # differed by up to 0.54 (compute-2026-12-02e); each on its own pair, by
-    # 0.03-0.08 (compute-2026-12-02f)
+    # own: no tenant's threads run on the CPUs of the one measured. Either
+    # way identical processes of a host-bound load differ by up to 0.15
+    # (compute-2026-12-02f), hence ratio_refs
     ap.add_argument("--turn-cpus", default="own", choices=["shared", "own"],
                     help="capturns: each tenant on two CPUs of its own (own), or every tenant on CPUs 6-7 (shared)")
     ap.add_argument("--launch-bin", default=None)
@@ -458,8 +458,14 @@ def main():
                 continue
             for (p, turn, _), res, cpu in zip(capped, r[1:], cpus[1:]):
                 alone = r[0][f"alone{p}"]
+                # against the mean of every process of the phase without the
+                # interposer too: the alone process alone ran 0.05-0.15
+                # slower than the plain ones in most phases
+                refs = [alone["rate"]] + [x[t]["rate"] for (q, t, lib), x in zip(capped, r[1:]) if q == p and not lib]
+                mean = sum(refs) / len(refs)
                 emit({"scenario": f"capturns{p}", "load": load, "lib": turn, "cpus": cpu, "alone_cpus": cpus[0],
                       "ratio": res[turn]["rate"] / alone["rate"] if alone["rate"] else None,
+                      "ratio_refs": res[turn]["rate"] / mean if mean else None, "refs": len(refs),
                       "capped": res[turn], "alone": alone})
     if not only or "two" in only:
         base = side_by_side([("matmul", {}, "6-7")], a.secs)[0]

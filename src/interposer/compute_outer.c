@@ -505,10 +505,11 @@ static void outer_publish(struct gs_region *r, int d, const struct outer_gathere
     uint32_t old = gs_lim_outer_apply(a, o, in->now);
     gs_log(GS_LOG_DEBUG,
            "outer %s: occupancy %llu ppm, nvml ours %lld others %lld device %lld ppm, %u active in the ledger, "
-           "power %lld/%lld mW -> c %u s %u, use %u ppm, wanted %lld ms ago",
+           "power %lld/%lld mW -> c %u%s s %u, use %u ppm, wanted %lld ms ago",
            g->uuid, (unsigned long long)in->occ_ppm, (long long)in->our_ppm, (long long)in->others_ppm,
            (long long)in->dev_ppm, in->ndem, (long long)in->power_mw, (long long)in->limit_mw, gs_lim_corr_of(o->corr),
-           o->speed, o->use_ppm, o->wants_ns ? (long long)(in->now - o->wants_ns) / 1000000 : -1LL);
+           o->corr ? "" : " (not learnt)", o->speed, o->use_ppm,
+           o->wants_ns ? (long long)(in->now - o->wants_ns) / 1000000 : -1LL);
     gs_compute_ledger_publish(d, o->use_ppm, o->wants_ns);
     __atomic_store_n(&yield_queue[d], (uint8_t)o->yield, __ATOMIC_RELAXED);
     if (a->mode == GS_LIM_SHARE && old != o->target && GS_LOG_DEBUG <= gs_log_threshold) {
