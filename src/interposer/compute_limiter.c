@@ -244,7 +244,9 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
     uint64_t lap = from;
     gs_cost_lap(&lap, GS_COST_PROBE_QUERY);
     if (drained) {
+        uint64_t closing = lap;
         struct gs_lim_close_facts f = interval_facts(t, r, d, elapsed);
+        gs_cost_lap(&lap, GS_COST_PROBE_READ);
         f.planned_end_ns = f.close_ns = now;
         int measured;
         uint64_t end = gs_lim_window_end(&f, &measured);
@@ -254,9 +256,11 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
         count_charge(r, gs_lim_busy_interval(&t->w, &r->dev[d].lim, end, now, measured ? t->in_interval : 0), 0);
         if (learning)
             gs_lim_uncharged_gap(&r->dev[d].lim, end, now);
+        uint64_t started = gs_compute_now();
         interval_begin(t, s, now, rec);
         t->nstreams = 0;
-        gs_cost_lap(&lap, GS_COST_PROBE_DRAINED);
+        gs_cost_lap(&started, GS_COST_PROBE_START);
+        gs_cost_lap(&closing, GS_COST_PROBE_DRAINED);
     }
     gs_compute_sync_leave();
     gs_cost_add(GS_COST_PROBE, gs_compute_now() - from);

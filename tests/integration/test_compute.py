@@ -990,9 +990,13 @@ def test_a_decoder_like_tenant_beside_a_mostly_idle_notebook_probes_as_if_alone(
     assert probes is not None, err[-2000:]
     assert probes <= 3 * r["bursts"], (probes, r)
     # the report splits a probe's time: its stream queries (every probe),
-    # and the interval close of those that found the work drained
+    # and the interval close of those that found the work drained, itself
+    # split into its marker read and the next interval's start event
     assert cost_count(err, "stream queries of the gap probes") == probes, err[-2000:]
-    assert 1 <= (cost_count(err, "interval closes of the probes that found the work drained") or 0) <= probes
+    closes = cost_count(err, "interval closes of the probes that found the work drained") or 0
+    assert 1 <= closes <= probes
+    assert cost_count(err, "marker reads of those closes") == closes, err[-2000:]
+    assert cost_count(err, "start events of the intervals those closes began") == closes, err[-2000:]
 
 
 def test_a_tenant_far_under_its_cap_marks_a_few_launches_an_interval_not_each(world, tmp_path):
