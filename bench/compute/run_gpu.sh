@@ -14,7 +14,8 @@
 # progress markers, yields, the launch gate's fast path).
 # Needs an NVIDIA GPU, PyTorch with CUDA (transformers for the decoder), cmake and a C compiler.
 # Builds the interposer alone and the driver-API launch loop (launch_rate.c), then runs
-# bench/compute/gputime.py: $OUT/gputime.jsonl, one JSON line per scenario. Everything at
+# bench/compute/gputime.py: $OUT/gputime.jsonl, one JSON line per scenario (bench/compute/summarize.py
+# prints the capturns lines and the --log DIR's waits and costs). Everything at
 # BENCH_SECS=20 takes well over one 10-minute device call: split it with --only.
 # (clock_settle.py times how fast the clock follows a change of load, no interposer;
 # bench.py, diag.py, trace.py and small_load.py are the earlier window-time benchmarks that

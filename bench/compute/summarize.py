@@ -1,0 +1,64 @@
+"""Summarises what bench/compute/run_gpu.sh brought back. Usage:
+  python3 bench/compute/summarize.py OUT/gputime.jsonl [...] [--logs DIR ...]
+Prints each capturns line as load, cap, process, the ratio to the alone
+process and to the mean of every process of its turns without the
+interposer (ratio_refs; computed here for lines written before gputime.py
+reported it), then, per debug log of --logs DIR, how often the limited
+tenant's windows opened in debt, how long it waited for tokens and what its
+probes and markers cost (the cost report at its exit)."""
+import argparse
+import collections
+import json
+import os
+import re
+
+COST = re.compile(r"compute limiter cost: (\d+) ([^,(]+?)(?: \(|,).*?([\d.]+) ms in all \(([\d.]+) us each")
+REPORTED = ("waits for tokens", "gap probes", "interval closes of the probes that found the work drained",
+            "marker reads of those closes", "start events of the intervals those closes began", "progress markers")
+
+
+def capturns(paths):
+    phases = collections.defaultdict(list)
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                d = json.loads(line)
+                if d.get("scenario", "").startswith("capturns") and d.get("ratio") is not None:
+                    phases[(path, d["scenario"], d["load"])].append(d)
+    for (path, scenario, load), rows in phases.items():
+        refs = [1.0] + [d["ratio"] for d in rows if d["lib"].startswith("plain")]
+        mean = sum(refs) / len(refs)
+        for d in rows:
+            refs_ratio = d.get("ratio_refs", d["ratio"] / mean)
+            print(f"{load:9} {scenario[len('capturns'):]:>4} {d['lib']:16} ratio {d['ratio']:.3f}  "
+                  f"refs {refs_ratio:.3f} ({d.get('refs', len(refs))})  {d.get('tag', '')}")
+
+
+def logs(dirs):
+    for d in dirs:
+        for name in sorted(os.listdir(d)):
+            with open(os.path.join(d, name), errors="replace") as f:
+                text = f.read()
+            if "outer " not in text:
+                continue  # a tenant without the limiter
+            costs = {m.group(2).strip(): (int(m.group(1)), float(m.group(3)), float(m.group(4)))
+                     for m in COST.finditer(text)}
+            parts = [f"{name}: {text.count('tokens -')} windows opened in debt"]
+            for what in REPORTED:
+                if what in costs:
+                    n, ms, each = costs[what]
+                    parts.append(f"{what} {n} ({ms:.0f} ms, {each:.2f} us each)")
+            print("; ".join(parts))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("jsonl", nargs="*")
+    ap.add_argument("--logs", action="append", default=[], help="a --log DIR of run_gpu.sh")
+    a = ap.parse_args()
+    capturns(a.jsonl)
+    logs(a.logs)
+
+
+if __name__ == "__main__":
+    main()
