@@ -6,6 +6,8 @@
 #        [--copies N] [--plain-copies N] [--turn-cpus shared|own] [--base-lib LIB]
 # LOADS: matmul matmul-dense small decoder train graphinf; SCENARIOS: coloc mps decoverhead turns capturns two four launch launchc
 # (mps with two: the two containers again, one directory, as clients of an MPS daemon)
+# (--base-lib LIB, an A/B in the same turns: the device tool's copy of .git may predate recent
+# commits, so build an older library where the commit is, and carry it)
 # (turns: the co-location scenarios in alternating 2.5 s turns, every tenant started once; the share
 # pair also in the node agent's layout, each its own state directory, one ledger directory).
 # --log DIR keeps each limited tenant's debug log (and packs DIR into $OUT/logs.tgz at the end, also
