@@ -456,16 +456,19 @@ def main():
             if any("error" in x for x in r):
                 emit({"scenario": "capturns", "load": load, "error": [x.get("error") for x in r]})
                 continue
+            # against the mean of every process of a phase without the
+            # interposer too: the alone process alone ran slower than the
+            # plain ones in 9 of 14 phases (compute-2026-12-02f)
+            refs = {p: [r[0][f"alone{p}"]["rate"]] for p in caps}
+            for (p, t, lib), x in zip(capped, r[1:]):
+                if not lib:
+                    refs[p].append(x[t]["rate"])
             for (p, turn, _), res, cpu in zip(capped, r[1:], cpus[1:]):
                 alone = r[0][f"alone{p}"]
-                # against the mean of every process of the phase without the
-                # interposer too: the alone process alone ran 0.05-0.15
-                # slower than the plain ones in most phases
-                refs = [alone["rate"]] + [x[t]["rate"] for (q, t, lib), x in zip(capped, r[1:]) if q == p and not lib]
-                mean = sum(refs) / len(refs)
+                mean = sum(refs[p]) / len(refs[p])
                 emit({"scenario": f"capturns{p}", "load": load, "lib": turn, "cpus": cpu, "alone_cpus": cpus[0],
                       "ratio": res[turn]["rate"] / alone["rate"] if alone["rate"] else None,
-                      "ratio_refs": res[turn]["rate"] / mean if mean else None, "refs": len(refs),
+                      "ratio_refs": res[turn]["rate"] / mean if mean else None, "refs": len(refs[p]),
                       "capped": res[turn], "alone": alone})
     if not only or "two" in only:
         base = side_by_side([("matmul", {}, "6-7")], a.secs)[0]

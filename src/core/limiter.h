@@ -321,10 +321,6 @@ int gs_lim_alone_reading(int64_t our_ppm, int64_t others_ppm, int64_t dev_ppm);
  * from before its reading). */
 int gs_lim_nobody_else(int64_t our_ppm, int64_t others_ppm, int64_t dev_ppm);
 
-/* Whether the last outer run saw the device busier than our use by more
- * than GS_LIM_BUSY_PPM: others were busy beside us. */
-int gs_lim_was_beside_others(const struct gs_lim_account *a);
-
 /* Outer loop without per-process data (NVML returns no samples, or none
  * with our pids: a container without hostPID): c from the device-level
  * busy fraction dev_ppm (nvmlDeviceGetUtilizationRates) and our occupancy.

@@ -39,11 +39,6 @@ int gs_lim_alone_reading(int64_t our_ppm, int64_t others_ppm, int64_t dev_ppm)
            gs_lim_nobody_else(our_ppm, others_ppm, dev_ppm);
 }
 
-int gs_lim_was_beside_others(const struct gs_lim_account *a)
-{
-    return LD(&a->dev_ppm) > LD(&a->use_ppm) + GS_LIM_BUSY_PPM;
-}
-
 uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, uint64_t occ_ppm, int alone)
 {
     if (our_ppm < 0 || occ_ppm < GS_LIM_BUSY_PPM)

@@ -82,6 +82,13 @@ static struct outer_view outer_view_of(const struct gs_lim_account *a, const str
     return v;
 }
 
+/* Whether the last outer run saw the device busier than our use by more
+ * than GS_LIM_BUSY_PPM: others were busy beside us. */
+static int was_beside_others(const struct gs_lim_account *a)
+{
+    return LD(&a->dev_ppm) > LD(&a->use_ppm) + GS_LIM_BUSY_PPM;
+}
+
 /* c, and the others' use where only the device's busy time tells it. */
 static uint32_t outer_correction(const struct gs_lim_account *a, const struct gs_outer_in *in,
                                  const struct outer_view *v, int64_t *others)
@@ -100,7 +107,7 @@ static uint32_t outer_correction(const struct gs_lim_account *a, const struct gs
      * meanwhile. A reading alone that measures us is taken instead
      * (gs_lim_correction) */
     int measures_us = v->learn && v->per_process && gs_lim_alone_reading(in->our_ppm, in->others_ppm, dev);
-    if (v->nb == 0 && !measures_us && old && old <= GS_LIM_PPM && (old == GS_LIM_PPM || gs_lim_was_beside_others(a)) &&
+    if (v->nb == 0 && !measures_us && old && old <= GS_LIM_PPM && (old == GS_LIM_PPM || was_beside_others(a)) &&
         gs_lim_nobody_else(in->our_ppm, in->others_ppm, dev))
         return 0;
     /* c above 1 is learnt alone (NVML saw more of us than our events);
