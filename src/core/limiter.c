@@ -2,12 +2,6 @@
  * busy intervals and their charge; see limiter.h and docs/compute.md. */
 #include "limiter_internal.h"
 
-/* One period's allowance at rate: what idle time banks. */
-static int64_t burst_of(uint32_t rate)
-{
-    return (int64_t)((unsigned __int128)GS_LIM_DEFAULT_PERIOD_NS * rate / GS_LIM_PPM);
-}
-
 /* Stores the configuration (the claimant, or one taking over from it). */
 static void setup_account(struct gs_lim_account *a, enum gs_lim_mode mode, unsigned limit_pct, unsigned weight,
                           uint64_t now)
@@ -17,14 +11,14 @@ static void setup_account(struct gs_lim_account *a, enum gs_lim_mode mode, unsig
     a->weight = (uint16_t)(weight > 65535 ? 65535 : weight);
     a->corr_ppm = 0; /* not learnt yet: charged as 1 */
     a->speed_ppm = GS_LIM_PPM;
-    uint32_t rate = mode == GS_LIM_SHARE ? GS_LIM_PPM : (limit_pct >= 100 ? GS_LIM_PPM : limit_pct * 10000U);
+    uint32_t rate = mode == GS_LIM_SHARE ? GS_LIM_PPM : gs_lim_cap_rate(limit_pct);
     ST(&a->rate_ppm, rate);
     /* a new container was idle until now: it starts with what idle time
      * banks, so that its first window, charged before c is learnt, does not
      * put it in debt (a decoder-like tenant's first 10 us kernel, queued
      * behind a capped neighbour's slice, cost it 1 ms of debt, then 150 ms
      * of turns while it counted as held back) */
-    ST(&a->tokens, burst_of(rate));
+    ST(&a->tokens, gs_lim_burst_of(rate));
     ST(&a->refill_ns, now);
     ST(&a->outer_last_ns, now);
     /* the first launch runs the outer loop: its first look at NVML only
@@ -48,10 +42,10 @@ int gs_lim_account_init(struct gs_lim_account *a, enum gs_lim_mode mode, unsigne
     uint64_t last = LD(&a->outer_last_ns);
     if (now > last + 4 * GS_LIM_OUTER_NS) {
         /* left over from processes long gone: start afresh (a share-mode
-         * target learnt then says nothing about now) */
-        if (a->mode == GS_LIM_SHARE)
-            ST(&a->rate_ppm, GS_LIM_PPM);
-        ST(&a->tokens, burst_of(LD(&a->rate_ppm)));
+         * target learnt then says nothing about now, nor a cap's running
+         * free) */
+        ST(&a->rate_ppm, a->mode == GS_LIM_SHARE ? GS_LIM_PPM : gs_lim_cap_rate(a->limit_pct));
+        ST(&a->tokens, gs_lim_burst_of(LD(&a->rate_ppm)));
         ST(&a->refill_ns, now);
         ST(&a->outer_last_ns, now);
         ST(&a->outer_next_ns, now);
@@ -124,7 +118,7 @@ void gs_lim_refill(struct gs_lim_account *a, uint64_t now, unsigned periods)
         return; /* someone else refilled up to (at least) a moment ago */
     uint32_t rate = LD(&a->rate_ppm);
     int64_t add = (int64_t)((unsigned __int128)(now - last) * rate / GS_LIM_PPM);
-    int64_t burst = burst_of(rate) * (int64_t)(periods ? periods : 1);
+    int64_t burst = gs_lim_burst_of(rate) * (int64_t)(periods ? periods : 1);
     int64_t t = ADD(&a->tokens, add);
     while (t > burst && !__atomic_compare_exchange_n(&a->tokens, &t, burst, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
@@ -165,14 +159,14 @@ static uint64_t open_window(struct gs_lim_window *w, struct gs_lim_account *a, u
     }
     uint64_t period = GS_LIM_DEFAULT_PERIOD_NS;
     int beside_others = LD(&a->others_ppm) >= GS_LIM_BUSY_PPM;
-    uint64_t quantum = beside_others ? (uint64_t)burst_of(rate) / 2
+    uint64_t quantum = beside_others ? (uint64_t)gs_lim_burst_of(rate) / 2
                                      : (uint64_t)((unsigned __int128)GS_LIM_CYCLE_NS * rate / GS_LIM_PPM);
     uint64_t gpu = t > 0 && (uint64_t)t > quantum ? (uint64_t)t : quantum;
     if (in_slot) {
         /* the slot is the limit: what the account owes beyond one period
          * is forgiven (charges that overlapped another container's tail
          * must not cost later slots), and the window may last the slot */
-        int64_t floor = -burst_of(rate);
+        int64_t floor = -gs_lim_burst_of(rate);
         while (t < floor && !__atomic_compare_exchange_n(&a->tokens, &t, floor, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
             ;
         gpu = (uint64_t)((unsigned __int128)2 * period * charge_rate(a) / GS_LIM_PPM);
@@ -218,7 +212,7 @@ int gs_lim_extend(struct gs_lim_window *w, struct gs_lim_account *a, uint64_t no
     uint64_t cr = charge_rate(a);
     int64_t open = (int64_t)((unsigned __int128)(now - w->busy_from) * cr / GS_LIM_PPM);
     int64_t credit = LD(&a->tokens) - open;
-    if (credit < burst_of(rate) / 2)
+    if (credit < gs_lim_burst_of(rate) / 2)
         return 0;
     uint64_t len = (uint64_t)((unsigned __int128)(uint64_t)credit * GS_LIM_PPM / cr);
     if (len > 2 * GS_LIM_DEFAULT_PERIOD_NS)

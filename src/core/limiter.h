@@ -172,8 +172,15 @@ uint32_t gs_lim_weight(const struct gs_lim_account *a);
  * its use (gs_lim_unthrottled is false). */
 #define GS_LIM_SHARE_MEASURED (GS_LIM_PPM - 1)
 
+/* The rate a cap of limit_pct allows: GS_LIM_PPM (no limit) from 100 up. */
+static inline uint32_t gs_lim_cap_rate(unsigned limit_pct)
+{
+    return limit_pct >= 100 ? GS_LIM_PPM : limit_pct * 10000U;
+}
+
 /* The cap predicate: whether the account lets its threads run with no
- * window at all (share mode with the GPU to itself, or a limit of 100). */
+ * window at all (share mode with the GPU to itself, a limit of 100, or a
+ * cap running free under the device bound: gs_lim_outer_decide). */
 static inline int gs_lim_unthrottled(const struct gs_lim_account *a)
 {
     return __atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED) >= GS_LIM_PPM;
@@ -513,19 +520,36 @@ struct gs_outer_out {
     uint32_t corr, speed;                  /* c and s */
     uint32_t use_ppm, others_ppm, dev_ppm; /* published in the account (use also in the ledger) */
     uint64_t wants_ns;                     /* published in the ledger: when we last wanted more */
-    uint32_t target;                       /* share mode: the rate from now on */
+    uint32_t target;                       /* the rate from now on (a cap's, or GS_LIM_PPM running free) */
+    uint64_t free_debt_ns;                 /* a cap back from running free owes this (gs_lim_outer_apply) */
     int fine_probe;                        /* the gap probe looks at short gaps (gs_compute_fine_probe) */
     int graph_coarse;                      /* graph launches get no fine probe nor markers (gs_compute_graph_coarse) */
     int yield;                             /* keep the queue shallow (gs_lim_yields) */
 };
 
-/* Decides c, s, our published use and demand, and in share mode the
- * target, from the account a as it stands and what the run gathered. */
+/* Decides c, s, our published use and demand, and the rate (a share
+ * target, or a cap's), from the account a as it stands and what the run
+ * gathered.
+ *
+ * A capped container runs free (rate GS_LIM_PPM: no windows, probes nor
+ * markers) while it stays under its cap with nobody else busy: measuring
+ * cost host-bound loads alone under a cap above their use 5-7 % of their
+ * speed on an H200. It starts after two readings in a row of the whole
+ * device under the device bound of its cap (gs_lim_bound_holds), with c
+ * learnt and no wait for tokens within GS_LIM_THROTTLED_NS (the cap did not
+ * hold it back: under windows a held load reads low). It stops at the first
+ * reading of its own use (NVML's samples, else the device's busy time) at
+ * or over the cap, or with anyone else busy (a busy ledger member, others
+ * in the samples), owing its use past the cap over the last run
+ * (free_debt_ns); without a device reading it never runs free. c stays as
+ * it was learnt under windows while free, and is learnt afresh after
+ * (gs_lim_learning): the load changed. */
 void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_in *in, struct gs_outer_out *out);
 
 /* Stores the decision in the account; a share target that starts holding
- * the container back starts it from an empty account. Returns the rate it
- * replaced. */
+ * the container back starts it from an empty account, and a cap back from
+ * running free from at most one period's allowance less free_debt_ns.
+ * Returns the rate it replaced. */
 uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out *out, uint64_t now);
 
 /* NVML sample aggregation: the mean, over distinct sample timestamps, of the

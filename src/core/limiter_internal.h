@@ -19,4 +19,10 @@ static inline uint64_t gs_lim_uses_of(const struct gs_lim_demand *others, unsign
     return sum;
 }
 
+/* One period's allowance at rate: what idle time banks. */
+static inline int64_t gs_lim_burst_of(uint32_t rate)
+{
+    return (int64_t)((unsigned __int128)GS_LIM_DEFAULT_PERIOD_NS * rate / GS_LIM_PPM);
+}
+
 #endif

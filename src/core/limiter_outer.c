@@ -89,12 +89,57 @@ static int was_beside_others(const struct gs_lim_account *a)
     return LD(&a->dev_ppm) > LD(&a->use_ppm) + GS_LIM_BUSY_PPM;
 }
 
+/* Our use as a cap running free sees it: NVML's samples of our pids, or
+ * without them the device's busy time (the most we can have used). */
+static int64_t free_use(const struct gs_outer_in *in)
+{
+    return in->our_ppm >= 0 ? in->our_ppm : in->dev_ppm;
+}
+
+/* A capped container running free, or starting to (gs_lim_outer_decide):
+ * it starts on a quiet device (two readings under the device bound) and
+ * stays while its own use is under the cap. The gap between the two keeps
+ * it from flapping, and a turn's first reading, which on an H200 still
+ * held the previous tenant's last slices (0.48 busy, ours 0.26, beside
+ * nobody), ends no free run under cap 30. Nor do others in the samples of
+ * a run back from an idle: they say who used the GPU while we idled (on an
+ * H200 a graph inference load under cap 70 ended its free run at each turn
+ * start for them, and ran under windows for a third of its turns). */
+static int cap_runs_free(const struct gs_lim_account *a, const struct gs_outer_in *in, const struct outer_view *v)
+{
+    if (a->mode != GS_LIM_CAP || a->limit_pct == 0 || a->limit_pct >= 100 || v->nb > 0 || in->dev_ppm < 0)
+        return 0;
+    int others = in->others_ppm >= GS_LIM_BUSY_PPM;
+    if (gs_lim_unthrottled(a))
+        return (!others || gs_lim_outer_slept(in->interval_ns)) &&
+               free_use(in) < (int64_t)gs_lim_cap_rate(a->limit_pct);
+    return !others && gs_lim_bound_holds((uint64_t)in->dev_ppm, a->limit_pct) && LD(&a->corr_ppm) != 0 &&
+           !gs_lim_outer_slept(in->interval_ns) && !gs_lim_throttled(a, in->now) &&
+           gs_lim_bound_holds(LD(&a->dev_ppm), a->limit_pct);
+}
+
+/* What a cap back from running free owes: its use past the cap over the
+ * last run (at most one run's: NVML's figures cover about that), at the
+ * power correction s. */
+static uint64_t free_debt(const struct gs_lim_account *a, const struct gs_outer_in *in, uint32_t speed)
+{
+    int64_t use = free_use(in), cap = (int64_t)gs_lim_cap_rate(a->limit_pct);
+    if (use <= cap)
+        return 0;
+    uint64_t span = in->interval_ns < GS_LIM_OUTER_NS ? in->interval_ns : GS_LIM_OUTER_NS;
+    uint64_t over = (uint64_t)((unsigned __int128)span * (uint64_t)(use - cap) / GS_LIM_PPM);
+    return (uint64_t)((unsigned __int128)over * (speed > GS_LIM_PPM ? speed : GS_LIM_PPM) / GS_LIM_PPM);
+}
+
 /* c, and the others' use where only the device's busy time tells it. */
 static uint32_t outer_correction(const struct gs_lim_account *a, const struct gs_outer_in *in,
                                  const struct outer_view *v, int64_t *others)
 {
     uint32_t old = LD(&a->corr_ppm);
     int64_t dev = in->dev_ppm;
+    /* a cap running free measures nothing: c stays as learnt for its windows */
+    if (a->mode == GS_LIM_CAP && gs_lim_unthrottled(a))
+        return old;
     /* with nobody else busy, a c learnt for the overlap beside others (1
      * where they took turns with us or the samples credited us their
      * slices; anything up to 1 where the last run saw the device busier
@@ -216,7 +261,21 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
         gs_lim_share_wants_more(a->weight, use, in->occ_ppm, in->dem, in->ndem))
         out->wants_ns = in->now;
     out->yield = share && in->yield_on && gs_lim_yields(a->weight, use, in->dem, in->ndem);
-    out->target = share ? outer_share_target(a, in) : LD(&a->rate_ppm);
+    out->free_debt_ns = 0;
+    if (share) {
+        out->target = outer_share_target(a, in);
+    } else if (cap_runs_free(a, in, &v)) {
+        out->target = GS_LIM_PPM;
+    } else {
+        out->target = gs_lim_cap_rate(a->limit_pct);
+        if (gs_lim_unthrottled(a)) {
+            /* the load changed: the c its windows learnt before may be far
+             * too low for it (a decoder's, for GPU-bound work). It is
+             * learnt afresh as a new container's is (gs_lim_outer_apply) */
+            out->free_debt_ns = free_debt(a, in, out->speed);
+            out->corr = 0;
+        }
+    }
 }
 
 uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out *out, uint64_t now)
@@ -226,11 +285,22 @@ uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out 
     ST(&a->dev_ppm, out->dev_ppm);
     ST(&a->use_ppm, out->use_ppm);
     ST(&a->others_ppm, out->others_ppm);
-    if (a->mode != GS_LIM_SHARE)
-        return LD(&a->rate_ppm);
     uint32_t old = __atomic_exchange_n(&a->rate_ppm, out->target, __ATOMIC_RELAXED);
-    if (old >= GS_LIM_SHARE_MEASURED && out->target < GS_LIM_SHARE_MEASURED) {
+    if (a->mode == GS_LIM_SHARE && old >= GS_LIM_SHARE_MEASURED && out->target < GS_LIM_SHARE_MEASURED) {
         ST(&a->tokens, (int64_t)0);
+        ST(&a->refill_ns, now);
+    } else if (a->mode != GS_LIM_SHARE && old >= GS_LIM_PPM && out->target < GS_LIM_PPM) {
+        /* back to windows: the banked allowance was refilled by nobody
+         * while free, and the time the device was busy past the cap is owed.
+         * The next outer run only looks where NVML's samples end, and c is
+         * learnt from the samples after the one that began before that look:
+         * taken from a reading that still held the free run, c came out 0.79
+         * for GPU-bound work on the simulated driver, which then ran at 0.54
+         * -0.56 under cap 50 */
+        ST(&a->nvml_seen_us, (uint64_t)0);
+        int64_t burst = gs_lim_burst_of(out->target), t = LD(&a->tokens);
+        ST(&a->tokens,
+           (t < burst ? t : burst) - (int64_t)(out->free_debt_ns > INT64_MAX / 2 ? INT64_MAX / 2 : out->free_debt_ns));
         ST(&a->refill_ns, now);
     }
     return old;

@@ -194,7 +194,7 @@ void gs_compute_ledger_reap(int d)
 
 uint32_t gs_compute_ledger_claim(const struct gs_lim_account *a)
 {
-    return a->mode == GS_LIM_CAP ? __atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED) : 0;
+    return a->mode == GS_LIM_CAP ? gs_lim_cap_rate(a->limit_pct) : 0;
 }
 
 int gs_compute_ledger_frame(int d, const struct gs_lim_account *a, uint64_t now, struct gs_turn_slot *f)

@@ -467,15 +467,16 @@ int gs_compute_before(CUstream s, int graph)
     struct gs_lim_account *a = &r->dev[d].lim;
     uint64_t now = gs_compute_now();
     if (gs_lim_unthrottled(a)) {
-        /* share mode with the GPU to ourselves: run free, keep watching */
+        /* share mode with the GPU to ourselves, or a cap under the device
+         * bound: run free, keep watching (the outer loop's turn is one
+         * load and compare; a cap's first run over the bound ends it) */
         if (t->w.open && gs_compute_sync_enter()) {
             close_window(t, r, d, now);
             gs_compute_sync_leave();
         }
-        if ((++t->tick & 63) == 0) {
-            touch_ledger(d, now); /* other share tenants see our demand */
-            gs_compute_outer(r, d, now);
-        }
+        if ((++t->tick & 63) == 0)
+            touch_ledger(d, now); /* the others see us active */
+        gs_compute_outer(r, d, now);
         return -1;
     }
     int in_window = gs_lim_in_window(&t->w, now);

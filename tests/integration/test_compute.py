@@ -1194,6 +1194,53 @@ def test_a_decoder_like_tenant_capped_at_30_stops_waiting_soon_after_its_busy_ne
     assert after <= 0.05 * r["elapsed_us"] / 1e6, (r, dev)
 
 
+def test_a_capped_tenant_far_under_its_cap_runs_free_and_is_held_to_it_once_it_grows(world, tmp_path):
+    """A decoder-like tenant (16 launches 40 us apart, then a sync: 0.24
+    busy) alone under cap 50 is far under it: once the device reads under
+    0.8 of the cap twice in a row, c learnt and no wait for tokens, it runs
+    free, with no windows, probes nor markers (a host-bound load alone under
+    a cap above its use paid them 5-7 % of its speed on an H200). A second
+    process of the container, started then, makes none. A third one is
+    GPU-bound (1 ms kernels): the first outer run that reads its use at or
+    over the cap puts the container back under windows, owing what it ran
+    past its cap over that run, so that over the GPU-bound phase it keeps to
+    the cap (0.47-0.53 over 2 s here; 0.58-0.59 without the debt). The
+    earlier processes stay until the end: one that exits leaves NVML
+    samples under a pid no longer ours, which count as someone else busy
+    and end running free as well. The probe and marker counts come from the
+    second process's cost report at exit, the switch back from the third's
+    debug log."""
+    w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1)
+
+    def logged(name):
+        log = tmp_path / f"{name}.log"
+        return start(w, 10, env={"GPUSLICE_CORES": "50", "GPUSLICE_LOG_LEVEL": "3"},
+                     wrap=("sh", "-c", f'exec "$@" 2>{log}', "sh")), log
+
+    first, _ = logged("first")
+    first.ok("burst 16 0 1.5 40")
+    dev = top(w.region)["containers"][0]["devices"][0]
+    assert dev["compute_allowed_ppm"] == 1000000 and dev["compute_limit_percent"] == 50, dev
+    second, second_log = logged("second")
+    r = second.ok("burst 16 0 1.5 40")
+    third, third_log = logged("third")
+    third.ok("kernel 1000")
+    heavy = run(third, "kernel", 3.0, 0.0, 8)
+    for c in (third, second, first):
+        c.close()
+    err = second_log.read_text()
+    probes, markers = cost_count(err, "gap probes") or 0, cost_count(err, "progress markers") or 0
+    back = re.search(r"back to windows at device (\d+) ppm busy, (\d+) us owed", third_log.read_text())
+    print(f"{r['bursts']} bursts: {probes} probes, {markers} markers; GPU-bound phase {heavy:.3f}; "
+          f"{back and back.group(0)}")
+    # under windows alone it would probe after each burst's sync and mark
+    # each interval's first four launches: about 1 and 4 a burst
+    assert r["bursts"] >= 1000, r
+    assert probes <= 0.05 * r["bursts"] and markers <= 0.05 * r["bursts"], (probes, markers, r)
+    assert back and int(back.group(1)) > 500000 and int(back.group(2)) > 0, third_log.read_text()[-3000:]
+    assert 0.40 <= heavy <= 0.50 + TOL, heavy
+
+
 def test_c_is_learnt_where_nvml_gives_one_sample_a_run(world):
     """Where NVML's per-process samples come once per outer run (a 250 ms
     sample period), the same tenant still learns c. Leaving out the sample

@@ -193,6 +193,7 @@ static void a_reading_alone_that_halves_c_is_taken_whole(void **state)
     for (int i = 0; i < 3; i++) {
         struct gs_outer_in in = outer_in((uint64_t)run[i][0], run[i][1], 0, run[i][2], NULL, 0);
         struct gs_outer_out o;
+        a.throttled_ns = in.now; /* held for tokens, as it was: a cap that holds runs no free */
         gs_lim_outer_decide(&a, &in, &o);
         gs_lim_outer_apply(&a, &o, in.now);
         assert_true(next_occ[i] * gs_lim_corr_of(a.corr_ppm) / GS_LIM_PPM < 250000);
@@ -241,6 +242,7 @@ static void c_learnt_beside_others_is_forgotten_once_nobody_else_is_busy(void **
     for (int i = 0; i < 3; i++) {
         struct gs_outer_in in = outer_in((uint64_t)run[i][0], run[i][1], 0, run[i][2], NULL, 0);
         struct gs_outer_out o;
+        a.throttled_ns = in.now; /* held for tokens, as it was */
         gs_lim_outer_decide(&a, &in, &o);
         gs_lim_outer_apply(&a, &o, in.now);
         assert_int_equal(a.corr_ppm, want[i]);
@@ -382,6 +384,95 @@ static void nvml_samples_are_averaged_over_timestamps(void **state)
     assert_int_equal(gs_lim_oldest_after(s, 0, 60), 60);
 }
 
+/* A capped container on a device busy under 0.8 of its cap, nobody else
+ * busy, runs free (no windows, probes nor markers): after two readings in a
+ * row under the bound, with c learnt and no recent wait for tokens. It
+ * keeps c meanwhile, and goes back to windows at the first reading of its
+ * use at or over the cap, or beside someone busy, owing the time past its
+ * cap, with c to learn afresh. */
+static void a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 30, 100);
+    struct gs_outer_out o;
+    struct gs_outer_in light = outer_in(400000, 150000, 0, 160000, NULL, 0);
+    gs_lim_outer_decide(&a, &light, &o);
+    assert_int_equal(o.target, 300000); /* c not learnt yet */
+    a.corr_ppm = 400000;
+    a.dev_ppm = 260000; /* the last reading over 0.8 x 30 % */
+    gs_lim_outer_decide(&a, &light, &o);
+    assert_int_equal(o.target, 300000);
+    a.dev_ppm = 170000;
+    a.throttled_ns = light.now - 100 * MS; /* the cap held it back lately */
+    gs_lim_outer_decide(&a, &light, &o);
+    assert_int_equal(o.target, 300000);
+    a.throttled_ns = 0;
+    struct gs_lim_demand busy = { 100, 200000, 0, 0 };
+    struct gs_outer_in beside = outer_in(400000, 150000, 0, 160000, &busy, 1);
+    gs_lim_outer_decide(&a, &beside, &o);
+    assert_int_equal(o.target, 300000);
+    struct gs_outer_in outside = outer_in(400000, 150000, 60000, 160000, NULL, 0);
+    gs_lim_outer_decide(&a, &outside, &o);
+    assert_int_equal(o.target, 300000);
+    struct gs_outer_in blind = outer_in(400000, 150000, 0, -1, NULL, 0);
+    gs_lim_outer_decide(&a, &blind, &o);
+    assert_int_equal(o.target, 300000); /* no device reading: fail closed */
+    gs_lim_outer_decide(&a, &light, &o);
+    assert_int_equal(o.target, GS_LIM_PPM);
+    gs_lim_outer_apply(&a, &o, light.now);
+    assert_true(gs_lim_unthrottled(&a));
+    uint32_t c = a.corr_ppm; /* learnt from the last windows */
+    /* free: nothing measured, c kept, the device's busy time published */
+    struct gs_outer_in idle = outer_in(0, 150000, 0, 150000, NULL, 0);
+    gs_lim_outer_decide(&a, &idle, &o);
+    assert_int_equal(o.corr, c);
+    assert_int_equal(o.target, GS_LIM_PPM);
+    assert_int_equal(o.use_ppm, 150000);
+    gs_lim_outer_apply(&a, &o, idle.now);
+    /* it stays while its own use is under the cap: an H200's turn start,
+     * the device still busy with the previous tenant's last slices */
+    struct gs_outer_in tail = outer_in(0, 260000, 30000, 480000, NULL, 0);
+    gs_lim_outer_decide(&a, &tail, &o);
+    assert_int_equal(o.target, GS_LIM_PPM);
+    /* nor do others in the samples of a run back from an idle, who used
+     * the GPU while it idled */
+    struct gs_outer_in back = outer_in(0, 1666, 78333, 450000, NULL, 0);
+    back.interval_ns = 12000 * MS;
+    gs_lim_outer_decide(&a, &back, &o);
+    assert_int_equal(o.target, GS_LIM_PPM);
+    struct gs_outer_in ends[] = {
+        outer_in(0, 300000, 0, 300000, NULL, 0),     /* at the cap */
+        outer_in(0, 150000, 0, 160000, &busy, 1),    /* a busy ledger member */
+        outer_in(0, 150000, 60000, 220000, NULL, 0), /* someone busy outside the ledger */
+        outer_in(0, -1, -1, 310000, NULL, 0),        /* no samples: the device's busy time is ours */
+        outer_in(0, 150000, 0, -1, NULL, 0),         /* no device reading */
+    };
+    for (unsigned i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+        gs_lim_outer_decide(&a, &ends[i], &o);
+        assert_int_equal(o.target, 300000);
+        assert_int_equal(o.free_debt_ns, i == 3 ? GS_LIM_OUTER_NS / 100 : 0);
+    }
+    /* the load grows: 0.7 busy over the last run, 0.4 past the cap */
+    a.tokens = 1000 * MS;
+    struct gs_outer_in heavy = outer_in(0, 700000, 0, 700000, NULL, 0);
+    gs_lim_outer_decide(&a, &heavy, &o);
+    assert_int_equal(o.target, 300000);
+    assert_int_equal(o.free_debt_ns, GS_LIM_OUTER_NS * 4 / 10);
+    assert_int_equal(gs_lim_outer_apply(&a, &o, heavy.now), GS_LIM_PPM);
+    assert_false(gs_lim_unthrottled(&a));
+    assert_int_equal(a.tokens, 15 * (int64_t)MS - (int64_t)(GS_LIM_OUTER_NS * 4 / 10));
+    assert_int_equal(a.refill_ns, heavy.now);
+    assert_true(gs_lim_learning(&a));    /* the load changed: c learnt afresh, */
+    assert_int_equal(a.nvml_seen_us, 0); /* after a look at where NVML's samples end */
+    /* a cap of 100 is no limit, free or not; shares keep their own rule */
+    account(&a, GS_LIM_CAP, 100, 100);
+    a.corr_ppm = 400000;
+    gs_lim_outer_decide(&a, &light, &o);
+    assert_int_equal(o.target, GS_LIM_PPM);
+    assert_int_equal(o.free_debt_ns, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -397,6 +488,7 @@ int main(void)
         cmocka_unit_test(a_reading_alone_that_halves_c_is_taken_whole),
         cmocka_unit_test(c_learnt_beside_others_is_forgotten_once_nobody_else_is_busy),
         cmocka_unit_test(a_held_share_container_with_work_queued_all_the_time_wants_more),
+        cmocka_unit_test(a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
