@@ -121,8 +121,8 @@ static inline int gs_lim_outer_slept(uint64_t interval_ns)
 
 /* Whether we idled through the interval: the loop slept and NVML's samples
  * show our pids busy under a quarter of it (or not at all). A container
- * running free runs the loop only every 64 launches, so one launching less
- * often than that a period sleeps the loop while it works. */
+ * running free runs the loop only at a launch, so one launching less than
+ * once in two periods sleeps the loop while it works. */
 #define GS_LIM_IDLED_PPM 250000U
 static inline int gs_lim_outer_idled(uint64_t interval_ns, int64_t our_ppm)
 {

@@ -779,15 +779,16 @@ def test_a_share_tenant_back_from_idle_counts_no_gpu_user_that_stopped_while_it_
 
 
 def test_a_share_tenant_running_free_and_launching_rarely_counts_a_gpu_user_outside_the_ledger(world):
-    """Running free, a share container runs its outer loop only every 64
-    launches: one that launches 50 times a second (10 ms kernels, one at a
-    time, each about 20 ms beside the other, as CUDA-graph inference might)
-    runs it every 1.3 s, so every interval looks like an idle. It worked
-    through them (NVML shows its pids busy), so a process outside the
-    ledger that is busy beside it counts (weight 100 against its 70); taken
-    for idles, none ever did and it stayed free."""
+    """Running free, a share container runs its outer loop only at a
+    launch: one that launches under twice a second (300 ms kernels, one at
+    a time, each about 600 ms beside the other) runs it that often, so every
+    interval looks like an idle. It worked through them (NVML shows its pids
+    busy), so a process outside the ledger that is busy beside it counts
+    (weight 100 against its 70); taken for idles, none ever did and it
+    stayed free (so did a tenant of 10 ms kernels when the loop ran every 64
+    launches)."""
     w = world_env(world, GPUSLICE_COMPUTE_MODE="share", GPUSLICE_SHARE_WEIGHT=70, GPUSLICE_LOG_LEVEL=3)
-    tenant = start(w, 10000)
+    tenant = start(w, 300000)
     other = start(w, 1000, env={"LD_PRELOAD": SIM_CLOCK})  # no interposer: outside the ledger
     busy = threading.Thread(target=run, args=(other, "kernel", 5.5, 0.0, 8))
     busy.start()
