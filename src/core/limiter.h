@@ -539,8 +539,9 @@ struct gs_outer_out {
  * learnt and no wait for tokens within GS_LIM_THROTTLED_NS (the cap did not
  * hold it back: under windows a held load reads low). It stops at the first
  * reading of its own use (NVML's samples, else the device's busy time) at
- * or over the cap, or with anyone else busy (a busy ledger member, others
- * in the samples), owing its use past the cap over the last run
+ * or over the cap, or with anyone else busy (others in the samples, a busy
+ * ledger member while NVML sees someone else busy; not in a run back from
+ * an idle), owing its use past the cap over the last run
  * (free_debt_ns); without a device reading it never runs free. c stays as
  * it was learnt under windows while free, and is learnt afresh after
  * (gs_lim_learning): the load changed. */

@@ -101,19 +101,27 @@ static int64_t free_use(const struct gs_outer_in *in)
  * stays while its own use is under the cap. The gap between the two keeps
  * it from flapping, and a turn's first reading, which on an H200 still
  * held the previous tenant's last slices (0.48 busy, ours 0.26, beside
- * nobody), ends no free run under cap 30. Nor do others in the samples of
- * a run back from an idle: they say who used the GPU while we idled (on an
- * H200 a graph inference load under cap 70 ended its free run at each turn
- * start for them, and ran under windows for a third of its turns). */
+ * nobody), ends no free run under cap 30. Nor does a run back from an
+ * idle see anyone busy: its samples and the ledger's members active lately
+ * say who used the GPU while we idled (on an H200 a graph inference load
+ * under cap 70 ended its free run at each turn start for them). A ledger
+ * member counts only where NVML sees someone else busy: members stay active
+ * for two runs after their last launch, and a decoder under caps 30 and 50
+ * ended most of its free runs at turn starts for the tenant of the turn
+ * before; nor does a forged claim end it. */
 static int cap_runs_free(const struct gs_lim_account *a, const struct gs_outer_in *in, const struct outer_view *v)
 {
-    if (a->mode != GS_LIM_CAP || a->limit_pct == 0 || a->limit_pct >= 100 || v->nb > 0 || in->dev_ppm < 0)
+    if (a->mode != GS_LIM_CAP || a->limit_pct == 0 || a->limit_pct >= 100 || in->dev_ppm < 0)
         return 0;
     int others = in->others_ppm >= GS_LIM_BUSY_PPM;
-    if (gs_lim_unthrottled(a))
-        return (!others || gs_lim_outer_slept(in->interval_ns)) &&
-               free_use(in) < (int64_t)gs_lim_cap_rate(a->limit_pct);
-    return !others && gs_lim_bound_holds((uint64_t)in->dev_ppm, a->limit_pct) && LD(&a->corr_ppm) != 0 &&
+    if (gs_lim_unthrottled(a)) {
+        if (free_use(in) >= (int64_t)gs_lim_cap_rate(a->limit_pct))
+            return 0;
+        if (gs_lim_outer_slept(in->interval_ns))
+            return 1;
+        return !others && (v->nb == 0 || gs_lim_nobody_else(in->our_ppm, in->others_ppm, in->dev_ppm));
+    }
+    return v->nb == 0 && !others && gs_lim_bound_holds((uint64_t)in->dev_ppm, a->limit_pct) && LD(&a->corr_ppm) != 0 &&
            !gs_lim_outer_slept(in->interval_ns) && !gs_lim_throttled(a, in->now) &&
            gs_lim_bound_holds(LD(&a->dev_ppm), a->limit_pct);
 }

@@ -437,13 +437,18 @@ static void a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not(void
     assert_int_equal(o.target, GS_LIM_PPM);
     /* nor do others in the samples of a run back from an idle, who used
      * the GPU while it idled */
-    struct gs_outer_in back = outer_in(0, 1666, 78333, 450000, NULL, 0);
+    struct gs_outer_in back = outer_in(0, 1666, 78333, 450000, &busy, 1);
     back.interval_ns = 12000 * MS;
     gs_lim_outer_decide(&a, &back, &o);
     assert_int_equal(o.target, GS_LIM_PPM);
+    /* nor a ledger member where NVML sees nobody else busy (the tenant of
+     * the last turn, still active lately; or a forged claim) */
+    struct gs_outer_in quiet = outer_in(0, 210000, 0, 210000, &busy, 1);
+    gs_lim_outer_decide(&a, &quiet, &o);
+    assert_int_equal(o.target, GS_LIM_PPM);
     struct gs_outer_in ends[] = {
         outer_in(0, 300000, 0, 300000, NULL, 0),     /* at the cap */
-        outer_in(0, 150000, 0, 160000, &busy, 1),    /* a busy ledger member */
+        outer_in(0, 150000, 0, 400000, &busy, 1),    /* a busy ledger member */
         outer_in(0, 150000, 60000, 220000, NULL, 0), /* someone busy outside the ledger */
         outer_in(0, -1, -1, 310000, NULL, 0),        /* no samples: the device's busy time is ours */
         outer_in(0, 150000, 0, -1, NULL, 0),         /* no device reading */
