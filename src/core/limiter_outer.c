@@ -299,7 +299,7 @@ uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out 
         ST(&a->refill_ns, now);
     } else if (a->mode != GS_LIM_SHARE && old >= GS_LIM_PPM && out->target < GS_LIM_PPM) {
         /* back to windows: the banked allowance was refilled by nobody
-         * while free, and the time the device was busy past the cap is owed.
+         * while free, and our use past the cap over the last run is owed.
          * The next outer run only looks where NVML's samples end, and c is
          * learnt from the samples after the one that began before that look:
          * taken from a reading that still held the free run, c came out 0.79
