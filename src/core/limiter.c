@@ -2,6 +2,13 @@
  * busy intervals and their charge; see limiter.h and docs/compute.md. */
 #include "limiter_internal.h"
 
+/* The rate a container starts from: the whole GPU in share mode (its
+ * target comes with the outer loop), its cap under windows. */
+static uint32_t start_rate(enum gs_lim_mode mode, unsigned limit_pct)
+{
+    return mode == GS_LIM_SHARE ? GS_LIM_PPM : gs_lim_cap_rate(limit_pct);
+}
+
 /* Stores the configuration (the claimant, or one taking over from it). */
 static void setup_account(struct gs_lim_account *a, enum gs_lim_mode mode, unsigned limit_pct, unsigned weight,
                           uint64_t now)
@@ -11,7 +18,7 @@ static void setup_account(struct gs_lim_account *a, enum gs_lim_mode mode, unsig
     a->weight = (uint16_t)(weight > 65535 ? 65535 : weight);
     a->corr_ppm = 0; /* not learnt yet: charged as 1 */
     a->speed_ppm = GS_LIM_PPM;
-    uint32_t rate = mode == GS_LIM_SHARE ? GS_LIM_PPM : gs_lim_cap_rate(limit_pct);
+    uint32_t rate = start_rate(mode, limit_pct);
     ST(&a->rate_ppm, rate);
     /* a new container was idle until now: it starts with what idle time
      * banks, so that its first window, charged before c is learnt, does not
@@ -44,7 +51,7 @@ int gs_lim_account_init(struct gs_lim_account *a, enum gs_lim_mode mode, unsigne
         /* left over from processes long gone: start afresh (a share-mode
          * target learnt then says nothing about now, nor a cap's running
          * free) */
-        ST(&a->rate_ppm, a->mode == GS_LIM_SHARE ? GS_LIM_PPM : gs_lim_cap_rate(a->limit_pct));
+        ST(&a->rate_ppm, start_rate((enum gs_lim_mode)a->mode, a->limit_pct));
         ST(&a->tokens, gs_lim_burst_of(LD(&a->rate_ppm)));
         ST(&a->refill_ns, now);
         ST(&a->outer_last_ns, now);

@@ -307,8 +307,7 @@ uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out 
          * -0.56 under cap 50 */
         ST(&a->nvml_seen_us, (uint64_t)0);
         int64_t burst = gs_lim_burst_of(out->target), t = LD(&a->tokens);
-        ST(&a->tokens,
-           (t < burst ? t : burst) - (int64_t)(out->free_debt_ns > INT64_MAX / 2 ? INT64_MAX / 2 : out->free_debt_ns));
+        ST(&a->tokens, (t < burst ? t : burst) - (int64_t)out->free_debt_ns); /* a run's use x s: no overflow */
         ST(&a->refill_ns, now);
     }
     return old;
