@@ -19,7 +19,8 @@
 # bench/compute/gputime.py: $OUT/gputime.jsonl, one JSON line per scenario (bench/compute/summarize.py
 # prints the capturns lines and the --log DIR's waits and costs). Everything at
 # BENCH_SECS=20 takes well over one 10-minute device call: split it with --only.
-# (clock_settle.py times how fast the clock follows a change of load, no interposer;
+# (clock_settle.py times how fast the clock follows a change of load, no interposer; grow.py, a
+# light load that turns GPU-bound, how a cap running free holds once it grows;
 # bench.py, diag.py, trace.py and small_load.py are the earlier window-time benchmarks that
 # bench/results/compute-2026-11-2[12]-* name.)
 set -euo pipefail

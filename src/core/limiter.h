@@ -521,10 +521,10 @@ struct gs_outer_out {
     uint32_t use_ppm, others_ppm, dev_ppm; /* published in the account (use also in the ledger) */
     uint64_t wants_ns;                     /* published in the ledger: when we last wanted more */
     uint32_t target;                       /* the rate from now on (a cap's, or GS_LIM_PPM running free) */
-    uint64_t free_debt_ns;                 /* a cap back from running free owes this (gs_lim_outer_apply) */
-    int fine_probe;                        /* the gap probe looks at short gaps (gs_compute_fine_probe) */
-    int graph_coarse;                      /* graph launches get no fine probe nor markers (gs_compute_graph_coarse) */
-    int yield;                             /* keep the queue shallow (gs_lim_yields) */
+    int64_t free_tokens_ns; /* a cap that ran free: its reading's allowance less use (gs_lim_outer_apply) */
+    int fine_probe;         /* the gap probe looks at short gaps (gs_compute_fine_probe) */
+    int graph_coarse;       /* graph launches get no fine probe nor markers (gs_compute_graph_coarse) */
+    int yield;              /* keep the queue shallow (gs_lim_yields) */
 };
 
 /* Decides c, s, our published use and demand, and the rate (a share
@@ -537,19 +537,23 @@ struct gs_outer_out {
  * speed on an H200. It starts after two readings in a row of the whole
  * device under the device bound of its cap (gs_lim_bound_holds), with c
  * learnt and no wait for tokens within GS_LIM_THROTTLED_NS (the cap did not
- * hold it back: under windows a held load reads low). It stops at the first
- * reading of its own use (NVML's samples, else the device's busy time) at
- * or over the cap, or with anyone else busy (others in the samples, a busy
- * ledger member while NVML sees someone else busy; not in a run back from
- * an idle), owing its use past the cap over the last run
- * (free_debt_ns); without a device reading it never runs free. c stays as
- * it was learnt under windows while free, and is learnt afresh after
- * (gs_lim_learning): the load changed. */
+ * hold it back: under windows a held load reads low). Its token account
+ * then runs on the outer loop's readings: each adds the cap's allowance over
+ * the run and takes its use (NVML's samples, else the device's busy time)
+ * at s (free_tokens_ns). It stops once its tokens fall more than one
+ * reading can wrongly take below zero (free_slack), or at the second
+ * reading lately of someone else busy (others in the samples, a busy ledger
+ * member while NVML sees someone else busy; not in a run back from an
+ * idle), owing what its tokens say; without a device reading it never runs
+ * free. A single reading of either may still hold a turn's previous tenant
+ * (an H200 ended most of a decoder's free runs on them). c stays as it was learnt
+ * under windows while free, and is learnt afresh after (gs_lim_learning):
+ * the load changed. */
 void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_in *in, struct gs_outer_out *out);
 
 /* Stores the decision in the account; a share target that starts holding
- * the container back starts it from an empty account, and a cap back from
- * running free from at most one period's allowance less free_debt_ns.
+ * the container back starts it from an empty account, and a cap that ran
+ * free adds free_tokens_ns to its tokens (at most one period's allowance).
  * Returns the rate it replaced. */
 uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out *out, uint64_t now);
 

@@ -96,47 +96,92 @@ static int64_t free_use(const struct gs_outer_in *in)
     return in->our_ppm >= 0 ? in->our_ppm : in->dev_ppm;
 }
 
+/* Whether a is a cap that limits (under 100 %) and ran free up to this run. */
+static int cap_was_free(const struct gs_lim_account *a)
+{
+    return a->mode == GS_LIM_CAP && a->limit_pct > 0 && a->limit_pct < 100 && gs_lim_unthrottled(a);
+}
+
+/* What one reading of a cap running free adds to its tokens: the cap's
+ * allowance over the run less its use at s, both over at most one run
+ * (NVML's figures cover about that); nothing without a reading. */
+static int64_t free_tokens(const struct gs_lim_account *a, const struct gs_outer_in *in, uint32_t speed)
+{
+    int64_t use = free_use(in);
+    if (use < 0)
+        return 0;
+    uint64_t span = in->interval_ns < GS_LIM_OUTER_NS ? in->interval_ns : GS_LIM_OUTER_NS;
+    uint64_t s = speed > GS_LIM_PPM ? speed : GS_LIM_PPM;
+    uint64_t allowed = (uint64_t)((unsigned __int128)span * gs_lim_cap_rate(a->limit_pct) / GS_LIM_PPM);
+    uint64_t used = (uint64_t)((unsigned __int128)span * (uint64_t)use / GS_LIM_PPM * s / GS_LIM_PPM);
+    return (int64_t)allowed - (int64_t)used; /* a run's worth at most GS_LIM_MAX_SPEED: no overflow */
+}
+
+/* The most one reading can wrongly take from a cap running free: the whole
+ * device over a run past the cap, at s. A turn's early reading on an H200
+ * credited a decoder under cap 30 (0.10-0.20 busy) with 0.38-0.80 of the
+ * device: the previous tenant's last time-slices. */
+static int64_t free_slack(const struct gs_lim_account *a, uint32_t speed)
+{
+    uint64_t s = speed > GS_LIM_PPM ? speed : GS_LIM_PPM;
+    return (int64_t)(GS_LIM_OUTER_NS * (s - gs_lim_cap_rate(a->limit_pct)) / GS_LIM_PPM);
+}
+
+/* A cap's tokens t after adding delta: at most one period's allowance. */
+static int64_t tokens_plus(const struct gs_lim_account *a, int64_t t, int64_t delta)
+{
+    int64_t burst = gs_lim_burst_of(gs_lim_cap_rate(a->limit_pct));
+    return t + delta < burst ? t + delta : burst;
+}
+
+/* How busy someone else was beside a cap running free, as this run reads
+ * it: others in the samples where the device's busy time leaves room for
+ * them (samples beyond it are from before it: a neighbour's last ones, as
+ * a turn start on an H200 read 0.40 of others on a device 0.12 busy), or a
+ * busy ledger member where NVML sees someone else busy, by how much the
+ * device was busier than us (the samples may credit us its slices). A
+ * member counts only there: members stay active for two runs after their
+ * last launch, and a decoder under caps 30 and 50 ended most of its free
+ * runs at turn starts for the tenant of the turn before; nor does a forged
+ * claim count. */
+static int64_t free_beside(const struct gs_outer_in *in, const struct outer_view *v)
+{
+    int64_t others = in->others_ppm, dev = in->dev_ppm, our = in->our_ppm > 0 ? in->our_ppm : 0;
+    int64_t beside = others >= GS_LIM_BUSY_PPM && others <= dev + GS_LIM_BUSY_PPM ? others : 0;
+    if (v->nb > 0 && !gs_lim_nobody_else(in->our_ppm, others, dev) && dev - our > beside)
+        beside = dev - our;
+    return beside;
+}
+
 /* A capped container running free, or starting to (gs_lim_outer_decide):
  * it starts on a quiet device (two readings under the device bound) and
- * stays while its own use is under the cap. The gap between the two keeps
- * it from flapping, and a turn's first reading, which on an H200 still
- * held the previous tenant's last slices (0.48 busy, ours 0.26, beside
- * nobody), ends no free run under cap 30. Nor does a run back from an
- * idle see anyone busy: its samples and the ledger's members active lately
- * say who used the GPU while we idled (on an H200 a graph inference load
- * under cap 70 ended its free run at each turn start for them). A ledger
- * member counts only where NVML sees someone else busy: members stay active
- * for two runs after their last launch, and a decoder under caps 30 and 50
- * ended most of its free runs at turn starts for the tenant of the turn
- * before; nor does a forged claim end it. */
-static int cap_runs_free(const struct gs_lim_account *a, const struct gs_outer_in *in, const struct outer_view *v)
+ * stays while its tokens, run on NVML's readings, stay above -free_slack:
+ * over a run or two it may pass its cap by what it then owes, and a single
+ * reading that credits it someone else's slices ends no free run. The gap
+ * between the bound and the cap keeps it from flapping. Nor does a single
+ * reading of someone else busy (free_beside) end it, only one that follows
+ * another lately (others_ppm fades by a quarter a run): a turn's first
+ * reading on an H200 still held the previous tenant's last work, and ended
+ * most of a decoder's free runs. Nor does a run back from an idle: its
+ * samples and the ledger's members active lately say who used the GPU while
+ * we idled (a graph inference load under cap 70 ended its free run at each
+ * turn start for them). Beside someone the samples no longer measure us,
+ * but its tokens still take what they say, or the device's busy time. */
+static int cap_runs_free(const struct gs_lim_account *a, const struct gs_outer_in *in, const struct outer_view *v,
+                         int64_t delta, uint32_t speed)
 {
     if (a->mode != GS_LIM_CAP || a->limit_pct == 0 || a->limit_pct >= 100 || in->dev_ppm < 0)
         return 0;
-    int others = in->others_ppm >= GS_LIM_BUSY_PPM;
     if (gs_lim_unthrottled(a)) {
-        if (free_use(in) >= (int64_t)gs_lim_cap_rate(a->limit_pct))
+        if (tokens_plus(a, LD(&a->tokens), delta) < -free_slack(a, speed))
             return 0;
         if (gs_lim_outer_slept(in->interval_ns))
             return 1;
-        return !others && (v->nb == 0 || gs_lim_nobody_else(in->our_ppm, in->others_ppm, in->dev_ppm));
+        return free_beside(in, v) < GS_LIM_BUSY_PPM || LD(&a->others_ppm) < GS_LIM_BUSY_PPM;
     }
-    return v->nb == 0 && !others && gs_lim_bound_holds((uint64_t)in->dev_ppm, a->limit_pct) && LD(&a->corr_ppm) != 0 &&
-           !gs_lim_outer_slept(in->interval_ns) && !gs_lim_throttled(a, in->now) &&
+    return v->nb == 0 && in->others_ppm < GS_LIM_BUSY_PPM && gs_lim_bound_holds((uint64_t)in->dev_ppm, a->limit_pct) &&
+           LD(&a->corr_ppm) != 0 && !gs_lim_outer_slept(in->interval_ns) && !gs_lim_throttled(a, in->now) &&
            gs_lim_bound_holds(LD(&a->dev_ppm), a->limit_pct);
-}
-
-/* What a cap back from running free owes: its use past the cap over the
- * last run (at most one run's: NVML's figures cover about that), at the
- * power correction s. */
-static uint64_t free_debt(const struct gs_lim_account *a, const struct gs_outer_in *in, uint32_t speed)
-{
-    int64_t use = free_use(in), cap = (int64_t)gs_lim_cap_rate(a->limit_pct);
-    if (use <= cap)
-        return 0;
-    uint64_t span = in->interval_ns < GS_LIM_OUTER_NS ? in->interval_ns : GS_LIM_OUTER_NS;
-    uint64_t over = (uint64_t)((unsigned __int128)span * (uint64_t)(use - cap) / GS_LIM_PPM);
-    return (uint64_t)((unsigned __int128)over * (speed > GS_LIM_PPM ? speed : GS_LIM_PPM) / GS_LIM_PPM);
 }
 
 /* c, and the others' use where only the device's busy time tells it. */
@@ -249,6 +294,8 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
      * length it picks (GS_LIM_CYCLE_NS) must not flap with one interval's
      * noise */
     uint64_t faded = LD(&a->others_ppm) * 3 / 4;
+    if (cap_was_free(a))
+        others = free_beside(in, &v); /* what a free run's next reading is judged beside */
     out->others_ppm = (uint32_t)(others > (int64_t)faded ? others : (int64_t)faded);
     out->dev_ppm = (uint32_t)(dev < 0 ? 0 : dev);
     out->speed = LD(&a->speed_ppm);
@@ -269,20 +316,18 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
         gs_lim_share_wants_more(a->weight, use, in->occ_ppm, in->dem, in->ndem))
         out->wants_ns = in->now;
     out->yield = share && in->yield_on && gs_lim_yields(a->weight, use, in->dem, in->ndem);
-    out->free_debt_ns = 0;
+    out->free_tokens_ns = cap_was_free(a) ? free_tokens(a, in, out->speed) : 0;
     if (share) {
         out->target = outer_share_target(a, in);
-    } else if (cap_runs_free(a, in, &v)) {
+    } else if (cap_runs_free(a, in, &v, out->free_tokens_ns, out->speed)) {
         out->target = GS_LIM_PPM;
     } else {
         out->target = gs_lim_cap_rate(a->limit_pct);
-        if (gs_lim_unthrottled(a)) {
-            /* the load changed: the c its windows learnt before may be far
-             * too low for it (a decoder's, for GPU-bound work). It is
-             * learnt afresh as a new container's is (gs_lim_outer_apply) */
-            out->free_debt_ns = free_debt(a, in, out->speed);
+        /* the load changed: the c its windows learnt before may be far too
+         * low for it (a decoder's, for GPU-bound work). It is learnt afresh
+         * as a new container's is (gs_lim_outer_apply) */
+        if (cap_was_free(a))
             out->corr = 0;
-        }
     }
 }
 
@@ -293,21 +338,25 @@ uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out 
     ST(&a->dev_ppm, out->dev_ppm);
     ST(&a->use_ppm, out->use_ppm);
     ST(&a->others_ppm, out->others_ppm);
+    if (out->free_tokens_ns) {
+        /* the launch path may charge a window it closes meanwhile */
+        int64_t t = LD(&a->tokens), n;
+        do
+            n = tokens_plus(a, t, out->free_tokens_ns);
+        while (!__atomic_compare_exchange_n(&a->tokens, &t, n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    }
     uint32_t old = __atomic_exchange_n(&a->rate_ppm, out->target, __ATOMIC_RELAXED);
     if (a->mode == GS_LIM_SHARE && old >= GS_LIM_SHARE_MEASURED && out->target < GS_LIM_SHARE_MEASURED) {
         ST(&a->tokens, (int64_t)0);
         ST(&a->refill_ns, now);
-    } else if (a->mode != GS_LIM_SHARE && old >= GS_LIM_PPM && out->target < GS_LIM_PPM) {
-        /* back to windows: the banked allowance was refilled by nobody
-         * while free, and our use past the cap over the last run is owed.
-         * The next outer run only looks where NVML's samples end, and c is
-         * learnt from the samples after the one that began before that look:
-         * taken from a reading that still held the free run, c came out 0.79
-         * for GPU-bound work on the simulated driver, which then ran at 0.54
-         * -0.56 under cap 50 */
+    } else if (a->mode == GS_LIM_CAP && old >= GS_LIM_PPM && out->target < GS_LIM_PPM) {
+        /* back to windows: nobody refilled the tokens meanwhile but the
+         * readings while free. The next outer run only looks where NVML's
+         * samples end, and c is learnt from the samples after the one that
+         * began before that look: taken from a reading that still held the
+         * free run, c came out 0.79 for GPU-bound work on the simulated
+         * driver, which then ran at 0.54-0.56 under cap 50 */
         ST(&a->nvml_seen_us, (uint64_t)0);
-        int64_t burst = gs_lim_burst_of(out->target), t = LD(&a->tokens);
-        ST(&a->tokens, (t < burst ? t : burst) - (int64_t)out->free_debt_ns); /* a run's use x s: no overflow */
         ST(&a->refill_ns, now);
     }
     return old;

@@ -513,9 +513,9 @@ static void outer_publish(struct gs_region *r, int d, const struct outer_gathere
     gs_compute_ledger_publish(d, o->use_ppm, o->wants_ns);
     __atomic_store_n(&yield_queue[d], (uint8_t)o->yield, __ATOMIC_RELAXED);
     if (a->mode == GS_LIM_CAP && (old >= GS_LIM_PPM) != (o->target >= GS_LIM_PPM))
-        gs_log(GS_LOG_DEBUG, "cap %u %% on %s: %s at device %lld ppm busy, %llu us owed", a->limit_pct, g->uuid,
+        gs_log(GS_LOG_DEBUG, "cap %u %% on %s: %s at device %lld ppm busy, tokens %lld us", a->limit_pct, g->uuid,
                o->target >= GS_LIM_PPM ? "running free" : "back to windows", (long long)in->dev_ppm,
-               (unsigned long long)(o->free_debt_ns / 1000));
+               (long long)__atomic_load_n(&a->tokens, __ATOMIC_RELAXED) / 1000);
     if (a->mode == GS_LIM_SHARE && old != o->target && GS_LOG_DEBUG <= gs_log_threshold) {
         char others[GS_LIM_MAX_DEMANDS * 40] = "";
         size_t at = 0;

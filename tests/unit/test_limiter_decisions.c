@@ -387,9 +387,10 @@ static void nvml_samples_are_averaged_over_timestamps(void **state)
 /* A capped container on a device busy under 0.8 of its cap, nobody else
  * busy, runs free (no windows, probes nor markers): after two readings in a
  * row under the bound, with c learnt and no recent wait for tokens. It
- * keeps c meanwhile, and goes back to windows at the first reading of its
- * use at or over the cap, or beside someone busy, owing the time past its
- * cap, with c to learn afresh. */
+ * keeps c meanwhile, its tokens run on the outer loop's readings, and it
+ * goes back to windows once they fall past what one reading can wrongly
+ * take, or at a second reading lately of someone else busy, owing what they
+ * say, with c to learn afresh. */
 static void a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not(void **state)
 {
     (void)state;
@@ -446,36 +447,84 @@ static void a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not(void
     struct gs_outer_in quiet = outer_in(0, 210000, 0, 210000, &busy, 1);
     gs_lim_outer_decide(&a, &quiet, &o);
     assert_int_equal(o.target, GS_LIM_PPM);
-    struct gs_outer_in ends[] = {
-        outer_in(0, 300000, 0, 300000, NULL, 0),     /* at the cap */
+    /* nobody refilled its tokens but these readings: the cap's allowance
+     * over each run less its use, at most one period's (15 ms at 30 %) */
+    assert_int_equal(a.tokens, 15 * (int64_t)MS);
+    /* someone else busy ends it at the second reading of them lately: a
+     * turn's first reading may still hold the last tenant's work */
+    struct gs_outer_in beside_us[] = {
         outer_in(0, 150000, 0, 400000, &busy, 1),    /* a busy ledger member */
         outer_in(0, 150000, 60000, 220000, NULL, 0), /* someone busy outside the ledger */
-        outer_in(0, -1, -1, 310000, NULL, 0),        /* no samples: the device's busy time is ours */
-        outer_in(0, 150000, 0, -1, NULL, 0),         /* no device reading */
     };
-    for (unsigned i = 0; i < sizeof ends / sizeof ends[0]; i++) {
-        gs_lim_outer_decide(&a, &ends[i], &o);
+    for (unsigned i = 0; i < sizeof beside_us / sizeof beside_us[0]; i++) {
+        gs_lim_outer_decide(&a, &beside_us[i], &o);
+        assert_int_equal(o.target, GS_LIM_PPM);
+        assert_true(o.others_ppm >= GS_LIM_BUSY_PPM);
+        struct gs_lim_account then = a;
+        gs_lim_outer_apply(&then, &o, light.now);
+        gs_lim_outer_decide(&then, &beside_us[i], &o);
         assert_int_equal(o.target, 300000);
-        assert_int_equal(o.free_debt_ns, i == 3 ? GS_LIM_OUTER_NS / 100 : 0);
+        assert_int_equal(o.corr, 0);
     }
-    /* the load grows: 0.7 busy over the last run, 0.4 past the cap */
-    a.tokens = 1000 * MS;
-    struct gs_outer_in heavy = outer_in(0, 700000, 0, 700000, NULL, 0);
+    /* not others' samples beyond the device's busy time: from before it */
+    struct gs_outer_in before = outer_in(0, 0, 400000, 120000, NULL, 0);
+    for (int i = 0; i < 2; i++) {
+        gs_lim_outer_decide(&a, &before, &o);
+        assert_int_equal(o.target, GS_LIM_PPM);
+        gs_lim_outer_apply(&a, &o, before.now);
+    }
+    assert_int_equal(a.tokens, 15 * (int64_t)MS);
+    struct gs_outer_in blind_now = outer_in(0, 150000, 0, -1, NULL, 0);
+    gs_lim_outer_decide(&a, &blind_now, &o);
+    assert_int_equal(o.target, 300000); /* no device reading */
+    /* one reading that credits it someone else's slices (an H200's turn
+     * start: 0.8 of the device, 0.5 past the cap) ends no free run; it owes
+     * what the reading says and pays it back from the readings after */
+    struct gs_outer_in stale = outer_in(0, 800000, 0, 860000, NULL, 0);
+    gs_lim_outer_decide(&a, &stale, &o);
+    assert_int_equal(o.target, GS_LIM_PPM);
+    assert_int_equal(o.free_tokens_ns, (int64_t)(75 * MS) - (int64_t)(200 * MS));
+    gs_lim_outer_apply(&a, &o, stale.now);
+    assert_int_equal(a.tokens, -110 * (int64_t)MS);
+    for (int i = 0; i < 4; i++) {
+        gs_lim_outer_decide(&a, &light, &o);
+        assert_int_equal(o.target, GS_LIM_PPM);
+        gs_lim_outer_apply(&a, &o, light.now);
+    }
+    assert_int_equal(a.tokens, 15 * (int64_t)MS);
+    /* the load grows: the whole device, 0.7 past the cap a run. The second
+     * such reading takes the tokens past what one reading can wrongly take
+     * (175 ms): back to windows, owing both runs */
+    struct gs_outer_in heavy = outer_in(0, 1000000, 0, 1000000, NULL, 0);
+    gs_lim_outer_decide(&a, &heavy, &o);
+    assert_int_equal(o.target, GS_LIM_PPM);
+    gs_lim_outer_apply(&a, &o, heavy.now);
     gs_lim_outer_decide(&a, &heavy, &o);
     assert_int_equal(o.target, 300000);
-    assert_int_equal(o.free_debt_ns, GS_LIM_OUTER_NS * 4 / 10);
     assert_int_equal(gs_lim_outer_apply(&a, &o, heavy.now), GS_LIM_PPM);
     assert_false(gs_lim_unthrottled(&a));
-    assert_int_equal(a.tokens, 15 * (int64_t)MS - (int64_t)(GS_LIM_OUTER_NS * 4 / 10));
+    assert_int_equal(a.tokens, 15 * (int64_t)MS - 2 * 175 * (int64_t)MS);
     assert_int_equal(a.refill_ns, heavy.now);
     assert_true(gs_lim_learning(&a));    /* the load changed: c learnt afresh, */
     assert_int_equal(a.nvml_seen_us, 0); /* after a look at where NVML's samples end */
+    /* a load past its cap every other run is held too: no device reading
+     * of its own use but the device's busy time */
+    a.rate_ppm = GS_LIM_PPM;
+    a.tokens = 15 * (int64_t)MS;
+    struct gs_outer_in full = outer_in(0, -1, -1, 1000000, NULL, 0), none = outer_in(0, -1, -1, 0, NULL, 0);
+    const struct gs_outer_in *turns[] = { &full, &none, &full };
+    for (unsigned i = 0; i < 3; i++) {
+        gs_lim_outer_decide(&a, turns[i], &o);
+        assert_int_equal(o.target, i < 2 ? GS_LIM_PPM : 300000);
+        gs_lim_outer_apply(&a, &o, full.now);
+    }
+    assert_int_equal(a.tokens, 15 * (int64_t)MS - 175 * (int64_t)MS + 75 * (int64_t)MS - 175 * (int64_t)MS);
     /* a cap of 100 is no limit, free or not; shares keep their own rule */
     account(&a, GS_LIM_CAP, 100, 100);
     a.corr_ppm = 400000;
     gs_lim_outer_decide(&a, &light, &o);
     assert_int_equal(o.target, GS_LIM_PPM);
-    assert_int_equal(o.free_debt_ns, 0);
+    assert_int_equal(o.free_tokens_ns, 0);
 }
 
 int main(void)
