@@ -127,11 +127,14 @@ static int64_t free_slack(const struct gs_lim_account *a, uint32_t speed)
     return (int64_t)(GS_LIM_OUTER_NS * (s - gs_lim_cap_rate(a->limit_pct)) / GS_LIM_PPM);
 }
 
-/* A cap's tokens t after adding delta: at most one period's allowance. */
+/* A cap's tokens t after adding delta: at most one period's allowance (and
+ * no wrap, whatever the account held). */
 static int64_t tokens_plus(const struct gs_lim_account *a, int64_t t, int64_t delta)
 {
-    int64_t burst = gs_lim_burst_of(gs_lim_cap_rate(a->limit_pct));
-    return t + delta < burst ? t + delta : burst;
+    int64_t burst = gs_lim_burst_of(gs_lim_cap_rate(a->limit_pct)), sum;
+    if (__builtin_add_overflow(t, delta, &sum))
+        return delta < 0 ? INT64_MIN : burst;
+    return sum < burst ? sum : burst;
 }
 
 /* How busy someone else was beside a cap running free, as this run reads

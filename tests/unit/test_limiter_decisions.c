@@ -519,6 +519,19 @@ static void a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not(void
         gs_lim_outer_apply(&a, &o, full.now);
     }
     assert_int_equal(a.tokens, 15 * (int64_t)MS - 175 * (int64_t)MS + 75 * (int64_t)MS - 175 * (int64_t)MS);
+    /* whatever its own processes wrote in the account, no wrap */
+    a.rate_ppm = GS_LIM_PPM;
+    a.tokens = INT64_MIN + 1;
+    gs_lim_outer_decide(&a, &full, &o);
+    assert_int_equal(o.target, 300000);
+    gs_lim_outer_apply(&a, &o, full.now);
+    assert_true(a.tokens == INT64_MIN);
+    a.rate_ppm = GS_LIM_PPM;
+    a.tokens = INT64_MAX;
+    gs_lim_outer_decide(&a, &light, &o);
+    assert_int_equal(o.target, GS_LIM_PPM);
+    gs_lim_outer_apply(&a, &o, light.now);
+    assert_int_equal(a.tokens, 15 * (int64_t)MS);
     /* a cap of 100 is no limit, free or not; shares keep their own rule */
     account(&a, GS_LIM_CAP, 100, 100);
     a.corr_ppm = 400000;
