@@ -551,6 +551,13 @@ struct gs_outer_out {
  * the load changed. */
 void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_in *in, struct gs_outer_out *out);
 
+/* Whether a cap running free read the device under the device bound of its
+ * cap with nobody beside it at its last run: its next run needs no NVML
+ * per-process samples (1.7 ms a read on an H200, four a second), as the
+ * device's busy time is then the most it can have used. A reading at or
+ * over the bound, or of someone beside it, brings them back the run after. */
+int gs_lim_free_far_under(const struct gs_lim_account *a);
+
 /* Stores the decision in the account; a share target that starts holding
  * the container back starts it from an empty account, and a cap that ran
  * free adds free_tokens_ns to its tokens (at most one period's allowance).
@@ -572,6 +579,10 @@ struct gs_lim_sample {
  * its first look, with c not learnt yet (to be taken whole), the outer loop
  * aggregates from after it. */
 uint64_t gs_lim_oldest_after(const struct gs_lim_sample *s, unsigned n, uint64_t since_us);
+/* The stamp after which the newest span_us of the samples newer than
+ * since_us lie (since_us if they span less): a run after runs that read no
+ * samples takes only its own span of the history they left. */
+uint64_t gs_lim_recent_from(const struct gs_lim_sample *s, unsigned n, uint64_t since_us, uint64_t span_us);
 /* Whether s[i] is the first of s[0..i] with its timestamp: the samples of
  * one period share a stamp, and averages count periods, not samples. */
 int gs_lim_new_stamp(const struct gs_lim_sample *s, unsigned i);

@@ -12,6 +12,15 @@ uint64_t gs_lim_oldest_after(const struct gs_lim_sample *s, unsigned n, uint64_t
     return oldest == UINT64_MAX ? since_us : oldest;
 }
 
+uint64_t gs_lim_recent_from(const struct gs_lim_sample *s, unsigned n, uint64_t since_us, uint64_t span_us)
+{
+    uint64_t newest = since_us;
+    for (unsigned i = 0; i < n; i++)
+        if (s[i].ts_us > newest)
+            newest = s[i].ts_us;
+    return newest - since_us > span_us ? newest - span_us : since_us;
+}
+
 int gs_lim_new_stamp(const struct gs_lim_sample *s, unsigned i)
 {
     for (unsigned j = 0; j < i; j++)
@@ -185,6 +194,11 @@ static int cap_runs_free(const struct gs_lim_account *a, const struct gs_outer_i
     return v->nb == 0 && in->others_ppm < GS_LIM_BUSY_PPM && gs_lim_bound_holds((uint64_t)in->dev_ppm, a->limit_pct) &&
            LD(&a->corr_ppm) != 0 && !gs_lim_outer_slept(in->interval_ns) && !gs_lim_throttled(a, in->now) &&
            gs_lim_bound_holds(LD(&a->dev_ppm), a->limit_pct);
+}
+
+int gs_lim_free_far_under(const struct gs_lim_account *a)
+{
+    return cap_was_free(a) && gs_lim_bound_holds(LD(&a->dev_ppm), a->limit_pct) && LD(&a->others_ppm) < GS_LIM_BUSY_PPM;
 }
 
 /* c, and the others' use where only the device's busy time tells it. */

@@ -465,20 +465,21 @@ int gs_compute_before(CUstream s, int graph)
     if (!t->limited)
         return -1;
     struct gs_lim_account *a = &r->dev[d].lim;
-    uint64_t now = gs_compute_now();
     if (gs_lim_unthrottled(a)) {
-        /* share mode with the GPU to ourselves, or a cap under the device
-         * bound: run free, keep watching (the outer loop's turn is one
-         * load and compare; a cap's first run over the bound ends it) */
+        /* share mode with the GPU to ourselves, or a cap running free: keep
+         * watching (the outer loop's turn is a coarse clock read, a load
+         * and a compare; the outer loop ends a free run) */
         if (t->w.open && gs_compute_sync_enter()) {
-            close_window(t, r, d, now);
+            close_window(t, r, d, gs_compute_now());
             gs_compute_sync_leave();
         }
+        uint64_t coarse = gs_compute_coarse_now();
         if ((++t->tick & 63) == 0)
-            touch_ledger(d, now); /* the others see us active */
-        gs_compute_outer(r, d, now);
+            touch_ledger(d, coarse); /* the others see us active */
+        gs_compute_outer(r, d, coarse);
         return -1;
     }
+    uint64_t now = gs_compute_now();
     int in_window = gs_lim_in_window(&t->w, now);
     if (GS_UNLIKELY(!in_window) && t->w.open && !t->turn && !gs_compute_held_elsewhere(d, now) &&
         gs_lim_extend(&t->w, a, now)) {

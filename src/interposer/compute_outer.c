@@ -93,9 +93,10 @@ static int lists_ours(nvmlDevice_t h, const struct pidset *ours)
     return 0;
 }
 
-/* Samples of device uuid since *seen; returns how many (0 if none/unusable),
- * the newest MAX_SAMPLES of them if there are more, and fills *di (its
- * lists_ours only where ours is given: share mode alone uses it). */
+/* Samples of device uuid since *seen (none where out is NULL); returns how
+ * many (0 if none/unusable), the newest MAX_SAMPLES of them if there are
+ * more, and fills *di (its lists_ours only where ours is given: share mode
+ * alone uses it). */
 static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidset *ours, struct gs_lim_sample *out,
                              struct devinfo *di)
 {
@@ -141,7 +142,7 @@ static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidse
          * long) and ask again. */
         nvmlReturn_t rc = NVML_ERROR_INSUFFICIENT_SIZE;
         unsigned n = cap;
-        for (int tries = 0; util && tries < 3 && rc == NVML_ERROR_INSUFFICIENT_SIZE; tries++) {
+        for (int tries = 0; util && out && tries < 3 && rc == NVML_ERROR_INSUFFICIENT_SIZE; tries++) {
             if (n > cap) {
                 unsigned want = n + 64 > MAX_NVML_SAMPLES ? MAX_NVML_SAMPLES : n + 64;
                 nvmlProcessUtilizationSample_t *nb = want > cap ? realloc(buf, want * sizeof *buf) : buf;
@@ -166,7 +167,8 @@ static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidse
                    "device utilisation only",
                    (int)rc);
         }
-        gs_cost_lap(&t, GS_COST_NVML_SAMPLES);
+        if (out)
+            gs_cost_lap(&t, GS_COST_NVML_SAMPLES);
     }
     pthread_mutex_unlock(&nvml_lock);
     return got;
@@ -434,6 +436,9 @@ static struct outer_gathered gathered; /* outer_lock */
  * another process of the container that runs the next outer loop takes that
  * sample as it comes. */
 static uint64_t looked_at_us[GS_REGION_MAX_DEVICES];
+/* Per device, whether this process's last run read no per-process samples
+ * (gs_lim_free_far_under; outer_lock). */
+static uint8_t skipped_samples[GS_REGION_MAX_DEVICES];
 
 /* Reads the account, NVML and the device ledger for account a of device d
  * (outer_lock held). */
@@ -452,7 +457,8 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
     struct devinfo di;
     uint64_t read_from = gs_compute_now();
     live_pids(r, &ours);
-    unsigned n = read_samples(g->uuid, seen, a->mode == GS_LIM_SHARE ? &ours : NULL, samples, &di);
+    int skip = gs_lim_free_far_under(a);
+    unsigned n = read_samples(g->uuid, seen, a->mode == GS_LIM_SHARE ? &ours : NULL, skip ? NULL : samples, &di);
     gs_cost_add(GS_COST_NVML, gs_compute_now() - read_from);
     /* a first measure of c is taken whole: not from the sample that began
      * before the first look (gs_lim_oldest_after), only on the run after
@@ -460,6 +466,10 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
      * left out and c never learnt) */
     int after_look = seen != 0 && seen == looked_at_us[d] && __atomic_load_n(&a->corr_ppm, __ATOMIC_RELAXED) == 0;
     uint64_t from = after_look ? gs_lim_oldest_after(samples, n, seen) : seen;
+    if (skipped_samples[d])
+        from = gs_lim_recent_from(samples, n, from,
+                                  (in->interval_ns < GS_LIM_OUTER_NS ? in->interval_ns : GS_LIM_OUTER_NS) / 1000);
+    skipped_samples[d] = (uint8_t)skip;
     uint64_t newest = gs_lim_aggregate(samples, n, from, in_set, &ours, &in->our_ppm, &in->others_ppm);
     __atomic_store_n(&a->nvml_seen_us, newest, __ATOMIC_RELAXED);
     if (seen == 0 && n > 0)

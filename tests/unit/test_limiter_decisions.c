@@ -382,6 +382,10 @@ static void nvml_samples_are_averaged_over_timestamps(void **state)
     assert_int_equal(ours, 500000);
     assert_int_equal(gs_lim_oldest_after(s, 6, 200), 200); /* none newer */
     assert_int_equal(gs_lim_oldest_after(s, 0, 60), 60);
+    /* after runs that read no samples, only the newest span of the history */
+    assert_int_equal(gs_lim_recent_from(s, 6, 0, 150), 50);
+    assert_int_equal(gs_lim_recent_from(s, 6, 100, 150), 100);
+    assert_int_equal(gs_lim_recent_from(s, 0, 100, 150), 100);
 }
 
 /* A capped container on a device busy under 0.8 of its cap, nobody else
@@ -423,7 +427,8 @@ static void a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not(void
     assert_int_equal(o.target, GS_LIM_PPM);
     gs_lim_outer_apply(&a, &o, light.now);
     assert_true(gs_lim_unthrottled(&a));
-    uint32_t c = a.corr_ppm; /* learnt from the last windows */
+    assert_true(gs_lim_free_far_under(&a)); /* its next run reads no per-process samples */
+    uint32_t c = a.corr_ppm;                /* learnt from the last windows */
     /* free: nothing measured, c kept, the device's busy time published */
     struct gs_outer_in idle = outer_in(0, 150000, 0, 150000, NULL, 0);
     gs_lim_outer_decide(&a, &idle, &o);
@@ -462,6 +467,7 @@ static void a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not(void
         assert_true(o.others_ppm >= GS_LIM_BUSY_PPM);
         struct gs_lim_account then = a;
         gs_lim_outer_apply(&then, &o, light.now);
+        assert_false(gs_lim_free_far_under(&then)); /* the next one does */
         gs_lim_outer_decide(&then, &beside_us[i], &o);
         assert_int_equal(o.target, 300000);
         assert_int_equal(o.corr, 0);
@@ -486,6 +492,7 @@ static void a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not(void
     assert_int_equal(o.free_tokens_ns, (int64_t)(75 * MS) - (int64_t)(200 * MS));
     gs_lim_outer_apply(&a, &o, stale.now);
     assert_int_equal(a.tokens, -110 * (int64_t)MS);
+    assert_false(gs_lim_free_far_under(&a));
     for (int i = 0; i < 4; i++) {
         gs_lim_outer_decide(&a, &light, &o);
         assert_int_equal(o.target, GS_LIM_PPM);
