@@ -98,11 +98,18 @@ static int was_beside_others(const struct gs_lim_account *a)
     return LD(&a->dev_ppm) > LD(&a->use_ppm) + GS_LIM_BUSY_PPM;
 }
 
-/* Our use as a cap running free sees it: NVML's samples of our pids, or
- * without them the device's busy time (the most we can have used). */
+/* Our use as a cap running free sees it: the device's busy time less the
+ * others' in the samples (the most we can have used), or what the samples
+ * give our pids if more. The samples and the device's reading cover spans
+ * that do not line up: on an H200 the first samples read after runs that
+ * read none gave a load turned GPU-bound 0.13-0.18 of a device it kept 0.98
+ * busy, and taken alone they let it run free a run longer. */
 static int64_t free_use(const struct gs_outer_in *in)
 {
-    return in->our_ppm >= 0 ? in->our_ppm : in->dev_ppm;
+    if (in->dev_ppm < 0)
+        return in->our_ppm;
+    int64_t rest = in->dev_ppm - (in->others_ppm > 0 ? in->others_ppm : 0);
+    return in->our_ppm > rest ? in->our_ppm : rest > 0 ? rest : 0;
 }
 
 /* Whether a is a cap that limits (under 100 %) and ran free up to this run. */
