@@ -362,6 +362,15 @@ uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out 
     ST(&a->dev_ppm, out->dev_ppm);
     ST(&a->use_ppm, out->use_ppm);
     ST(&a->others_ppm, out->others_ppm);
+    if (cap_was_free(a)) {
+        /* nobody refills a free cap's tokens but these readings: kept
+         * current before the rate can change, a launch that refills the
+         * account as it goes back to windows adds nothing (from the clock
+         * of the last window, seconds ago, it refilled the debt away: on an
+         * H200 a load grown GPU-bound went on at 0.57 of alone under cap 50
+         * owing 180 ms) */
+        ST(&a->refill_ns, now);
+    }
     if (out->free_tokens_ns) {
         /* the launch path may charge a window it closes meanwhile */
         int64_t t = LD(&a->tokens), n;
@@ -374,14 +383,12 @@ uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out 
         ST(&a->tokens, (int64_t)0);
         ST(&a->refill_ns, now);
     } else if (a->mode == GS_LIM_CAP && old >= GS_LIM_PPM && out->target < GS_LIM_PPM) {
-        /* back to windows: nobody refilled the tokens meanwhile but the
-         * readings while free. The next outer run only looks where NVML's
+        /* back to windows. The next outer run only looks where NVML's
          * samples end, and c is learnt from the samples after the one that
          * began before that look: taken from a reading that still held the
          * free run, c came out 0.79 for GPU-bound work on the simulated
          * driver, which then ran at 0.54-0.56 under cap 50 */
         ST(&a->nvml_seen_us, (uint64_t)0);
-        ST(&a->refill_ns, now);
     }
     return old;
 }

@@ -492,8 +492,12 @@ static void a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not(void
     /* its use: the device's busy time less the others', if the samples
      * give it less (their spans and the device's do not line up) */
     assert_int_equal(o.free_tokens_ns, (int64_t)(75 * MS) - (int64_t)(215 * MS));
+    a.refill_ns = 0; /* the last window's refill, long ago */
     gs_lim_outer_apply(&a, &o, stale.now);
     assert_int_equal(a.tokens, -125 * (int64_t)MS);
+    /* kept current while free: a launch that refills the account as it goes
+     * back to windows must not refill the debt away */
+    assert_int_equal(a.refill_ns, stale.now);
     assert_false(gs_lim_free_far_under(&a));
     for (int i = 0; i < 4; i++) {
         gs_lim_outer_decide(&a, &light, &o);
