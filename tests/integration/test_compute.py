@@ -401,7 +401,7 @@ def test_what_a_tenant_writes_into_the_shared_ledger_holds_no_window_back_longer
 
 @pytest.mark.parametrize("layout,yield_us", [("flat", 0), ("flat", 250), ("agent", 0)])
 @pytest.mark.parametrize("snapshot", [0, 1])
-def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, request, snapshot, layout, yield_us):
+def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, snapshot, layout, yield_us):
     """yield_us: GPUSLICE_SHARE_YIELD_US. While the two settle, the 70 side
     (time-sliced to about half) is under its part, so the 30 side, over its
     part, may yield to it; the 70 side, its work queued all the time, says it
@@ -413,17 +413,15 @@ def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, request
     run, 1.5 s; docs/testing.md has what the pairs measured from 2 s on and
     from 3 s on).
 
-    Known limit (docs/compute.md, Limitations): with NVML snapshots and
-    yield in one directory the split still missed in 1 of 8 suite runs with
-    the queued rule (0.321 / 0.649, a fresh-clone CI run).
+    With NVML snapshots and yield in one directory the split missed in 1 of
+    8 suite runs when the queued rule came (0.321 / 0.649); it passed 60
+    runs in a row since (635c901, 970bcad, 849c7e1), up to four at a time
+    on 2 cores (0.288-0.308 / 0.687-0.712).
 
     In the agent's layout NVML reports host pids, which match no region's
     pids: counted as containers outside the ledger, each side's own
     processes included, they held the pair to 0.10 / 0.23 (the simulated
     driver reports host pids as NVML does)."""
-    if snapshot and yield_us:
-        request.applymarker(pytest.mark.xfail(reason="share pair with yield and snapshots (docs/compute.md)",
-                                              strict=False))
     share = {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_SHARE_YIELD_US": str(yield_us)}
     ra, rb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
                             {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, layout, secs=4.0, warm=2.0,
