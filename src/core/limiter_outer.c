@@ -112,10 +112,16 @@ static int64_t free_use(const struct gs_outer_in *in)
     return in->our_ppm > rest ? in->our_ppm : rest > 0 ? rest : 0;
 }
 
-/* Whether a is a cap that limits (under 100 %) and ran free up to this run. */
+/* Whether a is a cap that limits (under 100 %). */
+static int cap_limits(const struct gs_lim_account *a)
+{
+    return a->mode == GS_LIM_CAP && a->limit_pct > 0 && a->limit_pct < 100;
+}
+
+/* Whether a is a cap that limits and ran free up to this run. */
 static int cap_was_free(const struct gs_lim_account *a)
 {
-    return a->mode == GS_LIM_CAP && a->limit_pct > 0 && a->limit_pct < 100 && gs_lim_unthrottled(a);
+    return cap_limits(a) && gs_lim_unthrottled(a);
 }
 
 /* What one reading of a cap running free adds to its tokens: the cap's
@@ -189,7 +195,7 @@ static int64_t free_beside(const struct gs_outer_in *in, const struct outer_view
 static int cap_runs_free(const struct gs_lim_account *a, const struct gs_outer_in *in, const struct outer_view *v,
                          int64_t delta, uint32_t speed)
 {
-    if (a->mode != GS_LIM_CAP || a->limit_pct == 0 || a->limit_pct >= 100 || in->dev_ppm < 0)
+    if (!cap_limits(a) || in->dev_ppm < 0)
         return 0;
     if (gs_lim_unthrottled(a)) {
         if (tokens_plus(a, LD(&a->tokens), delta) < -free_slack(a, speed))

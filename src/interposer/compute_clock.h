@@ -5,11 +5,16 @@
 #include <stdint.h>
 #include <time.h>
 
-static inline uint64_t gs_compute_now(void)
+static inline uint64_t gs_compute_clock_ns(clockid_t clock)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t gs_compute_now(void)
+{
+    return gs_compute_clock_ns(CLOCK_MONOTONIC);
 }
 
 /* The same clock as of the last timer tick (a few ms behind), for checks
@@ -18,9 +23,7 @@ static inline uint64_t gs_compute_now(void)
  * answers it without reading the hardware counter. */
 static inline uint64_t gs_compute_coarse_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    return gs_compute_clock_ns(CLOCK_MONOTONIC_COARSE);
 }
 
 #endif

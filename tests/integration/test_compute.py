@@ -55,6 +55,12 @@ def start(w, us, env=None, graph=None, wrap=()):
     return c
 
 
+def start_logged(w, us, log, env):
+    """start() with the tenant's debug log (GPUSLICE_LOG_LEVEL=3) in the file
+    log: a file, not a pipe, which a log this long would fill."""
+    return start(w, us, env={**env, "GPUSLICE_LOG_LEVEL": "3"}, wrap=("sh", "-c", f'exec "$@" 2>{log}', "sh"))
+
+
 def together(*jobs):
     """Runs (client, path, secs, warm, depth) jobs at once; their ratios."""
     out = [None] * len(jobs)
@@ -333,9 +339,8 @@ def test_a_tenant_that_holds_the_shared_ledger_files_flock_hangs_no_launch(world
     w = world_env(world)
     fd = os.open(w.tmp / (SIM_UUID.format(0) + ".ledger"), os.O_RDWR | os.O_CREAT, 0o666)
     fcntl.flock(fd, fcntl.LOCK_EX)
-    log = w.tmp / "capped.log"  # a file, not a pipe: the debug log would fill one
-    c = start(w, 1000, env={"GPUSLICE_CORES": "30", "GPUSLICE_LOG_LEVEL": "3"},
-              wrap=("sh", "-c", f'exec "$@" 2>{log}', "sh"))
+    log = w.tmp / "capped.log"
+    c = start_logged(w, 1000, log, {"GPUSLICE_CORES": "30"})
     out = {}
     th = threading.Thread(target=lambda: out.update(r=run(c, "kernel", 1.5, 0.5)), daemon=True)
     th.start()
@@ -1011,8 +1016,7 @@ def test_a_tenant_far_under_its_cap_marks_a_few_launches_an_interval_not_each(wo
     pipe nobody reads)."""
     w = world_env(world)
     log = tmp_path / "tenant.log"
-    c = start(w, 5, env={"GPUSLICE_CORES": "90", "GPUSLICE_LOG_LEVEL": "3"},
-              wrap=("sh", "-c", f'exec "$@" 2>{log}', "sh"))
+    c = start_logged(w, 5, log, {"GPUSLICE_CORES": "90"})
     r = c.ok("burst 200 1000 1.0")
     c.close()
     err = log.read_text()
@@ -1216,8 +1220,7 @@ def test_a_capped_tenant_far_under_its_cap_runs_free_and_is_held_to_it_once_it_g
 
     def logged(name):
         log = tmp_path / f"{name}.log"
-        return start(w, 10, env={"GPUSLICE_CORES": "50", "GPUSLICE_LOG_LEVEL": "3"},
-                     wrap=("sh", "-c", f'exec "$@" 2>{log}', "sh")), log
+        return start_logged(w, 10, log, {"GPUSLICE_CORES": "50"}), log
 
     first, _ = logged("first")
     first.ok("burst 16 0 1.5 40")
@@ -1256,8 +1259,7 @@ def test_a_bursty_tenant_alone_under_a_cap_runs_its_bursts_at_full_speed_once_fr
     the first); 74.8 ms with free runs off."""
     w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1)
     log = tmp_path / "bursts.log"
-    c = start(w, 1000, env={"GPUSLICE_CORES": "70", "GPUSLICE_LOG_LEVEL": "3"},
-              wrap=("sh", "-c", f'exec "$@" 2>{log}', "sh"))
+    c = start_logged(w, 1000, log, {"GPUSLICE_CORES": "70"})
     r = c.ok("burst 60 340000 6")
     c.close()
     err = log.read_text()
