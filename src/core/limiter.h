@@ -341,8 +341,7 @@ uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t 
 
 /* Outer loop, the power correction s (ppm, >= GS_LIM_PPM). power_mw: the
  * device's power draw, limit_mw its enforced power limit, dev_ppm its busy
- * fraction, from NVML (power over the last outer interval where its energy
- * counter can say, gs_lim_power_between); occ_ppm our occupancy
+ * fraction, all from NVML over about the last second; occ_ppm our occupancy
  * over the last outer interval. The draw beyond what the busy-idle GPU draws
  * (GS_LIM_IDLE_POWER_PPM of the limit), per unit of the busy fraction the
  * work would keep up on its own (the larger of dev_ppm and occ_ppm: a
@@ -357,17 +356,6 @@ uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t 
  * Moves half-way per run; keeps old while the device is nearly idle. */
 uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t dev_ppm, uint64_t occ_ppm,
                       unsigned exp_milli);
-
-/* The mean power draw (mW) between two readings of NVML's energy counter
- * (mJ since the driver loaded, at CLOCK_MONOTONIC ns). Since Ampere NVML's
- * power reading is a mean over the last second: a load grown GPU-bound
- * under cap 50 on an H200 read 435 -> 540 W over its first second held to
- * the cap, s lagged, and it did 0.56-0.59 of alone there. The counter steps
- * every 100 ms on an H200, so a span is at least GS_LIM_ENERGY_MIN_NS
- * (over 250 ms the steps made 400 and 600 W of a steady 500). -1 where it
- * cannot say: a span shorter, or a counter or clock that went back. */
-#define GS_LIM_ENERGY_MIN_NS 500000000ULL
-int64_t gs_lim_power_between(uint64_t mj0, uint64_t ns0, uint64_t mj1, uint64_t ns1);
 
 /* Share mode: our target share given the weights of the others that are busy
  * (sum; 0 = none busy). GS_LIM_PPM means unthrottled. */

@@ -126,14 +126,6 @@ uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, 
     return (uint32_t)((old_speed + (uint64_t)target) / 2);
 }
 
-int64_t gs_lim_power_between(uint64_t mj0, uint64_t ns0, uint64_t mj1, uint64_t ns1)
-{
-    if (ns1 < ns0 || ns1 - ns0 < GS_LIM_ENERGY_MIN_NS || mj1 < mj0)
-        return -1;
-    unsigned __int128 mw = (unsigned __int128)(mj1 - mj0) * 1000000000ULL / (ns1 - ns0);
-    return mw > INT64_MAX ? -1 : (int64_t)mw;
-}
-
 uint32_t gs_lim_correction_overlap(uint32_t old_corr, uint64_t occ_ppm, const struct gs_lim_demand *others, unsigned n,
                                    uint64_t dev_ppm)
 {

@@ -78,41 +78,6 @@ struct devinfo {
     int lists_ours;
 };
 
-/* A device's recent readings of NVML's energy counter (mJ at ns; ns 0:
- * none), one an outer run, newest at head - 1. */
-#define ENERGY_MARKS 8
-struct energy_marks {
-    uint64_t mj[ENERGY_MARKS], ns[ENERGY_MARKS];
-    unsigned head;
-};
-
-/* The device's power draw over the span from the newest reading at least
- * GS_LIM_ENERGY_MIN_NS old (gs_lim_power_between), else NVML's power
- * reading (a mean over the last second on Ampere and later); -1 where
- * neither can say. nvml_lock held. */
-static int64_t power_draw(nvmlDevice_t h, struct energy_marks *em)
-{
-    gs_pfn_nvmlDeviceGetTotalEnergyConsumption energy = GS_REAL_NVML(nvmlDeviceGetTotalEnergyConsumption);
-    unsigned long long mj;
-    if (energy && energy(h, &mj) == NVML_SUCCESS) {
-        uint64_t ns = gs_compute_now();
-        int64_t mw = -1;
-        for (unsigned k = 1; k <= ENERGY_MARKS && mw < 0; k++) {
-            unsigned i = (em->head - k) % ENERGY_MARKS;
-            if (em->ns[i] && ns - em->ns[i] >= GS_LIM_ENERGY_MIN_NS)
-                mw = gs_lim_power_between(em->mj[i], em->ns[i], mj, ns);
-        }
-        em->mj[em->head % ENERGY_MARKS] = mj;
-        em->ns[em->head % ENERGY_MARKS] = ns;
-        em->head++;
-        if (mw >= 0)
-            return mw;
-    }
-    gs_pfn_nvmlDeviceGetPowerUsage power = GS_REAL_NVML(nvmlDeviceGetPowerUsage);
-    unsigned mw = 0;
-    return power && power(h, &mw) == NVML_SUCCESS ? (int64_t)mw : -1;
-}
-
 /* Whether NVML's processes on device h include one of ours (struct
  * devinfo's lists_ours); -1 without ours to look for. nvml_lock held. */
 static int lists_ours(nvmlDevice_t h, const struct pidset *ours)
@@ -133,7 +98,7 @@ static int lists_ours(nvmlDevice_t h, const struct pidset *ours)
  * more, and fills *di (its lists_ours only where ours is given: share mode
  * alone uses it). */
 static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidset *ours, struct gs_lim_sample *out,
-                             struct energy_marks *em, struct devinfo *di)
+                             struct devinfo *di)
 {
     static nvmlProcessUtilizationSample_t *buf;
     static unsigned cap;
@@ -160,9 +125,11 @@ static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidse
         nvmlUtilization_t u;
         if (rates && rates(h, &u) == NVML_SUCCESS)
             di->busy_ppm = (int64_t)(u.gpu > 100 ? 100 : u.gpu) * 10000;
+        gs_pfn_nvmlDeviceGetPowerUsage power = GS_REAL_NVML(nvmlDeviceGetPowerUsage);
         gs_pfn_nvmlDeviceGetEnforcedPowerLimit plimit = GS_REAL_NVML(nvmlDeviceGetEnforcedPowerLimit);
         unsigned mw = 0;
-        di->power_mw = power_draw(h, em);
+        if (power && power(h, &mw) == NVML_SUCCESS)
+            di->power_mw = mw;
         if (plimit && plimit(h, &mw) == NVML_SUCCESS)
             di->limit_mw = mw;
         gs_cost_lap(&t, GS_COST_NVML_DEVICE);
@@ -472,7 +439,6 @@ static uint64_t looked_at_us[GS_REGION_MAX_DEVICES];
 /* Per device, whether this process's last run read no per-process samples
  * (gs_lim_free_far_under; outer_lock). */
 static uint8_t skipped_samples[GS_REGION_MAX_DEVICES];
-static struct energy_marks energy_marks[GS_REGION_MAX_DEVICES]; /* outer_lock */
 
 /* Reads the account, NVML and the device ledger for account a of device d
  * (outer_lock held). */
@@ -492,8 +458,7 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
     uint64_t read_from = gs_compute_now();
     live_pids(r, &ours);
     int skip = gs_lim_free_far_under(a);
-    unsigned n = read_samples(g->uuid, seen, a->mode == GS_LIM_SHARE ? &ours : NULL, skip ? NULL : samples,
-                              &energy_marks[d], &di);
+    unsigned n = read_samples(g->uuid, seen, a->mode == GS_LIM_SHARE ? &ours : NULL, skip ? NULL : samples, &di);
     gs_cost_add(GS_COST_NVML, gs_compute_now() - read_from);
     /* a first measure of c is taken whole: not from the sample that began
      * before the first look (gs_lim_oldest_after), only on the run after

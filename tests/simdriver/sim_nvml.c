@@ -374,7 +374,9 @@ static nvmlReturn_t last_period(nvmlDevice_t device, int want_power, unsigned in
         return NVML_ERROR_UNKNOWN;
     sim_tl_advance(st, i, sim_now_ns());
     unsigned int util = st->dev[i].tl_last_util;
-    *out = want_power ? (unsigned int)sim_power_mw(st, util) : util;
+    *out = want_power ? (unsigned int)(SIM_IDLE_POWER_MW +
+                                       (double)st->power_dyn_mw * util / 100 * pow(sim_clock(st, util), SIM_CLOCK_K))
+                      : util;
     sim_state_unlock(st);
     return NVML_SUCCESS;
 }
@@ -390,23 +392,6 @@ SIM_NVML nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *u
 SIM_NVML nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
 {
     return last_period(device, 1, power);
-}
-
-SIM_NVML nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long *energy)
-{
-    struct sim_state *st;
-    int i;
-    nvmlReturn_t rc = device_index(device, &st, &i);
-    if (rc != NVML_SUCCESS)
-        return rc;
-    if (!energy)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    if (sim_state_lock(st) != 0)
-        return NVML_ERROR_UNKNOWN;
-    sim_tl_advance(st, i, sim_now_ns());
-    *energy = st->dev[i].tl_energy_uj / 1000;
-    sim_state_unlock(st);
-    return NVML_SUCCESS;
 }
 
 SIM_NVML nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit)

@@ -33,7 +33,6 @@ SIM_NVML nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned i
 SIM_NVML nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization);
 SIM_NVML nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power);
 SIM_NVML nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit);
-SIM_NVML nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long *energy);
 SIM_NVML nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
                                          unsigned int *processSamplesCount, unsigned long long lastSeenTimeStamp);
 

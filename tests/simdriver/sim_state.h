@@ -17,7 +17,7 @@
 #define SIM_STATE_MAGIC 0x314d495345494c53ULL /* "SLIESIM1" */
 /* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots; 4: time slices; 5: MPS; 6: collectives;
  * 7: idle gaps inside graphs; 8: processes told apart across pid namespaces */
-#define SIM_STATE_VERSION 10U
+#define SIM_STATE_VERSION 9U
 
 #define SIM_MAX_DEVICES 8
 #define SIM_MAX_PROCS 128
@@ -169,7 +169,6 @@ struct sim_device {
     uint64_t tl_slice_end;    /* ... and when its slice ends */
     uint32_t tl_speed_ppm;    /* work per device ns, ppm of the rate fully busy (the clock model); 0: 1e6 */
     uint32_t tl_pad;
-    uint64_t tl_energy_uj; /* drawn up to tl_period_start (NVML's energy counter, in whole periods) */
     struct sim_util_sample samples[SIM_UTIL_SAMPLES];
 };
 
@@ -219,8 +218,6 @@ struct sim_config {
  * busy). So a duty-cycled device does more per busy second than a full one,
  * as an H100 and an H200 did under caps (bench/results/compute-2026-11-27h.md:
  * their draw grew as f^1.45-1.6, their matmul's speed as f^0.56-0.77). */
-/* NVML's energy counter moves one sample period at a time, as an H200's did
- * in 100 ms steps (bench/results/compute-2026-12-03.md). */
 #define SIM_IDLE_POWER_MW 100000ULL
 #define SIM_POWER_LIMIT_MW 700000ULL
 #define SIM_DEFAULT_POWER_DYN_MW 400000ULL

@@ -63,12 +63,6 @@ double sim_clock(const struct sim_state *st, uint32_t util)
     return dyn > head ? pow(head / dyn, 1 / SIM_CLOCK_K) : 1.0;
 }
 
-uint64_t sim_power_mw(const struct sim_state *st, uint32_t util)
-{
-    return SIM_IDLE_POWER_MW +
-           (uint64_t)((double)st->power_dyn_mw * util / 100 * pow(sim_clock(st, util), SIM_CLOCK_K));
-}
-
 uint32_t sim_clock_speed_ppm(const struct sim_state *st, uint32_t util)
 {
     return (uint32_t)(pow(sim_clock(st, util) / sim_clock(st, 100), SIM_CLOCK_A) * (double)SIM_PPM);
@@ -114,7 +108,6 @@ static void emit_samples(struct sim_state *st, int dev, uint64_t period_end)
         w->period_busy = 0;
     }
     d->tl_last_util = (uint32_t)dev_pct;
-    d->tl_energy_uj += sim_power_mw(st, d->tl_last_util) * period / 1000000ULL;
     d->tl_speed_ppm = sim_clock_speed_ppm(st, d->tl_last_util);
     d->tl_period_busy = 0;
     d->tl_period_start = period_end;
@@ -320,9 +313,7 @@ static void idle_advance(struct sim_state *st, int dev, uint64_t now)
         uint64_t t = d->tl_period_start + period;
         emit_samples(st, dev, t);
         if (now - t > period) {
-            uint64_t skipped = (now - t) / period * period;
-            d->tl_energy_uj += SIM_IDLE_POWER_MW * skipped / 1000000ULL;
-            d->tl_period_start += skipped;
+            d->tl_period_start += (now - t) / period * period;
             d->tl_last_util = 0;
             d->tl_speed_ppm = sim_clock_speed_ppm(st, 0);
         }

@@ -56,8 +56,6 @@ uint64_t sim_now_ns(void);
  * rate fully busy. Without the model: 1 and SIM_PPM. */
 double sim_clock(const struct sim_state *st, uint32_t util);
 uint32_t sim_clock_speed_ppm(const struct sim_state *st, uint32_t util);
-/* The power model's draw over a period of util percent busy (sim_state.h), mW. */
-uint64_t sim_power_mw(const struct sim_state *st, uint32_t util);
 
 /* Starts device dev's timeline if it has none yet, and computes every
  * started device's up to now. */

@@ -397,19 +397,6 @@ static void speed_follows_the_power_headroom(void **state)
     assert_true(big <= GS_LIM_MAX_SPEED && big > GS_LIM_MAX_SPEED - 1000);
 }
 
-static void power_is_the_energy_counter_over_the_span(void **state)
-{
-    (void)state;
-    /* 270 J over 500 ms: 540 W */
-    assert_int_equal(gs_lim_power_between(1000000, 1000000000ULL, 1270000, 1500000000ULL), 540000);
-    /* a span under 500 ms says nothing; exactly 500 ms does */
-    assert_int_equal(gs_lim_power_between(0, 0, 200, GS_LIM_ENERGY_MIN_NS - 1), -1);
-    assert_int_equal(gs_lim_power_between(0, 0, 200, GS_LIM_ENERGY_MIN_NS), 400);
-    assert_int_equal(gs_lim_power_between(500, 0, 499, 1000000000ULL), -1);             /* the counter went back */
-    assert_int_equal(gs_lim_power_between(0, 2000000000ULL, 0, 1000000000ULL), -1);     /* so did the clock */
-    assert_int_equal(gs_lim_power_between(0, 0, UINT64_MAX, GS_LIM_ENERGY_MIN_NS), -1); /* past int64 */
-}
-
 static void two_turn_taking_tenants_at_the_power_limit_run_at_no_boost(void **state)
 {
     (void)state;
@@ -960,7 +947,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cap_holds_for_5us_and_50ms_kernels),
         cmocka_unit_test(speed_follows_the_power_headroom),
-        cmocka_unit_test(power_is_the_energy_counter_over_the_span),
         cmocka_unit_test(cap_holds_in_exclusive_throughput_when_the_clock_boosts),
         cmocka_unit_test(two_tenants_capped_30_70_get_30_70),
         cmocka_unit_test(without_correction_a_capped_tenant_under_delivers),
