@@ -145,12 +145,60 @@ def wait_ready(d, ps, limit):
         time.sleep(0.1)
 
 
-def in_turns(tenants, phases, seg, cycles, ready_limit=240):
+class TurnMonitor:
+    """NVML's SM clock, power draw and device utilisation every 25 ms while
+    tenants take turns, each sample filed under the turn it fell in with
+    its time since that turn began: how the clock and the draw move within
+    a turn (the limiter's power correction follows a one-second mean).
+    Does nothing where NVML is not there."""
+    PARTS = ((0.3, 1.3), (1.3, 99.0))  # the measured part of a turn: its first second, the rest
+
+    def __init__(self):
+        self.samples, self.turn, self.since, self.stop = {}, None, 0.0, threading.Event()
+        try:
+            import nvml_probe
+            self.nv = nvml_probe.Nvml()
+        except Exception:  # noqa: BLE001 - no NVML: no monitor
+            self.nv = None
+            return
+        self.t = threading.Thread(target=self.loop, daemon=True)
+        self.t.start()
+
+    def switch(self, turn):
+        self.turn, self.since = turn, time.time()
+
+    def loop(self):
+        while not self.stop.wait(0.025):
+            turn, since = self.turn, self.since
+            if turn is not None:
+                clock, power, util, reasons = self.nv.clock_power()
+                self.samples.setdefault(turn, []).append((time.time() - since, clock, power, util, reasons))
+
+    def done(self):
+        self.stop.set()
+        if self.nv:
+            self.t.join()
+
+    def summary(self, turn):
+        """Per part of the turn: mean SM MHz, power W, device utilisation %
+        and the fraction of samples with the power cap holding the clock."""
+        out = {}
+        for lo, hi in self.PARTS:
+            v = [x for x in self.samples.get(turn, []) if lo <= x[0] < hi]
+            if v:
+                out[f"{lo}-{min(hi, 2.5)}s"] = {"sm_mhz": round(sum(x[1] for x in v) / len(v)),
+                                                 "power_w": round(sum(x[2] for x in v) / len(v), 1),
+                                                 "util": round(sum(x[3] for x in v) / len(v), 1),
+                                                 "power_capped": round(sum(1 for x in v if x[4] & 0x4) / len(v), 2)}
+        return out
+
+
+def in_turns(tenants, phases, seg, cycles, ready_limit=240, monitor=None):
     """Tenants (load, env, cpus, names) that run only in the turns they are
     named in (gputime_worker.py --turns): phases is a list of lists of turn
     names; within a phase its turns alternate `cycles` times, `seg` seconds
     each. Returns each tenant's result: per name, its rate and latency in
-    those turns."""
+    those turns. A TurnMonitor, if given, is told each turn as it begins."""
     d = tempfile.mkdtemp()
     ps = [tenant(load, env, 0, cpu=cpus, turns=(d, names)) for load, env, cpus, names in tenants]
     wait_ready(d, ps, ready_limit)
@@ -160,8 +208,12 @@ def in_turns(tenants, phases, seg, cycles, ready_limit=240):
                 with open(os.path.join(d, "turn.tmp"), "w") as f:
                     f.write(t)
                 os.replace(os.path.join(d, "turn.tmp"), os.path.join(d, "turn"))
+                if monitor:
+                    monitor.switch(t)
                 time.sleep(seg)
     open(os.path.join(d, "stop"), "w").close()
+    if monitor:
+        monitor.done()
     return [result(p) for p in ps]
 
 
@@ -451,8 +503,9 @@ def main():
             tenants = [(load, {}, cpus[0], [f"alone{p}" for p in caps] + ["warm"])]
             tenants += [(load, limited(lib, state, f"turns-{load}{turn}", {"GPUSLICE_CORES": str(p)}) if lib else {},
                          cpu, [turn, "warm"]) for (p, turn, lib), cpu in zip(capped, cpus[1:])]
+            mon = TurnMonitor()
             r = in_turns(tenants, [["warm"]] + [[f"alone{p}"] + [turn for q, turn, _ in capped if q == p] for p in caps],
-                         seg=2.5, cycles=4)
+                         seg=2.5, cycles=4, monitor=mon)
             if any("error" in x for x in r):
                 emit({"scenario": "capturns", "load": load, "error": [x.get("error") for x in r]})
                 continue
@@ -469,7 +522,8 @@ def main():
                 emit({"scenario": f"capturns{p}", "load": load, "lib": turn, "cpus": cpu, "alone_cpus": cpus[0],
                       "ratio": res[turn]["rate"] / alone["rate"] if alone["rate"] else None,
                       "ratio_refs": res[turn]["rate"] / mean if mean else None, "refs": len(refs[p]),
-                      "capped": res[turn], "alone": alone})
+                      "capped": res[turn], "alone": alone,
+                      "nvml": {"capped": mon.summary(turn), "alone": mon.summary(f"alone{p}")}})
     if not only or "two" in only:
         base = side_by_side([("matmul", {}, "6-7")], a.secs)[0]
         agent = tempfile.mkdtemp()

@@ -3,7 +3,9 @@
 Prints each capturns line as load, cap, process, the ratio to the alone
 process and to the mean of every process of its turns without the
 interposer (ratio_refs; computed here for lines written before gputime.py
-reported it), then, per debug log of --logs DIR, how often the limited
+reported it), with NVML's SM clock, draw and device utilisation in its turns
+and the alone process's, by part of a turn (where the line has them), then,
+per debug log of --logs DIR, how often the limited
 tenant's windows opened in debt, how long it waited for tokens and what its
 probes and markers cost (the cost report at its exit)."""
 import argparse
@@ -32,6 +34,10 @@ def capturns(paths):
             refs_ratio = d.get("ratio_refs", d["ratio"] / mean)
             print(f"{load:9} {scenario[len('capturns'):]:>4} {d['lib']:16} ratio {d['ratio']:.3f}  "
                   f"refs {refs_ratio:.3f} ({d.get('refs', len(refs))})  {d.get('tag', '')}")
+            for who, parts in d.get("nvml", {}).items():
+                for part, v in parts.items():
+                    print(f"{'':16}{who:7} {part:9} {v['sm_mhz']:5} MHz {v['power_w']:6.1f} W "
+                          f"util {v['util']:5.1f} % power-capped {v['power_capped']:.2f}")
 
 
 def logs(dirs):
