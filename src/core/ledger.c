@@ -494,7 +494,8 @@ unsigned gs_ledger_claims(struct gs_ledger *l, uint64_t container, uint64_t sinc
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
         const struct gs_ledger_member *m = &l->f->m[i];
         uint64_t c = LD(&m->container);
-        if (c == 0 || c == container || LD(&m->active_ns) < since)
+        uint64_t active = LD(&m->active_ns);
+        if (c == 0 || c == container || active < since)
             continue;
         uint32_t w = LD(&m->weight), use = LD(&m->use_ppm);
         w = w > GS_LIM_MAX_WEIGHT ? GS_LIM_MAX_WEIGHT : w;
@@ -506,10 +507,11 @@ unsigned gs_ledger_claims(struct gs_ledger *l, uint64_t container, uint64_t sinc
         if (j == k) {
             if (k == max)
                 continue;
-            out[k++] = (struct gs_ledger_claim){ c, { w, use, wants, 0 } };
+            out[k++] = (struct gs_ledger_claim){ c, { w, use, wants, 0, 0 }, active };
         } else {
             out[j].d.use_ppm = use > out[j].d.use_ppm ? use : out[j].d.use_ppm;
             out[j].d.wants_more |= wants;
+            out[j].active_ns = active > out[j].active_ns ? active : out[j].active_ns;
         }
     }
     return k;

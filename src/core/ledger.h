@@ -152,7 +152,8 @@ unsigned gs_ledger_demands(struct gs_ledger *l, uint64_t container, uint64_t sin
  * container's own files say. */
 struct gs_ledger_claim {
     uint64_t container;
-    struct gs_lim_demand d;
+    struct gs_lim_demand d; /* quiet_ns: 0 (see active_ns) */
+    uint64_t active_ns;     /* its members' latest sign of demand (a claim too: any value) */
 };
 unsigned gs_ledger_claims(struct gs_ledger *l, uint64_t container, uint64_t since, uint64_t wants_since,
                           struct gs_ledger_claim *out, unsigned max);

@@ -374,7 +374,8 @@ struct gs_lim_demand {
     uint32_t weight;
     uint32_t use_ppm;
     int wants_more;
-    uint32_t cap_ppm; /* a capped container's cap, where verified; 0: share mode or not known */
+    uint32_t cap_ppm;  /* a capped container's cap, where verified; 0: share mode or not known */
+    uint64_t quiet_ns; /* since it last showed demand (a window opened or waited for, a free launch); 0: now */
 };
 #define GS_LIM_CAPS_LEAVE_PPM 50000U
 uint32_t gs_lim_share_fill(unsigned weight, const struct gs_lim_demand *others, unsigned n);
@@ -398,9 +399,11 @@ int gs_lim_share_wants_more(unsigned weight, uint64_t use_ppm, uint64_t occ_ppm,
                             unsigned n);
 
 /* How many of the n others use a share of the device that can blur ours
- * (GS_LIM_SEEN_PPM or more) or want more than they get. */
+ * (GS_LIM_SEEN_PPM or more) or want more than they get, and showed demand
+ * within the last within_ns: one quiet for longer launched nothing in an
+ * outer interval of that length (its windows last two periods at most). */
 #define GS_LIM_SEEN_PPM 10000U
-unsigned gs_lim_count_busy(const struct gs_lim_demand *others, unsigned n);
+unsigned gs_lim_count_busy(const struct gs_lim_demand *others, unsigned n, uint64_t within_ns);
 
 /* Whether any of the n others wants more than it gets (waits for tokens). */
 int gs_lim_any_wants_more(const struct gs_lim_demand *others, unsigned n);

@@ -24,11 +24,11 @@ int gs_lim_share_wants_more(unsigned weight, uint64_t use_ppm, uint64_t occ_ppm,
     return n > 0 && (use_ppm > gs_lim_weight_part(weight, others, n) || occ_ppm >= GS_LIM_QUEUED_PPM);
 }
 
-unsigned gs_lim_count_busy(const struct gs_lim_demand *others, unsigned n)
+unsigned gs_lim_count_busy(const struct gs_lim_demand *others, unsigned n, uint64_t within_ns)
 {
     unsigned k = 0;
     for (unsigned i = 0; i < n; i++)
-        k += others[i].wants_more || others[i].use_ppm >= GS_LIM_SEEN_PPM;
+        k += others[i].quiet_ns <= within_ns && (others[i].wants_more || others[i].use_ppm >= GS_LIM_SEEN_PPM);
     return k;
 }
 
@@ -126,7 +126,7 @@ uint32_t gs_lim_share_fill(unsigned weight, const struct gs_lim_demand *others, 
 unsigned gs_lim_trusted_demands(const struct gs_lim_claim *c, unsigned n, int drop_unverified, int64_t dev_ppm,
                                 struct gs_lim_demand *out)
 {
-    struct gs_lim_demand rest = { 0, 0, 0, 0 };
+    struct gs_lim_demand rest = { 0, 0, 0, 0, UINT64_MAX };
     uint64_t rest_use = 0;
     unsigned k = 0, unverified = 0;
     for (unsigned i = 0; i < n; i++) {
@@ -140,6 +140,7 @@ unsigned gs_lim_trusted_demands(const struct gs_lim_claim *c, unsigned n, int dr
         rest.weight = c[i].d.weight > rest.weight ? c[i].d.weight : rest.weight;
         rest_use += c[i].d.use_ppm;
         rest.wants_more |= c[i].d.wants_more;
+        rest.quiet_ns = c[i].d.quiet_ns < rest.quiet_ns ? c[i].d.quiet_ns : rest.quiet_ns;
     }
     if (unverified == 0 || drop_unverified)
         return k;

@@ -71,8 +71,12 @@ static struct outer_view outer_view_of(const struct gs_lim_account *a, const str
     struct outer_view v;
     int64_t our = in->our_ppm, dev = in->dev_ppm;
     /* a notebook that runs a small kernel now and then is active but does
-     * not blur anyone's time (gs_lim_count_busy) */
-    v.nb = gs_lim_count_busy(in->dem, in->ndem);
+     * not blur anyone's time (gs_lim_count_busy), nor does a member that
+     * showed no demand all this interval: the tenant of the turn before
+     * ours, still active lately, had a launch-bound load capped at 30 on
+     * an H200 charged its CPU gaps at c 1 and held under its cap through a
+     * turn's first second */
+    v.nb = gs_lim_count_busy(in->dem, in->ndem, in->interval_ns);
     v.bounded = v.nb > 0 && a->mode == GS_LIM_CAP && dev >= 0 && gs_lim_bound_holds((uint64_t)dev, a->limit_pct);
     /* per-process smUtil adding up to more than the device was busy is
      * occupancy, not a share; beside busy ledger members the split is no
@@ -300,7 +304,7 @@ static uint32_t outer_share_target(const struct gs_lim_account *a, const struct 
         all[i] = in->dem[i];
     if (in->outside_weight)
         all[n++] =
-            (struct gs_lim_demand){ (uint32_t)(in->outside_weight > 65535 ? 65535 : in->outside_weight), 0, 1, 0 };
+            (struct gs_lim_demand){ (uint32_t)(in->outside_weight > 65535 ? 65535 : in->outside_weight), 0, 1, 0, 0 };
     if (n == 0)
         return GS_LIM_PPM;
     uint32_t target = gs_lim_share_fill(a->weight, all, n);

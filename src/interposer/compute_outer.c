@@ -337,8 +337,10 @@ static unsigned trusted_demands(int d, const char *uuid, uint64_t now, int64_t d
         gs_compute_ledger_claims(d, now - 2 * GS_LIM_OUTER_NS, now - GS_LIM_THROTTLED_NS, claim, GS_LIM_MAX_DEMANDS);
     if (n == 0)
         return 0;
-    for (unsigned i = 0; i < n; i++)
+    for (unsigned i = 0; i < n; i++) {
         checked[i] = (struct gs_lim_claim){ claim[i].d, 0, 0 };
+        checked[i].d.quiet_ns = now > claim[i].active_ns ? now - claim[i].active_ns : 0;
+    }
     struct claim_check cc = { .claim = claim, .out = checked, .n = n, .uuid = uuid };
     char dir[sizeof gs_rt.cfg.region_path];
     struct stat self;

@@ -358,7 +358,8 @@ static void share_mode_sees_the_others_demand_and_weights(void **state)
     assert_false(gs_ledger_has_pid(l, 22, 201)); /* its own container's pid */
     assert_false(gs_ledger_has_pid(l, 11, 999));
     /* the same as claims, with whose they are: b once, its most recent
-     * use; a member's forged use or weight comes back in the legal range */
+     * use and demand; a member's forged use or weight comes back in the
+     * legal range */
     gs_ledger_publish(l, b2, 400000, 0);
     gs_ledger_publish(l, c, 0, 1005 * MS); /* c waited for tokens */
     l->f->m[c].use_ppm = 0xffffffffU;
@@ -369,7 +370,9 @@ static void share_mode_sees_the_others_demand_and_weights(void **state)
     assert_int_equal(cl[0].d.weight, 70);
     assert_int_equal(cl[0].d.use_ppm, 400000);
     assert_false(cl[0].d.wants_more);
+    assert_int_equal(cl[0].active_ns, 1001 * MS); /* b's other process, the later */
     assert_int_equal(cl[1].container, 33);
+    assert_int_equal(cl[1].active_ns, 1002 * MS);
     assert_int_equal(cl[1].d.weight, GS_LIM_MAX_WEIGHT);
     assert_int_equal(cl[1].d.use_ppm, GS_LIM_PPM);
     assert_true(cl[1].d.wants_more);

@@ -56,17 +56,17 @@ static void water_filling_gives_the_unused_share_away(void **state)
 {
     (void)state;
     /* a light tenant of weight 70 using 10 %: we (30) may use the rest */
-    struct gs_lim_demand light = { 70, 100000, 0, 0 };
+    struct gs_lim_demand light = { 70, 100000, 0, 0, 0 };
     assert_int_equal(gs_lim_share_fill(30, &light, 1), GS_LIM_PPM);
     /* it wants more: weights hold */
     light.wants_more = 1;
     assert_int_equal(gs_lim_share_fill(30, &light, 1), 300000);
     /* a tenant of weight 70 using 90 % without waiting: above its share, so
      * weights hold between us */
-    struct gs_lim_demand heavy = { 70, 900000, 0, 0 };
+    struct gs_lim_demand heavy = { 70, 900000, 0, 0, 0 };
     assert_int_equal(gs_lim_share_fill(30, &heavy, 1), 300000);
     /* three: one light (10 %), two that want more: split the 90 % by weight */
-    struct gs_lim_demand three[2] = { { 50, 100000, 0, 0 }, { 60, 500000, 1, 0 } };
+    struct gs_lim_demand three[2] = { { 50, 100000, 0, 0, 0 }, { 60, 500000, 1, 0, 0 } };
     assert_int_equal(gs_lim_share_fill(30, three, 2), 900000 * 30 / 90);
 }
 
@@ -76,20 +76,22 @@ static void capped_neighbours_keep_their_caps_and_a_share_one_takes_the_rest(voi
     /* caps 10 / 20 / 30 that want more: each keeps its cap, whatever its
      * weight beside ours (100); by weights alone they would get 0.06 / 0.12
      * / 0.19 and we 0.62 */
-    struct gs_lim_demand caps[3] = { { 10, 90000, 1, 100000 }, { 20, 190000, 1, 200000 }, { 30, 280000, 1, 300000 } };
+    struct gs_lim_demand caps[3] = { { 10, 90000, 1, 100000, 0 },
+                                     { 20, 190000, 1, 200000, 0 },
+                                     { 30, 280000, 1, 300000, 0 } };
     assert_int_equal(gs_lim_share_fill(100, caps, 3), 400000);
     /* one of them wants less than its cap: it keeps its use */
     caps[2].wants_more = 0;
     caps[2].use_ppm = 100000;
     assert_int_equal(gs_lim_share_fill(100, caps, 3), 600000);
     /* beside another share container that wants more, the rest is split by weight */
-    struct gs_lim_demand mixed[2] = { { 30, 300000, 1, 300000 }, { 40, 400000, 1, 0 } };
+    struct gs_lim_demand mixed[2] = { { 30, 300000, 1, 300000, 0 }, { 40, 400000, 1, 0, 0 } };
     assert_int_equal(gs_lim_share_fill(30, mixed, 2), 700000 * 30 / 70);
     /* caps that add up to the whole GPU leave share containers their floor */
-    struct gs_lim_demand full[2] = { { 50, 500000, 1, 500000 }, { 60, 600000, 1, 600000 } };
+    struct gs_lim_demand full[2] = { { 50, 500000, 1, 500000, 0 }, { 60, 600000, 1, 600000, 0 } };
     assert_int_equal(gs_lim_share_fill(100, full, 2), GS_LIM_CAPS_LEAVE_PPM);
     /* only a verified cap counts as one: a claim's own is ignored */
-    struct gs_lim_claim c[2] = { { { 30, 300000, 1, 900000 }, 30, 300000 }, { { 30, 300000, 1, 900000 }, 0, 0 } };
+    struct gs_lim_claim c[2] = { { { 30, 300000, 1, 900000, 0 }, 30, 300000 }, { { 30, 300000, 1, 900000, 0 }, 0, 0 } };
     struct gs_lim_demand d[2];
     assert_int_equal(gs_lim_trusted_demands(c, 2, 0, -1, d), 2);
     assert_int_equal(d[0].cap_ppm, 300000);
@@ -111,8 +113,8 @@ static void the_entry_for_users_outside_the_ledger_counts_beside_a_full_ledger(v
     (void)state;
     struct gs_lim_demand d[GS_LIM_MAX_DEMANDS + 1];
     for (unsigned i = 0; i < GS_LIM_MAX_DEMANDS; i++)
-        d[i] = (struct gs_lim_demand){ 100, 1000, 0, 0 };
-    d[GS_LIM_MAX_DEMANDS] = (struct gs_lim_demand){ 100, 0, 1, 0 };
+        d[i] = (struct gs_lim_demand){ 100, 1000, 0, 0, 0 };
+    d[GS_LIM_MAX_DEMANDS] = (struct gs_lim_demand){ 100, 0, 1, 0, 0 };
     uint32_t fill = gs_lim_share_fill(100, d, GS_LIM_MAX_DEMANDS + 1);
     assert_int_equal(fill, (GS_LIM_PPM - GS_LIM_MAX_DEMANDS * 1000) / 2);
     /* the same through the decision the outer loop runs */
@@ -140,7 +142,7 @@ static void a_held_share_container_with_work_queued_all_the_time_wants_more(void
     account(&a, GS_LIM_SHARE, 0, 70);
     a.rate_ppm = 700000; /* held to its part */
     a.throttled_ns = 100 * MS;
-    struct gs_lim_demand free30 = { 30, 350000, 0, 0 };
+    struct gs_lim_demand free30 = { 30, 350000, 0, 0, 0 };
     struct gs_outer_in in = outer_in(998000, -1, -1, 1000000, &free30, 1);
     struct gs_outer_out o;
     gs_lim_outer_decide(&a, &in, &o);
@@ -158,7 +160,7 @@ static void graphs_are_measured_coarsely_only_where_per_process_samples_correct_
     (void)state;
     struct gs_lim_account a;
     account(&a, GS_LIM_CAP, 70, 100);
-    struct gs_lim_demand busy = { 100, 400000, 0, 0 };
+    struct gs_lim_demand busy = { 100, 400000, 0, 0, 0 };
     struct gs_outer_in in = outer_in(600000, 500000, 0, 500000, NULL, 0);
     struct gs_outer_out o;
     gs_lim_outer_decide(&a, &in, &o);
@@ -281,6 +283,33 @@ static void c_learnt_beside_others_is_forgotten_once_nobody_else_is_busy(void **
     assert_false(gs_lim_nobody_else(-1, 0, 30000));
 }
 
+/* An H200's second reading of a turn (occupancy, ours, device; nobody
+ * else in the samples) of a launch-bound load capped at 30 (c 0.44 learnt
+ * alone), after another container's turn: that one is still active lately
+ * and published its use, but launched nothing all this interval. Counted
+ * as a busy neighbour, it set c to 1, and the load, charged its CPU gaps,
+ * ran 0.12-0.17 busy for the rest of the turn's first second. It blurs
+ * nothing: the samples measure us. A member that launched within the
+ * interval still counts. */
+static void a_member_quiet_all_the_interval_blurs_nothing(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 30, 100);
+    a.corr_ppm = 436350;
+    struct gs_lim_demand before = { 30, 310000, 0, 300000, GS_LIM_OUTER_NS + 20 * MS };
+    struct gs_outer_in in = outer_in(601759, 370000, 0, 400000, &before, 1);
+    struct gs_outer_out o;
+    a.throttled_ns = in.now; /* held for tokens, as it was */
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_in_range(o.corr, 436350, 620000);     /* ours / occupancy 0.61, half-way from 0.44 */
+    assert_true(o.graph_coarse);                 /* the samples measure us */
+    before.quiet_ns = GS_LIM_OUTER_NS - 20 * MS; /* it launched in this interval */
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.corr, GS_LIM_PPM);
+    assert_false(o.graph_coarse);
+}
+
 /* A capped container beside a ledger member that published no use (a
  * capped decoder under the device bound, beside our larger published use)
  * while NVML's samples gave others a quarter of the device: the samples,
@@ -292,7 +321,7 @@ static void samples_are_no_measure_beside_a_quiet_member_nvml_sees_busy(void **s
     (void)state;
     struct gs_lim_account a;
     account(&a, GS_LIM_CAP, 30, 100);
-    struct gs_lim_demand quiet = { 70, 0, 0, 70 * 10000U };
+    struct gs_lim_demand quiet = { 70, 0, 0, 70 * 10000U, 0 };
     struct gs_outer_in in = outer_in(370000, 103333, 283333, 440000, &quiet, 1);
     struct gs_outer_out o;
     gs_lim_outer_decide(&a, &in, &o);
@@ -311,9 +340,9 @@ static void samples_are_no_measure_beside_a_quiet_member_nvml_sees_busy(void **s
 static uint32_t share_beside_forgers(int b_verified, int drop_unverified, unsigned forged)
 {
     struct gs_lim_claim c[1 + 8];
-    c[0] = (struct gs_lim_claim){ { 70, 500000, 1, 0 }, b_verified ? 70U : 0U, 0 };
+    c[0] = (struct gs_lim_claim){ { 70, 500000, 1, 0, 0 }, b_verified ? 70U : 0U, 0 };
     for (unsigned i = 1; i <= forged; i++)
-        c[i] = (struct gs_lim_claim){ { GS_LIM_MAX_WEIGHT, GS_LIM_PPM, 1, 0 }, 0, 0 };
+        c[i] = (struct gs_lim_claim){ { GS_LIM_MAX_WEIGHT, GS_LIM_PPM, 1, 0, 0 }, 0, 0 };
     struct gs_lim_demand d[1 + 8];
     unsigned n = gs_lim_trusted_demands(c, 1 + forged, drop_unverified, 900000, d);
     return gs_lim_share_fill(30, d, n);
@@ -323,7 +352,7 @@ static void forged_ledger_members_weigh_no_more_than_one_default_container(void 
 {
     (void)state;
     /* taken at their word, the forged members leave us nothing */
-    struct gs_lim_demand raw[2] = { { 70, 500000, 1, 0 }, { GS_LIM_MAX_WEIGHT, GS_LIM_PPM, 1, 0 } };
+    struct gs_lim_demand raw[2] = { { 70, 500000, 1, 0, 0 }, { GS_LIM_MAX_WEIGHT, GS_LIM_PPM, 1, 0, 0 } };
     assert_true(gs_lim_share_fill(30, raw, 2) < 3000);
     /* the flat layout: b's region verifies it, the forgers are nobody's */
     assert_int_equal(share_beside_forgers(1, 1, 1), 300000);
@@ -336,12 +365,12 @@ static void forged_ledger_members_weigh_no_more_than_one_default_container(void 
     /* ... and honest b alone as itself */
     assert_int_equal(share_beside_forgers(0, 0, 0), 300000);
     /* a verified container counts with the weight from its limits, not its claim */
-    struct gs_lim_claim lie = { { GS_LIM_MAX_WEIGHT, 200000, 1, 0 }, 70, 0 };
+    struct gs_lim_claim lie = { { GS_LIM_MAX_WEIGHT, 200000, 1, 0, 0 }, 70, 0 };
     struct gs_lim_demand d[1];
     assert_int_equal(gs_lim_trusted_demands(&lie, 1, 1, -1, d), 1);
     assert_int_equal(d[0].weight, 70);
     /* the unverified uses together are at most what NVML saw the device busy */
-    struct gs_lim_claim two[2] = { { { 40, 600000, 0, 0 }, 0, 0 }, { { 50, 700000, 0, 0 }, 0, 0 } };
+    struct gs_lim_claim two[2] = { { { 40, 600000, 0, 0, 0 }, 0, 0 }, { { 50, 700000, 0, 0, 0 }, 0, 0 } };
     assert_int_equal(gs_lim_trusted_demands(two, 2, 0, 800000, d), 1);
     assert_int_equal(d[0].use_ppm, 800000);
     assert_int_equal(d[0].weight, 50);
@@ -413,7 +442,7 @@ static void a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not(void
     gs_lim_outer_decide(&a, &light, &o);
     assert_int_equal(o.target, 300000);
     a.throttled_ns = 0;
-    struct gs_lim_demand busy = { 100, 200000, 0, 0 };
+    struct gs_lim_demand busy = { 100, 200000, 0, 0, 0 };
     struct gs_outer_in beside = outer_in(400000, 150000, 0, 160000, &busy, 1);
     gs_lim_outer_decide(&a, &beside, &o);
     assert_int_equal(o.target, 300000);
@@ -572,6 +601,7 @@ int main(void)
         cmocka_unit_test(samples_are_no_measure_beside_a_quiet_member_nvml_sees_busy),
         cmocka_unit_test(a_reading_alone_that_halves_c_is_taken_whole),
         cmocka_unit_test(c_learnt_beside_others_is_forgotten_once_nobody_else_is_busy),
+        cmocka_unit_test(a_member_quiet_all_the_interval_blurs_nothing),
         cmocka_unit_test(a_held_share_container_with_work_queued_all_the_time_wants_more),
         cmocka_unit_test(a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not),
     };

@@ -252,7 +252,8 @@ static void outer_step(struct tenant *t, int n, int i, uint64_t now, uint64_t oc
         if (g_ledger && !t[j].free && t[j].active_ns >= now - 2 * GS_LIM_OUTER_NS)
             dem[nd++] = (struct gs_lim_demand){ gs_lim_weight(t[j].acct), t[j].pub_use,
                                                 t[j].pub_wants >= now - GS_LIM_THROTTLED_NS,
-                                                t[j].acct->mode == GS_LIM_CAP ? t[j].acct->limit_pct * 10000U : 0 };
+                                                t[j].acct->mode == GS_LIM_CAP ? t[j].acct->limit_pct * 10000U : 0,
+                                                now - t[j].active_ns };
         else if (!g_ledger && use >= GS_LIM_BUSY_PPM)
             outside += t[j].free ? 100 : gs_lim_weight(t[j].acct);
     }
@@ -402,7 +403,7 @@ static void two_turn_taking_tenants_at_the_power_limit_run_at_no_boost(void **st
     (void)state;
     /* H100: both tenants GPU-bound (0.29 and 0.67 of the time, turns), 690 W
      * against a 700 W limit, while NVML's device utilisation read 0.85 */
-    struct gs_lim_demand other = { 30, 290000, 1, 0 };
+    struct gs_lim_demand other = { 30, 290000, 1, 0, 0 };
     uint64_t busy = gs_lim_device_busy(850000, 670000, &other, 1);
     assert_int_equal(busy, 960000);
     assert_true(gs_lim_speed(GS_LIM_PPM, 690000, 700000, busy, 670000, 380) < 1005000);
@@ -410,7 +411,7 @@ static void two_turn_taking_tenants_at_the_power_limit_run_at_no_boost(void **st
     assert_true(gs_lim_speed(GS_LIM_PPM, 690000, 700000, 850000, 670000, 380) > 1020000);
     /* the device's reading wins where it is more; the sum is at most 1 */
     assert_int_equal(gs_lim_device_busy(900000, 100000, &other, 1), 900000);
-    struct gs_lim_demand many[3] = { { 1, 900000, 1, 0 }, { 1, 900000, 1, 0 }, { 1, 900000, 1, 0 } };
+    struct gs_lim_demand many[3] = { { 1, 900000, 1, 0, 0 }, { 1, 900000, 1, 0, 0 }, { 1, 900000, 1, 0, 0 } };
     assert_int_equal(gs_lim_device_busy(0, 900000, many, 3), GS_LIM_PPM);
     assert_int_equal(gs_lim_device_busy(300000, 300000, NULL, 0), 300000);
 }
@@ -418,7 +419,7 @@ static void two_turn_taking_tenants_at_the_power_limit_run_at_no_boost(void **st
 /* gs_lim_correction_overlap beside one other container that published others_ppm */
 static uint32_t overlap_beside_one(uint32_t old_corr, uint64_t occ_ppm, uint32_t others_ppm, uint64_t dev_ppm)
 {
-    struct gs_lim_demand other = { 30, others_ppm, 0, 0 };
+    struct gs_lim_demand other = { 30, others_ppm, 0, 0, 0 };
     return gs_lim_correction_overlap(old_corr, occ_ppm, &other, 1, dev_ppm);
 }
 
@@ -431,7 +432,7 @@ static void share_tenants_that_time_slice_split_what_both_counted(void **state)
     assert_int_equal(overlap_beside_one(GS_LIM_PPM, 790000, 990000, 990000), 750000);
     assert_int_equal(overlap_beside_one(500000, 790000, 990000, 990000), 500000);
     /* the others' uses add up */
-    struct gs_lim_demand two[2] = { { 30, 495000, 0, 0 }, { 40, 495000, 0, 0 } };
+    struct gs_lim_demand two[2] = { { 30, 495000, 0, 0, 0 }, { 40, 495000, 0, 0, 0 } };
     assert_int_equal(gs_lim_correction_overlap(GS_LIM_PPM, 790000, two, 2, 990000), 750000);
     /* what the device saw both do: nothing overlapped, nothing taken out */
     assert_int_equal(overlap_beside_one(GS_LIM_PPM, 200000, 300000, 500000), GS_LIM_PPM);
@@ -442,14 +443,17 @@ static void share_tenants_that_time_slice_split_what_both_counted(void **state)
     assert_true(overlap_beside_one(500000, 900000, GS_LIM_PPM, 0) >= 500000);
     /* we barely ran: nothing learnt */
     assert_int_equal(overlap_beside_one(800000, 1000, 900000, 900000), 800000);
-    struct gs_lim_demand d[2] = { { 30, 300000, 0, 0 }, { 70, 100000, 0, 0 } };
+    struct gs_lim_demand d[2] = { { 30, 300000, 0, 0, 0 }, { 70, 100000, 0, 0, 0 } };
     assert_int_equal(gs_lim_weight_part(100, d, 2), 500000);
     assert_int_equal(gs_lim_weight_part(70, d, 1), 700000);
     assert_int_equal(gs_lim_weight_part(0, d, 0), GS_LIM_PPM);
-    assert_int_equal(gs_lim_count_busy(d, 2), 2);
-    struct gs_lim_demand idle[3] = { { 30, 2000, 0, 0 }, { 70, GS_LIM_SEEN_PPM - 1, 0, 0 }, { 10, 0, 1, 0 } };
-    assert_int_equal(gs_lim_count_busy(idle, 2), 0); /* a notebook between its cells */
-    assert_int_equal(gs_lim_count_busy(idle, 3), 1); /* one that waits counts whatever it used */
+    assert_int_equal(gs_lim_count_busy(d, 2, GS_LIM_OUTER_NS), 2);
+    struct gs_lim_demand idle[3] = { { 30, 2000, 0, 0, 0 }, { 70, GS_LIM_SEEN_PPM - 1, 0, 0, 0 }, { 10, 0, 1, 0, 0 } };
+    assert_int_equal(gs_lim_count_busy(idle, 2, GS_LIM_OUTER_NS), 0); /* a notebook between its cells */
+    assert_int_equal(gs_lim_count_busy(idle, 3, GS_LIM_OUTER_NS), 1); /* one that waits counts whatever it used */
+    d[0].quiet_ns = GS_LIM_OUTER_NS + 1; /* nothing launched all the interval: the turn before ours */
+    assert_int_equal(gs_lim_count_busy(d, 2, GS_LIM_OUTER_NS), 1);
+    assert_int_equal(gs_lim_count_busy(d, 2, 2 * GS_LIM_OUTER_NS), 2); /* a longer interval: it blurred it */
     assert_false(gs_lim_any_wants_more(d, 2));
     d[1].wants_more = 1;
     assert_true(gs_lim_any_wants_more(d, 2));
@@ -475,7 +479,7 @@ static void a_device_busy_well_under_the_cap_bounds_the_charge(void **state)
     assert_int_equal(gs_lim_correction_bound(0, 900000, 450000), GS_LIM_PPM);
     assert_int_equal(gs_lim_correction_bound(GS_LIM_MIN_CORR, 0, 900000), GS_LIM_MIN_CORR);
     /* published: the device's busy time beyond the others' uses, at most the charge */
-    struct gs_lim_demand tr = { 30, 300000, 0, 0 };
+    struct gs_lim_demand tr = { 30, 300000, 0, 0, 0 };
     assert_int_equal(gs_lim_bound_use(450000, 450000, &tr, 1), 150000);
     assert_int_equal(gs_lim_bound_use(100000, 450000, &tr, 1), 100000);
     assert_int_equal(gs_lim_bound_use(450000, 200000, &tr, 1), 0);
@@ -493,7 +497,7 @@ static void a_capped_service_back_from_idle_is_not_charged_past_its_cap_by_the_i
     struct gs_lim_account a;
     account(&a, GS_LIM_CAP, 70, 100);
     a.corr_ppm = 500000;
-    struct gs_lim_demand training = { 100, 300000, 1, 300000 };
+    struct gs_lim_demand training = { 100, 300000, 1, 300000, 0 };
     struct gs_outer_in in = outer_in(540000, -1, -1, 440000, &training, 1);
     struct gs_outer_out o;
     gs_lim_outer_decide(&a, &in, &o);
@@ -514,7 +518,7 @@ static void a_c_above_one_learnt_alone_is_not_carried_from_an_idle_beside_a_busy
     account(&share, GS_LIM_SHARE, 0, 70);
     account(&cap, GS_LIM_CAP, 70, 100);
     share.corr_ppm = cap.corr_ppm = GS_LIM_MAX_CORR;
-    struct gs_lim_demand training = { 30, 990000, 1, 0 };
+    struct gs_lim_demand training = { 30, 990000, 1, 0, 0 };
     struct gs_outer_in in = outer_in(0, 0, 110000, 1000000, &training, 1);
     in.now = 90000 * MS;
     in.interval_ns = 82000 * MS;
@@ -537,21 +541,21 @@ static void a_share_container_borrowing_a_light_neighbours_part_yields(void **st
 {
     (void)state;
     /* training weight 30 using 0.85 beside a decoder weight 70 using 0.20 */
-    struct gs_lim_demand dec = { 70, 200000, 0, 0 };
+    struct gs_lim_demand dec = { 70, 200000, 0, 0, 0 };
     assert_true(gs_lim_yields(30, 850000, &dec, 1));
     /* the decoder itself is under its part: it never yields */
-    struct gs_lim_demand tr = { 30, 850000, 1, 0 };
+    struct gs_lim_demand tr = { 30, 850000, 1, 0, 0 };
     assert_false(gs_lim_yields(70, 200000, &tr, 1));
     /* within our own part there is nothing borrowed */
     assert_false(gs_lim_yields(30, 300000, &dec, 1));
     /* a neighbour that wants more, or barely runs, or uses its whole part, is not light */
-    struct gs_lim_demand wants = { 70, 200000, 1, 0 }, idle = { 70, GS_LIM_SEEN_PPM - 1, 0, 0 },
-                         full = { 70, 700000, 0, 0 };
+    struct gs_lim_demand wants = { 70, 200000, 1, 0, 0 }, idle = { 70, GS_LIM_SEEN_PPM - 1, 0, 0, 0 },
+                         full = { 70, 700000, 0, 0, 0 };
     assert_false(gs_lim_yields(30, 850000, &wants, 1));
     assert_false(gs_lim_yields(30, 850000, &idle, 1));
     assert_false(gs_lim_yields(30, 850000, &full, 1));
     /* one light one among others is enough; alone nothing to yield to */
-    struct gs_lim_demand two[2] = { { 30, 400000, 1, 0 }, { 40, 100000, 0, 0 } };
+    struct gs_lim_demand two[2] = { { 30, 400000, 1, 0, 0 }, { 40, 100000, 0, 0, 0 } };
     assert_true(gs_lim_yields(30, 500000, two, 2));
     assert_false(gs_lim_yields(30, 900000, NULL, 0));
 }
@@ -559,13 +563,13 @@ static void a_share_container_borrowing_a_light_neighbours_part_yields(void **st
 static void a_share_container_queued_all_the_time_or_over_its_part_wants_more(void **state)
 {
     (void)state;
-    struct gs_lim_demand other = { 30, 450000, 1, 0 };
+    struct gs_lim_demand other = { 30, 450000, 1, 0, 0 };
     /* weight 70 time-sliced to 0.47 with its work always queued */
     assert_true(gs_lim_share_wants_more(70, 470000, 990000, &other, 1));
     /* a decoder using 0.1, its kernels waiting for the other's slices at times */
     assert_false(gs_lim_share_wants_more(70, 100000, 300000, &other, 1));
     /* the 30 side past its part wants more however it is occupied */
-    struct gs_lim_demand seventy = { 70, 470000, 0, 0 };
+    struct gs_lim_demand seventy = { 70, 470000, 0, 0, 0 };
     assert_true(gs_lim_share_wants_more(30, 450000, 500000, &seventy, 1));
     assert_false(gs_lim_share_wants_more(30, 300000, GS_LIM_QUEUED_PPM - 1, &seventy, 1));
     /* alone there is nobody to want more from */
