@@ -4,7 +4,9 @@ Prints each capturns line as load, cap, process, the ratio to the alone
 process and to the mean of every process of its turns without the
 interposer (ratio_refs; computed here for lines written before gputime.py
 reported it), with NVML's SM clock, draw and device utilisation in its turns
-and the alone process's, by part of a turn (where the line has them), then,
+and the alone process's, by part of a turn (where the line has them), and
+the goal min(1, p / u) - 0.05 with u the alone process's utilisation over
+the rest of its turns (the first second still holds the turn before), then,
 per debug log of --logs DIR, how often the limited
 tenant's windows opened in debt, how long it waited for tokens and what its
 probes and markers cost (the cost report at its exit)."""
@@ -33,11 +35,22 @@ def capturns(paths):
         for d in rows:
             refs_ratio = d.get("ratio_refs", d["ratio"] / mean)
             print(f"{load:9} {scenario[len('capturns'):]:>4} {d['lib']:16} ratio {d['ratio']:.3f}  "
-                  f"refs {refs_ratio:.3f} ({d.get('refs', len(refs))})  {d.get('tag', '')}")
+                  f"refs {refs_ratio:.3f} ({d.get('refs', len(refs))})  {goal(d)}{d.get('tag', '')}")
             for who, parts in d.get("nvml", {}).items():
                 for part, v in parts.items():
                     print(f"{'':16}{who:7} {part:9} {v['sm_mhz']:5} MHz {v['power_w']:6.1f} W "
                           f"util {v['util']:5.1f} % power-capped {v['power_capped']:.2f}")
+
+
+def goal(d):
+    """'u U goal G met/missed  ' for a capturns line whose alone process's
+    turns NVML measured, else ''."""
+    rest = [v for part, v in d.get("nvml", {}).get("alone", {}).items() if not part.startswith("0.3-")]
+    if not rest or not rest[0]["util"]:
+        return ""
+    u = rest[0]["util"] / 100
+    g = min(1.0, int(d["scenario"][len("capturns"):]) / 100 / u) - 0.05
+    return f"u {u:.3f} goal {g:.3f} {'met' if d['ratio'] >= g else 'MISSED'}  "
 
 
 def logs(dirs):
