@@ -76,7 +76,7 @@ static struct outer_view outer_view_of(const struct gs_lim_account *a, const str
      * ours, still active lately, had a launch-bound load capped at 30 on
      * an H200 charged its CPU gaps at c 1 and held under its cap through a
      * turn's first second */
-    v.nb = gs_lim_count_busy(in->dem, in->ndem, in->interval_ns);
+    v.nb = gs_lim_count_busy(in->dem, in->ndem, gs_lim_quiet_span(in->interval_ns));
     v.bounded = v.nb > 0 && a->mode == GS_LIM_CAP && dev >= 0 && gs_lim_bound_holds((uint64_t)dev, a->limit_pct);
     /* per-process smUtil adding up to more than the device was busy is
      * occupancy, not a share; beside busy ledger members the split is no

@@ -52,7 +52,6 @@ struct tdev {
     uint8_t graph_last;                            /* the last launch was a CUDA graph's */
     uint8_t graph_marks;                           /* launches after the interval's last graph still marked each */
     int nstreams;
-    uint32_t tick;
     uint32_t in_interval;    /* launches in the current busy interval */
     uint32_t at_mark;        /* ... up to and including the one its last marker follows */
     uint32_t since_mark;     /* launches since the last marker */
@@ -60,6 +59,7 @@ struct tdev {
     uint64_t last_launch_ns; /* clock at the last launch of the window */
     uint64_t mark_ns;        /* clock at the last marker */
     uint64_t slot_end_ns;    /* the end of the turn-frame slot the last window took the turn in; 0: none */
+    uint64_t touched_ns;     /* running free: when it last marked itself active in the ledger */
     struct gs_lim_window w;
     CUstream streams[MAX_STREAMS];
     CUevent drain[MAX_STREAMS];
@@ -474,8 +474,14 @@ int gs_compute_before(CUstream s, int graph)
             gs_compute_sync_leave();
         }
         uint64_t coarse = gs_compute_coarse_now();
-        if ((++t->tick & 63) == 0)
-            touch_ledger(d, coarse); /* the others see us active */
+        if (coarse - t->touched_ns >= GS_LIM_DEFAULT_PERIOD_NS) {
+            /* the others see us active, by time, not launches: a member
+             * quiet for an outer interval counts as no busy neighbour
+             * (gs_lim_count_busy), and a free run of long kernels launched
+             * rarely must not look quiet while they run */
+            t->touched_ns = coarse;
+            touch_ledger(d, coarse);
+        }
         gs_compute_outer(r, d, coarse);
         return -1;
     }

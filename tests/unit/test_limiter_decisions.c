@@ -308,6 +308,15 @@ static void a_member_quiet_all_the_interval_blurs_nothing(void **state)
     gs_lim_outer_decide(&a, &in, &o);
     assert_int_equal(o.corr, GS_LIM_PPM);
     assert_false(o.graph_coarse);
+    /* a short interval: a member inside one window (two periods at most)
+     * shows no sign of it, and still counts */
+    in.interval_ns = 30 * MS;
+    before.quiet_ns = 90 * MS;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.corr, GS_LIM_PPM);
+    before.quiet_ns = 2 * GS_LIM_DEFAULT_PERIOD_NS + MS;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_true(o.corr < GS_LIM_PPM);
 }
 
 /* A capped container beside a ledger member that published no use (a
