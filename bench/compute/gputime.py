@@ -66,10 +66,16 @@ class Busy:
         inside = [(u, cp) for t, u, cp in self.vals if r.get("t0", 0) + 0.5 <= t <= r.get("t1", 0)]
         cps = [cp for _, cp in inside if cp]
         if cps:
-            self.nvml = {"sm_mhz": round(sum(c[0] for c in cps) / len(cps)),
-                         "power_w": round(sum(c[1] for c in cps) / len(cps), 1),
-                         "power_capped": round(sum(1 for c in cps if c[3] & 0x4) / len(cps), 2)}
+            self.nvml = clock_power_means(cps)
         return sum(u for u, _ in inside) / len(inside) / 100 if inside else -1
+
+
+def clock_power_means(cps):
+    """Mean SM MHz and power W of nvml_probe clock_power() readings, and the
+    fraction of them with the power cap holding the clock."""
+    return {"sm_mhz": round(sum(c[0] for c in cps) / len(cps)),
+            "power_w": round(sum(c[1] for c in cps) / len(cps), 1),
+            "power_capped": round(sum(1 for c in cps if c[3] & 0x4) / len(cps), 2)}
 
 
 def idle_power():
@@ -171,8 +177,7 @@ class TurnMonitor:
         while not self.stop.wait(0.025):
             turn, since = self.turn, self.since
             if turn is not None:
-                clock, power, util, reasons = self.nv.clock_power()
-                self.samples.setdefault(turn, []).append((time.time() - since, clock, power, util, reasons))
+                self.samples.setdefault(turn, []).append((time.time() - since, self.nv.clock_power()))
 
     def done(self):
         self.stop.set()
@@ -184,12 +189,10 @@ class TurnMonitor:
         and the fraction of samples with the power cap holding the clock."""
         out = {}
         for lo, hi in self.PARTS:
-            v = [x for x in self.samples.get(turn, []) if lo <= x[0] < hi]
-            if v:
-                out[f"{lo}-{min(hi, 2.5)}s"] = {"sm_mhz": round(sum(x[1] for x in v) / len(v)),
-                                                 "power_w": round(sum(x[2] for x in v) / len(v), 1),
-                                                 "util": round(sum(x[3] for x in v) / len(v), 1),
-                                                 "power_capped": round(sum(1 for x in v if x[4] & 0x4) / len(v), 2)}
+            cps = [cp for since, cp in self.samples.get(turn, []) if lo <= since < hi]
+            if cps:
+                out[f"{lo}-{min(hi, 2.5)}s"] = {**clock_power_means(cps),
+                                                 "util": round(sum(c[2] for c in cps) / len(cps), 1)}
         return out
 
 
