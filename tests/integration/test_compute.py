@@ -1197,6 +1197,39 @@ def test_a_decoder_like_tenant_capped_at_30_stops_waiting_soon_after_its_busy_ne
     assert after <= 0.05 * r["elapsed_us"] / 1e6, (r, dev)
 
 
+def burst_rate(r):
+    """Bursts a second of a client's `burst` reply."""
+    return r["bursts"] / (r["elapsed_us"] / 1e6)
+
+
+def test_a_launch_bound_tenant_taking_its_turn_after_another_is_not_charged_its_gaps(world):
+    """Two containers capped at 15 take turns of 0.6 s, each load bursts
+    of 16 launch-bound kernels (8 us, 10 us of CPU spun between them: under
+    the fine probe's gap, so c about 0.45 alone takes them out) and a
+    sleep of 0.3 ms (a tenant that spun all its turn ran beside the
+    four-tenant tests on a 2-core CI machine and starved them). The
+    container whose turn has just ended stays active in the ledger for two
+    outer runs; counted as a busy neighbour, it set c to 1, which charged
+    the gaps as GPU time (an H200 ran a launch-bound matmul capped at 30 at
+    0.22-0.26 busy through a turn's first second). A member that launched
+    nothing all the interval an outer run reads is no busy neighbour: a
+    turn after the other's runs at the rate of one after its own (1.04-1.14
+    of it; 0.83-0.84 in the second turn with 57fa95b's library, red)."""
+    w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1)
+    a, b = (start(w, 8, env={"GPUSLICE_REGION": str(w.tmp / f"{n}.region"), "GPUSLICE_CORES": "15"})
+            for n in ("a", "b"))
+    b.ok("burst 16 300 1.5 10")  # learns c alone
+    steady = burst_rate(b.ok("burst 16 300 1.0 10"))
+    turns = []
+    for _ in range(2):
+        a.ok("burst 16 300 0.6 10")
+        turns.append(burst_rate(b.ok("burst 16 300 0.6 10")))
+    a.close()
+    b.close()
+    print(f"steady {steady:.0f} bursts/s; in turns after the other's, of that: {[round(t / steady, 3) for t in turns]}")
+    assert min(turns) >= 0.95 * steady, (steady, turns)
+
+
 def test_a_capped_tenant_far_under_its_cap_runs_free_and_is_held_to_it_once_it_grows(world, tmp_path):
     """A decoder-like tenant (16 launches 40 us apart, then a sync: 0.24
     busy) alone under cap 50 is far under it: once the device reads under
