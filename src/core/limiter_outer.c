@@ -95,11 +95,15 @@ static struct outer_view outer_view_of(const struct gs_lim_account *a, const str
     return v;
 }
 
-/* Whether the last outer run saw the device busier than our use by more
- * than GS_LIM_BUSY_PPM: others were busy beside us. */
+/* Whether the last outer run saw us busy and the device busier than our
+ * use by more than GS_LIM_BUSY_PPM: others were busy beside us. A run that
+ * read others while we idled (back from an idle) says nothing of our c: a
+ * launch-bound load capped at 30 on an H200 forgot a c learnt alone at
+ * each turn start, and ran 0.15-0.17 busy while it learnt it afresh. */
 static int was_beside_others(const struct gs_lim_account *a)
 {
-    return LD(&a->dev_ppm) > LD(&a->use_ppm) + GS_LIM_BUSY_PPM;
+    uint32_t use = LD(&a->use_ppm);
+    return use >= GS_LIM_BUSY_PPM && LD(&a->dev_ppm) > use + GS_LIM_BUSY_PPM;
 }
 
 /* Our use as a cap running free sees it: the device's busy time less the

@@ -283,6 +283,41 @@ static void c_learnt_beside_others_is_forgotten_once_nobody_else_is_busy(void **
     assert_false(gs_lim_nobody_else(-1, 0, 30000));
 }
 
+/* An H200's readings (occupancy, ours, others, device) of a launch-bound
+ * load capped at 30 that learnt c 0.41 alone in its turn and idled 12.5 s
+ * through others' turns: the run back from the idle read the device 0.31
+ * busy, none of it ours, and the next one, alone again, read more of us
+ * in the samples than the device was busy (occupancy-like, no measure of
+ * us). Taken as a c learnt beside others, c was forgotten, learnt afresh
+ * from 1 over six runs, and the load ran 0.15-0.17 busy through its turn's
+ * first second. Reading others while we idled says nothing of our c. */
+static void a_c_learnt_alone_outlives_an_idle_while_others_ran(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 30, 100);
+    a.corr_ppm = 413070;
+    a.dev_ppm = 270000; /* the turn's last run: alone, ours 0.27 */
+    a.use_ppm = 270000;
+    struct gs_outer_in back = outer_in(13263, 1666, 61666, 310000, NULL, 0);
+    back.interval_ns = 12500 * MS;
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &back, &o);
+    gs_lim_outer_apply(&a, &o, back.now);
+    assert_int_equal(a.corr_ppm, 413070); /* a slept run learns nothing */
+    struct gs_outer_in next = outer_in(788827, 390000, 0, 330000, NULL, 0);
+    gs_lim_outer_decide(&a, &next, &o);
+    gs_lim_outer_apply(&a, &o, next.now);
+    assert_false(gs_lim_learning(&a));
+    assert_in_range(a.corr_ppm, 413070, 500000); /* the device's 0.33-0.39 of 0.79, half-way */
+    /* c learnt beside a neighbour that ran with us is forgotten as before */
+    a.corr_ppm = 800000;
+    a.dev_ppm = 900000;
+    a.use_ppm = 200000;
+    gs_lim_outer_decide(&a, &next, &o);
+    assert_int_equal(o.corr, 0);
+}
+
 /* An H200's second reading of a turn (occupancy, ours, device; nobody
  * else in the samples) of a launch-bound load capped at 30 (c 0.44 learnt
  * alone), after another container's turn: that one is still active lately
@@ -610,6 +645,7 @@ int main(void)
         cmocka_unit_test(samples_are_no_measure_beside_a_quiet_member_nvml_sees_busy),
         cmocka_unit_test(a_reading_alone_that_halves_c_is_taken_whole),
         cmocka_unit_test(c_learnt_beside_others_is_forgotten_once_nobody_else_is_busy),
+        cmocka_unit_test(a_c_learnt_alone_outlives_an_idle_while_others_ran),
         cmocka_unit_test(a_member_quiet_all_the_interval_blurs_nothing),
         cmocka_unit_test(a_held_share_container_with_work_queued_all_the_time_wants_more),
         cmocka_unit_test(a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not),
