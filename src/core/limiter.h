@@ -404,12 +404,16 @@ int gs_lim_share_wants_more(unsigned weight, uint64_t use_ppm, uint64_t occ_ppm,
  * outer interval of that length (its windows last two periods at most). */
 #define GS_LIM_SEEN_PPM 10000U
 unsigned gs_lim_count_busy(const struct gs_lim_demand *others, unsigned n, uint64_t within_ns);
-/* The span a member must have been quiet for to blur nothing of an outer
- * interval: the interval, and at least a window's longest (two periods),
- * through which a member that opened it launches without a sign. */
+/* The span a member must have been quiet for to blur little of an outer
+ * interval: half of it (one that went quiet earlier shared at most its
+ * first half with us: on an H200 the tenant of the turn before ours, whose
+ * last launches came a few ms into our turn, counted busy at half of our
+ * turns' first readings and set c to 1), and at least a window's longest
+ * (two periods), through which a member that opened it launches without a
+ * sign. */
 static inline uint64_t gs_lim_quiet_span(uint64_t interval_ns)
 {
-    return interval_ns > 2 * GS_LIM_DEFAULT_PERIOD_NS ? interval_ns : 2 * GS_LIM_DEFAULT_PERIOD_NS;
+    return interval_ns / 2 > 2 * GS_LIM_DEFAULT_PERIOD_NS ? interval_ns / 2 : 2 * GS_LIM_DEFAULT_PERIOD_NS;
 }
 
 /* Whether any of the n others wants more than it gets (waits for tokens). */

@@ -324,8 +324,10 @@ static void a_c_learnt_alone_outlives_an_idle_while_others_ran(void **state)
  * and published its use, but launched nothing all this interval. Counted
  * as a busy neighbour, it set c to 1, and the load, charged its CPU gaps,
  * ran 0.12-0.17 busy for the rest of the turn's first second. It blurs
- * nothing: the samples measure us. A member that launched within the
- * interval still counts. */
+ * nothing: the samples measure us. Nor does one whose last launch came a
+ * few ms into the interval (that tenant again, still finishing its turn as
+ * ours began: counted, it set c to 1 at half of the turns' first readings).
+ * A member that launched in the interval's second half still counts. */
 static void a_member_quiet_all_the_interval_blurs_nothing(void **state)
 {
     (void)state;
@@ -339,7 +341,10 @@ static void a_member_quiet_all_the_interval_blurs_nothing(void **state)
     gs_lim_outer_decide(&a, &in, &o);
     assert_in_range(o.corr, 436350, 620000);     /* ours / occupancy 0.61, half-way from 0.44 */
     assert_true(o.graph_coarse);                 /* the samples measure us */
-    before.quiet_ns = GS_LIM_OUTER_NS - 20 * MS; /* it launched in this interval */
+    before.quiet_ns = GS_LIM_OUTER_NS - 20 * MS; /* its last launch 20 ms into the interval */
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_in_range(o.corr, 436350, 620000);
+    before.quiet_ns = GS_LIM_OUTER_NS / 2 - 10 * MS; /* it launched in the second half */
     gs_lim_outer_decide(&a, &in, &o);
     assert_int_equal(o.corr, GS_LIM_PPM);
     assert_false(o.graph_coarse);
