@@ -377,7 +377,14 @@ static void samples_are_no_measure_beside_a_quiet_member_nvml_sees_busy(void **s
     assert_false(o.graph_coarse);
     assert_true(o.corr >= GS_LIM_PPM * 9 / 10);
     assert_true(o.use_ppm >= 300000); /* its charge, not NVML's share */
-    in.others_ppm = 20000;            /* NVML saw the member barely run: the samples measure us */
+    /* nor does a member that claims it launched nothing for ages (its
+     * ledger slot's active_ns is its own to write) while NVML sees others
+     * busy: the samples still measure nobody */
+    quiet.quiet_ns = UINT64_MAX;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_false(o.graph_coarse);
+    assert_true(o.corr >= GS_LIM_PPM * 9 / 10);
+    in.others_ppm = 20000; /* NVML saw the member barely run: the samples measure us */
     in.our_ppm = 350000;
     gs_lim_outer_decide(&a, &in, &o);
     assert_true(o.graph_coarse);
