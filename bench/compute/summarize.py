@@ -6,10 +6,12 @@ interposer (ratio_refs; computed here for lines written before gputime.py
 reported it), with NVML's SM clock, draw and device utilisation in its turns
 and the alone process's, by part of a turn (where the line has them), and
 the goal min(1, p / u) - 0.05 with u the alone process's utilisation over
-the rest of its turns (the first second still holds the turn before), then,
-per debug log of --logs DIR, how often the limited
-tenant's windows opened in debt, how long it waited for tokens and what its
-probes and markers cost (the cost report at its exit)."""
+the rest of its turns (the first second still holds the turn before), and
+each library's mean over its processes (identical processes differ by up
+to a tenth: an A/B reads the means); then, per debug log of --logs DIR, how
+often the limited tenant's windows opened in debt, how often it went free
+and back to windows and forgot c, how long it waited for tokens and what
+its probes and markers cost (the cost report at its exit)."""
 import argparse
 import collections
 import json
@@ -40,6 +42,11 @@ def capturns(paths):
                 for part, v in parts.items():
                     print(f"{'':16}{who:7} {part:9} {v['sm_mhz']:5} MHz {v['power_w']:6.1f} W "
                           f"util {v['util']:5.1f} % power-capped {v['power_capped']:.2f}")
+        by_lib = collections.defaultdict(list)
+        for d in rows:
+            by_lib[d["lib"].rstrip("0123456789-")].append(d["ratio"])
+        print(f"{load:9} {scenario[len('capturns'):]:>4} means: " +
+              ", ".join(f"{lib} {sum(r) / len(r):.3f} ({len(r)})" for lib, r in by_lib.items()))
 
 
 def goal(d):
@@ -62,7 +69,9 @@ def logs(dirs):
                 continue  # a tenant without the limiter
             costs = {m.group(2).strip(): (int(m.group(1)), float(m.group(3)), float(m.group(4)))
                      for m in COST.finditer(text)}
-            parts = [f"{name}: {text.count('tokens -')} windows opened in debt"]
+            parts = [f"{name}: {text.count('tokens -')} windows opened in debt",
+                     f"free runs {text.count(': running free at')} begun, {text.count(': back to windows at')} ended",
+                     f"c forgotten {text.count('(not learnt)')} times"]
             for what in REPORTED:
                 if what in costs:
                     n, ms, each = costs[what]
