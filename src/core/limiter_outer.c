@@ -72,10 +72,10 @@ static struct outer_view outer_view_of(const struct gs_lim_account *a, const str
     int64_t our = in->our_ppm, dev = in->dev_ppm;
     /* a notebook that runs a small kernel now and then is active but does
      * not blur anyone's time (gs_lim_count_busy), nor does a member that
-     * showed no demand all this interval: the tenant of the turn before
-     * ours, still active lately, had a launch-bound load capped at 30 on
-     * an H200 charged its CPU gaps at c 1 and held under its cap through a
-     * turn's first second */
+     * showed no demand in this interval's second half (gs_lim_quiet_span):
+     * the tenant of the turn before ours, still active lately, had a
+     * launch-bound load capped at 30 on an H200 charged its CPU gaps at
+     * c 1 and held under its cap through a turn's first second */
     v.nb = gs_lim_count_busy(in->dem, in->ndem, gs_lim_quiet_span(in->interval_ns));
     v.bounded = v.nb > 0 && a->mode == GS_LIM_CAP && dev >= 0 && gs_lim_bound_holds((uint64_t)dev, a->limit_pct);
     /* per-process smUtil adding up to more than the device was busy is

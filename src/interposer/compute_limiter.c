@@ -476,9 +476,11 @@ int gs_compute_before(CUstream s, int graph)
         uint64_t coarse = gs_compute_coarse_now();
         if (coarse - t->touched_ns >= GS_LIM_DEFAULT_PERIOD_NS) {
             /* the others see us active, by time, not launches: a member
-             * quiet for an outer interval counts as no busy neighbour
-             * (gs_lim_count_busy), and a free run of long kernels launched
-             * rarely must not look quiet while they run */
+             * quiet for half an outer interval counts as no busy neighbour
+             * (gs_lim_quiet_span), and a free run of long kernels launched
+             * rarely must not look quiet while they run (one kernel longer
+             * than that does, over its tail: NVML's samples still show it
+             * to the others, whose own samples then measure nobody) */
             t->touched_ns = coarse;
             touch_ledger(d, coarse);
         }
