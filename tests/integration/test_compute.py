@@ -1207,14 +1207,17 @@ def test_a_launch_bound_tenant_taking_its_turn_after_another_is_not_charged_its_
     of 16 launch-bound kernels (8 us, 10 us of CPU spun between them: under
     the fine probe's gap, so c about 0.45 alone takes them out) and a
     sleep of 0.3 ms (a tenant that spun all its turn ran beside the
-    four-tenant tests on a 2-core CI machine and starved them). The
+    four-tenant tests on a 2-core CI machine and starved them). Each turn
+    begins 20 ms before the other's ends, as turns on an H200 did. The
     container whose turn has just ended stays active in the ledger for two
     outer runs; counted as a busy neighbour, it set c to 1, which charged
     the gaps as GPU time (an H200 ran a launch-bound matmul capped at 30 at
     0.22-0.26 busy through a turn's first second). A member that launched
-    nothing all the interval an outer run reads is no busy neighbour: a
-    turn after the other's runs at the rate of one after its own (1.04-1.14
-    of it; 0.83-0.84 in the second turn with 57fa95b's library, red)."""
+    nothing in the second half of the interval an outer run reads is no
+    busy neighbour: a turn after the other's runs at the rate of one after
+    its own (1.03-1.15 of it, also beside two CPU hogs; 0.85 in the second
+    turn with 0f1f80d's library, which counted a member launching anywhere
+    in the interval, 0.87 with 57fa95b's: red)."""
     w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1)
     a, b = (start(w, 8, env={"GPUSLICE_REGION": str(w.tmp / f"{n}.region"), "GPUSLICE_CORES": "15"})
             for n in ("a", "b"))
@@ -1222,8 +1225,11 @@ def test_a_launch_bound_tenant_taking_its_turn_after_another_is_not_charged_its_
     steady = burst_rate(b.ok("burst 16 300 1.0 10"))
     turns = []
     for _ in range(2):
-        a.ok("burst 16 300 0.6 10")
+        other = threading.Thread(target=a.ok, args=("burst 16 300 0.6 10",))
+        other.start()
+        sim_sleep(0.58)
         turns.append(burst_rate(b.ok("burst 16 300 0.6 10")))
+        other.join()
     a.close()
     b.close()
     print(f"steady {steady:.0f} bursts/s; in turns after the other's, of that: {[round(t / steady, 3) for t in turns]}")
