@@ -359,6 +359,43 @@ static void a_member_quiet_all_the_interval_blurs_nothing(void **state)
     assert_true(o.corr < GS_LIM_PPM);
 }
 
+/* An H200's readings of a decoder capped at 30 running free (c 0.16)
+ * at its turn's start: the run back from its idle (no samples, the device
+ * 0.22 busy, the tenant of the turn before active in the ledger), then the
+ * turn's first run (ours 0.03, nobody else in the samples, the device
+ * 0.15), that tenant's last launch a few ms into our turn. Counted as a
+ * busy neighbour, it had the device's busy time beyond ours read as its
+ * own, and after the idle run's 0.22 the free run ended: the decoder went
+ * back to windows and learnt c again (7 times in four processes over two
+ * calls). Quiet for the interval's second half it is none (once in four);
+ * launching in it, it still ends the free run. */
+static void a_free_run_outlives_the_tenant_of_the_turn_before(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 30, 100);
+    a.corr_ppm = 158719;
+    a.rate_ppm = GS_LIM_PPM; /* running free */
+    a.tokens = 15 * (int64_t)MS;
+    struct gs_lim_demand before = { 100, 200000, 0, 300000, 0 };
+    struct gs_outer_in back = outer_in(0, -1, -1, 220000, &before, 1);
+    back.interval_ns = 14000 * MS;
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &back, &o);
+    assert_int_equal(o.target, GS_LIM_PPM); /* a run back from an idle ends none */
+    gs_lim_outer_apply(&a, &o, back.now);
+    assert_true(a.others_ppm >= GS_LIM_BUSY_PPM);
+    struct gs_outer_in first = outer_in(0, 30000, 0, 150000, &before, 1);
+    before.quiet_ns = GS_LIM_OUTER_NS - 5 * MS;
+    gs_lim_outer_decide(&a, &first, &o);
+    assert_int_equal(o.target, GS_LIM_PPM);
+    assert_int_equal(o.corr, 158719);
+    before.quiet_ns = GS_LIM_OUTER_NS / 2 - 10 * MS;
+    gs_lim_outer_decide(&a, &first, &o);
+    assert_int_equal(o.target, 300000);
+    assert_int_equal(o.corr, 0);
+}
+
 /* A capped container beside a ledger member that published no use (a
  * capped decoder under the device bound, beside our larger published use)
  * while NVML's samples gave others a quarter of the device: the samples,
@@ -658,6 +695,7 @@ int main(void)
         cmocka_unit_test(a_reading_alone_that_halves_c_is_taken_whole),
         cmocka_unit_test(c_learnt_beside_others_is_forgotten_once_nobody_else_is_busy),
         cmocka_unit_test(a_c_learnt_alone_outlives_an_idle_while_others_ran),
+        cmocka_unit_test(a_free_run_outlives_the_tenant_of_the_turn_before),
         cmocka_unit_test(a_member_quiet_all_the_interval_blurs_nothing),
         cmocka_unit_test(a_held_share_container_with_work_queued_all_the_time_wants_more),
         cmocka_unit_test(a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not),
