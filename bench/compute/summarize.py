@@ -10,8 +10,9 @@ the rest of its turns (the first second still holds the turn before), and
 each library's mean over its processes (identical processes differ by up
 to a tenth: an A/B reads the means); then, per debug log of --logs DIR, how
 often the limited tenant's windows opened in debt, how often it went free
-and back to windows and forgot c, how long it waited for tokens and what
-its probes and markers cost (the cost report at its exit)."""
+and back to windows, how many outer runs found c not learnt (a new
+process's first, and each after c was forgotten), how long it waited for
+tokens and what its probes and markers cost (the cost report at its exit)."""
 import argparse
 import collections
 import json
@@ -71,7 +72,7 @@ def logs(dirs):
                      for m in COST.finditer(text)}
             parts = [f"{name}: {text.count('tokens -')} windows opened in debt",
                      f"free runs {text.count(': running free at')} begun, {text.count(': back to windows at')} ended",
-                     f"c forgotten {text.count('(not learnt)')} times"]
+                     f"outer runs with c not learnt {text.count('(not learnt)')}"]
             for what in REPORTED:
                 if what in costs:
                     n, ms, each = costs[what]
