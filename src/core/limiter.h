@@ -129,12 +129,23 @@ static inline int gs_lim_outer_idled(uint64_t interval_ns, int64_t our_ppm)
     return gs_lim_outer_slept(interval_ns) && our_ppm < GS_LIM_IDLED_PPM;
 }
 
+/* Whether a stamp another thread wrote (at) lies within span before now,
+ * or after it: a reader's clock may be older than the stamp. An outer run
+ * reads the clock, then NVML for 2-4 ms; a launching thread that woke from
+ * a token wait meanwhile stamped its wait past that clock, and taken as
+ * ages ago (unsigned now - at), a GPU-bound load capped at 10 on an H200
+ * ran free for a run, 0.96 busy, and owed 0.5 s. */
+static inline int gs_lim_recent(uint64_t at, uint64_t now, uint64_t span)
+{
+    return at > now || now - at < span;
+}
+
 /* A container that waited for its tokens within this long is throttled:
  * its windows take the device ledger's turn (docs/compute.md). */
 #define GS_LIM_THROTTLED_NS 500000000ULL
 static inline int gs_lim_throttled(const struct gs_lim_account *a, uint64_t now)
 {
-    return now - __atomic_load_n(&a->throttled_ns, __ATOMIC_RELAXED) < GS_LIM_THROTTLED_NS;
+    return gs_lim_recent(__atomic_load_n(&a->throttled_ns, __ATOMIC_RELAXED), now, GS_LIM_THROTTLED_NS);
 }
 
 /* The first launches of each busy interval that get a marker each (see

@@ -354,7 +354,7 @@ int gs_compute_collective_spun(int d, uint64_t now)
     if (d < 0 || d >= GS_REGION_MAX_DEVICES)
         return 0;
     uint64_t at = __atomic_load_n(&g_dev[d].spun_ns, __ATOMIC_RELAXED);
-    return at && now - at < GS_LIM_THROTTLED_NS;
+    return at && gs_lim_recent(at, now, GS_LIM_THROTTLED_NS);
 }
 
 void gs_compute_step_mark(struct gs_region *r, int collective)

@@ -680,6 +680,34 @@ static void a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not(void
     assert_int_equal(o.free_tokens_ns, 0);
 }
 
+/* From an H200's log: a GPU-bound matmul capped at 10, held for tokens at
+ * every window, read 0.06-0.07 busy (its clock boosted, s 1.37), under the
+ * device bound of 0.08. The outer thread read the clock, then NVML for a
+ * few ms, while the launching thread woke from a token wait and stamped it
+ * past that clock; taken as a wait ages ago, the cap ran free, 0.96 busy
+ * for a run, and owed 0.5 s. A stamp after the run's clock is a wait now. */
+static void a_wait_stamped_after_the_outer_runs_clock_holds_the_cap(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 10, 100);
+    a.corr_ppm = 891833;
+    a.speed_ppm = 1368170;
+    a.dev_ppm = 60000;
+    struct gs_outer_in in = outer_in(79544, 70000, 0, 70000, NULL, 0);
+    struct gs_outer_out o;
+    a.throttled_ns = in.now + 2 * MS;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.target, 100000);
+    a.throttled_ns = in.now - 100 * MS;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.target, 100000);
+    /* the same readings with no wait lately: far under the cap, it runs free */
+    a.throttled_ns = in.now - GS_LIM_THROTTLED_NS;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.target, GS_LIM_PPM);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -699,6 +727,7 @@ int main(void)
         cmocka_unit_test(a_member_quiet_all_the_interval_blurs_nothing),
         cmocka_unit_test(a_held_share_container_with_work_queued_all_the_time_wants_more),
         cmocka_unit_test(a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not),
+        cmocka_unit_test(a_wait_stamped_after_the_outer_runs_clock_holds_the_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
