@@ -6,7 +6,8 @@ interposer (ratio_refs; computed here for lines written before gputime.py
 reported it), with NVML's SM clock, draw and device utilisation in its turns
 and the alone process's, by part of a turn (where the line has them), and
 the goal min(1, p / u) - 0.05 with u the alone process's utilisation over
-the rest of its turns (the first second still holds the turn before), and
+the rest of its turns (the first second still holds the turn before), the
+work a busy second of the process did against alone's, and
 each library's mean over its processes (identical processes differ by up
 to a tenth: an A/B reads the means); then, per debug log of --logs DIR, how
 often the limited tenant's windows opened in debt, how often it went free
@@ -50,15 +51,25 @@ def capturns(paths):
               ", ".join(f"{lib} {sum(r) / len(r):.3f} ({len(r)})" for lib, r in by_lib.items()))
 
 
+def rest_util(d, who):
+    """NVML's device utilisation over the rest of who's turns (the first
+    second still holds the turn before), as a fraction; None unmeasured."""
+    rest = [v for part, v in d.get("nvml", {}).get(who, {}).items() if not part.startswith("0.3-")]
+    return rest[0]["util"] / 100 if rest and rest[0]["util"] else None
+
+
 def goal(d):
     """'u U goal G met/missed  ' for a capturns line whose alone process's
-    turns NVML measured, else ''."""
-    rest = [v for part, v in d.get("nvml", {}).get("alone", {}).items() if not part.startswith("0.3-")]
-    if not rest or not rest[0]["util"]:
+    turns NVML measured, else ''; then the work each busy second of the
+    process did against alone's (ratio over busy / u), where its own turns
+    were measured: under 1, the GPU was busier per step than alone."""
+    u = rest_util(d, "alone")
+    if u is None:
         return ""
-    u = rest[0]["util"] / 100
     g = min(1.0, int(d["scenario"][len("capturns"):]) / 100 / u) - 0.05
-    return f"u {u:.3f} goal {g:.3f} {'met' if d['ratio'] >= g else 'MISSED'}  "
+    busy = rest_util(d, "capped")
+    per_busy = f"a busy s {d['ratio'] * u / busy:.2f}  " if busy else ""
+    return f"u {u:.3f} goal {g:.3f} {'met' if d['ratio'] >= g else 'MISSED'}  {per_busy}"
 
 
 def logs(dirs):
