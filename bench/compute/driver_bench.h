@@ -1,6 +1,6 @@
 /*
- * What the driver-API benchmarks (launch_rate.c, probe_cost.c) share: the
- * empty kernel they launch, its set-up on device 0's primary context, and
+ * What the driver-API benchmarks (launch_rate.c, probe_cost.c, event_cost.c)
+ * share: the kernel they launch, its set-up on device 0's primary context, and
  * glibc's own dlsym for their "driver alone" paths. With libgpuslice.so
  * preloaded, dlsym on libcuda.so.1's handle hands back the interposer's
  * wrapper (as it must for programs that look the driver up themselves), so
@@ -34,12 +34,12 @@ static inline bench_dlsym_fn bench_real_dlsym(void)
 }
 
 /* Initialises the driver, makes device 0's primary context current and
- * loads an empty kernel (the driver compiles its PTX for the device), each
- * entry point looked up through lookup. 0, or -1 with the failure on stderr
- * under prog's name. */
-static inline int bench_noop_kernel(const char *prog, bench_lookup_fn lookup, CUfunction *f)
+ * loads the kernel name from ptx (the driver compiles it for the device),
+ * each entry point looked up through lookup. 0, or -1 with the failure on
+ * stderr under prog's name. */
+static inline int bench_kernel(const char *prog, bench_lookup_fn lookup, const char *ptx, const char *name,
+                               CUfunction *f)
 {
-    static const char ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry noop()\n{\n ret;\n}\n";
     CUresult (*init)(unsigned) = (CUresult(*)(unsigned))lookup("cuInit");
     CUresult (*device_get)(CUdevice *, int) = (CUresult(*)(CUdevice *, int))lookup("cuDeviceGet");
     CUresult (*retain)(CUcontext *, CUdevice) = (CUresult(*)(CUcontext *, CUdevice))lookup("cuDevicePrimaryCtxRetain");
@@ -62,10 +62,17 @@ static inline int bench_noop_kernel(const char *prog, bench_lookup_fn lookup, CU
     if (!rc)
         rc = load(&mod, ptx);
     if (!rc)
-        rc = get_function(f, mod, "noop");
+        rc = get_function(f, mod, name);
     if (rc)
         fprintf(stderr, "%s: setting up the kernel failed: CUresult %d\n", prog, rc);
     return rc ? -1 : 0;
+}
+
+/* bench_kernel of an empty kernel. */
+static inline int bench_noop_kernel(const char *prog, bench_lookup_fn lookup, CUfunction *f)
+{
+    static const char ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n.visible .entry noop()\n{\n ret;\n}\n";
+    return bench_kernel(prog, lookup, ptx, "noop", f);
 }
 
 #endif

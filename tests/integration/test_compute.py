@@ -1370,6 +1370,36 @@ def test_the_probe_cost_benchmark_times_the_bare_drivers_calls(world):
     assert bad.returncode == 2 and "--steps many: not a number" in bad.stderr, bad.stderr
 
 
+def test_the_event_cost_benchmark_times_steps_on_the_bare_driver(world):
+    """bench/compute/event_cost.c times steps with 0, 1, 2 and 4 event
+    records after each kernel on the driver alone (glibc's own dlsym: with
+    the interposer preloaded and a cap set, no region is made), one row per
+    count in the order given, each step's GPU span no longer than its host
+    time. Bad flags are refused with the value named. (The simulated device
+    stamps an event when the host records it: the GPU cost itself is for a
+    real GPU to tell.)"""
+    from conftest import BUILD
+    prog = os.path.join(BUILD, "bench", "gpuslice-event-cost")
+    w = world_env(world, GPUSLICE_CORES=50)
+    out = subprocess.run([prog, "--steps", "40", "--warm", "4", "--kernels", "2", "--records", "0,1,2,4"], env=w.env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["steps"] == 40 and r["kernels"] == 2, r
+    assert [row["records"] for row in r["rows"]] == [0, 1, 2, 4], r
+    for row in r["rows"]:
+        assert 0 < row["gpu_us_p50"] and row["gpu_us_mean"] <= row["host_us_mean"], row
+    assert r["gpu_us_per_record"] is not None, r
+    assert not os.path.exists(w.region), "the interposer saw the benchmark's driver calls"
+    for flags, said in ((["--records", "0,x"], "--records 0,x: up to 8 numbers"),
+                        (["--records", "1,2,3,4,5,6,7,8,9"], "up to 8 numbers"),
+                        (["--spin-cycles", "-5"], "--spin-cycles -5: must not be negative"),
+                        (["--kernels", "0"], "--kernels 1..256"),
+                        (["--steps", "many"], "--steps many: not a number")):
+        bad = subprocess.run([prog] + flags, env=w.env, capture_output=True, text=True, timeout=60)
+        assert bad.returncode == 2 and said in bad.stderr, (flags, bad.stderr)
+
+
 def test_the_paired_launch_rate_times_the_driver_beside_the_interposer(world):
     """launch_rate --paired 1 alternates blocks through the interposer's
     cuLaunchKernel (the limiter charges them) and the driver's own, and
