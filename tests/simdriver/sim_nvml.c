@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "sim_nvml_api.h"
 #include "sim_state.h"
@@ -434,7 +435,15 @@ SIM_NVML nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtiliza
                 (nvmlProcessUtilizationSample_t){ .pid = s->pid, .timeStamp = s->ts_us, .smUtil = s->sm_util };
         want++;
     }
+    uint32_t read_us = st->nvml_read_us;
     sim_state_unlock(st);
+    /* the read takes time, as an H200's took 1.7 ms: its caller's clock
+     * reading before it grows old while the caller's other threads run */
+    if (read_us) {
+        struct timespec ts = { (time_t)(read_us / 1000000U), (long)(read_us % 1000000U) * 1000L };
+        while (nanosleep(&ts, &ts) != 0) {
+        }
+    }
     *processSamplesCount = want;
     if (want == 0)
         return NVML_ERROR_NOT_FOUND;

@@ -146,6 +146,9 @@ int sim_config_from_env(struct sim_config *cfg)
         return -1;
     }
     cfg->nvml_period_ms = (uint32_t)w;
+    if (env_uint("GPUSLICE_SIM_NVML_READ_US", 0, 100000, "microseconds", &w) != 0)
+        return -1;
+    cfg->nvml_read_us = (uint32_t)w;
     return 0;
 }
 
@@ -178,6 +181,7 @@ static void init_state(struct sim_state *st, const struct sim_config *cfg)
     st->timeslice_us = cfg->timeslice_us;
     st->mps = cfg->mps;
     st->nvml_period_ms = cfg->nvml_period_ms;
+    st->nvml_read_us = cfg->nvml_read_us;
     st->next_id = 1;
     for (uint32_t d = 0; d < cfg->ndevices; d++) {
         st->dev[d].total = cfg->mem;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sim_state.h"
@@ -20,6 +21,7 @@ static void clear_env(void)
     unsetenv("GPUSLICE_SIM_DEVICES");
     unsetenv("GPUSLICE_SIM_MEM");
     unsetenv("GPUSLICE_SIM_CTX_OVERHEAD");
+    unsetenv("GPUSLICE_SIM_NVML_READ_US");
 }
 
 static void parse_bytes(void **state)
@@ -93,6 +95,8 @@ static void invalid_values_fail_closed(void **state)
     expect_invalid("GPUSLICE_SIM_NVML_PERIOD_MS", "5");
     expect_invalid("GPUSLICE_SIM_NVML_PERIOD_MS", "2001");
     expect_invalid("GPUSLICE_SIM_NVML_PERIOD_MS", "1s");
+    expect_invalid("GPUSLICE_SIM_NVML_READ_US", "100001");
+    expect_invalid("GPUSLICE_SIM_NVML_READ_US", "2ms");
 }
 
 static int run_child(void (*fn)(void))
@@ -141,6 +145,37 @@ static void child_later_env_is_ignored(void)
     int n = 0;
     CHILD_CHECK(cuInit(0) == CUDA_SUCCESS);
     CHILD_CHECK(cuDeviceGetCount(&n) == CUDA_SUCCESS && n == 3);
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* A read of the per-process samples takes GPUSLICE_SIM_NVML_READ_US, as an
+ * H200's took 1.7 ms (a lower bound only: a loaded machine adds to it). */
+static void child_slow_sample_reads(void)
+{
+    clear_env();
+    setenv("GPUSLICE_SIM_STATE", g_path, 1);
+    setenv("GPUSLICE_SIM_NVML_READ_US", "30000", 1);
+    nvmlDevice_t d;
+    unsigned int n = 0;
+    CHILD_CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    CHILD_CHECK(nvmlDeviceGetHandleByIndex_v2(0, &d) == NVML_SUCCESS);
+    uint64_t t0 = mono_ns();
+    CHILD_CHECK(nvmlDeviceGetProcessUtilization(d, NULL, &n, 0) == NVML_ERROR_NOT_FOUND);
+    CHILD_CHECK(mono_ns() - t0 >= 30000000ULL);
+}
+
+static void sample_reads_take_the_time_configured(void **state)
+{
+    snprintf(g_path, sizeof(g_path), "/tmp/gpuslice-simtest-config-read-%d", (int)getpid());
+    unlink(g_path);
+    assert_int_equal(run_child(child_slow_sample_reads), 0);
+    unlink(g_path);
 }
 
 static void config_is_read_when_the_state_is_created(void **state)
@@ -245,6 +280,7 @@ int main(void)
         cmocka_unit_test(parse_bytes),
         cmocka_unit_test(invalid_values_fail_closed),
         cmocka_unit_test(config_is_read_when_the_state_is_created),
+        cmocka_unit_test(sample_reads_take_the_time_configured),
         cmocka_unit_test(foreign_state_file_is_replaced_only_when_unused),
         cmocka_unit_test(private_state_is_shared_by_both_libraries),
     };
