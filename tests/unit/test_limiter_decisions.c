@@ -699,6 +699,11 @@ static void a_wait_stamped_after_the_outer_runs_clock_holds_the_cap(void **state
     a.throttled_ns = in.now + 2 * MS;
     gs_lim_outer_decide(&a, &in, &o);
     assert_int_equal(o.target, 100000);
+    /* nor does a stamp the tenant wrote into its region far ahead free it
+     * (fail closed: it stays held) */
+    a.throttled_ns = UINT64_MAX;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.target, 100000);
     a.throttled_ns = in.now - 100 * MS;
     gs_lim_outer_decide(&a, &in, &o);
     assert_int_equal(o.target, 100000);
