@@ -11,7 +11,7 @@ work a busy second of the process did against alone's, and
 each library's mean over its processes (identical processes differ by up
 to a tenth: an A/B reads the means); then, per debug log of --logs DIR, how
 often the limited tenant's windows opened in debt, how often it went free
-and back to windows, how many outer runs found c not learnt (a new
+(and how often right after a wait for tokens: while held) and back to windows, how many outer runs found c not learnt (a new
 process's first, and each after c was forgotten), how long it waited for
 tokens and what its probes and markers cost (the cost report at its exit)."""
 import argparse
@@ -72,6 +72,24 @@ def goal(d):
     return f"u {u:.3f} goal {g:.3f} {'met' if d['ratio'] >= g else 'MISSED'}  {per_busy}"
 
 
+WANTED = re.compile(r"outer .*wanted (never|-?\d+) ")
+
+
+def free_while_held(text):
+    """Free runs begun right after an outer run whose last wait for tokens
+    was stamped within a millisecond of its clock, or after it: begun while
+    held, as a wait stamped after the run's clock allowed before 8bf1ab8.
+    (Earlier libraries logged no wait as "-1 ms ago": read as none.)"""
+    n, last = 0, None
+    for line in text.splitlines():
+        m = WANTED.search(line)
+        if m:
+            last = None if m.group(1) in ("never", "-1") else int(m.group(1))
+        elif ": running free at" in line and last is not None and last <= 1:
+            n += 1
+    return n
+
+
 def logs(dirs):
     for d in dirs:
         for name in sorted(os.listdir(d)):
@@ -82,7 +100,8 @@ def logs(dirs):
             costs = {m.group(2).strip(): (int(m.group(1)), float(m.group(3)), float(m.group(4)))
                      for m in COST.finditer(text)}
             parts = [f"{name}: {text.count('tokens -')} windows opened in debt",
-                     f"free runs {text.count(': running free at')} begun, {text.count(': back to windows at')} ended",
+                     f"free runs {text.count(': running free at')} begun ({free_while_held(text)} while held), "
+                     f"{text.count(': back to windows at')} ended",
                      f"outer runs with c not learnt {text.count('(not learnt)')}"]
             for what in REPORTED:
                 if what in costs:

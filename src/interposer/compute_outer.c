@@ -515,13 +515,17 @@ static void outer_publish(struct gs_region *r, int d, const struct outer_gathere
     __atomic_store_n(&fine_probe[d], (uint8_t)o->fine_probe, __ATOMIC_RELAXED);
     __atomic_store_n(&graph_coarse[d], (uint8_t)o->graph_coarse, __ATOMIC_RELAXED);
     uint32_t old = gs_lim_outer_apply(a, o, in->now);
+    /* a wait stamped after this run's clock reads as negative: the run read
+     * the clock before NVML, while the launching thread went on */
+    char wanted[40] = "never";
+    if (o->wants_ns && GS_LOG_DEBUG <= gs_log_threshold)
+        snprintf(wanted, sizeof wanted, "%lld ms ago", (long long)(in->now - o->wants_ns) / 1000000);
     gs_log(GS_LOG_DEBUG,
            "outer %s: occupancy %llu ppm, nvml ours %lld others %lld device %lld ppm, %u active in the ledger, "
-           "power %lld/%lld mW -> c %u%s s %u, use %u ppm, wanted %lld ms ago",
+           "power %lld/%lld mW -> c %u%s s %u, use %u ppm, wanted %s",
            g->uuid, (unsigned long long)in->occ_ppm, (long long)in->our_ppm, (long long)in->others_ppm,
            (long long)in->dev_ppm, in->ndem, (long long)in->power_mw, (long long)in->limit_mw, gs_lim_corr_of(o->corr),
-           o->corr ? "" : " (not learnt)", o->speed, o->use_ppm,
-           o->wants_ns ? (long long)(in->now - o->wants_ns) / 1000000 : -1LL);
+           o->corr ? "" : " (not learnt)", o->speed, o->use_ppm, wanted);
     gs_compute_ledger_publish(d, o->use_ppm, o->wants_ns);
     __atomic_store_n(&yield_queue[d], (uint8_t)o->yield, __ATOMIC_RELAXED);
     if (a->mode == GS_LIM_CAP && (old >= GS_LIM_PPM) != (o->target >= GS_LIM_PPM))
