@@ -24,17 +24,11 @@
 #define _GNU_SOURCE
 #include "driver_bench.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-typedef CUresult (*stream_create_fn)(CUstream *, unsigned);
-typedef CUresult (*event_create_fn)(CUevent *, unsigned);
-typedef CUresult (*event_record_fn)(CUevent, CUstream);
 typedef CUresult (*event_sync_fn)(CUevent);
-typedef CUresult (*elapsed_fn)(float *, CUevent, CUevent);
 
 #define MAX_R 8         /* values of --records */
 #define MAX_RECORDS 64  /* records after one kernel */
@@ -54,24 +48,6 @@ struct options {
     long records[MAX_R];
     int nrec;
 };
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static bench_dlsym_fn real_dlsym;
-static void *driver;
-
-static void *sym(const char *name)
-{
-    void *p = real_dlsym(driver, name);
-    if (!p)
-        fprintf(stderr, "event_cost: %s not found in libcuda.so.1\n", name);
-    return p;
-}
 
 /* "0,1,2,4" into o->records; -1 with the reason on stderr. */
 static int parse_records(const char *v, struct options *o)
@@ -141,15 +117,9 @@ static int parse(int argc, char **argv, struct options *o)
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double median(double *v, long n)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     return v[n / 2];
 }
 
@@ -160,26 +130,17 @@ int main(int argc, char **argv)
     };
     if (parse(argc, argv, &o) != 0)
         return 2;
-    driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!driver) {
-        fprintf(stderr, "event_cost: %s\n", dlerror());
+    if (bench_bare_open("event_cost") != 0)
         return 1;
-    }
-    if (!(real_dlsym = bench_real_dlsym())) {
-        fprintf(stderr, "event_cost: glibc's dlsym not found by version\n");
-        return 1;
-    }
-    bench_launch_fn launch = (bench_launch_fn)sym("cuLaunchKernel");
-    stream_create_fn stream_create = (stream_create_fn)sym("cuStreamCreate");
-    event_create_fn event_create = (event_create_fn)sym("cuEventCreate");
-    event_record_fn record = (event_record_fn)sym("cuEventRecord");
-    event_sync_fn event_sync = (event_sync_fn)sym("cuEventSynchronize");
-    elapsed_fn elapsed = (elapsed_fn)real_dlsym(driver, "cuEventElapsedTime_v2"); /* CUDA 12.8+ */
-    if (!elapsed)
-        elapsed = (elapsed_fn)sym("cuEventElapsedTime");
+    bench_launch_fn launch = (bench_launch_fn)bench_bare_sym("cuLaunchKernel");
+    bench_stream_create_fn stream_create = (bench_stream_create_fn)bench_bare_sym("cuStreamCreate");
+    bench_event_create_fn event_create = (bench_event_create_fn)bench_bare_sym("cuEventCreate");
+    bench_event_record_fn record = (bench_event_record_fn)bench_bare_sym("cuEventRecord");
+    event_sync_fn event_sync = (event_sync_fn)bench_bare_sym("cuEventSynchronize");
+    bench_elapsed_fn elapsed = bench_bare_elapsed();
     CUfunction f;
     if (!launch || !stream_create || !event_create || !record || !event_sync || !elapsed ||
-        bench_kernel("event_cost", sym, spin_ptx, "spin", &f) != 0)
+        bench_kernel("event_cost", bench_bare_sym, spin_ptx, "spin", &f) != 0)
         return 1;
     CUstream s;
     CUevent start, end, marks[MAX_RECORDS];
@@ -202,7 +163,7 @@ int main(int argc, char **argv)
     for (long i = -o.warm; i < o.steps; i++) {
         for (int k = 0; k < o.nrec; k++) {
             long r = o.records[k];
-            double t0 = now_us();
+            double t0 = bench_now_us();
             rc = record(start, s);
             for (long j = 0; j < o.kernels && !rc; j++) {
                 rc = launch(f, 1, 1, 1, 1, 1, 1, 0, s, params, NULL);
@@ -222,7 +183,7 @@ int main(int argc, char **argv)
             }
             if (i >= 0) {
                 gpu[(size_t)k * (size_t)o.steps + (size_t)i] = (double)ms * 1e3;
-                host[(size_t)k * (size_t)o.steps + (size_t)i] = now_us() - t0;
+                host[(size_t)k * (size_t)o.steps + (size_t)i] = bench_now_us() - t0;
             }
         }
     }

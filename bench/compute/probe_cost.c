@@ -15,18 +15,12 @@
 #define _GNU_SOURCE
 #include "driver_bench.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-typedef CUresult (*stream_create_fn)(CUstream *, unsigned);
 typedef CUresult (*stream_query_fn)(CUstream);
-typedef CUresult (*event_create_fn)(CUevent *, unsigned);
-typedef CUresult (*event_record_fn)(CUevent, CUstream);
 typedef CUresult (*event_query_fn)(CUevent);
-typedef CUresult (*elapsed_fn)(float *, CUevent, CUevent);
 
 /* The calls timed, one row each: the table the report is printed from. */
 enum { OP_LAUNCH, OP_MARK, OP_QUERY, OP_ELAPSED, OP_RECORD, OP_EVENT_QUERY, OP_CLOCK, OP_COUNT };
@@ -35,24 +29,6 @@ static const char *const op_name[OP_COUNT] = {
     [OP_ELAPSED] = "elapsed",     [OP_RECORD] = "start_record", [OP_EVENT_QUERY] = "event_query",
     [OP_CLOCK] = "clock_gettime",
 };
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static bench_dlsym_fn real_dlsym;
-static void *driver;
-
-static void *sym(const char *name)
-{
-    void *p = real_dlsym(driver, name);
-    if (!p)
-        fprintf(stderr, "probe_cost: %s not found in libcuda.so.1\n", name);
-    return p;
-}
 
 static int parse(int argc, char **argv, long *steps, long *warm, double *gap_us)
 {
@@ -85,41 +61,26 @@ static int parse(int argc, char **argv, long *steps, long *warm, double *gap_us)
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
     long steps = 20000, warm = 2000;
     double gap_us = 150;
     if (parse(argc, argv, &steps, &warm, &gap_us) != 0)
         return 2;
-    driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!driver) {
-        fprintf(stderr, "probe_cost: %s\n", dlerror());
+    if (bench_bare_open("probe_cost") != 0)
         return 1;
-    }
-    if (!(real_dlsym = bench_real_dlsym())) {
-        fprintf(stderr, "probe_cost: glibc's dlsym not found by version\n");
-        return 1;
-    }
-    bench_launch_fn launch = (bench_launch_fn)sym("cuLaunchKernel");
-    stream_create_fn stream_create = (stream_create_fn)sym("cuStreamCreate");
-    stream_query_fn stream_query = (stream_query_fn)sym("cuStreamQuery");
-    event_create_fn event_create = (event_create_fn)sym("cuEventCreate");
-    event_record_fn record = (event_record_fn)sym("cuEventRecord");
-    event_query_fn event_query = (event_query_fn)sym("cuEventQuery");
-    elapsed_fn elapsed = (elapsed_fn)real_dlsym(driver, "cuEventElapsedTime_v2"); /* CUDA 12.8+ */
-    if (!elapsed)
-        elapsed = (elapsed_fn)sym("cuEventElapsedTime");
+    bench_launch_fn launch = (bench_launch_fn)bench_bare_sym("cuLaunchKernel");
+    bench_stream_create_fn stream_create = (bench_stream_create_fn)bench_bare_sym("cuStreamCreate");
+    stream_query_fn stream_query = (stream_query_fn)bench_bare_sym("cuStreamQuery");
+    bench_event_create_fn event_create = (bench_event_create_fn)bench_bare_sym("cuEventCreate");
+    bench_event_record_fn record = (bench_event_record_fn)bench_bare_sym("cuEventRecord");
+    event_query_fn event_query = (event_query_fn)bench_bare_sym("cuEventQuery");
+    bench_elapsed_fn elapsed = bench_bare_elapsed();
     CUfunction f;
     CUstream s;
     CUevent start, mark;
     if (!launch || !stream_create || !stream_query || !event_create || !record || !event_query || !elapsed ||
-        bench_noop_kernel("probe_cost", sym, &f) != 0)
+        bench_noop_kernel("probe_cost", bench_bare_sym, &f) != 0)
         return 1;
     CUresult rc = stream_create(&s, 1); /* CU_STREAM_NON_BLOCKING */
     if (!rc)
@@ -138,23 +99,23 @@ int main(int argc, char **argv)
     for (long i = -warm; i < steps; i++) {
         double t[OP_COUNT + 1];
         float ms = 0;
-        t[0] = now_us();
+        t[0] = bench_now_us();
         rc |= launch(f, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL);
-        t[1] = now_us();
+        t[1] = bench_now_us();
         rc |= record(mark, s);
-        t[2] = now_us();
-        while (now_us() < t[2] + gap_us) {
+        t[2] = bench_now_us();
+        while (bench_now_us() < t[2] + gap_us) {
         }
-        double q = now_us();
+        double q = bench_now_us();
         CUresult drained = stream_query(s);
-        t[3] = now_us();
+        t[3] = bench_now_us();
         rc |= elapsed(&ms, start, mark);
-        t[4] = now_us();
+        t[4] = bench_now_us();
         rc |= record(start, s);
-        t[5] = now_us();
+        t[5] = bench_now_us();
         (void)event_query(mark);
-        t[6] = now_us();
-        t[7] = now_us();
+        t[6] = bench_now_us();
+        t[7] = bench_now_us();
         if (rc || drained != CUDA_SUCCESS) {
             fprintf(stderr,
                     "probe_cost: step %ld: CUresult %d, stream query %d (raise --gap-us if the work "
@@ -181,7 +142,7 @@ int main(int argc, char **argv)
         double sum = 0;
         for (long i = 0; i < steps; i++)
             sum += col[i] = us[(size_t)i * OP_COUNT + (size_t)op];
-        qsort(col, (size_t)steps, sizeof *col, cmp_double);
+        qsort(col, (size_t)steps, sizeof *col, bench_cmp_double);
         printf(", \"%s\": {\"mean_us\": %.2f, \"p50_us\": %.2f, \"p99_us\": %.2f}", op_name[op], sum / (double)steps,
                col[steps / 2], col[(size_t)((double)steps * 0.99)]);
     }
