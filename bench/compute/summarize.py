@@ -11,9 +11,10 @@ work a busy second of the process did against alone's, and
 each library's mean over its processes (identical processes differ by up
 to a tenth: an A/B reads the means); then, per debug log of --logs DIR, how
 often the limited tenant's windows opened in debt, how often it went free
-(and how often right after a wait for tokens: while held) and back to windows, how many outer runs found c not learnt (a new
-process's first, and each after c was forgotten), how long it waited for
-tokens and what its probes and markers cost (the cost report at its exit)."""
+(and how often right after a wait for tokens: while held) and back to
+windows, how many outer runs found c not learnt (a new process's first, and
+each after c was forgotten), how long it waited for tokens and what its
+probes and markers cost (the cost report at its exit)."""
 import argparse
 import collections
 import json

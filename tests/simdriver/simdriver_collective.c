@@ -44,13 +44,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static void sleep_ms(unsigned ms)
 {
     struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
@@ -97,9 +90,9 @@ static void child_context(int dev)
 static uint64_t record_idle(CUevent ev, uint64_t *err)
 {
     CHILD_CHECK(cuEventRecord(ev, NULL) == CUDA_SUCCESS); /* the first call is slow: not timed */
-    uint64_t t0 = now_ns();
+    uint64_t t0 = simtest_now_ns();
     CHILD_CHECK(cuEventRecord(ev, NULL) == CUDA_SUCCESS);
-    *err = now_ns() - t0;
+    *err = simtest_now_ns() - t0;
     return t0;
 }
 
@@ -126,7 +119,7 @@ static void run_rank(int dev, int late, int in, int out)
         if (late)
             CHILD_CHECK(read(in, &c, 1) == 1);
         CHILD_CHECK(cuEventRecord(start[k], NULL) == CUDA_SUCCESS);
-        uint64_t t_launch = now_ns();
+        uint64_t t_launch = simtest_now_ns();
         CHILD_CHECK(launch(coll) == CUDA_SUCCESS);
         CHILD_CHECK(cuEventRecord(end[k], NULL) == CUDA_SUCCESS);
         /* The late rank's launch releases the collective, which ends N us
@@ -134,7 +127,7 @@ static void run_rank(int dev, int late, int in, int out)
          * before end[k]'s record, the rank finds it done, and end[k] is
          * stamped when recorded (as a real device stamps it): up to this
          * much after the end. */
-        uint64_t took = now_ns() - t_launch;
+        uint64_t took = simtest_now_ns() - t_launch;
         if (late && k == ROUNDS - 1 && took > N_US * 1000ULL)
             r.end_err_ns += took - N_US * 1000ULL;
         if (late)

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "sim_state.h"
@@ -147,13 +146,6 @@ static void child_later_env_is_ignored(void)
     CHILD_CHECK(cuDeviceGetCount(&n) == CUDA_SUCCESS && n == 3);
 }
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* A read of the per-process samples takes GPUSLICE_SIM_NVML_READ_US, as an
  * H200's took 1.7 ms (a lower bound only: a loaded machine adds to it). */
 static void child_slow_sample_reads(void)
@@ -165,9 +157,9 @@ static void child_slow_sample_reads(void)
     unsigned int n = 0;
     CHILD_CHECK(nvmlInit_v2() == NVML_SUCCESS);
     CHILD_CHECK(nvmlDeviceGetHandleByIndex_v2(0, &d) == NVML_SUCCESS);
-    uint64_t t0 = mono_ns();
+    uint64_t t0 = simtest_now_ns();
     CHILD_CHECK(nvmlDeviceGetProcessUtilization(d, NULL, &n, 0) == NVML_ERROR_NOT_FOUND);
-    CHILD_CHECK(mono_ns() - t0 >= 30000000ULL);
+    CHILD_CHECK(simtest_now_ns() - t0 >= 30000000ULL);
 }
 
 static void sample_reads_take_the_time_configured(void **state)

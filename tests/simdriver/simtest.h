@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -25,6 +26,14 @@ static inline void simtest_fresh_state(const char *tag, char *path, size_t len)
     snprintf(path, len, "/tmp/gpuslice-simtest-%s-%d", tag, (int)getpid());
     unlink(path);
     setenv("GPUSLICE_SIM_STATE", path, 1);
+}
+
+/* CLOCK_MONOTONIC in nanoseconds (the simulated driver's own clock). */
+static inline uint64_t simtest_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 /* Device-wide bytes in use, as cuMemGetInfo reports them (needs a context). */
