@@ -22,6 +22,7 @@
 # (clock_settle.py times how fast the clock follows a change of load, no interposer; grow.py, a
 # light load that turns GPU-bound, how a cap running free holds once it grows;
 # event_cost.c, the GPU time an event record adds between a step's kernels, on the bare driver;
+# graph_step_cost.py, what records, a CPU gap, a probe and an idle add to a CUDA-graph step;
 # bench.py, diag.py, trace.py and small_load.py are the earlier window-time benchmarks that
 # bench/results/compute-2026-11-2[12]-* name.)
 set -euo pipefail
