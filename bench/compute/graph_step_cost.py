@@ -6,8 +6,10 @@ that each add one thing the compute limiter adds to such a step under a cap
 step's launches (rec2, rec4), a host gap between them (gap20: 20 µs of CPU
 between the graph and the sum), an idle GPU now and then (idle: 1.5 ms of
 sleep every 10 steps, as a wait for tokens leaves it), a stream query before
-each step (query, the gap probe). The variants take turns in blocks of
---block seconds, --rounds times, so that the clock's and the host's drift
+each step (query, the gap probe), and the probe and records a capped step
+gets, together (limiter: the probe, a start event before the graph, a marker
+after the graph and one after the sum; not measured yet). The variants take
+turns in blocks of --block seconds, --rounds times, so that the clock's and the host's drift
 fall on all of them alike; NVML's device utilisation samples
 (nvmlDeviceGetSamples) inside each block but its first 0.4 s give the GPU
 busy time per step. Prints one JSON line per block and a summary line:
@@ -38,10 +40,12 @@ def make_step():
         while time.perf_counter() < end:
             pass
 
-    def step(records_after_graph=0, records_after_sum=0, gap_us=0, query=False):
+    def step(records_after_graph=0, records_after_sum=0, gap_us=0, query=False, record_before=False):
         with torch.no_grad():
             if query:
                 torch.cuda.current_stream().query()
+            if record_before:
+                events[3].record()
             y = f(xb)
             for e in events[:records_after_graph]:
                 e.record()
@@ -61,6 +65,8 @@ VARIANTS = {
     "rec4": {"records_after_graph": 2, "records_after_sum": 2},
     "gap20": {"gap_us": 20},
     "query": {"query": True},
+    # what a capped step gets: the probe, the interval's start event, a marker after each launch
+    "limiter": {"query": True, "record_before": True, "records_after_graph": 1, "records_after_sum": 1},
     "idle": {"idle_every": 10},
 }
 
