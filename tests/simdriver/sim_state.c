@@ -149,6 +149,9 @@ int sim_config_from_env(struct sim_config *cfg)
     if (env_uint("GPUSLICE_SIM_NVML_READ_US", 0, 100000, "microseconds", &w) != 0)
         return -1;
     cfg->nvml_read_us = (uint32_t)w;
+    if (env_uint("GPUSLICE_SIM_EVENT_NS", 0, 100000, "nanoseconds", &w) != 0)
+        return -1;
+    cfg->event_ns = (uint32_t)w;
     return 0;
 }
 
@@ -182,6 +185,7 @@ static void init_state(struct sim_state *st, const struct sim_config *cfg)
     st->mps = cfg->mps;
     st->nvml_period_ms = cfg->nvml_period_ms;
     st->nvml_read_us = cfg->nvml_read_us;
+    st->event_ns = cfg->event_ns;
     st->next_id = 1;
     for (uint32_t d = 0; d < cfg->ndevices; d++) {
         st->dev[d].total = cfg->mem;

@@ -17,7 +17,7 @@
 #define SIM_STATE_MAGIC 0x314d495345494c53ULL /* "SLIESIM1" */
 /* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots; 4: time slices; 5: MPS; 6: collectives;
  * 7: idle gaps inside graphs; 8: processes told apart across pid namespaces */
-#define SIM_STATE_VERSION 10U
+#define SIM_STATE_VERSION 11U
 
 #define SIM_MAX_DEVICES 8
 #define SIM_MAX_PROCS 128
@@ -186,6 +186,7 @@ struct sim_state {
     uint32_t mps;             /* an MPS server owns the samples (sim_timeline.h) */
     uint32_t nvml_period_ms;  /* NVML sample period; 0: SIM_UTIL_PERIOD_NS (sim_util_period) */
     uint32_t nvml_read_us;    /* how long a read of the per-process samples takes (sim_nvml.c) */
+    uint32_t event_ns;        /* device time an event record takes on its stream (sim_launch.c) */
     uint64_t ctx_overhead;
     uint64_t power_dyn_mw; /* power drawn above idle while busy (NVML power model) */
     uint64_t next_id;
@@ -207,6 +208,7 @@ struct sim_config {
     uint32_t mps;
     uint32_t nvml_period_ms;
     uint32_t nvml_read_us;
+    uint32_t event_ns;
 };
 
 /* The NVML power model: a device draws SIM_IDLE_POWER_MW plus power_dyn_mw x

@@ -21,6 +21,7 @@ static void clear_env(void)
     unsetenv("GPUSLICE_SIM_MEM");
     unsetenv("GPUSLICE_SIM_CTX_OVERHEAD");
     unsetenv("GPUSLICE_SIM_NVML_READ_US");
+    unsetenv("GPUSLICE_SIM_EVENT_NS");
 }
 
 static void parse_bytes(void **state)
@@ -96,6 +97,8 @@ static void invalid_values_fail_closed(void **state)
     expect_invalid("GPUSLICE_SIM_NVML_PERIOD_MS", "1s");
     expect_invalid("GPUSLICE_SIM_NVML_READ_US", "100001");
     expect_invalid("GPUSLICE_SIM_NVML_READ_US", "2ms");
+    expect_invalid("GPUSLICE_SIM_EVENT_NS", "100001");
+    expect_invalid("GPUSLICE_SIM_EVENT_NS", "1.5us");
 }
 
 static int run_child(void (*fn)(void))
@@ -167,6 +170,36 @@ static void sample_reads_take_the_time_configured(void **state)
     snprintf(g_path, sizeof(g_path), "/tmp/gpuslice-simtest-config-read-%d", (int)getpid());
     unlink(g_path);
     assert_int_equal(run_child(child_slow_sample_reads), 0);
+    unlink(g_path);
+}
+
+/* An event record takes GPUSLICE_SIM_EVENT_NS of the device, as one between
+ * two kernels took an H200 1.3-1.6 us (bench/results/compute-2026-12-03e.md
+ * §1): records back to back end that far apart. */
+static void child_event_records_take_device_time(void)
+{
+    clear_env();
+    setenv("GPUSLICE_SIM_STATE", g_path, 1);
+    setenv("GPUSLICE_SIM_EVENT_NS", "100000", 1); /* 0.1 ms: far above a loaded host's noise */
+    CUcontext c;
+    CUevent e[3];
+    CHILD_CHECK(cuInit(0) == CUDA_SUCCESS && cuCtxCreate_v2(&c, 0, 0) == CUDA_SUCCESS);
+    for (int i = 0; i < 3; i++)
+        CHILD_CHECK(cuEventCreate(&e[i], 0) == CUDA_SUCCESS);
+    for (int i = 0; i < 3; i++)
+        CHILD_CHECK(cuEventRecord(e[i], NULL) == CUDA_SUCCESS);
+    CHILD_CHECK(cuEventSynchronize(e[2]) == CUDA_SUCCESS);
+    float ms = 0;
+    CHILD_CHECK(cuEventElapsedTime(&ms, e[0], e[2]) == CUDA_SUCCESS);
+    CHILD_CHECK(ms >= 0.199f && ms < 50.0f); /* two records after the first */
+    CHILD_CHECK(cuEventRecord((CUevent)(uintptr_t)0x1234, NULL) == CUDA_ERROR_INVALID_HANDLE);
+}
+
+static void event_records_take_the_device_time_configured(void **state)
+{
+    snprintf(g_path, sizeof(g_path), "/tmp/gpuslice-simtest-config-event-%d", (int)getpid());
+    unlink(g_path);
+    assert_int_equal(run_child(child_event_records_take_device_time), 0);
     unlink(g_path);
 }
 
@@ -273,6 +306,7 @@ int main(void)
         cmocka_unit_test(invalid_values_fail_closed),
         cmocka_unit_test(config_is_read_when_the_state_is_created),
         cmocka_unit_test(sample_reads_take_the_time_configured),
+        cmocka_unit_test(event_records_take_the_device_time_configured),
         cmocka_unit_test(foreign_state_file_is_replaced_only_when_unused),
         cmocka_unit_test(private_state_is_shared_by_both_libraries),
     };
