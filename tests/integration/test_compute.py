@@ -1279,8 +1279,11 @@ def test_a_capped_tenant_far_under_its_cap_runs_free_and_is_held_to_it_once_it_g
     print(f"{r['bursts']} bursts: {probes} probes, {markers} markers, {runs} outer runs reading samples {reads} "
           f"times; GPU-bound phase {heavy:.3f}; {back and back.group(0)}")
     # under windows alone it would probe after each burst's sync and mark
-    # each interval's first four launches: about 1 and 4 a burst
-    assert r["bursts"] >= 1000, r
+    # each interval's first four launches: about 1 and 4 a burst. The bursts
+    # a run makes follow the host's speed (about 2200 on an idle machine, 960 on a
+    # 2-core machine running a second simulation beside the suite): enough
+    # that 5 % of them tells running free from windows
+    assert r["bursts"] >= 400, r
     assert probes <= 0.05 * r["bursts"] and markers <= 0.05 * r["bursts"], (probes, markers, r)
     # far under its bound, the device's busy time is all it needs of NVML
     assert runs >= 3 and reads == 0, (runs, reads)
