@@ -7,14 +7,19 @@ reported it), with NVML's SM clock, draw and device utilisation in its turns
 and the alone process's, by part of a turn (where the line has them), and
 the goal min(1, p / u) - 0.05 with u the alone process's utilisation over
 the rest of its turns (the first second still holds the turn before), the
-work a busy second of the process did against alone's, and
+work a busy second of the process did against alone's, the GPU's busy
+microseconds a unit of the load's work (a step, or a matmul) for the process
+and for alone, and
 each library's mean over its processes (identical processes differ by up
 to a tenth: an A/B reads the means); then, per debug log of --logs DIR, how
 often the limited tenant's windows opened in debt, how often it went free
 (and how often right after a wait for tokens: while held) and back to
 windows, how many outer runs found c not learnt (a new process's first, and
 each after c was forgotten), how long it waited for tokens and what its
-probes and markers cost (the cost report at its exit)."""
+probes and markers cost (the cost report at its exit), and the event records
+an interval its probe found drained got, about: its start event and the
+progress markers over those intervals (markers in windows' first intervals
+count too)."""
 import argparse
 import collections
 import json
@@ -70,7 +75,10 @@ def goal(d):
     g = min(1.0, int(d["scenario"][len("capturns"):]) / 100 / u) - 0.05
     busy = rest_util(d, "capped")
     per_busy = f"a busy s {d['ratio'] * u / busy:.2f}  " if busy else ""
-    return f"u {u:.3f} goal {g:.3f} {'met' if d['ratio'] >= g else 'MISSED'}  {per_busy}"
+    rates = (d.get("capped", {}).get("rate"), d.get("alone", {}).get("rate"))
+    per_unit = (f"busy us a unit {1e6 * busy / rates[0]:.1f} (alone {1e6 * u / rates[1]:.1f})  "
+                if busy and all(rates) else "")
+    return f"u {u:.3f} goal {g:.3f} {'met' if d['ratio'] >= g else 'MISSED'}  {per_busy}{per_unit}"
 
 
 WANTED = re.compile(r"outer .*wanted (never|-?\d+) ")
@@ -108,6 +116,10 @@ def logs(dirs):
                 if what in costs:
                     n, ms, each = costs[what]
                     parts.append(f"{what} {n} ({ms:.0f} ms, {each:.2f} us each)")
+            closes = costs.get(REPORTED[2], (0,))[0]
+            if closes:
+                records = costs.get(REPORTED[4], (0,))[0] + costs.get(REPORTED[5], (0,))[0]
+                parts.append(f"records an interval {records / closes:.1f}")
             print("; ".join(parts))
 
 

@@ -1,0 +1,60 @@
+"""bench/compute/summarize.py, the reader of what run_gpu.sh brings back: a
+capturns line's goal, work a busy second and busy time a unit of work, and
+a debug log's counts and event records an interval, from made-up lines
+whose figures are worked out here."""
+import json
+import os
+import subprocess
+import sys
+
+SUMMARIZE = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "compute", "summarize.py")
+
+
+def nvml(util):
+    return {"0.3-1.3s": {"sm_mhz": 1980, "power_w": 200.0, "power_capped": 0.0, "util": 99.0},
+            "1.3-2.5s": {"sm_mhz": 1980, "power_w": 200.0, "power_capped": 0.0, "util": util}}
+
+
+def cost(n, what, ms):
+    return (f"gpuslice[7] debug: compute limiter cost: {n} {what} (why), {ms:.3f} ms in all "
+            f"({1000 * ms / n:.2f} us each, longest 9.00 us)\n")
+
+
+def test_a_capped_line_and_its_log(tmp_path):
+    # alone: 50 % busy at 5000 steps/s, 100 us a step; capped at 30: 30 %
+    # busy at 2500 steps/s, 120 us a step, half alone's steps: ratio 0.5
+    line = {"scenario": "capturns30", "load": "graphinf", "lib": "cap30-0", "ratio": 0.5, "ratio_refs": 0.5,
+            "refs": 2, "capped": {"rate": 2500.0}, "alone": {"rate": 5000.0},
+            "nvml": {"capped": nvml(30.0), "alone": nvml(50.0)}, "tag": "t"}
+    jsonl = tmp_path / "gputime.jsonl"
+    jsonl.write_text(json.dumps(line) + "\n")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "01-graphinf.region.log").write_text(
+        "gpuslice[7] debug: outer GPU-x: occupancy 1 ppm -> c 1 s 1, use 1 ppm, wanted 3 ms ago\n"
+        "gpuslice[7] debug: GPU-x: running free at device 1 ppm\n" +
+        cost(1000, "interval closes of the probes that found the work drained", 5.0) +
+        cost(1000, "start events of the intervals those closes began", 2.0) +
+        cost(3000, "progress markers", 6.0))
+    (logs / "02-plain.log").write_text("no limiter here\n")
+    out = subprocess.run([sys.executable, SUMMARIZE, str(jsonl), "--logs", str(logs)], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    # goal min(1, 0.3 / 0.5) - 0.05 = 0.55, missed; 0.5 x 0.5 / 0.3 = 0.83 of
+    # alone's work a busy second; 0.30 / 2500 = 120 us, 0.50 / 5000 = 100 us
+    assert "u 0.500 goal 0.550 MISSED" in out, out
+    assert "a busy s 0.83" in out, out
+    assert "busy us a unit 120.0 (alone 100.0)" in out, out
+    # (1000 start events + 3000 markers) / 1000 closes
+    assert "records an interval 4.0" in out, out
+    assert "free runs 1 begun (0 while held)" in out, out
+    assert "02-plain" not in out, out
+
+
+def test_a_line_without_readings_prints_no_figures(tmp_path):
+    line = {"scenario": "capturns10", "load": "matmul", "lib": "cap10-0", "ratio": 0.1, "capped": {"rate": 10.0},
+            "alone": {"rate": 100.0}}
+    jsonl = tmp_path / "gputime.jsonl"
+    jsonl.write_text(json.dumps(line) + "\n")
+    out = subprocess.run([sys.executable, SUMMARIZE, str(jsonl)], capture_output=True, text=True, timeout=60,
+                         check=True).stdout
+    assert "ratio 0.100" in out and "goal" not in out and "busy us" not in out, out
