@@ -86,7 +86,7 @@ static int env_bytes(const char *name, uint64_t dflt, uint64_t min, uint64_t *ou
     return 0;
 }
 
-static int env_uint(const char *name, uint64_t dflt, uint64_t max, const char *unit, uint64_t *out)
+static int env_uint(const char *name, uint64_t dflt, uint64_t min, uint64_t max, const char *unit, uint64_t *out)
 {
     const char *v = getenv(name);
     *out = dflt;
@@ -95,13 +95,38 @@ static int env_uint(const char *name, uint64_t dflt, uint64_t max, const char *u
     char *end = NULL;
     errno = 0;
     unsigned long long n = strtoull(v, &end, 10);
-    if (errno || end == v || *end || v[0] < '0' || v[0] > '9' || n > max) {
-        fprintf(stderr, "gpuslice-sim: invalid %s='%s': expected %s 0..%llu\n", name, v, unit, (unsigned long long)max);
+    if (errno || end == v || *end || v[0] < '0' || v[0] > '9' || n < min || n > max) {
+        fprintf(stderr, "gpuslice-sim: invalid %s='%s': expected %s %llu..%llu\n", name, v, unit,
+                (unsigned long long)min, (unsigned long long)max);
         return -1;
     }
     *out = n;
     return 0;
 }
+
+/* The device model's whole-number knobs (docs/simulated-driver.md), one row
+ * each: read into the config, copied into a new state. */
+static const struct uint_knob {
+    const char *name;
+    uint32_t dflt, min, max;
+    const char *unit;
+    size_t in_config, in_state; /* offsets of the uint32_t field */
+} uint_knobs[] = {
+    { "GPUSLICE_SIM_SWITCH_LOSS", 0, 0, 90, "percent", offsetof(struct sim_config, switch_loss_pct),
+      offsetof(struct sim_state, switch_loss_pct) },
+    { "GPUSLICE_SIM_NVML_SNAPSHOT", 0, 0, 1, "a flag", offsetof(struct sim_config, nvml_snapshot),
+      offsetof(struct sim_state, nvml_snapshot) },
+    { "GPUSLICE_SIM_TIMESLICE_US", 0, 0, 100000, "microseconds", offsetof(struct sim_config, timeslice_us),
+      offsetof(struct sim_state, timeslice_us) },
+    { "GPUSLICE_SIM_MPS", 0, 0, 1, "a flag", offsetof(struct sim_config, mps), offsetof(struct sim_state, mps) },
+    { "GPUSLICE_SIM_NVML_PERIOD_MS", SIM_UTIL_PERIOD_NS / 1000000, 10, 2000, "milliseconds",
+      offsetof(struct sim_config, nvml_period_ms), offsetof(struct sim_state, nvml_period_ms) },
+    { "GPUSLICE_SIM_NVML_READ_US", 0, 0, 100000, "microseconds", offsetof(struct sim_config, nvml_read_us),
+      offsetof(struct sim_state, nvml_read_us) },
+    { "GPUSLICE_SIM_EVENT_NS", 0, 0, 100000, "nanoseconds", offsetof(struct sim_config, event_ns),
+      offsetof(struct sim_state, event_ns) },
+};
+#define N_UINT_KNOBS (sizeof(uint_knobs) / sizeof(uint_knobs[0]))
 
 int sim_config_from_env(struct sim_config *cfg)
 {
@@ -123,35 +148,16 @@ int sim_config_from_env(struct sim_config *cfg)
     if (env_bytes("GPUSLICE_SIM_CTX_OVERHEAD", SIM_DEFAULT_CTX_OVERHEAD, 0, &cfg->ctx_overhead) != 0)
         return -1;
     uint64_t w = 0;
-    if (env_uint("GPUSLICE_SIM_POWER_DYN", SIM_DEFAULT_POWER_DYN_MW / 1000, 10000, "watts", &w) != 0)
+    if (env_uint("GPUSLICE_SIM_POWER_DYN", SIM_DEFAULT_POWER_DYN_MW / 1000, 0, 10000, "watts", &w) != 0)
         return -1;
     cfg->power_dyn_mw = w * 1000;
-    if (env_uint("GPUSLICE_SIM_SWITCH_LOSS", 0, 90, "percent", &w) != 0)
-        return -1;
-    cfg->switch_loss_pct = (uint32_t)w;
-    if (env_uint("GPUSLICE_SIM_NVML_SNAPSHOT", 0, 1, "a flag", &w) != 0)
-        return -1;
-    cfg->nvml_snapshot = (uint32_t)w;
-    if (env_uint("GPUSLICE_SIM_TIMESLICE_US", 0, 100000, "microseconds", &w) != 0)
-        return -1;
-    cfg->timeslice_us = (uint32_t)w;
-    if (env_uint("GPUSLICE_SIM_MPS", 0, 1, "a flag", &w) != 0)
-        return -1;
-    cfg->mps = (uint32_t)w;
-    if (env_uint("GPUSLICE_SIM_NVML_PERIOD_MS", SIM_UTIL_PERIOD_NS / 1000000, 2000, "milliseconds", &w) != 0)
-        return -1;
-    if (w < 10) {
-        fprintf(stderr, "gpuslice-sim: invalid GPUSLICE_SIM_NVML_PERIOD_MS='%llu': expected milliseconds 10..2000\n",
-                (unsigned long long)w);
-        return -1;
+    for (size_t i = 0; i < N_UINT_KNOBS; i++) {
+        const struct uint_knob *k = &uint_knobs[i];
+        if (env_uint(k->name, k->dflt, k->min, k->max, k->unit, &w) != 0)
+            return -1;
+        uint32_t value = (uint32_t)w;
+        memcpy((char *)cfg + k->in_config, &value, sizeof(value));
     }
-    cfg->nvml_period_ms = (uint32_t)w;
-    if (env_uint("GPUSLICE_SIM_NVML_READ_US", 0, 100000, "microseconds", &w) != 0)
-        return -1;
-    cfg->nvml_read_us = (uint32_t)w;
-    if (env_uint("GPUSLICE_SIM_EVENT_NS", 0, 100000, "nanoseconds", &w) != 0)
-        return -1;
-    cfg->event_ns = (uint32_t)w;
     return 0;
 }
 
@@ -179,13 +185,8 @@ static void init_state(struct sim_state *st, const struct sim_config *cfg)
     st->ndevices = cfg->ndevices;
     st->ctx_overhead = cfg->ctx_overhead;
     st->power_dyn_mw = cfg->power_dyn_mw;
-    st->switch_loss_pct = cfg->switch_loss_pct;
-    st->nvml_snapshot = cfg->nvml_snapshot;
-    st->timeslice_us = cfg->timeslice_us;
-    st->mps = cfg->mps;
-    st->nvml_period_ms = cfg->nvml_period_ms;
-    st->nvml_read_us = cfg->nvml_read_us;
-    st->event_ns = cfg->event_ns;
+    for (size_t i = 0; i < N_UINT_KNOBS; i++)
+        memcpy((char *)st + uint_knobs[i].in_state, (const char *)cfg + uint_knobs[i].in_config, sizeof(uint32_t));
     st->next_id = 1;
     for (uint32_t d = 0; d < cfg->ndevices; d++) {
         st->dev[d].total = cfg->mem;
