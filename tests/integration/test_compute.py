@@ -1291,6 +1291,39 @@ def test_a_capped_tenant_far_under_its_cap_runs_free_and_is_held_to_it_once_it_g
     assert 0.40 <= heavy <= 0.50 + TOL, heavy
 
 
+def test_a_capped_tenant_running_free_stays_free_when_its_turn_begins_in_the_last_ones_tail(world, tmp_path):
+    """Two decoder-like containers (16 launches of 10 us, 40 us of CPU
+    between them, then a sync: 0.2 busy), each capped at 50 in its own
+    region, take 1 s turns, each turn beginning 0.15 s before the other's
+    ends. The second runs free: idle through the other's turn, its outer
+    loop sleeps, and the run at its turn's first launch reads who used the
+    GPU meanwhile. That is no one beside it: taken as a first reading of a
+    neighbour, the turn's next reading, which still holds the other's last
+    0.15 s, ended the free run (as an H200's decoder under cap 30 did at two
+    of its turn starts, and then learnt c again under windows); so did a
+    neighbour beside it at the start of its last turn, its reading faded
+    by a quarter a run and the runs few. It runs free through its three
+    turns (with 2ddb17f's library it went back to windows in two: red)."""
+    w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1)
+    logs = {n: tmp_path / f"{n}.log" for n in ("last", "free")}
+    last, free = (start_logged(w, 10, logs[n], {"GPUSLICE_REGION": str(w.tmp / f"{n}.region"), "GPUSLICE_CORES": "50"})
+                  for n in ("last", "free"))
+    free.ok("burst 16 0 1.5 40")
+    assert "running free" in logs["free"].read_text(), logs["free"].read_text()[-3000:]
+    for _ in range(3):
+        other = threading.Thread(target=last.ok, args=("burst 16 0 1.0 40",))
+        other.start()
+        sim_sleep(0.85)
+        free.ok("burst 16 0 1.0 40")
+        other.join()
+    last.close()
+    free.close()
+    text = logs["free"].read_text()
+    back = re.findall(r"back to windows at device \d+ ppm busy", text)
+    print(f"free runs begun {text.count('running free')}, ended {len(back)}")
+    assert not back, text[-3000:]
+
+
 def test_a_gpu_bound_tenant_held_under_its_cap_never_runs_free_while_nvml_reads_take_long(world, tmp_path):
     """A GPU-bound tenant (1 ms kernels) alone under cap 20 on a device that
     clocks higher duty-cycled (GPUSLICE_SIM_POWER_DYN 4000: s reached 1.7)
