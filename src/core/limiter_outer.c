@@ -330,13 +330,12 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
     out->use_ppm = (uint32_t)use;
     /* what others used, held while it fades by a quarter a run: the window
      * length it picks (GS_LIM_CYCLE_NS) must not flap with one interval's
-     * noise */
-    /* what a free run's next reading is judged beside; not in a run back
-     * from an idle, which reads who used the GPU while we idled, nor
-     * anyone beside us before it (no longer lately, however few runs
-     * ago): taken as a first reading of a neighbour, a turn's next one,
-     * still holding the last tenant's tail, ended a decoder's free run
-     * under cap 30 at two of its turn starts on an H200
+     * noise. For a cap running free, what its next reading is judged
+     * beside; nobody in a run back from an idle, which reads who used the
+     * GPU while we idled, nor anyone beside us before it (no longer lately,
+     * however few runs ago): taken as a first reading of a neighbour, a
+     * turn's next one, still holding the last tenant's tail, ended a
+     * decoder's free run under cap 30 at two of its turn starts on an H200
      * (compute-2026-12-03f.md) */
     int free_back = cap_was_free(a) && gs_lim_outer_slept(in->interval_ns);
     uint64_t faded = free_back ? 0 : LD(&a->others_ppm) * 3 / 4;
