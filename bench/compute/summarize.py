@@ -14,8 +14,8 @@ each library's mean over its processes (identical processes differ by up
 to a tenth: an A/B reads the means); then, per debug log of --logs DIR, how
 often the limited tenant's windows opened in debt, how often it went free
 (and how often right after a wait for tokens: while held) and back to
-windows, how many outer runs found c not learnt (a new process's first, and
-each after c was forgotten), how long it waited for tokens and what its
+windows, how many outer runs left it under windows with c not learnt (a new
+process's first, and each after c was forgotten), how long it waited for tokens and what its
 probes and markers cost (the cost report at its exit), and the event records
 an interval its probe found drained got, about: its start event and the
 progress markers over those intervals (markers in windows' first intervals
@@ -99,6 +99,22 @@ def free_while_held(text):
     return n
 
 
+def unlearnt_under_windows(text):
+    """Outer runs that left the cap under windows with c not learnt. A free
+    run's runs do not count (c is not used there, and is not learnt where
+    the run that began it forgot c); the run that ends one does."""
+    n, free, pending = 0, False, False
+    for line in text.splitlines():
+        if ": running free at" in line:
+            free = True
+        elif ": back to windows at" in line:
+            free = False
+        elif WANTED.search(line):
+            n += pending and not free
+            pending = "(not learnt)" in line
+    return n + (pending and not free)
+
+
 def logs(dirs):
     for d in dirs:
         for name in sorted(os.listdir(d)):
@@ -111,7 +127,7 @@ def logs(dirs):
             parts = [f"{name}: {text.count('tokens -')} windows opened in debt",
                      f"free runs {text.count(': running free at')} begun ({free_while_held(text)} while held), "
                      f"{text.count(': back to windows at')} ended",
-                     f"outer runs with c not learnt {text.count('(not learnt)')}"]
+                     f"outer runs under windows with c not learnt {unlearnt_under_windows(text)}"]
             for what in REPORTED:
                 if what in costs:
                     n, ms, each = costs[what]

@@ -30,8 +30,15 @@ def test_a_capped_line_and_its_log(tmp_path):
     jsonl.write_text(json.dumps(line) + "\n")
     logs = tmp_path / "logs"
     logs.mkdir()
+    outer = "gpuslice[7] debug: outer GPU-x: occupancy 1 ppm -> c {} s 1, use 1 ppm, wanted 3 ms ago\n"
     (logs / "01-graphinf.region.log").write_text(
-        "gpuslice[7] debug: outer GPU-x: occupancy 1 ppm -> c 1 s 1, use 1 ppm, wanted 3 ms ago\n"
+        outer.format("0 (not learnt)") +  # a new process's first run: counts
+        outer.format("1") +
+        "gpuslice[7] debug: GPU-x: running free at device 1 ppm\n" +
+        outer.format("0 (not learnt)") * 3 +  # free, c forgotten as it began: not
+        "gpuslice[7] debug: GPU-x: back to windows at device 9 ppm\n" +  # ends on the third: counts
+        outer.format("0 (not learnt)") +  # under windows: counts
+        outer.format("1") +
         "gpuslice[7] debug: GPU-x: running free at device 1 ppm\n" +
         cost(1000, "interval closes of the probes that found the work drained", 5.0) +
         cost(1000, "start events of the intervals those closes began", 2.0) +
@@ -46,7 +53,8 @@ def test_a_capped_line_and_its_log(tmp_path):
     assert "busy us a unit 120.0 (alone 100.0)" in out, out
     # (1000 start events + 3000 markers) / 1000 closes
     assert "records an interval 4.0" in out, out
-    assert "free runs 1 begun (0 while held)" in out, out
+    assert "free runs 2 begun (0 while held), 1 ended" in out, out
+    assert "outer runs under windows with c not learnt 3;" in out, out
     assert "02-plain" not in out, out
 
 
