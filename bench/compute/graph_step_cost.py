@@ -8,7 +8,7 @@ between the graph and the sum), an idle GPU now and then (idle: 1.5 ms of
 sleep every 10 steps, as a wait for tokens leaves it), a stream query before
 each step (query, the gap probe), and the probe and records a capped step
 gets, together (limiter: the probe, a start event before the graph, a marker
-after the graph and one after the sum; not measured yet). The variants take
+after the graph and one after the sum; bench/results/compute-2026-12-03f.md). The variants take
 turns in blocks of --block seconds, --rounds times, so that the clock's and the host's drift
 fall on all of them alike; NVML's device utilisation samples
 (nvmlDeviceGetSamples) inside each block but its first 0.4 s give the GPU
