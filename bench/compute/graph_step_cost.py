@@ -8,7 +8,9 @@ between the graph and the sum), an idle GPU now and then (idle: 1.5 ms of
 sleep every 10 steps, as a wait for tokens leaves it), a stream query before
 each step (query, the gap probe), and the probe and records a capped step
 gets, together (limiter: the probe, a start event before the graph, a marker
-after the graph and one after the sum; bench/results/compute-2026-12-03f.md). The variants take
+after the graph and one after the sum; bench/results/compute-2026-12-03f.md), and those of a
+step trusted to end at its wait (limiter_sync: the probe, the start event and
+one marker after the sum, recorded at the .item()). The variants take
 turns in blocks of --block seconds, --rounds times, so that the clock's and the host's drift
 fall on all of them alike; NVML's device utilisation samples
 (nvmlDeviceGetSamples) inside each block but its first 0.4 s give the GPU
@@ -67,6 +69,8 @@ VARIANTS = {
     "query": {"query": True},
     # what a capped step gets: the probe, the interval's start event, a marker after each launch
     "limiter": {"query": True, "record_before": True, "records_after_graph": 1, "records_after_sum": 1},
+    # ... and one trusted to end at its wait: one marker, at the .item()
+    "limiter_sync": {"query": True, "record_before": True, "records_after_sum": 1},
     "idle": {"idle_every": 10},
 }
 

@@ -23,5 +23,9 @@ extern int gs_compute_state;
 int gs_compute_before(CUstream s, int graph);
 /* After the launch returned rc. */
 void gs_compute_after(int dev, CUstream s, CUresult rc, int graph);
+/* Before the tenant waits for stream s (whole_context: for all of its
+ * context's work): the calling thread's busy interval on the current device
+ * may end there, and gets a marker. */
+void gs_compute_tenant_sync(CUstream s, int whole_context);
 
 #endif

@@ -101,6 +101,7 @@ SIM_API cuStreamCreate(CUstream *phStream, unsigned int Flags);
 SIM_API cuStreamDestroy(CUstream hStream);
 SIM_API cuStreamDestroy_v2(CUstream hStream);
 SIM_API cuStreamSynchronize(CUstream hStream);
+SIM_API cuStreamSynchronize_ptsz(CUstream hStream);
 SIM_API cuEventCreate(CUevent *phEvent, unsigned int Flags);
 SIM_API cuEventRecord(CUevent hEvent, CUstream hStream);
 SIM_API cuEventSynchronize(CUevent hEvent);

@@ -291,7 +291,7 @@ SIM_API cuStreamDestroy_v2(CUstream hStream)
     return stream_destroy(hStream);
 }
 
-SIM_API cuStreamSynchronize(CUstream hStream)
+static CUresult stream_sync(CUstream hStream)
 {
     CUresult rc = need_ctx();
     if (rc == CUDA_SUCCESS && !sim_stream_valid(hStream))
@@ -301,6 +301,16 @@ SIM_API cuStreamSynchronize(CUstream hStream)
     if (rc == CUDA_SUCCESS)
         rc = drain_current(); /* all of the process's streams form one queue */
     return rc;
+}
+
+SIM_API cuStreamSynchronize(CUstream hStream)
+{
+    return stream_sync(hStream);
+}
+
+SIM_API cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    return stream_sync(hStream);
 }
 
 SIM_API cuStreamQuery(CUstream hStream)

@@ -107,6 +107,7 @@ static const struct proc_entry k_entries[] = {
     E("cuStreamDestroy", 2000, cuStreamDestroy),
     E("cuStreamDestroy", 4000, cuStreamDestroy_v2),
     E("cuStreamSynchronize", 2000, cuStreamSynchronize),
+    P("cuStreamSynchronize", 7000, cuStreamSynchronize_ptsz),
     E("cuEventCreate", 2000, cuEventCreate),
     E("cuEventRecord", 2000, cuEventRecord),
     E("cuEventSynchronize", 2000, cuEventSynchronize),
