@@ -749,5 +749,7 @@ void gs_compute_tenant_sync(CUstream s, int whole_context)
         t->mark_ns = t->last_launch_ns;
     }
     gs_compute_sync_leave();
-    gs_cost_add(GS_COST_MARK, gs_compute_now() - m0);
+    uint64_t took = gs_compute_now() - m0;
+    gs_cost_add(GS_COST_MARK, took);
+    gs_cost_add(GS_COST_WAIT_MARK, took);
 }

@@ -32,3 +32,12 @@ CUresult cuCtxSynchronize(void)
     gs_pfn_cuCtxSynchronize real = GS_REAL_CU(cuCtxSynchronize);
     SYNC(real, NULL, 1, real());
 }
+
+/* What cuGetProcAddress hands a CUDA 13 runtime for "cuCtxSynchronize"
+ * (an H200's driver 580: cudaDeviceSynchronize comes here). A ctx other
+ * than the current one costs at most a marker that waits for nothing. */
+CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    gs_pfn_cuCtxSynchronize_v2 real = GS_REAL_CU(cuCtxSynchronize_v2);
+    SYNC(real, NULL, 1, real(ctx));
+}

@@ -8,12 +8,14 @@
  *                        CUDA-graph trees do: begin, N launches, end, instantiate;
  *                        GAP_US must be 0 there)
  *   replay PATH SECS WARM CPU_US [TAIL_US TAIL_AFTER_US [PRE]]
- *                        replays the graph through PATH (graph, graphptsz) for
+ *                        replays the graph through PATH (graph, graphptsz; graphctx:
+ *                        cuGraphLaunch, and the context's synchronisation a CUDA 13
+ *                        runtime's cudaDeviceSynchronize makes) for
  *                        SECS: PRE kernels of TAIL_US (a torch step's input copy
  *                        and RNG fills before the replay), the graph's launch,
  *                        then (with TAIL_US) TAIL_AFTER_US of CPU and a kernel of
  *                        TAIL_US (its .sum()), a stream synchronisation (its
- *                        .item()), then CPU_US of CPU work before the next step;
+ *                        .item(); graphctx: the context's), then CPU_US of CPU work before the next step;
  *                        reports the steps after the first WARM seconds, their
  *                        wall time and the GPU work they held
  */
@@ -102,8 +104,13 @@ static CUresult replay(gs_entry_fn entry, char **argv, int argc)
         (CUresult(*)(CUgraphExec, CUstream))entry("cuGraphLaunch", pt ? "cuGraphLaunch_ptsz" : "cuGraphLaunch", pt);
     gs_launch_fn launch = (gs_launch_fn)entry("cuLaunchKernel", "cuLaunchKernel", 0);
     CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
+    /* cuCtxSynchronize_v2(CUcontext), NULL: the current context */
+    CUresult (*ctx_sync)(CUcontext) = NULL;
+    if (strstr(argv[1], "ctx"))
+        ctx_sync = (CUresult(*)(CUcontext))entry("cuCtxSynchronize", "cuCtxSynchronize_v2", 0);
     CUfunction tail = NULL;
-    CUresult rc = glaunch && launch && sync && graph ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+    CUresult rc = glaunch && launch && sync && graph && (ctx_sync || !strstr(argv[1], "ctx")) ? CUDA_SUCCESS
+                                                                                              : CUDA_ERROR_NOT_FOUND;
     if (!rc && tail_us)
         rc = function_of(entry, tail_us, &tail);
     double t0 = now_s(), tm = 0;
@@ -118,7 +125,7 @@ static CUresult replay(gs_entry_fn entry, char **argv, int argc)
             rc = launch(tail, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
         }
         if (!rc)
-            rc = sync(NULL);
+            rc = ctx_sync ? ctx_sync(NULL) : sync(NULL);
         steps++;
         double t = now_s();
         if (tm > 0)

@@ -204,7 +204,22 @@ SIM_API cuCtxSynchronize(void)
     if (!sim_initialized_state())
         return CUDA_ERROR_NOT_INITIALIZED;
     int idx = -1;
-    return sim_current_ctx(&idx); /* nothing runs asynchronously */
+    CUresult rc = sim_current_ctx(&idx);
+    return rc == CUDA_SUCCESS ? sim_drain_current() : rc;
+}
+
+SIM_API cuCtxSynchronize_v2(CUcontext ctx)
+{
+    if (!ctx)
+        return cuCtxSynchronize();
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (sim_ctx_index(ctx) < 0)
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    sim_leave(&c);
+    return rc == CUDA_SUCCESS ? sim_drain_current() : rc; /* the current device's queue, whichever ctx */
 }
 
 SIM_API cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)

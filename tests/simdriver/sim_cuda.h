@@ -53,6 +53,10 @@ int sim_dev_phys(CUdevice ordinal);
 CUdevice sim_dev_ordinal(int phys);
 struct sim_state *sim_initialized_state(void);
 
+/* Waits for all of the process's work on the current device (its streams
+ * form one queue); takes the lock itself. */
+CUresult sim_drain_current(void);
+
 /* Context handles <-> table indices; -1 if not a live context. */
 int sim_ctx_index(CUcontext ctx);
 CUcontext sim_ctx_handle(int index);

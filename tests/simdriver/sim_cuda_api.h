@@ -35,6 +35,7 @@ SIM_API cuCtxSetCurrent(CUcontext ctx);
 SIM_API cuCtxGetCurrent(CUcontext *pctx);
 SIM_API cuCtxGetDevice(CUdevice *device);
 SIM_API cuCtxSynchronize(void);
+SIM_API cuCtxSynchronize_v2(CUcontext ctx);
 SIM_API cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
 SIM_API cuDevicePrimaryCtxRelease(CUdevice dev);
 SIM_API cuDevicePrimaryCtxRelease_v2(CUdevice dev);

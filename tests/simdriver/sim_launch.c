@@ -222,8 +222,7 @@ static CUresult work_wait(int dev, uint64_t target, uint64_t *when)
     }
 }
 
-/* Waits for all of the process's work on the current device. */
-static CUresult drain_current(void)
+CUresult sim_drain_current(void)
 {
     int dev, done;
     uint64_t target;
@@ -299,7 +298,7 @@ static CUresult stream_sync(CUstream hStream)
     if (rc == CUDA_SUCCESS)
         rc = sim_capture_unsafe(hStream);
     if (rc == CUDA_SUCCESS)
-        rc = drain_current(); /* all of the process's streams form one queue */
+        rc = sim_drain_current(); /* all of the process's streams form one queue */
     return rc;
 }
 
@@ -823,8 +822,8 @@ static CUresult host_func(CUstream s, CUhostFn fn, void *data)
     if (!sim_stream_valid(s))
         return CUDA_ERROR_INVALID_HANDLE;
     if (sim_capture_launch(s, 0, NULL, &rc))
-        return rc;        /* a host node of the graph: the sim's graphs do not run it */
-    rc = drain_current(); /* runs once the work before it is done */
+        return rc;            /* a host node of the graph: the sim's graphs do not run it */
+    rc = sim_drain_current(); /* runs once the work before it is done */
     if (rc != CUDA_SUCCESS)
         return rc;
     fn(data);

@@ -51,6 +51,7 @@ static const struct proc_entry k_entries[] = {
     E("cuCtxGetCurrent", 4000, cuCtxGetCurrent),
     E("cuCtxGetDevice", 2000, cuCtxGetDevice),
     E("cuCtxSynchronize", 2000, cuCtxSynchronize),
+    E("cuCtxSynchronize", 13000, cuCtxSynchronize_v2),
     E("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
     E("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease),
     E("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),
