@@ -28,7 +28,8 @@ import re
 
 COST = re.compile(r"compute limiter cost: (\d+) ([^,(]+?)(?: \(|,).*?([\d.]+) ms in all \(([\d.]+) us each")
 REPORTED = ("waits for tokens", "gap probes", "interval closes of the probes that found the work drained",
-            "marker reads of those closes", "start events of the intervals those closes began", "progress markers")
+            "marker reads of those closes", "start events of the intervals those closes began", "progress markers",
+            "markers at the tenant's waits for its work")
 
 
 def capturns(paths):

@@ -42,7 +42,8 @@ def test_a_capped_line_and_its_log(tmp_path):
         "gpuslice[7] debug: GPU-x: running free at device 1 ppm\n" +
         cost(1000, "interval closes of the probes that found the work drained", 5.0) +
         cost(1000, "start events of the intervals those closes began", 2.0) +
-        cost(3000, "progress markers", 6.0))
+        cost(3000, "progress markers", 6.0) +
+        cost(800, "markers at the tenant's waits for its work", 1.6))
     (logs / "02-plain.log").write_text("no limiter here\n")
     out = subprocess.run([sys.executable, SUMMARIZE, str(jsonl), "--logs", str(logs)], capture_output=True,
                          text=True, timeout=60, check=True).stdout
@@ -53,6 +54,7 @@ def test_a_capped_line_and_its_log(tmp_path):
     assert "busy us a unit 120.0 (alone 100.0)" in out, out
     # (1000 start events + 3000 markers) / 1000 closes
     assert "records an interval 4.0" in out, out
+    assert "markers at the tenant's waits for its work 800 (2 ms, 2.00 us each)" in out, out
     assert "free runs 2 begun (0 while held), 1 ended" in out, out
     assert "outer runs under windows with c not learnt 3;" in out, out
     assert "02-plain" not in out, out
