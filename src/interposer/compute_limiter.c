@@ -231,6 +231,26 @@ static void note_interval_end(struct tdev *t)
     t->sync_mark = 0;
 }
 
+/* Records the interval's progress marker on s, behind the work queued there
+ * so far: the launches up to here are then measured, not priced. Its host
+ * time counts as a marker's, and as also's where that is another kind. */
+static int record_mark(struct tdev *t, CUstream s, enum gs_cost also)
+{
+    gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
+    uint64_t m0 = gs_compute_now();
+    int marked = t->ev_mark && rec && rec(t->ev_mark, s) == CUDA_SUCCESS;
+    uint64_t took = gs_compute_now() - m0;
+    gs_cost_add(GS_COST_MARK, took);
+    if (also != GS_COST_MARK)
+        gs_cost_add(also, took);
+    if (marked) {
+        t->have_mark = 1;
+        t->at_mark = t->in_interval;
+        t->since_mark = 0;
+    }
+    return marked;
+}
+
 /* A new busy interval starts at the launch about to be made. */
 static void interval_begin(struct tdev *t, CUstream s, uint64_t now, gs_pfn_cuEventRecord rec)
 {
@@ -704,15 +724,7 @@ void gs_compute_after(int d, CUstream s, CUresult rc, int graph)
                 gs_compute_yield(d);
     if (yield || (!marked_at_sync && (graph || after_graph || t->in_interval <= GS_LIM_MARK_FIRST)) ||
         t->w.est_ns == 0 || work >= MARK_EVERY_NS || t->last_launch_ns - t->mark_ns >= MARK_EVERY_NS) {
-        gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
-        uint64_t m0 = gs_compute_now();
-        int marked = t->ev_mark && rec && rec(t->ev_mark, s) == CUDA_SUCCESS;
-        gs_cost_add(GS_COST_MARK, gs_compute_now() - m0);
-        if (marked) {
-            t->have_mark = 1;
-            t->at_mark = t->in_interval;
-            t->since_mark = 0;
-        }
+        int marked = record_mark(t, s, GS_COST_MARK);
         t->mark_ns = t->last_launch_ns;
         if (yield && marked)
             yield_queue(t);
@@ -738,18 +750,11 @@ void gs_compute_tenant_sync(CUstream s, int whole_context)
         t->sync_mark = 1; /* the last launch's marker follows it all */
         return;
     }
-    gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
-    if (!rec || !t->ev_mark || !gs_compute_sync_enter())
+    if (!gs_compute_sync_enter())
         return;
-    uint64_t m0 = gs_compute_now();
-    if (rec(t->ev_mark, t->streams[0]) == CUDA_SUCCESS) {
-        t->have_mark = t->sync_mark = 1;
-        t->at_mark = t->in_interval;
-        t->since_mark = 0;
+    if (record_mark(t, t->streams[0], GS_COST_WAIT_MARK)) {
+        t->sync_mark = 1;
         t->mark_ns = t->last_launch_ns;
     }
     gs_compute_sync_leave();
-    uint64_t took = gs_compute_now() - m0;
-    gs_cost_add(GS_COST_MARK, took);
-    gs_cost_add(GS_COST_WAIT_MARK, took);
 }

@@ -95,7 +95,7 @@ static CUresult make(gs_entry_fn entry, const char *how, unsigned n, unsigned lo
 
 static CUresult replay(gs_entry_fn entry, char **argv, int argc)
 {
-    int pt = strstr(argv[1], "ptsz") != NULL;
+    int pt = strstr(argv[1], "ptsz") != NULL, ctx = strstr(argv[1], "ctx") != NULL;
     double secs = atof(argv[2]), warm = atof(argv[3]), cpu = atof(argv[4]);
     unsigned long long tail_us = argc > 5 ? strtoull(argv[5], NULL, 0) : 0;
     double tail_after = argc > 6 ? atof(argv[6]) : 0;
@@ -106,11 +106,10 @@ static CUresult replay(gs_entry_fn entry, char **argv, int argc)
     CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
     /* cuCtxSynchronize_v2(CUcontext), NULL: the current context */
     CUresult (*ctx_sync)(CUcontext) = NULL;
-    if (strstr(argv[1], "ctx"))
+    if (ctx)
         ctx_sync = (CUresult(*)(CUcontext))entry("cuCtxSynchronize", "cuCtxSynchronize_v2", 0);
     CUfunction tail = NULL;
-    CUresult rc = glaunch && launch && sync && graph && (ctx_sync || !strstr(argv[1], "ctx")) ? CUDA_SUCCESS
-                                                                                              : CUDA_ERROR_NOT_FOUND;
+    CUresult rc = glaunch && launch && sync && graph && (ctx_sync || !ctx) ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
     if (!rc && tail_us)
         rc = function_of(entry, tail_us, &tail);
     double t0 = now_s(), tm = 0;
