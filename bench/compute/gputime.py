@@ -2,7 +2,8 @@
 under caps; co-location; two containers in both layouts; launch rate.
 Writes $OUT/gputime.jsonl and prints it. Usage:
   python3 bench/compute/gputime.py --lib build-gpu/lib/libgpuslice.so --out DIR --only a,b --caps 10,30
---only picks loads (matmul, matmul-dense, small, decoder, train, graphinf) and scenarios
+--only picks loads (matmul, matmul-dense, small, decoder, train, graphinf, jax,
+cupy) and scenarios
 (coloc, mps, decoverhead: the limiter's host cost on the decoder, turns: the
 co-location scenarios in alternating turns of 2.5 s with every tenant started
 once, so that the host's drift cancels, capturns: the loads named in --only
@@ -27,7 +28,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The single loads, in the order they run (gputime_worker.py --load).
-LOADS = ("matmul", "matmul-dense", "small", "decoder", "train", "graphinf")
+LOADS = ("matmul", "matmul-dense", "small", "decoder", "train", "graphinf", "jax", "cupy")
 PIN = max(os.sched_getaffinity(0))  # the CPU the launch-rate runs share
 
 

@@ -41,6 +41,50 @@ def decoder(dev, heavy=False):
         return step, "fallback", 16
 
 
+def jax_train():
+    """A jitted JAX training step (a 4096-wide MLP on a batch of 1024, SGD),
+    waiting for its loss each step. JAX preallocates most of the GPU's
+    memory unless told not to, which would refuse the neighbours'."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    import jax
+    import jax.numpy as jnp
+    k = jax.random.split(jax.random.PRNGKey(0), 4)
+    params = [jax.random.normal(k[i], (4096, 4096), jnp.float32) * 0.01 for i in range(3)]
+    xb = jax.random.normal(k[3], (1024, 4096), jnp.float32)
+
+    def loss(ps, x):
+        for w in ps:
+            x = jax.nn.gelu(x @ w)
+        return jnp.mean(x * x)
+
+    @jax.jit
+    def update(ps, x):
+        val, g = jax.value_and_grad(loss)(ps, x)
+        return [w - 1e-3 * gw for w, gw in zip(ps, g)], val
+
+    state = {"p": params}
+
+    def step():
+        state["p"], val = update(state["p"], xb)
+        val.block_until_ready()
+    return step, "jax", 1
+
+
+def cupy_infer():
+    """A CuPy loop of 20 fp16 2048^2 matmuls with an activation between
+    them, reading one value back each step (as inference reads its output)."""
+    import cupy as cp
+    ws = [cp.random.standard_normal((2048, 2048), dtype=cp.float32).astype(cp.float16) * 0.02 for _ in range(4)]
+    x = cp.random.standard_normal((2048, 2048), dtype=cp.float32).astype(cp.float16)
+
+    def step():
+        h = x
+        for i in range(20):
+            h = cp.tanh(h @ ws[i % 4])
+        float(h[0, 0])
+    return step, "cupy", 20
+
+
 def take_turns(a, step, per, kind, settle=0.3):
     """Runs only while DIR/turn names one of --names; DIR/ready-PID says it is
     warm, DIR/stop ends it. Steps begun in the first `settle` seconds of a
@@ -122,6 +166,10 @@ def main():
             def step():
                 with torch.no_grad():
                     f(xb).sum().item()
+    elif a.load == "jax":
+        step, kind, per = jax_train()
+    elif a.load == "cupy":
+        step, kind, per = cupy_infer()
     elif a.load == "notebook":
         # a notebook that sits mostly idle: one small kernel every 50 ms
         z = torch.zeros(1, device=dev)
