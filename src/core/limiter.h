@@ -82,6 +82,8 @@ struct gs_lim_account {
     uint64_t throttled_ns;   /* clock when a thread last waited for tokens */
     uint32_t speed_ppm;      /* s; 0 until initialised */
     uint32_t dev_ppm;        /* device busy fraction at the last outer run (NVML) */
+    uint32_t power_busy_ppm; /* the busy fraction over the power reading's span (gs_lim_power_busy); 0: none yet */
+    uint32_t reserved;
 };
 
 /* c as charged: 1 until the outer loop first learns it. The first measure
@@ -351,22 +353,36 @@ int gs_lim_nobody_else(int64_t our_ppm, int64_t others_ppm, int64_t dev_ppm);
 uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t occ_ppm);
 
 /* Outer loop, the power correction s (ppm, >= GS_LIM_PPM). power_mw: the
- * device's power draw, limit_mw its enforced power limit, dev_ppm its busy
- * fraction, all from NVML over about the last second; occ_ppm our occupancy
- * over the last outer interval. The draw beyond what the busy-idle GPU draws
- * (GS_LIM_IDLE_POWER_PPM of the limit), per unit of the busy fraction the
- * work would keep up on its own (the larger of dev_ppm and occ_ppm: a
- * launch-bound load that keeps the GPU busy half of the time it occupies
- * would do the same alone),
- *     e = (power - idle) / max(dev, occ),
+ * device's power draw, a mean over the last second (nvmlDeviceGetPowerUsage
+ * since Ampere), limit_mw its enforced power limit, busy_ppm the busy
+ * fraction over the same second (gs_lim_power_busy). The draw beyond what
+ * the busy-idle GPU draws (GS_LIM_IDLE_POWER_PPM of the limit), per unit of
+ * that busy fraction,
+ *     e = (power - idle) / busy,
  * is what the running work would draw with the GPU to itself. If e exceeds
  * the headroom limit - idle, the GPU given to that work alone would throttle
  * its clock until it fits: it runs faster now by (e / headroom)^exp (dynamic
  * power grows about as f^2 with the clock, throughput up to f^1; exp in
  * thousandths, calibrated on an H200: docs/compute.md). exp 0 disables it.
  * Moves half-way per run; keeps old while the device is nearly idle. */
-uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t dev_ppm, uint64_t occ_ppm,
-                      unsigned exp_milli);
+uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t busy_ppm, unsigned exp_milli);
+
+/* The span nvmlDeviceGetPowerUsage averages the draw over (since Ampere). */
+#define GS_LIM_POWER_SPAN_NS 1000000000ULL
+
+/* The busy fraction to divide the draw by (gs_lim_speed): the larger of
+ * the device's busy time and our occupancy over the last outer interval
+ * (a launch-bound load that keeps the GPU busy half of the time it
+ * occupies would do the same alone), averaged as the draw is, over the
+ * last GS_LIM_POWER_SPAN_NS. Each run's alone, the draw still held the
+ * last second's: on an H200, a capped JAX step taking its turn after a
+ * neighbour's read 575 -> 287 W over its first second while the device's
+ * busy time fell to 0.24 at once, and s rose to 1.45 for a load whose
+ * clock never moved (bench/results/compute-2026-12-04.md). An EMA whose
+ * mean delay is half the span, as a mean over the span has: weight
+ * 2 interval / span; a run after a longer interval takes it whole, as does
+ * the first (old_ppm 0). Never 0. */
+uint32_t gs_lim_power_busy(uint32_t old_ppm, uint64_t busy_ppm, uint64_t interval_ns);
 
 /* Share mode: our target share given the weights of the others that are busy
  * (sum; 0 = none busy). GS_LIM_PPM means unthrottled. */
@@ -543,6 +559,7 @@ struct gs_outer_in {
 
 struct gs_outer_out {
     uint32_t corr, speed;                  /* c and s */
+    uint32_t power_busy;                   /* the account's power_busy_ppm from now on */
     uint32_t use_ppm, others_ppm, dev_ppm; /* published in the account (use also in the ledger) */
     uint64_t wants_ns;                     /* published in the ledger: when we last wanted more */
     uint32_t target;                       /* the rate from now on (a cap's, or GS_LIM_PPM running free) */

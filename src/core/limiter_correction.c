@@ -102,17 +102,24 @@ uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t 
     return corr_ema(old_corr, c);
 }
 
-uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t dev_ppm, uint64_t occ_ppm,
-                      unsigned exp_milli)
+uint32_t gs_lim_power_busy(uint32_t old_ppm, uint64_t busy_ppm, uint64_t interval_ns)
+{
+    if (busy_ppm > GS_LIM_PPM)
+        busy_ppm = GS_LIM_PPM;
+    uint64_t avg = busy_ppm;
+    if (old_ppm && interval_ns < GS_LIM_POWER_SPAN_NS / 2) {
+        uint64_t w = interval_ns * 2 * GS_LIM_PPM / GS_LIM_POWER_SPAN_NS;
+        avg = (old_ppm * (GS_LIM_PPM - w) + busy_ppm * w) / GS_LIM_PPM;
+    }
+    return avg ? (uint32_t)avg : 1;
+}
+
+uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t busy_ppm, unsigned exp_milli)
 {
     if (old_speed < GS_LIM_PPM)
         old_speed = GS_LIM_PPM;
     if (exp_milli == 0 || limit_mw == 0)
         return GS_LIM_PPM;
-    /* what the work would keep busy on its own: the device's busy time,
-     * or our occupancy where that is more (a launch-bound load leaves the
-     * GPU idle between its kernels, and alone would do so too) */
-    uint64_t busy_ppm = dev_ppm > occ_ppm ? dev_ppm : occ_ppm;
     if (busy_ppm < GS_LIM_BUSY_PPM)
         return old_speed; /* too little work to see what it draws */
     if (busy_ppm > GS_LIM_PPM)

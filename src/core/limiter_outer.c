@@ -344,10 +344,14 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
     out->others_ppm = (uint32_t)(others > (int64_t)faded ? others : (int64_t)faded);
     out->dev_ppm = (uint32_t)(dev < 0 ? 0 : dev);
     out->speed = LD(&a->speed_ppm);
+    out->power_busy = LD(&a->power_busy_ppm);
+    if (dev >= 0) {
+        uint64_t busy = gs_lim_device_busy((uint64_t)dev, use, in->dem, in->ndem);
+        out->power_busy = gs_lim_power_busy(out->power_busy, busy > in->occ_ppm ? busy : in->occ_ppm, in->interval_ns);
+    }
     if (in->power_mw >= 0 && in->limit_mw > 0 && dev >= 0)
-        out->speed =
-            gs_lim_speed(out->speed, (uint64_t)in->power_mw, (uint64_t)in->limit_mw,
-                         gs_lim_device_busy((uint64_t)dev, use, in->dem, in->ndem), in->occ_ppm, in->power_exp_milli);
+        out->speed = gs_lim_speed(out->speed, (uint64_t)in->power_mw, (uint64_t)in->limit_mw, out->power_busy,
+                                  in->power_exp_milli);
     int share = a->mode == GS_LIM_SHARE;
     /* held back by nobody it never waits, yet it can want more
      * (gs_lim_share_wants_more); nor does one held to a target it never
@@ -380,6 +384,7 @@ uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out 
 {
     ST(&a->corr_ppm, out->corr);
     ST(&a->speed_ppm, out->speed);
+    ST(&a->power_busy_ppm, out->power_busy);
     ST(&a->dev_ppm, out->dev_ppm);
     ST(&a->use_ppm, out->use_ppm);
     ST(&a->others_ppm, out->others_ppm);
