@@ -378,7 +378,7 @@ uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, 
  * last second's: on an H200, a capped JAX step taking its turn after a
  * neighbour's read 575 -> 287 W over its first second while the device's
  * busy time fell to 0.24 at once, and s rose to 1.45 for a load whose
- * clock never moved (bench/results/compute-2026-12-04.md). An EMA whose
+ * clock never moved (bench/results/compute-2026-12-03h.md). An EMA whose
  * mean delay is half the span, as a mean over the span has: weight
  * 2 interval / span; a run after a longer interval takes it whole, as does
  * the first (old_ppm 0). Never 0. */
