@@ -16,8 +16,8 @@
 
 #define SIM_STATE_MAGIC 0x314d495345494c53ULL /* "SLIESIM1" */
 /* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots; 4: time slices; 5: MPS; 6: collectives;
- * 7: idle gaps inside graphs; 8: processes told apart across pid namespaces */
-#define SIM_STATE_VERSION 11U
+ * 7: idle gaps inside graphs; 8: processes told apart across pid namespaces; 12: power over the last second */
+#define SIM_STATE_VERSION 12U
 
 #define SIM_MAX_DEVICES 8
 #define SIM_MAX_PROCS 128
@@ -148,6 +148,13 @@ struct sim_proc {
 /* One NVML per-process utilisation sample (nvmlDeviceGetProcessUtilization). */
 #define SIM_UTIL_SAMPLES 256
 #define SIM_UTIL_PERIOD_NS 100000000ULL /* NVML sample period of the sim by default: 100 ms */
+/* nvmlDeviceGetPowerUsage is a mean over the last second (since Ampere),
+ * where utilisation covers one sample period: on an H200 the draw took a
+ * second to follow a load that stopped (docs/compute.md, the power
+ * correction). The device's utilisation of the periods in that second is
+ * kept for it: up to SIM_POWER_PERIODS of them. */
+#define SIM_POWER_SPAN_NS 1000000000ULL
+#define SIM_POWER_PERIODS 128
 struct sim_util_sample {
     uint32_t pid;
     uint32_t sm_util; /* percent of the period the process's kernels ran */
@@ -168,7 +175,8 @@ struct sim_device {
     int32_t tl_owner;         /* with time slices: the process whose slice runs; -1: none yet */
     uint64_t tl_slice_end;    /* ... and when its slice ends */
     uint32_t tl_speed_ppm;    /* work per device ns, ppm of the rate fully busy (the clock model); 0: 1e6 */
-    uint32_t tl_pad;
+    uint32_t tl_util_head;    /* periods recorded in tl_util_hist (ring index = head % SIM_POWER_PERIODS) */
+    uint8_t tl_util_hist[SIM_POWER_PERIODS]; /* the device's utilisation of each period, percent */
     struct sim_util_sample samples[SIM_UTIL_SAMPLES];
 };
 

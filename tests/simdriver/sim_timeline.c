@@ -108,6 +108,7 @@ static void emit_samples(struct sim_state *st, int dev, uint64_t period_end)
         w->period_busy = 0;
     }
     d->tl_last_util = (uint32_t)dev_pct;
+    d->tl_util_hist[d->tl_util_head++ % SIM_POWER_PERIODS] = (uint8_t)(dev_pct > 100 ? 100 : dev_pct);
     d->tl_speed_ppm = sim_clock_speed_ppm(st, d->tl_last_util);
     d->tl_period_busy = 0;
     d->tl_period_start = period_end;
@@ -313,7 +314,10 @@ static void idle_advance(struct sim_state *st, int dev, uint64_t now)
         uint64_t t = d->tl_period_start + period;
         emit_samples(st, dev, t);
         if (now - t > period) {
-            d->tl_period_start += (now - t) / period * period;
+            uint64_t skipped = (now - t) / period;
+            d->tl_period_start += skipped * period;
+            for (uint64_t k = 0; k < skipped && k < SIM_POWER_PERIODS; k++)
+                d->tl_util_hist[d->tl_util_head++ % SIM_POWER_PERIODS] = 0;
             d->tl_last_util = 0;
             d->tl_speed_ppm = sim_clock_speed_ppm(st, 0);
         }
