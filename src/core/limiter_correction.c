@@ -114,6 +114,11 @@ uint32_t gs_lim_power_busy(uint32_t old_ppm, uint64_t busy_ppm, uint64_t interva
     return avg ? (uint32_t)avg : 1;
 }
 
+int gs_lim_power_tells(uint64_t occ_ppm, uint64_t busy_ppm, uint32_t mean_ppm)
+{
+    return occ_ppm >= GS_LIM_BUSY_PPM && busy_ppm * 4 >= (uint64_t)mean_ppm * 3;
+}
+
 uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t busy_ppm, unsigned exp_milli)
 {
     if (old_speed < GS_LIM_PPM)

@@ -345,11 +345,14 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
     out->dev_ppm = (uint32_t)(dev < 0 ? 0 : dev);
     out->speed = LD(&a->speed_ppm);
     out->power_busy = LD(&a->power_busy_ppm);
+    int tells = 0;
     if (dev >= 0) {
         uint64_t busy = gs_lim_device_busy((uint64_t)dev, use, in->dem, in->ndem);
-        out->power_busy = gs_lim_power_busy(out->power_busy, busy > in->occ_ppm ? busy : in->occ_ppm, in->interval_ns);
+        busy = busy > in->occ_ppm ? busy : in->occ_ppm;
+        out->power_busy = gs_lim_power_busy(out->power_busy, busy, in->interval_ns);
+        tells = gs_lim_power_tells(in->occ_ppm, busy, out->power_busy);
     }
-    if (in->power_mw >= 0 && in->limit_mw > 0 && dev >= 0)
+    if (in->power_mw >= 0 && in->limit_mw > 0 && tells)
         out->speed = gs_lim_speed(out->speed, (uint64_t)in->power_mw, (uint64_t)in->limit_mw, out->power_busy,
                                   in->power_exp_milli);
     int share = a->mode == GS_LIM_SHARE;

@@ -427,7 +427,10 @@ static void the_draw_is_weighed_by_the_busy_time_of_its_own_second(void **state)
      * over the first four runs while the device's busy time read 0.24,
      * 0.20, 0.20, 0.21 from the first; steady, 300 W at 0.29 (s 1.04-1.07
      * there). Each run's busy time alone took the falling draw for the
-     * work's own, and s rose to 1.45 for a load whose clock never moved. */
+     * work's own, and s rose to 1.45 for a load whose clock never moved.
+     * Here (exponent 0.38) the run's busy time alone gives up to 1.31, the
+     * mean busy time of the same second 1.12, and holding s while that mean
+     * still holds the heavier load before 1.04. */
     struct gs_lim_account a;
     account(&a, GS_LIM_CAP, 30, 100);
     static const struct {
@@ -454,6 +457,12 @@ static void the_draw_is_weighed_by_the_busy_time_of_its_own_second(void **state)
     assert_int_equal(gs_lim_power_busy(800000, 200000, GS_LIM_POWER_SPAN_NS), 200000);
     assert_int_equal(gs_lim_power_busy(800000, 0, GS_LIM_POWER_SPAN_NS), 1);
     assert_int_equal(gs_lim_power_busy(800000, 3000000, GS_LIM_POWER_SPAN_NS), GS_LIM_PPM);
+    /* the draw tells s where we ran and the busy time did not fall under
+     * three quarters of the second's mean: a grown load does */
+    assert_true(gs_lim_power_tells(300000, 300000, 400000));
+    assert_false(gs_lim_power_tells(300000, 299999, 400000));
+    assert_true(gs_lim_power_tells(300000, 900000, 100000));
+    assert_false(gs_lim_power_tells(GS_LIM_BUSY_PPM - 1, 700000, 700000));
 }
 
 static void two_turn_taking_tenants_at_the_power_limit_run_at_no_boost(void **state)
