@@ -83,7 +83,7 @@ struct gs_lim_account {
     uint32_t speed_ppm;      /* s; 0 until initialised */
     uint32_t dev_ppm;        /* device busy fraction at the last outer run (NVML) */
     uint32_t power_busy_ppm; /* the busy fraction over the power reading's span (gs_lim_power_busy); 0: none yet */
-    uint32_t reserved;
+    uint32_t reserved;       /* fills the account to a whole compute[] word (region_layout.h) */
 };
 
 /* c as charged: 1 until the outer loop first learns it. The first measure

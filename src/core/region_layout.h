@@ -13,9 +13,9 @@
 #include "limiter.h"
 
 #define GS_REGION_MAGIC 0x45434c5355504721ULL /* "!GPUSLCE" */
-#define GS_REGION_VERSION                                                                                              \
-    7U /* 3: slots live by their OFD lock; 4: export records; 5: default_limit_mib; 6: run;
-                                7: the account's power_busy_ppm */
+/* 3: slots live by their OFD lock; 4: export records; 5: default_limit_mib; 6: run;
+ * 7: the account's power_busy_ppm */
+#define GS_REGION_VERSION 7U
 #define GS_REGION_MAX_DEVICES 16
 #define GS_REGION_MAX_PROCS 1024
 #define GS_REGION_UUID_LEN 64
