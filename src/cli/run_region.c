@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "run_region.h"
 #include "cli.h"
+#include "ofdlock.h"
 #include "region_view.h"
 #include "size_parse.h"
 
@@ -141,14 +142,15 @@ static int create_whole(const char *path, const char *name, const struct gs_conf
     return -1;
 }
 
-static struct gs_region *read_region(int fd, const char *path)
+/* The region open as fd, or NULL with what is wrong with it in err. */
+static struct gs_region *read_region(int fd, char *err, size_t errlen)
 {
     struct gs_region *copy = malloc(sizeof *copy);
     void *buf = malloc(sizeof *copy);
-    char err[300];
     ssize_t n = copy && buf ? pread(fd, buf, sizeof *copy, 0) : -1;
-    if (n < 0 || gs_region_view_parse(copy, buf, (size_t)n, err, sizeof err) != 0) {
-        fprintf(stderr, "gpuslice run: region %s %s\n", path, n < 0 ? "cannot be read" : err);
+    if (n < 0 || gs_region_view_parse(copy, buf, (size_t)n, err, errlen) != 0) {
+        if (n < 0)
+            snprintf(err, errlen, "cannot be read");
         free(copy);
         copy = NULL;
     }
@@ -184,6 +186,31 @@ static int replace_unused(const char *path, const char *name, const char *what)
     return REFUSED;
 }
 
+/* The region at path cannot be read as one of this build's (an older
+ * gpuslice's, whose layout differs, or a damaged one): start it afresh
+ * when no process of any build holds a lock on it, as replace_unused does
+ * for other limits; a live process keeps it. */
+static int replace_unreadable(const char *path, const char *name, const char *why)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0 && errno == ENOENT)
+        return RETRY; /* another run removed it first */
+    int held = fd < 0 ? -1 : gs_ofd_any_held(fd);
+    if (held == 0 && unlink(path) == 0) {
+        close(fd);
+        fprintf(stderr, "gpuslice run: region %s %s; no process used it: container '%s' starts afresh\n", path, why,
+                name);
+        return RETRY;
+    }
+    if (fd >= 0)
+        close(fd);
+    fprintf(stderr,
+            "gpuslice run: region %s %s%s.\n"
+            "  Stop the processes of container '%s' (another build of gpuslice may run them), or use another --name.\n",
+            path, why, held > 0 ? ", and a process still uses it" : "", name);
+    return FAILED;
+}
+
 static int join_existing(const char *path, const char *name, const struct gs_config *cfg, int *fd_out)
 {
     int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
@@ -197,16 +224,16 @@ static int join_existing(const char *path, const char *name, const struct gs_con
             close(fd);
         return FAILED;
     }
-    struct gs_region *r = read_region(fd, path);
     char what[300];
+    struct gs_region *r = read_region(fd, what, sizeof what);
     int differ = r ? limits_differ(r, cfg, what, sizeof what) : -1;
     free(r);
     if (differ == 0) {
         *fd_out = fd;
         return JOINED;
     }
-    close(fd);
-    return differ < 0 ? FAILED : replace_unused(path, name, what);
+    close(fd); /* and the run lock with it: the checks below see other processes' locks only */
+    return differ < 0 ? replace_unreadable(path, name, what) : replace_unused(path, name, what);
 }
 
 int gs_run_attach_region(const char *path, const char *name, const struct gs_config *cfg, int *lock_fd)

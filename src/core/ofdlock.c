@@ -55,3 +55,12 @@ int gs_ofd_held(int fd, off_t off)
         return -1;
     return fl.l_type != F_UNLCK;
 }
+
+int gs_ofd_any_held(int fd)
+{
+    struct flock fl = byte_at(F_WRLCK, 0);
+    fl.l_len = 0; /* to the end of the file, however long */
+    if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
+        return -1;
+    return fl.l_type != F_UNLCK;
+}

@@ -32,4 +32,8 @@ void gs_ofd_release(int fd);
  * of the file open as fd, 0 when none does, -1 when the kernel cannot say. */
 int gs_ofd_held(int fd, off_t off);
 
+/* The same for any byte of the file: whether some process of any build
+ * holds a lock on it (a region's slot, its run byte, its lock). */
+int gs_ofd_any_held(int fd);
+
 #endif

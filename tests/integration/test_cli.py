@@ -3,6 +3,7 @@ simulated driver."""
 import json
 import os
 import subprocess
+import sys
 import time
 
 from conftest import CLI, CLIENT, GiB, MiB, World
@@ -158,6 +159,49 @@ def test_a_named_container_keeps_one_set_of_limits_and_rm_removes_it_when_idle(t
     assert r.returncode == 1
     assert "removed team-b" in r.stdout and "no container 'nobody'" in r.stderr
     assert "no gpuslice containers in " in run(w, ["top"]).stdout
+
+
+def test_a_region_another_build_left_is_started_afresh_when_unused_and_kept_while_used(tmp_path):
+    """A region of another layout (an older gpuslice's: its version 6 was
+    128 bytes shorter) or a damaged one: where no process of any build holds
+    a lock on it, the run replaces it, as it does a region of other limits;
+    before, every `gpuslice run --name` of that container failed until the
+    user removed the file. While a process holds a lock on it, the run is
+    refused and says why; the file stays as it was."""
+    w = World(tmp_path)
+    regions = w.tmp / "state"
+    regions.mkdir(exist_ok=True)
+    old = regions / "old-build.region"
+    old.write_bytes(b"\x21GPUSLCE" + bytes(4096))
+    r = run(w, ["run", "-m", "2GiB", "--name", "old-build", "--", CLIENT], "init\ninfo\n")
+    assert r.returncode == 0, r.stderr
+    assert f"region {old} has 4104 bytes, a region has" in r.stderr, r.stderr
+    assert "no process used it: container 'old-build' starts afresh" in r.stderr, r.stderr
+    assert "total=2147483648" in r.stdout, r.stdout
+    # a live process (of any build) holding a lock on the file keeps it
+    old.write_bytes(bytes(4096))
+    locker = subprocess.Popen([sys.executable, "-c", LOCK_AND_WAIT, str(old)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert locker.stdout.readline().strip() == "locked"
+        r = run(w, ["run", "-m", "2GiB", "--name", "old-build", "--", CLIENT], "init\n")
+        assert r.returncode != 0, r.stdout
+        assert "has 4096 bytes, a region has" in r.stderr and "a process still uses it" in r.stderr, r.stderr
+        assert "Stop the processes of container 'old-build'" in r.stderr, r.stderr
+        assert old.read_bytes() == bytes(4096)
+    finally:
+        locker.kill()
+        locker.wait()
+
+
+# Holds an OFD write lock on one byte of argv[1] until killed.
+LOCK_AND_WAIT = """
+import fcntl, os, struct, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.fcntl(fd, 37, struct.pack("hhqqi", fcntl.F_WRLCK, 0, 100, 1, 0))  # F_OFD_SETLK
+print("locked", flush=True)
+time.sleep(600)
+"""
 
 
 def test_top_shows_a_configured_cap_before_the_first_launch(tmp_path):
