@@ -83,7 +83,7 @@ struct gs_lim_account {
     uint32_t speed_ppm;      /* s; 0 until initialised */
     uint32_t dev_ppm;        /* device busy fraction at the last outer run (NVML) */
     uint32_t power_busy_ppm; /* the busy fraction over the power reading's span (gs_lim_power_busy); 0: none yet */
-    uint32_t reserved;       /* fills the account to a whole compute[] word (region_layout.h) */
+    uint32_t wait_mark;      /* wait_ns at the last outer run, its low 32 bits (gs_lim_alone_busy) */
 };
 
 /* c as charged: 1 until the outer loop first learns it. The first measure
@@ -359,13 +359,27 @@ uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t 
  * the busy-idle GPU draws (GS_LIM_IDLE_POWER_PPM of the limit), per unit of
  * that busy fraction,
  *     e = (power - idle) / busy,
- * is what the running work would draw with the GPU to itself. If e exceeds
- * the headroom limit - idle, the GPU given to that work alone would throttle
- * its clock until it fits: it runs faster now by (e / headroom)^exp (dynamic
+ * is what the running work draws a busy second. Alone it would keep the GPU
+ * busy alone_ppm of the time (gs_lim_alone_busy): if e x alone exceeds the
+ * headroom limit - idle, the GPU given to that work alone would throttle
+ * its clock until it fits: it runs faster now by (e x alone / headroom)^exp (dynamic
  * power grows about as f^2 with the clock, throughput up to f^1; exp in
  * thousandths, calibrated on an H200: docs/compute.md). exp 0 disables it.
  * Moves half-way per run; keeps old while the device is nearly idle. */
-uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t busy_ppm, unsigned exp_milli);
+uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t busy_ppm, uint64_t alone_ppm,
+                      unsigned exp_milli);
+
+/* The busy fraction our work would keep the GPU at alone (gs_lim_speed's
+ * alone_ppm): our occupancy over the time our threads did not wait for
+ * tokens or turns, occ / (1 - waited / interval), at most the whole GPU.
+ * Work with CPU gaps of its own keeps those gaps alone: a jitted JAX step
+ * busy 0.76 alone drew 675 W of an H200's 700 at its highest clock, yet
+ * priced as if it filled the GPU (the draw per busy second times 1) its s
+ * came out 1.10-1.14 and cap 50 gave it 0.56-0.61 of its speed alone against
+ * 0.66 (bench/results/compute-2026-12-04.md). Where the waits fill the
+ * interval (several threads waiting at once) or our queue kept the GPU
+ * busy while we waited, the whole GPU. */
+uint64_t gs_lim_alone_busy(uint64_t occ_ppm, uint64_t waited_ns, uint64_t interval_ns);
 
 /* The span nvmlDeviceGetPowerUsage averages the draw over (since Ampere). */
 #define GS_LIM_POWER_SPAN_NS 1000000000ULL
@@ -559,6 +573,7 @@ unsigned gs_lim_trusted_demands(const struct gs_lim_claim *c, unsigned n, int dr
 struct gs_outer_in {
     uint64_t now, interval_ns;           /* this run, and the time since the last */
     uint64_t occ_ppm;                    /* our busy time over the interval, by our events */
+    uint64_t waited_ns;                  /* what our threads waited for tokens and turns in it */
     int64_t our_ppm, others_ppm;         /* NVML's per-process split; -1: unknown */
     int64_t dev_ppm, power_mw, limit_mw; /* NVML's device readings; -1: unknown */
     unsigned power_exp_milli;            /* gs_lim_speed's exponent */

@@ -119,7 +119,17 @@ int gs_lim_power_tells(uint64_t occ_ppm, uint64_t busy_ppm, uint32_t mean_ppm)
     return occ_ppm >= GS_LIM_BUSY_PPM && busy_ppm * 4 >= (uint64_t)mean_ppm * 3;
 }
 
-uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t busy_ppm, unsigned exp_milli)
+uint64_t gs_lim_alone_busy(uint64_t occ_ppm, uint64_t waited_ns, uint64_t interval_ns)
+{
+    if (interval_ns == 0 || waited_ns >= interval_ns)
+        return GS_LIM_PPM;
+    uint64_t ran = GS_LIM_PPM - (uint64_t)((unsigned __int128)waited_ns * GS_LIM_PPM / interval_ns);
+    uint64_t alone = occ_ppm * GS_LIM_PPM / ran;
+    return alone > GS_LIM_PPM ? GS_LIM_PPM : alone;
+}
+
+uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t busy_ppm, uint64_t alone_ppm,
+                      unsigned exp_milli)
 {
     if (old_speed < GS_LIM_PPM)
         old_speed = GS_LIM_PPM;
@@ -131,7 +141,9 @@ uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, 
         busy_ppm = GS_LIM_PPM;
     double idle = (double)limit_mw * GS_LIM_IDLE_POWER_PPM / GS_LIM_PPM;
     double e = ((double)power_mw - idle) / ((double)busy_ppm / GS_LIM_PPM);
-    double over = e / ((double)limit_mw - idle);
+    if (alone_ppm > GS_LIM_PPM)
+        alone_ppm = GS_LIM_PPM;
+    double over = e * ((double)alone_ppm / GS_LIM_PPM) / ((double)limit_mw - idle);
     double target = over > 1.0 ? pow(over, exp_milli / 1000.0) * GS_LIM_PPM : (double)GS_LIM_PPM;
     if (target > GS_LIM_MAX_SPEED)
         target = GS_LIM_MAX_SPEED;

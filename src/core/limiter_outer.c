@@ -354,7 +354,7 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
     }
     if (in->power_mw >= 0 && in->limit_mw > 0 && tells)
         out->speed = gs_lim_speed(out->speed, (uint64_t)in->power_mw, (uint64_t)in->limit_mw, out->power_busy,
-                                  in->power_exp_milli);
+                                  gs_lim_alone_busy(in->occ_ppm, in->waited_ns, in->interval_ns), in->power_exp_milli);
     int share = a->mode == GS_LIM_SHARE;
     /* held back by nobody it never waits, yet it can want more
      * (gs_lim_share_wants_more); nor does one held to a target it never

@@ -453,6 +453,9 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
     uint64_t occ_d = occ - __atomic_exchange_n(&a->outer_occ_mark, occ, __ATOMIC_RELAXED);
     *in = (struct gs_outer_in){ .now = now, .interval_ns = now > last ? now - last : 1 };
     in->occ_ppm = (uint64_t)((unsigned __int128)occ_d * GS_LIM_PPM / in->interval_ns);
+    /* low 32 bits: the difference holds for waits under 4.29 s a run */
+    uint32_t waited = (uint32_t)__atomic_load_n(&a->wait_ns, __ATOMIC_RELAXED);
+    in->waited_ns = (uint32_t)(waited - __atomic_exchange_n(&a->wait_mark, waited, __ATOMIC_RELAXED));
     memcpy(g->uuid, r->dev[d].uuid, sizeof g->uuid);
     g->uuid[sizeof g->uuid - 1] = '\0';
     uint64_t seen = __atomic_load_n(&a->nvml_seen_us, __ATOMIC_RELAXED);

@@ -624,6 +624,37 @@ def test_caps_70_and_90_hold_in_work_where_a_duty_cycled_device_clocks_higher(wo
     assert all(abs(got - cap / 100) <= 0.05 for got, cap in zip(r, caps)), r
 
 
+def test_a_capped_load_with_cpu_gaps_of_its_own_is_not_charged_a_clock_it_keeps_alone(world):
+    """The clock model (GPUSLICE_SIM_POWER_DYN 900: 900 W of work fully
+    busy against 600 W of headroom). Bursts of six 1 ms kernels, each burst
+    then 4 ms asleep, keep the device about half busy alone: within its
+    power limit at the highest clock, as under any cap. So capped at 35 it
+    gets its 0.35 of the device's time, no less: as many bursts with the
+    power correction (the default) as with it off (GPUSLICE_POWER_EXPONENT
+    0). Priced as work that would fill the device alone (the draw of a busy
+    second times 1, not times its own busy fraction alone:
+    gs_lim_alone_busy), it did 0.564 of its bursts alone against 0.664 with
+    the correction off (s about 1.18) at 9decdea; now 0.659 against 0.663."""
+    w = world_env(world, GPUSLICE_SIM_POWER_DYN=900)
+    solo = start(w, 1000, env={"LD_PRELOAD": SIM_CLOCK})
+    alone = solo.ok("burst 6 4000 1.5")
+    solo.close()
+    rate = {}
+    for exp in ("0", "default"):
+        env = {"GPUSLICE_CORES": "35", "GPUSLICE_REGION": str(w.tmp / f"exp{exp}.region")}
+        if exp != "default":
+            env["GPUSLICE_POWER_EXPONENT"] = exp
+        c = start(w, 1000, env=env)
+        c.ok("burst 6 4000 0.5")  # c and s learnt
+        r = c.ok("burst 6 4000 2.5")
+        c.close()
+        rate[exp] = r["bursts"] / r["elapsed_us"]
+    of_alone = {k: v / (alone["bursts"] / alone["elapsed_us"]) for k, v in rate.items()}
+    print(f"bursts of alone's: exponent 0 {of_alone['0']:.3f}, default {of_alone['default']:.3f}")
+    assert of_alone["0"] < 0.85, of_alone  # the cap held it back
+    assert rate["default"] >= 0.95 * rate["0"], of_alone
+
+
 def test_a_cap_taking_its_turn_after_a_gpu_bound_neighbour_is_not_charged_the_neighbours_draw(world, tmp_path):
     """NVML's power draw is a mean over the last second, its utilisation a
     sample period's (the simulated driver's, as an H200's). A GPU-bound

@@ -47,6 +47,7 @@ struct tenant {
     int free;
     uint64_t queue_ns, idle_since, wake_ns, cpu_until, last_launch, burst_start;
     uint64_t busy_ns, busy_mark, done_ns, on_from, on_until; /* done: exclusive work completed */
+    uint64_t waited_ns, wait_mark;                           /* time waiting for tokens or a turn */
     uint64_t bursts, lat_sum, lat_max;                       /* burst completion latency, after `from` */
     uint64_t synced_ns, step_max;                            /* last sync; longest time between two, after `from` */
     uint64_t drains;                                         /* windows closed with work pending, after `from` */
@@ -262,6 +263,7 @@ static void outer_step(struct tenant *t, int n, int i, uint64_t now, uint64_t oc
     struct gs_outer_in in = { .now = now,
                               .interval_ns = GS_LIM_OUTER_NS,
                               .occ_ppm = ppm_of(occ_ns),
+                              .waited_ns = t[i].waited_ns - t[i].wait_mark,
                               .our_ppm = per_process ? (int64_t)ppm_of(t[i].busy_ns - t[i].busy_mark) : -1,
                               .others_ppm = per_process ? (int64_t)others : -1,
                               .dev_ppm = nvml ? (int64_t)ppm_of(dev_ns) : -1,
@@ -274,6 +276,7 @@ static void outer_step(struct tenant *t, int n, int i, uint64_t now, uint64_t oc
     struct gs_outer_out o;
     gs_lim_outer_decide(a, &in, &o);
     gs_lim_outer_apply(a, &o, now);
+    t[i].wait_mark = t[i].waited_ns;
     t[i].pub_use = o.use_ppm;
     t[i].pub_wants = o.wants_ns;
 }
@@ -301,8 +304,10 @@ static void simulate(struct tenant *t, int n, double secs, double from, double *
                 done_at_from[i] = t[i].done_ns;
                 t[i].measuring = 1;
             }
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n; i++) {
             tenant_host(&t[i], now);
+            t[i].waited_ns += t[i].st == T_WAIT ? STEP : 0;
+        }
         int k = 0;
         for (int i = 0; i < n; i++)
             k += t[i].queue_ns > 0;
@@ -378,22 +383,25 @@ static void speed_follows_the_power_headroom(void **state)
     (void)state;
     /* 30 % busy drawing 105 + 0.3 x 900 W: 900 W busy against 595 W of
      * headroom, (900/595)^0.38 = 1.170; half-way from 1 */
-    uint32_t s = gs_lim_speed(GS_LIM_PPM, 375000, 700000, 300000, 380);
+    uint32_t s = gs_lim_speed(GS_LIM_PPM, 375000, 700000, 300000, GS_LIM_PPM, 380);
     assert_in_range(s, 1084000, 1086000);
-    assert_int_equal(gs_lim_speed(s, 375000, 700000, 300000, 0), GS_LIM_PPM);            /* exponent 0: off */
-    assert_int_equal(gs_lim_speed(s, 375000, 700000, 20000, 380), s);                    /* nearly idle: keep */
-    assert_int_equal(gs_lim_speed(GS_LIM_PPM, 400000, 700000, 600000, 380), GS_LIM_PPM); /* within */
-    assert_int_equal(gs_lim_speed(GS_LIM_PPM, 700000, 0, 600000, 380), GS_LIM_PPM);      /* no limit */
+    assert_int_equal(gs_lim_speed(s, 375000, 700000, 300000, GS_LIM_PPM, 0), GS_LIM_PPM); /* exponent 0: off */
+    assert_int_equal(gs_lim_speed(s, 375000, 700000, 20000, GS_LIM_PPM, 380), s);         /* nearly idle: keep */
+    assert_int_equal(gs_lim_speed(GS_LIM_PPM, 400000, 700000, 600000, GS_LIM_PPM, 380), GS_LIM_PPM); /* within */
+    assert_int_equal(gs_lim_speed(GS_LIM_PPM, 700000, 0, 600000, GS_LIM_PPM, 380), GS_LIM_PPM);      /* no limit */
     uint32_t big = GS_LIM_PPM;
     for (int i = 0; i < 40; i++)
-        big = gs_lim_speed(big, 4000000000ULL, 700000, 1000000, 1000);
+        big = gs_lim_speed(big, 4000000000ULL, 700000, 1000000, GS_LIM_PPM, 1000);
     assert_true(big <= GS_LIM_MAX_SPEED && big > GS_LIM_MAX_SPEED - 1000);
 }
 
-/* One outer run of a capped account with power readings; returns s. */
+/* One outer run of a capped account with power readings, its threads
+ * waiting for tokens the rest of the interval (work that would fill the
+ * GPU alone); returns s. */
 static uint32_t speed_after_run(struct gs_lim_account *a, uint64_t occ, int64_t dev, int64_t power_mw)
 {
     struct gs_outer_in in = outer_in(occ, -1, -1, dev, NULL, 0);
+    in.waited_ns = occ < GS_LIM_PPM ? in.interval_ns * (GS_LIM_PPM - occ) / GS_LIM_PPM : 0;
     in.power_mw = power_mw;
     in.limit_mw = 700000;
     in.power_exp_milli = 380;
@@ -416,7 +424,45 @@ static void a_launch_bound_load_is_weighed_by_the_time_it_occupies(void **state)
     account(&a, GS_LIM_CAP, 30, 100);
     for (int i = 0; i < 8; i++)
         assert_int_equal(speed_after_run(&a, 300000, 160000, 217000), GS_LIM_PPM);
-    assert_true(gs_lim_speed(GS_LIM_PPM, 217000, 700000, 160000, 380) > 1020000);
+    assert_true(gs_lim_speed(GS_LIM_PPM, 217000, 700000, 160000, GS_LIM_PPM, 380) > 1020000);
+}
+
+static void work_with_cpu_gaps_of_its_own_is_priced_at_its_busy_time_alone(void **state)
+{
+    (void)state;
+    /* H200, a jitted JAX step under cap 50: busy 0.45 of each run, 455 W,
+     * its threads waiting for tokens a third of the time. Alone it kept the
+     * GPU busy 0.76 at 675 W, under the 700 W limit at its highest clock:
+     * no correction. Priced as if it would fill the GPU, s rose to 1.10
+     * (0.56-0.61 of its speed alone against 0.66). */
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 50, 100);
+    uint32_t s = 0;
+    for (int i = 0; i < 8; i++) {
+        struct gs_outer_in in = outer_in(450000, -1, -1, 450000, NULL, 0);
+        in.waited_ns = in.interval_ns / 3;
+        in.power_mw = 455000;
+        in.limit_mw = 700000;
+        in.power_exp_milli = 380;
+        struct gs_outer_out o;
+        gs_lim_outer_decide(&a, &in, &o);
+        gs_lim_outer_apply(&a, &o, in.now);
+        s = o.speed;
+    }
+    assert_int_equal(s, GS_LIM_PPM);
+    /* the same draw from work that waits the rest of the time: it would
+     * fill the GPU alone and throttle there */
+    struct gs_lim_account b;
+    account(&b, GS_LIM_CAP, 50, 100);
+    for (int i = 0; i < 8; i++)
+        s = speed_after_run(&b, 450000, 450000, 455000);
+    assert_true(s > 1080000);
+    /* occupancy over the time not spent waiting, at most the whole GPU */
+    assert_int_equal(gs_lim_alone_busy(450000, 0, GS_LIM_OUTER_NS), 450000);
+    assert_int_equal(gs_lim_alone_busy(300000, GS_LIM_OUTER_NS / 2, GS_LIM_OUTER_NS), 600000);
+    assert_int_equal(gs_lim_alone_busy(600000, GS_LIM_OUTER_NS / 2, GS_LIM_OUTER_NS), GS_LIM_PPM);
+    assert_int_equal(gs_lim_alone_busy(100000, 3 * GS_LIM_OUTER_NS, GS_LIM_OUTER_NS), GS_LIM_PPM);
+    assert_int_equal(gs_lim_alone_busy(100000, 0, 0), GS_LIM_PPM);
 }
 
 static void the_draw_is_weighed_by_the_busy_time_of_its_own_second(void **state)
@@ -473,9 +519,9 @@ static void two_turn_taking_tenants_at_the_power_limit_run_at_no_boost(void **st
     struct gs_lim_demand other = { 30, 290000, 1, 0, 0 };
     uint64_t busy = gs_lim_device_busy(850000, 670000, &other, 1);
     assert_int_equal(busy, 960000);
-    assert_true(gs_lim_speed(GS_LIM_PPM, 690000, 700000, busy, 380) < 1005000);
+    assert_true(gs_lim_speed(GS_LIM_PPM, 690000, 700000, busy, GS_LIM_PPM, 380) < 1005000);
     /* by the device's reading alone it passed for boosted work */
-    assert_true(gs_lim_speed(GS_LIM_PPM, 690000, 700000, 850000, 380) > 1020000);
+    assert_true(gs_lim_speed(GS_LIM_PPM, 690000, 700000, 850000, GS_LIM_PPM, 380) > 1020000);
     /* the device's reading wins where it is more; the sum is at most 1 */
     assert_int_equal(gs_lim_device_busy(900000, 100000, &other, 1), 900000);
     struct gs_lim_demand many[3] = { { 1, 900000, 1, 0, 0 }, { 1, 900000, 1, 0, 0 }, { 1, 900000, 1, 0, 0 } };
@@ -1019,6 +1065,7 @@ int main(void)
         cmocka_unit_test(cap_holds_for_5us_and_50ms_kernels),
         cmocka_unit_test(speed_follows_the_power_headroom),
         cmocka_unit_test(a_launch_bound_load_is_weighed_by_the_time_it_occupies),
+        cmocka_unit_test(work_with_cpu_gaps_of_its_own_is_priced_at_its_busy_time_alone),
         cmocka_unit_test(the_draw_is_weighed_by_the_busy_time_of_its_own_second),
         cmocka_unit_test(cap_holds_in_exclusive_throughput_when_the_clock_boosts),
         cmocka_unit_test(two_tenants_capped_30_70_get_30_70),
