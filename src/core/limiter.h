@@ -537,8 +537,14 @@ int gs_lim_yields(unsigned weight, uint64_t use_ppm, const struct gs_lim_demand 
  * ledger published, where that is more. NVML's device utilisation read
  * 0.76-0.97 on an H100 kept full by two turn-taking tenants; the power at
  * its limit then passed for duty-cycled work running fast, and s = 1.04-1.08
- * charged both for time they did not get. */
-uint64_t gs_lim_device_busy(uint64_t dev_ppm, uint64_t our_use_ppm, const struct gs_lim_demand *others, unsigned n);
+ * charged both for time they did not get. Another's use counts for the part
+ * of our interval (interval_ns) it was active in, up to its last demand
+ * (quiet_ns before now): one that stopped as our turn began still counts
+ * as active for a run or two, and taken whole beside our own use it held a
+ * GPU-bound matmul's s at 1.08-1.13 for 0.6 s of each 2.5 s turn on an H200,
+ * against 1.16-1.20 steady (bench/results/compute-2026-12-04.md). */
+uint64_t gs_lim_device_busy(uint64_t dev_ppm, uint64_t our_use_ppm, const struct gs_lim_demand *others, unsigned n,
+                            uint64_t interval_ns);
 
 /* What the other containers' members of the device ledger count for in
  * share mode's water-filling and the corrections: the ledger is a file

@@ -347,7 +347,7 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
     out->power_busy = LD(&a->power_busy_ppm);
     int tells = 0;
     if (dev >= 0) {
-        uint64_t busy = gs_lim_device_busy((uint64_t)dev, use, in->dem, in->ndem);
+        uint64_t busy = gs_lim_device_busy((uint64_t)dev, use, in->dem, in->ndem, in->interval_ns);
         busy = busy > in->occ_ppm ? busy : in->occ_ppm;
         out->power_busy = gs_lim_power_busy(out->power_busy, busy, in->interval_ns);
         tells = gs_lim_power_tells(in->occ_ppm, busy, out->power_busy);

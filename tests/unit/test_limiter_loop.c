@@ -511,22 +511,73 @@ static void the_draw_is_weighed_by_the_busy_time_of_its_own_second(void **state)
     assert_false(gs_lim_power_tells(GS_LIM_BUSY_PPM - 1, 700000, 700000));
 }
 
+static void a_neighbour_that_stopped_as_our_turn_began_leaves_s_where_it_was(void **state)
+{
+    (void)state;
+    /* H200, GPU-bound matmul under cap 50 in 2.5 s turns (its debug log,
+     * bench/results/compute-2026-12-04.md): the idle run at its first launch,
+     * ten seconds after its last turn, then its turn's runs. The process of
+     * the turn before, stopped as this one began, still counts as active in
+     * the ledger at the first run, its use 0.45 published while it ran:
+     * taken whole beside our 0.52, s fell 1.170 -> 1.085 and took five runs
+     * (1.25 s) to come back. */
+    static const struct {
+        uint64_t occ;
+        int64_t dev, power;
+    } turn[] = { { 541641, 430000, 499864 }, { 483126, 450000, 502628 }, { 467604, 450000, 512345 },
+                 { 475327, 440000, 516863 }, { 473848, 450000, 507321 }, { 471958, 430000, 505651 },
+                 { 456378, 420000, 493389 }, { 467288, 430000, 492175 }, { 457360, 430000, 492105 } };
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 50, 100);
+    a.speed_ppm = 1170000;
+    a.power_busy_ppm = 430000;
+    struct gs_lim_demand before = { 100, 450000, 1, 500000, 0 };
+    struct gs_outer_in in = outer_in(8444, -1, -1, 410000, &before, 1);
+    in.interval_ns = 10 * GS_LIM_PPM * 1000;
+    in.power_mw = 489382;
+    in.limit_mw = 700000;
+    in.power_exp_milli = GS_LIM_DEFAULT_POWER_EXP;
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &in, &o);
+    gs_lim_outer_apply(&a, &o, in.now);
+    uint32_t least = o.speed;
+    before.quiet_ns = GS_LIM_OUTER_NS; /* it stopped as the idle run read */
+    for (size_t i = 0; i < sizeof turn / sizeof turn[0]; i++) {
+        in = outer_in(turn[i].occ, -1, -1, turn[i].dev, &before, i == 0);
+        in.waited_ns = in.interval_ns * (GS_LIM_PPM - turn[i].occ) / GS_LIM_PPM;
+        in.power_mw = turn[i].power;
+        in.limit_mw = 700000;
+        in.power_exp_milli = GS_LIM_DEFAULT_POWER_EXP;
+        gs_lim_outer_decide(&a, &in, &o);
+        gs_lim_outer_apply(&a, &o, in.now);
+        least = o.speed < least ? o.speed : least;
+    }
+    print_message("s at least %u, last %u ppm\n", least, o.speed);
+    assert_true(least > 1140000);
+    assert_true(o.speed > 1170000);
+    /* a neighbour's use counts for the part of the interval it was active in */
+    struct gs_lim_demand half = { 100, 400000, 1, 0, GS_LIM_OUTER_NS / 2 };
+    assert_int_equal(gs_lim_device_busy(0, 300000, &half, 1, GS_LIM_OUTER_NS), 500000);
+    half.quiet_ns = 2 * GS_LIM_OUTER_NS;
+    assert_int_equal(gs_lim_device_busy(0, 300000, &half, 1, GS_LIM_OUTER_NS), 300000);
+}
+
 static void two_turn_taking_tenants_at_the_power_limit_run_at_no_boost(void **state)
 {
     (void)state;
     /* H100: both tenants GPU-bound (0.29 and 0.67 of the time, turns), 690 W
      * against a 700 W limit, while NVML's device utilisation read 0.85 */
     struct gs_lim_demand other = { 30, 290000, 1, 0, 0 };
-    uint64_t busy = gs_lim_device_busy(850000, 670000, &other, 1);
+    uint64_t busy = gs_lim_device_busy(850000, 670000, &other, 1, GS_LIM_OUTER_NS);
     assert_int_equal(busy, 960000);
     assert_true(gs_lim_speed(GS_LIM_PPM, 690000, 700000, busy, GS_LIM_PPM, 380) < 1005000);
     /* by the device's reading alone it passed for boosted work */
     assert_true(gs_lim_speed(GS_LIM_PPM, 690000, 700000, 850000, GS_LIM_PPM, 380) > 1020000);
     /* the device's reading wins where it is more; the sum is at most 1 */
-    assert_int_equal(gs_lim_device_busy(900000, 100000, &other, 1), 900000);
+    assert_int_equal(gs_lim_device_busy(900000, 100000, &other, 1, GS_LIM_OUTER_NS), 900000);
     struct gs_lim_demand many[3] = { { 1, 900000, 1, 0, 0 }, { 1, 900000, 1, 0, 0 }, { 1, 900000, 1, 0, 0 } };
-    assert_int_equal(gs_lim_device_busy(0, 900000, many, 3), GS_LIM_PPM);
-    assert_int_equal(gs_lim_device_busy(300000, 300000, NULL, 0), 300000);
+    assert_int_equal(gs_lim_device_busy(0, 900000, many, 3, GS_LIM_OUTER_NS), GS_LIM_PPM);
+    assert_int_equal(gs_lim_device_busy(300000, 300000, NULL, 0, GS_LIM_OUTER_NS), 300000);
 }
 
 /* gs_lim_correction_overlap beside one other container that published others_ppm */
@@ -1073,6 +1124,7 @@ int main(void)
         cmocka_unit_test(device_utilisation_alone_corrects_30_70_and_relaxes_when_alone),
         cmocka_unit_test(shares_30_70_split_30_70_and_a_lone_tenant_runs_free),
         cmocka_unit_test(a_light_tenant_does_not_notice_a_cap_above_its_use),
+        cmocka_unit_test(a_neighbour_that_stopped_as_our_turn_began_leaves_s_where_it_was),
         cmocka_unit_test(two_turn_taking_tenants_at_the_power_limit_run_at_no_boost),
         cmocka_unit_test(share_tenants_that_time_slice_split_what_both_counted),
         cmocka_unit_test(a_share_container_queued_all_the_time_or_over_its_part_wants_more),
