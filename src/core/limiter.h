@@ -398,8 +398,11 @@ uint64_t gs_lim_alone_busy(uint64_t occ_ppm, uint64_t waited_ns, uint64_t interv
  * the first (old_ppm 0). Never 0. */
 uint32_t gs_lim_power_busy(uint32_t old_ppm, uint64_t busy_ppm, uint64_t interval_ns);
 
-/* Whether this run's draw can tell s: we ran (occupancy busy_ppm at least
- * GS_LIM_BUSY_PPM), and the busy fraction busy_ppm did not fall below three
+/* Whether this run's draw can tell s: the loop did not sleep (over a longer
+ * interval our waits and occupancy cover our idle time too, and
+ * gs_lim_alone_busy took a tenant back from an idle for one that barely
+ * runs: s fell 1.15 -> 1.08 on the simulated driver), we ran (occupancy
+ * busy_ppm at least GS_LIM_BUSY_PPM), and the busy fraction busy_ppm did not fall below three
  * quarters of its mean over the span mean_ppm. Where it fell, the mean
  * over the second still holds the heavier load before, weighed by its
  * larger busy time: on the simulated driver a tenant capped at 30 taking
@@ -407,7 +410,7 @@ uint32_t gs_lim_power_busy(uint32_t old_ppm, uint64_t busy_ppm, uint64_t interva
  * its own, s 1.17-1.23 against 1.33 steady, and did 0.34 of the device's
  * work. A load that grows needs no such wait: the draw and the busy
  * fraction both rise from what the second held before. */
-int gs_lim_power_tells(uint64_t occ_ppm, uint64_t busy_ppm, uint32_t mean_ppm);
+int gs_lim_power_tells(uint64_t occ_ppm, uint64_t busy_ppm, uint32_t mean_ppm, uint64_t interval_ns);
 
 /* Share mode: our target share given the weights of the others that are busy
  * (sum; 0 = none busy). GS_LIM_PPM means unthrottled. */

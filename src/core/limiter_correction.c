@@ -114,9 +114,9 @@ uint32_t gs_lim_power_busy(uint32_t old_ppm, uint64_t busy_ppm, uint64_t interva
     return avg ? (uint32_t)avg : 1;
 }
 
-int gs_lim_power_tells(uint64_t occ_ppm, uint64_t busy_ppm, uint32_t mean_ppm)
+int gs_lim_power_tells(uint64_t occ_ppm, uint64_t busy_ppm, uint32_t mean_ppm, uint64_t interval_ns)
 {
-    return occ_ppm >= GS_LIM_BUSY_PPM && busy_ppm * 4 >= (uint64_t)mean_ppm * 3;
+    return !gs_lim_outer_slept(interval_ns) && occ_ppm >= GS_LIM_BUSY_PPM && busy_ppm * 4 >= (uint64_t)mean_ppm * 3;
 }
 
 uint64_t gs_lim_alone_busy(uint64_t occ_ppm, uint64_t waited_ns, uint64_t interval_ns)

@@ -350,7 +350,7 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
         uint64_t busy = gs_lim_device_busy((uint64_t)dev, use, in->dem, in->ndem, in->interval_ns);
         busy = busy > in->occ_ppm ? busy : in->occ_ppm;
         out->power_busy = gs_lim_power_busy(out->power_busy, busy, in->interval_ns);
-        tells = gs_lim_power_tells(in->occ_ppm, busy, out->power_busy);
+        tells = gs_lim_power_tells(in->occ_ppm, busy, out->power_busy, in->interval_ns);
     }
     if (in->power_mw >= 0 && in->limit_mw > 0 && tells)
         out->speed = gs_lim_speed(out->speed, (uint64_t)in->power_mw, (uint64_t)in->limit_mw, out->power_busy,

@@ -524,9 +524,10 @@ static void outer_publish(struct gs_region *r, int d, const struct outer_gathere
     if (o->wants_ns && GS_LOG_DEBUG <= gs_log_threshold)
         snprintf(wanted, sizeof wanted, "%lld ms ago", (long long)(in->now - o->wants_ns) / 1000000);
     gs_log(GS_LOG_DEBUG,
-           "outer %s: occupancy %llu ppm, nvml ours %lld others %lld device %lld ppm, %u active in the ledger, "
-           "power %lld/%lld mW -> c %u%s s %u, use %u ppm, wanted %s",
-           g->uuid, (unsigned long long)in->occ_ppm, (long long)in->our_ppm, (long long)in->others_ppm,
+           "outer %s: occupancy %llu ppm, waited %llu us of %llu, nvml ours %lld others %lld device %lld ppm, "
+           "%u active in the ledger, power %lld/%lld mW -> c %u%s s %u, use %u ppm, wanted %s",
+           g->uuid, (unsigned long long)in->occ_ppm, (unsigned long long)in->waited_ns / 1000,
+           (unsigned long long)in->interval_ns / 1000, (long long)in->our_ppm, (long long)in->others_ppm,
            (long long)in->dev_ppm, in->ndem, (long long)in->power_mw, (long long)in->limit_mw, gs_lim_corr_of(o->corr),
            o->corr ? "" : " (not learnt)", o->speed, o->use_ppm, wanted);
     gs_compute_ledger_publish(d, o->use_ppm, o->wants_ns);

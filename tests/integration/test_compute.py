@@ -687,6 +687,40 @@ def test_a_cap_taking_its_turn_after_a_gpu_bound_neighbour_is_not_charged_the_ne
     assert abs(first - 0.30) <= SPLIT_TOL and abs(after - 0.30) <= SPLIT_TOL, (first, after)
 
 
+def test_a_cap_taking_its_turn_after_a_capped_neighbour_of_its_ledger_keeps_its_s(world, tmp_path):
+    """Two GPU-bound containers capped at 50 in one state directory (one
+    device ledger) take turns on the clock model (GPUSLICE_SIM_POWER_DYN
+    900), as bench/compute's capturns has them: a runs, then b, then a
+    again. At a's first runs after b stopped, the ledger still counts b as
+    active; its last published use (about 0.5) taken whole beside a's own
+    made the draw pass for unboosted work, and the run back from the idle,
+    its occupancy and waits spread over the idle, passed for a load that
+    barely runs: s fell from 1.148-1.150 to 1.028-1.037 at 3babf5b, and a
+    did 0.589-0.597 of the device's work in its second turn. b's use now
+    counts for the part of a's interval it was active in
+    (gs_lim_device_busy) and a slept interval tells s nothing
+    (gs_lim_power_tells): 1.151-1.157 to 1.121-1.131, and 0.554-0.562. On
+    an H200 the matmul's s fell 1.17 -> 1.085 at each turn's start
+    (bench/results/compute-2026-12-04.md §3)."""
+    w = world_env(world, GPUSLICE_SIM_POWER_DYN=900)
+    log = tmp_path / "a.log"
+    a = start_logged(w, 1000, log, {"GPUSLICE_REGION": str(w.tmp / "a.region"), "GPUSLICE_CORES": "50"})
+    b = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "b.region"), "GPUSLICE_CORES": "50"})
+    speed = re.compile(r"occupancy (\d+) ppm.*-> c \d+(?: \(not learnt\))? s (\d+)")
+    first = run(a, "kernel", 2.0, 1.0, 4)
+    s_first = [(int(o), int(x)) for o, x in speed.findall(log.read_text())]
+    theirs = run(b, "kernel", 1.5, 0.0, 4)
+    second = run(a, "kernel", 1.5, 0.0, 4)
+    a.close()
+    b.close()
+    s_after = [(int(o), int(x)) for o, x in speed.findall(log.read_text())][len(s_first):]
+    steady = s_first[-1][1]
+    least = min(x for o, x in s_after if o >= 100_000)
+    print(f"a {first:.3f}, b {theirs:.3f}, a again {second:.3f}; s {s_first} then {s_after}")
+    assert steady > 1_100_000, s_first  # the clock model boosts a duty-cycled device
+    assert least >= steady - 60_000, (steady, s_after)
+
+
 def forge_members(ledgers, count, held):
     """Takes `count` free member slots of each device ledger as a live
     process would (a lock on the slot's byte, 1 MiB + 1 + slot: ledger.c's

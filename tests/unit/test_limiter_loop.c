@@ -505,10 +505,12 @@ static void the_draw_is_weighed_by_the_busy_time_of_its_own_second(void **state)
     assert_int_equal(gs_lim_power_busy(800000, 3000000, GS_LIM_POWER_SPAN_NS), GS_LIM_PPM);
     /* the draw tells s where we ran and the busy time did not fall under
      * three quarters of the second's mean: a grown load does */
-    assert_true(gs_lim_power_tells(300000, 300000, 400000));
-    assert_false(gs_lim_power_tells(300000, 299999, 400000));
-    assert_true(gs_lim_power_tells(300000, 900000, 100000));
-    assert_false(gs_lim_power_tells(GS_LIM_BUSY_PPM - 1, 700000, 700000));
+    assert_true(gs_lim_power_tells(300000, 300000, 400000, GS_LIM_OUTER_NS));
+    assert_false(gs_lim_power_tells(300000, 299999, 400000, GS_LIM_OUTER_NS));
+    assert_true(gs_lim_power_tells(300000, 900000, 100000, GS_LIM_OUTER_NS));
+    assert_false(gs_lim_power_tells(GS_LIM_BUSY_PPM - 1, 700000, 700000, GS_LIM_OUTER_NS));
+    /* nor over an interval the loop slept through (an idle in it) */
+    assert_false(gs_lim_power_tells(300000, 300000, 300000, 3 * GS_LIM_OUTER_NS));
 }
 
 static void a_neighbour_that_stopped_as_our_turn_began_leaves_s_where_it_was(void **state)
