@@ -544,7 +544,7 @@ int gs_lim_yields(unsigned weight, uint64_t use_ppm, const struct gs_lim_demand 
  * of our interval (interval_ns) it was active in, up to its last demand
  * (quiet_ns before now): one that stopped as our turn began still counts
  * as active for a run or two, and taken whole beside our own use it held a
- * GPU-bound matmul's s at 1.08-1.13 for 0.6 s of each 2.5 s turn on an H200,
+ * GPU-bound matmul's s at 1.08-1.13 for 1.25 s of each 2.5 s turn on an H200,
  * against 1.16-1.20 steady (bench/results/compute-2026-12-04.md). */
 uint64_t gs_lim_device_busy(uint64_t dev_ppm, uint64_t our_use_ppm, const struct gs_lim_demand *others, unsigned n,
                             uint64_t interval_ns);
