@@ -33,16 +33,24 @@
 
 #define STEP 4
 
+static char ledger_file[64];
+
+/* libFuzzer ends a fixed-count run with exit(): the file goes with it. */
+static void remove_ledger(void)
+{
+    unlink(ledger_file);
+}
+
 static const char *ledger_path(void)
 {
-    static char path[64];
-    if (!path[0]) {
-        snprintf(path, sizeof path, "/tmp/gs-fuzz-ledger-XXXXXX");
-        int fd = mkstemp(path);
+    if (!ledger_file[0]) {
+        snprintf(ledger_file, sizeof ledger_file, "/tmp/gs-fuzz-ledger-XXXXXX");
+        int fd = mkstemp(ledger_file);
         FUZZ_CHECK(fd >= 0);
         close(fd);
+        FUZZ_CHECK(atexit(remove_ledger) == 0);
     }
-    return path;
+    return ledger_file;
 }
 
 static void check_demands(struct gs_ledger *l, uint64_t container, uint64_t now)
