@@ -58,7 +58,7 @@
 
 enum gs_lim_mode { GS_LIM_CAP = 0, GS_LIM_SHARE = 1 };
 
-/* Shared by all processes of a container, per device; exactly the 15 words
+/* Shared by all processes of a container, per device; exactly the words
  * reserved in struct gs_region_device. Updated with atomics only. */
 struct gs_lim_account {
     int64_t tokens;          /* GPU ns we may still use; negative = debt */
@@ -84,6 +84,7 @@ struct gs_lim_account {
     uint32_t dev_ppm;        /* device busy fraction at the last outer run (NVML) */
     uint32_t power_busy_ppm; /* the busy fraction over the power reading's span (gs_lim_power_busy); 0: none yet */
     uint32_t wait_mark;      /* wait_ns at the last outer run, its low 32 bits (gs_lim_alone_busy) */
+    uint64_t woke_ns;        /* clock the outer loop started, or woke from a slept interval (gs_lim_power_span_ours) */
 };
 
 /* c as charged: 1 until the outer loop first learns it. The first measure
@@ -384,6 +385,20 @@ uint64_t gs_lim_alone_busy(uint64_t occ_ppm, uint64_t waited_ns, uint64_t interv
 /* The span nvmlDeviceGetPowerUsage averages the draw over (since Ampere). */
 #define GS_LIM_POWER_SPAN_NS 1000000000ULL
 
+/* Whether the power reading's span is all ours: the outer loop has run
+ * without sleeping for the whole of it since it woke (woke_ns). Before
+ * that the draw mixes in the second before: the idle, or a neighbour's
+ * load. Such a reading may raise s, never lower it (gs_lim_outer_decide):
+ * a GPU-bound matmul under cap 70 taking its 2.5 s turns after one at the
+ * power limit read 677 W at 0.6 busy, and s fell 1.17 -> 1.09 over its
+ * first second, then took another to climb back, each turn, on an H200
+ * (the work of 0.76 of the device where 0.72 was due). An s too high
+ * charges only us, for at most that second. */
+static inline int gs_lim_power_span_ours(uint64_t now, uint64_t woke_ns)
+{
+    return now >= woke_ns + GS_LIM_POWER_SPAN_NS;
+}
+
 /* The busy fraction to divide the draw by (gs_lim_speed): the larger of
  * the device's busy time and our occupancy over the last outer interval
  * (a launch-bound load that keeps the GPU busy half of the time it
@@ -595,6 +610,7 @@ struct gs_outer_in {
 struct gs_outer_out {
     uint32_t corr, speed;                  /* c and s */
     uint32_t power_busy;                   /* the account's power_busy_ppm from now on */
+    uint64_t woke_ns;                      /* the account's woke_ns from now on */
     uint32_t use_ppm, others_ppm, dev_ppm; /* published in the account (use also in the ledger) */
     uint64_t wants_ns;                     /* published in the ledger: when we last wanted more */
     uint32_t target;                       /* the rate from now on (a cap's, or GS_LIM_PPM running free) */

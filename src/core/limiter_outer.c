@@ -352,9 +352,13 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
         out->power_busy = gs_lim_power_busy(out->power_busy, busy, in->interval_ns);
         tells = gs_lim_power_tells(in->occ_ppm, busy, out->power_busy, in->interval_ns);
     }
-    if (in->power_mw >= 0 && in->limit_mw > 0 && tells)
-        out->speed = gs_lim_speed(out->speed, (uint64_t)in->power_mw, (uint64_t)in->limit_mw, out->power_busy,
+    out->woke_ns = gs_lim_outer_slept(in->interval_ns) ? in->now : LD(&a->woke_ns);
+    if (in->power_mw >= 0 && in->limit_mw > 0 && tells) {
+        uint32_t s = gs_lim_speed(out->speed, (uint64_t)in->power_mw, (uint64_t)in->limit_mw, out->power_busy,
                                   gs_lim_alone_busy(in->occ_ppm, in->waited_ns, in->interval_ns), in->power_exp_milli);
+        if (s > out->speed || gs_lim_power_span_ours(in->now, out->woke_ns))
+            out->speed = s;
+    }
     int share = a->mode == GS_LIM_SHARE;
     /* held back by nobody it never waits, yet it can want more
      * (gs_lim_share_wants_more); nor does one held to a target it never
@@ -388,6 +392,7 @@ uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out 
     ST(&a->corr_ppm, out->corr);
     ST(&a->speed_ppm, out->speed);
     ST(&a->power_busy_ppm, out->power_busy);
+    ST(&a->woke_ns, out->woke_ns);
     ST(&a->dev_ppm, out->dev_ppm);
     ST(&a->use_ppm, out->use_ppm);
     ST(&a->others_ppm, out->others_ppm);

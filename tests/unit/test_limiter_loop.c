@@ -564,6 +564,63 @@ static void a_neighbour_that_stopped_as_our_turn_began_leaves_s_where_it_was(voi
     assert_int_equal(gs_lim_device_busy(0, 300000, &half, 1, GS_LIM_OUTER_NS), 300000);
 }
 
+static void a_draw_that_still_holds_the_second_before_we_woke_cannot_lower_s(void **state)
+{
+    (void)state;
+    /* H200, GPU-bound matmul under cap 70 in 2.5 s turns after a process
+     * at the power limit (bench/results/compute-2026-12-05.md): the idle
+     * run at its first launch, then its turn's runs, 250 ms apart. The
+     * draw's one-second mean still held the neighbour's 690 W and s fell
+     * 1.169 -> 1.111 over the first second at 0dd6c22, then climbed back. */
+    static const struct {
+        uint64_t occ;
+        int64_t ours, dev, power;
+    } turn[] = { { 670000, 850000, 580000, 677000 }, { 760000, 650000, 680000, 670000 },
+                 { 740000, 700000, 700000, 674000 }, { 670000, 690000, 670000, 674000 },
+                 { 660000, 630000, 610000, 676000 }, { 640000, 600000, 600000, 668000 },
+                 { 640000, 600000, 590000, 656000 }, { 640000, 590000, 570000, 645000 } };
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 70, 100);
+    a.speed_ppm = 1169000;
+    a.power_busy_ppm = 600000;
+    a.corr_ppm = GS_LIM_PPM;
+    struct gs_outer_in in = outer_in(10000, 0, 130000, 960000, NULL, 0);
+    in.now = 13700 * MS;
+    in.interval_ns = 12700 * MS;
+    in.power_mw = 690000;
+    in.limit_mw = 700000;
+    in.power_exp_milli = GS_LIM_DEFAULT_POWER_EXP;
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &in, &o);
+    gs_lim_outer_apply(&a, &o, in.now);
+    assert_int_equal(a.woke_ns, 13700 * MS);
+    uint32_t least = o.speed;
+    for (size_t i = 0; i < sizeof turn / sizeof turn[0]; i++) {
+        in = outer_in(turn[i].occ, turn[i].ours, 0, turn[i].dev, NULL, 0);
+        in.now = (13700 + 250 * (i + 1)) * MS;
+        in.waited_ns = 85 * MS;
+        in.power_mw = turn[i].power;
+        in.limit_mw = 700000;
+        in.power_exp_milli = GS_LIM_DEFAULT_POWER_EXP;
+        struct gs_lim_account before = a;
+        gs_lim_outer_decide(&a, &in, &o);
+        gs_lim_outer_apply(&a, &o, in.now);
+        if (in.now < a.woke_ns + GS_LIM_POWER_SPAN_NS)
+            least = o.speed < least ? o.speed : least;
+        if (i == 0) {
+            /* the same reading a second after waking lowers s */
+            before.woke_ns = in.now - GS_LIM_POWER_SPAN_NS;
+            struct gs_outer_out lowered;
+            gs_lim_outer_decide(&before, &in, &lowered);
+            assert_true(lowered.speed < 1150000);
+        }
+    }
+    /* past the second the draw is ours; these readings were taken at the
+     * lowered s, and so with more work a second than ours now */
+    print_message("s at least %u over the first second, %u at its end\n", least, o.speed);
+    assert_true(least >= 1169000);
+}
+
 static void two_turn_taking_tenants_at_the_power_limit_run_at_no_boost(void **state)
 {
     (void)state;
@@ -1127,6 +1184,7 @@ int main(void)
         cmocka_unit_test(shares_30_70_split_30_70_and_a_lone_tenant_runs_free),
         cmocka_unit_test(a_light_tenant_does_not_notice_a_cap_above_its_use),
         cmocka_unit_test(a_neighbour_that_stopped_as_our_turn_began_leaves_s_where_it_was),
+        cmocka_unit_test(a_draw_that_still_holds_the_second_before_we_woke_cannot_lower_s),
         cmocka_unit_test(two_turn_taking_tenants_at_the_power_limit_run_at_no_boost),
         cmocka_unit_test(share_tenants_that_time_slice_split_what_both_counted),
         cmocka_unit_test(a_share_container_queued_all_the_time_or_over_its_part_wants_more),
