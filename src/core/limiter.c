@@ -28,7 +28,6 @@ static void setup_account(struct gs_lim_account *a, enum gs_lim_mode mode, unsig
     ST(&a->tokens, gs_lim_burst_of(rate));
     ST(&a->refill_ns, now);
     ST(&a->outer_last_ns, now);
-    ST(&a->woke_ns, now);
     /* the first launch runs the outer loop: its first look at NVML only
      * learns where the samples from before us end, so the next run, an
      * interval later, is the first to learn c (not two intervals later) */
@@ -56,7 +55,6 @@ int gs_lim_account_init(struct gs_lim_account *a, enum gs_lim_mode mode, unsigne
         ST(&a->tokens, gs_lim_burst_of(LD(&a->rate_ppm)));
         ST(&a->refill_ns, now);
         ST(&a->outer_last_ns, now);
-        ST(&a->woke_ns, now);
         ST(&a->outer_next_ns, now);
         ST(&a->nvml_seen_us, (uint64_t)0);
     }

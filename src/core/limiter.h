@@ -84,7 +84,7 @@ struct gs_lim_account {
     uint32_t dev_ppm;        /* device busy fraction at the last outer run (NVML) */
     uint32_t power_busy_ppm; /* the busy fraction over the power reading's span (gs_lim_power_busy); 0: none yet */
     uint32_t wait_mark;      /* wait_ns at the last outer run, its low 32 bits (gs_lim_alone_busy) */
-    uint64_t woke_ns;        /* clock the outer loop started, or woke from a slept interval (gs_lim_power_span_ours) */
+    uint64_t woke_ns; /* clock the outer loop last woke from a slept interval, 0 before (gs_lim_power_span_ours) */
 };
 
 /* c as charged: 1 until the outer loop first learns it. The first measure
@@ -393,7 +393,10 @@ uint64_t gs_lim_alone_busy(uint64_t occ_ppm, uint64_t waited_ns, uint64_t interv
  * power limit read 677 W at 0.6 busy, and s fell 1.17 -> 1.09 over its
  * first second, then took another to climb back, each turn, on an H200
  * (the work of 0.76 of the device where 0.72 was due). An s too high
- * charges only us, for at most that second. */
+ * charges only us, for at most that second. A new container's first
+ * second learns s both ways, as before: it has none to keep, and held
+ * where a mix first read it high, it cost four GPU-bound tenants under
+ * caps 60-90 up to 0.015 of the device on the simulated driver. */
 static inline int gs_lim_power_span_ours(uint64_t now, uint64_t woke_ns)
 {
     return now >= woke_ns + GS_LIM_POWER_SPAN_NS;
