@@ -568,7 +568,7 @@ static void a_draw_that_still_holds_the_second_before_we_woke_cannot_lower_s(voi
 {
     (void)state;
     /* H200, GPU-bound matmul under cap 70 in 2.5 s turns after a process
-     * at the power limit (bench/results/compute-2026-12-05.md): the idle
+     * at the power limit (bench/results/compute-2026-12-04b.md): the idle
      * run at its first launch, then its turn's runs, 250 ms apart. The
      * draw's one-second mean still held the neighbour's 690 W and s fell
      * 1.169 -> 1.111 over the first second at 0dd6c22, then climbed back. */
