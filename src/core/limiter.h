@@ -391,9 +391,10 @@ uint64_t gs_lim_alone_busy(uint64_t occ_ppm, uint64_t waited_ns, uint64_t interv
  * load. Such a reading may raise s, never lower it (gs_lim_outer_decide):
  * a GPU-bound matmul under cap 70 taking its 2.5 s turns after one at the
  * power limit read 677 W at 0.6 busy, and s fell 1.17 -> 1.09 over its
- * first second, then took another to climb back, each turn, on an H200
- * (the work of 0.76 of the device where 0.72 was due). An s too high
- * charges only us, for at most that second. A new container's first
+ * first second, then took another to climb back, each turn, on an H200;
+ * held, it ended the turns within 0.005-0.022 of where it began them
+ * (bench/results/compute-2026-12-04b.md). An s too high charges only us,
+ * for at most that second. A new container's first
  * second learns s both ways, as before: it has none to keep, and held
  * where a mix first read it high, it cost four GPU-bound tenants under
  * caps 60-90 up to 0.015 of the device on the simulated driver. */
