@@ -18,10 +18,10 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
 fuzz_secs=${GS_FUZZ_SECONDS:-30}
-# 120 000 inputs per target: the background lane (fuzzing, then the
-# checkers) ends the suite. With 200 000 it ended at 766 s on a loaded 2-core
-# machine, past its 12 minutes; with 160 000 at 786 s on a slower one (fuzzing
-# 514 s of it, the checkers 239).
+# 120 000 inputs per target. With 200 000 / 160 000 the background lane
+# (fuzzing, then the checkers) ended the suite at 766 / 786 s on a loaded
+# 2-core machine; at 120 000 the foreground steps end it (789 s), and 60 000
+# ended it 2 s sooner (docs/testing.md): fewer inputs buy no time there.
 fuzz_runs=${GS_FUZZ_RUNS:-120000}
 # The slow tests wait on the slowed clock nearly all the time: three at a
 # time, beside the steps after the release build (the two whose tenants spin

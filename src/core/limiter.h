@@ -394,10 +394,10 @@ uint64_t gs_lim_alone_busy(uint64_t occ_ppm, uint64_t waited_ns, uint64_t interv
  * first second, then took another to climb back, each turn, on an H200;
  * held, it ended the turns within 0.005-0.022 of where it began them
  * (bench/results/compute-2026-12-04b.md). An s too high charges only us,
- * for at most that second. A new container's first
- * second learns s both ways, as before: it has none to keep, and held
- * where a mix first read it high, it cost four GPU-bound tenants under
- * caps 60-90 up to 0.015 of the device on the simulated driver. */
+ * for at most that second. A new container's first second learns s both
+ * ways, as before: it has none to keep, and held where a mix first read it
+ * high, it cost four GPU-bound tenants under caps 60-90 up to 0.015 of the
+ * device on the simulated driver. */
 static inline int gs_lim_power_span_ours(uint64_t now, uint64_t woke_ns)
 {
     return now >= woke_ns + GS_LIM_POWER_SPAN_NS;
@@ -421,14 +421,14 @@ uint32_t gs_lim_power_busy(uint32_t old_ppm, uint64_t busy_ppm, uint64_t interva
  * interval our waits and occupancy cover our idle time too, and
  * gs_lim_alone_busy took a tenant back from an idle for one that barely
  * runs: s fell 1.15 -> 1.08 on the simulated driver), we ran (occupancy
- * busy_ppm at least GS_LIM_BUSY_PPM), and the busy fraction busy_ppm did not fall below three
- * quarters of its mean over the span mean_ppm. Where it fell, the mean
- * over the second still holds the heavier load before, weighed by its
- * larger busy time: on the simulated driver a tenant capped at 30 taking
- * its turn after a GPU-bound neighbour at the power limit took that mix for
- * its own, s 1.17-1.23 against 1.33 steady, and did 0.34 of the device's
- * work. A load that grows needs no such wait: the draw and the busy
- * fraction both rise from what the second held before. */
+ * busy_ppm at least GS_LIM_BUSY_PPM), and the busy fraction busy_ppm did
+ * not fall below three quarters of its mean over the span mean_ppm. Where
+ * it fell, the mean over the second still holds the heavier load before,
+ * weighed by its larger busy time: on the simulated driver a tenant capped
+ * at 30 taking its turn after a GPU-bound neighbour at the power limit took
+ * that mix for its own, s 1.17-1.23 against 1.33 steady, and did 0.34 of
+ * the device's work. A load that grows needs no such wait: the draw and the
+ * busy fraction both rise from what the second held before. */
 int gs_lim_power_tells(uint64_t occ_ppm, uint64_t busy_ppm, uint32_t mean_ppm, uint64_t interval_ns);
 
 /* Share mode: our target share given the weights of the others that are busy

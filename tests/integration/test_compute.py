@@ -655,6 +655,25 @@ def test_a_capped_load_with_cpu_gaps_of_its_own_is_not_charged_a_clock_it_keeps_
     assert rate["default"] >= 0.95 * rate["0"], of_alone
 
 
+def capped_around_a_free_neighbour(world, tmp_path, cap, secs):
+    """A GPU-bound tenant under `cap` on the clock model (GPUSLICE_SIM_POWER_DYN
+    900) runs secs, idles while a GPU-bound neighbour without the interposer
+    holds the device at its power limit for 2 s, then runs secs more. Its
+    work of the device's before and after, and its debug log's text as it
+    stood before the neighbour ran and at the end."""
+    w = world_env(world, GPUSLICE_SIM_POWER_DYN=900)
+    log = tmp_path / "capped.log"
+    capped = start_logged(w, 1000, log, {"GPUSLICE_CORES": str(cap)})
+    neighbour = start(w, 1000, env={"LD_PRELOAD": SIM_CLOCK})
+    first = run(capped, "kernel", secs, 0.0, 4)
+    log_before = log.read_text()
+    run(neighbour, "kernel", 2.0, 0.0, 8)
+    after = run(capped, "kernel", secs, 0.0, 4)
+    capped.close()
+    neighbour.close()
+    return first, after, log_before, log.read_text()
+
+
 def test_a_cap_taking_its_turn_after_a_gpu_bound_neighbour_is_not_charged_the_neighbours_draw(world, tmp_path):
     """NVML's power draw is a mean over the last second, its utilisation a
     sample period's (the simulated driver's, as an H200's). A GPU-bound
@@ -669,18 +688,10 @@ def test_a_cap_taking_its_turn_after_a_gpu_bound_neighbour_is_not_charged_the_ne
     loads (s 1.17-1.23, 0.34 of the device's work). s now holds until the
     second's mean has come down to the tenant's load (gs_lim_power_tells):
     0.304 and 0.305 of the device's work, s at most 1.35 then 1.31."""
-    w = world_env(world, GPUSLICE_SIM_POWER_DYN=900)
-    log = tmp_path / "capped.log"
-    capped = start_logged(w, 1000, log, {"GPUSLICE_CORES": "30"})
-    neighbour = start(w, 1000, env={"LD_PRELOAD": SIM_CLOCK})
+    first, after, log_before, log_all = capped_around_a_free_neighbour(world, tmp_path, 30, 1.0)
     speed = re.compile(r"-> c \d+(?: \(not learnt\))? s (\d+)")
-    first = run(capped, "kernel", 1.0, 0.0, 4)
-    s_first = [int(x) for x in speed.findall(log.read_text())]
-    run(neighbour, "kernel", 2.0, 0.0, 8)
-    after = run(capped, "kernel", 1.0, 0.0, 4)
-    capped.close()
-    neighbour.close()
-    s_after = [int(x) for x in speed.findall(log.read_text())][len(s_first):]
+    s_first = [int(x) for x in speed.findall(log_before)]
+    s_after = [int(x) for x in speed.findall(log_all)][len(s_first):]
     print(f"work {first:.3f} of the device's, {after:.3f} after the neighbour; s {s_first} then {s_after}")
     assert max(s_first) > 1_100_000, s_first  # the clock model boosts a duty-cycled device
     assert s_after and max(s_after) <= max(s_first) + 20_000, (s_first, s_after)
@@ -700,18 +711,10 @@ def test_a_cap_taking_its_turn_after_a_neighbour_at_the_power_limit_keeps_the_s_
     back before the loop woke may raise s, never lower it
     (gs_lim_power_span_ours): s holds 1.113 through that second. After it,
     s learns from the tenant's own draw both ways again."""
-    w = world_env(world, GPUSLICE_SIM_POWER_DYN=900)
-    log = tmp_path / "capped.log"
-    capped = start_logged(w, 1000, log, {"GPUSLICE_CORES": "70"})
-    neighbour = start(w, 1000, env={"LD_PRELOAD": SIM_CLOCK})
+    first, after, log_before, log_all = capped_around_a_free_neighbour(world, tmp_path, 70, 2.0)
     outer = re.compile(r"occupancy (\d+) ppm, waited \d+ us of (\d+).*-> c \d+(?: \(not learnt\))? s (\d+)")
-    first = run(capped, "kernel", 2.0, 0.0, 4)
-    runs_first = len(outer.findall(log.read_text()))
-    run(neighbour, "kernel", 2.0, 0.0, 8)
-    after = run(capped, "kernel", 2.0, 0.0, 4)
-    capped.close()
-    neighbour.close()
-    runs = [(int(o), int(t), int(x)) for o, t, x in outer.findall(log.read_text())]
+    runs_first = len(outer.findall(log_before))
+    runs = [(int(o), int(t), int(x)) for o, t, x in outer.findall(log_all)]
     learnt = runs[runs_first - 1][2]
     back = runs[runs_first:]
     assert back and back[0][1] > 1_000_000, back  # the run back from the idle (its interval in us)

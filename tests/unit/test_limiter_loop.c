@@ -395,6 +395,15 @@ static void speed_follows_the_power_headroom(void **state)
     assert_true(big <= GS_LIM_MAX_SPEED && big > GS_LIM_MAX_SPEED - 1000);
 }
 
+/* An outer run's NVML power readings: the draw power_mw against an H200's
+ * 700 W limit, the power correction at exponent exp_milli. */
+static void reads_power(struct gs_outer_in *in, int64_t power_mw, unsigned exp_milli)
+{
+    in->power_mw = power_mw;
+    in->limit_mw = 700000;
+    in->power_exp_milli = exp_milli;
+}
+
 /* One outer run of a capped account with power readings, its threads
  * waiting for tokens the rest of the interval (work that would fill the
  * GPU alone); returns s. */
@@ -402,9 +411,7 @@ static uint32_t speed_after_run(struct gs_lim_account *a, uint64_t occ, int64_t 
 {
     struct gs_outer_in in = outer_in(occ, -1, -1, dev, NULL, 0);
     in.waited_ns = occ < GS_LIM_PPM ? in.interval_ns * (GS_LIM_PPM - occ) / GS_LIM_PPM : 0;
-    in.power_mw = power_mw;
-    in.limit_mw = 700000;
-    in.power_exp_milli = 380;
+    reads_power(&in, power_mw, 380);
     struct gs_outer_out o;
     gs_lim_outer_decide(a, &in, &o);
     gs_lim_outer_apply(a, &o, in.now);
@@ -441,9 +448,7 @@ static void work_with_cpu_gaps_of_its_own_is_priced_at_its_busy_time_alone(void 
     for (int i = 0; i < 8; i++) {
         struct gs_outer_in in = outer_in(450000, -1, -1, 450000, NULL, 0);
         in.waited_ns = in.interval_ns / 3;
-        in.power_mw = 455000;
-        in.limit_mw = 700000;
-        in.power_exp_milli = 380;
+        reads_power(&in, 455000, 380);
         struct gs_outer_out o;
         gs_lim_outer_decide(&a, &in, &o);
         gs_lim_outer_apply(&a, &o, in.now);
@@ -536,9 +541,7 @@ static void a_neighbour_that_stopped_as_our_turn_began_leaves_s_where_it_was(voi
     struct gs_lim_demand before = { 100, 450000, 1, 500000, 0 };
     struct gs_outer_in in = outer_in(8444, -1, -1, 410000, &before, 1);
     in.interval_ns = 10 * GS_LIM_PPM * 1000;
-    in.power_mw = 489382;
-    in.limit_mw = 700000;
-    in.power_exp_milli = GS_LIM_DEFAULT_POWER_EXP;
+    reads_power(&in, 489382, GS_LIM_DEFAULT_POWER_EXP);
     struct gs_outer_out o;
     gs_lim_outer_decide(&a, &in, &o);
     gs_lim_outer_apply(&a, &o, in.now);
@@ -547,9 +550,7 @@ static void a_neighbour_that_stopped_as_our_turn_began_leaves_s_where_it_was(voi
     for (size_t i = 0; i < sizeof turn / sizeof turn[0]; i++) {
         in = outer_in(turn[i].occ, -1, -1, turn[i].dev, &before, i == 0);
         in.waited_ns = in.interval_ns * (GS_LIM_PPM - turn[i].occ) / GS_LIM_PPM;
-        in.power_mw = turn[i].power;
-        in.limit_mw = 700000;
-        in.power_exp_milli = GS_LIM_DEFAULT_POWER_EXP;
+        reads_power(&in, turn[i].power, GS_LIM_DEFAULT_POWER_EXP);
         gs_lim_outer_decide(&a, &in, &o);
         gs_lim_outer_apply(&a, &o, in.now);
         least = o.speed < least ? o.speed : least;
@@ -587,9 +588,7 @@ static void a_draw_that_still_holds_the_second_before_we_woke_cannot_lower_s(voi
     struct gs_outer_in in = outer_in(10000, 0, 130000, 960000, NULL, 0);
     in.now = 13700 * MS;
     in.interval_ns = 12700 * MS;
-    in.power_mw = 690000;
-    in.limit_mw = 700000;
-    in.power_exp_milli = GS_LIM_DEFAULT_POWER_EXP;
+    reads_power(&in, 690000, GS_LIM_DEFAULT_POWER_EXP);
     struct gs_outer_out o;
     gs_lim_outer_decide(&a, &in, &o);
     gs_lim_outer_apply(&a, &o, in.now);
@@ -599,9 +598,7 @@ static void a_draw_that_still_holds_the_second_before_we_woke_cannot_lower_s(voi
         in = outer_in(turn[i].occ, turn[i].ours, 0, turn[i].dev, NULL, 0);
         in.now = (13700 + 250 * (i + 1)) * MS;
         in.waited_ns = 85 * MS;
-        in.power_mw = turn[i].power;
-        in.limit_mw = 700000;
-        in.power_exp_milli = GS_LIM_DEFAULT_POWER_EXP;
+        reads_power(&in, turn[i].power, GS_LIM_DEFAULT_POWER_EXP);
         struct gs_lim_account before = a;
         gs_lim_outer_decide(&a, &in, &o);
         gs_lim_outer_apply(&a, &o, in.now);
