@@ -24,8 +24,7 @@ fuzz_secs=${GS_FUZZ_SECONDS:-30}
 # ended it 2 s sooner (docs/testing.md): fewer inputs buy no time there.
 fuzz_runs=${GS_FUZZ_RUNS:-120000}
 # The slow tests wait on the slowed clock nearly all the time: three at a
-# time, beside the steps after the release build (the two whose tenants spin
-# on the CPU never together: their RESOURCE_LOCK; docs/testing.md, The slow
+# time, beside the steps after the release build (docs/testing.md, The slow
 # tests).
 slow_jobs=3
 

@@ -39,6 +39,7 @@
  */
 #define _GNU_SOURCE
 #include "gs_client_compute.h"
+#include "gs_client_cpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,13 +53,6 @@ static CUmodule module;
 static CUgraphExec graph;
 static unsigned long long func_us;
 static unsigned graph_n;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 typedef CUresult (*launch_ex_t)(const CUlaunchConfig *, CUfunction, void **, void **);
 typedef CUresult (*coop_t)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
@@ -218,8 +212,8 @@ static CUresult tp_steps(gs_entry_fn entry, unsigned long long us, unsigned long
     unsigned long long k = 0, n = 0;
     for (; k < steps && !rc; k++) {
         if (k == warm)
-            t0 = now_s();
-        double s0 = now_s();
+            t0 = gs_now_s();
+        double s0 = gs_now_s();
         if (as_graph) {
             rc = glaunch(step, gs);
         } else {
@@ -230,9 +224,9 @@ static CUresult tp_steps(gs_entry_fn entry, unsigned long long us, unsigned long
         if (!rc)
             rc = sync(gs);
         if (k >= warm)
-            took[n++] = now_s() - s0;
+            took[n++] = gs_now_s() - s0;
     }
-    double el = t0 > 0 ? now_s() - t0 : 0;
+    double el = t0 > 0 ? gs_now_s() - t0 : 0;
     /* the 99th percentile as well as the longest: one step a loaded
      * machine's scheduler delays is no step the limiter stood still */
     if (n)
@@ -287,8 +281,8 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         return 1;
     }
     if (!strcmp(c, "burst") && argc > 3) {
-        /* burst N THINK_US SECS [GAP_US]: N launches (GAP_US of CPU work
-         * spun between them, as a Python decoder spends between its small
+        /* burst N THINK_US SECS [GAP_US]: N launches (GAP_US of CPU work,
+         * gs_cpu_work_us, between them, as a Python decoder spends between its small
          * kernels), a sync, THINK_US asleep; again until SECS */
         unsigned n = (unsigned)strtoul(argv[1], NULL, 0);
         double think = atof(argv[2]) / 1e6, secs = atof(argv[3]);
@@ -299,19 +293,19 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
             *rc = CUDA_ERROR_NOT_FOUND;
             return 1;
         }
-        double t0 = now_s(), sum = 0, worst = 0;
+        double t0 = gs_now_s(), sum = 0, worst = 0;
         unsigned long long bursts = 0;
         *rc = CUDA_SUCCESS;
-        while (!*rc && now_s() - t0 < secs) {
-            double b0 = now_s();
+        while (!*rc && gs_now_s() - t0 < secs) {
+            double b0 = gs_now_s();
             for (unsigned i = 0; i < n && !*rc; i++) {
-                for (double g0 = now_s(); i && gap > 0 && now_s() - g0 < gap;)
-                    ;
+                if (i && gap > 0)
+                    gs_cpu_work_us(gap * 1e6);
                 *rc = launch(func, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
             }
             if (!*rc)
                 *rc = sync(NULL);
-            double lat = now_s() - b0;
+            double lat = gs_now_s() - b0;
             sum += lat;
             worst = lat > worst ? lat : worst;
             bursts++;
@@ -319,7 +313,7 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
             nanosleep(&ts, NULL);
         }
         printf("bursts=%llu elapsed_us=%llu mean_us=%llu worst_us=%llu ", bursts,
-               (unsigned long long)((now_s() - t0) * 1e6),
+               (unsigned long long)((gs_now_s() - t0) * 1e6),
                bursts ? (unsigned long long)(sum / (double)bursts * 1e6) : 0ULL, (unsigned long long)(worst * 1e6));
         return 1;
     }
@@ -340,7 +334,7 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
             *rc = CUDA_ERROR_NOT_FOUND;
             return 1;
         }
-        double t0 = now_s(), tw = t0 + warm, end = t0 + secs, tm = 0;
+        double t0 = gs_now_s(), tw = t0 + warm, end = t0 + secs, tm = 0;
         unsigned long long n = 0, counted = 0;
         int measuring = warm <= 0;
         if (measuring)
@@ -352,7 +346,7 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
             if (!*rc)
                 *rc = sync(NULL);
             n += depth;
-            double t = now_s();
+            double t = gs_now_s();
             if (measuring)
                 counted += depth;
             else if (t >= tw) {
@@ -362,7 +356,7 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
             if (t >= end)
                 break;
         }
-        double el = now_s() - tm;
+        double el = gs_now_s() - tm;
         unsigned long long per = !strncmp(path, "graph", 5) ? func_us * graph_n : func_us;
         printf("launches=%llu counted=%llu elapsed_us=%llu work_us=%llu ratio_ppm=%llu ", n, counted,
                (unsigned long long)(el * 1e6), counted * per,

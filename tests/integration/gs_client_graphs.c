@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include "gs_client_graphs.h"
+#include "gs_client_cpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,21 +31,6 @@
 static CUmodule module;
 static CUgraphExec graph;
 static unsigned long long graph_work_us; /* the kernels' time in one replay, gaps excluded */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* CPU work: spins, as Python between two launches does (a sleep would hand
- * the core to someone else and come back late). */
-static void spin_us(double us)
-{
-    for (double t0 = now_s(); us > 0 && (now_s() - t0) * 1e6 < us;)
-        ;
-}
 
 static CUresult function_of(gs_entry_fn entry, unsigned long long us, CUfunction *f)
 {
@@ -112,7 +98,7 @@ static CUresult replay(gs_entry_fn entry, char **argv, int argc)
     CUresult rc = glaunch && launch && sync && graph && (ctx_sync || !ctx) ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
     if (!rc && tail_us)
         rc = function_of(entry, tail_us, &tail);
-    double t0 = now_s(), tm = 0;
+    double t0 = gs_now_s(), tm = 0;
     unsigned long long steps = 0, counted = 0;
     while (!rc) {
         for (unsigned i = 0; i < pre && !rc; i++)
@@ -120,22 +106,22 @@ static CUresult replay(gs_entry_fn entry, char **argv, int argc)
         if (!rc)
             rc = glaunch(graph, NULL);
         if (!rc && tail) {
-            spin_us(tail_after);
+            gs_cpu_work_us(tail_after);
             rc = launch(tail, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
         }
         if (!rc)
             rc = ctx_sync ? ctx_sync(NULL) : sync(NULL);
         steps++;
-        double t = now_s();
+        double t = gs_now_s();
         if (tm > 0)
             counted++;
         else if (t - t0 >= warm)
             tm = t;
         if (t - t0 >= secs)
             break;
-        spin_us(cpu);
+        gs_cpu_work_us(cpu);
     }
-    double el = tm > 0 ? now_s() - tm : 0;
+    double el = tm > 0 ? gs_now_s() - tm : 0;
     unsigned long long work = counted * (graph_work_us + (pre + (tail_us > 0)) * tail_us);
     printf("steps=%llu counted=%llu elapsed_us=%llu work_us=%llu busy_ppm=%llu ", steps, counted,
            (unsigned long long)(el * 1e6), work, el > 0 ? (unsigned long long)((double)work / (el * 1e6) * 1e6) : 0ULL);
