@@ -25,12 +25,20 @@ double gs_now_s(void)
 }
 
 /* How many times slower than the wall CLOCK_MONOTONIC runs (the sim clock's
- * factor; 1 without it). The sim clock checks the value itself. */
+ * factor; 1 without it), read once: a decoder's gaps come microseconds
+ * apart. The sim clock checks the value itself. */
 static double slowdown(void)
 {
-    const char *s = getenv("GPUSLICE_SIM_CLOCK_SLOWDOWN");
-    double k = s ? atof(s) : 1.0;
-    return k >= 1.0 ? k : 1.0;
+    static double k; /* 0: not read yet; every thread reads the same value */
+    double v;
+    __atomic_load(&k, &v, __ATOMIC_RELAXED);
+    if (v == 0.0) {
+        const char *s = getenv("GPUSLICE_SIM_CLOCK_SLOWDOWN");
+        v = s ? atof(s) : 1.0;
+        v = v >= 1.0 ? v : 1.0;
+        __atomic_store(&k, &v, __ATOMIC_RELAXED);
+    }
+    return v;
 }
 
 void gs_cpu_work_us(double us)
