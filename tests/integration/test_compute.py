@@ -692,8 +692,7 @@ def test_a_cap_taking_its_turn_after_a_gpu_bound_neighbour_is_not_charged_the_ne
     keeps is the one its first second learnt, 1.31-1.33 in most runs, but
     1.22 in a loaded CI run (0.326 then 0.351). Its steady state lies lower
     still: run 2 s, s falls to 1.10-1.15 in the second second and the tenant
-    does 0.34-0.35 of the device's work, the busy fraction the draw is
-    divided by (its occupancy) reading 15-18 % over the simulated NVML's."""
+    does 0.34-0.35 of the device's work (docs/compute.md, Limitations)."""
     first, after, log_before, log_all = capped_around_a_free_neighbour(world, tmp_path, 30, 1.0)
     speed = re.compile(r"-> c \d+(?: \(not learnt\))? s (\d+)")
     s_first = [int(x) for x in speed.findall(log_before)]
