@@ -18,10 +18,9 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
 fuzz_secs=${GS_FUZZ_SECONDS:-30}
-# 120 000 inputs per target. With 200 000 / 160 000 the background lane
-# (fuzzing, then the checkers) ended the suite at 766 / 786 s on a loaded
-# 2-core machine; at 120 000 the foreground steps end it (789 s), and 60 000
-# ended it 2 s sooner (docs/testing.md): fewer inputs buy no time there.
+# 120 000 inputs per target: in four fresh-clone runs on 2 cores fuzzing
+# (144-199 s) and the checkers after it ended 16-99 s before the slow tests,
+# which ended the suite (554-564 s; docs/testing.md).
 fuzz_runs=${GS_FUZZ_RUNS:-120000}
 # The slow tests wait on the slowed clock nearly all the time: three at a
 # time, beside the steps after the release build (docs/testing.md, The slow

@@ -286,7 +286,7 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
          * kernels), a sync, THINK_US asleep; again until SECS */
         unsigned n = (unsigned)strtoul(argv[1], NULL, 0);
         double think = atof(argv[2]) / 1e6, secs = atof(argv[3]);
-        double gap = argc > 4 ? atof(argv[4]) / 1e6 : 0;
+        double gap_us = argc > 4 ? atof(argv[4]) : 0;
         gs_launch_fn launch = (gs_launch_fn)entry("cuLaunchKernel", "cuLaunchKernel", 0);
         CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
         if (!launch || !sync || !func) {
@@ -299,8 +299,8 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         while (!*rc && gs_now_s() - t0 < secs) {
             double b0 = gs_now_s();
             for (unsigned i = 0; i < n && !*rc; i++) {
-                if (i && gap > 0)
-                    gs_cpu_work_us(gap * 1e6);
+                if (i && gap_us > 0)
+                    gs_cpu_work_us(gap_us);
                 *rc = launch(func, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
             }
             if (!*rc)

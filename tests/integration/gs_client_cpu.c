@@ -3,7 +3,7 @@
  * gap that sleeps throughout would come back late on a busy machine and
  * stretch the step; a gap that spins throughout, stretched with the slowed
  * clock (5 to 20 times), holds a core of the test machine for nothing: the
- * graph and decoder tenants' two slow tests spun 420 s of CPU in 430 s.
+ * graph and decoder tenants' two slow tests spun 427 s of CPU in 431 s.
  * So the gap sleeps up to its last SPIN_TAIL_NS of wall time, with a timer
  * slack of 1 ns (a nice-0 thread then woke 8-17 us late on average on 2
  * loaded cores, beyond 100 us in under 1 % of sleeps), and spins that tail.
