@@ -624,6 +624,24 @@ def test_caps_70_and_90_hold_in_work_where_a_duty_cycled_device_clocks_higher(wo
     assert all(abs(got - cap / 100) <= 0.05 for got, cap in zip(r, caps)), r
 
 
+def test_a_sync_on_a_duty_cycled_device_returns_when_the_faster_work_is_done(world):
+    """The simulated driver itself, under the clock model (GPUSLICE_SIM_POWER_DYN
+    900): two 1 ms kernels, a sync, 6 ms asleep keep the device about a
+    quarter busy, at its highest clock, where work runs 1.21 x as fast as
+    fully busy. The sync returns when they are done, after about
+    2 / 1.21 = 1.65 ms, as a real device's would. It used to sleep the
+    work's time at full speed (2 ms) before it looked: the host saw 17 %
+    more busy time than the device did, and a GPU-bound tenant under cap 30
+    learnt c 0.84-0.87 and s 1.09 (the model's 1.21) and did 0.34 of the
+    device's work."""
+    w = world_env(world, GPUSLICE_SIM_POWER_DYN=900)
+    c = start(w, 1000, env={"LD_PRELOAD": SIM_CLOCK})
+    r = c.ok("burst 2 6000 1.0")
+    c.close()
+    print(f"{r['bursts']} bursts, {r['mean_us']} us each")
+    assert 2000 / 1.25 <= r["mean_us"] <= 1900, r
+
+
 def test_a_capped_load_with_cpu_gaps_of_its_own_is_not_charged_a_clock_it_keeps_alone(world):
     """The clock model (GPUSLICE_SIM_POWER_DYN 900: 900 W of work fully
     busy against 600 W of headroom). Bursts of six 1 ms kernels, each burst

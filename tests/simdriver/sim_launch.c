@@ -197,10 +197,8 @@ static CUresult work_poll(int dev, uint64_t target, int *done, uint64_t *when, u
     *done = w->done >= target;
     if (*done && when)
         *when = sim_tl_done_time(w, target);
-    if (!*done && eta) {
-        int k = sim_tl_active(c.st, dev);
-        *eta = (target - w->done) * (uint64_t)(k > 0 ? k : 1);
-    }
+    if (!*done && eta)
+        *eta = sim_tl_eta(c.st, dev, target - w->done);
     sim_leave(&c);
     return CUDA_SUCCESS;
 }

@@ -4,7 +4,6 @@
  * overhead included) and the process list names every live process with a
  * context or memory on the device, each with its own usage.
  */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -360,31 +359,9 @@ SIM_NVML nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned i
     return processes_v2(device, infoCount, infos);
 }
 
-/* The power the model draws at util percent busy, mW. */
-static double power_at(const struct sim_state *st, uint32_t util)
-{
-    return SIM_IDLE_POWER_MW + (double)st->power_dyn_mw * util / 100 * pow(sim_clock(st, util), SIM_CLOCK_K);
-}
-
-/* The mean draw over the periods of the last SIM_POWER_SPAN_NS (the last
- * period's alone before any is recorded), mW. */
-static unsigned int power_over_span(const struct sim_state *st, const struct sim_device *d)
-{
-    uint64_t span = (SIM_POWER_SPAN_NS + sim_util_period(st) - 1) / sim_util_period(st);
-    uint32_t n = (uint32_t)(span < SIM_POWER_PERIODS ? span : SIM_POWER_PERIODS);
-    if (n > d->tl_util_head)
-        n = d->tl_util_head;
-    if (n == 0)
-        return (unsigned int)power_at(st, d->tl_last_util);
-    double sum = 0;
-    for (uint32_t k = 1; k <= n; k++)
-        sum += power_at(st, d->tl_util_hist[(d->tl_util_head - k) % SIM_POWER_PERIODS]);
-    return (unsigned int)(sum / n);
-}
-
 /* What the last full sample period says into *out: the device's utilisation
  * (percent), or with want_power the power the model draws, a mean over the
- * last second (power_over_span; mW). */
+ * last second (sim_power_over_span; mW). */
 static nvmlReturn_t last_period(nvmlDevice_t device, int want_power, unsigned int *out)
 {
     struct sim_state *st;
@@ -397,7 +374,7 @@ static nvmlReturn_t last_period(nvmlDevice_t device, int want_power, unsigned in
     if (sim_state_lock(st) != 0)
         return NVML_ERROR_UNKNOWN;
     sim_tl_advance(st, i, sim_now_ns());
-    *out = want_power ? power_over_span(st, &st->dev[i]) : st->dev[i].tl_last_util;
+    *out = want_power ? sim_power_over_span(st, i) : st->dev[i].tl_last_util;
     sim_state_unlock(st);
     return NVML_SUCCESS;
 }

@@ -68,6 +68,23 @@ uint32_t sim_clock_speed_ppm(const struct sim_state *st, uint32_t util)
     return (uint32_t)(pow(sim_clock(st, util) / sim_clock(st, 100), SIM_CLOCK_A) * (double)SIM_PPM);
 }
 
+/* The power the model draws at util percent busy, mW. */
+static double power_at(const struct sim_state *st, uint32_t util)
+{
+    return SIM_IDLE_POWER_MW + (double)st->power_dyn_mw * util / 100 * pow(sim_clock(st, util), SIM_CLOCK_K);
+}
+
+unsigned int sim_power_over_span(const struct sim_state *st, int dev)
+{
+    const struct sim_device *d = &st->dev[dev];
+    uint64_t span = (SIM_POWER_SPAN_NS + sim_util_period(st) - 1) / sim_util_period(st);
+    uint32_t n = (uint32_t)(span < SIM_POWER_PERIODS ? span : SIM_POWER_PERIODS);
+    double sum = 0;
+    for (uint32_t k = 1; k <= n; k++)
+        sum += power_at(st, k <= d->tl_util_head ? d->tl_util_hist[(d->tl_util_head - k) % SIM_POWER_PERIODS] : 0);
+    return (unsigned int)(sum / n);
+}
+
 /* What one device ns of the current sample period does. */
 static uint64_t speed_of(const struct sim_device *d)
 {
@@ -468,6 +485,15 @@ uint64_t sim_tl_event_mark(struct sim_state *st, int proc, int dev, uint64_t now
     if (st->timeslice_us && !pending(w) && sim_tl_active(st, dev) > 0)
         sim_tl_submit(st, proc, dev, SIM_EVENT_WORK_NS, now);
     return w->submitted;
+}
+
+uint64_t sim_tl_eta(const struct sim_state *st, int dev, uint64_t work)
+{
+    uint32_t k = (uint32_t)sim_tl_active(st, dev);
+    if (k == 0)
+        k = 1;
+    uint64_t eff = st->timeslice_us ? speed_of(&st->dev[dev]) : ps_plan(st, dev, 0).eff;
+    return time_for(work * k, eff ? eff : 1);
 }
 
 uint64_t sim_tl_done_time(const struct sim_work *w, uint64_t target)

@@ -57,9 +57,25 @@ uint64_t sim_now_ns(void);
 double sim_clock(const struct sim_state *st, uint32_t util);
 uint32_t sim_clock_speed_ppm(const struct sim_state *st, uint32_t util);
 
+/* The mean draw over the periods of the last SIM_POWER_SPAN_NS, mW. The
+ * device was idle before its timeline began (its first submission or
+ * NVML read), and those periods count at the idle draw, as a real device's
+ * one-second mean holds its idle before a first load: averaged over the
+ * recorded periods alone, a tenant's first reading passed for a full second
+ * of its start-up burst. */
+unsigned int sim_power_over_span(const struct sim_state *st, int dev);
+
 /* Starts device dev's timeline if it has none yet, and computes every
  * started device's up to now. */
 void sim_tl_advance(struct sim_state *st, int dev, uint64_t now);
+
+/* The device ns that `work` ns more of a process's work take on dev at the
+ * rate it progresses now: shared with the other processes that have work,
+ * at the clock model's speed. A waiter sleeps that long before it looks
+ * again: a wait that slept the work's time at full speed returned late
+ * whenever the clock model ran the device faster (1.21 x under a cap of 30),
+ * so the host saw idle time the device did not. */
+uint64_t sim_tl_eta(const struct sim_state *st, int dev, uint64_t work);
 
 /* Adds ns of work for process slot proc on dev at time now (advances first). */
 void sim_tl_submit(struct sim_state *st, int proc, int dev, uint64_t ns, uint64_t now);

@@ -306,8 +306,9 @@ static void the_gap_queue_is_bounded(void **state)
 /* The clock model (sim_state.h), on a device whose work would draw 900 W
  * above idle fully busy against 600 W of headroom: after a sample period
  * half busy its clock is the highest, and work runs (1 / f_full)^0.75 =
- * 1.21 x as fast as fully busy, with time slices or without; after a full
- * period, at the rate fully busy. */
+ * 1.21 x as fast as fully busy, with time slices or without, and a waiter
+ * for it looks again when it is done; after a full period, at the rate fully
+ * busy. */
 static void a_duty_cycled_device_runs_faster_than_a_full_one(void **state)
 {
     (void)state;
@@ -320,6 +321,10 @@ static void a_duty_cycled_device_runs_faster_than_a_full_one(void **state)
         assert_in_range(half, 1205000, 1215000);
         sim_tl_submit(st, 0, 0, 50 * MS, T0);
         sim_tl_submit(st, 0, 0, 100 * MS, T0 + 100 * MS);
+        /* a waiter's next look: when the work is done at this speed, not
+         * at full speed's 100 ms (it returned 17 % late) */
+        uint64_t eta = sim_tl_eta(st, 0, 100 * MS);
+        assert_in_range(eta, 100 * MS * SIM_PPM / half - 1000, 100 * MS * SIM_PPM / half + 1000);
         sim_tl_advance(st, 0, T0 + 400 * MS);
         uint64_t took = sim_tl_done_time(&st->procs[0].work[0], 150 * MS) - (T0 + 100 * MS);
         assert_in_range(took, 100 * MS * SIM_PPM / half - 1000, 100 * MS * SIM_PPM / half + 1000);
@@ -333,6 +338,23 @@ static void a_duty_cycled_device_runs_faster_than_a_full_one(void **state)
         assert_in_range(third - second, 50 * MS - 1000, 50 * MS + 1000);
         free(st);
     }
+}
+
+/* The clock model's draw, a mean over the last second: a device fully busy
+ * for the first 100 ms sample period of its life, at its power limit
+ * (700 W), reads the idle 100 W for the other nine periods of that second,
+ * as a real device's mean holds its idle before a first load: 160 W, not
+ * the 700 W of the one period recorded. */
+static void the_draw_of_a_new_device_counts_its_idle_before(void **state)
+{
+    (void)state;
+    struct sim_state *st = procs_ab(0);
+    st->power_dyn_mw = 900000;
+    sim_tl_submit(st, 0, 0, 100 * MS, T0);
+    sim_tl_advance(st, 0, T0 + 150 * MS);
+    assert_int_equal(st->dev[0].tl_util_head, 1);
+    assert_in_range(sim_power_over_span(st, 0), 159999, 160001);
+    free(st);
 }
 
 int main(void)
@@ -354,6 +376,7 @@ int main(void)
         cmocka_unit_test(a_graphs_inner_gaps_pass_without_a_kernel),
         cmocka_unit_test(the_gap_queue_is_bounded),
         cmocka_unit_test(a_duty_cycled_device_runs_faster_than_a_full_one),
+        cmocka_unit_test(the_draw_of_a_new_device_counts_its_idle_before),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
