@@ -158,7 +158,8 @@ static void compute_json(json_t *dev, const struct gs_region *r, const struct gs
     json_object_set_new(dev, "compute_used_ppm", measured(on, __atomic_load_n(&a->use_ppm, __ATOMIC_RELAXED)));
     json_object_set_new(dev, "compute_correction_ppm",
                         measured(on, gs_lim_corr_of(__atomic_load_n(&a->corr_ppm, __ATOMIC_RELAXED))));
-    json_object_set_new(dev, "compute_power_speed_ppm", measured(on, __atomic_load_n(&a->speed_ppm, __ATOMIC_RELAXED)));
+    json_object_set_new(dev, "compute_power_speed_ppm",
+                        measured(on, gs_lim_speed_of(__atomic_load_n(&a->speed_ppm, __ATOMIC_RELAXED))));
     json_object_set_new(dev, "compute_charged_ns", measured(on, __atomic_load_n(&a->charged_ns, __ATOMIC_RELAXED)));
     json_object_set_new(dev, "compute_waited_ns", measured(on, __atomic_load_n(&a->wait_ns, __ATOMIC_RELAXED)));
 }

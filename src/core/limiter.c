@@ -16,8 +16,8 @@ static void setup_account(struct gs_lim_account *a, enum gs_lim_mode mode, unsig
     a->mode = (uint8_t)mode;
     a->limit_pct = limit_pct;
     a->weight = (uint16_t)(weight > 65535 ? 65535 : weight);
-    a->corr_ppm = 0; /* not learnt yet: charged as 1 */
-    a->speed_ppm = GS_LIM_PPM;
+    a->corr_ppm = 0;  /* not learnt yet: charged as 1 */
+    a->speed_ppm = 0; /* not learnt yet: charged as 1 */
     uint32_t rate = start_rate(mode, limit_pct);
     ST(&a->rate_ppm, rate);
     /* a new container was idle until now: it starts with what idle time
@@ -134,13 +134,11 @@ void gs_lim_refill(struct gs_lim_account *a, uint64_t now, unsigned periods)
 /* GPU ns charged per ns of occupancy, in ppm: c x s. */
 static uint64_t charge_rate(const struct gs_lim_account *a)
 {
-    uint64_t c = gs_lim_corr_of(LD(&a->corr_ppm)), sp = LD(&a->speed_ppm);
+    uint64_t c = gs_lim_corr_of(LD(&a->corr_ppm)), sp = gs_lim_speed_of(LD(&a->speed_ppm));
     if (c < GS_LIM_MIN_CORR)
         c = GS_LIM_MIN_CORR;
     if (c > GS_LIM_MAX_CORR)
         c = GS_LIM_MAX_CORR;
-    if (sp < GS_LIM_PPM)
-        sp = GS_LIM_PPM;
     if (sp > GS_LIM_MAX_SPEED)
         sp = GS_LIM_MAX_SPEED;
     return c * sp / GS_LIM_PPM;

@@ -52,6 +52,7 @@
 #define GS_LIM_MAX_SPEED 2000000U     /* s never above 2 */
 #define GS_LIM_IDLE_POWER_PPM 150000U /* power drawn busy-idle: 15 % of the limit */
 #define GS_LIM_DEFAULT_POWER_EXP 480U /* thousandths; see gs_lim_speed */
+#define GS_LIM_POWER_RUNS 8           /* outer runs kept for the busy fraction over the power span (2 s of them) */
 
 #define GS_LIM_MAX_WEIGHT 10000U   /* GPUSLICE_SHARE_WEIGHT's ceiling (config_keys.def) */
 #define GS_LIM_DEFAULT_WEIGHT 100U /* ... and its default, the node agent's ceiling */
@@ -80,11 +81,12 @@ struct gs_lim_account {
     uint32_t use_ppm;        /* measured use over the last outer interval (NVML or charged) */
     uint32_t others_ppm;     /* others' use of the device (NVML), fading by a quarter an outer run */
     uint64_t throttled_ns;   /* clock when a thread last waited for tokens */
-    uint32_t speed_ppm;      /* s; 0 until initialised */
+    uint32_t speed_ppm;      /* s; 0 until first learnt, charged as 1 (gs_lim_speed_of) */
     uint32_t dev_ppm;        /* device busy fraction at the last outer run (NVML) */
-    uint32_t power_busy_ppm; /* the busy fraction over the power reading's span (gs_lim_power_busy); 0: none yet */
+    uint32_t power_runs_n;   /* outer runs recorded in power_runs, ever (the ring's next slot: n % its size) */
     uint32_t wait_mark;      /* wait_ns at the last outer run, its low 32 bits (gs_lim_alone_busy) */
     uint64_t woke_ns; /* clock the outer loop last woke from a slept interval, 0 before (gs_lim_power_span_ours) */
+    uint64_t power_runs[GS_LIM_POWER_RUNS]; /* the last runs' busy fractions and intervals (gs_lim_power_run) */
 };
 
 /* c as charged: 1 until the outer loop first learns it. The first measure
@@ -95,6 +97,12 @@ struct gs_lim_account {
 static inline uint32_t gs_lim_corr_of(uint32_t corr_ppm)
 {
     return corr_ppm ? corr_ppm : GS_LIM_PPM;
+}
+
+/* s as charged: 1 until the outer loop first learns it, then at least 1. */
+static inline uint32_t gs_lim_speed_of(uint32_t speed_ppm)
+{
+    return speed_ppm > GS_LIM_PPM ? speed_ppm : GS_LIM_PPM;
 }
 
 /* One thread's window on one device (process-private). Inside it the
@@ -366,7 +374,11 @@ uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t 
  * its clock until it fits: it runs faster now by (e x alone / headroom)^exp (dynamic
  * power grows about as f^2 with the clock, throughput up to f^1; exp in
  * thousandths, calibrated on an H200: docs/compute.md). exp 0 disables it.
- * Moves half-way per run; keeps old while the device is nearly idle. */
+ * Moves half-way per run, but for its first measure (old 0: not learnt),
+ * taken whole as c's is: stepping half-way from 1, a GPU-bound tenant
+ * under cap 30 on the simulated clock model was charged s 1.09-1.17 over
+ * its first second against the model's 1.21, and did 0.35 of the device's
+ * work. Keeps old while the device is nearly idle. */
 uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t busy_ppm, uint64_t alone_ppm,
                       unsigned exp_milli);
 
@@ -404,18 +416,29 @@ static inline int gs_lim_power_span_ours(uint64_t now, uint64_t woke_ns)
 }
 
 /* The busy fraction to divide the draw by (gs_lim_speed): the larger of
- * the device's busy time and our occupancy over the last outer interval
- * (a launch-bound load that keeps the GPU busy half of the time it
- * occupies would do the same alone), averaged as the draw is, over the
- * last GS_LIM_POWER_SPAN_NS. Each run's alone, the draw still held the
- * last second's: on an H200, a capped JAX step taking its turn after a
- * neighbour's read 575 -> 287 W over its first second while the device's
- * busy time fell to 0.24 at once, and s rose to 1.45 for a load whose
- * clock never moved (bench/results/compute-2026-12-03h.md). An EMA whose
- * mean delay is half the span, as a mean over the span has: weight
- * 2 interval / span; a run after a longer interval takes it whole, as does
- * the first (old_ppm 0). Never 0. */
-uint32_t gs_lim_power_busy(uint32_t old_ppm, uint64_t busy_ppm, uint64_t interval_ns);
+ * the device's busy time and our occupancy over each outer interval (a
+ * launch-bound load that keeps the GPU busy half of the time it occupies
+ * would do the same alone), averaged over the last GS_LIM_POWER_SPAN_NS as
+ * the draw is: a plain mean over that second of this run's interval
+ * (busy_ppm over interval_ns) and the account's recorded runs before it.
+ * Time before the oldest run recorded counts at that run's busy fraction:
+ * a container's first run reads the device as it was before its work (on
+ * an idle device, idle, as the draw's mean holds it). Each run's alone,
+ * the draw still held the last second's: on an H200, a capped JAX step
+ * taking its turn after a neighbour's read 575 -> 287 W over its first
+ * second while the device's busy time fell to 0.24 at once, and s rose to
+ * 1.45 for a load whose clock never moved
+ * (bench/results/compute-2026-12-03h.md). An average that only matched the
+ * span's mean delay (an EMA, weight 2 interval / span) rose faster than the
+ * draw's mean over a new container's first second: on the simulated clock
+ * model a GPU-bound tenant under cap 30 learnt s 1.11 -> 1.25 there against
+ * the model's 1.21 (1.17 -> 1.20 with this mean) and did 0.346 of the
+ * device's work in that second. Never 0. */
+uint32_t gs_lim_power_busy(const struct gs_lim_account *a, uint64_t busy_ppm, uint64_t interval_ns);
+
+/* One outer run as the account's power_runs keep it: its busy fraction
+ * (ppm, at most the whole GPU) and interval (us, at most ~71 min). */
+uint64_t gs_lim_power_run(uint64_t busy_ppm, uint64_t interval_ns);
 
 /* Whether this run's draw can tell s: the loop did not sleep (over a longer
  * interval our waits and occupancy cover our idle time too, and
@@ -613,7 +636,8 @@ struct gs_outer_in {
 
 struct gs_outer_out {
     uint32_t corr, speed;                  /* c and s */
-    uint32_t power_busy;                   /* the account's power_busy_ppm from now on */
+    uint32_t power_busy;                   /* the busy fraction over the power reading's span (gs_lim_power_busy) */
+    uint64_t power_run;                    /* this run, for the account's power_runs (gs_lim_power_run) */
     uint64_t woke_ns;                      /* the account's woke_ns from now on */
     uint32_t use_ppm, others_ppm, dev_ppm; /* published in the account (use also in the ledger) */
     uint64_t wants_ns;                     /* published in the ledger: when we last wanted more */
@@ -654,6 +678,19 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
  * device's busy time is then the most it can have used. A reading at or
  * over the bound, or of someone beside it, brings them back the run after. */
 int gs_lim_free_far_under(const struct gs_lim_account *a);
+
+/* A run that only looks where NVML's samples end (a process's first look)
+ * learns no c, yet its interval is part of the second the draw's mean
+ * covers: it is recorded (gs_lim_power_busy) at the device's busy time
+ * where read, as our occupancy then counts the CPU gaps the learning
+ * probes found, and s is learnt from it as in gs_lim_outer_decide (the
+ * draw needs no per-process samples). Left out of the record, a GPU-bound
+ * tenant's first 250 ms under cap 30 on the simulated clock model passed
+ * for idle, its draw for twice the work's, and s rose to 1.42 (the model's
+ * 1.21); learning nothing there, it ran its first 500 ms at s 1 and did
+ * 0.338 of the device's work in its first second (0.326 learning s 1.17
+ * there). Returns s (0: not learnt). */
+uint32_t gs_lim_outer_look_only(struct gs_lim_account *a, const struct gs_outer_in *in);
 
 /* Stores the decision in the account; a share target that starts holding
  * the container back starts it from an empty account, and a cap that ran

@@ -102,16 +102,34 @@ uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t 
     return corr_ema(old_corr, c);
 }
 
-uint32_t gs_lim_power_busy(uint32_t old_ppm, uint64_t busy_ppm, uint64_t interval_ns)
+uint64_t gs_lim_power_run(uint64_t busy_ppm, uint64_t interval_ns)
 {
-    if (busy_ppm > GS_LIM_PPM)
-        busy_ppm = GS_LIM_PPM;
-    uint64_t avg = busy_ppm;
-    if (old_ppm && interval_ns < GS_LIM_POWER_SPAN_NS / 2) {
-        uint64_t w = interval_ns * 2 * GS_LIM_PPM / GS_LIM_POWER_SPAN_NS;
-        avg = (old_ppm * (GS_LIM_PPM - w) + busy_ppm * w) / GS_LIM_PPM;
+    uint64_t us = interval_ns / 1000;
+    return (busy_ppm > GS_LIM_PPM ? GS_LIM_PPM : busy_ppm) << 32 | (us > UINT32_MAX ? UINT32_MAX : us);
+}
+
+/* Adds busy over up to ns of what the span has left; the time taken. */
+static uint64_t span_take(unsigned __int128 *sum, uint64_t busy_ppm, uint64_t ns, uint64_t left)
+{
+    uint64_t take = ns < left ? ns : left;
+    *sum += (unsigned __int128)(busy_ppm > GS_LIM_PPM ? GS_LIM_PPM : busy_ppm) * take;
+    return take;
+}
+
+uint32_t gs_lim_power_busy(const struct gs_lim_account *a, uint64_t busy_ppm, uint64_t interval_ns)
+{
+    unsigned __int128 sum = 0;
+    uint64_t left = GS_LIM_POWER_SPAN_NS, oldest = busy_ppm;
+    left -= span_take(&sum, busy_ppm, interval_ns, left);
+    uint32_t n = LD(&a->power_runs_n);
+    for (uint32_t k = 0; k < GS_LIM_POWER_RUNS && k < n && left; k++) {
+        uint64_t run = LD(&a->power_runs[(n - 1 - k) % GS_LIM_POWER_RUNS]);
+        oldest = run >> 32;
+        left -= span_take(&sum, oldest, (run & UINT32_MAX) * 1000, left);
     }
-    return avg ? (uint32_t)avg : 1;
+    span_take(&sum, oldest, left, left);
+    uint64_t mean = (uint64_t)(sum / GS_LIM_POWER_SPAN_NS);
+    return mean ? (uint32_t)mean : 1;
 }
 
 int gs_lim_power_tells(uint64_t occ_ppm, uint64_t busy_ppm, uint32_t mean_ppm, uint64_t interval_ns)
@@ -131,8 +149,6 @@ uint64_t gs_lim_alone_busy(uint64_t occ_ppm, uint64_t waited_ns, uint64_t interv
 uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, uint64_t busy_ppm, uint64_t alone_ppm,
                       unsigned exp_milli)
 {
-    if (old_speed < GS_LIM_PPM)
-        old_speed = GS_LIM_PPM;
     if (exp_milli == 0 || limit_mw == 0)
         return GS_LIM_PPM;
     if (busy_ppm < GS_LIM_BUSY_PPM)
@@ -147,7 +163,7 @@ uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, 
     double target = over > 1.0 ? pow(over, exp_milli / 1000.0) * GS_LIM_PPM : (double)GS_LIM_PPM;
     if (target > GS_LIM_MAX_SPEED)
         target = GS_LIM_MAX_SPEED;
-    return (uint32_t)((old_speed + (uint64_t)target) / 2);
+    return old_speed ? (uint32_t)((gs_lim_speed_of(old_speed) + (uint64_t)target) / 2) : (uint32_t)target;
 }
 
 uint32_t gs_lim_correction_overlap(uint32_t old_corr, uint64_t occ_ppm, const struct gs_lim_demand *others, unsigned n,

@@ -141,7 +141,7 @@ static int64_t free_tokens(const struct gs_lim_account *a, const struct gs_outer
     if (use < 0)
         return 0;
     uint64_t span = in->interval_ns < GS_LIM_OUTER_NS ? in->interval_ns : GS_LIM_OUTER_NS;
-    uint64_t s = speed > GS_LIM_PPM ? speed : GS_LIM_PPM;
+    uint64_t s = gs_lim_speed_of(speed);
     uint64_t allowed = (uint64_t)((unsigned __int128)span * gs_lim_cap_rate(a->limit_pct) / GS_LIM_PPM);
     uint64_t used = (uint64_t)((unsigned __int128)span * (uint64_t)use / GS_LIM_PPM * s / GS_LIM_PPM);
     return (int64_t)allowed - (int64_t)used; /* a run's worth at most GS_LIM_MAX_SPEED: no overflow */
@@ -153,7 +153,7 @@ static int64_t free_tokens(const struct gs_lim_account *a, const struct gs_outer
  * device: the previous tenant's last time-slices. */
 static int64_t free_slack(const struct gs_lim_account *a, uint32_t speed)
 {
-    uint64_t s = speed > GS_LIM_PPM ? speed : GS_LIM_PPM;
+    uint64_t s = gs_lim_speed_of(speed);
     return (int64_t)(GS_LIM_OUTER_NS * (s - gs_lim_cap_rate(a->limit_pct)) / GS_LIM_PPM);
 }
 
@@ -315,6 +315,26 @@ static uint32_t outer_share_target(const struct gs_lim_account *a, const struct 
     return target > GS_LIM_SHARE_MEASURED ? GS_LIM_SHARE_MEASURED : target;
 }
 
+/* The power correction's part of a run: the busy fraction busy it adds to
+ * the power span's record, and s from the draw where it can tell
+ * (gs_lim_power_tells), into out's speed, power_busy, power_run and
+ * woke_ns. */
+static void outer_speed(const struct gs_lim_account *a, const struct gs_outer_in *in, uint64_t busy,
+                        struct gs_outer_out *out)
+{
+    out->speed = LD(&a->speed_ppm);
+    out->power_busy = gs_lim_power_busy(a, busy, in->interval_ns);
+    out->power_run = gs_lim_power_run(busy, in->interval_ns);
+    out->woke_ns = gs_lim_outer_slept(in->interval_ns) ? in->now : LD(&a->woke_ns);
+    if (in->dev_ppm < 0 || in->power_mw < 0 || in->limit_mw <= 0 ||
+        !gs_lim_power_tells(in->occ_ppm, busy, out->power_busy, in->interval_ns))
+        return;
+    uint32_t s = gs_lim_speed(out->speed, (uint64_t)in->power_mw, (uint64_t)in->limit_mw, out->power_busy,
+                              gs_lim_alone_busy(in->occ_ppm, in->waited_ns, in->interval_ns), in->power_exp_milli);
+    if (s > out->speed || gs_lim_power_span_ours(in->now, out->woke_ns))
+        out->speed = s;
+}
+
 void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_in *in, struct gs_outer_out *out)
 {
     struct outer_view v = outer_view_of(a, in);
@@ -343,22 +363,8 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
         others = free_back ? 0 : free_beside(in, &v);
     out->others_ppm = (uint32_t)(others > (int64_t)faded ? others : (int64_t)faded);
     out->dev_ppm = (uint32_t)(dev < 0 ? 0 : dev);
-    out->speed = LD(&a->speed_ppm);
-    out->power_busy = LD(&a->power_busy_ppm);
-    int tells = 0;
-    if (dev >= 0) {
-        uint64_t busy = gs_lim_device_busy((uint64_t)dev, use, in->dem, in->ndem, in->interval_ns);
-        busy = busy > in->occ_ppm ? busy : in->occ_ppm;
-        out->power_busy = gs_lim_power_busy(out->power_busy, busy, in->interval_ns);
-        tells = gs_lim_power_tells(in->occ_ppm, busy, out->power_busy, in->interval_ns);
-    }
-    out->woke_ns = gs_lim_outer_slept(in->interval_ns) ? in->now : LD(&a->woke_ns);
-    if (in->power_mw >= 0 && in->limit_mw > 0 && tells) {
-        uint32_t s = gs_lim_speed(out->speed, (uint64_t)in->power_mw, (uint64_t)in->limit_mw, out->power_busy,
-                                  gs_lim_alone_busy(in->occ_ppm, in->waited_ns, in->interval_ns), in->power_exp_milli);
-        if (s > out->speed || gs_lim_power_span_ours(in->now, out->woke_ns))
-            out->speed = s;
-    }
+    uint64_t busy = dev >= 0 ? gs_lim_device_busy((uint64_t)dev, use, in->dem, in->ndem, in->interval_ns) : 0;
+    outer_speed(a, in, busy > in->occ_ppm ? busy : in->occ_ppm, out);
     int share = a->mode == GS_LIM_SHARE;
     /* held back by nobody it never waits, yet it can want more
      * (gs_lim_share_wants_more); nor does one held to a target it never
@@ -387,11 +393,31 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
     }
 }
 
+/* The outer loop's runs are one at a time (outer_next_ns is claimed). */
+static void record_power_run(struct gs_lim_account *a, uint64_t run)
+{
+    uint32_t n = LD(&a->power_runs_n);
+    ST(&a->power_runs[n % GS_LIM_POWER_RUNS], run);
+    ST(&a->power_runs_n, n + 1);
+}
+
+uint32_t gs_lim_outer_look_only(struct gs_lim_account *a, const struct gs_outer_in *in)
+{
+    /* our occupancy counts the CPU gaps the learning probes found
+     * (gs_lim_learning): the device's busy time is the run's, where read */
+    struct gs_outer_out o = { 0 };
+    outer_speed(a, in, in->dev_ppm >= 0 ? (uint64_t)in->dev_ppm : in->occ_ppm, &o);
+    ST(&a->speed_ppm, o.speed);
+    ST(&a->woke_ns, o.woke_ns);
+    record_power_run(a, o.power_run);
+    return o.speed;
+}
+
 uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out *out, uint64_t now)
 {
     ST(&a->corr_ppm, out->corr);
     ST(&a->speed_ppm, out->speed);
-    ST(&a->power_busy_ppm, out->power_busy);
+    record_power_run(a, out->power_run);
     ST(&a->woke_ns, out->woke_ns);
     ST(&a->dev_ppm, out->dev_ppm);
     ST(&a->use_ppm, out->use_ppm);

@@ -482,12 +482,12 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
     else if (newest != seen)
         looked_at_us[d] = 0; /* the sample after the look has come */
     g->look_only = (seen == 0 && n > 0) || (from != seen && newest == from);
-    if (g->look_only)
-        return;
     in->dev_ppm = di.busy_ppm;
     in->power_mw = di.power_mw;
     in->limit_mw = di.limit_mw;
     in->power_exp_milli = gs_rt.cfg.power_exp_milli;
+    if (g->look_only)
+        return;
     in->yield_on = gs_rt.cfg.share_yield_us != 0;
     gs_compute_ledger_reap(d);
     /* the other containers of the device ledger active in the last two runs */
@@ -529,7 +529,7 @@ static void outer_publish(struct gs_region *r, int d, const struct outer_gathere
            g->uuid, (unsigned long long)in->occ_ppm, (unsigned long long)in->waited_ns / 1000,
            (unsigned long long)in->interval_ns / 1000, (long long)in->our_ppm, (long long)in->others_ppm,
            (long long)in->dev_ppm, in->ndem, (long long)in->power_mw, (long long)in->limit_mw, gs_lim_corr_of(o->corr),
-           o->corr ? "" : " (not learnt)", o->speed, o->use_ppm, wanted);
+           o->corr ? "" : " (not learnt)", gs_lim_speed_of(o->speed), o->use_ppm, wanted);
     gs_compute_ledger_publish(d, o->use_ppm, o->wants_ns);
     __atomic_store_n(&yield_queue[d], (uint8_t)o->yield, __ATOMIC_RELAXED);
     if (a->mode == GS_LIM_CAP && (old >= GS_LIM_PPM) != (o->target >= GS_LIM_PPM))
@@ -556,7 +556,16 @@ void gs_compute_outer_run(struct gs_region *r, int d)
     if (!stopping) {
         uint64_t now = gs_compute_now();
         outer_gather(r, d, now, &gathered);
-        if (!gathered.look_only) {
+        if (gathered.look_only) {
+            const struct gs_outer_in *in = &gathered.in;
+            uint32_t s = gs_lim_outer_look_only(&r->dev[d].lim, in);
+            gs_log(GS_LOG_DEBUG,
+                   "outer %s: a first look at NVML's samples (no c from it): occupancy %llu ppm, waited %llu us of "
+                   "%llu, device %lld ppm, power %lld/%lld mW -> s %u%s",
+                   gathered.uuid, (unsigned long long)in->occ_ppm, (unsigned long long)in->waited_ns / 1000,
+                   (unsigned long long)in->interval_ns / 1000, (long long)in->dev_ppm, (long long)in->power_mw,
+                   (long long)in->limit_mw, gs_lim_speed_of(s), s ? "" : " (not learnt)");
+        } else {
             struct gs_outer_out o;
             gs_lim_outer_decide(&r->dev[d].lim, &gathered.in, &o);
             outer_publish(r, d, &gathered, &o);

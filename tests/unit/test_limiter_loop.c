@@ -385,6 +385,8 @@ static void speed_follows_the_power_headroom(void **state)
      * headroom, (900/595)^0.38 = 1.170; half-way from 1 */
     uint32_t s = gs_lim_speed(GS_LIM_PPM, 375000, 700000, 300000, GS_LIM_PPM, 380);
     assert_in_range(s, 1084000, 1086000);
+    /* not learnt yet (0): the first measure whole */
+    assert_in_range(gs_lim_speed(0, 375000, 700000, 300000, GS_LIM_PPM, 380), 1169000, 1171000);
     assert_int_equal(gs_lim_speed(s, 375000, 700000, 300000, GS_LIM_PPM, 0), GS_LIM_PPM); /* exponent 0: off */
     assert_int_equal(gs_lim_speed(s, 375000, 700000, 20000, GS_LIM_PPM, 380), s);         /* nearly idle: keep */
     assert_int_equal(gs_lim_speed(GS_LIM_PPM, 400000, 700000, 600000, GS_LIM_PPM, 380), GS_LIM_PPM); /* within */
@@ -393,6 +395,14 @@ static void speed_follows_the_power_headroom(void **state)
     for (int i = 0; i < 40; i++)
         big = gs_lim_speed(big, 4000000000ULL, 700000, 1000000, GS_LIM_PPM, 1000);
     assert_true(big <= GS_LIM_MAX_SPEED && big > GS_LIM_MAX_SPEED - 1000);
+}
+
+/* n outer runs of GS_LIM_OUTER_NS at busy (ppm) in a's record. */
+static void power_history(struct gs_lim_account *a, uint32_t busy, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        a->power_runs[(a->power_runs_n + i) % GS_LIM_POWER_RUNS] = gs_lim_power_run(busy, GS_LIM_OUTER_NS);
+    a->power_runs_n += n;
 }
 
 /* An outer run's NVML power readings: the draw power_mw against an H200's
@@ -501,13 +511,25 @@ static void the_draw_is_weighed_by_the_busy_time_of_its_own_second(void **state)
     print_message("s at most %u, last %u ppm\n", most, last);
     assert_true(most < 1150000);
     assert_in_range(last, 1000000, 1080000);
-    /* the mean over the span: half-way in a run of half the span, whole
-     * after a longer one or the first, never 0 */
-    assert_int_equal(gs_lim_power_busy(0, 300000, GS_LIM_OUTER_NS), 300000);
-    assert_int_equal(gs_lim_power_busy(800000, 200000, GS_LIM_POWER_SPAN_NS / 4), 500000);
-    assert_int_equal(gs_lim_power_busy(800000, 200000, GS_LIM_POWER_SPAN_NS), 200000);
-    assert_int_equal(gs_lim_power_busy(800000, 0, GS_LIM_POWER_SPAN_NS), 1);
-    assert_int_equal(gs_lim_power_busy(800000, 3000000, GS_LIM_POWER_SPAN_NS), GS_LIM_PPM);
+    /* the mean over the span: the run's own alone at first, whole after a
+     * run as long as the span, never 0, at most the whole GPU */
+    struct gs_lim_account m;
+    account(&m, GS_LIM_CAP, 30, 100);
+    assert_int_equal(gs_lim_power_busy(&m, 300000, GS_LIM_OUTER_NS), 300000);
+    power_history(&m, 800000, 8);
+    assert_int_equal(gs_lim_power_busy(&m, 200000, GS_LIM_POWER_SPAN_NS / 4), 650000);
+    assert_int_equal(gs_lim_power_busy(&m, 200000, GS_LIM_POWER_SPAN_NS), 200000);
+    assert_int_equal(gs_lim_power_busy(&m, 0, GS_LIM_POWER_SPAN_NS), 1);
+    assert_int_equal(gs_lim_power_busy(&m, 3000000, GS_LIM_POWER_SPAN_NS), GS_LIM_PPM);
+    /* a new container's: before its first run (which read the idle
+     * device), idle, as the draw's mean over the second holds it */
+    account(&m, GS_LIM_CAP, 30, 100);
+    power_history(&m, 0, 1);
+    assert_int_equal(gs_lim_power_busy(&m, 300000, GS_LIM_OUTER_NS), 75000);
+    /* the last GS_LIM_POWER_RUNS runs, the oldest standing for the time before */
+    for (uint32_t i = 0; i < GS_LIM_POWER_RUNS + 3; i++)
+        m.power_runs[m.power_runs_n++ % GS_LIM_POWER_RUNS] = gs_lim_power_run(i < 4 ? 0 : 400000, 100 * MS);
+    assert_int_equal(gs_lim_power_busy(&m, 400000, 100 * MS), 400000 * 8 / 10);
     /* the draw tells s where we ran and the busy time did not fall under
      * three quarters of the second's mean: a grown load does */
     assert_true(gs_lim_power_tells(300000, 300000, 400000, GS_LIM_OUTER_NS));
@@ -537,7 +559,7 @@ static void a_neighbour_that_stopped_as_our_turn_began_leaves_s_where_it_was(voi
     struct gs_lim_account a;
     account(&a, GS_LIM_CAP, 50, 100);
     a.speed_ppm = 1170000;
-    a.power_busy_ppm = 430000;
+    power_history(&a, 430000, GS_LIM_POWER_RUNS);
     struct gs_lim_demand before = { 100, 450000, 1, 500000, 0 };
     struct gs_outer_in in = outer_in(8444, -1, -1, 410000, &before, 1);
     in.interval_ns = 10 * GS_LIM_PPM * 1000;
@@ -583,7 +605,7 @@ static void a_draw_that_still_holds_the_second_before_we_woke_cannot_lower_s(voi
     struct gs_lim_account a;
     account(&a, GS_LIM_CAP, 70, 100);
     a.speed_ppm = 1169000;
-    a.power_busy_ppm = 600000;
+    power_history(&a, 600000, GS_LIM_POWER_RUNS);
     a.corr_ppm = GS_LIM_PPM;
     struct gs_outer_in in = outer_in(10000, 0, 130000, 960000, NULL, 0);
     in.now = 13700 * MS;
