@@ -4,7 +4,9 @@ Writes $OUT/gputime.jsonl and prints it. Usage:
   python3 bench/compute/gputime.py --lib build-gpu/lib/libgpuslice.so --out DIR --only a,b --caps 10,30
 --only picks loads (matmul, matmul-dense, small, decoder, train, graphinf, jax,
 cupy) and scenarios
-(coloc, mps, decoverhead: the limiter's host cost on the decoder, turns: the
+(coloc, mps, decoverhead: the limiter's host cost on the decoder, fresh: each
+load named in --only capped anew under each of --caps, twice, with no warm-up,
+its rate every 0.25 s against alone's (a new container's first second), turns: the
 co-location scenarios in alternating turns of 2.5 s with every tenant started
 once, so that the host's drift cancels, capturns: the loads named in --only
 alone and under each of --caps in such turns, instead of one after the other
@@ -109,7 +111,7 @@ def median(v):
     return sorted(v)[len(v) // 2] if v else None
 
 
-def tenant(load, env, secs, cpu=None, sync=None, turns=None):
+def tenant(load, env, secs, cpu=None, sync=None, turns=None, warm=None):
     e = tenant_env(env)
     if LOG["dir"] and "LD_PRELOAD" in env and "GPUSLICE_REGION" in env:
         e["GPUSLICE_LOG_LEVEL"] = "3"
@@ -123,6 +125,8 @@ def tenant(load, env, secs, cpu=None, sync=None, turns=None):
     # pipe nobody read yet would block in write() and measure as throttled
     err = open(os.path.join(LOG["dir"], name), "w+") if LOG["dir"] else tempfile.TemporaryFile("w+")
     cmd = [sys.executable, os.path.join(HERE, "gputime_worker.py"), "--load", load, "--secs", str(secs)]
+    if warm is not None:
+        cmd += ["--warm", str(warm)]
     if sync:
         cmd += ["--sync", sync]
     if turns:
@@ -341,6 +345,19 @@ def main():
             u = busy
             emit({"scenario": f"cap{cap}", "load": load, "ratio": r.get("rate", 0) / alone["rate"],
                   "target_min": min(1, cap / 100 / u) - 0.05 if u > 0 else None, "busy": cb, **b.nvml, **r})
+        if "fresh" in only:
+            # a new container's first seconds: no warm-up, a region of its
+            # own, the rate over each bin against alone's steady rate
+            for cap in caps_for.get(load, [int(c) for c in a.caps.split(",")]):
+                for copy in range(2):
+                    r = result(tenant(load, limited(a.lib, state, f"fresh{load}{cap}-{copy}",
+                                                    {"GPUSLICE_CORES": str(cap)}), 4, warm=0))
+                    ratios = [x / alone["rate"] for x in r.get("rate_bins", [])]
+                    per_s = int(round(1 / r["bin_s"])) if ratios else 1
+                    emit({"scenario": f"fresh{cap}", "load": load, "copy": copy, "ratio_bins": ratios,
+                          "first_s": sum(ratios[:per_s]) / per_s if len(ratios) >= per_s else None,
+                          "after": sum(ratios[per_s:]) / len(ratios[per_s:]) if len(ratios) > per_s else None,
+                          "error": r.get("error")})
     if not only or "coloc" in only or "decoverhead" in only:
         # the decoder and the training on CPUs of their own, alone and side by
         # side; each pair measures the same span; rounds alternate the

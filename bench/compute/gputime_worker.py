@@ -12,6 +12,9 @@ import time
 import torch
 
 
+BIN_S = 0.25  # the span of each rate_bins entry
+
+
 def decoder(dev, heavy=False):
     """A Llama-style decoder generating 16 tokens a step. heavy: a larger
     model (hidden 2048, 16 layers) on a batch of 32 prompts, busy enough on
@@ -196,16 +199,24 @@ def main():
         go = os.path.join(a.sync, "go")
         while not os.path.exists(go):
             step()
-    lat, t0 = [], time.time()
+    lat, ends, t0 = [], [], time.time()
     start = t0
     while time.time() - t0 < a.secs:
         s = time.time()
         step()
-        lat.append(time.time() - s)
+        ends.append(time.time())
+        lat.append(ends[-1] - s)
     el = time.time() - t0
     lat.sort()
+    # the rate in each whole BIN_S from t0: how a new tenant's first second
+    # compares with the rest (gputime.py's fresh scenario)
+    bins = [0] * int(el / BIN_S)
+    for e in ends:
+        if int((e - t0) / BIN_S) < len(bins):
+            bins[int((e - t0) / BIN_S)] += per
     print(json.dumps({"load": a.load, "kind": kind, "rate": len(lat) * per / el, "t0": start, "t1": start + el,
-                      "p50_ms": 1e3 * lat[len(lat) // 2] / per, "p99_ms": 1e3 * lat[int(len(lat) * 0.99)] / per}),
+                      "p50_ms": 1e3 * lat[len(lat) // 2] / per, "p99_ms": 1e3 * lat[int(len(lat) * 0.99)] / per,
+                      "bin_s": BIN_S, "rate_bins": [n / BIN_S for n in bins]}),
           flush=True)
 
 

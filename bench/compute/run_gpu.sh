@@ -4,7 +4,7 @@
 #        [--rounds N] [--coloc-modes plain,plain-shallow,share70/30,share70/30-yieldY,cap70/30,free/cap30,mps70/30,mps-plain,mps-share70/30]
 #        [--share-yield 100,250,500] [--inf-load decoder|decoder-heavy] [--turn-cycles N] [--turn-yield 250,500]
 #        [--copies N] [--plain-copies N] [--turn-cpus shared|own] [--base-lib LIB]
-# LOADS: matmul matmul-dense small decoder train graphinf jax cupy; SCENARIOS: coloc mps decoverhead turns capturns two four launch launchc
+# LOADS: matmul matmul-dense small decoder train graphinf jax cupy; SCENARIOS: coloc mps decoverhead fresh turns capturns two four launch launchc
 # (mps with two: the two containers again, one directory, as clients of an MPS daemon)
 # (--base-lib LIB, an A/B in the same turns: the device tool's copy of .git may predate recent
 # commits, so build an older library where the commit is, and carry it)
