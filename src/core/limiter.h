@@ -374,8 +374,9 @@ uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t 
  * its clock until it fits: it runs faster now by (e x alone / headroom)^exp (dynamic
  * power grows about as f^2 with the clock, throughput up to f^1; exp in
  * thousandths, calibrated on an H200: docs/compute.md). exp 0 disables it.
- * Moves half-way per run, but for its first measure (old 0: not learnt),
- * taken whole as c's is: stepping half-way from 1, a GPU-bound tenant
+ * Moves half-way per run from old; old 0 (not learnt, or a new container
+ * whose runs do not yet cover the draw's second: gs_lim_outer_decide)
+ * takes the measure whole: stepping half-way from 1, a GPU-bound tenant
  * under cap 30 on the simulated clock model was charged s 1.09-1.17 over
  * its first second against the model's 1.21, and did 0.35 of the device's
  * work. Keeps old while the device is nearly idle. */
@@ -688,8 +689,8 @@ int gs_lim_free_far_under(const struct gs_lim_account *a);
  * tenant's first 250 ms under cap 30 on the simulated clock model passed
  * for idle, its draw for twice the work's, and s rose to 1.42 (the model's
  * 1.21); learning nothing there, it ran its first 500 ms at s 1 and did
- * 0.338 of the device's work in its first second (0.326 learning s 1.17
- * there). Returns s (0: not learnt). */
+ * 0.338 of the device's work in its first second (0.322-0.323 learning s
+ * 1.16-1.17 there). Returns s (0: not learnt). */
 uint32_t gs_lim_outer_look_only(struct gs_lim_account *a, const struct gs_outer_in *in);
 
 /* Stores the decision in the account; a share target that starts holding

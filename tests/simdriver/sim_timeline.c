@@ -492,8 +492,7 @@ uint64_t sim_tl_eta(const struct sim_state *st, int dev, uint64_t work)
     uint32_t k = (uint32_t)sim_tl_active(st, dev);
     if (k == 0)
         k = 1;
-    uint64_t eff = st->timeslice_us ? speed_of(&st->dev[dev]) : ps_plan(st, dev, 0).eff;
-    return time_for(work * k, eff ? eff : 1);
+    return time_for(work * k, speed_of(&st->dev[dev]));
 }
 
 uint64_t sim_tl_done_time(const struct sim_work *w, uint64_t target)

@@ -69,12 +69,13 @@ unsigned int sim_power_over_span(const struct sim_state *st, int dev);
  * started device's up to now. */
 void sim_tl_advance(struct sim_state *st, int dev, uint64_t now);
 
-/* The device ns that `work` ns more of a process's work take on dev at the
- * rate it progresses now: shared with the other processes that have work,
- * at the clock model's speed. A waiter sleeps that long before it looks
- * again: a wait that slept the work's time at full speed returned late
- * whenever the clock model ran the device faster (1.21 x under a cap of 30),
- * so the host saw idle time the device did not. */
+/* How long a waiter for `work` ns more of a process's work on dev sleeps
+ * before it looks again: the work shared with the other processes that
+ * have work now, at the clock model's speed (not the switch loss: the
+ * others may stop meanwhile, and the work end sooner). A wait that slept
+ * the work's time at full speed returned late whenever the clock model ran
+ * the device faster (1.21 x under a cap of 30), so the host saw idle time
+ * the device did not. */
 uint64_t sim_tl_eta(const struct sim_state *st, int dev, uint64_t work);
 
 /* Adds ns of work for process slot proc on dev at time now (advances first). */

@@ -428,6 +428,32 @@ static uint32_t speed_after_run(struct gs_lim_account *a, uint64_t occ, int64_t 
     return o.speed;
 }
 
+/* A new container learns s from its first runs' draws whole: its record
+ * holds all its time, the idle before it included. Once the record covers
+ * the draw's second, each measure moves s half-way. */
+static void a_new_containers_first_second_learns_s_whole(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 30, 100);
+    assert_int_equal(a.speed_ppm, 0); /* not learnt: charged as 1 */
+    static const int64_t draw[] = { 170000, 240000, 300000, 330000, 345000, 350000 };
+    for (size_t i = 0; i < sizeof draw / sizeof draw[0]; i++) {
+        struct gs_outer_in in = outer_in(300000, -1, -1, 250000, NULL, 0);
+        in.waited_ns = in.interval_ns * 7 / 10;
+        reads_power(&in, draw[i], 380);
+        int whole = i < 4; /* the runs before this one cover less than the second */
+        uint32_t want = gs_lim_speed(whole ? 0 : a.speed_ppm, (uint64_t)draw[i], 700000,
+                                     gs_lim_power_busy(&a, 300000, in.interval_ns),
+                                     gs_lim_alone_busy(300000, in.waited_ns, in.interval_ns), 380);
+        struct gs_outer_out o;
+        gs_lim_outer_decide(&a, &in, &o);
+        gs_lim_outer_apply(&a, &o, in.now);
+        print_message("run %zu: s %u (%s)\n", i, o.speed, whole ? "whole" : "half-way");
+        assert_int_equal(o.speed, want);
+    }
+}
+
 static void a_launch_bound_load_is_weighed_by_the_time_it_occupies(void **state)
 {
     (void)state;
@@ -1193,6 +1219,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cap_holds_for_5us_and_50ms_kernels),
         cmocka_unit_test(speed_follows_the_power_headroom),
+        cmocka_unit_test(a_new_containers_first_second_learns_s_whole),
         cmocka_unit_test(a_launch_bound_load_is_weighed_by_the_time_it_occupies),
         cmocka_unit_test(work_with_cpu_gaps_of_its_own_is_priced_at_its_busy_time_alone),
         cmocka_unit_test(the_draw_is_weighed_by_the_busy_time_of_its_own_second),
