@@ -552,6 +552,7 @@ def test_four_tenants_capped_10_20_30_beside_a_share_one_split_10_20_30_40(world
     envs = [*({"GPUSLICE_CORES": str(p)} for p in (10, 20, 30)), {"GPUSLICE_COMPUTE_MODE": "share"}]
     r = containers(world, envs, layout, secs=5.0, warm=3.0, roster=["cap 10", "cap 20", "cap 30", "share 100"])
     assert all(abs(got - want) <= SPLIT_TOL for got, want in zip(r, (0.10, 0.20, 0.30, 0.40))), r
+    print(f"four shares: {r}, sum {sum(r):.3f}")
     assert sum(r) >= 0.95, r
 
 
@@ -567,6 +568,7 @@ def test_four_tenants_sharing_10_20_30_40_split_by_weight(world, layout):
     envs = [{"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_SHARE_WEIGHT": str(w)} for w in (10, 20, 30, 40)]
     r = containers(world, envs, layout, secs=5.0, warm=3.0, roster=["share 100"] * 4)
     assert all(abs(got - want) <= SPLIT_TOL for got, want in zip(r, (0.10, 0.20, 0.30, 0.40))), r
+    print(f"four shares: {r}, sum {sum(r):.3f}")
     assert sum(r) >= 0.95, r
 
 
