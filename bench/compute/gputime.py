@@ -338,7 +338,8 @@ def main():
         alone = result(tenant(load, {}, a.secs))
         busy = b.done(alone)
         emit({"scenario": "alone", "load": load, "busy": busy, **b.nvml, **alone})
-        for cap in caps_for.get(load, [int(c) for c in a.caps.split(",")]):
+        caps = caps_for.get(load, [int(c) for c in a.caps.split(",")])
+        for cap in caps:
             b = Busy()
             r = result(tenant(load, limited(a.lib, state, f"{load}{cap}", {"GPUSLICE_CORES": str(cap)}), a.secs))
             cb = b.done(r)
@@ -348,7 +349,7 @@ def main():
         if "fresh" in only:
             # a new container's first seconds: no warm-up, a region of its
             # own, the rate over each bin against alone's steady rate
-            for cap in caps_for.get(load, [int(c) for c in a.caps.split(",")]):
+            for cap in caps:
                 for copy in range(2):
                     r = result(tenant(load, limited(a.lib, state, f"fresh{load}{cap}-{copy}",
                                                     {"GPUSLICE_CORES": str(cap)}), 4, warm=0))

@@ -212,8 +212,9 @@ def main():
     # compares with the rest (gputime.py's fresh scenario)
     bins = [0] * int(el / BIN_S)
     for e in ends:
-        if int((e - t0) / BIN_S) < len(bins):
-            bins[int((e - t0) / BIN_S)] += per
+        i = int((e - t0) / BIN_S)
+        if i < len(bins):
+            bins[i] += per
     print(json.dumps({"load": a.load, "kind": kind, "rate": len(lat) * per / el, "t0": start, "t1": start + el,
                       "p50_ms": 1e3 * lat[len(lat) // 2] / per, "p99_ms": 1e3 * lat[int(len(lat) * 0.99)] / per,
                       "bin_s": BIN_S, "rate_bins": [n / BIN_S for n in bins]}),

@@ -116,6 +116,39 @@ static uint64_t span_take(unsigned __int128 *sum, uint64_t busy_ppm, uint64_t ns
     return take;
 }
 
+/* The k-th newest of the n runs recorded (k < n, k < GS_LIM_POWER_RUNS),
+ * and the two halves gs_lim_power_run packed into it. */
+static uint64_t run_back(const struct gs_lim_account *a, uint32_t n, uint32_t k)
+{
+    return LD(&a->power_runs[(n - 1 - k) % GS_LIM_POWER_RUNS]);
+}
+
+static uint64_t run_busy_ppm(uint64_t run)
+{
+    return run >> 32;
+}
+
+static uint64_t run_ns(uint64_t run)
+{
+    return (run & UINT32_MAX) * 1000;
+}
+
+void gs_lim_power_record(struct gs_lim_account *a, uint64_t run)
+{
+    uint32_t n = LD(&a->power_runs_n);
+    ST(&a->power_runs[n % GS_LIM_POWER_RUNS], run);
+    ST(&a->power_runs_n, n + 1);
+}
+
+uint64_t gs_lim_power_recorded_ns(const struct gs_lim_account *a)
+{
+    uint32_t n = LD(&a->power_runs_n);
+    uint64_t t = 0;
+    for (uint32_t k = 0; k < GS_LIM_POWER_RUNS && k < n && t < GS_LIM_POWER_SPAN_NS; k++)
+        t += run_ns(run_back(a, n, k));
+    return t;
+}
+
 uint32_t gs_lim_power_busy(const struct gs_lim_account *a, uint64_t busy_ppm, uint64_t interval_ns)
 {
     unsigned __int128 sum = 0;
@@ -123,9 +156,9 @@ uint32_t gs_lim_power_busy(const struct gs_lim_account *a, uint64_t busy_ppm, ui
     left -= span_take(&sum, busy_ppm, interval_ns, left);
     uint32_t n = LD(&a->power_runs_n);
     for (uint32_t k = 0; k < GS_LIM_POWER_RUNS && k < n && left; k++) {
-        uint64_t run = LD(&a->power_runs[(n - 1 - k) % GS_LIM_POWER_RUNS]);
-        oldest = run >> 32;
-        left -= span_take(&sum, oldest, (run & UINT32_MAX) * 1000, left);
+        uint64_t run = run_back(a, n, k);
+        oldest = run_busy_ppm(run);
+        left -= span_take(&sum, oldest, run_ns(run), left);
     }
     span_take(&sum, oldest, left, left);
     uint64_t mean = (uint64_t)(sum / GS_LIM_POWER_SPAN_NS);

@@ -19,6 +19,14 @@ static inline uint64_t gs_lim_uses_of(const struct gs_lim_demand *others, unsign
     return sum;
 }
 
+/* The account's record of its last outer runs (power_runs, packed by
+ * gs_lim_power_run), kept in limiter_correction.c beside the mean over it
+ * (gs_lim_power_busy): a run appended (the outer loop's runs are one at a
+ * time: outer_next_ns is claimed), and the time the record covers, up to
+ * GS_LIM_POWER_SPAN_NS. */
+void gs_lim_power_record(struct gs_lim_account *a, uint64_t run);
+uint64_t gs_lim_power_recorded_ns(const struct gs_lim_account *a);
+
 /* One period's allowance at rate: what idle time banks. */
 static inline int64_t gs_lim_burst_of(uint32_t rate)
 {

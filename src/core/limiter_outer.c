@@ -315,16 +315,6 @@ static uint32_t outer_share_target(const struct gs_lim_account *a, const struct 
     return target > GS_LIM_SHARE_MEASURED ? GS_LIM_SHARE_MEASURED : target;
 }
 
-/* How much time the account's power record covers, up to the span. */
-static uint64_t recorded_ns(const struct gs_lim_account *a)
-{
-    uint32_t n = LD(&a->power_runs_n);
-    uint64_t t = 0;
-    for (uint32_t k = 0; k < GS_LIM_POWER_RUNS && k < n && t < GS_LIM_POWER_SPAN_NS; k++)
-        t += (LD(&a->power_runs[(n - 1 - k) % GS_LIM_POWER_RUNS]) & UINT32_MAX) * 1000;
-    return t;
-}
-
 /* The power correction's part of a run: the busy fraction busy it adds to
  * the power span's record, and s from the draw where it can tell
  * (gs_lim_power_tells), into out's speed, power_busy, power_run and
@@ -344,7 +334,7 @@ static void outer_speed(const struct gs_lim_account *a, const struct gs_outer_in
      * taken whole. Stepping half-way from a first one read short of its
      * last, partial sample period, a GPU-bound tenant under cap 70 on the
      * simulated clock model did 0.80 of the device's work in that second */
-    uint32_t old = recorded_ns(a) < GS_LIM_POWER_SPAN_NS ? 0 : out->speed;
+    uint32_t old = gs_lim_power_recorded_ns(a) < GS_LIM_POWER_SPAN_NS ? 0 : out->speed;
     uint32_t s = gs_lim_speed(old, (uint64_t)in->power_mw, (uint64_t)in->limit_mw, out->power_busy,
                               gs_lim_alone_busy(in->occ_ppm, in->waited_ns, in->interval_ns), in->power_exp_milli);
     if (s > out->speed || gs_lim_power_span_ours(in->now, out->woke_ns))
@@ -409,14 +399,6 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
     }
 }
 
-/* The outer loop's runs are one at a time (outer_next_ns is claimed). */
-static void record_power_run(struct gs_lim_account *a, uint64_t run)
-{
-    uint32_t n = LD(&a->power_runs_n);
-    ST(&a->power_runs[n % GS_LIM_POWER_RUNS], run);
-    ST(&a->power_runs_n, n + 1);
-}
-
 uint32_t gs_lim_outer_look_only(struct gs_lim_account *a, const struct gs_outer_in *in)
 {
     /* our occupancy counts the CPU gaps the learning probes found
@@ -425,7 +407,7 @@ uint32_t gs_lim_outer_look_only(struct gs_lim_account *a, const struct gs_outer_
     outer_speed(a, in, in->dev_ppm >= 0 ? (uint64_t)in->dev_ppm : in->occ_ppm, &o);
     ST(&a->speed_ppm, o.speed);
     ST(&a->woke_ns, o.woke_ns);
-    record_power_run(a, o.power_run);
+    gs_lim_power_record(a, o.power_run);
     return o.speed;
 }
 
@@ -433,7 +415,7 @@ uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out 
 {
     ST(&a->corr_ppm, out->corr);
     ST(&a->speed_ppm, out->speed);
-    record_power_run(a, out->power_run);
+    gs_lim_power_record(a, out->power_run);
     ST(&a->woke_ns, out->woke_ns);
     ST(&a->dev_ppm, out->dev_ppm);
     ST(&a->use_ppm, out->use_ppm);
