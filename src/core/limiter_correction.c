@@ -165,6 +165,23 @@ uint32_t gs_lim_power_busy(const struct gs_lim_account *a, uint64_t busy_ppm, ui
     return mean ? (uint32_t)mean : 1;
 }
 
+uint64_t gs_lim_power_unused_draw(const struct gs_lim_account *a, int64_t dev_ppm, int64_t power_mw)
+{
+    if (LD(&a->power_runs_n) > 0)
+        return LD(&a->unused_draw_mw);
+    return dev_ppm >= 0 && dev_ppm < GS_LIM_BUSY_PPM && power_mw > 0 ? (uint64_t)power_mw : 0;
+}
+
+uint64_t gs_lim_power_repriced(const struct gs_lim_account *a, uint64_t unused_draw_mw, uint64_t power_mw,
+                               uint64_t limit_mw, uint64_t interval_ns)
+{
+    uint64_t idle = limit_mw * GS_LIM_IDLE_POWER_PPM / GS_LIM_PPM;
+    uint64_t covered = gs_lim_power_recorded_ns(a) + interval_ns;
+    if (unused_draw_mw == 0 || unused_draw_mw >= idle || covered >= GS_LIM_POWER_SPAN_NS)
+        return power_mw;
+    return power_mw + (idle - unused_draw_mw) * (GS_LIM_POWER_SPAN_NS - covered) / GS_LIM_POWER_SPAN_NS;
+}
+
 int gs_lim_power_tells(uint64_t occ_ppm, uint64_t busy_ppm, uint32_t mean_ppm, uint64_t interval_ns)
 {
     return !gs_lim_outer_slept(interval_ns) && occ_ppm >= GS_LIM_BUSY_PPM && busy_ppm * 4 >= (uint64_t)mean_ppm * 3;

@@ -326,6 +326,7 @@ static void outer_speed(const struct gs_lim_account *a, const struct gs_outer_in
     out->power_busy = gs_lim_power_busy(a, busy, in->interval_ns);
     out->power_run = gs_lim_power_run(busy, in->interval_ns);
     out->woke_ns = gs_lim_outer_slept(in->interval_ns) ? in->now : LD(&a->woke_ns);
+    out->unused_draw_mw = gs_lim_power_unused_draw(a, in->dev_ppm, in->power_mw);
     if (in->dev_ppm < 0 || in->power_mw < 0 || in->limit_mw <= 0 ||
         !gs_lim_power_tells(in->occ_ppm, busy, out->power_busy, in->interval_ns))
         return;
@@ -335,7 +336,9 @@ static void outer_speed(const struct gs_lim_account *a, const struct gs_outer_in
      * last, partial sample period, a GPU-bound tenant under cap 70 on the
      * simulated clock model did 0.80 of the device's work in that second */
     uint32_t old = gs_lim_power_recorded_ns(a) < GS_LIM_POWER_SPAN_NS ? 0 : out->speed;
-    uint32_t s = gs_lim_speed(old, (uint64_t)in->power_mw, (uint64_t)in->limit_mw, out->power_busy,
+    uint64_t power =
+        gs_lim_power_repriced(a, out->unused_draw_mw, (uint64_t)in->power_mw, (uint64_t)in->limit_mw, in->interval_ns);
+    uint32_t s = gs_lim_speed(old, power, (uint64_t)in->limit_mw, out->power_busy,
                               gs_lim_alone_busy(in->occ_ppm, in->waited_ns, in->interval_ns), in->power_exp_milli);
     if (s > out->speed || gs_lim_power_span_ours(in->now, out->woke_ns))
         out->speed = s;
@@ -407,6 +410,7 @@ uint32_t gs_lim_outer_look_only(struct gs_lim_account *a, const struct gs_outer_
     outer_speed(a, in, in->dev_ppm >= 0 ? (uint64_t)in->dev_ppm : in->occ_ppm, &o);
     ST(&a->speed_ppm, o.speed);
     ST(&a->woke_ns, o.woke_ns);
+    ST(&a->unused_draw_mw, o.unused_draw_mw);
     gs_lim_power_record(a, o.power_run);
     return o.speed;
 }
@@ -415,6 +419,7 @@ uint32_t gs_lim_outer_apply(struct gs_lim_account *a, const struct gs_outer_out 
 {
     ST(&a->corr_ppm, out->corr);
     ST(&a->speed_ppm, out->speed);
+    ST(&a->unused_draw_mw, out->unused_draw_mw);
     gs_lim_power_record(a, out->power_run);
     ST(&a->woke_ns, out->woke_ns);
     ST(&a->dev_ppm, out->dev_ppm);

@@ -14,8 +14,9 @@
 
 #define GS_REGION_MAGIC 0x45434c5355504721ULL /* "!GPUSLCE" */
 /* 3: slots live by their OFD lock; 4: export records; 5: default_limit_mib; 6: run;
- * 7: the account's power_busy_ppm; 8: its woke_ns; 9: power_runs for power_busy_ppm */
-#define GS_REGION_VERSION 9U
+ * 7: the account's power_busy_ppm; 8: its woke_ns; 9: power_runs for power_busy_ppm;
+ * 10: unused_draw_mw */
+#define GS_REGION_VERSION 10U
 #define GS_REGION_MAX_DEVICES 16
 #define GS_REGION_MAX_PROCS 1024
 #define GS_REGION_UUID_LEN 64
@@ -36,7 +37,7 @@ struct gs_region_device {
     uint32_t sm_limit;             /* percent; 0 = unlimited */
     uint32_t flags;
     union {
-        uint64_t compute[25]; /* the compute limiter's account (limiter.h) */
+        uint64_t compute[26]; /* the compute limiter's account (limiter.h) */
         struct gs_lim_account lim;
     };
 };
@@ -90,7 +91,7 @@ struct gs_region_export {
     struct gs_export_key key[GS_EXPORT_KEYS];
 };
 
-_Static_assert(sizeof(struct gs_lim_account) == 25 * sizeof(uint64_t), "limiter account must fill compute[]");
+_Static_assert(sizeof(struct gs_lim_account) == 26 * sizeof(uint64_t), "limiter account must fill compute[]");
 _Static_assert(sizeof(struct gs_lim_proc) == 8 * sizeof(uint64_t), "per-process counters must fill compute[]");
 
 /* The limits of the `gpuslice run` that made a region, as its configuration

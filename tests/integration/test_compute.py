@@ -703,11 +703,13 @@ def test_a_new_cap_learns_s_at_its_first_run(world, tmp_path):
     its first launch, which only looks where NVML's per-process samples
     end. That run learns s too, against the busy fraction of the draw's
     whole second, the idle before the tenant included, and each measure is
-    taken whole until its runs cover that second (1.16-1.17 at 250 ms, then
-    1.24, 1.19, 1.23, 1.21). Learning nothing there, then stepping half-way
-    from 1 against a busy fraction averaged faster than the draw, it reached
-    1.11 at 500 ms and 1.24 at 1 s, and the tenant did 0.338-0.346 of the
-    device's work in its first second (0.322-0.323 now)."""
+    taken whole until its runs cover that second (1.19-1.22 at 250 ms, then
+    1.25-1.27, 1.19-1.20, 1.22-1.24, 1.21); the tenant does 0.319-0.325 of
+    the device's work in its first second. The device drew 80 W before the
+    tenant (the model's unused device, as an H200's), below the busy-idle
+    105 W s's formula prices idle time at: priced so, the first s was 1.02
+    and the first second 0.337; the draw's part from before the record is
+    repriced at what the first look read (gs_lim_power_repriced)."""
     w = world_env(world, GPUSLICE_SIM_POWER_DYN=900)
     log = tmp_path / "capped.log"
     capped = start_logged(w, 1000, log, {"GPUSLICE_CORES": "30"})

@@ -231,6 +231,10 @@ struct sim_config {
  * as an H100 and an H200 did under caps (bench/results/compute-2026-11-27h.md:
  * their draw grew as f^1.45-1.6, their matmul's speed as f^0.56-0.77). */
 #define SIM_IDLE_POWER_MW 100000ULL
+/* What a device draws in the sample periods before its first work: an H200
+ * with no context read 79-80 W, below what the same card drew idle between
+ * a tenant's kernels (bench/results/compute-2026-12-05.md §1). */
+#define SIM_UNUSED_POWER_MW 80000ULL
 #define SIM_POWER_LIMIT_MW 700000ULL
 #define SIM_DEFAULT_POWER_DYN_MW 400000ULL
 #define SIM_CLOCK_K 1.6

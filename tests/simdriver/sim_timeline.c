@@ -81,7 +81,8 @@ unsigned int sim_power_over_span(const struct sim_state *st, int dev)
     uint32_t n = (uint32_t)(span < SIM_POWER_PERIODS ? span : SIM_POWER_PERIODS);
     double sum = 0;
     for (uint32_t k = 1; k <= n; k++)
-        sum += power_at(st, k <= d->tl_util_head ? d->tl_util_hist[(d->tl_util_head - k) % SIM_POWER_PERIODS] : 0);
+        sum += k <= d->tl_util_head ? power_at(st, d->tl_util_hist[(d->tl_util_head - k) % SIM_POWER_PERIODS])
+                                    : (double)SIM_UNUSED_POWER_MW;
     return (unsigned int)(sum / n);
 }
 

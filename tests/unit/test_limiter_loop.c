@@ -454,6 +454,69 @@ static void a_new_containers_first_second_learns_s_whole(void **state)
     }
 }
 
+/* H200, a new container's GPU-bound matmul under cap 30, from its first
+ * launch (bench/results/compute-2026-12-05.md §1, cap 30 process 0): the
+ * first look on the idle device (80 W), the second first look 250 ms
+ * later, then the runs that learn c. The card drew 80 W before the
+ * container, where s's formula prices idle time at 105 W: the draw of the
+ * second the busy fraction's mean holds mostly idle read low, and s stayed
+ * 1 at 0.5 s and was 1.12 at 0.75 s (its steady s 1.20-1.21). Returns s at
+ * the runs 0.5 s and 0.75 s after the first launch. */
+static void replay_first_second(uint64_t first_draw_mw, uint32_t *at_500ms, uint32_t *at_750ms)
+{
+    static const struct {
+        uint64_t occ, waited_us, interval_us;
+        int64_t our, dev, power;
+    } runs[] = { { 0, 0, 370, -1, 0, 0 },
+                 { 257681, 108133, 251090, -1, 310000, 137920 },
+                 { 304906, 173383, 251173, 280000, 290000, 196054 },
+                 { 321502, 167663, 251663, 290000, 310000, 289455 } };
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 30, 100);
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        struct gs_outer_in in = outer_in(runs[i].occ, runs[i].our, runs[i].our < 0 ? -1 : 0, runs[i].dev, NULL, 0);
+        in.interval_ns = runs[i].interval_us * 1000;
+        in.waited_ns = runs[i].waited_us * 1000;
+        reads_power(&in, i == 0 ? (int64_t)first_draw_mw : runs[i].power, GS_LIM_DEFAULT_POWER_EXP);
+        if (i < 2) { /* the first looks, where NVML's samples from before us end */
+            gs_lim_outer_look_only(&a, &in);
+            continue;
+        }
+        struct gs_outer_out o;
+        gs_lim_outer_decide(&a, &in, &o);
+        gs_lim_outer_apply(&a, &o, in.now);
+        *(i == 2 ? at_500ms : at_750ms) = o.speed;
+    }
+}
+
+static void a_new_containers_draw_before_it_is_priced_at_what_the_device_drew_unused(void **state)
+{
+    (void)state;
+    uint32_t s500, s750;
+    replay_first_second(79904, &s500, &s750);
+    print_message("s at 0.5 s %u, at 0.75 s %u ppm\n", s500, s750);
+    assert_in_range(s500, 1030000, 1100000);
+    assert_in_range(s750, 1130000, 1210000);
+    /* a first look that reads the busy-idle draw or more reprices nothing */
+    uint32_t b500, b750;
+    replay_first_second(105000, &b500, &b750);
+    print_message("priced at 105 W: s at 0.5 s %u, at 0.75 s %u ppm\n", b500, b750);
+    assert_int_equal(b500, GS_LIM_PPM);
+    assert_true(b750 + 10000 < s750);
+    /* the repricing: the part of the second before the record, at most */
+    struct gs_lim_account n;
+    account(&n, GS_LIM_CAP, 30, 100);
+    assert_int_equal(gs_lim_power_unused_draw(&n, 0, 80000), 80000);
+    assert_int_equal(gs_lim_power_unused_draw(&n, 300000, 80000), 0); /* a busy device */
+    assert_int_equal(gs_lim_power_unused_draw(&n, -1, 80000), 0);
+    assert_int_equal(gs_lim_power_repriced(&n, 80000, 200000, 700000, GS_LIM_POWER_SPAN_NS / 2), 212500);
+    assert_int_equal(gs_lim_power_repriced(&n, 0, 200000, 700000, GS_LIM_POWER_SPAN_NS / 2), 200000);
+    assert_int_equal(gs_lim_power_repriced(&n, 80000, 200000, 700000, GS_LIM_POWER_SPAN_NS), 200000);
+    power_history(&n, 300000, 4); /* 1 s recorded: nothing before it */
+    assert_int_equal(gs_lim_power_repriced(&n, 80000, 200000, 700000, GS_LIM_OUTER_NS), 200000);
+    assert_int_equal(gs_lim_power_unused_draw(&n, 0, 90000), 0); /* after its first run, what that run kept */
+}
+
 static void a_launch_bound_load_is_weighed_by_the_time_it_occupies(void **state)
 {
     (void)state;
@@ -1220,6 +1283,7 @@ int main(void)
         cmocka_unit_test(cap_holds_for_5us_and_50ms_kernels),
         cmocka_unit_test(speed_follows_the_power_headroom),
         cmocka_unit_test(a_new_containers_first_second_learns_s_whole),
+        cmocka_unit_test(a_new_containers_draw_before_it_is_priced_at_what_the_device_drew_unused),
         cmocka_unit_test(a_launch_bound_load_is_weighed_by_the_time_it_occupies),
         cmocka_unit_test(work_with_cpu_gaps_of_its_own_is_priced_at_its_busy_time_alone),
         cmocka_unit_test(the_draw_is_weighed_by_the_busy_time_of_its_own_second),
