@@ -6,7 +6,9 @@ interposer (ratio_refs; computed here for lines written before gputime.py
 reported it), with NVML's SM clock, draw and device utilisation in its turns
 and the alone process's, by part of a turn (where the line has them), and
 the goal min(1, p / u) - 0.05 with u the alone process's utilisation over
-the rest of its turns (the first second still holds the turn before), the
+the rest of its turns (the first second still holds the turn before) and
+p / u beside it, a mark where the process's own busy time over its turns'
+rest passed p + 0.03, the
 work a busy second of the process did against alone's, the GPU's busy
 microseconds a unit of the load's work (a step, or a matmul) for the process
 and for alone, and
@@ -66,20 +68,26 @@ def rest_util(d, who):
 
 
 def goal(d):
-    """'u U goal G met/missed  ' for a capturns line whose alone process's
-    turns NVML measured, else ''; then the work each busy second of the
-    process did against alone's (ratio over busy / u), where its own turns
-    were measured: under 1, the GPU was busier per step than alone."""
+    """'u U p/u Q goal G met/missed  ' for a capturns line whose alone
+    process's turns NVML measured, else ''; where its own turns were
+    measured too, 'BUSY B OVER p + 0.03' if the cap let the GPU be busier
+    than that over their rest (every load's bound), and the work each busy
+    second of the process did against alone's (ratio over busy / u): under
+    1, the GPU was busier per step than alone. A GPU-bound load's ratio is
+    read against p / u (alone is not quite always busy), not p."""
     u = rest_util(d, "alone")
     if u is None:
         return ""
-    g = min(1.0, int(d["scenario"][len("capturns"):]) / 100 / u) - 0.05
+    p = int(d["scenario"][len("capturns"):]) / 100
+    g = min(1.0, p / u) - 0.05
     busy = rest_util(d, "capped")
+    over = f"BUSY {busy:.3f} OVER p + 0.03  " if busy and busy > p + 0.03 else ""
     per_busy = f"a busy s {d['ratio'] * u / busy:.2f}  " if busy else ""
     rates = (d.get("capped", {}).get("rate"), d.get("alone", {}).get("rate"))
     per_unit = (f"busy us a unit {1e6 * busy / rates[0]:.1f} (alone {1e6 * u / rates[1]:.1f})  "
                 if busy and all(rates) else "")
-    return f"u {u:.3f} goal {g:.3f} {'met' if d['ratio'] >= g else 'MISSED'}  {per_busy}{per_unit}"
+    return (f"u {u:.3f} p/u {p / u:.3f} goal {g:.3f} {'met' if d['ratio'] >= g else 'MISSED'}  "
+            f"{over}{per_busy}{per_unit}")
 
 
 WANTED = re.compile(r"outer .*wanted (never|-?\d+) ")

@@ -49,7 +49,8 @@ def test_a_capped_line_and_its_log(tmp_path):
                          text=True, timeout=60, check=True).stdout
     # goal min(1, 0.3 / 0.5) - 0.05 = 0.55, missed; 0.5 x 0.5 / 0.3 = 0.83 of
     # alone's work a busy second; 0.30 / 2500 = 120 us, 0.50 / 5000 = 100 us
-    assert "u 0.500 goal 0.550 MISSED" in out, out
+    assert "u 0.500 p/u 0.600 goal 0.550 MISSED" in out, out
+    assert "OVER" not in out, out  # busy 0.30 under cap 30
     assert "a busy s 0.83" in out, out
     assert "busy us a unit 120.0 (alone 100.0)" in out, out
     # (1000 start events + 3000 markers) / 1000 closes
@@ -68,3 +69,16 @@ def test_a_line_without_readings_prints_no_figures(tmp_path):
     out = subprocess.run([sys.executable, SUMMARIZE, str(jsonl)], capture_output=True, text=True, timeout=60,
                          check=True).stdout
     assert "ratio 0.100" in out and "goal" not in out and "busy us" not in out, out
+
+
+def test_a_cap_that_let_the_gpu_be_busier_than_p_is_marked(tmp_path):
+    # GPU-bound: alone 0.92 busy; under cap 30 busy 0.34 over the turns'
+    # rest, past 0.33, though its ratio (0.36) meets min(1, 0.3 / 0.92) - 0.05
+    line = {"scenario": "capturns30", "load": "matmul", "lib": "cap30-0", "ratio": 0.36, "ratio_refs": 0.36,
+            "refs": 2, "capped": {"rate": 360.0}, "alone": {"rate": 1000.0},
+            "nvml": {"capped": nvml(34.0), "alone": nvml(92.0)}}
+    jsonl = tmp_path / "gputime.jsonl"
+    jsonl.write_text(json.dumps(line) + "\n")
+    out = subprocess.run([sys.executable, SUMMARIZE, str(jsonl)], capture_output=True, text=True, timeout=60,
+                         check=True).stdout
+    assert "u 0.920 p/u 0.326 goal 0.276 met  BUSY 0.340 OVER p + 0.03" in out, out
