@@ -87,8 +87,7 @@ struct gs_lim_account {
     uint32_t wait_mark;      /* wait_ns at the last outer run, its low 32 bits (gs_lim_alone_busy) */
     uint64_t woke_ns; /* clock the outer loop last woke from a slept interval, 0 before (gs_lim_power_span_ours) */
     uint64_t power_runs[GS_LIM_POWER_RUNS]; /* the last runs' busy fractions and intervals (gs_lim_power_run) */
-    uint64_t
-        unused_draw_mw; /* the draw at the account's first run on a device NVML read idle; 0: none (gs_lim_power_repriced) */
+    uint64_t unused_draw_mw; /* the draw the first run read on an idle device, or 0 (gs_lim_power_repriced) */
 };
 
 /* c as charged: 1 until the outer loop first learns it. The first measure
@@ -446,8 +445,8 @@ uint32_t gs_lim_power_busy(const struct gs_lim_account *a, uint64_t busy_ppm, ui
 uint64_t gs_lim_power_unused_draw(const struct gs_lim_account *a, int64_t dev_ppm, int64_t power_mw);
 
 /* The draw power_mw, the part of its second from before the account's
- * record (the runs recorded and this one's interval_ns) repriced from the
- * unused device's draw unused_draw_mw to the busy-idle one
+ * record (covered_ns: the runs recorded, this one's interval included)
+ * repriced from the unused device's draw unused_draw_mw to the busy-idle one
  * (GS_LIM_IDLE_POWER_PPM of limit_mw) that gs_lim_speed takes the whole
  * second at; where unused_draw_mw is 0 or not below it, power_mw. An H200
  * drew 80 W before a container's first launch against the 105 W priced:
@@ -455,8 +454,7 @@ uint64_t gs_lim_power_unused_draw(const struct gs_lim_account *a, int64_t dev_pp
  * 0.5 s (196 W over 0.15) priced a GPU-bound tenant under cap 30 at no
  * speed-up where its clock ran 1.2 x as fast; repriced, s 1.05 there and
  * 1.14 at 0.75 s against 1.12 (bench/results/compute-2026-12-05.md §1). */
-uint64_t gs_lim_power_repriced(const struct gs_lim_account *a, uint64_t unused_draw_mw, uint64_t power_mw,
-                               uint64_t limit_mw, uint64_t interval_ns);
+uint64_t gs_lim_power_repriced(uint64_t unused_draw_mw, uint64_t power_mw, uint64_t limit_mw, uint64_t covered_ns);
 
 /* One outer run as the account's power_runs keep it: its busy fraction
  * (ppm, at most the whole GPU) and interval (us, at most ~71 min). */
@@ -658,7 +656,6 @@ struct gs_outer_in {
 
 struct gs_outer_out {
     uint32_t corr, speed;                  /* c and s */
-    uint32_t power_busy;                   /* the busy fraction over the power reading's span (gs_lim_power_busy) */
     uint64_t power_run;                    /* this run, for the account's power_runs (gs_lim_power_run) */
     uint64_t woke_ns;                      /* the account's woke_ns from now on */
     uint64_t unused_draw_mw;               /* the account's unused_draw_mw from now on */

@@ -172,14 +172,19 @@ uint64_t gs_lim_power_unused_draw(const struct gs_lim_account *a, int64_t dev_pp
     return dev_ppm >= 0 && dev_ppm < GS_LIM_BUSY_PPM && power_mw > 0 ? (uint64_t)power_mw : 0;
 }
 
-uint64_t gs_lim_power_repriced(const struct gs_lim_account *a, uint64_t unused_draw_mw, uint64_t power_mw,
-                               uint64_t limit_mw, uint64_t interval_ns)
+/* What the GPU draws busy-idle (its clock up, no kernel running), as the
+ * power correction prices it: GS_LIM_IDLE_POWER_PPM of the limit. */
+static double busy_idle_mw(uint64_t limit_mw)
 {
-    uint64_t idle = limit_mw * GS_LIM_IDLE_POWER_PPM / GS_LIM_PPM;
-    uint64_t covered = gs_lim_power_recorded_ns(a) + interval_ns;
-    if (unused_draw_mw == 0 || unused_draw_mw >= idle || covered >= GS_LIM_POWER_SPAN_NS)
+    return (double)limit_mw * GS_LIM_IDLE_POWER_PPM / GS_LIM_PPM;
+}
+
+uint64_t gs_lim_power_repriced(uint64_t unused_draw_mw, uint64_t power_mw, uint64_t limit_mw, uint64_t covered_ns)
+{
+    uint64_t idle = (uint64_t)busy_idle_mw(limit_mw);
+    if (unused_draw_mw == 0 || unused_draw_mw >= idle || covered_ns >= GS_LIM_POWER_SPAN_NS)
         return power_mw;
-    return power_mw + (idle - unused_draw_mw) * (GS_LIM_POWER_SPAN_NS - covered) / GS_LIM_POWER_SPAN_NS;
+    return power_mw + (idle - unused_draw_mw) * (GS_LIM_POWER_SPAN_NS - covered_ns) / GS_LIM_POWER_SPAN_NS;
 }
 
 int gs_lim_power_tells(uint64_t occ_ppm, uint64_t busy_ppm, uint32_t mean_ppm, uint64_t interval_ns)
@@ -205,7 +210,7 @@ uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, 
         return old_speed; /* too little work to see what it draws */
     if (busy_ppm > GS_LIM_PPM)
         busy_ppm = GS_LIM_PPM;
-    double idle = (double)limit_mw * GS_LIM_IDLE_POWER_PPM / GS_LIM_PPM;
+    double idle = busy_idle_mw(limit_mw);
     double e = ((double)power_mw - idle) / ((double)busy_ppm / GS_LIM_PPM);
     if (alone_ppm > GS_LIM_PPM)
         alone_ppm = GS_LIM_PPM;

@@ -317,28 +317,29 @@ static uint32_t outer_share_target(const struct gs_lim_account *a, const struct 
 
 /* The power correction's part of a run: the busy fraction busy it adds to
  * the power span's record, and s from the draw where it can tell
- * (gs_lim_power_tells), into out's speed, power_busy, power_run and
- * woke_ns. */
+ * (gs_lim_power_tells), into out's speed, power_run, woke_ns and
+ * unused_draw_mw. */
 static void outer_speed(const struct gs_lim_account *a, const struct gs_outer_in *in, uint64_t busy,
                         struct gs_outer_out *out)
 {
     out->speed = LD(&a->speed_ppm);
-    out->power_busy = gs_lim_power_busy(a, busy, in->interval_ns);
     out->power_run = gs_lim_power_run(busy, in->interval_ns);
     out->woke_ns = gs_lim_outer_slept(in->interval_ns) ? in->now : LD(&a->woke_ns);
     out->unused_draw_mw = gs_lim_power_unused_draw(a, in->dev_ppm, in->power_mw);
+    uint32_t mean = gs_lim_power_busy(a, busy, in->interval_ns);
     if (in->dev_ppm < 0 || in->power_mw < 0 || in->limit_mw <= 0 ||
-        !gs_lim_power_tells(in->occ_ppm, busy, out->power_busy, in->interval_ns))
+        !gs_lim_power_tells(in->occ_ppm, busy, mean, in->interval_ns))
         return;
     /* a new container's draw is read against a record of all its time (the
      * idle before it included): each of its first second's measures is
      * taken whole. Stepping half-way from a first one read short of its
      * last, partial sample period, a GPU-bound tenant under cap 70 on the
      * simulated clock model did 0.80 of the device's work in that second */
-    uint32_t old = gs_lim_power_recorded_ns(a) < GS_LIM_POWER_SPAN_NS ? 0 : out->speed;
-    uint64_t power =
-        gs_lim_power_repriced(a, out->unused_draw_mw, (uint64_t)in->power_mw, (uint64_t)in->limit_mw, in->interval_ns);
-    uint32_t s = gs_lim_speed(old, power, (uint64_t)in->limit_mw, out->power_busy,
+    uint64_t recorded = gs_lim_power_recorded_ns(a);
+    uint32_t old = recorded < GS_LIM_POWER_SPAN_NS ? 0 : out->speed;
+    uint64_t power = gs_lim_power_repriced(out->unused_draw_mw, (uint64_t)in->power_mw, (uint64_t)in->limit_mw,
+                                           recorded + in->interval_ns);
+    uint32_t s = gs_lim_speed(old, power, (uint64_t)in->limit_mw, mean,
                               gs_lim_alone_busy(in->occ_ppm, in->waited_ns, in->interval_ns), in->power_exp_milli);
     if (s > out->speed || gs_lim_power_span_ours(in->now, out->woke_ns))
         out->speed = s;

@@ -509,11 +509,11 @@ static void a_new_containers_draw_before_it_is_priced_at_what_the_device_drew_un
     assert_int_equal(gs_lim_power_unused_draw(&n, 0, 80000), 80000);
     assert_int_equal(gs_lim_power_unused_draw(&n, 300000, 80000), 0); /* a busy device */
     assert_int_equal(gs_lim_power_unused_draw(&n, -1, 80000), 0);
-    assert_int_equal(gs_lim_power_repriced(&n, 80000, 200000, 700000, GS_LIM_POWER_SPAN_NS / 2), 212500);
-    assert_int_equal(gs_lim_power_repriced(&n, 0, 200000, 700000, GS_LIM_POWER_SPAN_NS / 2), 200000);
-    assert_int_equal(gs_lim_power_repriced(&n, 80000, 200000, 700000, GS_LIM_POWER_SPAN_NS), 200000);
-    power_history(&n, 300000, 4); /* 1 s recorded: nothing before it */
-    assert_int_equal(gs_lim_power_repriced(&n, 80000, 200000, 700000, GS_LIM_OUTER_NS), 200000);
+    assert_int_equal(gs_lim_power_repriced(80000, 200000, 700000, GS_LIM_POWER_SPAN_NS / 2), 212500);
+    assert_int_equal(gs_lim_power_repriced(0, 200000, 700000, GS_LIM_POWER_SPAN_NS / 2), 200000);
+    assert_int_equal(gs_lim_power_repriced(80000, 200000, 700000, GS_LIM_POWER_SPAN_NS), 200000);
+    assert_int_equal(gs_lim_power_repriced(105000, 200000, 700000, 0), 200000); /* not below busy-idle */
+    power_history(&n, 300000, 4);                                               /* 1 s recorded: nothing before it */
     assert_int_equal(gs_lim_power_unused_draw(&n, 0, 90000), 0); /* after its first run, what that run kept */
 }
 
