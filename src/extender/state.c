@@ -301,34 +301,52 @@ static void pod_drop(struct ext_state *st, struct ext_pod *p)
     free(p);
 }
 
+/* Pods to drop once a pass over st->pods is done (the map must not change
+ * under strmap_foreach). A pod that does not fit when memory runs out stays
+ * for the next pass. */
+struct drop_list {
+    struct ext_pod **pods;
+    size_t n, cap;
+};
+
+static void drop_list_add(struct drop_list *l, struct ext_pod *p)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        struct ext_pod **d = realloc(l->pods, cap * sizeof *d);
+        if (!d)
+            return;
+        l->pods = d;
+        l->cap = cap;
+    }
+    l->pods[l->n++] = p;
+}
+
+static void drop_list_apply(struct ext_state *st, struct drop_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        pod_drop(st, l->pods[i]);
+    free(l->pods);
+}
+
 struct claim_pass {
     struct ext_state *st;
     int idx;
     json_t *seen; /* uid -> true */
-    struct ext_pod **drop;
-    size_t n, cap;
+    struct drop_list drop;
 };
 
 static void collect_unseen_claim(const char *key, void *val, void *ud)
 {
     struct claim_pass *c = ud;
     struct ext_pod *p = val;
-    if (p->src != EXT_CLAIMED || p->node_idx != c->idx || json_object_get(c->seen, p->uid))
-        return;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 16;
-        struct ext_pod **d = realloc(c->drop, cap * sizeof *d);
-        if (!d)
-            return;
-        c->drop = d;
-        c->cap = cap;
-    }
-    c->drop[c->n++] = p;
+    if (p->src == EXT_CLAIMED && p->node_idx == c->idx && !json_object_get(c->seen, p->uid))
+        drop_list_add(&c->drop, p);
 }
 
 static void apply_claims(struct ext_state *st, int idx, json_t *claims, time_t now)
 {
-    struct claim_pass c = { st, idx, json_object(), NULL, 0, 0 };
+    struct claim_pass c = { st, idx, json_object(), { NULL, 0, 0 } };
     for (size_t i = 0; i < json_array_size(claims); i++) {
         json_t *cl = json_array_get(claims, i);
         const char *uid = json_string_value(json_object_get(cl, "uid"));
@@ -367,9 +385,7 @@ static void apply_claims(struct ext_state *st, int idx, json_t *claims, time_t n
     /* A claim that left the node: its pod got its assignment (counted from
      * the pod) or its bind was rolled back. Forget it, no tombstone. */
     strmap_foreach(&st->pods, collect_unseen_claim, &c);
-    for (size_t i = 0; i < c.n; i++)
-        pod_drop(st, c.drop[i]);
-    free(c.drop);
+    drop_list_apply(st, &c.drop);
     json_decref(c.seen);
 }
 
@@ -526,8 +542,7 @@ void ext_state_pod_event(struct ext_state *st, const char *type, json_t *pod, ti
 struct gc_ctx {
     struct ext_state *st;
     time_t now;
-    struct ext_pod **drop;
-    size_t n, cap;
+    struct drop_list drop;
 };
 
 static void gc_one(const char *key, void *val, void *ud)
@@ -535,26 +550,15 @@ static void gc_one(const char *key, void *val, void *ud)
     struct gc_ctx *c = ud;
     struct ext_pod *p = val;
     int old = c->now - p->t > c->st->claim_ttl;
-    if (!((p->src == EXT_GONE || p->src == EXT_CLAIMED) && old))
-        return;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 64;
-        struct ext_pod **d = realloc(c->drop, cap * sizeof *d);
-        if (!d)
-            return;
-        c->drop = d;
-        c->cap = cap;
-    }
-    c->drop[c->n++] = p;
+    if ((p->src == EXT_GONE || p->src == EXT_CLAIMED) && old)
+        drop_list_add(&c->drop, p);
 }
 
 void ext_state_gc(struct ext_state *st, time_t now)
 {
-    struct gc_ctx c = { st, now, NULL, 0, 0 };
+    struct gc_ctx c = { st, now, { NULL, 0, 0 } };
     strmap_foreach(&st->pods, gc_one, &c);
-    for (size_t i = 0; i < c.n; i++)
-        pod_drop(st, c.drop[i]);
-    free(c.drop);
+    drop_list_apply(st, &c.drop);
 }
 
 json_t *ext_state_live_claims(struct ext_state *st, int idx, time_t now)
