@@ -17,7 +17,7 @@ export DEBIAN_FRONTEND=noninteractive
 apt_get() { apt-get -o DPkg::Lock::Timeout=600 "$@"; }
 apt_get update -qq
 # Toolchain and checkers; libraries (cmocka, jansson, gRPC C core + protobuf-c,
-# libcurl, libmicrohttpd and its GnuTLS for mutual TLS, OpenSSL's libcrypto); the Python side of the tests (kubelet stand-in on
+# libcurl, libmicrohttpd and its GnuTLS for mutual TLS, OpenSSL's libcrypto, libyaml for kubeconfigs); the Python side of the tests (kubelet stand-in on
 # Debian's grpcio, PyYAML for tests/deploy, openssl for test certificates);
 # matplotlib for the simulator's plot; wrk for the extender benchmark; a real
 # container runtime for tests/cri (containerd with its CRI plugin, runc, the CNI
@@ -26,7 +26,7 @@ apt_get install -y -qq --no-install-recommends \
     build-essential cmake pkg-config clang-14 clang-tidy clang-format-14 libclang-rt-14-dev cppcheck \
     libcmocka-dev libjansson-dev \
     libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler \
-    libcurl4-openssl-dev libssl-dev libmicrohttpd-dev libgnutls28-dev \
+    libcurl4-openssl-dev libssl-dev libmicrohttpd-dev libgnutls28-dev libyaml-dev \
     python3-grpcio python3-grpc-tools python3-protobuf python3-pytest python3-yaml python3-venv \
     python3-matplotlib openssl wrk \
     containerd runc containernetworking-plugins iptables iproute2 umoci busybox-static >/dev/null

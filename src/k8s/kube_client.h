@@ -3,8 +3,8 @@
  * agent and the scheduler extender.
  *
  * - Configuration: in-cluster (service-account token + CA +
- *   KUBERNETES_SERVICE_HOST/PORT), a kubeconfig file (a documented subset),
- *   or a plain base URL (development and tests).
+ *   KUBERNETES_SERVICE_HOST/PORT), a kubeconfig file (tokens and client
+ *   certificates), or a plain base URL (development and tests).
  * - Requests retry transport errors, 429 and 5xx with exponential backoff;
  *   4xx answers (409 Conflict included) are returned to the caller at once.
  * - Every retry and every failure is logged on one line naming the method,
@@ -23,9 +23,12 @@ struct kube_client;
  * /var/run/secrets/kubernetes.io/serviceaccount) and the API server address
  * from KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT. */
 struct kube_client *kube_client_new_incluster(const char *dir, char *err, size_t errlen);
-/* Reads a kubeconfig: the current context's cluster server, CA
- * (certificate-authority or -data), insecure-skip-tls-verify and user token
- * (token or tokenFile). Client certificates are not supported (error). */
+/* Reads a kubeconfig (YAML or JSON, at most 1 MiB): the current context's
+ * cluster (server, certificate-authority or -data,
+ * insecure-skip-tls-verify) and user (token or tokenFile,
+ * client-certificate and client-key or their -data), relative paths from
+ * the file's directory. Exec plugins, auth providers and basic
+ * authentication are refused (err says which). */
 struct kube_client *kube_client_new_kubeconfig(const char *path, char *err, size_t errlen);
 /* A base URL such as http://127.0.0.1:8080, with an optional bearer token. */
 struct kube_client *kube_client_new_url(const char *base_url, const char *token, char *err, size_t errlen);

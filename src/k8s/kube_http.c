@@ -41,6 +41,42 @@ static char *read_token(const struct kube_client *kc)
     return n ? strdup(tok) : NULL;
 }
 
+/* Sets kc's TLS options on c: NULL, or the first that libcurl refused. */
+static const char *set_tls(CURL *c, const struct kube_client *kc)
+{
+    struct curl_blob ca = { kc->ca_data.data, kc->ca_data.len, CURL_BLOB_COPY };
+    struct curl_blob cert = { kc->cert_data.data, kc->cert_data.len, CURL_BLOB_COPY };
+    struct curl_blob key = { kc->key_data.data, kc->key_data.len, CURL_BLOB_COPY };
+    if (kc->ca_file && curl_easy_setopt(c, CURLOPT_CAINFO, kc->ca_file) != CURLE_OK)
+        return "a CA file";
+    if (kc->ca_data.data && curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca) != CURLE_OK)
+        return "an inline CA (certificate-authority-data)";
+    if (kc->cert_file && curl_easy_setopt(c, CURLOPT_SSLCERT, kc->cert_file) != CURLE_OK)
+        return "a client certificate file";
+    if (kc->cert_data.data && curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cert) != CURLE_OK)
+        return "an inline client certificate (client-certificate-data)";
+    if (kc->key_file && curl_easy_setopt(c, CURLOPT_SSLKEY, kc->key_file) != CURLE_OK)
+        return "a client key file";
+    if (kc->key_data.data && curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &key) != CURLE_OK)
+        return "an inline client key (client-key-data)";
+    if (kc->insecure && (curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L) != CURLE_OK ||
+                         curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L) != CURLE_OK))
+        return "insecure-skip-tls-verify";
+    return NULL;
+}
+
+int kube_tls_check(const struct kube_client *kc, char *err, size_t errlen)
+{
+    kube_global_init();
+    CURL *c = curl_easy_init();
+    const char *refused = c ? set_tls(c, kc) : "any request (cannot make a handle)";
+    if (c)
+        curl_easy_cleanup(c);
+    if (refused)
+        snprintf(err, errlen, "libcurl %s does not take %s", curl_version_info(CURLVERSION_NOW)->version, refused);
+    return refused ? -1 : 0;
+}
+
 static CURL *make_handle(struct kube_client *kc, const char *method, const char *path, struct curl_slist **hdrs,
                          const char *content_type)
 {
@@ -59,11 +95,9 @@ static CURL *make_handle(struct kube_client *kc, const char *method, const char 
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-    if (kc->ca_file)
-        curl_easy_setopt(c, CURLOPT_CAINFO, kc->ca_file);
-    if (kc->insecure) {
-        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+    if (set_tls(c, kc) != NULL) {
+        curl_easy_cleanup(c); /* kube_tls_check said at set-up why */
+        return NULL;
     }
     *hdrs = curl_slist_append(*hdrs, "Accept: application/json");
     if (content_type) {

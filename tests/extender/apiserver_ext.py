@@ -14,8 +14,8 @@ from apiserver_standin import ApiServerStandIn, status  # noqa: E402
 
 
 class ExtApiServerStandIn(ApiServerStandIn):
-    def __init__(self):
-        super().__init__()
+    def __init__(self, tls=None):
+        super().__init__(tls)
         self.bindings = []        # (ns, name, node)
         self.fail_bind_next = []  # HTTP statuses for the next bindings
         srv = self

@@ -66,16 +66,21 @@ def pod_obj(name, gpus=1, mem=None, cores=None, ns="default", annotations=None, 
 
 
 class Extender:
-    def __init__(self, api, tmp, name="ext", args=()):
+    """gpuslice-extender talking to api; login: how it reaches it (its
+    --api-server URL unless given, e.g. ["--kubeconfig", PATH]); ready:
+    wait until it says it is."""
+
+    def __init__(self, api, tmp, name="ext", args=(), login=None, ready=True):
         self.api, self.port = api, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.logpath = tmp / f"{name}.log"
         self.log = open(self.logpath, "ab")
         env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1")
-        self.proc = subprocess.Popen([EXTENDER, "--api-server", api.url, "--addr", "127.0.0.1",
+        self.proc = subprocess.Popen([EXTENDER, *(login or ["--api-server", api.url]), "--addr", "127.0.0.1",
                                       "--port", str(self.port), *args],
                                      stdout=self.log, stderr=self.log, env=env)
-        self.wait_ready()
+        if ready:
+            self.wait_ready()
 
     def wait_ready(self, timeout=15):
         end = time.time() + timeout

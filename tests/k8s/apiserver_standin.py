@@ -21,6 +21,7 @@ No auth, no admission, no other kinds.
 import copy
 import json
 import os
+import ssl
 import threading
 import time
 import uuid
@@ -48,7 +49,11 @@ def status(code, reason, message):
 
 
 class ApiServerStandIn:
-    def __init__(self):
+    def __init__(self, tls=None):
+        """tls: (certificate, key, client CA or None): serve HTTPS, and with
+        a client CA answer only clients holding a certificate it issued
+        (as kube-apiserver's --client-ca-file); self.peers then logs each
+        request's client certificate subject CN."""
         self.lock = threading.Condition()
         self.rv = 100
         self.objects = {}  # (kind, ns, name) -> obj
@@ -61,6 +66,7 @@ class ApiServerStandIn:
         self.conflicts = 0
         self.close_watches = False  # watches end at once, with no event
         self.bodies = []  # (method, path, raw body) of every PATCH and POST
+        self.peers = []  # the client certificate's CN of each request over TLS, or None
         self.stopping = False
         srv = self
 
@@ -84,7 +90,16 @@ class ApiServerStandIn:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        scheme = "http"
+        if tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(tls[0], tls[1])
+            if tls[2]:
+                ctx.verify_mode = ssl.CERT_REQUIRED
+                ctx.load_verify_locations(tls[2])
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 
@@ -163,8 +178,11 @@ class ApiServerStandIn:
         body = b""
         if method in ("PATCH", "POST", "PUT"):
             body = h.rfile.read(int(h.headers.get("Content-Length", "0")))
+        peer = h.connection.getpeercert() if hasattr(h.connection, "getpeercert") else None
+        cn = dict(x[0] for x in peer["subject"]).get("commonName") if peer else None
         with self.lock:
             self.requests.append((method, h.path))
+            self.peers.append(cn)
             if method in ("PATCH", "POST", "PUT"):
                 self.bodies.append((method, h.path, body))
             if self.fail_next:
