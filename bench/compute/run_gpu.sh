@@ -18,7 +18,8 @@
 # Builds the interposer alone and the driver-API launch loop (launch_rate.c), then runs
 # bench/compute/gputime.py: $OUT/gputime.jsonl, one JSON line per scenario (bench/compute/summarize.py
 # prints the capturns lines and the --log DIR's waits and costs). Everything at
-# BENCH_SECS=20 takes well over one 10-minute device call: split it with --only.
+# BENCH_SECS=20 takes well over one 10-minute device call: split it with --only
+# (bench/compute/table.sh does, for docs/compute.md's results table).
 # (clock_settle.py times how fast the clock follows a change of load, no interposer; grow.py, a
 # light load that turns GPU-bound, how a cap running free holds once it grows;
 # event_cost.c, the GPU time an event record adds between a step's kernels, on the bare driver;

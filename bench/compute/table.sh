@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# docs/compute.md's results table on one card, in device calls of under ten
+# minutes each (the device tool's limit), so that a new card gets every row
+# with little device time lost between calls. From the repo root:
+#   OUT=DIR bash bench/compute/table.sh PART [TAG]
+# PART (wall times from the H200 calls of compute-2026-12-05.md and earlier):
+#   single  a new container's first second (caps 30 / 70, 8 s runs), GPU-bound
+#           matmul under caps 10-90 in turns, two and four containers, the
+#           paired launch loop                                   (~7 min)
+#   loads   torch.compile training, CUDA-graph inference and the decoder
+#           under caps 10 / 30 / 50 / 70 / 90 in turns           (~9 min)
+#   coloc   the heavy decoder beside matmul training: plain, caps 70 / 30,
+#           shares 70 : 30, MPS 70 % / 30 % threads               (~6 min)
+#   light   the same with the light decoder, and the share pair in the node
+#           agent's layout, in turns                              (~6 min)
+# Each part's run_gpu.sh calls write under $OUT/PART-N/ (gputime.jsonl, the
+# debug logs packed as logs.tgz); bench/compute/summarize.py reads them.
+# TAG (default: the commit) goes on every line. A part stops its own calls at
+# 570 s in all, so the device call returns what it has.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+part=${1:-}
+tag=${2:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+OUT=${OUT:-$(mktemp -d)}
+start=$(date +%s)
+
+# One run_gpu.sh call with what is left of the part's 570 s.
+call() {
+    local n=$1
+    shift
+    local left=$((570 - ($(date +%s) - start)))
+    if [ "$left" -le 30 ]; then
+        echo "table.sh: no time left for $part-$n ($*)" >&2
+        return 0
+    fi
+    mkdir -p "$OUT/$part-$n"
+    OUT=$OUT/$part-$n timeout "$left" bash bench/compute/run_gpu.sh "$@" --tag "$tag" \
+        >"$OUT/$part-$n/out.txt" 2>&1 || echo "table.sh: $part-$n ended with $?" >&2
+}
+
+case $part in
+single)
+    BENCH_SECS=8 call 1 --only matmul,fresh --caps 30,70 --log "$OUT/$part-1/logs"
+    call 2 --only capturns,matmul --caps 10,30,50,70,90 --copies 2 --plain-copies 1 --log "$OUT/$part-2/logs"
+    BENCH_SECS=8 call 3 --only two,four,launchc
+    ;;
+loads)
+    call 1 --only capturns,train,graphinf,decoder --caps 10,30,50,70,90 --copies 2 --plain-copies 1 \
+        --log "$OUT/$part-1/logs"
+    ;;
+coloc)
+    call 1 --only coloc,mps --coloc-modes plain,share70/30,cap70/30,mps70/30 --inf-load decoder-heavy
+    ;;
+light)
+    call 1 --only coloc,mps --coloc-modes plain,share70/30,cap70/30,mps70/30 --inf-load decoder
+    call 2 --only turns --turn-cycles 4
+    ;;
+*)
+    echo "usage: OUT=DIR bash bench/compute/table.sh single|loads|coloc|light [TAG]" >&2
+    exit 2
+    ;;
+esac
+# MPS is quit by gputime.py's under_mps; make sure no daemon outlives the call
+echo quit | CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe nvidia-cuda-mps-control >/dev/null 2>&1 || true
+echo "table.sh: $part done in $(($(date +%s) - start)) s; results under $OUT"
