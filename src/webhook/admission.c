@@ -7,6 +7,8 @@
 #include "admission.h"
 
 #include <jansson.h>
+#include <limits.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,24 +21,11 @@
 
 char *gs_base64(const unsigned char *data, size_t len)
 {
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t n = (len + 2) / 3 * 4;
-    char *out = malloc(n + 1);
-    if (!out)
+    if (len > (size_t)INT_MAX / 4 * 3 - 3)
         return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 3) {
-        unsigned v = (unsigned)data[i] << 16;
-        if (i + 1 < len)
-            v |= (unsigned)data[i + 1] << 8;
-        if (i + 2 < len)
-            v |= data[i + 2];
-        out[o++] = tbl[(v >> 18) & 63];
-        out[o++] = tbl[(v >> 12) & 63];
-        out[o++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < len ? tbl[v & 63] : '=';
-    }
-    out[o] = '\0';
+    char *out = malloc((len + 2) / 3 * 4 + 1);
+    if (out)
+        EVP_EncodeBlock((unsigned char *)out, data, (int)len); /* NUL-terminates */
     return out;
 }
 
