@@ -62,9 +62,16 @@ void kube_client_free(struct kube_client *kc)
 
 struct kube_client *kube_client_new_url(const char *base_url, const char *token, char *err, size_t errlen)
 {
+    if (token && *token && !kube_token_ok(token)) {
+        snprintf(err, errlen, "the token (GPUSLICE_KUBE_TOKEN) holds a space or a control byte");
+        return NULL;
+    }
     struct kube_client *kc = kube_client_alloc(base_url, err, errlen);
-    if (kc && token && *token)
-        kc->token = strdup(token);
+    if (kc && token && *token && !(kc->token = strdup(token))) {
+        kube_client_free(kc);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
     return kc;
 }
 

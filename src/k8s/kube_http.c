@@ -23,22 +23,51 @@ void kube_global_init(void)
     pthread_once(&g_once, global_init_once);
 }
 
-static char *read_token(const struct kube_client *kc)
+int kube_token_ok(const char *tok)
 {
-    if (kc->token)
-        return strdup(kc->token);
+    /* a bearer token is one header line: no space, control byte or 8-bit byte */
+    for (const char *p = tok; *p; p++)
+        if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f)
+            return 0;
+    return *tok != '\0';
+}
+
+/* The bearer token into *tok (NULL: none configured). A token file is read
+ * at every request, as bound service-account tokens rotate; one that cannot
+ * be read, or holds no token, is an error naming it, not a request without
+ * credentials that the API server answers 401. 0, or -1 with err set. */
+static int read_token(const struct kube_client *kc, char **tok, char *err, size_t errlen)
+{
+    *tok = NULL;
+    if (kc->token) {
+        *tok = strdup(kc->token);
+        return *tok ? 0 : -1;
+    }
     if (!kc->token_file)
-        return NULL;
+        return 0;
     FILE *f = fopen(kc->token_file, "r");
-    if (!f)
-        return NULL;
-    char tok[16384];
-    size_t n = fread(tok, 1, sizeof tok - 1, f);
+    if (!f) {
+        snprintf(err, errlen, "token file %s: %s", kc->token_file, strerror(errno));
+        return -1;
+    }
+    char buf[16384];
+    size_t n = fread(buf, 1, sizeof buf, f);
     fclose(f);
-    tok[n] = '\0';
-    while (n > 0 && (tok[n - 1] == '\n' || tok[n - 1] == '\r' || tok[n - 1] == ' '))
-        tok[--n] = '\0';
-    return n ? strdup(tok) : NULL;
+    if (n == sizeof buf) {
+        snprintf(err, errlen, "token file %s: larger than %zu bytes", kc->token_file, sizeof buf - 1);
+        return -1;
+    }
+    buf[n] = '\0';
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+        buf[--n] = '\0';
+    if (!kube_token_ok(buf)) {
+        snprintf(err, errlen, "token file %s: %s", kc->token_file,
+                 n ? "holds a space or a control byte, which a header cannot carry" : "empty");
+        return -1;
+    }
+    *tok = strdup(buf);
+    explicit_bzero(buf, sizeof buf);
+    return *tok ? 0 : -1;
 }
 
 /* Sets kc's TLS options on c: NULL, or the first that libcurl refused. */
@@ -77,16 +106,25 @@ int kube_tls_check(const struct kube_client *kc, char *err, size_t errlen)
     return refused ? -1 : 0;
 }
 
+/* A handle for one request, or NULL with err set. */
 static CURL *make_handle(struct kube_client *kc, const char *method, const char *path, struct curl_slist **hdrs,
-                         const char *content_type)
+                         const char *content_type, char *err, size_t errlen)
 {
-    CURL *c = curl_easy_init();
-    if (!c)
+    char *tok;
+    if (read_token(kc, &tok, err, errlen) != 0)
         return NULL;
+    CURL *c = curl_easy_init();
+    if (!c) {
+        free(tok);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
     size_t ulen = strlen(kc->base) + strlen(path) + 1;
     char *url = malloc(ulen);
     if (!url) {
+        free(tok);
         curl_easy_cleanup(c);
+        snprintf(err, errlen, "out of memory");
         return NULL;
     }
     snprintf(url, ulen, "%s%s", kc->base, path);
@@ -95,8 +133,11 @@ static CURL *make_handle(struct kube_client *kc, const char *method, const char 
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-    if (set_tls(c, kc) != NULL) {
-        curl_easy_cleanup(c); /* kube_tls_check said at set-up why */
+    const char *refused = set_tls(c, kc); /* kube_tls_check said at set-up why */
+    if (refused) {
+        free(tok);
+        curl_easy_cleanup(c);
+        snprintf(err, errlen, "libcurl does not take %s", refused);
         return NULL;
     }
     *hdrs = curl_slist_append(*hdrs, "Accept: application/json");
@@ -105,15 +146,16 @@ static CURL *make_handle(struct kube_client *kc, const char *method, const char 
         snprintf(h, sizeof h, "Content-Type: %s", content_type);
         *hdrs = curl_slist_append(*hdrs, h);
     }
-    char *tok = read_token(kc);
     if (tok) {
         size_t hl = strlen(tok) + 32;
         char *h = malloc(hl);
         if (h) {
             snprintf(h, hl, "Authorization: Bearer %s", tok);
             *hdrs = curl_slist_append(*hdrs, h);
+            explicit_bzero(h, hl);
             free(h);
         }
+        explicit_bzero(tok, strlen(tok));
         free(tok);
     }
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, *hdrs);
@@ -137,26 +179,32 @@ int kube_request(struct kube_client *kc, const char *method, const char *path, c
     for (int attempt = 1; attempt <= kc->attempts; attempt++) {
         struct curl_slist *hdrs = NULL;
         struct gs_curl_buf b = { 0 };
-        CURL *c = make_handle(kc, method, path, &hdrs, content_type);
-        if (!c) {
-            snprintf(err, errlen, "%s %s: out of memory", method, path);
-            curl_slist_free_all(hdrs);
-            return -1;
-        }
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, kc->timeout_ms);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, gs_curl_buf_write);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-        if (data) {
-            curl_easy_setopt(c, CURLOPT_POSTFIELDS, data);
-            curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(data));
-        }
-        CURLcode rc = curl_easy_perform(c);
+        char why[300];
+        CURLcode rc = CURLE_OK;
         long code = 0;
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-        curl_easy_cleanup(c);
+        CURL *c = make_handle(kc, method, path, &hdrs, content_type, why, sizeof why);
+        int made = c != NULL;
+        if (made) {
+            curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, kc->timeout_ms);
+            curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, gs_curl_buf_write);
+            curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+            if (data) {
+                curl_easy_setopt(c, CURLOPT_POSTFIELDS, data);
+                curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(data));
+            }
+            rc = curl_easy_perform(c);
+            curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+            curl_easy_cleanup(c);
+        }
         curl_slist_free_all(hdrs);
         int retry;
-        if (rc != CURLE_OK) {
+        if (!made) {
+            /* tried again, as a transport failure is: a projected token
+             * file may appear after the process started */
+            snprintf(err, errlen, "%s %s: %s", method, path, why);
+            status = -1;
+            retry = 1;
+        } else if (rc != CURLE_OK) {
             snprintf(err, errlen, "%s %s: %s%s", method, path, curl_easy_strerror(rc),
                      b.overflow ? " (body above 64 MiB)" : "");
             status = -1;
@@ -295,10 +343,11 @@ int kube_watch(struct kube_client *kc, const char *path, kube_watch_cb cb, void 
                size_t errlen)
 {
     struct curl_slist *hdrs = NULL;
-    CURL *c = make_handle(kc, "GET", path, &hdrs, NULL);
+    char why[300];
+    CURL *c = make_handle(kc, "GET", path, &hdrs, NULL, why, sizeof why);
     if (!c) {
         curl_slist_free_all(hdrs);
-        snprintf(err, errlen, "watch %s: out of memory", path);
+        snprintf(err, errlen, "watch %s: %s", path, why);
         return -1;
     }
     struct watch_ctx w = { .cb = cb, .ud = ud, .stop = stop };

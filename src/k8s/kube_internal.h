@@ -34,6 +34,9 @@ struct kube_client *kube_client_alloc(const char *base, char *err, size_t errlen
 struct kube_client *kube_client_from_kubeconfig(const char *text, size_t len, const char *dir, const char *origin,
                                                 char *err, size_t errlen);
 
+/* Whether tok can be sent as a bearer token (one header line). */
+int kube_token_ok(const char *tok);
+
 /* Whether this libcurl takes kc's TLS settings (inline CA, certificate and
  * key need its in-memory options): 0, or -1 with err set. */
 int kube_tls_check(const struct kube_client *kc, char *err, size_t errlen);

@@ -168,7 +168,11 @@ static int take_user(struct kube_client *kc, json_t *user, const char *uname, co
     if (user_supported(user, uname, origin, err, errlen) != 0)
         return -1;
     const char *v;
-    if ((v = str_of(user, "token")) && !(kc->token = strdup(v)))
+    if ((v = str_of(user, "token")) && !kube_token_ok(v)) {
+        snprintf(err, errlen, "kubeconfig %s: user '%s' has a token with a space or a control byte", origin, uname);
+        return -1;
+    }
+    if (v && !(kc->token = strdup(v)))
         goto oom;
     if (!kc->token && (v = str_of(user, "tokenFile")) && !(kc->token_file = resolve(dir, v)))
         goto oom;

@@ -131,3 +131,23 @@ def test_a_login_it_cannot_make_stops_it_at_start_saying_which(api, tmp_path):
                        timeout=20)
     assert p.returncode != 0
     assert "user 'eks' logs in through an exec plugin (aws)" in p.stderr, p.stderr
+
+
+def test_a_token_file_that_is_not_there_yet_is_named_and_waited_for(api, pki, tmp_path):
+    """A projected token file can appear after the process starts: each
+    request reads it, says why it cannot, and the next list takes it once
+    it is there (the stand-in does not check tokens; the certificate still
+    logs the extender in)."""
+    token = tmp_path / "token"
+    user = {"tokenFile": str(token), **inline_client(pki)}
+    e = start(api, tmp_path, kubeconfig(tmp_path / "config", api.url,
+                                        {"certificate-authority-data": b64(pki, "cluster-ca.crt")}, user))
+    try:
+        with pytest.raises(AssertionError, match="never became ready"):
+            e.wait_ready(timeout=3)
+        assert api.requests == []
+        assert f"token file {token}: No such file or directory" in e.logtext()
+        token.write_text("abc.def\n")
+        e.wait_ready(timeout=60)
+    finally:
+        e.stop()
