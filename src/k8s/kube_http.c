@@ -10,6 +10,15 @@
 #include "curl_buf.h"
 #include "kube_client.h"
 #include "kube_internal.h"
+#include "text_escape.h"
+
+/* What the API server said (a body, a parser's complaint) as one bounded
+ * line of a log or an error. */
+static const char *said(char buf[GS_ESCAPE_BUF], const char *s)
+{
+    gs_escape_text(buf, GS_ESCAPE_BUF, s ? s : "", s ? strlen(s) : 0, GS_ESCAPE_SHOW);
+    return buf;
+}
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -238,13 +247,15 @@ int kube_get_json(struct kube_client *kc, const char *path, json_t **out, char *
     int st = kube_request(kc, "GET", path, NULL, NULL, &body, err, errlen);
     if (st >= 200 && st < 300) {
         json_error_t je;
+        char s[GS_ESCAPE_BUF];
         *out = json_loads(body, 0, &je);
         if (!*out) {
-            snprintf(err, errlen, "GET %s: body is not JSON: %s (line %d)", path, je.text, je.line);
+            snprintf(err, errlen, "GET %s: body is not JSON: %s (line %d)", path, said(s, je.text), je.line);
             st = -2;
         }
     } else if (st >= 0) {
-        snprintf(err, errlen, "GET %s: HTTP %d: %.200s", path, st, body ? body : "");
+        char s[GS_ESCAPE_BUF];
+        snprintf(err, errlen, "GET %s: HTTP %d: %s", path, st, said(s, body));
     }
     free(body);
     return st;
@@ -265,14 +276,16 @@ int kube_merge_patch(struct kube_client *kc, const char *path, json_t *patch, js
     if (st >= 200 && st < 300) {
         if (out) {
             json_error_t je;
+            char s[GS_ESCAPE_BUF];
             *out = json_loads(body, 0, &je);
             if (!*out) {
-                snprintf(err, errlen, "PATCH %s: answer is not JSON: %s", path, je.text);
+                snprintf(err, errlen, "PATCH %s: answer is not JSON: %s", path, said(s, je.text));
                 st = -2;
             }
         }
     } else if (st >= 0) {
-        snprintf(err, errlen, "PATCH %s: HTTP %d: %.200s", path, st, body ? body : "");
+        char s[GS_ESCAPE_BUF];
+        snprintf(err, errlen, "PATCH %s: HTTP %d: %s", path, st, said(s, body));
     }
     free(body);
     return st;
@@ -293,8 +306,9 @@ static int watch_line(struct watch_ctx *w, const char *s, size_t n)
     json_error_t je;
     json_t *ev = json_loadb(s, n, 0, &je);
     if (!ev) {
+        char said_buf[GS_ESCAPE_BUF];
         if (w->bad_lines++ < 3)
-            kube_log(KUBE_LOG_WARN, "kube: watch: skipping an event that is not JSON: %s", je.text);
+            kube_log(KUBE_LOG_WARN, "kube: watch: skipping an event that is not JSON: %s", said(said_buf, je.text));
         return 0;
     }
     const char *type = json_string_value(json_object_get(ev, "type"));
