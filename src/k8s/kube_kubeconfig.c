@@ -94,6 +94,10 @@ static int decode_b64(const char *text, struct kube_blob *out)
         if (!strchr(" \t\r\n", text[i]))
             clean[m++] = text[i];
     int ok = clean && bin && m > 0 && m % 4 == 0 && m <= (size_t)INT32_MAX;
+    /* padding only at the end (EVP_DecodeBlock takes '=' anywhere) */
+    for (size_t i = 0; ok && i + 2 < m; i++)
+        ok = clean[i] != '=';
+    ok = ok && !(clean[m - 2] == '=' && clean[m - 1] != '=');
     int len = ok ? EVP_DecodeBlock(bin, (const unsigned char *)clean, (int)m) : -1;
     if (len >= 0) {
         /* EVP_DecodeBlock counts the padding's bytes too */

@@ -131,6 +131,12 @@ static void what_cannot_be_honoured_is_refused_by_name(void)
     snprintf(doc, sizeof doc,
              "%susers:\n- name: u\n  user:\n    client-certificate-data: not*base64\n    client-key: k\n", head);
     refused(doc, "client-certificate-data is not base64");
+    snprintf(doc, sizeof doc,
+             "%susers:\n- name: u\n  user:\n    client-certificate-data: QQ==QUFB\n    client-key: k\n", head);
+    refused(doc, "client-certificate-data is not base64");
+    snprintf(doc, sizeof doc,
+             "%susers:\n- name: u\n  user:\n    client-certificate-data: QUF=QQ==\n    client-key: k\n", head);
+    refused(doc, "client-certificate-data is not base64");
     snprintf(doc, sizeof doc, "%susers:\n- name: u\n  user: {token: \"abc\\r\\nX-Evil: 1\"}\n", head);
     refused(doc, "user 'u' has a token with a space or a control byte");
     snprintf(doc, sizeof doc, "%susers: []\n", head);
