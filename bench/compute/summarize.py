@@ -1,5 +1,7 @@
 """Summarises what bench/compute/run_gpu.sh brought back. Usage:
-  python3 bench/compute/summarize.py OUT/gputime.jsonl [...] [--logs DIR ...]
+  python3 bench/compute/summarize.py OUT/gputime.jsonl [...] [--logs DIR|TGZ ...]
+  python3 bench/compute/summarize.py OUT    (bench/compute/table.sh's OUT:
+      every gputime.jsonl under it, and the logs.tgz beside each)
 Prints each capturns line as load, cap, process, the ratio to the alone
 process and to the mean of every process of its turns without the
 interposer (ratio_refs; computed here for lines written before gputime.py
@@ -27,6 +29,7 @@ import collections
 import json
 import os
 import re
+import tarfile
 
 COST = re.compile(r"compute limiter cost: (\d+) ([^,(]+?)(?: \(|,).*?([\d.]+) ms in all \(([\d.]+) us each")
 REPORTED = ("waits for tokens", "gap probes", "interval closes of the probes that found the work drained",
@@ -124,11 +127,22 @@ def unlearnt_under_windows(text):
     return n + (pending and not free)
 
 
-def logs(dirs):
-    for d in dirs:
-        for name in sorted(os.listdir(d)):
-            with open(os.path.join(d, name), errors="replace") as f:
-                text = f.read()
+def log_texts(source):
+    """(name, text) of each debug log in source: a --log DIR, or the
+    logs.tgz run_gpu.sh packs it into."""
+    if os.path.isdir(source):
+        for name in sorted(os.listdir(source)):
+            with open(os.path.join(source, name), errors="replace") as f:
+                yield name, f.read()
+        return
+    with tarfile.open(source) as tar:
+        for m in sorted((m for m in tar.getmembers() if m.isfile()), key=lambda m: m.name):
+            yield os.path.basename(m.name), tar.extractfile(m).read().decode(errors="replace")
+
+
+def logs(sources):
+    for source in sources:
+        for name, text in log_texts(source):
             if "outer " not in text:
                 continue  # a tenant without the limiter
             costs = {m.group(2).strip(): (int(m.group(1)), float(m.group(3)), float(m.group(4)))
@@ -151,10 +165,20 @@ def logs(dirs):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("jsonl", nargs="*")
-    ap.add_argument("--logs", action="append", default=[], help="a --log DIR of run_gpu.sh")
+    ap.add_argument("--logs", action="append", default=[], help="a --log DIR of run_gpu.sh, or its logs.tgz")
     a = ap.parse_args()
-    capturns(a.jsonl)
-    logs(a.logs)
+    jsonl, tgz = [], []
+    for path in a.jsonl:
+        if not os.path.isdir(path):
+            jsonl.append(path)
+            continue
+        for d, _, files in sorted(os.walk(path)):
+            if "gputime.jsonl" in files:
+                jsonl.append(os.path.join(d, "gputime.jsonl"))
+                if "logs.tgz" in files:
+                    tgz.append(os.path.join(d, "logs.tgz"))
+    capturns(jsonl)
+    logs(a.logs + tgz)
 
 
 if __name__ == "__main__":

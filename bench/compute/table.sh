@@ -14,7 +14,8 @@
 #   light   the same with the light decoder, and the share pair in the node
 #           agent's layout, in turns                              (~6 min)
 # Each part's run_gpu.sh calls write under $OUT/PART-N/ (gputime.jsonl, the
-# debug logs packed as logs.tgz); bench/compute/summarize.py reads them.
+# debug logs packed as logs.tgz); `python3 bench/compute/summarize.py $OUT` reads
+# them all.
 # TAG (default: the commit) goes on every line. A part stops its own calls at
 # 570 s in all, so the device call returns what it has.
 set -euo pipefail

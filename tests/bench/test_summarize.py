@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 
 SUMMARIZE = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "compute", "summarize.py")
 
@@ -47,6 +48,21 @@ def test_a_capped_line_and_its_log(tmp_path):
     (logs / "02-plain.log").write_text("no limiter here\n")
     out = subprocess.run([sys.executable, SUMMARIZE, str(jsonl), "--logs", str(logs)], capture_output=True,
                          text=True, timeout=60, check=True).stdout
+    check_capped_line_and_log(out)
+    # the same as bench/compute/table.sh leaves it: OUT/PART-N/gputime.jsonl
+    # and the logs packed beside it, as run_gpu.sh packs them
+    part = tmp_path / "out" / "single-2"
+    part.mkdir(parents=True)
+    (part / "gputime.jsonl").write_text(jsonl.read_text())
+    with tarfile.open(part / "logs.tgz", "w:gz") as tar:
+        tar.add(logs, arcname=".")
+    again = subprocess.run([sys.executable, SUMMARIZE, str(tmp_path / "out")], capture_output=True, text=True,
+                           timeout=60, check=True).stdout
+    check_capped_line_and_log(again)
+    assert again == out
+
+
+def check_capped_line_and_log(out):
     # goal min(1, 0.3 / 0.5) - 0.05 = 0.55, missed; 0.5 x 0.5 / 0.3 = 0.83 of
     # alone's work a busy second; 0.30 / 2500 = 120 us, 0.50 / 5000 = 100 us
     assert "u 0.500 p/u 0.600 goal 0.550 MISSED" in out, out
