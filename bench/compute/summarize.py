@@ -43,7 +43,7 @@ def capturns(paths):
         with open(path) as f:
             for line in f:
                 d = json.loads(line)
-                if d.get("scenario", "").startswith("capturns") and d.get("ratio") is not None:
+                if d.get("scenario", "").startswith("capturns") and d.get("ratio") is not None and "lib" in d:
                     phases[(path, d["scenario"], d["load"])].append(d)
     for (path, scenario, load), rows in phases.items():
         refs = [1.0] + [d["ratio"] for d in rows if d["lib"].startswith("plain")]
@@ -61,6 +61,37 @@ def capturns(paths):
             by_lib[d["lib"].rstrip("0123456789-")].append(d["ratio"])
         print(f"{load:9} {scenario[len('capturns'):]:>4} means: " +
               ", ".join(f"{lib} {sum(r) / len(r):.3f} ({len(r)})" for lib, r in by_lib.items()))
+
+
+def scenario_line(d):
+    """One line for a scenario other than capturns (None: nothing to say):
+    a new container's first second, two and four containers, the launch
+    loops, and an inference tenant beside training (coloc, turns)."""
+    sc = d.get("scenario", "")
+    if d.get("error"):
+        return f"{sc}: error {json.dumps(d['error'])[:300]}"
+    if sc.startswith("fresh") and d.get("first_s") is not None:
+        return f"{sc} {d.get('load', '')} copy {d.get('copy')}: first second {d['first_s']:.3f}, after {d['after']:.3f}"
+    if sc.startswith("two-") and "a" in d:
+        return f"{sc}: {d['a']:.3f} / {d['b']:.3f}"
+    if sc.startswith("four-") and "parts" in d:
+        return f"{sc}: {' / '.join(f'{x:.3f}' for x in d['parts'])} (device {d.get('device_busy') or 0:.3f} busy)"
+    if sc.startswith("launch-rate") and "nolimit_vs_native" in d:
+        return f"{sc}: no limit {d['nolimit_vs_native']:.4f}, cap 99 {d['cap99_vs_native']:.4f} of native"
+    if "inf_ratio" in d and "inf_p99_vs_alone" in d:
+        rnd = f" round {d['round']}" if "round" in d else ""
+        train = f", training {d['train_ratio']:.3f}" if d.get("train_ratio") is not None else ""
+        return f"{sc}{rnd}: inference {d['inf_ratio']:.3f} (p99 {d['inf_p99_vs_alone']:.2f} x alone){train}"
+    return None
+
+
+def scenarios(paths):
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                text = scenario_line(json.loads(line))
+                if text:
+                    print(text)
 
 
 def rest_util(d, who):
@@ -178,6 +209,7 @@ def main():
                 if "logs.tgz" in files:
                     tgz.append(os.path.join(d, "logs.tgz"))
     capturns(jsonl)
+    scenarios(jsonl)
     logs(a.logs + tgz)
 
 

@@ -98,3 +98,27 @@ def test_a_cap_that_let_the_gpu_be_busier_than_p_is_marked(tmp_path):
     out = subprocess.run([sys.executable, SUMMARIZE, str(jsonl)], capture_output=True, text=True, timeout=60,
                          check=True).stdout
     assert "u 0.920 p/u 0.326 goal 0.276 met  BUSY 0.340 OVER p + 0.03" in out, out
+
+
+def test_the_other_scenarios_get_a_line_each(tmp_path):
+    lines = [{"scenario": "fresh30", "load": "matmul", "copy": 1, "first_s": 0.3431, "after": 0.3047},
+             {"scenario": "two-agent-caps30/70", "a": 0.2921, "b": 0.6962},
+             {"scenario": "four-shares10:20:30:40", "parts": [0.09, 0.197, 0.3, 0.398], "device_busy": 0.967},
+             {"scenario": "launch-rate-c-paired", "nolimit_vs_native": 0.9971, "cap99_vs_native": 0.9815},
+             {"scenario": "coloc-cap70/30", "round": 1, "inf_ratio": 0.878, "inf_p99_vs_alone": 1.62,
+              "train_ratio": 0.26},
+             {"scenario": "turns-D-share", "inf_ratio": 0.7, "inf_p99_vs_alone": 1.3},
+             {"scenario": "turns", "error": ["no GPU"]},
+             {"scenario": "device", "idle_power_w": 80}]
+    jsonl = tmp_path / "gputime.jsonl"
+    jsonl.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    out = subprocess.run([sys.executable, SUMMARIZE, str(jsonl)], capture_output=True, text=True, timeout=60,
+                         check=True).stdout
+    assert "fresh30 matmul copy 1: first second 0.343, after 0.305" in out, out
+    assert "two-agent-caps30/70: 0.292 / 0.696" in out, out
+    assert "four-shares10:20:30:40: 0.090 / 0.197 / 0.300 / 0.398 (device 0.967 busy)" in out, out
+    assert "launch-rate-c-paired: no limit 0.9971, cap 99 0.9815 of native" in out, out
+    assert "coloc-cap70/30 round 1: inference 0.878 (p99 1.62 x alone), training 0.260" in out, out
+    assert "turns-D-share: inference 0.700 (p99 1.30 x alone)\n" in out, out
+    assert 'turns: error ["no GPU"]' in out, out
+    assert "device" not in out.replace("(device", ""), out
