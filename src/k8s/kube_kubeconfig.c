@@ -9,9 +9,11 @@
 #include <errno.h>
 #include <libgen.h>
 #include <openssl/evp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "kube_client.h"
@@ -34,12 +36,13 @@ static const char *str_of(json_t *o, const char *key)
     return s && *s ? s : NULL;
 }
 
-/* YAML scalars stay strings (yaml_to_json); JSON has booleans. */
+/* YAML scalars stay strings (yaml_to_json), true spelt as YAML's core
+ * schema allows; JSON has booleans. */
 static int is_true(json_t *o, const char *key)
 {
     json_t *v = json_object_get(o, key);
     const char *s = json_string_value(v);
-    return json_is_true(v) || (s && strcmp(s, "true") == 0);
+    return json_is_true(v) || (s && strcasecmp(s, "true") == 0);
 }
 
 /* The entry of list (clusters, contexts or users) named name, or NULL.
