@@ -15,7 +15,8 @@
 #           agent's layout, in turns                              (~6 min)
 # Each part's run_gpu.sh calls write under $OUT/PART-N/ (gputime.jsonl, the
 # debug logs packed as logs.tgz); `python3 bench/compute/summarize.py $OUT` reads
-# them all.
+# them all, and `python3 bench/compute/fit_exponent.py $OUT` fits the card's power
+# exponent from the single part's sweep.
 # TAG (default: the commit) goes on every line. A part stops its own calls at
 # 570 s in all, so the device call returns what it has.
 set -euo pipefail
