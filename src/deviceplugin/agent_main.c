@@ -22,6 +22,10 @@
 #include "grpc_server.h"
 #include "metrics.h"
 #include "plugin.h"
+#include "text_escape.h"
+
+/* A node label that sets the node's power exponent (node_power_exponent). */
+#define GS_LABEL_POWER_EXP "gpuslice.io/power-exponent"
 
 static volatile int g_stop;
 
@@ -61,7 +65,8 @@ static void usage(FILE *f)
           "  --recovery-seconds N    quiet time before an unhealthy GPU is healthy again (default 300)\n"
           "  --ignore-xids LIST      benign XIDs (default 13,31,43,45,68)\n"
           "  --power-exponent X      the compute limiter's power exponent pinned in every pod,\n"
-          "                          0..1 (default: GPUSLICE_POWER_EXPONENT's, docs/compute.md)\n"
+          "                          0..1 (default: GPUSLICE_POWER_EXPONENT's, docs/compute.md); the\n"
+          "                          node's label gpuslice.io/power-exponent, read at start, wins\n"
           "  --log-level L           error|warn|info|debug (default info)\n"
           "  --version\n"
           "  --help\n",
@@ -145,20 +150,60 @@ static int flag_text(const char *flag, const char *val, char *buf, size_t len)
     return 0;
 }
 
-/* --power-exponent: checked by the interposer's own parser for
- * GPUSLICE_POWER_EXPONENT, kept in the form it is written to limits.conf. */
-static int power_exponent_flag(const char *val, char *buf, size_t len)
+/* A power exponent, checked by the interposer's own parser for
+ * GPUSLICE_POWER_EXPONENT, into buf in the form it is written to
+ * limits.conf. 0, or -1 with why set. */
+static int power_exponent_text(const char *val, char *buf, size_t len, char *why, size_t whylen)
 {
     int dev;
     const struct gs_cfg_key *k = gs_key_of_slot(GS_KEY_POWER_EXP, &dev);
     unsigned milli;
+    if (k->parse(val, k, &milli, why, whylen) != 0)
+        return -1;
+    snprintf(buf, len, "%u.%03u", milli / 1000 % 10, milli % 1000); /* milli <= 1000: one digit */
+    return 0;
+}
+
+static int power_exponent_flag(const char *val, char *buf, size_t len)
+{
     char why[128];
-    if (k->parse(val, k, &milli, why, sizeof why) != 0) {
+    if (power_exponent_text(val, buf, len, why, sizeof why) != 0) {
         fprintf(stderr, "gpuslice-node-agent: --power-exponent '%.60s': %s\n", val, why);
         return -1;
     }
-    snprintf(buf, len, "%u.%03u", milli / 1000 % 10, milli % 1000); /* milli <= 1000: one digit */
     return 0;
+}
+
+/* The node's own power exponent: its label GS_LABEL_POWER_EXP (set by the
+ * cluster's admin for the node's cards, e.g. from
+ * bench/compute/fit_exponent.py) beats --power-exponent. A label the
+ * interposer would refuse is logged and the flag's value kept: a typo must
+ * not take the node's GPUs away. Read at start. */
+static void node_power_exponent(struct gs_plugin *p)
+{
+    char path[400], err[512];
+    snprintf(path, sizeof path, "/api/v1/nodes/%s", p->node);
+    json_t *node = NULL;
+    const char *now = p->power_exp[0] ? p->power_exp : "the interposer's default";
+    if (kube_get_json(p->kc, path, &node, err, sizeof err) != 200) {
+        kube_log(KUBE_LOG_WARN, "node %s: cannot read its labels (%s); power exponent %s", p->node, err, now);
+        return;
+    }
+    json_t *labels = json_object_get(json_object_get(node, "metadata"), "labels");
+    const char *val = json_string_value(json_object_get(labels, GS_LABEL_POWER_EXP));
+    char buf[sizeof p->power_exp], why[128], shown[GS_ESCAPE_BUF];
+    if (!val) {
+        /* nothing to say: the flag's value, or the default */
+    } else if (power_exponent_text(val, buf, sizeof buf, why, sizeof why) != 0) {
+        gs_escape_text(shown, sizeof shown, val, strlen(val), GS_ESCAPE_SHOW);
+        kube_log(KUBE_LOG_ERROR, "node %s: label %s='%s': %s; power exponent %s", p->node, GS_LABEL_POWER_EXP, shown,
+                 why, now);
+    } else {
+        memcpy(p->power_exp, buf, sizeof buf);
+        kube_log(KUBE_LOG_INFO, "node %s: power exponent %s from its label %s", p->node, p->power_exp,
+                 GS_LABEL_POWER_EXP);
+    }
+    json_decref(node);
 }
 
 /* The device plugin: serves and registers until g_stop, again whenever
@@ -450,6 +495,7 @@ int main(int argc, char **argv)
             pthread_join(health, NULL);
             return 1;
         }
+        node_power_exponent(p);
         /* DRA mode reads claims, not pods: no pod watch. */
         if (!dra.p && gs_podcache_start(&pods, p->kc, p->node, &g_stop) != 0) {
             kube_log(KUBE_LOG_ERROR, "cannot start the pod watch");

@@ -4,7 +4,7 @@ ledger, the compute mode and the share weight, and for those the file's value
 wins over the environment (docs/configuration.md, "Precedence"). The tenant
 is the real interposer and a CUDA client on the simulated GPU, in a private
 mount namespace with the answer's mounts at their container paths."""
-from conftest import GpuNode, assignment
+from conftest import NODE, GpuNode, assignment
 from test_node_agent import tenant
 
 MiB = 1 << 20
@@ -88,5 +88,29 @@ def test_a_nodes_power_exponent_is_pinned_in_every_pod(tmp_path):
         n.stop_agent()
         assert n.failed_start(["--power-exponent", "1.5"]) == 2
         assert "--power-exponent '1.5': out of range (expected 0..1)" in n.logtext()
+    finally:
+        n.close()
+
+
+def test_a_nodes_label_sets_its_power_exponent(tmp_path):
+    """The label gpuslice.io/power-exponent on the agent's Node (the cluster
+    admin's value for that node's cards, bench/compute/fit_exponent.py)
+    beats --power-exponent; a label the interposer would refuse is logged
+    and the flag's value stays pinned."""
+    n = GpuNode(tmp_path)
+    try:
+        for label, pinned in (("0.38", "0.380"), ("1.5", "0.400")):
+            n.api.put("Node", {"apiVersion": "v1", "kind": "Node",
+                               "metadata": {"name": NODE, "labels": {"gpuslice.io/power-exponent": label}}})
+            n.agent_args = ["--power-exponent", ".4"]
+            n.start_agent()
+            pod = f"pexp{label.replace('.', '')}"
+            n.add_pod(pod, assignment(n.uuids()[0], 0, 1000, 50))
+            _, resp = n.kubelet.admit(pod)
+            assert n.limits(resp, pins=True)["GPUSLICE_POWER_EXPONENT"] == pinned, label
+            n.stop_agent()
+        log = n.logtext()
+        assert "power exponent 0.380 from its label gpuslice.io/power-exponent" in log, log
+        assert "label gpuslice.io/power-exponent='1.5': out of range (expected 0..1); power exponent 0.400" in log, log
     finally:
         n.close()
