@@ -11,6 +11,11 @@ import tarfile
 SUMMARIZE = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "compute", "summarize.py")
 
 
+def summarize(*args):
+    return subprocess.run([sys.executable, SUMMARIZE, *map(str, args)], capture_output=True, text=True,
+                          timeout=60, check=True).stdout
+
+
 def nvml(util):
     return {"0.3-1.3s": {"sm_mhz": 1980, "power_w": 200.0, "power_capped": 0.0, "util": 99.0},
             "1.3-2.5s": {"sm_mhz": 1980, "power_w": 200.0, "power_capped": 0.0, "util": util}}
@@ -46,8 +51,7 @@ def test_a_capped_line_and_its_log(tmp_path):
         cost(3000, "progress markers", 6.0) +
         cost(800, "markers at the tenant's waits for its work", 1.6))
     (logs / "02-plain.log").write_text("no limiter here\n")
-    out = subprocess.run([sys.executable, SUMMARIZE, str(jsonl), "--logs", str(logs)], capture_output=True,
-                         text=True, timeout=60, check=True).stdout
+    out = summarize(jsonl, "--logs", logs)
     check_capped_line_and_log(out)
     # the same as bench/compute/table.sh leaves it: OUT/PART-N/gputime.jsonl
     # and the logs packed beside it, as run_gpu.sh packs them
@@ -56,8 +60,7 @@ def test_a_capped_line_and_its_log(tmp_path):
     (part / "gputime.jsonl").write_text(jsonl.read_text())
     with tarfile.open(part / "logs.tgz", "w:gz") as tar:
         tar.add(logs, arcname=".")
-    again = subprocess.run([sys.executable, SUMMARIZE, str(tmp_path / "out")], capture_output=True, text=True,
-                           timeout=60, check=True).stdout
+    again = summarize(tmp_path / "out")
     check_capped_line_and_log(again)
     assert again == out
 
@@ -82,8 +85,7 @@ def test_a_line_without_readings_prints_no_figures(tmp_path):
             "alone": {"rate": 100.0}}
     jsonl = tmp_path / "gputime.jsonl"
     jsonl.write_text(json.dumps(line) + "\n")
-    out = subprocess.run([sys.executable, SUMMARIZE, str(jsonl)], capture_output=True, text=True, timeout=60,
-                         check=True).stdout
+    out = summarize(jsonl)
     assert "ratio 0.100" in out and "goal" not in out and "busy us" not in out, out
 
 
@@ -95,8 +97,7 @@ def test_a_cap_that_let_the_gpu_be_busier_than_p_is_marked(tmp_path):
             "nvml": {"capped": nvml(34.0), "alone": nvml(92.0)}}
     jsonl = tmp_path / "gputime.jsonl"
     jsonl.write_text(json.dumps(line) + "\n")
-    out = subprocess.run([sys.executable, SUMMARIZE, str(jsonl)], capture_output=True, text=True, timeout=60,
-                         check=True).stdout
+    out = summarize(jsonl)
     assert "u 0.920 p/u 0.326 goal 0.276 met  BUSY 0.340 OVER p + 0.03" in out, out
 
 
@@ -112,8 +113,7 @@ def test_the_other_scenarios_get_a_line_each(tmp_path):
              {"scenario": "device", "idle_power_w": 80}]
     jsonl = tmp_path / "gputime.jsonl"
     jsonl.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    out = subprocess.run([sys.executable, SUMMARIZE, str(jsonl)], capture_output=True, text=True, timeout=60,
-                         check=True).stdout
+    out = summarize(jsonl)
     assert "fresh30 matmul copy 1: first second 0.343, after 0.305" in out, out
     assert "two-agent-caps30/70: 0.292 / 0.696" in out, out
     assert "four-shares10:20:30:40: 0.090 / 0.197 / 0.300 / 0.398 (device 0.967 busy)" in out, out
