@@ -1,6 +1,8 @@
 /* Quoting of untrusted text for error messages, tables, JSON and metrics labels. */
 #include "text_escape.h"
 
+#include <string.h>
+
 static const char gs_hex[] = "0123456789abcdef";
 
 /* Appends the n bytes of s to out at *o if they fit whole (keeping room for the
@@ -132,4 +134,10 @@ void gs_escape_utf8(char *out, size_t outlen, const char *in, size_t inlen)
         i += n > 0 ? n : 1;
     }
     out[o] = '\0';
+}
+
+const char *gs_escape_shown(char buf[GS_ESCAPE_BUF], const char *s)
+{
+    gs_escape_text(buf, GS_ESCAPE_BUF, s ? s : "", s ? strlen(s) : 0, GS_ESCAPE_SHOW);
+    return buf;
 }

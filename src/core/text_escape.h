@@ -26,4 +26,9 @@ void gs_escape_utf8(char *out, size_t outlen, const char *in, size_t inlen);
 /* Room for an escaped value of GS_ESCAPE_SHOW bytes: 4 output bytes per input byte. */
 #define GS_ESCAPE_BUF (GS_ESCAPE_SHOW * 4 + 4)
 
+/* The string s (NULL: "") as an error message or log line quotes it:
+ * gs_escape_text of its first GS_ESCAPE_SHOW bytes into buf, which it
+ * returns. */
+const char *gs_escape_shown(char buf[GS_ESCAPE_BUF], const char *s);
+
 #endif

@@ -195,9 +195,8 @@ static void node_power_exponent(struct gs_plugin *p)
     if (!val) {
         /* nothing to say: the flag's value, or the default */
     } else if (power_exponent_text(val, buf, sizeof buf, why, sizeof why) != 0) {
-        gs_escape_text(shown, sizeof shown, val, strlen(val), GS_ESCAPE_SHOW);
-        kube_log(KUBE_LOG_ERROR, "node %s: label %s='%s': %s; power exponent %s", p->node, GS_LABEL_POWER_EXP, shown,
-                 why, now);
+        kube_log(KUBE_LOG_ERROR, "node %s: label %s='%s': %s; power exponent %s", p->node, GS_LABEL_POWER_EXP,
+                 gs_escape_shown(shown, val), why, now);
     } else {
         memcpy(p->power_exp, buf, sizeof buf);
         kube_log(KUBE_LOG_INFO, "node %s: power exponent %s from its label %s", p->node, p->power_exp,

@@ -21,8 +21,8 @@ struct kube_client *kube_client_alloc(const char *base, char *err, size_t errlen
         bad = (unsigned char)*p <= ' ' || (unsigned char)*p == 0x7f;
     if (bad) {
         char shown[GS_ESCAPE_BUF];
-        gs_escape_text(shown, sizeof shown, base ? base : "(none)", base ? strlen(base) : 6, GS_ESCAPE_SHOW);
-        snprintf(err, errlen, "API server URL '%s' must be http:// or https:// and a host, with no spaces", shown);
+        snprintf(err, errlen, "API server URL '%s' must be http:// or https:// and a host, with no spaces",
+                 gs_escape_shown(shown, base ? base : "(none)"));
         return NULL;
     }
     struct kube_client *kc = calloc(1, sizeof *kc);

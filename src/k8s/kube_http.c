@@ -12,14 +12,6 @@
 #include "kube_internal.h"
 #include "text_escape.h"
 
-/* What the API server said (a body, a parser's complaint) as one bounded
- * line of a log or an error. */
-static const char *said(char buf[GS_ESCAPE_BUF], const char *s)
-{
-    gs_escape_text(buf, GS_ESCAPE_BUF, s ? s : "", s ? strlen(s) : 0, GS_ESCAPE_SHOW);
-    return buf;
-}
-
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void global_init_once(void)
@@ -41,6 +33,14 @@ int kube_token_ok(const char *tok)
     return *tok != '\0';
 }
 
+static int token_copy(const char *from, char **tok, char *err, size_t errlen)
+{
+    if ((*tok = strdup(from)))
+        return 0;
+    snprintf(err, errlen, "out of memory");
+    return -1;
+}
+
 /* The bearer token into *tok (NULL: none configured). A token file is read
  * at every request, as bound service-account tokens rotate; one that cannot
  * be read, or holds no token, is an error naming it, not a request without
@@ -48,10 +48,8 @@ int kube_token_ok(const char *tok)
 static int read_token(const struct kube_client *kc, char **tok, char *err, size_t errlen)
 {
     *tok = NULL;
-    if (kc->token) {
-        *tok = strdup(kc->token);
-        return *tok ? 0 : -1;
-    }
+    if (kc->token)
+        return token_copy(kc->token, tok, err, errlen);
     if (!kc->token_file)
         return 0;
     FILE *f = fopen(kc->token_file, "r");
@@ -74,9 +72,9 @@ static int read_token(const struct kube_client *kc, char **tok, char *err, size_
                  n ? "holds a space or a control byte, which a header cannot carry" : "empty");
         return -1;
     }
-    *tok = strdup(buf);
+    int rc = token_copy(buf, tok, err, errlen);
     explicit_bzero(buf, sizeof buf);
-    return *tok ? 0 : -1;
+    return rc;
 }
 
 /* Sets kc's TLS options on c: NULL, or the first that libcurl refused. */
@@ -119,19 +117,14 @@ int kube_tls_check(const struct kube_client *kc, char *err, size_t errlen)
 static CURL *make_handle(struct kube_client *kc, const char *method, const char *path, struct curl_slist **hdrs,
                          const char *content_type, char *err, size_t errlen)
 {
-    char *tok;
-    if (read_token(kc, &tok, err, errlen) != 0)
-        return NULL;
     CURL *c = curl_easy_init();
     if (!c) {
-        free(tok);
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
     size_t ulen = strlen(kc->base) + strlen(path) + 1;
     char *url = malloc(ulen);
     if (!url) {
-        free(tok);
         curl_easy_cleanup(c);
         snprintf(err, errlen, "out of memory");
         return NULL;
@@ -144,7 +137,6 @@ static CURL *make_handle(struct kube_client *kc, const char *method, const char 
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
     const char *refused = set_tls(c, kc); /* kube_tls_check said at set-up why */
     if (refused) {
-        free(tok);
         curl_easy_cleanup(c);
         snprintf(err, errlen, "libcurl does not take %s", refused);
         return NULL;
@@ -154,6 +146,11 @@ static CURL *make_handle(struct kube_client *kc, const char *method, const char 
         char h[128];
         snprintf(h, sizeof h, "Content-Type: %s", content_type);
         *hdrs = curl_slist_append(*hdrs, h);
+    }
+    char *tok;
+    if (read_token(kc, &tok, err, errlen) != 0) {
+        curl_easy_cleanup(c); /* the caller frees *hdrs */
+        return NULL;
     }
     if (tok) {
         size_t hl = strlen(tok) + 32;
@@ -250,12 +247,12 @@ int kube_get_json(struct kube_client *kc, const char *path, json_t **out, char *
         char s[GS_ESCAPE_BUF];
         *out = json_loads(body, 0, &je);
         if (!*out) {
-            snprintf(err, errlen, "GET %s: body is not JSON: %s (line %d)", path, said(s, je.text), je.line);
+            snprintf(err, errlen, "GET %s: body is not JSON: %s (line %d)", path, gs_escape_shown(s, je.text), je.line);
             st = -2;
         }
     } else if (st >= 0) {
         char s[GS_ESCAPE_BUF];
-        snprintf(err, errlen, "GET %s: HTTP %d: %s", path, st, said(s, body));
+        snprintf(err, errlen, "GET %s: HTTP %d: %s", path, st, gs_escape_shown(s, body));
     }
     free(body);
     return st;
@@ -279,13 +276,13 @@ int kube_merge_patch(struct kube_client *kc, const char *path, json_t *patch, js
             char s[GS_ESCAPE_BUF];
             *out = json_loads(body, 0, &je);
             if (!*out) {
-                snprintf(err, errlen, "PATCH %s: answer is not JSON: %s", path, said(s, je.text));
+                snprintf(err, errlen, "PATCH %s: answer is not JSON: %s", path, gs_escape_shown(s, je.text));
                 st = -2;
             }
         }
     } else if (st >= 0) {
         char s[GS_ESCAPE_BUF];
-        snprintf(err, errlen, "PATCH %s: HTTP %d: %s", path, st, said(s, body));
+        snprintf(err, errlen, "PATCH %s: HTTP %d: %s", path, st, gs_escape_shown(s, body));
     }
     free(body);
     return st;
@@ -306,9 +303,10 @@ static int watch_line(struct watch_ctx *w, const char *s, size_t n)
     json_error_t je;
     json_t *ev = json_loadb(s, n, 0, &je);
     if (!ev) {
-        char said_buf[GS_ESCAPE_BUF];
+        char shown[GS_ESCAPE_BUF];
         if (w->bad_lines++ < 3)
-            kube_log(KUBE_LOG_WARN, "kube: watch: skipping an event that is not JSON: %s", said(said_buf, je.text));
+            kube_log(KUBE_LOG_WARN, "kube: watch: skipping an event that is not JSON: %s",
+                     gs_escape_shown(shown, je.text));
         return 0;
     }
     const char *type = json_string_value(json_object_get(ev, "type"));

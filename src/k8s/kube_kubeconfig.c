@@ -21,14 +21,6 @@
 #include "text_escape.h"
 #include "yaml_json.h"
 
-/* s (a name or command from the file) as an error message may quote it:
- * one line, bounded. */
-static const char *shown(char buf[GS_ESCAPE_BUF], const char *s)
-{
-    gs_escape_text(buf, GS_ESCAPE_BUF, s ? s : "", s ? strlen(s) : 0, GS_ESCAPE_SHOW);
-    return buf;
-}
-
 /* A non-empty string field of o, or NULL. */
 static const char *str_of(json_t *o, const char *key)
 {
@@ -148,7 +140,7 @@ static int user_supported(json_t *user, const char *uname, const char *origin, c
         snprintf(err, errlen,
                  "kubeconfig %s: user '%s' logs in through an exec plugin (%s), which gpuslice does not run; "
                  "use a token, tokenFile or client certificate user",
-                 origin, uname, cmd ? shown(cmd_s, cmd) : "no command");
+                 origin, uname, cmd ? gs_escape_shown(cmd_s, cmd) : "no command");
         return -1;
     }
     if (json_object_get(user, "auth-provider")) {
@@ -228,7 +220,7 @@ struct kube_client *kube_client_from_kubeconfig(const char *text, size_t len, co
         root = json_loadb(text, len, 0, &je);
         char text_s[GS_ESCAPE_BUF];
         if (!root) /* jansson quotes the token it stopped at */
-            snprintf(why, sizeof why, "line %d: %s", je.line, shown(text_s, je.text));
+            snprintf(why, sizeof why, "line %d: %s", je.line, gs_escape_shown(text_s, je.text));
     } else {
         root = yaml_to_json(text, len, why, sizeof why);
     }
@@ -253,7 +245,7 @@ struct kube_client *kube_client_from_kubeconfig(const char *text, size_t len, co
     if (!cur)
         cur = only_name(contexts);
     char cur_s[GS_ESCAPE_BUF], cname_s[GS_ESCAPE_BUF], uname_s[GS_ESCAPE_BUF];
-    shown(cur_s, cur);
+    gs_escape_shown(cur_s, cur);
     if (cur && !(ctx = named(contexts, cur))) {
         snprintf(err, errlen, "kubeconfig %s: current-context '%s' is not among its contexts", origin, cur_s);
         goto out;
@@ -263,8 +255,8 @@ struct kube_client *kube_client_from_kubeconfig(const char *text, size_t len, co
     const char *uname = ctx ? str_of(fields_of(ctx, "context"), "user") : only_name(users);
     json_t *cluster = cname ? named(clusters, cname) : NULL;
     json_t *user = uname ? named(users, uname) : NULL;
-    shown(cname_s, cname);
-    shown(uname_s, uname);
+    gs_escape_shown(cname_s, cname);
+    gs_escape_shown(uname_s, uname);
     if (!cluster && ctx) {
         snprintf(err, errlen, "kubeconfig %s: context '%s' names no cluster it lists", origin, cur_s);
         goto out;

@@ -84,13 +84,26 @@ static void test_escape_text_unchanged(void **state)
     assert_string_equal(out, "abc...");
 }
 
+static void test_escape_shown_quotes_a_string_or_none(void **state)
+{
+    char buf[GS_ESCAPE_BUF];
+    char long_in[200];
+
+    (void)state;
+    assert_string_equal(gs_escape_shown(buf, "a\nb'"), "a\\x0ab\\'");
+    assert_string_equal(gs_escape_shown(buf, NULL), "");
+    memset(long_in, 'x', sizeof long_in - 1);
+    long_in[sizeof long_in - 1] = '\0';
+    assert_int_equal(strlen(gs_escape_shown(buf, long_in)), GS_ESCAPE_SHOW + 3); /* and "..." */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_issue_name),          cmocka_unit_test(test_valid_utf8_stays),
         cmocka_unit_test(test_backslash_is_doubled),    cmocka_unit_test(test_controls_and_bad_sequences_are_escaped),
         cmocka_unit_test(test_stops_at_nul_and_length), cmocka_unit_test(test_truncation_never_splits),
-        cmocka_unit_test(test_escape_text_unchanged),
+        cmocka_unit_test(test_escape_text_unchanged),   cmocka_unit_test(test_escape_shown_quotes_a_string_or_none),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
