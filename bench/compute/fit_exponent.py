@@ -32,26 +32,19 @@ import math
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from summarize import found, rest_part  # noqa: E402
+
 IDLE_SHARE = 0.15  # GS_LIM_IDLE_POWER_PPM: the busy-idle draw, a share of the limit
 LEAST_S = 1.10
 
 
-def jsonl_files(paths):
-    for path in paths:
-        if os.path.isdir(path):
-            for d, _, files in sorted(os.walk(path)):
-                if "gputime.jsonl" in files:
-                    yield os.path.join(d, "gputime.jsonl")
-        else:
-            yield path
-
-
 def rest(d, who):
     """(busy, draw W) of who's turns after their first second, or None."""
-    parts = [v for part, v in d.get("nvml", {}).get(who, {}).items() if not part.startswith("0.3-")]
-    if not parts or not parts[0].get("util") or parts[0].get("power_w") is None:
+    part = rest_part(d, who)
+    if not part.get("util") or part.get("power_w") is None:
         return None
-    return parts[0]["util"] / 100, parts[0]["power_w"]
+    return part["util"] / 100, part["power_w"]
 
 
 def samples(path, load, limit_w, tag=""):
@@ -99,7 +92,7 @@ def main():
     ap.add_argument("--tag", default="", help="only lines whose tag starts with this (one side of an A/B)")
     a = ap.parse_args()
     fits = []
-    for path in jsonl_files(a.paths):
+    for path in found(a.paths)[0]:
         for p, ratio, busy, draw, u, limit_w in samples(path, a.load, a.power_limit, a.tag):
             if not limit_w:
                 sys.exit(f"{path}: no device line gives the power limit: pass --power-limit")

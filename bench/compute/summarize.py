@@ -94,11 +94,35 @@ def scenarios(paths):
                     print(text)
 
 
-def rest_util(d, who):
-    """NVML's device utilisation over the rest of who's turns (the first
-    second still holds the turn before), as a fraction; None unmeasured."""
+def rest_part(d, who):
+    """NVML's readings over the rest of who's turns (the first second still
+    holds the turn before): sm_mhz, power_w, util..., or {}."""
     rest = [v for part, v in d.get("nvml", {}).get(who, {}).items() if not part.startswith("0.3-")]
-    return rest[0]["util"] / 100 if rest and rest[0]["util"] else None
+    return rest[0] if rest else {}
+
+
+def rest_util(d, who):
+    """NVML's device utilisation over the rest of who's turns, as a
+    fraction; None unmeasured."""
+    util = rest_part(d, who).get("util")
+    return util / 100 if util else None
+
+
+def found(paths):
+    """(gputime.jsonl files, logs.tgz files) of paths: a .jsonl as it is, a
+    directory (bench/compute/table.sh's OUT) searched for each gputime.jsonl
+    and the logs.tgz beside it."""
+    jsonl, tgz = [], []
+    for path in paths:
+        if not os.path.isdir(path):
+            jsonl.append(path)
+            continue
+        for d, _, files in sorted(os.walk(path)):
+            if "gputime.jsonl" in files:
+                jsonl.append(os.path.join(d, "gputime.jsonl"))
+                if "logs.tgz" in files:
+                    tgz.append(os.path.join(d, "logs.tgz"))
+    return jsonl, tgz
 
 
 def goal(d):
@@ -198,16 +222,7 @@ def main():
     ap.add_argument("jsonl", nargs="*")
     ap.add_argument("--logs", action="append", default=[], help="a --log DIR of run_gpu.sh, or its logs.tgz")
     a = ap.parse_args()
-    jsonl, tgz = [], []
-    for path in a.jsonl:
-        if not os.path.isdir(path):
-            jsonl.append(path)
-            continue
-        for d, _, files in sorted(os.walk(path)):
-            if "gputime.jsonl" in files:
-                jsonl.append(os.path.join(d, "gputime.jsonl"))
-                if "logs.tgz" in files:
-                    tgz.append(os.path.join(d, "logs.tgz"))
+    jsonl, tgz = found(a.jsonl)
     capturns(jsonl)
     scenarios(jsonl)
     logs(a.logs + tgz)
