@@ -144,6 +144,25 @@ int gs_vmm_handle_released(uint64_t handle, const struct gs_vmm_settle *settle)
     return 1;
 }
 
+int gs_vmm_handle_revived(uint64_t va, uint64_t handle, struct gs_vmm_settle *settle)
+{
+    uint32_t i = map_lower_bound(va + 1);
+    if (i == 0)
+        return 0;
+    struct handle_entry *h = t.maps[i - 1].h;
+    if (va - t.maps[i - 1].va >= t.maps[i - 1].size || h->handle != handle || !h->released || live_find(handle))
+        return 0;
+    if (grow((void **)&t.live, &t.cap_live, t.nlive + 1, sizeof t.live[0]) != 0)
+        return -1;
+    uint32_t at = live_lower_bound(handle);
+    memmove(&t.live[at + 1], &t.live[at], (size_t)(t.nlive - at) * sizeof t.live[0]);
+    t.live[at] = h;
+    t.nlive++;
+    h->released = 0;
+    *settle = h->settle;
+    return 1;
+}
+
 /* One mapping fewer for h: at its last, the entry goes, and a released
  * handle's settle is copied out (returns 1). */
 static int drop_map_of(struct handle_entry *h, struct gs_vmm_settle *settle)

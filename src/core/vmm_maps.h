@@ -43,6 +43,13 @@ int gs_vmm_map_add(uint64_t va, uint64_t size, uint64_t handle, struct gs_alloc_
  * until the last of them goes. 0 if none does: the caller settles now. */
 int gs_vmm_handle_released(uint64_t handle, const struct gs_vmm_settle *settle);
 
+/* cuMemRetainAllocationHandle gave handle, which maps va, a reference
+ * again after its release: 1 if the entry of that mapping is handle's,
+ * released: it is live again and *settle, what its release had left to
+ * the mappings, goes back to the caller. 0 if there is no such entry; -1
+ * when out of host memory (nothing changed). */
+int gs_vmm_handle_revived(uint64_t va, uint64_t handle, struct gs_vmm_settle *settle);
+
 /* Called for each mapping dropped: its charge, and the settle of its handle
  * when that was the last mapping of a released handle (else NULL). */
 typedef void (*gs_vmm_unmapped_fn)(const struct gs_alloc_rec *charge, const struct gs_vmm_settle *settle, void *arg);

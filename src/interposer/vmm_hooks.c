@@ -65,9 +65,9 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
 static struct gs_vmm_settle take_settle(CUmemGenericAllocationHandle handle)
 {
     struct gs_vmm_settle s = { 0 };
-    struct gs_alloc_rec marker;
-    (void)gs_alloc_take(GS_ALLOC_VMM_IMPORT, handle, &marker);
-    if (gs_alloc_take(GS_ALLOC_VMM_SHARED, handle, &s.rec) == 0)
+    if (gs_alloc_take(GS_ALLOC_VMM_IMPORT, handle, &s.rec) == 0)
+        s.kind = GS_ALLOC_VMM_IMPORT; /* kept for a retain that revives the handle */
+    else if (gs_alloc_take(GS_ALLOC_VMM_SHARED, handle, &s.rec) == 0)
         s.kind = GS_ALLOC_VMM_SHARED;
     else if (gs_alloc_take(GS_ALLOC_VMM, handle, &s.rec) == 0)
         s.kind = GS_ALLOC_VMM;
@@ -82,6 +82,22 @@ static void settle(const struct gs_vmm_settle *s)
         gs_charge_release_rec(&s->rec);
 }
 
+/* With vmm_lock held, after a release of handle: 1 if the reference it
+ * dropped was one a retain added (the handle lives on), else 0. */
+static int retain_released(CUmemGenericAllocationHandle handle)
+{
+    struct gs_alloc_rec extra;
+    if (gs_alloc_get(GS_ALLOC_VMM_RETAINED, handle, &extra) != 0)
+        return 0;
+    if (extra.bytes > 1) {
+        extra.bytes--; /* if this fails, the count stays high: the charge outlives the memory, never the reverse */
+        (void)gs_alloc_put(GS_ALLOC_VMM_RETAINED, handle, extra, NULL, NULL);
+    } else {
+        (void)gs_alloc_take(GS_ALLOC_VMM_RETAINED, handle, &extra);
+    }
+    return 1;
+}
+
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuMemRelease);
@@ -89,7 +105,7 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
         return real(handle);
     pthread_mutex_lock(&vmm_lock);
     CUresult rc = real(handle);
-    if (rc == CUDA_SUCCESS) {
+    if (rc == CUDA_SUCCESS && !retain_released(handle)) {
         struct gs_vmm_settle s = take_settle(handle);
         if (!gs_vmm_handle_released(handle, &s))
             settle(&s); /* no mapping keeps it */
@@ -198,6 +214,51 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
         return real(ptr, size, offset, handle, flags);
     pthread_mutex_lock(&vmm_lock);
     CUresult rc = map_recorded(real, ptr, size, offset, handle, flags);
+    pthread_mutex_unlock(&vmm_lock);
+    return rc;
+}
+
+/* With vmm_lock held: handle, which maps va, has one reference more. One
+ * released while mapped is live again, and what its release left to the
+ * mappings goes back to it; any other handle we charge or mark counts the
+ * reference, so that a release settles nothing until the last one. 0, or
+ * -1 when out of host memory. */
+static int retained(CUmemGenericAllocationHandle handle, CUdeviceptr va)
+{
+    struct gs_vmm_settle s;
+    int revived = gs_vmm_handle_revived(va, handle, &s);
+    if (revived < 0)
+        return -1;
+    if (revived) {
+        if (s.kind == 0 || gs_alloc_put(s.kind, handle, s.rec, NULL, NULL) == 0)
+            return 0;
+        (void)gs_vmm_handle_released(handle, &s); /* back as it was */
+        return -1;
+    }
+    struct gs_alloc_rec extra = { .bytes = 0, .dev = -1, .slot = -1 };
+    if (!charged_handle(handle) && gs_alloc_get(GS_ALLOC_VMM_IMPORT, handle, &extra) != 0)
+        return 0; /* never charged: nothing to keep */
+    if (gs_alloc_get(GS_ALLOC_VMM_RETAINED, handle, &extra) != 0)
+        extra.bytes = 0;
+    extra.bytes++;
+    return gs_alloc_put(GS_ALLOC_VMM_RETAINED, handle, extra, NULL, NULL);
+}
+
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemRetainAllocationHandle);
+    if (gs_mode() == GS_MODE_PASSTHROUGH)
+        return real(handle, addr);
+    pthread_mutex_lock(&vmm_lock);
+    CUresult rc = real(handle, addr);
+    if (rc == CUDA_SUCCESS && handle && retained(*handle, (CUdeviceptr)(uintptr_t)addr) != 0) {
+        /* Untracked, its release would drop the charge its memory still needs. */
+        gs_log(GS_LOG_ERROR, "out of host memory tracking a retained VMM handle; the retain is refused");
+        gs_pfn_cuMemRelease release = GS_REAL_CU(cuMemRelease);
+        if (release)
+            release(*handle);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
     pthread_mutex_unlock(&vmm_lock);
     return rc;
 }

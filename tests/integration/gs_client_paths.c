@@ -24,6 +24,10 @@ static CUmemGenericAllocationHandle vmm_handle;
 static CUdeviceptr vmm_va;
 static size_t vmm_size;
 
+/* References cuMemRetainAllocationHandle added (vmmretain, vmmretainmapped). */
+static CUmemGenericAllocationHandle retained[64];
+static int nretained;
+
 /* Reservations whose mappings outlive their handles (vmmleak, vmmspan). */
 static struct {
     CUdeviceptr va;
@@ -139,6 +143,40 @@ static CUresult vmm_span(int n, size_t piece, int imported, gs_entry_fn entry, i
     while (*count < n && rc == CUDA_SUCCESS) {
         rc = vmm_piece(va + *count * piece, piece, imported, entry);
         *count += rc == CUDA_SUCCESS;
+    }
+    return rc;
+}
+
+/* Retains the handle that maps va; 1 in *same if it is vmm_handle. */
+static CUresult vmm_retain(CUdeviceptr va, gs_entry_fn entry, int *same)
+{
+    if (nretained >= (int)(sizeof retained / sizeof retained[0]))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUmemGenericAllocationHandle h = 0;
+    CUresult rc = ((CUresult(*)(CUmemGenericAllocationHandle *, void *))entry(
+        "cuMemRetainAllocationHandle", "cuMemRetainAllocationHandle", 0))(&h, (void *)(uintptr_t)va);
+    if (rc == CUDA_SUCCESS)
+        retained[nretained++] = h;
+    *same = rc == CUDA_SUCCESS && h == vmm_handle;
+    return rc;
+}
+
+/* n x {cuMemCreate, map, retain through the mapping, unmap, release}: each
+ * handle lives on through its retained reference, mapped nowhere. */
+static CUresult vmm_retain_loop(int n, size_t piece, gs_entry_fn entry, int *count)
+{
+    CUresult rc = CUDA_SUCCESS;
+    int same = 0;
+    for (*count = 0; *count < n && rc == CUDA_SUCCESS; *count += rc == CUDA_SUCCESS) {
+        rc = vmm_create(piece, &vmm_handle, entry);
+        if (rc)
+            break;
+        rc = vmm_map(piece, entry);
+        if (!rc)
+            rc = vmm_retain(vmm_va, entry, &same);
+        if (!rc)
+            rc = vmm_unmap(entry);
+        ((CUresult(*)(CUmemGenericAllocationHandle))entry("cuMemRelease", "cuMemRelease", 0))(vmm_handle);
     }
     return rc;
 }
@@ -271,6 +309,20 @@ int gs_client_paths(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         printf("count=%d ", count);
     } else if (!strcmp(c, "vmmspanunmap")) {
         *rc = vmm_span_unmap(entry);
+    } else if (!strcmp(c, "vmmretain")) { /* vmmretain <n> <bytes>: vmm_retain_loop */
+        int count = 0;
+        *rc = vmm_retain_loop((int)n, argc > 2 ? (size_t)strtoull(argv[2], NULL, 0) : 0, entry, &count);
+        printf("count=%d failed_rc=%d ", count, (int)*rc);
+        *rc = CUDA_SUCCESS;
+    } else if (!strcmp(c, "vmmretainmapped")) { /* the handle of the vmmmap mapping, once more */
+        int same = 0;
+        *rc = vmm_retain(vmm_va, entry, &same);
+        printf("same=%d ", same);
+    } else if (!strcmp(c, "vmmretainrelease")) { /* releases every retained reference */
+        *rc = CUDA_SUCCESS;
+        while (nretained && *rc == CUDA_SUCCESS)
+            *rc = ((CUresult(*)(CUmemGenericAllocationHandle))entry("cuMemRelease", "cuMemRelease", 0))(
+                retained[--nretained]);
     } else if (!strcmp(c, "vmmrelease")) {
         *rc = ((CUresult(*)(CUmemGenericAllocationHandle))entry("cuMemRelease", "cuMemRelease", 0))(vmm_handle);
     } else {

@@ -111,6 +111,72 @@ def test_shared_memory_released_by_every_holder_but_mapped_stays_charged(world):
     importer.close()
 
 
+def test_a_retained_handle_stays_charged_after_its_mapping_and_first_release(world):
+    """cuMemRetainAllocationHandle gives the handle that maps an address one
+    more reference, to be released again: {cuMemCreate, map, retain, unmap,
+    release} leaves each handle alive and mapped nowhere. Counting one
+    release per handle, the loop took 16 x 256 MiB in a 1 GiB container."""
+    w = world(limit="1GiB")
+    c = w.client()
+    c.ok("init")
+    gpu0 = w.gpu_used()
+    r = c.ok(f"vmmretain 16 {256 * MiB}")
+    assert (r["count"], r["failed_rc"]) == ((GiB - CTX) // (256 * MiB), OOM)
+    assert w.usage()[0] == GiB
+    assert w.gpu_used() - gpu0 == GiB - CTX
+    c.ok("vmmretainrelease")                 # the last references go: so does the charge
+    assert w.usage()[0] == CTX
+    assert w.gpu_used() == gpu0
+    c.close()
+
+
+def test_a_handle_retained_after_its_release_is_charged_until_released_again(world):
+    """Released while mapped, a handle is kept by its mapping alone; a
+    retain through that mapping makes it live again, so its unmap leaves
+    the memory (and the charge) to the handle."""
+    w = world(limit="1GiB")
+    c = w.client()
+    c.ok("init")
+    gpu0 = w.gpu_used()
+    c.ok(f"vmmexport {512 * MiB}")
+    c.ok(f"vmmmap {512 * MiB}")
+    c.ok("vmmrelease")
+    assert c.ok("vmmretainmapped")["same"] == 1  # the driver hands the same value back
+    c.ok("vmmunmap")
+    assert w.gpu_used() - gpu0 == 512 * MiB
+    assert w.usage()[0] == CTX + 512 * MiB
+    assert c.cmd(f"alloc {512 * MiB}")["rc"] == OOM
+    c.ok("vmmretainrelease")
+    assert w.usage()[0] == CTX
+    assert w.gpu_used() == gpu0
+    c.close()
+
+
+def test_a_foreign_import_retained_after_its_release_is_charged_where_mapped_again(world):
+    """An import from another container is charged per mapping. Released,
+    then retained through its mapping, the handle maps again: that mapping
+    is charged too."""
+    w = world(limit="1GiB")
+    exporter = w.client(env={"GPUSLICE_REGION": str(w.tmp / "other.region")})
+    exporter.ok("init")
+    path = exporter.ok(f"vmmexport {256 * MiB}")["path"]
+    c = w.client()
+    c.ok("init")
+    c.ok(f"vmmimport {path}")
+    c.ok(f"vmmmap {256 * MiB}")
+    c.ok("vmmrelease")
+    c.ok("vmmretainmapped")
+    c.ok("vmmunmap")
+    assert w.usage()[0] == CTX
+    c.ok(f"vmmmap {256 * MiB}")              # the retained handle, mapped anew
+    assert w.usage()[0] == CTX + 256 * MiB
+    c.ok("vmmunmap")
+    c.ok("vmmretainrelease")
+    assert w.usage()[0] == CTX
+    exporter.close()
+    c.close()
+
+
 # ---- 2. every context a process creates ----
 
 @pytest.mark.parametrize("how", ["getproc", "sym"])

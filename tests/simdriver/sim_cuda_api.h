@@ -78,6 +78,7 @@ SIM_API cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloca
                  unsigned long long flags);
 SIM_API cuMemUnmap(CUdeviceptr ptr, size_t size);
 SIM_API cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count);
+SIM_API cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr);
 
 /* Stream-ordered allocation. */
 SIM_API cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);

@@ -84,6 +84,7 @@ static const struct proc_entry k_entries[] = {
     E("cuMemMap", 10020, cuMemMap),
     E("cuMemUnmap", 10020, cuMemUnmap),
     E("cuMemSetAccess", 10020, cuMemSetAccess),
+    E("cuMemRetainAllocationHandle", 11000, cuMemRetainAllocationHandle),
     E("cuMemExportToShareableHandle", 10020, cuMemExportToShareableHandle),
     E("cuMemImportFromShareableHandle", 10020, cuMemImportFromShareableHandle),
     E("cuMemGetAllocationPropertiesFromHandle", 10020, cuMemGetAllocationPropertiesFromHandle),

@@ -17,7 +17,7 @@
 #define SIM_STATE_MAGIC 0x314d495345494c53ULL /* "SLIESIM1" */
 /* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots; 4: time slices; 5: MPS; 6: collectives;
  * 7: idle gaps inside graphs; 8: processes told apart across pid namespaces; 12: power over the last second */
-#define SIM_STATE_VERSION 12U
+#define SIM_STATE_VERSION 13U
 
 #define SIM_MAX_DEVICES 8
 #define SIM_MAX_PROCS 128
@@ -60,6 +60,7 @@ struct sim_alloc {
     uint64_t size;    /* size as the program sees it */
     uint64_t charged; /* bytes charged to the process (0 when in a chunk) */
     uint64_t link;    /* VMM_MAP, VMM_IMPORT: id of the VMM_PHYS; IPC_IMPORT: exporter's id */
+    uint64_t via;     /* VMM_MAP: the handle it was mapped through */
     int32_t proc;     /* process slot */
     int32_t chunk;    /* sub-allocation chunk, or -1 */
     int32_t ctx;      /* owning context (process-local index), or -1 */
@@ -68,6 +69,7 @@ struct sim_alloc {
     uint8_t kind;
     uint8_t legacy;   /* allocated through the 32-bit API */
     uint8_t released; /* VMM_PHYS: cuMemRelease called, waits for unmaps */
+    uint16_t handles; /* VMM_PHYS, VMM_IMPORT: handle references (made, imported, retained) */
 };
 
 /* A 2 MiB chunk from which one context's small allocations are carved. */

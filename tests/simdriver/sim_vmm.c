@@ -47,6 +47,7 @@ SIM_API cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUm
     rc = dev < 0 ? CUDA_ERROR_INVALID_VALUE : sim_alloc_new(&c, -1, dev, SIM_KIND_VMM_PHYS, size, 0, 0, &a);
     if (rc == CUDA_SUCCESS) {
         a->refs = 1; /* the handle itself */
+        a->handles = 1;
         *handle = a->id;
     }
     sim_leave(&c);
@@ -84,10 +85,11 @@ SIM_API cuMemRelease(CUmemGenericAllocationHandle handle)
     struct sim_alloc *imp = find_import(&c, handle);
     struct sim_alloc *a = imp ? NULL : find_phys(&c, handle);
     if (imp) {
-        sim_alloc_drop(c.st, imp); /* drops its reference to the exporter's memory */
+        if (--imp->handles == 0)
+            sim_alloc_drop(c.st, imp); /* drops its reference to the exporter's memory */
     } else if (!a) {
         rc = CUDA_ERROR_INVALID_VALUE;
-    } else {
+    } else if (--a->handles == 0) {
         a->released = 1;
         if (--a->refs == 0)
             sim_alloc_drop(c.st, a);
@@ -164,6 +166,7 @@ SIM_API cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloca
         if (rc == CUDA_SUCCESS) {
             m->va = ptr;
             m->link = phys->id;
+            m->via = handle;
             phys->refs++; /* each mapping keeps the memory alive */
         }
     }
@@ -210,6 +213,55 @@ SIM_API cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc
     }
     if (covered < size)
         rc = CUDA_ERROR_INVALID_VALUE;
+    sim_leave(&c);
+    return rc;
+}
+
+/* Our mapping that holds va, or NULL. */
+static struct sim_alloc *mapping_at(struct sim_call *c, uint64_t va)
+{
+    for (uint32_t i = 0; i < c->st->alloc_hwm; i++) {
+        struct sim_alloc *a = &c->st->allocs[i];
+        if (a->id && a->proc == c->proc && a->kind == SIM_KIND_VMM_MAP && va >= a->va && va - a->va < a->size)
+            return a;
+    }
+    return NULL;
+}
+
+/* As the driver: the handle that maps addr, one reference more (released
+ * once already, it is valid again), to be matched by a cuMemRelease. */
+SIM_API cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct sim_alloc *m = mapping_at(&c, (uint64_t)(uintptr_t)addr);
+    struct sim_alloc *phys = m ? sim_alloc_by_id(c.st, m->link) : NULL;
+    struct sim_alloc *h = m ? sim_alloc_by_id(c.st, m->via) : NULL;
+    if (!phys) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else if (h) {
+        if (h == phys && h->handles == 0) { /* released, kept by its mappings: valid again */
+            h->released = 0;
+            h->refs++;
+        }
+        h->handles++;
+    } else { /* an import released while mapped: its handle value, valid again */
+        uint64_t id = phys->id, via = m->via;
+        int dev = phys->dev;
+        rc = sim_alloc_new(&c, -1, dev, SIM_KIND_VMM_IMPORT, 0, 0, 0, &h);
+        if (rc == CUDA_SUCCESS) {
+            h->id = via; /* ids are never handed out twice: this one is free */
+            h->link = id;
+            h->handles = 1;
+            sim_alloc_by_id(c.st, id)->refs++;
+        }
+    }
+    if (rc == CUDA_SUCCESS)
+        *handle = h->id;
     sim_leave(&c);
     return rc;
 }
@@ -294,6 +346,7 @@ SIM_API cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, voi
         rc = sim_alloc_new(&c, -1, dev, SIM_KIND_VMM_IMPORT, 0, 0, 0, &imp);
         if (rc == CUDA_SUCCESS) {
             imp->link = id;
+            imp->handles = 1;
             sim_alloc_by_id(c.st, id)->refs++;
             *handle = imp->id;
         }

@@ -125,6 +125,28 @@ static void test_a_handle_value_handed_out_again_keeps_both_apart(void **state)
     assert_int_equal(seen.settled_of, 2 * MIB);
 }
 
+/* cuMemRetainAllocationHandle after the release: the handle is live again
+ * and takes its settle back, so the last unmap settles nothing. */
+static void test_a_handle_retained_after_its_release_takes_its_settle_back(void **state)
+{
+    (void)state;
+    map(VA, 64 * MIB, 7, 0);
+    map(VA + 64 * MIB, 64 * MIB, 8, 0);
+    struct gs_vmm_settle s = own(64 * MIB), back = { 0 };
+    assert_int_equal(gs_vmm_handle_released(7, &s), 1);
+    assert_int_equal(gs_vmm_handle_revived(VA + 64 * MIB, 7, &back), 0); /* that mapping is 8's */
+    assert_int_equal(gs_vmm_handle_revived(VA - 1, 7, &back), 0);        /* nothing mapped there */
+    assert_int_equal(gs_vmm_handle_revived(VA + MIB, 7, &back), 1);
+    assert_int_equal(back.kind, GS_ALLOC_VMM);
+    assert_int_equal(back.rec.bytes, 64 * MIB);
+    assert_int_equal(gs_vmm_handle_revived(VA, 7, &back), 0); /* live already */
+    struct seen seen = { 0 };
+    assert_int_equal(gs_vmm_unmapped(VA, 64 * MIB, count, &seen), 1);
+    assert_int_equal(seen.settled, 0);
+    /* released again, with no mapping left: the caller settles */
+    assert_int_equal(gs_vmm_handle_released(7, &s), 0);
+}
+
 static void test_a_full_table_refuses_room(void **state)
 {
     (void)state;
@@ -165,6 +187,7 @@ int main(void)
         cmocka_unit_test_teardown(test_one_unmap_covers_the_mappings_of_several_handles, teardown),
         cmocka_unit_test_teardown(test_a_mapping_returns_its_own_charge, teardown),
         cmocka_unit_test_teardown(test_a_handle_value_handed_out_again_keeps_both_apart, teardown),
+        cmocka_unit_test_teardown(test_a_handle_retained_after_its_release_takes_its_settle_back, teardown),
         cmocka_unit_test_teardown(test_a_full_table_refuses_room, teardown),
         cmocka_unit_test_teardown(test_many_mappings_in_any_order, teardown),
     };
