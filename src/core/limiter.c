@@ -50,10 +50,12 @@ int gs_lim_account_init(struct gs_lim_account *a, enum gs_lim_mode mode, unsigne
     if (now > last + 4 * GS_LIM_OUTER_NS) {
         /* left over from processes long gone: start afresh (a share-mode
          * target learnt then says nothing about now, nor a cap's running
-         * free) */
+         * free), but what the container owes stays owed, refilled at the
+         * start rate for the time since: reset to a full burst, a process
+         * that ran up 2 s of debt under cap 10 and died let the next one,
+         * 1.5 s later, launch at once (found in a review) */
         ST(&a->rate_ppm, start_rate((enum gs_lim_mode)a->mode, a->limit_pct));
-        ST(&a->tokens, gs_lim_burst_of(LD(&a->rate_ppm)));
-        ST(&a->refill_ns, now);
+        gs_lim_refill(a, now, 1);
         ST(&a->outer_last_ns, now);
         ST(&a->outer_next_ns, now);
         ST(&a->nvml_seen_us, (uint64_t)0);

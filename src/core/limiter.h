@@ -243,6 +243,12 @@ uint64_t gs_lim_window_end(const struct gs_lim_close_facts *f, int *measured);
  * to call from any number of processes at once. */
 void gs_lim_refill(struct gs_lim_account *a, uint64_t now, unsigned periods);
 
+/* What a container may owe before its collectives' launches wait too: four
+ * periods. A job's other kernels are held back by windows, so its debt stays
+ * within a window's overrun; a tenant whose kernels all carried NCCL's names
+ * was never held and ran at full speed under any cap. */
+#define GS_LIM_COLL_DEBT_NS (4 * GS_LIM_DEFAULT_PERIOD_NS)
+
 /* Periods' allowance a container may bank while it waits for the device
  * ledger's turn: the other's window lasts up to one period's allowance of
  * its own, and a 30 % container capped at one period (15 ms) lost accrual

@@ -84,28 +84,66 @@ struct tdev {
 static __thread struct tdev *t_devs __attribute__((tls_model("initial-exec")));
 static __thread uint32_t t_gate_tick __attribute__((tls_model("initial-exec")));
 
-/* A thread that exits with a window open hands it back to the ledger, or the
- * other containers would go on seeing it active. */
+/* A thread's state ends with the thread (exit_key), and the process's
+ * exiting thread's with the process (an atexit handler, which runs before
+ * the driver's library is torn down). */
 static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
-static void thread_exit(void *arg)
+static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t close_ns);
+
+/* Ends the open windows of td as a window's end does (drained, charged)
+ * and destroys their events. Left open, a thread's or a process's last
+ * window was never charged: a thread per kernel ran at 0.99 of the device
+ * under cap 10 on the simulated driver, and each thread left six events
+ * behind. A forked child's copy of a parent thread's state (another gen)
+ * holds the parent's events and windows: only forgotten. */
+static void end_windows(struct tdev *td)
 {
-    struct tdev *td = arg;
+    struct gs_region *r = gs_rt_region();
+    unsigned gen = __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1;
+    gs_pfn_cuEventDestroy_v2 destroy = GS_REAL_CU(cuEventDestroy_v2);
     for (int d = 0; d < GS_REGION_MAX_DEVICES; d++) {
+        struct tdev *t = &td[d];
+        if (t->limited != 1 || t->gen != gen) {
+            t->w.open = 0;
+            continue;
+        }
+        if (t->w.open && r && gs_compute_sync_enter()) {
+            close_window(t, r, d, gs_compute_now());
+            gs_compute_sync_leave();
+        }
         int slot;
         struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
-        if (td[d].w.open && td[d].turn && l)
-            gs_ledger_close_window(l, slot);
-        td[d].w.open = 0;
+        if (t->w.open && t->turn && l)
+            gs_ledger_close_window(l, slot); /* a capture kept it open: the others must not see it active */
+        t->w.open = 0;
+        CUevent events[] = { t->drain[0], t->drain[1], t->drain[2], t->drain[3], t->ev_start, t->ev_mark };
+        _Static_assert(MAX_STREAMS == 4, "every drain event is destroyed");
+        for (size_t i = 0; destroy && i < sizeof events / sizeof events[0]; i++)
+            if (events[i])
+                destroy(events[i]);
+        t->limited = -1; /* a later launch sets it up afresh */
     }
+}
+
+static void thread_exit(void *arg)
+{
+    end_windows(arg);
     t_devs = NULL;
-    free(td);
+    free(arg);
+}
+
+static void process_exit(void)
+{
+    if (t_devs)
+        end_windows(t_devs);
 }
 
 static void make_exit_key(void)
 {
     (void)pthread_key_create(&exit_key, thread_exit);
+    (void)atexit(process_exit);
 }
 
 static void decide(void)
@@ -164,8 +202,6 @@ static void setup(struct tdev *t, struct gs_region *r, int d, CUdevice ord)
     t->ev_mark = make_event(0);
     t->limited = 1;
     gs_compute_ledger_join(r, d);
-    pthread_once(&exit_once, make_exit_key);
-    (void)pthread_setspecific(exit_key, t_devs);
     gs_log(GS_LOG_DEBUG, "compute limiter on device %d: %s %u%%, weight %u", ord, share ? "share" : "cap", limit,
            gs_rt.cfg.share_weight);
 }
@@ -475,9 +511,13 @@ static struct tdev *thread_devs(void)
     if (GS_LIKELY(td != NULL))
         return td;
     td = calloc(GS_REGION_MAX_DEVICES, sizeof *td); /* gen 0: each set up at its first launch */
-    if (!td)
+    if (!td) {
         gs_log(GS_LOG_ERROR, "compute limiter: no memory for a thread's state; its launches are refused");
+        return NULL;
+    }
     t_devs = td;
+    pthread_once(&exit_once, make_exit_key);
+    (void)pthread_setspecific(exit_key, td);
     return td;
 }
 
@@ -663,6 +703,41 @@ int gs_compute_before(CUstream s, int graph)
     gs_compute_sync_leave();
     t->last_launch_ns = t->w.start_ns;
     return d;
+}
+
+void gs_compute_collective_hold(void)
+{
+    if (__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) == GS_COMPUTE_UNKNOWN)
+        decide();
+    if (__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) != GS_COMPUTE_ON || gs_compute_capturing())
+        return;
+    CUdevice ord = -1;
+    int d = gs_rt_dev_current(&ord);
+    struct gs_region *r = d >= 0 && d < GS_REGION_MAX_DEVICES ? gs_rt_region() : NULL;
+    struct tdev *td = r ? thread_devs() : NULL;
+    if (!td)
+        return;
+    struct tdev *t = &td[d];
+    if (GS_UNLIKELY(t->limited < 0 || t->gen != __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1))
+        setup(t, r, d, ord);
+    if (!t->limited)
+        return;
+    struct gs_lim_account *a = &r->dev[d].lim;
+    gs_compute_collective_harvest(d); /* the collectives measured since are charged first */
+    for (;;) {
+        uint64_t now = gs_compute_now();
+        gs_lim_refill(a, now, 1);
+        int64_t over = -__atomic_load_n(&a->tokens, __ATOMIC_RELAXED) - (int64_t)GS_LIM_COLL_DEBT_NS;
+        uint32_t rate = __atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED);
+        if (over <= 0 || rate == 0)
+            return;
+        uint64_t wait = (uint64_t)((unsigned __int128)over * GS_LIM_PPM / rate);
+        sleep_ns(wait < MAX_SLEEP_NS ? wait : MAX_SLEEP_NS);
+        uint64_t slept = gs_compute_now() - now;
+        __atomic_add_fetch(&a->wait_ns, slept, __ATOMIC_RELAXED);
+        gs_cost_add(GS_COST_TOKENS, slept);
+        gs_compute_outer(r, d, gs_compute_now());
+    }
 }
 
 /* Share mode, borrowing a light neighbour's part (gs_compute_yield): waits

@@ -23,6 +23,10 @@ extern int gs_compute_state;
 int gs_compute_before(CUstream s, int graph);
 /* After the launch returned rc. */
 void gs_compute_after(int dev, CUstream s, CUresult rc, int graph);
+/* Before a collective's kernel (never held back by windows: its peers
+ * would spin for it): waits while its container owes more than
+ * GS_LIM_COLL_DEBT_NS on the current device. */
+void gs_compute_collective_hold(void);
 /* Before the tenant waits for stream s (whole_context: for all of its
  * context's work): the calling thread's busy interval on the current device
  * may end there, and gets a marker. */

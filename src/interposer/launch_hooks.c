@@ -50,11 +50,12 @@
     } while (0)
 
 /* A kernel launch of f with `blocks` blocks: a collective's is measured,
- * never gated. */
+ * never gated by windows (only held while its container owes much). */
 #define GATED_KERNEL(real, f, blocks, stream, call)                                                                    \
     do {                                                                                                               \
         PASS_UNLESS_LIMITED(real, call);                                                                               \
         if (GS_UNLIKELY(gs_compute_is_collective(f))) {                                                                \
+            gs_compute_collective_hold();                                                                              \
             int t_ = gs_compute_collective_before((f), (blocks), (stream));                                            \
             CUresult rc_ = call;                                                                                       \
             if (t_ >= 0)                                                                                               \

@@ -1,7 +1,8 @@
 /*
  * gs_client's compute commands (see gs_client.c for the protocol):
- *   kernel US            current function = one that runs US microseconds per launch
- *                        (the simulated driver's "sleep_us:US")
+ *   kernel US [nccl]     current function = one that runs US microseconds per launch
+ *                        (the simulated driver's "sleep_us:US"; nccl: its
+ *                        "ncclKernel_sleep_us:US", named as NCCL's kernels are)
  *   graph N              current graph = N launches of the current function
  *                        (gpusliceSimGraphCreate: the sim has no graph-building API)
  *   run PATH SECS [WARM] [DEPTH]
@@ -9,6 +10,10 @@
  *                        coopptsz, graph, graphptsz) for SECS seconds, DEPTH launches
  *                        between stream synchronisations (default 8); reports
  *                        launches and the wall time after the first WARM seconds
+ *   threads N            N times, one after the other: a new thread launches the
+ *                        current function once, waits for it and exits; reports
+ *                        the wall time, the work's share of it, and whether the
+ *                        program can still create an event (event_rc)
  *   idle SECS            sleep (a tenant that stops launching)
  *   burst N THINK_US SECS
  *                        a light tenant: N launches of the current function, a
@@ -238,6 +243,55 @@ static CUresult tp_steps(gs_entry_fn entry, unsigned long long us, unsigned long
     return rc;
 }
 
+/* One launch of func and a wait, in a thread of its own (threads). */
+struct one_launch {
+    CUresult (*set_ctx)(CUcontext);
+    CUcontext ctx;
+    gs_launch_fn launch;
+    CUresult (*sync)(CUstream);
+    CUresult rc;
+};
+
+static void *launch_in_thread(void *arg)
+{
+    struct one_launch *o = arg;
+    o->rc = o->set_ctx(o->ctx);
+    if (!o->rc)
+        o->rc = o->launch(func, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+    if (!o->rc)
+        o->rc = o->sync(NULL);
+    return NULL;
+}
+
+static CUresult thread_per_launch(gs_entry_fn entry, unsigned n)
+{
+    struct one_launch o = { .set_ctx = (CUresult(*)(CUcontext))entry(NULL, "cuCtxSetCurrent", 0),
+                            .launch = (gs_launch_fn)entry("cuLaunchKernel", "cuLaunchKernel", 0),
+                            .sync = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0) };
+    CUresult (*get_ctx)(CUcontext *) = (CUresult(*)(CUcontext *))entry(NULL, "cuCtxGetCurrent", 0);
+    if (!o.set_ctx || !o.launch || !o.sync || !get_ctx || !func || get_ctx(&o.ctx) != CUDA_SUCCESS)
+        return CUDA_ERROR_NOT_FOUND;
+    double t0 = gs_now_s();
+    for (unsigned i = 0; i < n && !o.rc; i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, launch_in_thread, &o) != 0)
+            return CUDA_ERROR_OPERATING_SYSTEM;
+        pthread_join(t, NULL);
+    }
+    double el = gs_now_s() - t0;
+    unsigned long long work = (unsigned long long)n * func_us;
+    /* whether the program can still make an event of its own */
+    CUresult (*create)(CUevent *, unsigned) = (CUresult(*)(CUevent *, unsigned))entry(NULL, "cuEventCreate", 0);
+    CUresult (*destroy)(CUevent) = (CUresult(*)(CUevent))entry(NULL, "cuEventDestroy_v2", 0);
+    CUevent ev = NULL;
+    CUresult event_rc = create && destroy ? create(&ev, 0) : CUDA_ERROR_NOT_FOUND;
+    if (event_rc == CUDA_SUCCESS)
+        destroy(ev);
+    printf("elapsed_us=%llu work_us=%llu ratio_ppm=%llu event_rc=%d ", (unsigned long long)(el * 1e6), work,
+           el > 0 ? (unsigned long long)((double)work / (el * 1e6) * 1e6) : 0ULL, (int)event_rc);
+    return o.rc;
+}
+
 int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
 {
     const char *c = argv[0];
@@ -247,9 +301,12 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
                                                                                                             "image");
         else
             *rc = CUDA_SUCCESS;
-        char name[64];
+        char name[96];
         func_us = strtoull(argv[1], NULL, 0);
-        snprintf(name, sizeof name, "sleep_us:%llu", func_us);
+        if (argc > 2 && !strcmp(argv[2], "nccl")) /* named as NCCL's kernels are, yet none */
+            snprintf(name, sizeof name, "ncclKernel_sleep_us:%llu", func_us);
+        else
+            snprintf(name, sizeof name, "sleep_us:%llu", func_us);
         if (!*rc)
             *rc = ((CUresult(*)(CUfunction *, CUmodule, const char *))entry(
                 "cuModuleGetFunction", "cuModuleGetFunction", 0))(&func, module, name);
@@ -271,6 +328,10 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
     if (!strcmp(c, "capture") && argc > 2) {
         *rc = capture(entry, (unsigned)strtoul(argv[1], NULL, 0), (unsigned)strtoul(argv[2], NULL, 0),
                       argc > 3 ? atoi(argv[3]) : 0, argc > 4 && atoi(argv[4]) != 0);
+        return 1;
+    }
+    if (!strcmp(c, "threads") && argc > 1) {
+        *rc = thread_per_launch(entry, (unsigned)strtoul(argv[1], NULL, 0));
         return 1;
     }
     if (!strcmp(c, "idle") && argc > 1) {

@@ -933,6 +933,56 @@ def test_cap_holds_across_idle_and_busy_phases(world):
     assert abs(first - 0.50) <= 0.06 and abs(second - 0.50) <= 0.06, (first, second)
 
 
+def test_a_thread_per_kernel_is_held_to_its_cap(world):
+    """Each thread's last window is charged when the thread ends. A thread
+    that launched one kernel, waited and exited was never charged: a new
+    thread per 20 ms kernel ran at 0.99 of the device under cap 10."""
+    c = start(world_env(world, GPUSLICE_CORES=10), 20000)
+    ratio = c.ok("threads 12")["ratio_ppm"] / 1e6
+    c.close()
+    assert ratio <= 0.15, ratio  # the cap, plus the first window's allowance
+
+
+def test_kernels_named_as_collectives_are_held_once_their_container_owes_much(world):
+    """A collective is never held back by windows (its peers would spin for
+    it), so a tenant whose kernels all carried NCCL's names was charged but
+    never waited: 1.0 of the device under cap 10. Its launches wait while
+    the container owes more than four periods."""
+    c = start(world_env(world, GPUSLICE_CORES=10), 0)
+    c.ok("kernel 2000 nccl")
+    ratio = run(c, "kernel", 2.0, 0.0, 4)
+    c.close()
+    assert ratio <= 0.3, ratio  # the cap, and the four periods it may owe
+
+
+def test_threads_that_end_leave_no_events_behind(world):
+    """A thread's limiter events are destroyed with it: each left six, and
+    after about 700 threads the program could make no event of its own (the
+    simulated driver holds 4096)."""
+    c = start(world_env(world, GPUSLICE_CORES=90), 10)
+    r = c.ok("threads 800")
+    c.close()
+    assert r["event_rc"] == 0, r
+
+
+def test_a_process_per_kernel_is_held_to_its_cap_and_owes_its_debt_after_a_pause(world):
+    """A process's last window is charged at its exit, and what the
+    container owes outlives its processes: a process that ran a 200 ms
+    kernel under cap 10 leaves 2 s of debt; the next one, 1.2 s later (past
+    the second after which an account counts as left over), waits for the
+    rest. Before, the first kernel was never charged, and a left-over
+    account was reset to a full burst."""
+    w = world_env(world, GPUSLICE_CORES=10)
+    first = start(w, 200000)
+    first.ok("burst 1 0 0.000001")
+    first.close()
+    sim_sleep(1.2)
+    second = start(w, 1000)
+    waited = second.ok("burst 1 0 0.000001")["mean_us"] / 1e6
+    second.close()
+    assert waited >= 0.5, waited  # 0.8 s of debt left, less the start's allowance
+
+
 def test_a_capped_tenant_that_idles_beside_a_busy_neighbour_resumes_at_its_cap(world):
     """A window still open when its tenant goes idle closes at the tenant's
     next launch, and its drain may wait: here for the busy neighbour's

@@ -1,6 +1,7 @@
 /*
  * Streams, events, modules and every launch entry point. A function named
- * "sleep_us:N" runs for N microseconds of exclusive device time per launch,
+ * "sleep_us:N" runs for N microseconds of exclusive device time per launch
+ * (so does "ncclKernel_sleep_us:N", a kernel named as NCCL's that is none),
  * "wave_us:N" for N microseconds per wave of SIM_SMS blocks;
  * "ncclDevKernel_AllReduce_sim:N:R:G" is a collective of group G among R
  * processes that waits on the device for its peers, then runs N microseconds
@@ -534,8 +535,8 @@ static CUresult parse_func(struct sim_func *f, const char *name)
         f->ranks = (unsigned)ranks;
         f->group = (unsigned)group;
         f->dur_ns = us * 1000ULL;
-    } else if (sscanf(name, "sleep_us:%llu", &us) == 1) {
-        f->dur_ns = us * 1000ULL;
+    } else if (sscanf(name, "sleep_us:%llu", &us) == 1 || sscanf(name, "ncclKernel_sleep_us:%llu", &us) == 1) {
+        f->dur_ns = us * 1000ULL; /* the second: a tenant's kernel that borrowed NCCL's name */
     } else if (sscanf(name, "wave_us:%llu", &us) == 1) {
         f->dur_ns = us * 1000ULL;
         f->per_wave = 1;

@@ -72,6 +72,26 @@ static void an_abandoned_set_up_claim_is_taken_over(void **state)
     assert_int_equal(a.mode, GS_LIM_CAP); /* nothing to take over once set up */
 }
 
+/* An account whose processes are long gone starts afresh, but keeps what
+ * it owes, less what its start rate refilled since. */
+static void an_account_left_by_gone_processes_keeps_its_debt(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    memset(&a, 0, sizeof a);
+    assert_int_equal(gs_lim_account_init(&a, GS_LIM_CAP, 10, 100, 1000 * MS), 0);
+    a.tokens = -(int64_t)(200 * MS); /* the last process ran up 2 s at 10 % */
+    a.rate_ppm = GS_LIM_PPM;         /* and ran free once */
+    uint64_t later = 1000 * MS + 1500 * MS;
+    assert_int_equal(gs_lim_account_init(&a, GS_LIM_CAP, 10, 100, later), 0);
+    assert_int_equal(a.rate_ppm, 100000);
+    assert_int_equal(a.tokens, -(int64_t)(50 * MS)); /* 150 ms refilled in 1.5 s */
+    assert_int_equal(a.refill_ns, later);
+    /* long enough later, a full burst and no more */
+    assert_int_equal(gs_lim_account_init(&a, GS_LIM_CAP, 10, 100, later + 60000 * MS), 0);
+    assert_int_equal(a.tokens, (int64_t)(5 * MS)); /* a period (50 ms) at 10 % */
+}
+
 static void weight_is_the_share_weight_or_the_cap(void **state)
 {
     (void)state;
@@ -221,6 +241,7 @@ int main(void)
         cmocka_unit_test(refill_is_capped_at_one_period),
         cmocka_unit_test(debt_makes_open_wait_exactly_until_paid),
         cmocka_unit_test(an_abandoned_set_up_claim_is_taken_over),
+        cmocka_unit_test(an_account_left_by_gone_processes_keeps_its_debt),
         cmocka_unit_test(weight_is_the_share_weight_or_the_cap),
         cmocka_unit_test(window_end_follows_the_drain_else_the_marker_else_the_plan),
         cmocka_unit_test(an_interval_is_idled_where_the_loop_slept_and_our_pids_were_not_busy),
