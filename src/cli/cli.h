@@ -41,6 +41,16 @@ const char *gs_cli_drop_prefix(const char *msg);
  * nothing was removed), or -1 with the reason in err. */
 int gs_cli_remove_unused_region(const char *path, int *live, char *err, size_t errlen);
 
+/* The state directory command cmd uses, into out: given (--state-dir), else
+ * gs_statedir_default's; made absolute, without '.' parts or trailing
+ * slashes, the directories above it resolved, so that later opens by name
+ * reach what was checked. Every directory on the way must be root's or
+ * ours and writable by nobody else unless sticky; the directory itself
+ * must be no symbolic link, root's or ours, writable by nobody else.
+ * create: made (mode 0700) when missing. 0; 1 when it does not exist (and
+ * not create); -1 after a message naming what was refused. */
+int gs_cli_state_dir(const char *cmd, const char *given, int create, char *out, size_t len);
+
 /* Full path of this executable's directory. */
 int gs_cli_self_dir(char *buf, size_t len);
 

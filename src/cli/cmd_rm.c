@@ -26,14 +26,13 @@ int gs_cmd_rm(int argc, char **argv)
     static const struct option opts[] = { { "state-dir", required_argument, NULL, 'S' },
                                           { "help", no_argument, NULL, 'h' },
                                           { NULL, 0, NULL, 0 } };
-    char dir[PATH_MAX];
-    gs_statedir_default(dir, sizeof dir);
+    const char *given = NULL;
     optind = 1;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         if (c == 'S') {
-            snprintf(dir, sizeof dir, "%s", optarg);
+            given = optarg;
         } else if (c == 'h') {
             fputs(rm_usage, stdout);
             return 0;
@@ -43,6 +42,10 @@ int gs_cmd_rm(int argc, char **argv)
     }
     if (optind >= argc)
         return gs_cli_usage_error("rm", "no NAME given (gpuslice rm NAME...)");
+    char dir[PATH_MAX];
+    int found = gs_cli_state_dir("rm", given, 0, dir, sizeof dir);
+    if (found < 0)
+        return 1;
     int rc = 0;
     for (int i = optind; i < argc; i++) {
         char path[PATH_MAX + 80], err[512];
@@ -52,7 +55,7 @@ int gs_cmd_rm(int argc, char **argv)
             rc = 1;
             continue;
         }
-        if (lstat(path, &st) != 0) {
+        if (found == 1 || lstat(path, &st) != 0) {
             fprintf(stderr, "gpuslice rm: no container '%s' in %s\n", argv[i], dir);
             rc = 1;
             continue;

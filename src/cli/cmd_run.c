@@ -216,45 +216,6 @@ static int find_lib(const char *given, char *out, size_t len)
     return 0;
 }
 
-/* The state directory holds the regions whose limits every run trusts. One that
- * another user owns or may write (a /tmp/gpuslice-<uid> created before ours, or a
- * symbolic link to one) would let that user set our limits: refuse it. */
-static int check_state_dir(const char *dir)
-{
-    struct stat st;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-    if (fd < 0) {
-        int e = errno;
-
-        fprintf(stderr, "gpuslice run: state directory %s: %s\n", dir,
-                e == ELOOP || e == ENOTDIR ? "not a directory (a symbolic link or a file); remove it" : strerror(e));
-        return -1;
-    }
-    if (fstat(fd, &st) != 0) {
-        fprintf(stderr, "gpuslice run: state directory %s: %s\n", dir, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    close(fd);
-    if (st.st_uid != geteuid() && st.st_uid != 0) {
-        fprintf(stderr,
-                "gpuslice run: state directory %s is owned by uid %u, mode %04o, not by you (uid %u) "
-                "or root; another user may have made it to control your limits: remove it or set "
-                "GPUSLICE_STATE_DIR\n",
-                dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
-        return -1;
-    }
-    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-        fprintf(stderr,
-                "gpuslice run: state directory %s (owner uid %u) has mode %04o, which lets other users "
-                "write to it: chmod go-w it or set GPUSLICE_STATE_DIR\n",
-                dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
-        return -1;
-    }
-    return 0;
-}
-
 static int run_child(char **cmd, const char *region_path, int private_region, int lock_fd)
 {
     struct sigaction sa = { .sa_handler = forward_signal };
@@ -314,6 +275,15 @@ static int take_option(int c, struct run_opts *o)
 {
     switch (c) {
     case 'm':
+        if (o->req.memory_flag) {
+            /* each --memory sets its own variables: a second one would
+             * leave the first one's limits on devices it does not check */
+            fprintf(stderr,
+                    "gpuslice run: --memory given twice ('%s', then '%s'): give every device's limit in one, "
+                    "e.g. --memory 0=4GiB,1=2GiB\n",
+                    o->req.memory_flag, optarg);
+            return -1;
+        }
         if (set_memory(optarg, &o->req.per_device_mask) != 0)
             return -1;
         o->req.memory_flag = optarg;
@@ -399,15 +369,7 @@ static int parse_options(int argc, char **argv, struct run_opts *o, int *status)
 static int region_path(struct run_opts *o, char *auto_name, size_t auto_len, char *region, size_t len)
 {
     char dir[PATH_MAX];
-    if (o->state_dir)
-        snprintf(dir, sizeof dir, "%s", o->state_dir);
-    else
-        gs_statedir_default(dir, sizeof dir);
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        fprintf(stderr, "gpuslice run: cannot create state directory %s: %s\n", dir, strerror(errno));
-        return GS_EXIT_SETUP;
-    }
-    if (check_state_dir(dir) != 0)
+    if (gs_cli_state_dir("run", o->state_dir, 1, dir, sizeof dir) != 0)
         return GS_EXIT_SETUP;
     if (!o->name) {
         snprintf(auto_name, auto_len, "run-%d", (int)getpid());

@@ -364,7 +364,7 @@ int gs_cmd_top(int argc, char **argv)
                                           { "help", no_argument, NULL, 'h' },
                                           { NULL, 0, NULL, 0 } };
     char dir[PATH_MAX];
-    gs_statedir_default(dir, sizeof dir);
+    const char *given = NULL;
     struct top_opts o = { dir, NULL, 0, 0 };
     const char *simulated = NULL;
     long watch = 0;
@@ -374,7 +374,7 @@ int gs_cmd_top(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":w:h", opts, NULL)) != -1) {
         char *end = NULL;
         switch (c) {
-        case 'S': snprintf(dir, sizeof dir, "%s", optarg); break;
+        case 'S': given = optarg; break;
         case 'j': o.as_json = 1; break;
         case 'X':
             if (gs_simgpu_size_ok("top", optarg) != 0) {
@@ -392,6 +392,8 @@ int gs_cmd_top(int argc, char **argv)
         default: return gs_cli_bad_option("top", c, argv, opts);
         }
     }
+    if (gs_cli_state_dir("top", given, 0, dir, sizeof dir) < 0)
+        return 1;
     static struct gs_simgpu sim;
     if (simulated && gs_simgpu_select("top", simulated, dir, &sim) != 0)
         return 1;

@@ -1,6 +1,7 @@
 #include "host_gpus.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@ struct nvml_memory {
 };
 
 typedef int (*nvml_init_fn)(void);
+typedef int (*nvml_shutdown_fn)(void);
 typedef int (*nvml_count_fn)(unsigned *);
 typedef int (*nvml_handle_fn)(unsigned, void **);
 typedef int (*nvml_text_fn)(void *, char *, unsigned);
@@ -37,7 +39,15 @@ int gs_host_gpus_read(struct gs_host_gpus *g, const char *nvml, int *no_driver, 
 {
     memset(g, 0, sizeof *g);
     *no_driver = 0;
-    void *lib = dlopen(nvml ? nvml : NVML_DEFAULT, RTLD_NOW | RTLD_LOCAL);
+    /* opened once and kept: `top --watch` reads the GPUs every refresh, and
+     * an NVML unloaded each time left its descriptor and mappings behind */
+    static void *lib;
+    static char lib_path[PATH_MAX];
+    const char *path = nvml ? nvml : NVML_DEFAULT;
+    if (lib && strcmp(lib_path, path) != 0)
+        lib = NULL; /* another library asked for: the first stays loaded */
+    if (!lib && (lib = dlopen(path, RTLD_NOW | RTLD_LOCAL)) != NULL)
+        snprintf(lib_path, sizeof lib_path, "%s", path);
     if (!lib) {
         const char *why = dlerror();
         snprintf(err, errlen, "no NVIDIA driver here (%s)", why ? why : NVML_DEFAULT " not found");
@@ -46,13 +56,16 @@ int gs_host_gpus_read(struct gs_host_gpus *g, const char *nvml, int *no_driver, 
     }
     nvml_init_fn init = (nvml_init_fn)dlsym(lib, "nvmlInit_v2");
     nvml_count_fn count = (nvml_count_fn)dlsym(lib, "nvmlDeviceGetCount_v2");
-    int rc = init && count && init() == 0 && count(&g->count) == 0 ? 0 : -1;
+    nvml_shutdown_fn shutdown = (nvml_shutdown_fn)dlsym(lib, "nvmlShutdown");
+    int inited = init && init() == 0;
+    int rc = inited && count && count(&g->count) == 0 ? 0 : -1;
     if (rc == 0 && g->count > GS_HOST_MAX_GPUS)
         g->count = GS_HOST_MAX_GPUS;
     for (unsigned i = 0; rc == 0 && i < g->count; i++)
         rc = read_gpu(lib, i, &g->gpu[i]);
     if (rc != 0)
         snprintf(err, errlen, "cannot read this host's GPUs through NVML");
-    dlclose(lib);
+    if (inited && shutdown)
+        shutdown(); /* each init holds NVML's resources until its shutdown */
     return rc;
 }

@@ -24,8 +24,12 @@ int gs_cli_remove_unused_region(const char *path, int *live_out, char *err, size
         gs_region_reclaim_locked(r, fd, -1);
         for (int i = 0; i < GS_REGION_MAX_PROCS; i++)
             live += r->proc[i].pid != 0;
-        /* A gpuslice run whose command has not taken a slot yet. */
-        if (!live && gs_ofd_held(fd, GS_REGION_RUN_BYTE) != 0)
+        /* A gpuslice run whose command has not taken a slot yet holds the
+         * run byte shared; held exclusively here until the unlink, so that
+         * no run joins the file between the test and the unlink (a run
+         * that opened it before re-checks, once locked, that the path is
+         * still the file it locked) */
+        if (!live && gs_ofd_lock_byte(fd, GS_REGION_RUN_BYTE) != 0)
             live = 1;
         if (!live && unlink(path) != 0) {
             snprintf(err, errlen, "cannot remove %s: %s", path, strerror(errno));

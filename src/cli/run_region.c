@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { JOINED = 0, RETRY = 1, REFUSED = 2, FAILED = -1 };
@@ -211,13 +212,32 @@ static int replace_unreadable(const char *path, const char *name, const char *wh
     return FAILED;
 }
 
+/* Whether path still names the file fd has open: a remover (gs_cli_remove_unused_region)
+ * may have unlinked it between our open and our lock. */
+static int still_at(int fd, const char *path)
+{
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 static int join_existing(const char *path, const char *name, const struct gs_config *cfg, int *fd_out)
 {
     int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     struct stat st;
     if (fd < 0 && errno == ENOENT)
         return RETRY;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || hold_run_lock(fd) != 0) {
+    int locked = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? hold_run_lock(fd) : -2;
+    if (locked == -1 && (errno == EAGAIN || errno == EACCES)) {
+        close(fd); /* a remover holds it for the moment of its unlink */
+        struct timespec pause = { 0, 1000000 };
+        nanosleep(&pause, NULL);
+        return RETRY;
+    }
+    if (locked == 0 && !still_at(fd, path)) {
+        close(fd);
+        return RETRY;
+    }
+    if (locked != 0) {
         fprintf(stderr, "gpuslice run: region %s cannot be used: %s\n  If no process uses container '%s', remove it.\n",
                 path, fd < 0 ? strerror(errno) : "not a regular file that can be locked", name);
         if (fd >= 0)

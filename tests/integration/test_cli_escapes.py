@@ -84,7 +84,9 @@ def test_limits_must_name_gpus_that_exist_and_fit_them(tmp_path):
              (["--memory", "5=1GiB"], "there is no GPU 5 here: the command sees 2 GPUs"),
              (["--device", "1", "--memory", "1=8GiB"], "there is no GPU 1 here: the command sees 1 GPU"),
              (["--device", "7"], "'7' is not a GPU of this host; this host has 2 GPUs"),
-             (["--device", "0,0", "--memory", "1GiB"], "given twice")]
+             (["--device", "0,0", "--memory", "1GiB"], "given twice"),
+             # a second --memory left the first one's limit on a GPU it never checked
+             (["--memory", "5=1GiB", "--memory", "0=1GiB"], "--memory given twice ('5=1GiB', then '0=1GiB')")]
     for flags, message in cases:
         r = run(w, ["run", *flags, "--", "sh", "-c", "echo ran"])
         assert r.returncode == 2, (flags, r.stderr)

@@ -3,6 +3,7 @@ limits on each, OVERCOMMITTED past its size), a complete --json with
 unlimited as null, a --watch that behaves in a pipe, and fails when the
 state directory cannot be read. Runs on the simulated GPU."""
 import json
+import os
 import re
 import subprocess
 import threading
@@ -116,7 +117,7 @@ def test_unreadable_state_directory_fails(tmp_path):
     not_a_dir.write_text("")
     r = top(tmp_path, "--state-dir", str(not_a_dir))
     assert r.returncode == 1
-    assert f"cannot read state directory {not_a_dir}" in r.stderr
+    assert f"state directory {not_a_dir}: not a directory" in r.stderr
     r = top(tmp_path, "--state-dir", str(tmp_path / "missing"))
     assert r.returncode == 0 and "no gpuslice containers" in r.stdout
 
@@ -140,3 +141,28 @@ def test_simulated_gpu_rows_without_a_driver(tmp_path):
     assert g["memory_free_bytes"] < 16 * GiB
     r = subprocess.run([CLI, "top", "--simulated-gpu", "16"], capture_output=True, text=True, env=plain_env(tmp_path))
     assert r.returncode == 2 and "--simulated-gpu '16'" in r.stderr
+
+
+def test_watch_keeps_no_more_descriptors_as_it_refreshes(tmp_path):
+    """Each refresh loaded NVML anew and left a descriptor and a mapping of
+    it behind."""
+    os.mkdir(tmp_path / "state", 0o700)
+    p = subprocess.Popen([CLI, "top", "--simulated-gpu", SIZE, "--watch", "1"], stdout=subprocess.PIPE, text=True,
+                         env=plain_env(tmp_path))
+    watchdog = threading.Timer(60, p.kill)
+    watchdog.start()
+    counts = []
+    try:
+        blanks = 0
+        while blanks < 5:
+            line = p.stdout.readline()
+            assert line, "top stopped writing"
+            if line == "\n":  # a refresh begins
+                blanks += 1
+                if blanks in (2, 5):
+                    counts.append(len(os.listdir(f"/proc/{p.pid}/fd")))
+    finally:
+        watchdog.cancel()
+        p.kill()
+        p.wait()
+    assert counts[0] == counts[1], counts

@@ -263,7 +263,16 @@ static const char *foreign_state(int fd, const struct stat *sb)
 
 static struct sim_state *attach_file(const char *path, int create)
 {
-    int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0666);
+    /* no symbolic link: the state is rewritten whole when it is not one of
+     * this build's, so a link planted beside it would have that done to
+     * whatever it names; nor anything but a regular file */
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (create ? O_CREAT : 0), 0666);
+    struct stat kind;
+    if (fd >= 0 && (fstat(fd, &kind) != 0 || !S_ISREG(kind.st_mode))) {
+        close(fd);
+        fd = -1;
+        errno = EINVAL;
+    }
     if (fd < 0) {
         fprintf(stderr, "gpuslice-sim: cannot open GPUSLICE_SIM_STATE='%s': %s\n", path, strerror(errno));
         return NULL;
