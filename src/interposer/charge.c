@@ -71,3 +71,26 @@ void gs_charge_release_rec(const struct gs_alloc_rec *rec)
     if (r && gs_region_release(r, rec->slot, rec->dev, rec->bytes) != 0)
         gs_log(GS_LOG_WARN, "released more than was charged on device %d; usage clamped at zero", rec->dev);
 }
+
+int gs_charge_free_begin(enum gs_alloc_kind kind, uint64_t handle, struct gs_alloc_rec *rec)
+{
+    return gs_mode() != GS_MODE_PASSTHROUGH && gs_alloc_take(kind, handle, rec) == 0;
+}
+
+void gs_charge_free_end(enum gs_alloc_kind kind, uint64_t handle, const struct gs_alloc_rec *rec, int taken,
+                        CUresult rc)
+{
+    if (!taken) {
+        if (rc == CUDA_SUCCESS)
+            gs_log(GS_LOG_DEBUG, "free of untracked handle 0x%llx (kind %d): nothing was charged",
+                   (unsigned long long)handle, (int)kind);
+        return;
+    }
+    if (rc == CUDA_SUCCESS)
+        gs_charge_release_rec(rec);
+    else if (gs_alloc_put(kind, handle, *rec, NULL, NULL) != 0)
+        /* the charge stays with nothing to release it: more than is used,
+         * never less */
+        gs_log(GS_LOG_WARN, "out of host memory keeping the record of 0x%llx after a failed free",
+               (unsigned long long)handle);
+}

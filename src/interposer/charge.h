@@ -36,4 +36,14 @@ void gs_charge_release(enum gs_alloc_kind kind, uint64_t handle);
 /* Releases a record already taken out of the allocation table. */
 void gs_charge_release_rec(const struct gs_alloc_rec *rec);
 
+/* A free in two steps around the driver's call. Before it, (kind, handle)'s
+ * record is taken out of the table (1 if there was one): once the driver has
+ * freed, it may hand the same address to another thread's allocation at
+ * once, whose record a take after the call would remove, leaving that
+ * allocation uncharged for its life. After it, the record is released if
+ * the free succeeded, else put back. */
+int gs_charge_free_begin(enum gs_alloc_kind kind, uint64_t handle, struct gs_alloc_rec *rec);
+void gs_charge_free_end(enum gs_alloc_kind kind, uint64_t handle, const struct gs_alloc_rec *rec, int taken,
+                        CUresult rc);
+
 #endif

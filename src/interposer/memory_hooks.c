@@ -8,12 +8,13 @@
 #include "runtime.h"
 
 /* Free through `call`; on success release exactly what (kind, handle) was
- * charged. */
+ * charged (its record taken out before the call: gs_charge_free_begin). */
 #define RELEASING_CALL(kind, handle, call)                                                                             \
     do {                                                                                                               \
+        struct gs_alloc_rec rec_;                                                                                      \
+        int taken_ = gs_charge_free_begin((kind), (uint64_t)(handle), &rec_);                                          \
         CUresult rc_ = call;                                                                                           \
-        if (rc_ == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)                                                   \
-            gs_charge_release((kind), (uint64_t)(handle));                                                             \
+        gs_charge_free_end((kind), (uint64_t)(handle), &rec_, taken_, rc_);                                            \
         return rc_;                                                                                                    \
     } while (0)
 
@@ -21,11 +22,12 @@
  * outlived its graph (graph_memory_hooks.c). */
 #define RELEASING_PTR_CALL(dptr, call)                                                                                 \
     do {                                                                                                               \
+        struct gs_alloc_rec rec_;                                                                                      \
+        int taken_ = gs_charge_free_begin(GS_ALLOC_PTR, (dptr), &rec_);                                                \
         CUresult rc_ = call;                                                                                           \
-        if (rc_ == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH) {                                                 \
-            gs_charge_release(GS_ALLOC_PTR, (dptr));                                                                   \
+        gs_charge_free_end(GS_ALLOC_PTR, (dptr), &rec_, taken_, rc_);                                                  \
+        if (rc_ == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)                                                   \
             gs_graph_mem_freed(dptr);                                                                                  \
-        }                                                                                                              \
         return rc_;                                                                                                    \
     } while (0)
 
