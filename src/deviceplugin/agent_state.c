@@ -13,6 +13,7 @@
 
 #include "kube_client.h"
 #include "ledger.h"
+#include "ofdlock.h"
 #include "placement.h"
 #include "region.h"
 #include "roster.h"
@@ -364,6 +365,35 @@ static uint64_t region_id(const char *root, const char *key)
     return gs_ledger_container_id((uint64_t)st.st_dev, (uint64_t)st.st_ino);
 }
 
+/* Whether a process has allocation key's region open: each holds a lock on
+ * it (its slot). Kept when that cannot be told. */
+static int region_in_use(const char *root, const char *key)
+{
+    char path[700];
+    if (snprintf(path, sizeof path, "%s/%s/region", root, key) >= (int)sizeof path)
+        return 1;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return errno != ENOENT;
+    int held = gs_ofd_any_held(fd);
+    close(fd);
+    return held != 0;
+}
+
+/* Drops from r the entries whose region no process has open: the
+ * containers of pods long gone, whose state stays under the root (a device
+ * plugin learns of no container's end). Only when the roster is full: an
+ * idle container dropped loses its place in its GPU's shares until it
+ * starts again. */
+static void drop_idle(const char *root, struct gs_roster *r)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < r->n; i++)
+        if (region_in_use(root, r->e[i].key))
+            r->e[n++] = r->e[i];
+    r->n = n;
+}
+
 int gs_agent_roster_put(const char *root, const char *uuid, const char *key, const struct gs_roster_entry *limits,
                         char *msg, size_t msglen)
 {
@@ -388,6 +418,8 @@ int gs_agent_roster_put(const char *root, const char *uuid, const char *key, con
     for (unsigned i = 0; rc == 0 && i < r.n; i++)
         if (strcmp(r.e[i].key, key) != 0 && r.e[i].container != id && region_id(root, r.e[i].key) == r.e[i].container)
             keep.e[keep.n++] = r.e[i];
+    if (rc == 0 && keep.n >= GS_ROSTER_MAX)
+        drop_idle(root, &keep);
     if (rc == 0 && keep.n < GS_ROSTER_MAX) {
         keep.e[keep.n] = *limits;
         keep.e[keep.n].container = id;
