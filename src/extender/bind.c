@@ -294,6 +294,33 @@ static int create_binding(struct ext_ctx *x, const char *ns, const char *name, c
     return s == 200 || s == 201 ? 0 : -1;
 }
 
+/* After a Binding that failed: 1 if the pod is bound to node all the same
+ * (a retried POST whose first reply was lost is told it is already
+ * assigned). *ours: its assignment is still the text we recorded, which
+ * an undo may then remove. */
+static int bound_anyway(struct ext_ctx *x, const char *ppath, const char *uid, const char *node, const char *text,
+                        int *ours)
+{
+    json_t *pod = NULL;
+    char err[256];
+    *ours = 0;
+    if (kube_get_json(x->kc, ppath, &pod, err, sizeof err) != 200) {
+        json_decref(pod);
+        return 0;
+    }
+    json_t *meta = json_object_get(pod, "metadata");
+    const char *u = json_string_value(json_object_get(meta, "uid"));
+    const char *on = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+    const char *have = json_string_value(json_object_get(json_object_get(meta, "annotations"), GS_ANN_ASSIGNMENT));
+    int same_pod = u && !strcmp(u, uid);
+    int bound = same_pod && on && !strcmp(on, node);
+    *ours = same_pod && have && text && !strcmp(have, text);
+    if (bound)
+        feed(x, 0, pod);
+    json_decref(pod);
+    return bound;
+}
+
 json_t *ext_bind(struct ext_ctx *x, json_t *args, int *bad)
 {
     *bad = 0;
@@ -356,8 +383,10 @@ json_t *ext_bind(struct ext_ctx *x, json_t *args, int *bad)
             goto out;
         }
     }
-    if (create_binding(x, ns, name, uid, node, msg, sizeof msg) != 0) {
-        if (text) {
+    int ours = 0;
+    if (create_binding(x, ns, name, uid, node, msg, sizeof msg) != 0 &&
+        !bound_anyway(x, ppath, uid, node, text, &ours)) {
+        if (text && ours) {
             /* Undo: the pod stays pending and the GPUs are free again. */
             json_t *undo =
                 json_pack("{s:{s:{s:n,s:n}}}", "metadata", "annotations", GS_ANN_ASSIGNMENT, GS_ANN_ASSIGNMENT_SIG);
@@ -366,8 +395,9 @@ json_t *ext_bind(struct ext_ctx *x, json_t *args, int *bad)
                 feed(x, 0, o);
             json_decref(o);
             json_decref(undo);
-            unclaim(x, node, uid);
         }
+        if (text)
+            unclaim(x, node, uid);
         free(text);
         goto out;
     }

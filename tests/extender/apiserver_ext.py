@@ -18,6 +18,7 @@ class ExtApiServerStandIn(ApiServerStandIn):
         super().__init__(tls)
         self.bindings = []        # (ns, name, node)
         self.fail_bind_next = []  # HTTP statuses for the next bindings
+        self.lose_bind_reply_next = []  # statuses for the next bindings, made all the same (a lost reply)
         srv = self
         self.httpd.RequestHandlerClass.do_POST = lambda h: srv._handle(h, "POST")
 
@@ -68,6 +69,9 @@ class ExtApiServerStandIn(ApiServerStandIn):
             o.setdefault("spec", {})["nodeName"] = b["target"]["name"]
             self.bindings.append((ns, name, b["target"]["name"]))
             self._bump("Pod", o, "MODIFIED")
+            if self.lose_bind_reply_next:
+                code = self.lose_bind_reply_next.pop(0)
+                return self._send(h, code, status(code, "InternalError", "injected: made, reply lost"))
             ok = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                   "code": 201}
             return self._send(h, 201, ok)

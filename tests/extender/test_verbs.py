@@ -191,6 +191,27 @@ def test_bind_errors_are_reported_and_undone(api, start):
     assert "no longer fits" in res["Error"] and "insufficient GPU memory" in res["Error"]
 
 
+def test_a_binding_made_whose_reply_was_lost_is_kept(api, start):
+    """The API server made the Binding but its reply was lost (a 504): the
+    retried POST is told the pod is already assigned. Undone then, the pod
+    ran bound to the node with no assignment, which its node agent refuses
+    to start, and its GPU share left the books."""
+    api.put("Node", node_obj("gpu-a"))
+    ext = start()
+    ext.wait_state(lambda s: len(s["nodes"]) == 1)
+    pod = api.put("Pod", pod_obj("p", 1, 8192, 30))
+    api.lose_bind_reply_next = [504]
+    res = ext.post("bind", bind_args(pod, "gpu-a"))[1]
+    assert res == {"Error": ""}, res
+    got = api.get("Pod", "p", "default")
+    assert got["spec"]["nodeName"] == "gpu-a"
+    a = json.loads(got["metadata"]["annotations"]["gpuslice.io/assignment"])
+    assert a["node"] == "gpu-a"
+    claims = json.loads(api.get("Node", "gpu-a")["metadata"]["annotations"]["gpuslice.io/claims"])
+    assert [c["uid"] for c in claims["claims"]] == [pod["metadata"]["uid"]], claims
+    ext.wait_state(lambda s: sum(m for m, _ in gpu_usage(s, "gpu-a")) == 8192, what="share kept")
+
+
 def test_malformed_requests_get_clear_errors(api, start):
     api.put("Node", node_obj("gpu-a"))
     ext = start()
