@@ -115,11 +115,36 @@ static int check_indexes(const struct gs_run_request *req, const struct visible 
     return 0;
 }
 
+/* Where GPUs are named by index (--device, --memory INDEX=, an inherited
+ * CUDA_VISIBLE_DEVICES), CUDA must number them as NVML does, by PCI bus:
+ * by default it puts the fastest first, so on a host of mixed GPUs an index
+ * checked here named another GPU in the command. */
+static int pin_device_order(const struct gs_run_request *req, const char *visible)
+{
+    if (!req->device_flag && !req->per_device_mask && !visible)
+        return 0;
+    const char *order = getenv("CUDA_DEVICE_ORDER");
+    if (order && strcmp(order, "PCI_BUS_ID") != 0) {
+        fprintf(stderr,
+                "gpuslice run: CUDA_DEVICE_ORDER='%s' numbers the GPUs otherwise than nvidia-smi, whose numbers "
+                "%s follow%s: unset it\n",
+                order,
+                req->device_flag       ? "--device"
+                : req->per_device_mask ? "--memory INDEX="
+                                       : "CUDA_VISIBLE_DEVICES",
+                req->device_flag || req->per_device_mask ? "" : "s");
+        return -1;
+    }
+    return setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
+}
+
 int gs_run_check_gpus(const struct gs_run_request *req)
 {
     const char *env = getenv("CUDA_VISIBLE_DEVICES");
     if (!req->memory_flag && !req->device_flag)
         return 0;
+    if (pin_device_order(req, env) != 0)
+        return -1;
     struct gs_host_gpus *g = calloc(1, sizeof *g);
     struct visible v = { 0 };
     int rc = g ? read_host_gpus(g, req->nvml) : -1;

@@ -95,6 +95,22 @@ def test_limits_must_name_gpus_that_exist_and_fit_them(tmp_path):
     assert run(w, ["run", "--device", "1", "--memory", "0=8GiB", "--", "true"]).returncode == 0
 
 
+def test_gpus_named_by_index_are_numbered_as_nvidia_smi_numbers_them(tmp_path):
+    """CUDA puts the fastest GPU first unless CUDA_DEVICE_ORDER says
+    PCI_BUS_ID, so on a host of mixed GPUs an index gpuslice checked through
+    NVML named another GPU in the command."""
+    w = World(tmp_path, extra={"GPUSLICE_SIM_DEVICES": "2"})
+    show = ["sh", "-c", "echo order=$CUDA_DEVICE_ORDER"]
+    for flags in (["--device", "1"], ["--memory", "0=1GiB"]):
+        r = run(w, ["run", *flags, "--", *show])
+        assert r.returncode == 0 and "order=PCI_BUS_ID" in r.stdout, (flags, r.stderr)
+    assert "order=\n" in run(w, ["run", "--memory", "1GiB", "--", *show]).stdout  # no index: left alone
+    env = {**cli_env(w), "CUDA_DEVICE_ORDER": "FASTEST_FIRST"}
+    r = subprocess.run([CLI, "run", "--device", "1", "--", *show], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "order=" not in r.stdout, r.stderr
+    assert "CUDA_DEVICE_ORDER='FASTEST_FIRST' numbers the GPUs otherwise than nvidia-smi" in r.stderr, r.stderr
+
+
 def test_without_nvml_limits_cannot_be_checked_and_the_run_is_refused(tmp_path):
     if ctypes.util.find_library("nvidia-ml"):
         return  # a real NVML on this host would answer
