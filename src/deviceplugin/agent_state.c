@@ -342,6 +342,17 @@ int gs_agent_pin_check(const struct gs_alloc_dirs *d, const char *uid, const cha
     return rc;
 }
 
+int gs_agent_pinned_to(const char *root, char *const *ids, size_t n, const char *uid, const char *container)
+{
+    char key[32], dir[700], path[760], want[400], have[400];
+    gs_alloc_key(ids, n, key, sizeof key);
+    if (gs_statedir_agent_limits_dir(dir, sizeof dir, root, key) != 0)
+        return 0;
+    snprintf(path, sizeof path, "%s/owner", dir);
+    snprintf(want, sizeof want, "%s %s\n", uid, container);
+    return read_small(path, have, sizeof have) > 0 && strcmp(have, want) == 0;
+}
+
 int gs_agent_write_limits(const struct gs_alloc_dirs *d, const char *text, const char *uid, const char *container,
                           const char *assignment)
 {

@@ -47,6 +47,10 @@ int gs_agent_ledgers_init(const char *root, const char (*uuids)[GS_UUID_MAX], in
 int gs_agent_pin_check(const struct gs_alloc_dirs *d, const char *uid, const char *container, const char *assignment,
                        int *same_owner);
 
+/* Whether the agent's own pin of device set ids under root names container
+ * of pod uid: it started there before (a container restart). Read only. */
+int gs_agent_pinned_to(const char *root, char *const *ids, size_t n, const char *uid, const char *container);
+
 /* Before a container starts, first or again: recreates its state directory
  * whole (the old tree is moved aside and removed without following any
  * symbolic link; nothing outside it is touched) and creates its region,

@@ -479,6 +479,15 @@ static int prestart_judge(struct gs_plugin *p, struct prestart *s, char *msg, si
     case GS_HELD_ON_OTHER_GPUS: return prestart_fit_elsewhere(p, s, msg, msglen);
     case GS_HELD_AS_ASSIGNED: break;
     }
+    /* held on other GPUs than assigned, and the pod's allocated record says
+     * so: a restart only where the agent's own pin says so, since the pod's
+     * owner can write that record (one naming a full GPU's replicas started
+     * a refused pod there with no fit check) */
+    if (s->recorded && !gs_assignment_same_gpus(&s->a, s->ids, s->n) &&
+        !gs_agent_pinned_to(p->state_root, s->ids, s->n, s->pod.uid, s->h.container)) {
+        s->recorded = 0;
+        return prestart_fit_elsewhere(p, s, msg, msglen);
+    }
     if (!gs_assignment_same_ids(&s->a, s->ids, s->n))
         kube_log(KUBE_LOG_INFO,
                  "%s: pod %s/%s holds other replicas than its assignment names (kubelet "

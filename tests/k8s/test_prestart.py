@@ -208,6 +208,14 @@ def test_swap_across_gpus_that_does_not_fit_is_refused(node):
     assert node.limits(resp) is None
     assert "gpuslice.io/allocated" not in node.api.get("Pod", "b-second", "default")[
         "metadata"].get("annotations", {})
+    # Its owner writes the record of a restart there (as if the agent had
+    # accepted it before): the agent's own pin says it did not.
+    pod = node.api.get("Pod", "b-second", "default")
+    pod["metadata"]["annotations"]["gpuslice.io/allocated"] = json.dumps({"v": 1, "replicas": ids})
+    node.api.put("Pod", pod)
+    time.sleep(0.5)  # the edit reaches the agent's watch
+    _prestart_fails(node, ids, "default/b-second", f"does not fit on GPU {u[1]}")
+    assert node.limits(resp) is None
     # Cores too: a pod whose memory fits but whose cores do not.
     node.kubelet.release("b-second")
     node.api.delete("Pod", "a-first", "default")
