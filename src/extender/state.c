@@ -466,8 +466,17 @@ void ext_state_pod_event(struct ext_state *st, const char *type, json_t *pod, ti
     const char *alloc = json_string_value(json_object_get(anns, GS_ANN_ALLOCATED));
     if (p && p->src == EXT_GONE)
         return;
+    /* With a key, a bound pod stays counted as last verified when its
+     * assignment goes or turns to garbage: only the extender withdraws one,
+     * from a pod it failed to bind, and the pod's owner must not shrink
+     * the books by deleting it */
+    int bound = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName")) != NULL;
+    int keep = st->sigkey && bound && p && p->src == EXT_ASSIGNED;
     if (!ann) {
-        if (p && p->src == EXT_ASSIGNED)
+        if (keep)
+            kube_log(KUBE_LOG_WARN, "pod %s/%s: its %s was removed; still counted as last verified", ns ? ns : "", name,
+                     GS_ANN_ASSIGNMENT);
+        else if (p && p->src == EXT_ASSIGNED)
             pod_drop(st, p); /* the assignment was withdrawn (failed bind) */
         return;
     }
@@ -484,8 +493,9 @@ void ext_state_pod_event(struct ext_state *st, const char *type, json_t *pod, ti
     struct gs_assignment a, held;
     char err[256];
     if (gs_assignment_parse(ann, strlen(ann), &a, err, sizeof err) != 0) {
-        kube_log(KUBE_LOG_WARN, "pod %s/%s: %s; not counted", ns ? ns : "", name, err);
-        if (p && p->src == EXT_ASSIGNED)
+        kube_log(KUBE_LOG_WARN, "pod %s/%s: %s; %s", ns ? ns : "", name, err,
+                 keep ? "still counted as last verified" : "not counted");
+        if (!keep && p && p->src == EXT_ASSIGNED)
             pod_drop(st, p);
         free(key);
         return;

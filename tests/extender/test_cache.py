@@ -59,6 +59,29 @@ def test_restart_rebuilds_the_same_state(api, start):
     assert sum(m for m, _ in gpu_usage(after, "gpu-b")) == 3 * 30000
 
 
+def test_a_list_comes_in_pages(api, start):
+    """The cache is listed page by page, following each page's continue
+    token (URL-escaped): one unpaged list of a large cluster's pods passed
+    the client's 64 MiB bound and the extender never became ready. The
+    stand-in answers at most three objects a page."""
+    for n in ("gpu-a", "gpu-b"):
+        api.put("Node", node_obj(n))
+    ext = start("first")
+    ext.wait_state(lambda s: len(s["nodes"]) == 2)
+    errs = bind_many(api, ext, [f"p{i}" for i in range(7)], "gpu-a", mem=4096)
+    assert set(errs.values()) == {""}
+    before = ext.wait_state(lambda s: sum(m for m, _ in gpu_usage(s, "gpu-a")) == 7 * 4096)
+    ext.kill()
+    api.max_page = 3
+    ext2 = start("paged")
+    after = ext2.wait_state(lambda s: sum(m for m, _ in gpu_usage(s, "gpu-a")) == 7 * 4096 and
+                            len(s["nodes"]) == 2)
+    assert canon(after) == canon(before)
+    pages = [p for m, p in api.requests if m == "GET" and p.startswith("/api/v1/pods?limit=")]
+    follow = [p for p in pages if "&continue=" in p]
+    assert len(follow) >= 2 and all("&continue=at%3D" in p and "%26rv%3D" in p for p in follow), pages
+
+
 def test_compacted_watch_relists(api, start):
     api.put("Node", node_obj("gpu-a"))
     ext = start()

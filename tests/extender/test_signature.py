@@ -49,6 +49,20 @@ def test_extender_signs_and_ignores_edited_assignments(api, start, tmp_path):
     ext.wait_state(lambda s: "not counted" in ext.logtext() and
                    "still counted as last verified" in ext.logtext(), what="the log")
     assert sum(m for m, _ in gpu_usage(ext.state(), "gpu-a")) == 1000
+    # Nor may the owner shrink the books: garbage, then no assignment at all.
+    for edit in ("garbage", None):
+        pod = api.get("Pod", "a", "default")
+        if edit:
+            pod["metadata"]["annotations"]["gpuslice.io/assignment"] = edit
+        else:
+            del pod["metadata"]["annotations"]["gpuslice.io/assignment"]
+        api.put("Pod", pod)
+        ext.wait_state(lambda s, n=2 if edit else 3: ext.logtext().count("still counted as last verified") >= n,
+                       what=f"the edit {edit!r} seen")
+        assert sum(m for m, _ in gpu_usage(ext.state(), "gpu-a")) == 1000, edit
+    pod = api.get("Pod", "a", "default")
+    pod["metadata"]["annotations"]["gpuslice.io/assignment"] = json.dumps(edited)
+    api.put("Pod", pod)
 
     # A rebuilt cache (restart) counts none of the three pods: nothing
     # verifies now. Pod a's node claim, the extender's own record of what it

@@ -67,6 +67,7 @@ class ApiServerStandIn:
         self.close_watches = False  # watches end at once, with no event
         self.bodies = []  # (method, path, raw body) of every PATCH and POST
         self.peers = []  # the client certificate's CN of each request over TLS, or None
+        self.max_page = None  # a list with ?limit= answers at most this many items a page
         self.stopping = False
         srv = self
 
@@ -285,9 +286,18 @@ class ApiServerStandIn:
         event kept) of the objects match(kind, obj) selects."""
         if q.get("watch") != "1":
             with self.lock:
-                items = [o for (k, _, _), o in self.objects.items() if match(k, o)]
-                return self._send(h, 200, {"kind": list_kind, "apiVersion": "v1",
-                                           "metadata": {"resourceVersion": str(self.rv)},
+                items = [o for key, o in sorted(self.objects.items()) if match(key[0], o)]
+                meta = {"resourceVersion": str(self.rv)}
+                if "limit" in q:  # pages, each as small as the server likes (at most the limit)
+                    start = 0
+                    if q.get("continue"):  # the token as sent: '&', '=' and '/' must come escaped
+                        at, rv = q["continue"].removeprefix("at=").split("&rv=")
+                        start, meta["resourceVersion"] = int(at), rv.removesuffix("/")
+                    size = min(int(q["limit"]), self.max_page or int(q["limit"]))
+                    if start + size < len(items):
+                        meta["continue"] = f"at={start + size}&rv={meta['resourceVersion']}/"
+                    items = items[start:start + size]
+                return self._send(h, 200, {"kind": list_kind, "apiVersion": "v1", "metadata": meta,
                                            "items": items})
         since = int(q.get("resourceVersion", "0") or 0)
         deadline = time.time() + int(q.get("timeoutSeconds", "60"))
