@@ -13,16 +13,17 @@
 
 /* Kinds keep handles of different object types apart in one table. */
 enum gs_alloc_kind {
-    GS_ALLOC_PTR = 1,          /* device pointer: classic, pitch, managed, async, pool */
-    GS_ALLOC_VMM = 2,          /* cuMemCreate handle */
-    GS_ALLOC_ARRAY = 3,        /* CUarray */
-    GS_ALLOC_MIPMAP = 4,       /* CUmipmappedArray */
-    GS_ALLOC_IPC = 5,          /* pointer returned by cuIpcOpenMemHandle */
-    GS_ALLOC_VMM_IMPORT = 6,   /* handle from cuMemImportFromShareableHandle (0 bytes: a marker) */
-    GS_ALLOC_GRAPH = 8,        /* graph allocation node of a live executable graph, by its address */
-    GS_ALLOC_VMM_SHARED = 9,   /* handle of an export record (region_export.h): exported, or imported from it */
-    GS_ALLOC_CTX = 10,         /* context made by cuCtxCreate*, by its CUcontext: its overhead */
-    GS_ALLOC_VMM_RETAINED = 11 /* VMM handle: bytes counts the references cuMemRetainAllocationHandle added */
+    GS_ALLOC_PTR = 1,           /* device pointer: classic, pitch, managed, async, pool */
+    GS_ALLOC_VMM = 2,           /* cuMemCreate handle */
+    GS_ALLOC_ARRAY = 3,         /* CUarray */
+    GS_ALLOC_MIPMAP = 4,        /* CUmipmappedArray */
+    GS_ALLOC_IPC = 5,           /* pointer returned by cuIpcOpenMemHandle */
+    GS_ALLOC_VMM_IMPORT = 6,    /* handle from cuMemImportFromShareableHandle (0 bytes: a marker) */
+    GS_ALLOC_GRAPH = 8,         /* graph allocation node of a live executable graph, by its address */
+    GS_ALLOC_VMM_SHARED = 9,    /* handle of an export record (region_export.h): exported, or imported from it */
+    GS_ALLOC_CTX = 10,          /* context made by cuCtxCreate*, by its CUcontext: its overhead */
+    GS_ALLOC_VMM_RETAINED = 11, /* VMM handle: bytes counts the references cuMemRetainAllocationHandle added */
+    GS_ALLOC_POOL = 12          /* memory pool: dev is where its memory lands (0 bytes: a marker) */
 };
 
 struct gs_alloc_rec {

@@ -4,6 +4,7 @@
 #include "charge.h"
 #include "graph_memory.h"
 #include "log.h"
+#include "pool_hooks.h"
 #include "real_driver.h"
 #include "runtime.h"
 
@@ -172,16 +173,19 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStre
     CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize, hStream));
 }
 
+/* From a pool: on the pool's device (pool_hooks.c), not the current one. */
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuMemAllocFromPoolAsync);
-    CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize, pool, hStream));
+    CHARGED_CALL_ON(gs_pool_device(pool), gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr,
+                    real(dptr, bytesize, pool, hStream));
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuMemAllocFromPoolAsync_ptsz);
-    CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize, pool, hStream));
+    CHARGED_CALL_ON(gs_pool_device(pool), gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr,
+                    real(dptr, bytesize, pool, hStream));
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)

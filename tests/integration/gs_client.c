@@ -118,10 +118,10 @@ static CUresult run(char *line)
         else if (!strcmp(c, "managed"))
             rc = CU("cuMemAllocManaged", "cuMemAllocManaged", 0,
                     CUresult(*)(CUdeviceptr *, size_t, unsigned))(&p, n, CU_MEM_ATTACH_GLOBAL);
-        else if (!strcmp(c, "pool")) {
+        else if (!strcmp(c, "pool")) { /* pool <bytes> [ordinal]: from that device's default pool */
             CUmemoryPool pool;
             rc = CU("cuDeviceGetDefaultMemPool", "cuDeviceGetDefaultMemPool", 0,
-                    CUresult(*)(CUmemoryPool *, CUdevice))(&pool, 0);
+                    CUresult(*)(CUmemoryPool *, CUdevice))(&pool, argc > 2 ? (CUdevice)num(argv[2]) : 0);
             if (!rc)
                 rc = CU("cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", 0,
                         CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))(&p, n, pool, NULL);

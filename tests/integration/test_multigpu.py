@@ -264,3 +264,19 @@ def test_a_fabric_handle_is_matched_by_its_bytes(world):
     foreign.ok("vmmrelease")
     for c in (exporter, importer, foreign):
         c.close()
+
+
+def test_memory_from_a_pool_on_another_gpu_is_charged_there(world, tmp_path):
+    """cuMemAllocFromPoolAsync takes memory on the pool's device, whatever
+    the current context's: charged to the current device, a pool on GPU 1
+    took GPU 1's memory past its 1 GiB limit."""
+    w = world(limit=None)
+    state = tmp_path / "state"
+    r = rank(w, state, "pools", "0=8GiB,1=1GiB")
+    r.ok("init 0")
+    assert r.cmd(f"pool {2 * GiB} 1")["rc"] == 2  # CUDA_ERROR_OUT_OF_MEMORY
+    r.ok(f"pool {512 * MiB} 1")
+    region = region_of(state, "pools")
+    assert used(region, dev=1) == 512 * MiB
+    assert used(region, dev=0) == CTX
+    r.close()
