@@ -119,10 +119,11 @@ static int list(struct ext_ctx *x, const char *path, json_t **out, char *rv, siz
         if (json_is_array(items) && json_array_extend(all, items) != 0)
             rc = -1;
         const char *next = json_string_value(json_object_get(meta, "continue"));
+        int last = !next || !*next;
         curl_free(cont);
-        cont = next && *next ? curl_easy_escape(NULL, next, 0) : NULL;
-        json_decref(one);
-        if (!next || !*next)
+        cont = last ? NULL : curl_easy_escape(NULL, next, 0);
+        json_decref(one); /* next is its: not read below */
+        if (last)
             break;
         if (!cont)
             rc = -1;
