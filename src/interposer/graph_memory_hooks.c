@@ -4,8 +4,11 @@
  * node its address when the node is made, but takes physical memory only
  * when an executable graph of it is launched or uploaded, and keeps it for
  * that graph's later launches. A graph with memory nodes has at most one
- * executable graph at a time and cannot be cloned or nested (CUDA driver API
- * reference, cuGraphAddMemFreeNode), so the executable graph is the owner:
+ * executable graph at a time and cannot be cloned (CUDA driver API
+ * reference, cuGraphAddMemFreeNode), so the executable graph is the owner.
+ * It can be nested since CUDA 12.9: a child graph moved into its parent
+ * (cuGraphAddNode, ownership MOVE) keeps its memory nodes, which are the
+ * parent's now, so a graph's nodes are read with its children's:
  *
  * - instantiation charges every allocation node of the graph before the real
  *   call, and refuses with CUDA_ERROR_OUT_OF_MEMORY past the limit (charging
@@ -90,25 +93,67 @@ void gs_graph_fork_child(void)
     pthread_mutex_unlock(&execs_lock);
 }
 
-/* The allocation nodes of g, with whether g frees each one. Returns the
- * count (0 when g has none or cannot be read: the real call then decides),
- * or -1 when out of host memory. */
+/* Child graphs nested deeper than this are not read (their memory nodes
+ * then go uncharged until the launch meets the driver's own limits). */
+#define MAX_NEST 8
+
+/* Appends the nodes of g, and of the child graphs in it, to *nodes (*n of
+ * *cap). 0, or -1 when out of host memory. */
+static int add_nodes(CUgraph g, int depth, CUgraphNode **nodes, size_t *n, size_t *cap)
+{
+    gs_pfn_cuGraphGetNodes get_nodes = GS_REAL_CU(cuGraphGetNodes);
+    gs_pfn_cuGraphNodeGetType get_type = GS_REAL_CU(cuGraphNodeGetType);
+    gs_pfn_cuGraphChildGraphNodeGetGraph get_child = GS_REAL_CU(cuGraphChildGraphNodeGetGraph);
+    size_t k = 0;
+    if (!get_nodes || get_nodes(g, NULL, &k) != CUDA_SUCCESS || k == 0)
+        return 0;
+    if (*n + k > *cap) {
+        size_t ncap = (*n + k) * 2;
+        CUgraphNode *grown = realloc(*nodes, ncap * sizeof *grown);
+        if (!grown)
+            return -1;
+        *nodes = grown;
+        *cap = ncap;
+    }
+    size_t from = *n;
+    if (get_nodes(g, *nodes + from, &k) != CUDA_SUCCESS)
+        return 0;
+    *n = from + k;
+    for (size_t i = from; i < from + k && depth < MAX_NEST && get_type && get_child; i++) {
+        CUgraphNodeType t;
+        CUgraph child;
+        if (get_type((*nodes)[i], &t) == CUDA_SUCCESS && t == CU_GRAPH_NODE_TYPE_GRAPH &&
+            get_child((*nodes)[i], &child) == CUDA_SUCCESS && add_nodes(child, depth + 1, nodes, n, cap) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The allocation nodes of g and its child graphs, with whether the graph
+ * frees each one. Returns the count (0 when it has none or cannot be read:
+ * the real call then decides), or -1 when out of host memory. */
 static long graph_allocs(CUgraph g, struct graph_alloc **out)
 {
     *out = NULL;
-    gs_pfn_cuGraphGetNodes get_nodes = GS_REAL_CU(cuGraphGetNodes);
     gs_pfn_cuGraphNodeGetType get_type = GS_REAL_CU(cuGraphNodeGetType);
     gs_pfn_cuGraphMemAllocNodeGetParams alloc_params = GS_REAL_CU(cuGraphMemAllocNodeGetParams);
     gs_pfn_cuGraphMemFreeNodeGetParams free_params = GS_REAL_CU(cuGraphMemFreeNodeGetParams);
-    size_t n = 0;
-    if (!get_nodes || !get_type || !alloc_params || !free_params || get_nodes(g, NULL, &n) != CUDA_SUCCESS || n == 0)
+    CUgraphNode *nodes = NULL;
+    size_t n = 0, cap = 0;
+    if (!get_type || !alloc_params || !free_params)
         return 0;
-    CUgraphNode *nodes = calloc(n, sizeof *nodes);
-    struct graph_alloc *a = calloc(n, sizeof *a);
-    if (!nodes || !a || get_nodes(g, nodes, &n) != CUDA_SUCCESS) {
+    if (add_nodes(g, 0, &nodes, &n, &cap) != 0) {
         free(nodes);
-        free(a);
-        return nodes && a ? 0 : -1;
+        return -1;
+    }
+    if (n == 0) {
+        free(nodes);
+        return 0;
+    }
+    struct graph_alloc *a = calloc(n, sizeof *a);
+    if (!a) {
+        free(nodes);
+        return -1;
     }
     size_t na = 0;
     for (size_t i = 0; i < n; i++) {

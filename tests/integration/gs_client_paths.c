@@ -60,9 +60,14 @@ static CUresult legacy_alloc(unsigned int n, const char *how, gs_entry_fn entry)
     return rc;
 }
 
+/* An allocation node (and its free node) in a graph of their own, which
+ * (how "child") is moved into the parent graph as a child graph node. */
 static CUresult graph_make(size_t bytes, int free_in_graph, const char *how, gs_entry_fn entry)
 {
     CUresult rc = ((CUresult(*)(CUgraph *, unsigned))entry("cuGraphCreate", "cuGraphCreate", 0))(&graph, 0);
+    CUgraph parent = NULL;
+    if (!rc && !strcmp(how, "child"))
+        rc = ((CUresult(*)(CUgraph *, unsigned))entry("cuGraphCreate", "cuGraphCreate", 0))(&parent, 0);
     CUDA_MEM_ALLOC_NODE_PARAMS p = { .poolProps = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
                                                     .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } },
                                      .bytesize = bytes };
@@ -74,6 +79,14 @@ static CUresult graph_make(size_t bytes, int free_in_graph, const char *how, gs_
     if (!rc && free_in_graph)
         rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUdeviceptr))entry(
             "cuGraphAddMemFreeNode", "cuGraphAddMemFreeNode", 0))(&free_node, graph, &alloc_node, 1, p.dptr);
+    if (!rc && parent) {
+        CUgraphNodeParams p_child = { .type = CU_GRAPH_NODE_TYPE_GRAPH,
+                                      .graph = { .graph = graph, .ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE } };
+        CUgraphNode child_node;
+        rc = ((CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraphNodeParams *))entry(
+            NULL, "cuGraphAddNode", 0))(&child_node, parent, NULL, 0, &p_child);
+        graph = parent; /* the graph the commands below act on */
+    }
     if (!rc && !strcmp(how, "v2")) /* the 5-argument ABI "cuGraphInstantiate" names on the driver */
         rc = ((CUresult(*)(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t))entry(
             "cuGraphInstantiate", "cuGraphInstantiate_v2", 0))(&exec, graph, NULL, NULL, 0);
@@ -239,7 +252,8 @@ int gs_client_paths(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         *rc = f ? f(&a, &d) : CUDA_ERROR_NOT_FOUND;
         if (!*rc)
             *rc = ((CUresult(*)(CUarray))entry("cuArrayDestroy", "cuArrayDestroy", 0))(a);
-    } else if (!strcmp(c, "galloc")) { /* galloc <bytes> [free|keep] [flags|v2]: one allocation node, instantiated */
+    } else if (!strcmp(c, "galloc")) { /* galloc <bytes> [free|keep] [flags|v2|child]: one allocation node,
+                                       * instantiated (child: in a child graph moved into the one instantiated) */
         *rc = graph_make((size_t)n, argc > 2 && !strcmp(argv[2], "free"), argc > 3 ? argv[3] : "flags", entry);
         printf("dptr=%llu ", (unsigned long long)graph_ptr);
     } else if (!strcmp(c, "glaunch")) {

@@ -37,8 +37,11 @@ def test_legacy_array_is_limited(world):
     c.close()
 
 
-@pytest.mark.parametrize("abi", ["flags", "v2"])
+@pytest.mark.parametrize("abi", ["flags", "v2", "child"])
 def test_graph_allocation_past_the_limit_is_refused(world, abi):
+    """child: the allocation node is in a child graph moved into the one
+    instantiated (CUDA 12.9), which only the top graph's nodes were read for:
+    its memory went uncharged."""
     w = world(limit="1GiB")
     c = w.client()
     c.ok("init")
@@ -68,6 +71,22 @@ def test_graph_allocation_charged_until_its_graph_goes(world):
     c.ok("gexecdestroy")
     assert w.usage()[0] == CTX                    # released exactly...
     assert w.gpu_used() == gpu0                   # ...and the graph pool trimmed
+    c.ok("gdestroy")
+    c.close()
+
+
+def test_a_child_graphs_allocation_is_charged_with_its_parent(world):
+    w = world(limit="1GiB")
+    c = w.client()
+    c.ok("init")
+    gpu0 = w.gpu_used()
+    c.ok(f"galloc {512 * MiB} free child")
+    assert w.usage()[0] == CTX + 512 * MiB
+    c.ok("glaunch")
+    assert w.gpu_used() == gpu0 + 512 * MiB
+    c.ok("gexecdestroy")
+    assert w.usage()[0] == CTX
+    assert w.gpu_used() == gpu0
     c.ok("gdestroy")
     c.close()
 

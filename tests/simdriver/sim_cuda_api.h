@@ -182,6 +182,9 @@ SIM_API cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const C
 SIM_API cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
                               size_t numDependencies, CUdeviceptr dptr);
 SIM_API cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes);
+SIM_API cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                       size_t numDependencies, CUgraphNodeParams *nodeParams);
+SIM_API cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph);
 SIM_API cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type);
 SIM_API cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out);
 SIM_API cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out);

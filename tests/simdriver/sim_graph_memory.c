@@ -11,7 +11,10 @@
  *   allocation uses;
  * - an allocation the graph does not free stays live after the launch until
  *   cuMemFree/cuMemFreeAsync; launching again while it is live fails, and
- *   cuMemGetAddressRange resolves it while it is live.
+ *   cuMemGetAddressRange resolves it while it is live;
+ * - a graph moved into a parent as a child graph node (cuGraphAddNode,
+ *   ownership MOVE; CUDA 12.9) keeps its memory nodes, which the parent's
+ *   launches back; it is no longer instantiated or destroyed on its own.
  * Graphs and nodes are process-local, guarded by the state lock; the
  * physical memory is a SIM_KIND_GRAPH_PHYS allocation in the shared state.
  * The sim's other graphs (capture, gpusliceSimGraphCreate) have no nodes here.
@@ -31,12 +34,14 @@ struct gm_node {
     int freed_in_graph; /* alloc: a free node of this graph frees it */
     int live;           /* alloc: launched and not freed yet */
     uint64_t phys;      /* alloc: id of its GRAPH_PHYS backing, 0 if none */
+    int child;          /* graph: the slot of the child graph moved into it */
 };
 
 struct gm_graph {
     int in_use;
     int destroyed; /* the graph is gone; its nodes remain while they hold memory */
     int has_exec;
+    int moved; /* a child graph node's now: its parent owns it */
     int n;
     struct gm_node nodes[GM_NODES];
 };
@@ -52,6 +57,25 @@ static struct gm_graph *graph_of(CUgraph g)
         return NULL;
     struct gm_graph *gr = (struct gm_graph *)(void *)g;
     return gr->in_use && !gr->destroyed ? gr : NULL;
+}
+
+/* The child graphs a launch of g goes into, nested at most this deep. */
+#define GM_NEST 4
+
+/* Calls fn on every allocation node of g and of the children moved into it;
+ * stops at the first non-zero answer and returns it. */
+static int each_alloc(struct gm_graph *g, int depth, int (*fn)(struct gm_node *, void *), void *arg)
+{
+    for (int i = 0; i < g->n; i++) {
+        struct gm_node *n = &g->nodes[i];
+        int r = n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC ? fn(n, arg)
+                : n->type == CU_GRAPH_NODE_TYPE_GRAPH && depth < GM_NEST
+                    ? each_alloc(&graphs[n->child], depth + 1, fn, arg)
+                    : 0;
+        if (r)
+            return r;
+    }
+    return 0;
 }
 
 static struct gm_graph *exec_graph(CUgraphExec e)
@@ -221,6 +245,63 @@ SIM_API cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CU
     return rc;
 }
 
+/* Whether inner is outer or is nested in it. */
+static int holds(const struct gm_graph *outer, const struct gm_graph *inner, int depth)
+{
+    if (outer == inner)
+        return 1;
+    for (int i = 0; i < outer->n && depth < GM_NEST; i++)
+        if (outer->nodes[i].type == CU_GRAPH_NODE_TYPE_GRAPH && holds(&graphs[outer->nodes[i].child], inner, depth + 1))
+            return 1;
+    return 0;
+}
+
+/* The sim's subset of the tagged-union API: a child graph moved into its
+ * parent, memory nodes and all (CUDA 12.9). */
+SIM_API cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                       size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+    (void)dependencies;
+    (void)numDependencies;
+    if (!phGraphNode || !nodeParams)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (nodeParams->type != CU_GRAPH_NODE_TYPE_GRAPH ||
+        nodeParams->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct gm_graph *parent = graph_of(hGraph), *child = graph_of(nodeParams->graph.graph);
+    if (!parent || !child || child->moved || child->has_exec || holds(child, parent, 0)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        rc = add_node(parent, (struct gm_node){ .type = CU_GRAPH_NODE_TYPE_GRAPH, .child = (int)(child - graphs) },
+                      phGraphNode);
+        if (rc == CUDA_SUCCESS)
+            child->moved = 1;
+    }
+    sim_leave(&c);
+    return rc;
+}
+
+SIM_API cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
+{
+    if (!phGraph)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    const struct gm_node *n = node_of(hNode);
+    if (n && n->type == CU_GRAPH_NODE_TYPE_GRAPH)
+        *phGraph = (CUgraph)(void *)&graphs[n->child];
+    else
+        rc = CUDA_ERROR_INVALID_VALUE;
+    sim_leave(&c);
+    return rc;
+}
+
 SIM_API cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
 {
     if (!hGraph || !numNodes)
@@ -300,7 +381,7 @@ CUresult sim_graph_mem_instantiate(CUgraphExec *out, CUgraph hGraph)
     if (rc != CUDA_SUCCESS)
         return rc;
     struct gm_graph *g = graph_of(hGraph);
-    if (!g || g->has_exec) { /* one executable graph at a time */
+    if (!g || g->has_exec || g->moved) { /* one executable graph at a time, of a graph of its own */
         rc = CUDA_ERROR_INVALID_VALUE;
     } else {
         g->has_exec = 1;
@@ -327,6 +408,33 @@ SIM_API cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphN
     return cuGraphInstantiate(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
 
+static int still_live(struct gm_node *n, void *arg)
+{
+    (void)arg;
+    return n->live;
+}
+
+/* Backs n with physical memory unless it still is: a CUresult. */
+static int back(struct gm_node *n, void *arg)
+{
+    struct sim_alloc *phys = NULL;
+    if (n->phys)
+        return CUDA_SUCCESS;
+    CUresult rc = sim_alloc_new(arg, -1, n->dev, SIM_KIND_GRAPH_PHYS, n->bytes, 0, 0, &phys);
+    if (rc == CUDA_SUCCESS) {
+        phys->va = n->dptr;
+        n->phys = phys->id;
+    }
+    return (int)rc;
+}
+
+static int make_live(struct gm_node *n, void *arg)
+{
+    (void)arg;
+    n->live = !n->freed_in_graph;
+    return 0;
+}
+
 int sim_graph_mem_launch(CUgraphExec e, CUresult *rc)
 {
     struct sim_call c;
@@ -337,24 +445,10 @@ int sim_graph_mem_launch(CUgraphExec e, CUresult *rc)
         sim_leave(&c);
         return 0;
     }
-    *rc = CUDA_SUCCESS;
-    for (int i = 0; i < g->n; i++)
-        if (g->nodes[i].type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && g->nodes[i].live)
-            *rc = CUDA_ERROR_INVALID_VALUE; /* last launch's allocation not freed yet */
-    for (int i = 0; *rc == CUDA_SUCCESS && i < g->n; i++) {
-        struct gm_node *n = &g->nodes[i];
-        if (n->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC || n->phys)
-            continue;
-        struct sim_alloc *phys = NULL;
-        *rc = sim_alloc_new(&c, -1, n->dev, SIM_KIND_GRAPH_PHYS, n->bytes, 0, 0, &phys);
-        if (*rc == CUDA_SUCCESS) {
-            phys->va = n->dptr;
-            n->phys = phys->id;
-        }
-    }
-    for (int i = 0; *rc == CUDA_SUCCESS && i < g->n; i++)
-        if (g->nodes[i].type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
-            g->nodes[i].live = !g->nodes[i].freed_in_graph;
+    *rc = each_alloc(g, 0, still_live, NULL) ? CUDA_ERROR_INVALID_VALUE /* last launch's not freed yet */
+                                             : (CUresult)each_alloc(g, 0, back, &c);
+    if (*rc == CUDA_SUCCESS)
+        each_alloc(g, 0, make_live, NULL);
     sim_leave(&c);
     return 1;
 }
@@ -375,6 +469,16 @@ SIM_API cuGraphExecDestroy(CUgraphExec hGraphExec)
     return hGraphExec ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* g and the children moved into it. */
+static void destroy_graph(struct gm_graph *g, int depth)
+{
+    g->destroyed = 1;
+    for (int i = 0; i < g->n && depth < GM_NEST; i++)
+        if (g->nodes[i].type == CU_GRAPH_NODE_TYPE_GRAPH)
+            destroy_graph(&graphs[g->nodes[i].child], depth + 1);
+    maybe_recycle(g);
+}
+
 SIM_API cuGraphDestroy(CUgraph hGraph)
 {
     struct sim_call c;
@@ -382,10 +486,12 @@ SIM_API cuGraphDestroy(CUgraph hGraph)
     if (rc != CUDA_SUCCESS)
         return rc;
     struct gm_graph *g = graph_of(hGraph);
-    if (g) { /* an executable graph of it lives on; so does live memory */
-        g->destroyed = 1;
-        maybe_recycle(g);
+    if (g && g->moved) { /* its parent owns it now */
+        sim_leave(&c);
+        return CUDA_ERROR_INVALID_VALUE;
     }
+    if (g) /* an executable graph of it lives on; so does live memory */
+        destroy_graph(g, 0);
     sim_leave(&c);
     return hGraph ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }

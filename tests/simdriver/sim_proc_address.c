@@ -133,6 +133,8 @@ static const struct proc_entry k_entries[] = {
     E("cuGraphAddMemAllocNode", 11040, cuGraphAddMemAllocNode),
     E("cuGraphAddMemFreeNode", 11040, cuGraphAddMemFreeNode),
     E("cuGraphGetNodes", 10000, cuGraphGetNodes),
+    E("cuGraphAddNode", 12020, cuGraphAddNode),
+    E("cuGraphChildGraphNodeGetGraph", 10000, cuGraphChildGraphNodeGetGraph),
     E("cuGraphNodeGetType", 10000, cuGraphNodeGetType),
     E("cuGraphMemAllocNodeGetParams", 11040, cuGraphMemAllocNodeGetParams),
     E("cuGraphMemFreeNodeGetParams", 11040, cuGraphMemFreeNodeGetParams),
