@@ -229,10 +229,20 @@ static json_t *assignment_annotations(json_t *cur, int attempt, void *ud, char r
                                       size_t whylen)
 {
     const struct pod_write *w = ud;
-    const char *u = json_string_value(json_object_get(json_object_get(cur, "metadata"), "uid"));
+    json_t *meta = json_object_get(cur, "metadata");
+    const char *u = json_string_value(json_object_get(meta, "uid"));
+    const char *have = json_string_value(json_object_get(json_object_get(meta, "annotations"), GS_ANN_ASSIGNMENT));
     (void)attempt;
     if (!rv[0] || !u || strcmp(u, w->uid) != 0) {
         snprintf(why, whylen, "pod was replaced while binding");
+        return NULL;
+    }
+    /* another replica's bind of the same pod (kube-scheduler retried it
+     * there) recorded its own since we read the pod: overwritten, the pod
+     * went to one node with the other's assignment, or with none once that
+     * bind undid */
+    if (have && strcmp(have, w->text) != 0) {
+        snprintf(why, whylen, "another bind recorded an assignment for this pod meanwhile");
         return NULL;
     }
     return json_pack("{s:s,s:s?}", GS_ANN_ASSIGNMENT, w->text, GS_ANN_ASSIGNMENT_SIG, w->sig);

@@ -212,6 +212,25 @@ def test_a_binding_made_whose_reply_was_lost_is_kept(api, start):
     ext.wait_state(lambda s: sum(m for m, _ in gpu_usage(s, "gpu-a")) == 8192, what="share kept")
 
 
+def test_a_bind_does_not_overwrite_an_assignment_another_bind_recorded_meanwhile(api, start):
+    """kube-scheduler retried a slow bind at the other replica, which
+    recorded its assignment while this one was about to: overwritten, the
+    pod ran on one node with the other node's assignment."""
+    api.put("Node", node_obj("gpu-a"))
+    ext = start()
+    ext.wait_state(lambda s: len(s["nodes"]) == 1)
+    pod = api.put("Pod", pod_obj("p", 1, 8192, 30))
+    theirs = json.dumps({"v": 1, "node": "gpu-b", "gpus": [], "replicas": []})
+    api.race_pod_patch = {"gpuslice.io/assignment": theirs}
+    res = ext.post("bind", bind_args(pod, "gpu-a"))[1]
+    assert "another bind recorded an assignment for this pod" in res["Error"], res
+    got = api.get("Pod", "p", "default")
+    assert got["metadata"]["annotations"]["gpuslice.io/assignment"] == theirs
+    assert "nodeName" not in got["spec"]
+    claims = json.loads(api.get("Node", "gpu-a")["metadata"]["annotations"]["gpuslice.io/claims"])
+    assert claims == {"v": 1, "claims": []}
+
+
 def test_malformed_requests_get_clear_errors(api, start):
     api.put("Node", node_obj("gpu-a"))
     ext = start()

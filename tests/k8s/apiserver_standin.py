@@ -63,6 +63,7 @@ class ApiServerStandIn:
         self.fail_next = []  # HTTP statuses to answer the next requests with
         self.garbage_next = 0  # next N GETs answer a body that is not JSON
         self.touch_before_patch = 0  # next N conditional patches race a real writer
+        self.race_pod_patch = None  # annotations another writer puts on the next patched Pod first
         self.conflicts = 0
         self.close_watches = False  # watches end at once, with no event
         self.bodies = []  # (method, path, raw body) of every PATCH and POST
@@ -219,6 +220,11 @@ class ApiServerStandIn:
             except ValueError:
                 return self._send(h, 400, status(400, "BadRequest", "patch is not JSON"))
             want = (patch.get("metadata") or {}).get("resourceVersion") if isinstance(patch, dict) else None
+            if want is not None and kind == "Pod" and self.race_pod_patch:
+                # Another writer (a second extender replica) annotates the pod first.
+                o["metadata"].setdefault("annotations", {}).update(self.race_pod_patch)
+                self.race_pod_patch = None
+                self._bump(kind, o, "MODIFIED")
             if want is not None and self.touch_before_patch > 0:
                 # A real concurrent writer changes the object first.
                 self.touch_before_patch -= 1
