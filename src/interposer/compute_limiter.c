@@ -521,31 +521,43 @@ static struct tdev *thread_devs(void)
     return td;
 }
 
-int gs_compute_before(CUstream s, int graph)
+/* The calling thread's state on the current device (its region device in
+ * *d, the region in *r), set up at its first use there: NULL where no limit
+ * applies or a capture is open, and with *refused set where the limiter has
+ * no memory for the thread. */
+static struct tdev *current_tdev(struct gs_region **r, int *d, int *refused)
 {
+    *refused = 0;
     if (__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) == GS_COMPUTE_UNKNOWN)
         decide();
     if (__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) != GS_COMPUTE_ON)
-        return -1;
+        return NULL;
+    if (GS_UNLIKELY(gs_compute_capturing()))
+        return NULL; /* see gs_compute_capture_begun: hands off while any capture is open */
+    CUdevice ord = -1;
+    *d = gs_rt_dev_current(&ord);
+    if (*d < 0 || *d >= GS_REGION_MAX_DEVICES || !(*r = gs_rt_region()))
+        return NULL;
+    struct tdev *td = thread_devs();
+    if (GS_UNLIKELY(!td)) {
+        *refused = 1;
+        return NULL;
+    }
+    struct tdev *t = &td[*d];
+    if (GS_UNLIKELY(t->limited < 0 || t->gen != __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1))
+        setup(t, *r, *d, ord);
+    return t->limited ? t : NULL;
+}
+
+int gs_compute_before(CUstream s, int graph)
+{
     /* one launch in 64 times the gate's fast path, for the cost report */
     uint64_t timed = GS_UNLIKELY((++t_gate_tick & 63) == 0) ? gs_compute_now() : 0;
-    if (GS_UNLIKELY(gs_compute_capturing()))
-        return -1; /* see gs_compute_capture_begun: hands off while any capture is open */
-    CUdevice ord = -1;
-    int d = gs_rt_dev_current(&ord);
-    if (d < 0 || d >= GS_REGION_MAX_DEVICES)
-        return -1;
-    struct gs_region *r = gs_rt_region();
-    if (!r)
-        return -1;
-    struct tdev *td = thread_devs();
-    if (GS_UNLIKELY(!td))
-        return GS_COMPUTE_REFUSED;
-    struct tdev *t = &td[d];
-    if (GS_UNLIKELY(t->limited < 0 || t->gen != __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1))
-        setup(t, r, d, ord);
-    if (!t->limited)
-        return -1;
+    struct gs_region *r = NULL;
+    int d = -1, refused;
+    struct tdev *t = current_tdev(&r, &d, &refused);
+    if (!t)
+        return refused ? GS_COMPUTE_REFUSED : -1;
     struct gs_lim_account *a = &r->dev[d].lim;
     if (gs_lim_unthrottled(a)) {
         /* share mode with the GPU to ourselves, or a cap running free: keep
@@ -707,23 +719,13 @@ int gs_compute_before(CUstream s, int graph)
 
 void gs_compute_collective_hold(void)
 {
-    if (__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) == GS_COMPUTE_UNKNOWN)
-        decide();
-    if (__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) != GS_COMPUTE_ON || gs_compute_capturing())
-        return;
-    CUdevice ord = -1;
-    int d = gs_rt_dev_current(&ord);
-    struct gs_region *r = d >= 0 && d < GS_REGION_MAX_DEVICES ? gs_rt_region() : NULL;
-    struct tdev *td = r ? thread_devs() : NULL;
-    if (!td)
-        return;
-    struct tdev *t = &td[d];
-    if (GS_UNLIKELY(t->limited < 0 || t->gen != __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1))
-        setup(t, r, d, ord);
-    if (!t->limited)
+    struct gs_region *r = NULL;
+    int d = -1, refused;
+    /* the collectives measured so far were charged at the last launch's
+     * bracket (gs_compute_collective_before harvests them) */
+    if (!current_tdev(&r, &d, &refused))
         return;
     struct gs_lim_account *a = &r->dev[d].lim;
-    gs_compute_collective_harvest(d); /* the collectives measured since are charged first */
     for (;;) {
         uint64_t now = gs_compute_now();
         gs_lim_refill(a, now, 1);
