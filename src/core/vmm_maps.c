@@ -88,6 +88,15 @@ static void live_remove(const struct handle_entry *h)
     t.nlive--;
 }
 
+/* Puts h among the live entries, in handle order (room made already). */
+static void live_insert(struct handle_entry *h)
+{
+    uint32_t i = live_lower_bound(h->handle);
+    memmove(&t.live[i + 1], &t.live[i], (size_t)(t.nlive - i) * sizeof t.live[0]);
+    t.live[i] = h;
+    t.nlive++;
+}
+
 /* The live entry of handle, made from the spare if it has none. */
 static struct handle_entry *live_get(uint64_t handle)
 {
@@ -98,10 +107,7 @@ static struct handle_entry *live_get(uint64_t handle)
     t.spare = NULL;
     memset(h, 0, sizeof *h);
     h->handle = handle;
-    uint32_t i = live_lower_bound(handle);
-    memmove(&t.live[i + 1], &t.live[i], (size_t)(t.nlive - i) * sizeof t.live[0]);
-    t.live[i] = h;
-    t.nlive++;
+    live_insert(h);
     t.nhandles++;
     return h;
 }
@@ -154,10 +160,7 @@ int gs_vmm_handle_revived(uint64_t va, uint64_t handle, struct gs_vmm_settle *se
         return 0;
     if (grow((void **)&t.live, &t.cap_live, t.nlive + 1, sizeof t.live[0]) != 0)
         return -1;
-    uint32_t at = live_lower_bound(handle);
-    memmove(&t.live[at + 1], &t.live[at], (size_t)(t.nlive - at) * sizeof t.live[0]);
-    t.live[at] = h;
-    t.nlive++;
+    live_insert(h);
     h->released = 0;
     *settle = h->settle;
     return 1;

@@ -54,15 +54,8 @@ void gs_charge_commit(struct gs_charge *c, CUresult rc, enum gs_alloc_kind kind,
 
 void gs_charge_release(enum gs_alloc_kind kind, uint64_t handle)
 {
-    if (gs_mode() == GS_MODE_PASSTHROUGH)
-        return;
     struct gs_alloc_rec rec;
-    if (gs_alloc_take(kind, handle, &rec) != 0) {
-        gs_log(GS_LOG_DEBUG, "free of untracked handle 0x%llx (kind %d): nothing was charged",
-               (unsigned long long)handle, (int)kind);
-        return;
-    }
-    gs_charge_release_rec(&rec);
+    gs_charge_free_end(kind, handle, &rec, gs_charge_free_begin(kind, handle, &rec), CUDA_SUCCESS);
 }
 
 void gs_charge_release_rec(const struct gs_alloc_rec *rec)
@@ -81,7 +74,7 @@ void gs_charge_free_end(enum gs_alloc_kind kind, uint64_t handle, const struct g
                         CUresult rc)
 {
     if (!taken) {
-        if (rc == CUDA_SUCCESS)
+        if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)
             gs_log(GS_LOG_DEBUG, "free of untracked handle 0x%llx (kind %d): nothing was charged",
                    (unsigned long long)handle, (int)kind);
         return;
