@@ -285,20 +285,28 @@ SIM_API cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNo
     return rc;
 }
 
-SIM_API cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
+/* A copy of node hNode, read under the state lock, if it is of that type. */
+static CUresult read_node(CUgraphNode hNode, CUgraphNodeType type, struct gm_node *out)
 {
-    if (!phGraph)
-        return CUDA_ERROR_INVALID_VALUE;
     struct sim_call c;
     CUresult rc = sim_enter(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
     const struct gm_node *n = node_of(hNode);
-    if (n && n->type == CU_GRAPH_NODE_TYPE_GRAPH)
-        *phGraph = (CUgraph)(void *)&graphs[n->child];
+    if (n && n->type == type)
+        *out = *n;
     else
         rc = CUDA_ERROR_INVALID_VALUE;
     sim_leave(&c);
+    return rc;
+}
+
+SIM_API cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
+{
+    struct gm_node n;
+    CUresult rc = phGraph ? read_node(hNode, CU_GRAPH_NODE_TYPE_GRAPH, &n) : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        *phGraph = (CUgraph)(void *)&graphs[n.child];
     return rc;
 }
 
@@ -336,41 +344,25 @@ SIM_API cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 
 SIM_API cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
 {
-    if (!params_out)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct sim_call c;
-    CUresult rc = sim_enter(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    const struct gm_node *n = node_of(hNode);
-    if (n && n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+    struct gm_node n;
+    CUresult rc = params_out ? read_node(hNode, CU_GRAPH_NODE_TYPE_MEM_ALLOC, &n) : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS) {
         memset(params_out, 0, sizeof *params_out);
         params_out->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
         params_out->poolProps.location =
-            (CUmemLocation){ .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = sim_dev_ordinal(n->dev) };
-        params_out->bytesize = n->bytes;
-        params_out->dptr = n->dptr;
-    } else {
-        rc = CUDA_ERROR_INVALID_VALUE;
+            (CUmemLocation){ .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = sim_dev_ordinal(n.dev) };
+        params_out->bytesize = n.bytes;
+        params_out->dptr = n.dptr;
     }
-    sim_leave(&c);
     return rc;
 }
 
 SIM_API cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
 {
-    if (!dptr_out)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct sim_call c;
-    CUresult rc = sim_enter(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    const struct gm_node *n = node_of(hNode);
-    if (n && n->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
-        *dptr_out = n->dptr;
-    else
-        rc = CUDA_ERROR_INVALID_VALUE;
-    sim_leave(&c);
+    struct gm_node n;
+    CUresult rc = dptr_out ? read_node(hNode, CU_GRAPH_NODE_TYPE_MEM_FREE, &n) : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        *dptr_out = n.dptr;
     return rc;
 }
 
