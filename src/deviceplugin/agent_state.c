@@ -324,13 +324,20 @@ out:
     return rc;
 }
 
+/* Whether the pin under limits_dir names container of pod uid. */
+static int owner_is(const char *limits_dir, const char *uid, const char *container)
+{
+    char path[760], want[400], have[400];
+    snprintf(want, sizeof want, "%s %s\n", uid, container);
+    snprintf(path, sizeof path, "%s/owner", limits_dir);
+    return read_small(path, have, sizeof have) > 0 && strcmp(have, want) == 0;
+}
+
 int gs_agent_pin_check(const struct gs_alloc_dirs *d, const char *uid, const char *container, const char *assignment,
                        int *same_owner)
 {
-    char path[700], want[400], have[400];
-    snprintf(want, sizeof want, "%s %s\n", uid, container);
-    snprintf(path, sizeof path, "%s/owner", d->limits_dir);
-    *same_owner = read_small(path, have, sizeof have) > 0 && strcmp(have, want) == 0;
+    char path[700];
+    *same_owner = owner_is(d->limits_dir, uid, container);
     if (!*same_owner)
         return 0;
     snprintf(path, sizeof path, "%s/assignment", d->limits_dir);
@@ -344,13 +351,9 @@ int gs_agent_pin_check(const struct gs_alloc_dirs *d, const char *uid, const cha
 
 int gs_agent_pinned_to(const char *root, char *const *ids, size_t n, const char *uid, const char *container)
 {
-    char key[32], dir[700], path[760], want[400], have[400];
+    char key[32], dir[700];
     gs_alloc_key(ids, n, key, sizeof key);
-    if (gs_statedir_agent_limits_dir(dir, sizeof dir, root, key) != 0)
-        return 0;
-    snprintf(path, sizeof path, "%s/owner", dir);
-    snprintf(want, sizeof want, "%s %s\n", uid, container);
-    return read_small(path, have, sizeof have) > 0 && strcmp(have, want) == 0;
+    return gs_statedir_agent_limits_dir(dir, sizeof dir, root, key) == 0 && owner_is(dir, uid, container);
 }
 
 int gs_agent_write_limits(const struct gs_alloc_dirs *d, const char *text, const char *uid, const char *container,

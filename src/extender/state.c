@@ -470,8 +470,8 @@ void ext_state_pod_event(struct ext_state *st, const char *type, json_t *pod, ti
      * assignment goes or turns to garbage: only the extender withdraws one,
      * from a pod it failed to bind, and the pod's owner must not shrink
      * the books by deleting it */
-    int bound = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName")) != NULL;
-    int keep = st->sigkey && bound && p && p->src == EXT_ASSIGNED;
+    const char *bound_to = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+    int keep = st->sigkey && bound_to && p && p->src == EXT_ASSIGNED;
     if (!ann) {
         if (keep)
             kube_log(KUBE_LOG_WARN, "pod %s/%s: its %s was removed; still counted as last verified", ns ? ns : "", name,
@@ -503,10 +503,9 @@ void ext_state_pod_event(struct ext_state *st, const char *type, json_t *pod, ti
     /* Only what this extender signed counts: an assignment the pod's owner
      * edited must not inflate (or shrink) the books. A pod already counted
      * keeps being counted as it was. */
-    const char *node_of =
-        a.node[0] ? a.node : json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+    const char *node = a.node[0] ? a.node : bound_to;
     const char *why = NULL;
-    if (st->sigkey && gs_sig_verify(st->sigkey, uid, node_of ? node_of : "", ann,
+    if (st->sigkey && gs_sig_verify(st->sigkey, uid, node ? node : "", ann,
                                     json_string_value(json_object_get(anns, GS_ANN_ASSIGNMENT_SIG)), &why) != 0) {
         kube_log(KUBE_LOG_WARN, "pod %s/%s: the signature of its %s: %s; %s", ns ? ns : "", name, GS_ANN_ASSIGNMENT,
                  why, p && p->src == EXT_ASSIGNED ? "still counted as last verified" : "not counted");
@@ -525,8 +524,6 @@ void ext_state_pod_event(struct ext_state *st, const char *type, json_t *pod, ti
             kube_log(KUBE_LOG_WARN, "pod %s/%s: %s unusable (%s); counted by its assignment", ns ? ns : "", name,
                      GS_ANN_ALLOCATED, err);
     }
-    const char *node =
-        a.node[0] ? a.node : json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
     if (!node || !*node) {
         free(key);
         return;
