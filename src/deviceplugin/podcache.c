@@ -153,6 +153,13 @@ static void upsert_locked(struct gs_podcache *pc, struct gs_pod *p)
     pc->version++;
 }
 
+/* Lock held. The watch has brought the cache up to rv. */
+static void note_applied_locked(struct gs_podcache *pc, unsigned long long rv)
+{
+    if (rv > pc->applied_rv)
+        pc->applied_rv = rv;
+}
+
 static void remove_locked(struct gs_podcache *pc, const char *uid)
 {
     int i = find_uid(pc, uid);
@@ -211,7 +218,21 @@ static int relist(struct gs_podcache *pc, char *rv, size_t rvlen)
         return -1;
     }
     const char *lrv = json_string_value(json_object_get(json_object_get(list, "metadata"), "resourceVersion"));
+    unsigned long long list_rv = lrv ? rv_number(lrv) : 0;
     pthread_mutex_lock(&pc->lock);
+    if (list_rv && pc->applied_rv >= list_rv) {
+        /* Another thread's list or the watch got further while this list
+         * was on its way: installed, it would bring back pods deleted and
+         * annotations changed since (an RPC's re-list on a miss races the
+         * watch thread). */
+        unsigned long long at = pc->applied_rv;
+        pthread_mutex_unlock(&pc->lock);
+        kube_log(KUBE_LOG_INFO, "pod list at %s not installed: the cache is at %llu already", lrv, at);
+        json_decref(list);
+        if (rv)
+            snprintf(rv, rvlen, "%s", lrv);
+        return 0;
+    }
     /* Pods already known keep when they were first seen bound; new ones
      * are numbered in resourceVersion order (a list is in key order). */
     struct gs_pod *old = pc->pods;
@@ -234,14 +255,22 @@ static int relist(struct gs_podcache *pc, char *rv, size_t rvlen)
                 fresh[a].bound_rv = old[b].bound_rv;
                 fresh[a].bound_seq = old[b].bound_seq;
             }
-    for (int b = 0; b < nold; b++)
-        pod_clear(&old[b]);
-    free(old);
     if (fresh)
         qsort(fresh, (size_t)nfresh, sizeof *fresh, cmp_rv);
     for (int a = 0; a < nfresh; a++)
         upsert_locked(pc, &fresh[a]);
     free(fresh);
+    /* A pod written after the list's snapshot (a patch's answer) stays, in
+     * its newer form: the list cannot know it. */
+    for (int b = 0; b < nold; b++) {
+        if (list_rv && rv_number(old[b].rv) > list_rv)
+            upsert_locked(pc, &old[b]);
+        else
+            pod_clear(&old[b]);
+    }
+    free(old);
+    if (list_rv)
+        pc->applied_rv = list_rv;
     pc->version++;
     pc->synced = 1;
     pthread_mutex_unlock(&pc->lock);
@@ -279,14 +308,20 @@ static int on_event(const char *type, json_t *obj, void *ud)
     const char *rv = json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
     if (rv)
         snprintf(w->rv, sizeof w->rv, "%s", rv);
-    if (strcmp(type, "BOOKMARK") == 0)
+    unsigned long long event_rv = rv ? rv_number(rv) : 0;
+    if (strcmp(type, "BOOKMARK") == 0) {
+        pthread_mutex_lock(&pc->lock);
+        note_applied_locked(pc, event_rv);
+        pthread_mutex_unlock(&pc->lock);
         return 0;
+    }
     struct gs_pod p;
     if (pod_from_json(obj, &p) != 0) {
         kube_log(KUBE_LOG_WARN, "pod watch: skipping an object without namespace/name/uid");
         return 0;
     }
     pthread_mutex_lock(&pc->lock);
+    note_applied_locked(pc, event_rv);
     if (strcmp(type, "DELETED") == 0) {
         remove_locked(pc, p.uid);
         pod_clear(&p);

@@ -57,11 +57,17 @@ struct gs_podcache {
     volatile int *stop;
     pthread_t thread;
     int synced; /* a list has completed */
+    /* The newest resourceVersion the cache is known to reflect (the last
+     * list's or watch event's; 0 when none was a decimal number): a list
+     * older than this, answered while the watch went on, is not installed. */
+    unsigned long long applied_rv;
 };
 
 int gs_podcache_start(struct gs_podcache *pc, struct kube_client *kc, const char *node, volatile int *stop);
 void gs_podcache_join(struct gs_podcache *pc);
-/* Lists the node's pods now and replaces the cache. Returns 0 or -1. */
+/* Lists the node's pods now and replaces the cache, unless the watch has
+ * meanwhile taken the cache past the list's resourceVersion (then the list
+ * has nothing the cache lacks). Returns 0 or -1. */
 int gs_podcache_relist(struct gs_podcache *pc);
 /* Upserts a pod object (JSON) into the cache, e.g. after a patch answer. */
 void gs_podcache_upsert_json(struct gs_podcache *pc, json_t *pod);
