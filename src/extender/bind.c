@@ -4,6 +4,7 @@
  * the same node cannot both win), write the pod's assignment, create the
  * Binding. A 409 on the node means someone else changed it: re-read and
  * decide again. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -331,6 +332,15 @@ static int bound_anyway(struct ext_ctx *x, const char *ppath, const char *uid, c
     return bound;
 }
 
+/* The lock of binds to node (FNV-1a of its name). */
+static pthread_mutex_t *node_bind_lock(struct ext_ctx *x, const char *node)
+{
+    uint32_t h = 2166136261u;
+    for (const unsigned char *c = (const unsigned char *)node; *c; c++)
+        h = (h ^ *c) * 16777619u;
+    return &x->bind_mu[h % EXT_BIND_LOCKS];
+}
+
 json_t *ext_bind(struct ext_ctx *x, json_t *args, int *bad)
 {
     *bad = 0;
@@ -351,7 +361,8 @@ json_t *ext_bind(struct ext_ctx *x, json_t *args, int *bad)
     json_t *pod = NULL;
     char err[256];
     json_t *res = NULL;
-    pthread_mutex_lock(&x->bind_mu);
+    pthread_mutex_t *bind_mu = node_bind_lock(x, node);
+    pthread_mutex_lock(bind_mu);
     int s = kube_get_json(x->kc, ppath, &pod, err, sizeof err);
     const char *cur_uid = json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
     if (s != 200) {
@@ -414,7 +425,7 @@ json_t *ext_bind(struct ext_ctx *x, json_t *args, int *bad)
     free(text);
     msg[0] = '\0';
 out:
-    pthread_mutex_unlock(&x->bind_mu);
+    pthread_mutex_unlock(bind_mu);
     json_decref(pod);
     free(ppath);
     res = json_pack("{s:s}", "Error", msg);

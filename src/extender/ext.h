@@ -8,11 +8,16 @@
 #include "kube_client.h"
 #include "state.h"
 
+/* Binds to one node run one at a time in a replica (no self-conflicts on the
+ * node's claims); binds to other nodes go on beside them, as kube-scheduler
+ * binds pods in parallel. Nodes share these locks by a hash of their name. */
+#define EXT_BIND_LOCKS 64
+
 struct ext_ctx {
     struct ext_state st;
-    struct kube_client *kc;  /* NULL: no API server (verbs only; bind refuses) */
-    pthread_mutex_t bind_mu; /* one bind at a time per replica (no self-conflicts) */
-    volatile int ready;      /* first full list applied */
+    struct kube_client *kc; /* NULL: no API server (verbs only; bind refuses) */
+    pthread_mutex_t bind_mu[EXT_BIND_LOCKS];
+    volatile int ready; /* first full list applied */
     volatile int stop;
     pthread_t sync_thread;
     int sync_started;

@@ -255,7 +255,8 @@ int main(int argc, char **argv)
                                  "edit it can inflate the accounting; mount the signing key and pass "
                                  "--assignment-key (the same key as the node agents)");
     }
-    pthread_mutex_init(&x.bind_mu, NULL);
+    for (int i = 0; i < EXT_BIND_LOCKS; i++)
+        pthread_mutex_init(&x.bind_mu[i], NULL);
     char err[512];
     if (!(x.kc = kube_client_new_auto(url, kcfg, err, sizeof err))) {
         fprintf(stderr, "gpuslice-extender: %s\n", err);

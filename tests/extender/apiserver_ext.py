@@ -19,6 +19,7 @@ class ExtApiServerStandIn(ApiServerStandIn):
         self.bindings = []        # (ns, name, node)
         self.fail_bind_next = []  # HTTP statuses for the next bindings
         self.lose_bind_reply_next = []  # statuses for the next bindings, made all the same (a lost reply)
+        self.hold_bind = {}  # node name -> threading.Event: bindings to it wait for the event (a slow API server)
         srv = self
         self.httpd.RequestHandlerClass.do_POST = lambda h: srv._handle(h, "POST")
 
@@ -48,6 +49,9 @@ class ExtApiServerStandIn(ApiServerStandIn):
             b = json.loads(body)
         except ValueError:
             return self._send(h, 400, status(400, "BadRequest", "binding is not JSON"))
+        held = self.hold_bind.get(((b.get("target") or {}).get("name")))
+        if held is not None:
+            held.wait(30)
         with self.lock:
             if self.fail_bind_next:
                 code = self.fail_bind_next.pop(0)

@@ -3,6 +3,8 @@ HostPriorityList / ExtenderBindingArgs / ExtenderBindingResult, field for
 field as kube-scheduler's extender v1 types serialise: Go field names)."""
 import json
 import random
+import threading
+import time
 
 from conftest import args_names, args_nodes, bind_args, gpu_usage, node_obj, pod_obj
 
@@ -229,6 +231,34 @@ def test_a_bind_does_not_overwrite_an_assignment_another_bind_recorded_meanwhile
     assert "nodeName" not in got["spec"]
     claims = json.loads(api.get("Node", "gpu-a")["metadata"]["annotations"]["gpuslice.io/claims"])
     assert claims == {"v": 1, "claims": []}
+
+
+def test_a_slow_bind_to_one_node_does_not_hold_binds_to_others(api, start):
+    """kube-scheduler binds pods in parallel: one bind the API server is
+    slow to answer held every other bind of the replica behind it."""
+    api.put("Node", node_obj("gpu-a"))
+    api.put("Node", node_obj("gpu-b"))
+    ext = start()
+    ext.wait_state(lambda s: len(s["nodes"]) == 2)
+    slow = api.put("Pod", pod_obj("slow", 1, 8192, 30))
+    fast = api.put("Pod", pod_obj("fast", 1, 8192, 30))
+    api.hold_bind["gpu-a"] = threading.Event()
+    results = {}
+    t = threading.Thread(target=lambda: results.update(slow=ext.post("bind", bind_args(slow, "gpu-a"))[1]))
+    t.start()
+    try:
+        end = time.time() + 15
+        while not any(m == "POST" and p.endswith("/pods/slow/binding") for m, p in list(api.requests)):
+            assert time.time() < end, "the slow bind never reached its Binding"
+            time.sleep(0.02)
+        res = ext.post("bind", bind_args(fast, "gpu-b"))[1]
+        assert res == {"Error": ""}, res
+        assert api.get("Pod", "fast", "default")["spec"]["nodeName"] == "gpu-b"
+        assert "slow" not in results
+    finally:
+        api.hold_bind["gpu-a"].set()
+        t.join(30)
+    assert results["slow"] == {"Error": ""}, results
 
 
 def test_malformed_requests_get_clear_errors(api, start):
