@@ -41,6 +41,10 @@ const char *gs_cli_drop_prefix(const char *msg);
  * nothing was removed), or -1 with the reason in err. */
 int gs_cli_remove_unused_region(const char *path, int *live, char *err, size_t errlen);
 
+/* Removes the regions of private runs (run-<pid>) under dir that no live
+ * process holds: a run killed by SIGKILL cannot remove its own. */
+void gs_cli_sweep_private_regions(const char *dir);
+
 /* The state directory command cmd uses, into out: given (--state-dir), else
  * gs_statedir_default's; made absolute, without '.' parts or trailing
  * slashes, the directories above it resolved, so that later opens by name

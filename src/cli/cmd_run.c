@@ -375,6 +375,8 @@ static int region_path(struct run_opts *o, char *auto_name, size_t auto_len, cha
         snprintf(auto_name, auto_len, "run-%d", (int)getpid());
         o->name = auto_name;
     }
+    if (o->name == auto_name)
+        gs_cli_sweep_private_regions(dir);
     if (gs_statedir_region_path(region, len, dir, o->name) != 0) {
         fprintf(stderr, "gpuslice run: --name '%s' makes a path too long under %s\n", o->name, dir);
         return GS_EXIT_USAGE;

@@ -4,7 +4,9 @@
 #include "cli.h"
 #include "ofdlock.h"
 #include "region.h"
+#include "statedir.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,4 +43,29 @@ int gs_cli_remove_unused_region(const char *path, int *live_out, char *err, size
     if (live_out)
         *live_out = live;
     return rc;
+}
+
+/* A private run's name: run-<digits>. */
+static int private_name(const char *key)
+{
+    if (strncmp(key, "run-", 4) != 0 || !key[4])
+        return 0;
+    for (const char *c = key + 4; *c; c++)
+        if (!isdigit((unsigned char)*c))
+            return 0;
+    return 1;
+}
+
+static int sweep_one(const char *path, const char *key, void *arg)
+{
+    (void)arg;
+    char err[512];
+    if (private_name(key) && gs_cli_remove_unused_region(path, NULL, err, sizeof err) != 0)
+        fprintf(stderr, "gpuslice run: note: a stale private region stays: %s\n", err);
+    return 0;
+}
+
+void gs_cli_sweep_private_regions(const char *dir)
+{
+    (void)gs_statedir_each_region(dir, sweep_one, NULL);
 }

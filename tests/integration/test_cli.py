@@ -226,3 +226,27 @@ def test_top_shows_a_named_runs_memory_limit_before_its_first_gpu_use(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_killed_private_runs_state_is_swept_by_the_next_private_run(tmp_path):
+    """SIGKILL cannot be forwarded: a private run killed so left its
+    run-<pid>.region behind, for good; one whose name a later run with the
+    same pid took was joined, stale limits and all."""
+    w = World(tmp_path)
+    holder = holding(w, ["-m", "1GiB"], 64 * MiB)
+    left = os.listdir(tmp_path / "state")
+    assert left == [f"run-{holder.pid}.region"], left
+    with open(f"/proc/{holder.pid}/task/{holder.pid}/children") as f:
+        (command,) = [int(c) for c in f.read().split()]
+    holder.kill()
+    holder.wait()
+    deadline = time.time() + 30
+    while alive(command):  # it gets SIGTERM as its parent dies
+        assert time.time() < deadline, "the killed run's command outlived it"
+        time.sleep(0.05)
+    assert os.listdir(tmp_path / "state") == left
+    # A named container's region is not a private run's: kept.
+    assert run(w, ["run", "-m", "1GiB", "-n", "team-a", "--", "true"]).returncode == 0
+    r = run(w, ["run", "-m", "1GiB", "--", "true"])
+    assert r.returncode == 0, r.stderr
+    assert sorted(os.listdir(tmp_path / "state")) == ["team-a.region"]
