@@ -294,7 +294,7 @@ int gs_region_attach(struct gs_region *r, int fd)
     return slot;
 }
 
-void gs_region_detach(struct gs_region *r, int fd, int slot)
+void gs_region_detach(struct gs_region *r, int slot)
 {
     if (slot < 0 || slot >= GS_REGION_MAX_PROCS || gs_region_lock(r) != 0)
         return;
@@ -308,7 +308,6 @@ void gs_region_detach(struct gs_region *r, int fd, int slot)
     }
     memset(p, 0, sizeof *p);
     gs_region_unlock(r);
-    gs_ofd_unlock_byte(fd, gs_region_slot_byte(slot));
 }
 
 static int fits(const struct gs_region_device *dv, uint64_t bytes)

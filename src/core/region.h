@@ -78,8 +78,11 @@ void gs_region_set_sm_limit(struct gs_region *r, int dev, uint32_t pct);
  * inherited across fork: the parent shares it). Returns the slot index or
  * -1 if every slot is held by a live process. */
 int gs_region_attach(struct gs_region *r, int fd);
-/* Releases everything the slot holds, frees it and unlocks its byte. */
-void gs_region_detach(struct gs_region *r, int fd, int slot);
+/* Releases everything the slot holds and frees it. Its byte stays locked
+ * until the process's descriptor closes, at its exit: a free the process
+ * still makes (code finalized after the interposer's) then finds the slot
+ * empty, never another process's that took it meanwhile. */
+void gs_region_detach(struct gs_region *r, int slot);
 
 /* Reserves bytes on device dev for slot before the real allocation is made,
  * so that concurrent processes can never overshoot the limit together; fd

@@ -24,6 +24,7 @@ static struct gs_region *region;
 static int region_fd = -1;
 static struct stat region_id; /* the file region maps, to reopen only that one */
 static int slot = -1;
+static int finished; /* setup_lock: the slot was handed back at exit */
 static int dev_map[GS_MAX_DEVICES];
 static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
 static int broken_reported;
@@ -83,6 +84,7 @@ void gs_rt_fork_child(void)
         close(region_fd);
     region_fd = -1;
     slot = -1;
+    finished = 0;
     __atomic_add_fetch(&gs_rt_fork_generation, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&setup_lock);
 }
@@ -126,9 +128,16 @@ __attribute__((constructor)) static void runtime_init(void)
 
 __attribute__((destructor)) static void runtime_fini(void)
 {
-    /* Hand our usage back now rather than waiting for a reclaim scan. */
-    if (region && slot >= 0)
-        gs_region_detach(region, region_fd, slot);
+    /* Hand our usage back now rather than waiting for a reclaim scan. A
+     * later allocation finds no slot (refused: it could not be handed
+     * back); a later free finds its slot empty (gs_region_detach). */
+    pthread_mutex_lock(&setup_lock);
+    int s = slot;
+    finished = 1;
+    __atomic_store_n(&slot, -1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&setup_lock);
+    if (region && s >= 0)
+        gs_region_detach(region, s);
 }
 
 struct gs_region *gs_rt_region(void)
@@ -196,7 +205,7 @@ int gs_rt_slot(void)
     if (!r)
         return -1;
     pthread_mutex_lock(&setup_lock);
-    if (slot < 0) {
+    if (slot < 0 && !finished) {
         if (region_fd < 0)
             region_fd = reopen_own_fd();
         s = region_fd < 0 ? -1 : gs_region_attach(r, region_fd);

@@ -359,6 +359,16 @@ static CUresult run(char *line)
         fflush(stdout);
         for (;;)
             pause();
+    } else if (!strcmp(c, "latefree")) {
+        /* hands every cuMemAlloc'd block to late_free.c's library, which
+         * frees them after the interposer's destructor has run */
+        void (*give)(CUdeviceptr) = (void (*)(CUdeviceptr))dlsym(RTLD_DEFAULT, "gs_late_free_keep");
+        rc = give ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+        for (int i = 0; give && i < nheld; i++)
+            if (held[i].kind == K_PTR) {
+                give(held[i].handle);
+                held[i--] = held[--nheld];
+            }
     } else if (!strcmp(c, "exit")) {
         exit(0);
     } else if (gs_client_compute(argc, argv, &rc, entry_any)) {

@@ -237,3 +237,36 @@ def test_a_created_context_past_the_limit_is_refused(world):
     assert (r["count"], r["failed_rc"]) == (0, OOM)
     assert w.usage()[0] == 768 * MiB
     c.close()
+
+
+# ---- frees after the process's slot went to another process ----
+
+def test_frees_after_the_interposers_destructor_leave_the_slots_next_holder_charged(world):
+    """A tenant's code that runs after the interposer's destructor (a
+    library preloaded after it, say) freed memory charged to a region slot
+    the interposer had handed back, by then another process's: 512 MiB
+    taken off its charge, which then allocated past the limit."""
+    import os
+    import time
+    lib = os.path.join(os.environ["GS_BUILD_DIR"], "tests/integration/libgs_late_free.so")
+    w = world(limit="1GiB", ctx_overhead="0")
+    go = str(w.tmp / "go")
+    a = w.client(env={"LD_PRELOAD": w.env["LD_PRELOAD"] + ":" + lib, "GS_LATE_FREE_GO": go})
+    a.ok("init")
+    a.ok(f"alloc {512 * MiB}")
+    a.ok("latefree")
+    a.p.stdin.close()  # the client exits; its late free waits for go
+    deadline = time.time() + 30
+    while not os.path.exists(go + ".waiting"):
+        assert time.time() < deadline and a.p.poll() is None, a.p.stderr.read()
+        time.sleep(0.01)
+    b = w.client()
+    b.ok("init")
+    b.ok(f"alloc {512 * MiB}")                  # in the slot a held
+    assert w.usage()[0] == 512 * MiB
+    open(go, "w").close()
+    a.p.wait(timeout=30)
+    assert "late free rc=0" in a.p.stderr.read()
+    assert w.usage()[0] == 512 * MiB            # b's charge stays b's
+    assert b.cmd(f"alloc {600 * MiB}")["rc"] == OOM
+    b.close()
