@@ -109,6 +109,8 @@ SIM_API cuEventRecord(CUevent hEvent, CUstream hStream);
 SIM_API cuEventSynchronize(CUevent hEvent);
 SIM_API cuEventQuery(CUevent hEvent);
 SIM_API cuStreamQuery(CUstream hStream);
+SIM_API cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, uint32_t value, unsigned int flags);
+SIM_API cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, uint32_t value, unsigned int flags);
 /* Sim only: an executable graph of count launches of f. */
 SIM_API gpusliceSimGraphCreate(CUgraphExec *out, CUfunction f, unsigned int count);
 /* Sim only: the same, gap_us of idle device time between consecutive launches. */

@@ -5,7 +5,9 @@
  * "wave_us:N" for N microseconds per wave of SIM_SMS blocks;
  * "ncclDevKernel_AllReduce_sim:N:R:G" is a collective of group G among R
  * processes that waits on the device for its peers, then runs N microseconds
- * (sim_timeline.h); any other name takes no time. Launches go onto the device
+ * (sim_timeline.h); any other name takes no time. cuStreamWaitValue32 holds
+ * back what is queued after it until host memory holds the value (see
+ * host_waits_hold). Launches go onto the device
  * timeline (sim_timeline.c): they return at once and the work completes
  * later, time-sliced with other processes' work. Events complete when the work before them has; their
  * timestamps are the timeline's. Synchronisation really waits.
@@ -162,6 +164,54 @@ static CUresult submit(uint64_t ns, const struct sim_func *coll)
     return submit_launch(&sub);
 }
 
+/* Waits for host memory (cuStreamWaitValue32), process-local as that
+ * memory is. The sim takes the address for a host one, as a mapped pinned
+ * allocation's device pointer is under unified addressing. What was queued
+ * after a wait (past `at` of the process's work on dev) completes, as the
+ * host sees it -- events, queries, synchronisation -- only once the value
+ * holds; the timeline runs on meanwhile (a simplification: the device is
+ * not held, and events behind the wait keep the timeline's stamps). */
+#define MAX_HOST_WAITS 64
+struct host_wait {
+    int dev;
+    uint64_t at;
+    const volatile uint32_t *addr;
+    uint32_t value;
+    unsigned cmp; /* CU_STREAM_WAIT_VALUE_GEQ 0, EQ 1, AND 2, NOR 3 */
+};
+static struct host_wait g_host_waits[MAX_HOST_WAITS];
+static int g_nhost_waits;
+
+static int host_value_holds(const struct host_wait *h)
+{
+    uint32_t v = *h->addr;
+    switch (h->cmp) {
+    case 0: return (int32_t)(v - h->value) >= 0; /* GEQ, cyclic as the driver's */
+    case 1: return v == h->value;
+    case 2: return (v & h->value) != 0;
+    default: return ~(v | h->value) != 0;
+    }
+}
+
+/* Whether a wait on dev before target still holds that work back; a wait
+ * whose value held is passed for good, as on the device. */
+static int host_waits_hold(int dev, uint64_t target)
+{
+    int held = 0;
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < g_nhost_waits;) {
+        struct host_wait *h = &g_host_waits[i];
+        if (h->dev == dev && h->at < target && host_value_holds(h)) {
+            *h = g_host_waits[--g_nhost_waits];
+            continue;
+        }
+        held |= h->dev == dev && h->at < target;
+        i++;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return held;
+}
+
 /* The process's submitted work on the current device; for_event: an event
  * recorded now, which may itself wait for the process's slice
  * (sim_tl_event_mark). */
@@ -182,6 +232,8 @@ static CUresult work_mark(int *dev, uint64_t *target, int *done, int for_event)
     *target = for_event ? sim_tl_event_mark(c.st, c.proc, *dev, now) : w->submitted;
     *done = w->done >= w->submitted;
     sim_leave(&c);
+    if (*done)
+        *done = !host_waits_hold(*dev, *target);
     return CUDA_SUCCESS;
 }
 
@@ -201,6 +253,8 @@ static CUresult work_poll(int dev, uint64_t target, int *done, uint64_t *when, u
     if (!*done && eta)
         *eta = sim_tl_eta(c.st, dev, target - w->done);
     sim_leave(&c);
+    if (*done)
+        *done = !host_waits_hold(dev, target);
     return CUDA_SUCCESS;
 }
 
@@ -324,6 +378,44 @@ SIM_API cuStreamQuery(CUstream hStream)
     uint64_t target;
     rc = work_mark(&dev, &target, &done, 0);
     return rc != CUDA_SUCCESS ? rc : done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+static CUresult wait_value(CUstream s, CUdeviceptr addr, uint32_t value, unsigned int flags)
+{
+    unsigned cmp = flags & ~(1U << 30); /* CU_STREAM_WAIT_VALUE_FLUSH: nothing to flush here */
+    CUresult rc = need_ctx();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!addr || (addr & 3) || cmp > 3 || !sim_stream_valid(s))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (sim_capture_status(s) != 0)
+        return CUDA_ERROR_NOT_SUPPORTED; /* not modelled in a capture */
+    rc = submit(1, NULL); /* a point in the queue of its own: what comes after it, an event too, is past `at` */
+    int dev = -1, done = 0;
+    uint64_t at = 0;
+    if (rc == CUDA_SUCCESS)
+        rc = work_mark(&dev, &at, &done, 0);
+    if (rc != CUDA_SUCCESS || dev < 0)
+        return rc;
+    pthread_mutex_lock(&g_lock);
+    if (g_nhost_waits < MAX_HOST_WAITS)
+        g_host_waits[g_nhost_waits++] = (struct host_wait){
+            .dev = dev, .at = at - 1, .addr = (const volatile uint32_t *)(uintptr_t)addr, .value = value, .cmp = cmp
+        };
+    else
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&g_lock);
+    return rc;
+}
+
+SIM_API cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, uint32_t value, unsigned int flags)
+{
+    return wait_value(stream, addr, value, flags);
+}
+
+SIM_API cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, uint32_t value, unsigned int flags)
+{
+    return wait_value(stream, addr, value, flags);
 }
 
 /* ---- events ---- */

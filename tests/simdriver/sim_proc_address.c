@@ -110,6 +110,8 @@ static const struct proc_entry k_entries[] = {
     E("cuStreamDestroy", 4000, cuStreamDestroy_v2),
     E("cuStreamSynchronize", 2000, cuStreamSynchronize),
     P("cuStreamSynchronize", 7000, cuStreamSynchronize_ptsz),
+    E("cuStreamWaitValue32", 8000, cuStreamWaitValue32),
+    E("cuStreamWaitValue32", 12000, cuStreamWaitValue32_v2),
     E("cuEventCreate", 2000, cuEventCreate),
     E("cuEventRecord", 2000, cuEventRecord),
     E("cuEventSynchronize", 2000, cuEventSynchronize),

@@ -1,5 +1,6 @@
 /* Contexts: overhead charged per context, primary context refcounting, the
- * current context, and memory freed with its context. */
+ * current context, and memory freed with its context; streams, events and
+ * launches, and a stream's wait for host memory. */
 #include <string.h>
 
 #include "simtest.h"
@@ -210,6 +211,44 @@ static void streams_events_launches(void **state)
     assert_int_equal(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
 }
 
+/* cuStreamWaitValue32: what is queued after the wait completes, as the host
+ * sees it, only once host memory holds the value; what came before does. */
+static void work_after_a_wait_for_host_memory_completes_once_the_value_holds(void **state)
+{
+    CUcontext ctx;
+    assert_int_equal(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    CUmodule mod;
+    CUfunction f;
+    assert_int_equal(cuModuleLoadData(&mod, "ptx"), CUDA_SUCCESS);
+    assert_int_equal(cuModuleGetFunction(&f, mod, "sleep_us:10"), CUDA_SUCCESS);
+    CUevent before, after;
+    assert_int_equal(cuEventCreate(&before, 0), CUDA_SUCCESS);
+    assert_int_equal(cuEventCreate(&after, 0), CUDA_SUCCESS);
+    static volatile uint32_t flag;
+    CUdeviceptr addr = (CUdeviceptr)(uintptr_t)&flag;
+    assert_int_equal(cuStreamWaitValue32_v2(NULL, addr, 1, 4), CUDA_ERROR_INVALID_VALUE); /* no such compare */
+    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuEventRecord(before, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuStreamWaitValue32_v2(NULL, addr, 2, 0), CUDA_SUCCESS); /* GEQ 2 */
+    assert_int_equal(cuEventRecord(after, NULL), CUDA_SUCCESS);               /* nothing between */
+    assert_int_equal(cuEventSynchronize(before), CUDA_SUCCESS);
+    struct timespec ms = { 0, 1000000 };
+    nanosleep(&ms, NULL); /* the timeline is long past the 10 us kernel */
+    assert_int_equal(cuEventQuery(after), CUDA_ERROR_NOT_READY);
+    assert_int_equal(cuStreamQuery(NULL), CUDA_ERROR_NOT_READY);
+    flag = 1;
+    assert_int_equal(cuEventQuery(after), CUDA_ERROR_NOT_READY);
+    flag = 2;
+    assert_int_equal(cuEventQuery(after), CUDA_SUCCESS);
+    flag = 0; /* passed for good */
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    assert_int_equal(cuEventDestroy_v2(before), CUDA_SUCCESS);
+    assert_int_equal(cuEventDestroy_v2(after), CUDA_SUCCESS);
+    assert_int_equal(cuModuleUnload(mod), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -219,6 +258,7 @@ int main(void)
         cmocka_unit_test(context_creation_can_run_out_of_memory),
         cmocka_unit_test(devices_identity),
         cmocka_unit_test(streams_events_launches),
+        cmocka_unit_test(work_after_a_wait_for_host_memory_completes_once_the_value_holds),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
