@@ -25,6 +25,7 @@
 #include "compute_cost.h"
 #include "compute_ledger.h"
 #include "compute_outer.h"
+#include "fork_hooks.h"
 #include "log.h"
 #include "real_driver.h"
 #include "runtime.h"
@@ -60,8 +61,13 @@
 
 int gs_compute_state;
 
+/* A thread's state on one device. Another thread's destroy of a stream or
+ * context (gs_compute_forget_begin/end) writes overflow and gen, and reads
+ * limited, ctx and the streams, all under the owner's tstate lock: the owner
+ * writes those under it too, and reads overflow only under it, so that
+ * what it hands the driver from them is never a destroyed handle. */
 struct tdev {
-    unsigned gen;                                  /* gs_rt_fork_generation + 1 when set up; 0: never */
+    unsigned gen;                                  /* gs_rt_fork_generation + 1 when set up; 0: never, or ctx gone */
     int8_t limited;                                /* -1 unknown, 0 no, 1 yes */
     uint8_t have_start, have_mark, overflow, turn; /* turn: the window holds the ledger's turn */
     uint8_t graph_last;                            /* the last launch was a CUDA graph's */
@@ -79,15 +85,24 @@ struct tdev {
     uint64_t touched_ns;     /* running free: when it last marked itself active in the ledger */
     struct gs_lim_window w;
     CUstream streams[MAX_STREAMS];
-    CUevent drain[MAX_STREAMS + 1]; /* the last: on the legacy stream, past MAX_STREAMS streams */
+    CUevent drain[MAX_STREAMS + 1]; /* one a stream, and one for the legacy stream (close_window) */
     CUevent ev_start, ev_mark;
+    CUcontext ctx; /* the context its events were made in */
 };
 /* Each thread's devices, on the heap behind one pointer in the initial-exec
  * TLS model: a library's TLS in the default (dynamic) model costs a
  * __tls_get_addr call per access, several per launch on the gate's fast
  * path. Small, so that `gpuslice run`'s dlopen of the library still finds
- * room in the static TLS block. */
-static __thread struct tdev *t_devs __attribute__((tls_model("initial-exec")));
+ * room in the static TLS block. Every thread's is listed (states, under
+ * states_lock), so that a destroy in one thread reaches them all. */
+struct tstate {
+    pthread_mutex_t lock; /* see struct tdev */
+    struct tstate *prev, *next;
+    struct tdev dev[GS_REGION_MAX_DEVICES];
+};
+static __thread struct tstate *t_state __attribute__((tls_model("initial-exec")));
+static pthread_mutex_t states_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tstate *states;
 static __thread uint32_t t_gate_tick __attribute__((tls_model("initial-exec")));
 
 /* A thread's state ends with the thread (exit_key), and the process's
@@ -98,20 +113,29 @@ static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
 static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t close_ns);
 
-/* Ends the open windows of td as a window's end does (drained, charged)
- * and destroys their events. Left open, a thread's or a process's last
- * window was never charged: a thread per kernel ran at 0.99 of the device
- * under cap 10 on the simulated driver, and each thread left six events
- * behind. A forked child's copy of a parent thread's state (another gen)
- * holds the parent's events and windows: only forgotten. */
-static void end_windows(struct tdev *td)
+/* Whether t was set up in this process and its context still lives. */
+static int tdev_current(const struct tdev *t)
+{
+    return __atomic_load_n(&t->gen, __ATOMIC_RELAXED) == __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1;
+}
+
+/* Ends the open windows of ts (those whose events are ctx's; NULL: all) as
+ * a window's end does (drained, charged) and destroys their events. Left
+ * open, a thread's or a process's last window was never charged: a thread
+ * per kernel ran at 0.99 of the device under cap 10 on the simulated
+ * driver, and each thread left six events behind. A forked child's copy of
+ * a parent thread's state (another gen) holds the parent's events and
+ * windows, and a state whose context is gone holds dead events: only
+ * forgotten. */
+static void end_windows(struct tstate *ts, CUcontext ctx)
 {
     struct gs_region *r = gs_rt_region();
-    unsigned gen = __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1;
     gs_pfn_cuEventDestroy_v2 destroy = GS_REAL_CU(cuEventDestroy_v2);
     for (int d = 0; d < GS_REGION_MAX_DEVICES; d++) {
-        struct tdev *t = &td[d];
-        if (t->limited != 1 || t->gen != gen) {
+        struct tdev *t = &ts->dev[d];
+        if (ctx && (t->limited != 1 || t->ctx != ctx))
+            continue;
+        if (t->limited != 1 || !tdev_current(t)) {
             t->w.open = 0;
             continue;
         }
@@ -129,21 +153,33 @@ static void end_windows(struct tdev *td)
         for (size_t i = 0; destroy && i < sizeof events / sizeof events[0]; i++)
             if (events[i])
                 destroy(events[i]);
+        pthread_mutex_lock(&ts->lock);
         t->limited = -1; /* a later launch sets it up afresh */
+        pthread_mutex_unlock(&ts->lock);
     }
 }
 
 static void thread_exit(void *arg)
 {
-    end_windows(arg);
-    t_devs = NULL;
-    free(arg);
+    struct tstate *ts = arg;
+    end_windows(ts, NULL);
+    pthread_mutex_lock(&states_lock);
+    if (ts->prev)
+        ts->prev->next = ts->next;
+    else
+        states = ts->next;
+    if (ts->next)
+        ts->next->prev = ts->prev;
+    pthread_mutex_unlock(&states_lock);
+    t_state = NULL;
+    pthread_mutex_destroy(&ts->lock);
+    free(ts);
 }
 
 static void process_exit(void)
 {
-    if (t_devs)
-        end_windows(t_devs);
+    if (t_state)
+        end_windows(t_state, NULL);
 }
 
 static void make_exit_key(void)
@@ -180,14 +216,26 @@ static CUevent make_event(unsigned flags)
     return e;
 }
 
+/* t becomes n, under the lock that a destroy in another thread takes. The
+ * events of what t was are not destroyed: t's context is gone, or t is a
+ * forked child's copy of the parent's. */
+static void publish(struct tdev *t, const struct tdev *n)
+{
+    pthread_mutex_lock(&t_state->lock);
+    *t = *n;
+    pthread_mutex_unlock(&t_state->lock);
+}
+
 /* Sets up this thread's view of device d (ordinal ord). */
 static void setup(struct tdev *t, struct gs_region *r, int d, CUdevice ord)
 {
-    *t = (struct tdev){ .gen = __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1, .limited = 0 };
+    struct tdev n = { .gen = __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1, .limited = 0 };
     unsigned limit = ord >= 0 && ord < GS_MAX_DEVICES ? gs_rt.cfg.sm_limit[ord] : 0;
     int share = gs_rt.cfg.compute_mode == GS_COMPUTE_SHARE;
-    if (!share && (limit == 0 || limit >= 100))
+    if (!share && (limit == 0 || limit >= 100)) {
+        publish(t, &n);
         return;
+    }
     enum gs_lim_mode mode = share ? GS_LIM_SHARE : GS_LIM_CAP;
     struct gs_lim_account *a = &r->dev[d].lim;
     uint64_t since = gs_compute_now();
@@ -203,10 +251,14 @@ static void setup(struct tdev *t, struct gs_region *r, int d, CUdevice ord)
         }
     }
     for (int i = 0; i <= MAX_STREAMS; i++)
-        t->drain[i] = make_event(0x2); /* CU_EVENT_DISABLE_TIMING */
-    t->ev_start = make_event(0);
-    t->ev_mark = make_event(0);
-    t->limited = 1;
+        n.drain[i] = make_event(0x2); /* CU_EVENT_DISABLE_TIMING */
+    n.ev_start = make_event(0);
+    n.ev_mark = make_event(0);
+    gs_pfn_cuCtxGetCurrent current = GS_REAL_CU(cuCtxGetCurrent);
+    if (!current || current(&n.ctx) != CUDA_SUCCESS)
+        n.ctx = NULL;
+    n.limited = 1;
+    publish(t, &n);
     gs_compute_ledger_join(r, d);
     gs_log(GS_LOG_DEBUG, "compute limiter on device %d: %s %u%%, weight %u", ord, share ? "share" : "cap", limit,
            gs_rt.cfg.share_weight);
@@ -303,6 +355,21 @@ static void interval_begin(struct tdev *t, CUstream s, uint64_t now, gs_pfn_cuEv
     t->graph_marks = 0;
 }
 
+/* Whether the interval's work on every stream it used has drained; if so
+ * the next interval starts with none. Never while the streams are unknown
+ * (overflow: too many, or one destroyed). */
+static int streams_drained(struct tdev *t, gs_pfn_cuStreamQuery query)
+{
+    pthread_mutex_lock(&t_state->lock);
+    int drained = !t->overflow;
+    for (int i = 0; i < t->nstreams && drained; i++)
+        drained = query(t->streams[i]) == CUDA_SUCCESS;
+    if (drained)
+        t->nstreams = 0;
+    pthread_mutex_unlock(&t_state->lock);
+    return drained;
+}
+
 /* A launch on s after a CPU gap: if the thread's work drained during the
  * gap, its busy interval ended when the last marker completed (or with the
  * last launch, if later), and a new one starts now. learning: the probe
@@ -320,9 +387,7 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
     uint64_t from = gs_compute_now();
     /* a stream query, not an event recorded and queried: a decoder probes
      * after nearly every kernel, and the record is most of the probe's cost */
-    int drained = !t->overflow;
-    for (int i = 0; i < t->nstreams && drained; i++)
-        drained = query(t->streams[i]) == CUDA_SUCCESS;
+    int drained = streams_drained(t, query);
     uint64_t lap = from;
     gs_cost_lap(&lap, GS_COST_PROBE_QUERY);
     if (drained) {
@@ -341,7 +406,6 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
         note_interval_end(t);
         uint64_t started = gs_compute_now();
         interval_begin(t, s, now, rec);
-        t->nstreams = 0;
         gs_cost_lap(&started, GS_COST_PROBE_START);
         gs_cost_lap(&closing, GS_COST_PROBE_DRAINED);
     }
@@ -398,24 +462,28 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
     gs_pfn_cuEventQuery query = GS_REAL_CU(cuEventQuery);
     gs_pfn_cuEventElapsedTime elapsed = GS_REAL_CU(cuEventElapsedTime);
-    /* past MAX_STREAMS streams, an event on the legacy stream stands for
-     * the others: it completes once the context's blocking streams' work
-     * before it has (what cuCtxSynchronize waited for, without a bound;
-     * non-blocking streams we do not track go unseen) */
+    /* past the streams we track, or with one destroyed, an event on the
+     * legacy stream stands for them all: it completes once the context's
+     * blocking streams' work before it has (what cuCtxSynchronize waited
+     * for, without a bound; non-blocking streams we do not track go
+     * unseen), and no stream of the list is used */
     CUstream on[MAX_STREAMS + 1];
-    int n = t->nstreams, pending = 0, recorded[MAX_STREAMS + 1] = { 0 };
-    for (int i = 0; i < n; i++)
-        on[i] = t->streams[i];
-    if (t->overflow)
+    int n = 0, pending = 0, recorded[MAX_STREAMS + 1] = { 0 };
+    pthread_mutex_lock(&t_state->lock);
+    int overflow = t->overflow;
+    for (int i = 0; i < t->nstreams && !overflow; i++)
+        on[n++] = t->streams[i];
+    if (overflow)
         on[n++] = LEGACY_STREAM;
     for (int i = 0; i < n; i++)
         recorded[i] = t->drain[i] && rec && rec(t->drain[i], on[i]) == CUDA_SUCCESS;
+    pthread_mutex_unlock(&t_state->lock);
     for (int i = 0; i < n; i++)
         if (recorded[i] && query && query(t->drain[i]) == CUDA_ERROR_NOT_READY)
             pending = 1;
     int slot;
     struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
-    if ((pending || t->overflow) && l && t->turn) {
+    if ((pending || overflow) && l && t->turn) {
         if (gs_compute_collective_in_flight(d)) {
             /* our queue may wait for a collective's peer on another GPU,
              * which may wait there for the turn of a container whose
@@ -428,7 +496,7 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
             gs_ledger_extend(l, slot, close_ns, close_ns + DRAIN_HOLD_NS);
         }
     }
-    if (t->overflow)
+    if (overflow)
         pending = 1; /* more streams than we track: the drain's time counts */
     uint64_t drained = 0;
     int undrained = 0;
@@ -462,8 +530,10 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
            (unsigned long long)(charge / 1000));
     count_charge(r, charge, 1);
     note_interval_end(t);
+    pthread_mutex_lock(&t_state->lock);
     t->nstreams = 0;
     t->overflow = 0;
+    pthread_mutex_unlock(&t_state->lock);
     t->have_start = t->have_mark = 0;
 }
 
@@ -565,18 +635,25 @@ static void held_back(struct gs_lim_account *a, int d, uint64_t ns)
  * memory is left. */
 static struct tdev *thread_devs(void)
 {
-    struct tdev *td = t_devs;
-    if (GS_LIKELY(td != NULL))
-        return td;
-    td = calloc(GS_REGION_MAX_DEVICES, sizeof *td); /* gen 0: each set up at its first launch */
-    if (!td) {
+    struct tstate *ts = t_state;
+    if (GS_LIKELY(ts != NULL))
+        return ts->dev;
+    ts = calloc(1, sizeof *ts); /* gen 0: each set up at its first launch */
+    if (!ts) {
         gs_log(GS_LOG_ERROR, "compute limiter: no memory for a thread's state; its launches are refused");
         return NULL;
     }
-    t_devs = td;
+    pthread_mutex_init(&ts->lock, NULL);
+    pthread_mutex_lock(&states_lock);
+    ts->next = states;
+    if (states)
+        states->prev = ts;
+    states = ts;
+    pthread_mutex_unlock(&states_lock);
+    t_state = ts;
     pthread_once(&exit_once, make_exit_key);
-    (void)pthread_setspecific(exit_key, td);
-    return td;
+    (void)pthread_setspecific(exit_key, ts);
+    return ts->dev;
 }
 
 /* The calling thread's state on the current device (its region device in
@@ -602,7 +679,7 @@ static struct tdev *current_tdev(struct gs_region **r, int *d, int *refused)
         return NULL;
     }
     struct tdev *t = &td[*d];
-    if (GS_UNLIKELY(t->limited < 0 || t->gen != __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1))
+    if (GS_UNLIKELY(t->limited < 0 || !tdev_current(t)))
         setup(t, *r, *d, ord);
     return t->limited ? t : NULL;
 }
@@ -817,24 +894,33 @@ static void yield_queue(struct tdev *t)
     t->last_launch_ns = to; /* our own wait is no CPU gap: no probe, the interval goes on */
 }
 
+/* s is one of the streams the interval's work went to. Searched without the
+ * lock: only this thread writes the list. */
+static void track_stream(struct tdev *t, CUstream s)
+{
+    int i = 0;
+    while (i < t->nstreams && t->streams[i] != s)
+        i++;
+    if (i < t->nstreams)
+        return;
+    pthread_mutex_lock(&t_state->lock);
+    if (i < MAX_STREAMS)
+        t->streams[t->nstreams++] = s;
+    else
+        t->overflow = 1;
+    pthread_mutex_unlock(&t_state->lock);
+}
+
 void gs_compute_after(int d, CUstream s, CUresult rc, int graph)
 {
-    struct tdev *t = &t_devs[d];
+    struct tdev *t = &t_state->dev[d];
     if (rc != CUDA_SUCCESS || !t->w.open)
         return;
     t->w.launches++;
     struct gs_region *r = gs_rt_region();
     if (r)
         gs_compute_step_mark(r, 0);
-    int i = 0;
-    while (i < t->nstreams && t->streams[i] != s)
-        i++;
-    if (i == t->nstreams) {
-        if (i < MAX_STREAMS)
-            t->streams[t->nstreams++] = s;
-        else
-            t->overflow = 1;
-    }
+    track_stream(t, s);
     /* a marker after each of the interval's first GS_LIM_MARK_FIRST launches
      * (a short burst is measured whole, and they measure the GPU time per
      * launch that prices the launches after the last marker), unless the
@@ -868,28 +954,80 @@ void gs_compute_after(int d, CUstream s, CUresult rc, int graph)
 
 void gs_compute_tenant_sync(CUstream s, int whole_context)
 {
-    struct tdev *td = t_devs;
-    if (!td || gs_compute_capturing())
+    struct tstate *ts = t_state;
+    if (!ts || gs_compute_capturing())
         return;
     CUdevice ord = -1;
     int d = gs_rt_dev_current(&ord);
     if (d < 0 || d >= GS_REGION_MAX_DEVICES)
         return;
-    struct tdev *t = &td[d];
+    struct tdev *t = &ts->dev[d];
+    if (t->limited != 1 || !tdev_current(t) || !t->w.open || !t->have_start || t->sync_mark)
+        return;
     /* only a marker that follows all of the interval's work: one stream,
      * the one waited for */
-    if (t->limited != 1 || t->gen != __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1 || !t->w.open ||
-        !t->have_start || t->sync_mark || t->overflow || t->nstreams != 1 || (!whole_context && t->streams[0] != s))
-        return;
-    if (t->have_mark && t->since_mark == 0) {
+    pthread_mutex_lock(&ts->lock);
+    CUstream only = t->streams[0];
+    int one = !t->overflow && t->nstreams == 1 && (whole_context || only == s);
+    if (one && t->have_mark && t->since_mark == 0) {
         t->sync_mark = 1; /* the last launch's marker follows it all */
-        return;
+    } else if (one && gs_compute_sync_enter()) {
+        if (record_mark(t, only, GS_COST_WAIT_MARK)) {
+            t->sync_mark = 1;
+            t->mark_ns = t->last_launch_ns;
+        }
+        gs_compute_sync_leave();
     }
-    if (!gs_compute_sync_enter())
+    pthread_mutex_unlock(&ts->lock);
+}
+
+int gs_compute_forget_begin(CUcontext ctx)
+{
+    if (__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) != GS_COMPUTE_ON)
+        return 0;
+    if (ctx && t_state)
+        end_windows(t_state, ctx); /* ours, while its events still live */
+    pthread_mutex_lock(&states_lock);
+    for (struct tstate *ts = states; ts; ts = ts->next)
+        pthread_mutex_lock(&ts->lock);
+    return 1;
+}
+
+void gs_compute_forget_end(int held, int destroyed, const CUstream *s, CUcontext ctx)
+{
+    if (!held)
         return;
-    if (record_mark(t, t->streams[0], GS_COST_WAIT_MARK)) {
-        t->sync_mark = 1;
-        t->mark_ns = t->last_launch_ns;
+    for (struct tstate *ts = states; ts; ts = ts->next) {
+        for (int d = 0; destroyed && d < GS_REGION_MAX_DEVICES; d++) {
+            struct tdev *t = &ts->dev[d];
+            if (t->limited != 1)
+                continue;
+            /* a destroyed stream's work may still run: the window drains
+             * through the legacy stream, as past MAX_STREAMS, and hands the
+             * driver none of its streams again; so with a context's, which
+             * are not told apart */
+            for (int i = 0; i < t->nstreams; i++)
+                if (!s || t->streams[i] == *s)
+                    t->overflow = 1;
+            /* events made in a context go with it: the state is set up
+             * afresh at its thread's next launch, and its window's turn in
+             * the device ledger lapses at its deadline */
+            if (!s && t->ctx == ctx)
+                __atomic_store_n(&t->gen, 0, __ATOMIC_RELAXED);
+        }
+        pthread_mutex_unlock(&ts->lock);
     }
-    gs_compute_sync_leave();
+    pthread_mutex_unlock(&states_lock);
+}
+
+void gs_compute_fork_child(void)
+{
+    /* the other threads are gone, and may have held these */
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    states_lock = fresh;
+    states = t_state;
+    if (t_state) {
+        t_state->lock = fresh;
+        t_state->prev = t_state->next = NULL;
+    }
 }

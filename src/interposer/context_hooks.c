@@ -9,8 +9,13 @@
  * device as a whole gained across the creation; later ones are charged the
  * same. Like any allocation the charge is reserved before the creation and
  * a context past the limit is refused; a measured charge is settled after.
+ *
+ * The compute limiter forgets what it holds of a context or stream the
+ * program destroys (gs_compute_forget_begin/end): the primary context goes
+ * at its last release or a reset.
  */
 #include "charge.h"
+#include "compute_limiter.h"
 #include "fork_hooks.h"
 #include "log.h"
 #include "real_driver.h"
@@ -27,7 +32,8 @@
 #define MAX_PLAUSIBLE_OVERHEAD (8ULL << 30)
 
 static int primary_charged[GS_MAX_DEVICES];
-static uint64_t measured[GS_MAX_DEVICES]; /* auto mode: what the first context took; 0: not yet */
+static uint64_t measured[GS_MAX_DEVICES];     /* auto mode: what the first context took; 0: not yet */
+static CUcontext primary_ctx[GS_MAX_DEVICES]; /* each device's primary context, as last retained */
 /* Held across each creation and destruction: two threads of this process
  * never measure each other, and a CUcontext value the driver hands out
  * again is recorded only after its old record is gone. */
@@ -38,6 +44,7 @@ void gs_ctx_fork_child(void)
     for (int i = 0; i < GS_MAX_DEVICES; i++) {
         primary_charged[i] = 0;
         measured[i] = 0;
+        primary_ctx[i] = NULL;
     }
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     ctx_lock = fresh; /* it may be held by a thread that does not exist in the child */
@@ -227,10 +234,18 @@ static CUresult ctx_commit(struct ctx_charge *c, CUdevice ordinal, CUresult rc, 
         return rc_;                                                                                                    \
     } while (0)
 
+static CUresult retain_primary(gs_pfn_cuDevicePrimaryCtxRetain real, CUcontext *pctx, CUdevice dev)
+{
+    CTX_CALL(dev, 1, pctx, real(pctx, dev));
+}
+
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuDevicePrimaryCtxRetain);
-    CTX_CALL(dev, 1, pctx, real(pctx, dev));
+    CUresult rc = retain_primary(real, pctx, dev);
+    if (rc == CUDA_SUCCESS && dev >= 0 && dev < GS_MAX_DEVICES)
+        __atomic_store_n(&primary_ctx[dev], *pctx, __ATOMIC_RELAXED);
+    return rc;
 }
 
 /* The pre-3.2 name, with the same ABI as _v2. */
@@ -265,7 +280,9 @@ static CUresult destroy_context(CUresult (*real)(CUcontext), CUcontext ctx)
     if (gs_mode() == GS_MODE_PASSTHROUGH)
         return real(ctx);
     pthread_mutex_lock(&ctx_lock);
+    int held = gs_compute_forget_begin(ctx);
     CUresult rc = real(ctx);
+    gs_compute_forget_end(held, rc == CUDA_SUCCESS, NULL, ctx);
     struct gs_alloc_rec rec;
     if (rc == CUDA_SUCCESS && gs_alloc_take(GS_ALLOC_CTX, (uint64_t)(uintptr_t)ctx, &rec) == 0) {
         struct gs_region *r = gs_rt_region();
@@ -286,4 +303,68 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuCtxDestroy_v2);
     return destroy_context(real, ctx);
+}
+
+/* Whether ordinal dev's primary context is gone after a release (its last,
+ * or the driver cannot say: forgotten either way). */
+static int primary_gone(CUdevice dev)
+{
+    gs_pfn_cuDevicePrimaryCtxGetState state = GS_REAL_CU(cuDevicePrimaryCtxGetState);
+    unsigned int flags = 0;
+    int active = 0;
+    return !state || state(dev, &flags, &active) != CUDA_SUCCESS || !active;
+}
+
+/* A release (reset: 0) or reset of dev's primary context. */
+static CUresult end_primary(CUresult (*real)(CUdevice), CUdevice dev, int reset)
+{
+    CUcontext ctx = dev >= 0 && dev < GS_MAX_DEVICES ? __atomic_load_n(&primary_ctx[dev], __ATOMIC_RELAXED) : NULL;
+    int held = gs_compute_forget_begin(ctx);
+    CUresult rc = real(dev);
+    gs_compute_forget_end(held, rc == CUDA_SUCCESS && (reset || primary_gone(dev)), NULL, ctx);
+    return rc;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    GS_REAL_CU_OR_NOT_FOUND(real, cuDevicePrimaryCtxRelease);
+    return end_primary(real, dev, 0);
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    GS_REAL_CU_OR_NOT_FOUND(real, cuDevicePrimaryCtxRelease_v2);
+    return end_primary(real, dev, 0);
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    GS_REAL_CU_OR_NOT_FOUND(real, cuDevicePrimaryCtxReset);
+    return end_primary(real, dev, 1);
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    GS_REAL_CU_OR_NOT_FOUND(real, cuDevicePrimaryCtxReset_v2);
+    return end_primary(real, dev, 1);
+}
+
+static CUresult destroy_stream(CUresult (*real)(CUstream), CUstream s)
+{
+    int held = gs_compute_forget_begin(NULL);
+    CUresult rc = real(s);
+    gs_compute_forget_end(held, rc == CUDA_SUCCESS, &s, NULL);
+    return rc;
+}
+
+CUresult cuStreamDestroy(CUstream s)
+{
+    GS_REAL_CU_OR_NOT_FOUND(real, cuStreamDestroy);
+    return destroy_stream(real, s);
+}
+
+CUresult cuStreamDestroy_v2(CUstream s)
+{
+    GS_REAL_CU_OR_NOT_FOUND(real, cuStreamDestroy_v2);
+    return destroy_stream(real, s);
 }

@@ -15,6 +15,7 @@ static const struct {
     { gs_rt_fork_prepare, gs_rt_fork_parent, gs_rt_fork_child },
     { gs_graph_fork_prepare, gs_graph_fork_parent, gs_graph_fork_child },
     { NULL, NULL, gs_ctx_fork_child },
+    { NULL, NULL, gs_compute_fork_child },
     { NULL, NULL, gs_vmm_fork_child },
     { NULL, NULL, gs_vmm_share_fork_child },
 };

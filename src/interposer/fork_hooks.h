@@ -20,6 +20,8 @@ void gs_graph_fork_parent(void);
 void gs_graph_fork_child(void);
 /* context_hooks.c: which devices' context overhead was charged. */
 void gs_ctx_fork_child(void);
+/* compute_limiter.c: the list of threads' states, which gone threads may hold. */
+void gs_compute_fork_child(void);
 /* vmm_hooks.c: the mappings that keep released VMM handles charged. */
 void gs_vmm_fork_child(void);
 /* vmm_share.c: the export records this process holds (the parent's). */

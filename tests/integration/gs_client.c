@@ -377,6 +377,8 @@ static CUresult run(char *line)
         /* legacy, graph-memory and VMM-import commands: gs_client_paths.c */
     } else if (gs_client_contexts(argc, argv, &rc, entry_any)) {
         /* cuCtxCreate / cuCtxDestroy through each ABI: gs_client_contexts.c */
+    } else if (gs_client_gone(argc, argv, &rc, entry_any)) {
+        /* a stream or context destroyed under a thread's launches: gs_client_gone.c */
     } else if (gs_client_graphs(argc, argv, &rc, entry_any)) {
         /* a CUDA-graph tenant: gs_client_graphs.c */
     }

@@ -297,6 +297,11 @@ static CUresult thread_per_launch(gs_entry_fn entry, unsigned n)
     return o.rc;
 }
 
+CUfunction gs_client_func(void)
+{
+    return func;
+}
+
 int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
 {
     const char *c = argv[0];

@@ -68,6 +68,7 @@ static void deactivate(struct sim_call *c, int idx)
     struct sim_ctx *x = &sim_ctxs[idx];
     struct sim_proc *p = &c->st->procs[c->proc];
     sim_drop_ctx_allocs(c, idx);
+    sim_drop_ctx_handles(idx);
     p->used[x->dev] -= c->st->ctx_overhead;
     p->contexts[x->dev]--;
     x->in_use = 0;
@@ -249,7 +250,8 @@ out:
     return rc;
 }
 
-static CUresult primary_release(CUdevice dev)
+/* reset: the context goes whatever its refcount. */
+static CUresult primary_release(CUdevice dev, int reset)
 {
     struct sim_call c;
     CUresult rc = sim_enter(&c);
@@ -260,7 +262,7 @@ static CUresult primary_release(CUdevice dev)
         rc = CUDA_ERROR_INVALID_DEVICE;
     else if (!sim_ctxs[dev].in_use)
         rc = CUDA_ERROR_INVALID_CONTEXT;
-    else if (--sim_ctxs[dev].refcount == 0)
+    else if (reset || --sim_ctxs[dev].refcount == 0)
         deactivate(&c, dev);
     sim_leave(&c);
     return rc;
@@ -268,10 +270,39 @@ static CUresult primary_release(CUdevice dev)
 
 SIM_API cuDevicePrimaryCtxRelease(CUdevice dev)
 {
-    return primary_release(dev);
+    return primary_release(dev, 0);
 }
 
 SIM_API cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
-    return primary_release(dev);
+    return primary_release(dev, 0);
+}
+
+SIM_API cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    return primary_release(dev, 1);
+}
+
+SIM_API cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    return primary_release(dev, 1);
+}
+
+SIM_API cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    dev = sim_dev_phys(dev);
+    if (dev < 0) {
+        rc = CUDA_ERROR_INVALID_DEVICE;
+    } else {
+        *flags = sim_ctxs[dev].flags;
+        *active = sim_ctxs[dev].in_use;
+    }
+    sim_leave(&c);
+    return rc;
 }

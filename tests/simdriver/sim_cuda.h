@@ -79,6 +79,8 @@ void sim_drop_ctx_allocs(struct sim_call *c, int ctx);
 
 /* NULL, the legacy and per-thread stream handles, or a live stream (sim_launch.c). */
 int sim_stream_valid(CUstream s);
+/* Destroys the streams and events of context ctx, at its destruction. */
+void sim_drop_ctx_handles(int ctx);
 
 /* Graphs built with memory nodes (sim_graph_memory.c). The _mem_free and
  * _mem_range hooks run with the lock held (inside sim_enter): a live graph

@@ -16,8 +16,12 @@
  * of capture (what invalidates it) are sim_capture.c's.
  *
  * Handles point into fixed process-local tables, so a stale handle is
- * detected without touching freed memory.
+ * detected without touching freed memory: CUDA_ERROR_INVALID_HANDLE, or
+ * with GPUSLICE_SIM_STRICT_HANDLES=1 an abort naming it (on the driver a
+ * destroyed handle is undefined behaviour, and its value may be a new
+ * object's). A context's streams and events go with it.
  */
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -43,6 +47,7 @@ struct sim_stream {
 };
 struct sim_event {
     int in_use;
+    int ctx;
     int recorded;
     unsigned int flags;
     uint64_t t_ns;
@@ -90,7 +95,14 @@ static int live_index(const void *h, const void *table, size_t n, size_t elem)
     if (p < t || p >= t + n * elem || (p - t) % elem)
         return -1;
     const int *in_use = (const int *)h;
-    return *in_use ? (int)((p - t) / elem) : -1;
+    if (*in_use)
+        return (int)((p - t) / elem);
+    const char *strict = getenv("GPUSLICE_SIM_STRICT_HANDLES");
+    if (strict && !strcmp(strict, "1")) {
+        fprintf(stderr, "gpuslice-sim: use of destroyed handle %p\n", h);
+        abort();
+    }
+    return -1;
 }
 #define HANDLE_INDEX(table, n, h) live_index((const void *)(h), (table), (n), sizeof((table)[0]))
 
@@ -418,20 +430,34 @@ SIM_API cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, uint32_t value
     return wait_value(stream, addr, value, flags);
 }
 
+void sim_drop_ctx_handles(int ctx)
+{
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < MAX_STREAMS; i++)
+        if (g_streams[i].ctx == ctx)
+            g_streams[i].in_use = 0;
+    for (int i = 0; i < MAX_EVENTS; i++)
+        if (g_events[i].ctx == ctx)
+            g_events[i].in_use = 0;
+    pthread_mutex_unlock(&g_lock);
+}
+
 /* ---- events ---- */
 
 SIM_API cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
+    int ctx = -1;
     if (!phEvent || (Flags & ~0x7U))
         return CUDA_ERROR_INVALID_VALUE;
     CUresult rc = need_ctx();
     if (rc != CUDA_SUCCESS)
         return rc;
+    sim_current_ctx(&ctx);
     rc = CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&g_lock);
     for (int i = 0; i < MAX_EVENTS; i++) {
         if (!g_events[i].in_use) {
-            g_events[i] = (struct sim_event){ .in_use = 1, .flags = Flags };
+            g_events[i] = (struct sim_event){ .in_use = 1, .ctx = ctx, .flags = Flags };
             *phEvent = (CUevent)(void *)&g_events[i];
             rc = CUDA_SUCCESS;
             break;

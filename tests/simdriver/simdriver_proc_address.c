@@ -68,6 +68,8 @@ static void context_creation_versions(void **state)
     expect("cuCtxDestroy", 12000, 0, "cuCtxDestroy_v2");
     expect("cuDevicePrimaryCtxRelease", 10020, 0, "cuDevicePrimaryCtxRelease");
     expect("cuDevicePrimaryCtxRelease", 11000, 0, "cuDevicePrimaryCtxRelease_v2");
+    expect("cuDevicePrimaryCtxReset", 10020, 0, "cuDevicePrimaryCtxReset");
+    expect("cuDevicePrimaryCtxReset", 11000, 0, "cuDevicePrimaryCtxReset_v2");
     expect("cuIpcOpenMemHandle", 10020, 0, "cuIpcOpenMemHandle");
     expect("cuIpcOpenMemHandle", 12000, 0, "cuIpcOpenMemHandle_v2");
     expect("cuDeviceGetUuid", 11020, 0, "cuDeviceGetUuid");
