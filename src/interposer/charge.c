@@ -9,6 +9,8 @@ CUresult gs_charge_reserve(struct gs_charge *c, int dev, uint64_t bytes)
         return CUDA_SUCCESS;
     if (gs_rt_ready() != 0)
         return CUDA_ERROR_NOT_INITIALIZED;
+    if (dev == GS_DEV_UNTRACKED)
+        return CUDA_ERROR_OUT_OF_MEMORY; /* cannot account for it, so refuse it */
     if (dev < 0)
         return CUDA_SUCCESS; /* no current device: the real call fails on its own */
     struct gs_region *r = gs_rt_region();

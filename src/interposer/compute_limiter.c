@@ -671,6 +671,7 @@ static struct tdev *current_tdev(struct gs_region **r, int *d, int *refused)
         return NULL; /* see gs_compute_capture_begun: hands off while any capture is open */
     CUdevice ord = -1;
     *d = gs_rt_dev_current(&ord);
+    *refused = *d == GS_DEV_UNTRACKED; /* its limit cannot be applied (gs_rt_dev_of_ordinal logged why) */
     if (*d < 0 || *d >= GS_REGION_MAX_DEVICES || !(*r = gs_rt_region()))
         return NULL;
     struct tdev *td = thread_devs();
@@ -852,14 +853,14 @@ int gs_compute_before(CUstream s, int graph)
     return d;
 }
 
-void gs_compute_collective_hold(void)
+int gs_compute_collective_hold(void)
 {
     struct gs_region *r = NULL;
     int d = -1, refused;
     /* the collectives measured so far were charged at the last launch's
      * bracket (gs_compute_collective_before harvests them) */
     if (!current_tdev(&r, &d, &refused))
-        return;
+        return refused ? GS_COMPUTE_REFUSED : 0;
     struct gs_lim_account *a = &r->dev[d].lim;
     for (;;) {
         uint64_t now = gs_compute_now();
@@ -867,7 +868,7 @@ void gs_compute_collective_hold(void)
         int64_t over = -__atomic_load_n(&a->tokens, __ATOMIC_RELAXED) - (int64_t)GS_LIM_COLL_DEBT_NS;
         uint32_t rate = __atomic_load_n(&a->rate_ppm, __ATOMIC_RELAXED);
         if (over <= 0 || rate == 0)
-            return;
+            return 0;
         uint64_t wait = (uint64_t)((unsigned __int128)over * GS_LIM_PPM / rate);
         sleep_ns(wait < MAX_SLEEP_NS ? wait : MAX_SLEEP_NS);
         uint64_t slept = gs_compute_now() - now;

@@ -17,16 +17,17 @@ extern int gs_compute_state;
 /* Before a launch on stream s (graph: a CUDA graph's, cuGraphLaunch): may
  * wait for the container's tokens. Returns the region device to hand to
  * gs_compute_after, -1 (not limited), or GS_COMPUTE_REFUSED (limited, but
- * the limiter has no memory for the thread: the launch fails rather than
- * run unlimited). */
+ * the limiter has no memory for the thread, or the device is past its
+ * tables: the launch fails rather than run unlimited). */
 #define GS_COMPUTE_REFUSED (-2)
 int gs_compute_before(CUstream s, int graph);
 /* After the launch returned rc. */
 void gs_compute_after(int dev, CUstream s, CUresult rc, int graph);
 /* Before a collective's kernel (never held back by windows: its peers
  * would spin for it): waits while its container owes more than
- * GS_LIM_COLL_DEBT_NS on the current device. */
-void gs_compute_collective_hold(void);
+ * GS_LIM_COLL_DEBT_NS on the current device. 0, or GS_COMPUTE_REFUSED as
+ * gs_compute_before. */
+int gs_compute_collective_hold(void);
 /* Before the tenant waits for stream s (whole_context: for all of its
  * context's work): the calling thread's busy interval on the current device
  * may end there, and gets a marker. */

@@ -193,7 +193,7 @@ static CUresult reserve_allocs(struct graph_alloc *a, size_t n, struct gs_charge
         struct gs_alloc_rec rec;
         c[i].active = 0;
         a[i].charged_before = gs_alloc_get(GS_ALLOC_PTR, a[i].dptr, &rec) == 0;
-        if (a[i].dev < 0 || a[i].charged_before)
+        if (a[i].dev == -1 || a[i].charged_before) /* not on a device (one past the tables is refused) */
             continue;
         CUresult rc = gs_charge_reserve(&c[i], a[i].dev, a[i].bytes);
         if (rc != CUDA_SUCCESS) {

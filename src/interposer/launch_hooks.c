@@ -55,7 +55,8 @@
     do {                                                                                                               \
         PASS_UNLESS_LIMITED(real, call);                                                                               \
         if (GS_UNLIKELY(gs_compute_is_collective(f))) {                                                                \
-            gs_compute_collective_hold();                                                                              \
+            if (GS_UNLIKELY(gs_compute_collective_hold() == GS_COMPUTE_REFUSED))                                       \
+                return CUDA_ERROR_OUT_OF_MEMORY;                                                                       \
             int t_ = gs_compute_collective_before((f), (blocks), (stream));                                            \
             CUresult rc_ = call;                                                                                       \
             if (t_ >= 0)                                                                                               \

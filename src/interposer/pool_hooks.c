@@ -12,13 +12,14 @@
 #include "real_driver.h"
 #include "runtime.h"
 
-/* Records pool as one of device ordinal's. 0, or -1 when it cannot be
- * remembered (so its allocations could land uncounted on another GPU). */
+/* Records pool as one of device ordinal's (one past the tables too: its
+ * allocations are refused). 0, or -1 when it cannot be remembered (so its
+ * allocations could land uncounted on another GPU). */
 static int record(CUmemoryPool pool, CUdevice ordinal)
 {
     int dev = gs_rt_dev_of_ordinal(ordinal);
     struct gs_alloc_rec rec = { .bytes = 0, .dev = dev, .slot = -1 };
-    if (dev < 0 || gs_alloc_put(GS_ALLOC_POOL, (uint64_t)(uintptr_t)pool, rec, NULL, NULL) == 0)
+    if (dev == -1 || gs_alloc_put(GS_ALLOC_POOL, (uint64_t)(uintptr_t)pool, rec, NULL, NULL) == 0)
         return 0;
     gs_log(GS_LOG_ERROR, "out of host memory recording a memory pool's device; the pool is refused");
     return -1;

@@ -238,7 +238,16 @@ int gs_rt_ready(void)
 
 int gs_rt_dev_of_ordinal(CUdevice ordinal)
 {
-    if (ordinal < 0 || ordinal >= GS_MAX_DEVICES)
+    if (ordinal >= GS_MAX_DEVICES) {
+        static int logged;
+        if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+            gs_log(GS_LOG_ERROR,
+                   "device %d is past the %d devices gpuslice can account for in a process; its allocations, "
+                   "contexts and limited launches are refused",
+                   ordinal, GS_MAX_DEVICES);
+        return GS_DEV_UNTRACKED;
+    }
+    if (ordinal < 0)
         return -1;
     int d = __atomic_load_n(&dev_map[ordinal], __ATOMIC_ACQUIRE);
     if (GS_LIKELY(d >= 0))

@@ -171,9 +171,10 @@ static CUresult run(char *line)
             if (!rc)
                 keep(K_MIPMAP, (uintptr_t)m);
         }
-    } else if (!strcmp(c, "vmm")) {
+    } else if (!strcmp(c, "vmm")) { /* vmm <bytes> [ordinal]: on that device */
         CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
-                                     .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
+                                     .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE,
+                                                   .id = argc > 2 ? (int)num(argv[2]) : 0 } };
         CUmemGenericAllocationHandle h;
         rc = CU("cuMemCreate", "cuMemCreate", 0,
                 CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long))(

@@ -280,3 +280,19 @@ def test_memory_from_a_pool_on_another_gpu_is_charged_there(world, tmp_path):
     assert used(region, dev=1) == 512 * MiB
     assert used(region, dev=0) == CTX
     r.close()
+
+
+def test_a_device_past_the_tables_is_refused_with_a_reason(world):
+    """gpuslice accounts for 16 devices a process (GS_MAX_DEVICES): what
+    lands on a 17th could be neither charged nor limited, so it is refused
+    (fail closed) with one error naming the device and the limit: its
+    context, and memory made there from another device's context."""
+    w = world(extra={"GPUSLICE_SIM_DEVICES": "17"})
+    c = w.client()
+    c.ok("init 15")  # the last device the tables hold
+    c.ok(f"vmm {2 * MiB} 15")
+    assert c.cmd("init 16")["rc"] == 2  # CUDA_ERROR_OUT_OF_MEMORY
+    assert c.cmd(f"vmm {2 * MiB} 16")["rc"] == 2
+    assert c.cmd(f"pool {MiB} 16")["rc"] == 2
+    err = c.close()
+    assert err.count("device 16 is past the 16 devices gpuslice can account for") == 1, err

@@ -16,10 +16,11 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_init_count; /* nvmlInit/nvmlShutdown nest, as in NVML */
 static struct sim_state *g_st;
 
+/* A handle is the address of its device's entry. */
 struct sim_nvml_device {
-    unsigned int index;
+    char unused;
 };
-static struct sim_nvml_device g_devices[SIM_MAX_DEVICES] = { { 0 }, { 1 }, { 2 }, { 3 }, { 4 }, { 5 }, { 6 }, { 7 } };
+static struct sim_nvml_device g_devices[SIM_MAX_DEVICES];
 
 static nvmlReturn_t init(void)
 {
@@ -195,10 +196,10 @@ static nvmlReturn_t device_index(nvmlDevice_t device, struct sim_state **st_out,
     if (!st)
         return NVML_ERROR_UNINITIALIZED;
     const struct sim_nvml_device *d = (const struct sim_nvml_device *)(void *)device;
-    if (d < g_devices || d >= g_devices + SIM_MAX_DEVICES || d->index >= st->ndevices)
+    if (d < g_devices || d >= g_devices + SIM_MAX_DEVICES || (uint32_t)(d - g_devices) >= st->ndevices)
         return NVML_ERROR_INVALID_ARGUMENT;
     *st_out = st;
-    *idx = (int)d->index;
+    *idx = (int)(d - g_devices);
     return NVML_SUCCESS;
 }
 

@@ -16,10 +16,13 @@
 
 #define SIM_STATE_MAGIC 0x314d495345494c53ULL /* "SLIESIM1" */
 /* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots; 4: time slices; 5: MPS; 6: collectives;
- * 7: idle gaps inside graphs; 8: processes told apart across pid namespaces; 12: power over the last second */
-#define SIM_STATE_VERSION 13U
+ * 7: idle gaps inside graphs; 8: processes told apart across pid namespaces; 12: power over the last second;
+ * 14: 17 devices */
+#define SIM_STATE_VERSION 14U
 
-#define SIM_MAX_DEVICES 8
+/* One more than gpuslice accounts for in a process (GS_MAX_DEVICES), so
+ * that its refusal past them is tested */
+#define SIM_MAX_DEVICES 17
 #define SIM_MAX_PROCS 128
 #define SIM_MAX_CHUNKS 4096
 #define SIM_MAX_ALLOCS 16384

@@ -85,7 +85,7 @@ static void invalid_values_fail_closed(void **state)
     expect_invalid("GPUSLICE_SIM_MEM", "0");
     expect_invalid("GPUSLICE_SIM_MEM", "8GB");
     expect_invalid("GPUSLICE_SIM_DEVICES", "0");
-    expect_invalid("GPUSLICE_SIM_DEVICES", "9");
+    expect_invalid("GPUSLICE_SIM_DEVICES", "18");
     expect_invalid("GPUSLICE_SIM_DEVICES", "2x");
     expect_invalid("GPUSLICE_SIM_CTX_OVERHEAD", "-1");
     expect_invalid("GPUSLICE_SIM_TIMESLICE_US", "2ms");
