@@ -68,10 +68,3 @@ uint64_t gs_charge_mipmapped(uint64_t width, uint64_t height, uint64_t depth, un
     }
     return round_up(total, GS_LARGE_PAGE);
 }
-
-uint64_t gs_charge_context(uint64_t reserved, int exact, uint64_t measured)
-{
-    if (exact)
-        return measured;
-    return measured > reserved ? measured : reserved;
-}

@@ -28,12 +28,4 @@ uint64_t gs_charge_array(uint64_t width, uint64_t height, uint64_t depth, unsign
 uint64_t gs_charge_mipmapped(uint64_t width, uint64_t height, uint64_t depth, unsigned channels, int format,
                              unsigned levels);
 
-/* What a process's first context on a device is charged once measured,
- * having reserved `reserved` before it existed. exact: NVML's count of this
- * very process's memory, taken as it is. Otherwise `measured` is the
- * device's growth across the creation, which another process's free at
- * that moment shrinks (a tenant can time one): never below the reservation,
- * counted too long rather than too little. */
-uint64_t gs_charge_context(uint64_t reserved, int exact, uint64_t measured);
-
 #endif

@@ -21,7 +21,6 @@
 #include "real_driver.h"
 #include "runtime.h"
 
-#include "../core/accounting.h"
 #include "../core/uuid_format.h"
 
 #include <pthread.h>
@@ -154,10 +153,10 @@ static uint64_t measure(const struct ctx_charge *c, CUdevice ordinal)
 {
     unsigned long long after = 0;
     if (own_usage(c->nvml, &after) == 0 && after > 0 && after <= MAX_PLAUSIBLE_OVERHEAD)
-        return gs_charge_context(c->bytes, 1, after); /* exact: nothing else of ours is on the device yet */
+        return after; /* exact: nothing else of ours is on the device yet */
     if (c->have_before && device_used(c->nvml, &after) == 0 && after > c->before &&
         after - c->before <= MAX_PLAUSIBLE_OVERHEAD)
-        return gs_charge_context(c->bytes, 0, after - c->before);
+        return after - c->before;
     gs_log(GS_LOG_WARN, "could not measure context overhead on device %d; charging %llu MiB", ordinal,
            (unsigned long long)(FALLBACK_OVERHEAD >> 20));
     return FALLBACK_OVERHEAD;
