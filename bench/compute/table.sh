@@ -3,12 +3,13 @@
 # minutes each (the device tool's limit), so that a new card gets every row
 # with little device time lost between calls. From the repo root:
 #   OUT=DIR bash bench/compute/table.sh PART [TAG]
-# PART (wall times from the H200 calls of compute-2026-12-05.md and earlier):
+# PART (wall times from the calls of compute-2026-12-05.md, -12-05b-h100.md and earlier):
 #   single  a new container's first second (caps 30 / 70, 8 s runs), GPU-bound
 #           matmul under caps 10-90 in turns, two and four containers, the
 #           paired launch loop                                   (~7 min)
-#   loads   torch.compile training, CUDA-graph inference and the decoder
-#           under caps 10 / 30 / 50 / 70 / 90 in turns           (~9 min)
+#   loads   torch.compile training and the decoder under caps 10 / 30 /
+#           50 / 70 / 90 in turns                     (~9.5 min on an H100)
+#   graphs  torch.compile CUDA-graph inference the same way      (~5 min)
 #   coloc   the heavy decoder beside matmul training: plain, caps 70 / 30,
 #           shares 70 : 30, MPS 70 % / 30 % threads               (~6 min)
 #   light   the same with the light decoder, and the share pair in the node
@@ -47,7 +48,11 @@ single)
     BENCH_SECS=8 call 3 --only two,four,launchc
     ;;
 loads)
-    call 1 --only capturns,train,graphinf,decoder --caps 10,30,50,70,90 --copies 2 --plain-copies 1 \
+    call 1 --only capturns,train,decoder --caps 10,30,50,70,90 --copies 2 --plain-copies 1 \
+        --log "$OUT/$part-1/logs"
+    ;;
+graphs)
+    call 1 --only capturns,graphinf --caps 10,30,50,70,90 --copies 2 --plain-copies 1 \
         --log "$OUT/$part-1/logs"
     ;;
 coloc)
@@ -58,7 +63,7 @@ light)
     call 2 --only turns --turn-cycles 4
     ;;
 *)
-    echo "usage: OUT=DIR bash bench/compute/table.sh single|loads|coloc|light [TAG]" >&2
+    echo "usage: OUT=DIR bash bench/compute/table.sh single|loads|graphs|coloc|light [TAG]" >&2
     exit 2
     ;;
 esac
