@@ -31,20 +31,16 @@
 #include "runtime.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
 #define MAX_STREAMS 4
-#define MARK_EVERY_NS 500000ULL     /* a progress marker every 0.5 ms of launching or of GPU work */
-#define MAX_SLEEP_NS 10000000ULL    /* re-check the account at least every 10 ms */
-#define TURN_GRACE_NS 2000000ULL    /* a window holds the device ledger's turn 2 ms past its end at least */
-#define DRAIN_HOLD_NS 1000000000ULL /* ... and while it drains, up to 1 s: the drain's bound */
-#define DRAIN_SPIN_NS 200000ULL     /* a drain polls without sleeping this long, as the driver's wait spins */
-#define DRAIN_POLL_NS 20000ULL      /* ... then sleeps this long between polls */
-/* CU_STREAM_LEGACY: work recorded there waits for the context's blocking
- * streams */
-#define LEGACY_STREAM ((CUstream)(uintptr_t)0x1)
+#define MARK_EVERY_NS 500000ULL      /* a progress marker every 0.5 ms of launching or of GPU work */
+#define MAX_SLEEP_NS 10000000ULL     /* re-check the account at least every 10 ms */
+#define TURN_GRACE_NS 2000000ULL     /* a window holds the device ledger's turn 2 ms past its end at least */
+#define DRAIN_HOLD_NS 1000000000ULL  /* ... and while it drains, up to 1 s: the drain's bound */
+#define DRAIN_POLL_NS 20000ULL       /* a drain's first sleep between polls, doubling ... */
+#define DRAIN_POLL_MAX_NS 1000000ULL /* ... up to this */
 /* A rank whose slot of the turn frame ended this recently follows a peer
  * rank that began the step before it ended (follows_peer): well above the
  * skew between ranks' launches after a collective, well under a step */
@@ -62,7 +58,7 @@
 int gs_compute_state;
 
 /* A thread's state on one device. Another thread's destroy of a stream or
- * context (gs_compute_forget_begin/end) writes overflow and gen, and reads
+ * context (gs_compute_forget) writes the streams, overflow and gen, and reads
  * limited, ctx and the streams, all under the owner's tstate lock: the owner
  * writes those under it too, and reads overflow only under it, so that
  * what it hands the driver from them is never a destroyed handle. */
@@ -85,7 +81,7 @@ struct tdev {
     uint64_t touched_ns;     /* running free: when it last marked itself active in the ledger */
     struct gs_lim_window w;
     CUstream streams[MAX_STREAMS];
-    CUevent drain[MAX_STREAMS + 1]; /* one a stream, and one for the legacy stream (close_window) */
+    CUevent drain[MAX_STREAMS]; /* timed: where the work drained is read from them, not the host's wake */
     CUevent ev_start, ev_mark;
     CUcontext ctx; /* the context its events were made in */
 };
@@ -148,7 +144,7 @@ static void end_windows(struct tstate *ts, CUcontext ctx)
         if (t->w.open && t->turn && l)
             gs_ledger_close_window(l, slot); /* a capture kept it open: the others must not see it active */
         t->w.open = 0;
-        CUevent events[] = { t->drain[0], t->drain[1], t->drain[2], t->drain[3], t->drain[4], t->ev_start, t->ev_mark };
+        CUevent events[] = { t->drain[0], t->drain[1], t->drain[2], t->drain[3], t->ev_start, t->ev_mark };
         _Static_assert(MAX_STREAMS == 4, "every drain event is destroyed");
         for (size_t i = 0; destroy && i < sizeof events / sizeof events[0]; i++)
             if (events[i])
@@ -250,8 +246,8 @@ static void setup(struct tdev *t, struct gs_region *r, int d, CUdevice ord)
             sleep_ns(100000);
         }
     }
-    for (int i = 0; i <= MAX_STREAMS; i++)
-        n.drain[i] = make_event(0x2); /* CU_EVENT_DISABLE_TIMING */
+    for (int i = 0; i < MAX_STREAMS; i++)
+        n.drain[i] = make_event(0);
     n.ev_start = make_event(0);
     n.ev_mark = make_event(0);
     gs_pfn_cuCtxGetCurrent current = GS_REAL_CU(cuCtxGetCurrent);
@@ -430,12 +426,14 @@ static void log_undrained(int d)
  * no bound: what a tenant queued may wait for its host to act after the
  * launch we hold returns (a kernel spinning on a flag, cuStreamWaitValue32,
  * a wait for an event another thread will record), and such a program hung
- * for good inside our launch hook. Polls at once for DRAIN_SPIN_NS, as the
- * driver's own wait spins, so that a short drain ends when the work does. */
+ * for good inside our launch hook. It sleeps between polls rather than
+ * spinning: two tenants spinning through their drains on a loaded 2-core
+ * node slowed each other's launches (0.25 / 0.65 of a device capped
+ * 30 / 70); where the work drained is read from the events (drained_at). */
 static int wait_events(const CUevent *ev, int *polled, int n, uint64_t deadline)
 {
     gs_pfn_cuEventQuery query = GS_REAL_CU(cuEventQuery);
-    uint64_t from = gs_compute_now();
+    uint64_t nap = DRAIN_POLL_NS;
     for (;;) {
         int left = 0;
         for (int i = 0; i < n; i++) {
@@ -449,11 +447,31 @@ static int wait_events(const CUevent *ev, int *polled, int n, uint64_t deadline)
             return 1;
         if (now >= deadline)
             return 0;
-        if (now - from < DRAIN_SPIN_NS)
-            sched_yield();
-        else
-            sleep_ns(DRAIN_POLL_NS);
+        sleep_ns(nap);
+        nap = nap * 2 < DRAIN_POLL_MAX_NS ? nap * 2 : DRAIN_POLL_MAX_NS;
     }
+}
+
+/* When the drained events' work ended, from their GPU time after the
+ * interval's start event (as a marker's is read), else host, the time the
+ * wait saw them done: a poll's wake comes late by its sleep and the
+ * scheduler's delay, which would be charged. */
+static uint64_t drained_at(const struct tdev *t, const int *waited, int n, uint64_t host)
+{
+    gs_pfn_cuEventElapsedTime elapsed = GS_REAL_CU(cuEventElapsedTime);
+    if (!t->have_start || !elapsed)
+        return host;
+    uint64_t end = 0;
+    for (int i = 0; i < n; i++) {
+        float ms = 0;
+        if (!waited[i])
+            continue;
+        if (elapsed(&ms, t->ev_start, t->drain[i]) != CUDA_SUCCESS)
+            return host;
+        uint64_t at = t->w.busy_from + (ms > 0 ? (uint64_t)((double)ms * 1e6) : 0);
+        end = at > end ? at : end;
+    }
+    return end && end < host ? end : host;
 }
 
 /* Drains the window's work, for at most DRAIN_HOLD_NS, and charges it. */
@@ -462,22 +480,21 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
     gs_pfn_cuEventQuery query = GS_REAL_CU(cuEventQuery);
     gs_pfn_cuEventElapsedTime elapsed = GS_REAL_CU(cuEventElapsedTime);
-    /* past the streams we track, or with one destroyed, an event on the
-     * legacy stream stands for them all: it completes once the context's
-     * blocking streams' work before it has (what cuCtxSynchronize waited
-     * for, without a bound; non-blocking streams we do not track go
-     * unseen), and no stream of the list is used */
-    CUstream on[MAX_STREAMS + 1];
-    int n = 0, pending = 0, recorded[MAX_STREAMS + 1] = { 0 };
+    /* past the streams we track, or with one destroyed (then gone from the
+     * list), the streams left are drained and the window counts as busy
+     * until they are: the others' work is not waited for. No event on the
+     * legacy stream: the blocking streams' later work would wait for it on
+     * the GPU, a kernel there waiting for one launched after this close
+     * for good */
+    int n = 0, pending = 0, recorded[MAX_STREAMS] = { 0 }, waited[MAX_STREAMS] = { 0 };
     pthread_mutex_lock(&t_state->lock);
     int overflow = t->overflow;
-    for (int i = 0; i < t->nstreams && !overflow; i++)
-        on[n++] = t->streams[i];
-    if (overflow)
-        on[n++] = LEGACY_STREAM;
+    n = t->nstreams;
     for (int i = 0; i < n; i++)
-        recorded[i] = t->drain[i] && rec && rec(t->drain[i], on[i]) == CUDA_SUCCESS;
+        recorded[i] = t->drain[i] && rec && rec(t->drain[i], t->streams[i]) == CUDA_SUCCESS;
     pthread_mutex_unlock(&t_state->lock);
+    for (int i = 0; i < n; i++)
+        waited[i] = recorded[i];
     for (int i = 0; i < n; i++)
         if (recorded[i] && query && query(t->drain[i]) == CUDA_ERROR_NOT_READY)
             pending = 1;
@@ -503,8 +520,10 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     if (pending) {
         uint64_t from = gs_compute_now();
         undrained = !wait_events(t->drain, recorded, n, from + DRAIN_HOLD_NS);
-        drained = gs_compute_now();
-        gs_cost_add(GS_COST_DRAIN, drained - from);
+        uint64_t woke = gs_compute_now();
+        gs_cost_add(GS_COST_DRAIN, woke - from);
+        drained = undrained ? woke : drained_at(t, waited, n, woke);
+        drained = drained > close_ns ? drained : close_ns; /* as a wait that returned at once read it */
         if (undrained)
             log_undrained(d);
     }
@@ -982,39 +1001,42 @@ void gs_compute_tenant_sync(CUstream s, int whole_context)
     pthread_mutex_unlock(&ts->lock);
 }
 
-int gs_compute_forget_begin(CUcontext ctx)
+/* Takes stream s off t's list. Its work may still run: the window counts as
+ * busy until the streams left have drained (overflow), without waiting for
+ * it. */
+static void forget_stream(struct tdev *t, CUstream s)
 {
-    if (__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) != GS_COMPUTE_ON)
-        return 0;
-    if (ctx && t_state)
-        end_windows(t_state, ctx); /* ours, while its events still live */
-    pthread_mutex_lock(&states_lock);
-    for (struct tstate *ts = states; ts; ts = ts->next)
-        pthread_mutex_lock(&ts->lock);
-    return 1;
+    int k = 0;
+    for (int i = 0; i < t->nstreams; i++)
+        if (t->streams[i] != s)
+            t->streams[k++] = t->streams[i];
+    if (k != t->nstreams)
+        t->overflow = 1;
+    t->nstreams = k;
 }
 
-void gs_compute_forget_end(int held, int destroyed, const CUstream *s, CUcontext ctx)
+void gs_compute_forget(const CUstream *s, CUcontext ctx)
 {
-    if (!held)
+    if (__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) != GS_COMPUTE_ON)
         return;
+    if (!s && t_state)
+        end_windows(t_state, ctx); /* ours, while its events still live */
+    pthread_mutex_lock(&states_lock);
     for (struct tstate *ts = states; ts; ts = ts->next) {
-        for (int d = 0; destroyed && d < GS_REGION_MAX_DEVICES; d++) {
+        pthread_mutex_lock(&ts->lock);
+        for (int d = 0; d < GS_REGION_MAX_DEVICES; d++) {
             struct tdev *t = &ts->dev[d];
             if (t->limited != 1)
                 continue;
-            /* a destroyed stream's work may still run: the window drains
-             * through the legacy stream, as past MAX_STREAMS, and hands the
-             * driver none of its streams again; so with a context's, which
-             * are not told apart */
-            for (int i = 0; i < t->nstreams; i++)
-                if (!s || t->streams[i] == *s)
-                    t->overflow = 1;
-            /* events made in a context go with it: the state is set up
-             * afresh at its thread's next launch, and its window's turn in
-             * the device ledger lapses at its deadline */
-            if (!s && t->ctx == ctx)
+            if (s) {
+                forget_stream(t, *s);
+            } else if (t->ctx == ctx) {
+                /* events made in a context go with it: the state is set up
+                 * afresh at its thread's next launch, and its window's turn
+                 * in the device ledger lapses at its deadline */
+                t->nstreams = 0;
                 __atomic_store_n(&t->gen, 0, __ATOMIC_RELAXED);
+            }
         }
         pthread_mutex_unlock(&ts->lock);
     }

@@ -33,13 +33,13 @@ int gs_compute_collective_hold(void);
  * may end there, and gets a marker. */
 void gs_compute_tenant_sync(CUstream s, int whole_context);
 
-/* Around the program's destroy of a stream or a context: no thread hands
- * the driver a handle of it from the limiter's state afterwards. Before the
- * real call, gs_compute_forget_begin (ctx: the context it may destroy, whose
- * windows this thread ends at once; NULL for a stream) holds every thread's
- * state; after it, gs_compute_forget_end with its result (destroyed) and
- * what went: stream *s, or (s NULL) context ctx. held: what begin returned. */
-int gs_compute_forget_begin(CUcontext ctx);
-void gs_compute_forget_end(int held, int destroyed, const CUstream *s, CUcontext ctx);
+/* Before the program's destroy of stream *s, or (s NULL) of context ctx (a
+ * primary context's release, which may destroy it, too): no thread hands the
+ * driver a handle of it from the limiter's state afterwards, and this
+ * thread's windows in ctx end at once. Marked before the real call, not
+ * held across it: a destroy waits for the context's work, which may wait
+ * for another thread's next launch. A destroy that fails costs a window
+ * counted busy until drained, or a state set up afresh. */
+void gs_compute_forget(const CUstream *s, CUcontext ctx);
 
 #endif

@@ -11,7 +11,7 @@
  * a context past the limit is refused; a measured charge is settled after.
  *
  * The compute limiter forgets what it holds of a context or stream the
- * program destroys (gs_compute_forget_begin/end): the primary context goes
+ * program destroys (gs_compute_forget): the primary context goes
  * at its last release or a reset.
  */
 #include "charge.h"
@@ -281,9 +281,8 @@ static CUresult destroy_context(CUresult (*real)(CUcontext), CUcontext ctx)
     if (gs_mode() == GS_MODE_PASSTHROUGH)
         return real(ctx);
     pthread_mutex_lock(&ctx_lock);
-    int held = gs_compute_forget_begin(ctx);
+    gs_compute_forget(NULL, ctx);
     CUresult rc = real(ctx);
-    gs_compute_forget_end(held, rc == CUDA_SUCCESS, NULL, ctx);
     struct gs_alloc_rec rec;
     if (rc == CUDA_SUCCESS && gs_alloc_take(GS_ALLOC_CTX, (uint64_t)(uintptr_t)ctx, &rec) == 0) {
         struct gs_region *r = gs_rt_region();
@@ -306,56 +305,45 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
     return destroy_context(real, ctx);
 }
 
-/* Whether ordinal dev's primary context is gone after a release (its last,
- * or the driver cannot say: forgotten either way). */
-static int primary_gone(CUdevice dev)
-{
-    gs_pfn_cuDevicePrimaryCtxGetState state = GS_REAL_CU(cuDevicePrimaryCtxGetState);
-    unsigned int flags = 0;
-    int active = 0;
-    return !state || state(dev, &flags, &active) != CUDA_SUCCESS || !active;
-}
-
-/* A release (reset: 0) or reset of dev's primary context. */
-static CUresult end_primary(CUresult (*real)(CUdevice), CUdevice dev, int reset)
+/* A release or reset of dev's primary context. A release destroys it only
+ * at its last reference, which the driver does not tell beforehand: forgotten
+ * at each (a release that leaves it costs each thread's limiter state a
+ * set-up afresh, and its six events). */
+static CUresult end_primary(CUresult (*real)(CUdevice), CUdevice dev)
 {
     CUcontext ctx = dev >= 0 && dev < GS_MAX_DEVICES ? __atomic_load_n(&primary_ctx[dev], __ATOMIC_RELAXED) : NULL;
-    int held = gs_compute_forget_begin(ctx);
-    CUresult rc = real(dev);
-    gs_compute_forget_end(held, rc == CUDA_SUCCESS && (reset || primary_gone(dev)), NULL, ctx);
-    return rc;
+    gs_compute_forget(NULL, ctx);
+    return real(dev);
 }
 
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuDevicePrimaryCtxRelease);
-    return end_primary(real, dev, 0);
+    return end_primary(real, dev);
 }
 
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuDevicePrimaryCtxRelease_v2);
-    return end_primary(real, dev, 0);
+    return end_primary(real, dev);
 }
 
 CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuDevicePrimaryCtxReset);
-    return end_primary(real, dev, 1);
+    return end_primary(real, dev);
 }
 
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuDevicePrimaryCtxReset_v2);
-    return end_primary(real, dev, 1);
+    return end_primary(real, dev);
 }
 
 static CUresult destroy_stream(CUresult (*real)(CUstream), CUstream s)
 {
-    int held = gs_compute_forget_begin(NULL);
-    CUresult rc = real(s);
-    gs_compute_forget_end(held, rc == CUDA_SUCCESS, &s, NULL);
-    return rc;
+    gs_compute_forget(&s, NULL);
+    return real(s);
 }
 
 CUresult cuStreamDestroy(CUstream s)
