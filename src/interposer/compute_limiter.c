@@ -31,16 +31,17 @@
 #include "runtime.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
 #define MAX_STREAMS 4
-#define MARK_EVERY_NS 500000ULL      /* a progress marker every 0.5 ms of launching or of GPU work */
-#define MAX_SLEEP_NS 10000000ULL     /* re-check the account at least every 10 ms */
-#define TURN_GRACE_NS 2000000ULL     /* a window holds the device ledger's turn 2 ms past its end at least */
-#define DRAIN_HOLD_NS 1000000000ULL  /* ... and while it drains, up to 1 s: the drain's bound */
-#define DRAIN_POLL_NS 20000ULL       /* a drain's first sleep between polls, doubling ... */
-#define DRAIN_POLL_MAX_NS 1000000ULL /* ... up to this */
+#define MARK_EVERY_NS 500000ULL     /* a progress marker every 0.5 ms of launching or of GPU work */
+#define MAX_SLEEP_NS 10000000ULL    /* re-check the account at least every 10 ms */
+#define TURN_GRACE_NS 2000000ULL    /* a window holds the device ledger's turn 2 ms past its end at least */
+#define DRAIN_HOLD_NS 1000000000ULL /* ... and while it drains, up to 1 s: the drain's bound */
+#define DRAIN_SPIN_NS 200000ULL     /* a drain polls without sleeping this long, as the driver's wait spins */
+#define DRAIN_POLL_NS 20000ULL      /* ... then sleeps this long between polls */
 /* A rank whose slot of the turn frame ended this recently follows a peer
  * rank that began the step before it ended (follows_peer): well above the
  * skew between ranks' launches after a collective, well under a step */
@@ -81,7 +82,7 @@ struct tdev {
     uint64_t touched_ns;     /* running free: when it last marked itself active in the ledger */
     struct gs_lim_window w;
     CUstream streams[MAX_STREAMS];
-    CUevent drain[MAX_STREAMS]; /* timed: where the work drained is read from them, not the host's wake */
+    CUevent drain[MAX_STREAMS];
     CUevent ev_start, ev_mark;
     CUcontext ctx; /* the context its events were made in */
 };
@@ -247,7 +248,7 @@ static void setup(struct tdev *t, struct gs_region *r, int d, CUdevice ord)
         }
     }
     for (int i = 0; i < MAX_STREAMS; i++)
-        n.drain[i] = make_event(0);
+        n.drain[i] = make_event(0x2); /* CU_EVENT_DISABLE_TIMING */
     n.ev_start = make_event(0);
     n.ev_mark = make_event(0);
     gs_pfn_cuCtxGetCurrent current = GS_REAL_CU(cuCtxGetCurrent);
@@ -426,14 +427,12 @@ static void log_undrained(int d)
  * no bound: what a tenant queued may wait for its host to act after the
  * launch we hold returns (a kernel spinning on a flag, cuStreamWaitValue32,
  * a wait for an event another thread will record), and such a program hung
- * for good inside our launch hook. It sleeps between polls rather than
- * spinning: two tenants spinning through their drains on a loaded 2-core
- * node slowed each other's launches (0.25 / 0.65 of a device capped
- * 30 / 70); where the work drained is read from the events (drained_at). */
+ * for good inside our launch hook. Polls at once for DRAIN_SPIN_NS, as the
+ * driver's own wait spins, so that a short drain ends when the work does. */
 static int wait_events(const CUevent *ev, int *polled, int n, uint64_t deadline)
 {
     gs_pfn_cuEventQuery query = GS_REAL_CU(cuEventQuery);
-    uint64_t nap = DRAIN_POLL_NS;
+    uint64_t from = gs_compute_now();
     for (;;) {
         int left = 0;
         for (int i = 0; i < n; i++) {
@@ -447,31 +446,11 @@ static int wait_events(const CUevent *ev, int *polled, int n, uint64_t deadline)
             return 1;
         if (now >= deadline)
             return 0;
-        sleep_ns(nap);
-        nap = nap * 2 < DRAIN_POLL_MAX_NS ? nap * 2 : DRAIN_POLL_MAX_NS;
+        if (now - from < DRAIN_SPIN_NS)
+            sched_yield();
+        else
+            sleep_ns(DRAIN_POLL_NS);
     }
-}
-
-/* When the drained events' work ended, from their GPU time after the
- * interval's start event (as a marker's is read), else host, the time the
- * wait saw them done: a poll's wake comes late by its sleep and the
- * scheduler's delay, which would be charged. */
-static uint64_t drained_at(const struct tdev *t, const int *waited, int n, uint64_t host)
-{
-    gs_pfn_cuEventElapsedTime elapsed = GS_REAL_CU(cuEventElapsedTime);
-    if (!t->have_start || !elapsed)
-        return host;
-    uint64_t end = 0;
-    for (int i = 0; i < n; i++) {
-        float ms = 0;
-        if (!waited[i])
-            continue;
-        if (elapsed(&ms, t->ev_start, t->drain[i]) != CUDA_SUCCESS)
-            return host;
-        uint64_t at = t->w.busy_from + (ms > 0 ? (uint64_t)((double)ms * 1e6) : 0);
-        end = at > end ? at : end;
-    }
-    return end && end < host ? end : host;
 }
 
 /* Drains the window's work, for at most DRAIN_HOLD_NS, and charges it. */
@@ -486,15 +465,13 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
      * legacy stream: the blocking streams' later work would wait for it on
      * the GPU, a kernel there waiting for one launched after this close
      * for good */
-    int n = 0, pending = 0, recorded[MAX_STREAMS] = { 0 }, waited[MAX_STREAMS] = { 0 };
+    int n = 0, pending = 0, recorded[MAX_STREAMS] = { 0 };
     pthread_mutex_lock(&t_state->lock);
     int overflow = t->overflow;
     n = t->nstreams;
     for (int i = 0; i < n; i++)
         recorded[i] = t->drain[i] && rec && rec(t->drain[i], t->streams[i]) == CUDA_SUCCESS;
     pthread_mutex_unlock(&t_state->lock);
-    for (int i = 0; i < n; i++)
-        waited[i] = recorded[i];
     for (int i = 0; i < n; i++)
         if (recorded[i] && query && query(t->drain[i]) == CUDA_ERROR_NOT_READY)
             pending = 1;
@@ -520,10 +497,8 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     if (pending) {
         uint64_t from = gs_compute_now();
         undrained = !wait_events(t->drain, recorded, n, from + DRAIN_HOLD_NS);
-        uint64_t woke = gs_compute_now();
-        gs_cost_add(GS_COST_DRAIN, woke - from);
-        drained = undrained ? woke : drained_at(t, waited, n, woke);
-        drained = drained > close_ns ? drained : close_ns; /* as a wait that returned at once read it */
+        drained = gs_compute_now();
+        gs_cost_add(GS_COST_DRAIN, drained - from);
         if (undrained)
             log_undrained(d);
     }

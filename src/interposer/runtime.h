@@ -53,8 +53,9 @@ int gs_rt_ready(void);
 /* Region device index for a CUDA ordinal / for the current context's device
  * / for an NVML device. -1 if unknown; a region that cannot record the
  * device also sets mode BROKEN. GS_DEV_UNTRACKED for an ordinal past the
- * per-ordinal tables (GS_MAX_DEVICES, logged once): its memory and compute
- * cannot be accounted, so they are refused, never left unlimited. */
+ * per-ordinal tables (GS_MAX_DEVICES, logged once) where a limit is set:
+ * its memory and compute cannot be accounted, so they are refused, never
+ * left unlimited; -1 for it where nothing is limited. */
 #define GS_DEV_UNTRACKED (-2)
 int gs_rt_dev_of_ordinal(CUdevice ordinal);
 int gs_rt_dev_current(CUdevice *ordinal_out);

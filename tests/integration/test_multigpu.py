@@ -296,3 +296,14 @@ def test_a_device_past_the_tables_is_refused_with_a_reason(world):
     assert c.cmd(f"pool {MiB} 16")["rc"] == 2
     err = c.close()
     assert err.count("device 16 is past the 16 devices gpuslice can account for") == 1, err
+
+
+def test_a_device_past_the_tables_is_left_alone_where_nothing_is_limited(world):
+    """With no limit set (usage tracked, as `gpuslice run` without
+    --memory or --cores runs), nothing would be limited on a 17th device:
+    refused, a program the interposer does not limit broke."""
+    w = world(limit=None, extra={"GPUSLICE_SIM_DEVICES": "17"})
+    c = w.client()
+    c.ok("init 16")
+    c.ok(f"alloc {2 * MiB}")
+    c.close()
