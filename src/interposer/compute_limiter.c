@@ -31,7 +31,6 @@
 #include "runtime.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -39,9 +38,7 @@
 #define MARK_EVERY_NS 500000ULL     /* a progress marker every 0.5 ms of launching or of GPU work */
 #define MAX_SLEEP_NS 10000000ULL    /* re-check the account at least every 10 ms */
 #define TURN_GRACE_NS 2000000ULL    /* a window holds the device ledger's turn 2 ms past its end at least */
-#define DRAIN_HOLD_NS 1000000000ULL /* ... and while it drains, up to 1 s: the drain's bound */
-#define DRAIN_SPIN_NS 200000ULL     /* a drain polls without sleeping this long, as the driver's wait spins */
-#define DRAIN_POLL_NS 20000ULL      /* ... then sleeps this long between polls */
+#define DRAIN_HOLD_NS 1000000000ULL /* ... and while it drains, up to 1 s */
 /* A rank whose slot of the turn frame ended this recently follows a peer
  * rank that began the step before it ended (follows_peer): well above the
  * skew between ranks' launches after a collective, well under a step */
@@ -410,61 +407,15 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
     gs_cost_add(GS_COST_PROBE, gs_compute_now() - from);
 }
 
-/* A window whose work had not drained at the drain's bound: said once a
- * process at info level, then in the debug log. */
-static void log_undrained(int d)
-{
-    static int said;
-    int first = !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED);
-    gs_log(first ? GS_LOG_INFO : GS_LOG_DEBUG,
-           "compute limiter: a window's work on device %d had not drained after %llu ms (it may wait for the "
-           "host); it is charged as busy until then, and the launch goes on",
-           d, (unsigned long long)(DRAIN_HOLD_NS / 1000000));
-}
-
-/* Waits until the events ev[i] with polled[i] set have completed (1), or
- * until the clock reaches deadline (0). Never cuEventSynchronize, which has
- * no bound: what a tenant queued may wait for its host to act after the
- * launch we hold returns (a kernel spinning on a flag, cuStreamWaitValue32,
- * a wait for an event another thread will record), and such a program hung
- * for good inside our launch hook. Polls at once for DRAIN_SPIN_NS, as the
- * driver's own wait spins, so that a short drain ends when the work does. */
-static int wait_events(const CUevent *ev, int *polled, int n, uint64_t deadline)
-{
-    gs_pfn_cuEventQuery query = GS_REAL_CU(cuEventQuery);
-    uint64_t from = gs_compute_now();
-    for (;;) {
-        int left = 0;
-        for (int i = 0; i < n; i++) {
-            if (polled[i] && query && query(ev[i]) == CUDA_ERROR_NOT_READY)
-                left = 1;
-            else
-                polled[i] = 0;
-        }
-        uint64_t now = gs_compute_now();
-        if (!left)
-            return 1;
-        if (now >= deadline)
-            return 0;
-        if (now - from < DRAIN_SPIN_NS)
-            sched_yield();
-        else
-            sleep_ns(DRAIN_POLL_NS);
-    }
-}
-
-/* Drains the window's work, for at most DRAIN_HOLD_NS, and charges it. */
+/* Drains the window's work and charges it. */
 static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t close_ns)
 {
     gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
     gs_pfn_cuEventQuery query = GS_REAL_CU(cuEventQuery);
+    gs_pfn_cuEventSynchronize esync = GS_REAL_CU(cuEventSynchronize);
     gs_pfn_cuEventElapsedTime elapsed = GS_REAL_CU(cuEventElapsedTime);
     /* past the streams we track, or with one destroyed (then gone from the
-     * list), the streams left are drained and the window counts as busy
-     * until they are: the others' work is not waited for. No event on the
-     * legacy stream: the blocking streams' later work would wait for it on
-     * the GPU, a kernel there waiting for one launched after this close
-     * for good */
+     * list), the whole context is drained below */
     int n = 0, pending = 0, recorded[MAX_STREAMS] = { 0 };
     pthread_mutex_lock(&t_state->lock);
     int overflow = t->overflow;
@@ -490,23 +441,25 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
             gs_ledger_extend(l, slot, close_ns, close_ns + DRAIN_HOLD_NS);
         }
     }
-    if (overflow)
-        pending = 1; /* more streams than we track: the drain's time counts */
+    if (overflow) {
+        gs_pfn_cuCtxSynchronize cs = GS_REAL_CU(cuCtxSynchronize);
+        if (cs)
+            cs();
+        pending = 1;
+    }
     uint64_t drained = 0;
-    int undrained = 0;
     if (pending) {
         uint64_t from = gs_compute_now();
-        undrained = !wait_events(t->drain, recorded, n, from + DRAIN_HOLD_NS);
+        for (int i = 0; i < n; i++)
+            if (recorded[i] && esync)
+                esync(t->drain[i]);
         drained = gs_compute_now();
         gs_cost_add(GS_COST_DRAIN, drained - from);
-        if (undrained)
-            log_undrained(d);
     }
     struct gs_lim_close_facts f = interval_facts(t, r, d, elapsed);
     f.planned_end_ns = t->w.end_ns;
     f.close_ns = close_ns;
     f.drained_ns = drained;
-    f.undrained = undrained; /* charged as busy until now, owed before the next window opens */
     uint64_t end = less_collective_spin(t, d, gs_lim_window_end(&f, &pending));
     uint64_t start = t->w.start_ns, wend = t->w.end_ns;
     uint32_t nl = t->w.launches;
@@ -517,10 +470,7 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     gs_log(GS_LOG_DEBUG, "tokens %lld window %llu us (planned %llu, closed at %llu, %u launches, %s): charged %llu us",
            (long long)__atomic_load_n(&r->dev[d].lim.tokens, __ATOMIC_RELAXED),
            (unsigned long long)((end - start) / 1000), (unsigned long long)((wend - start) / 1000),
-           (unsigned long long)((close_ns - start) / 1000), nl,
-           undrained ? "undrained"
-           : pending ? "measured"
-                     : "idle",
+           (unsigned long long)((close_ns - start) / 1000), nl, pending ? "measured" : "idle",
            (unsigned long long)(charge / 1000));
     count_charge(r, charge, 1);
     note_interval_end(t);
@@ -878,11 +828,11 @@ int gs_compute_collective_hold(void)
  * moment, when the time-slicer hands it to the neighbour's waiting kernel. */
 static void yield_queue(struct tdev *t)
 {
-    if (!gs_compute_sync_enter())
+    gs_pfn_cuEventSynchronize esync = GS_REAL_CU(cuEventSynchronize);
+    if (!esync || !gs_compute_sync_enter())
         return;
     uint64_t from = gs_compute_now();
-    int polled = 1; /* bounded as a drain is (wait_events) */
-    (void)wait_events(&t->ev_mark, &polled, 1, from + DRAIN_HOLD_NS);
+    esync(t->ev_mark);
     gs_compute_sync_leave();
     uint64_t to = gs_compute_now();
     gs_cost_add(GS_COST_YIELD, to - from);

@@ -123,8 +123,9 @@ static CUresult ctx_reserve(struct ctx_charge *c, CUdevice ordinal, int primary)
     int dev = gs_rt_dev_of_ordinal(ordinal);
     if (dev == GS_DEV_UNTRACKED)
         return CUDA_ERROR_OUT_OF_MEMORY; /* cannot account for it, so refuse it */
-    if (ordinal < 0 || (primary && primary_charged[ordinal]))
-        return CUDA_SUCCESS; /* the driver refuses the ordinal; a retained primary costs nothing more */
+    if (ordinal < 0 || ordinal >= GS_MAX_DEVICES || (primary && primary_charged[ordinal]))
+        return CUDA_SUCCESS; /* the driver refuses the ordinal, nothing is limited past the tables
+                              * (gs_rt_dev_of_ordinal), or a retained primary costs nothing more */
     if (gs_rt_ready() != 0)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (dev < 0)
