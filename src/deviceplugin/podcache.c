@@ -195,44 +195,10 @@ static char *pods_path(const struct gs_podcache *pc, const char *extra)
     return path;
 }
 
-/* Lists; on success replaces the cache and copies the list's
- * resourceVersion into rv. */
-static int relist(struct gs_podcache *pc, char *rv, size_t rvlen)
+/* Lock held. Replaces the cache with the list's items, a list at
+ * resourceVersion list_rv (0: not a decimal number). */
+static void install_locked(struct gs_podcache *pc, json_t *items, unsigned long long list_rv)
 {
-    char err[512];
-    char *path = pods_path(pc, "");
-    if (!path)
-        return -1;
-    json_t *list = NULL;
-    int st = kube_get_json(pc->kc, path, &list, err, sizeof err);
-    free(path);
-    if (st != 200 || !list) {
-        kube_log(KUBE_LOG_WARN, "pod list failed: %s", err);
-        json_decref(list);
-        return -1;
-    }
-    json_t *items = json_object_get(list, "items");
-    if (!json_is_array(items)) {
-        kube_log(KUBE_LOG_WARN, "pod list: answer has no \"items\" array");
-        json_decref(list);
-        return -1;
-    }
-    const char *lrv = json_string_value(json_object_get(json_object_get(list, "metadata"), "resourceVersion"));
-    unsigned long long list_rv = lrv ? rv_number(lrv) : 0;
-    pthread_mutex_lock(&pc->lock);
-    if (list_rv && pc->applied_rv >= list_rv) {
-        /* Another thread's list or the watch got further while this list
-         * was on its way: installed, it would bring back pods deleted and
-         * annotations changed since (an RPC's re-list on a miss races the
-         * watch thread). */
-        unsigned long long at = pc->applied_rv;
-        pthread_mutex_unlock(&pc->lock);
-        kube_log(KUBE_LOG_INFO, "pod list at %s not installed: the cache is at %llu already", lrv, at);
-        json_decref(list);
-        if (rv)
-            snprintf(rv, rvlen, "%s", lrv);
-        return 0;
-    }
     /* Pods already known keep when they were first seen bound; new ones
      * are numbered in resourceVersion order (a list is in key order). */
     struct gs_pod *old = pc->pods;
@@ -273,7 +239,44 @@ static int relist(struct gs_podcache *pc, char *rv, size_t rvlen)
         pc->applied_rv = list_rv;
     pc->version++;
     pc->synced = 1;
+}
+
+/* Lists; on success replaces the cache (unless the cache is as new already)
+ * and copies the list's resourceVersion into rv. */
+static int relist(struct gs_podcache *pc, char *rv, size_t rvlen)
+{
+    char err[512];
+    char *path = pods_path(pc, "");
+    if (!path)
+        return -1;
+    json_t *list = NULL;
+    int st = kube_get_json(pc->kc, path, &list, err, sizeof err);
+    free(path);
+    if (st != 200 || !list) {
+        kube_log(KUBE_LOG_WARN, "pod list failed: %s", err);
+        json_decref(list);
+        return -1;
+    }
+    json_t *items = json_object_get(list, "items");
+    if (!json_is_array(items)) {
+        kube_log(KUBE_LOG_WARN, "pod list: answer has no \"items\" array");
+        json_decref(list);
+        return -1;
+    }
+    const char *lrv = json_string_value(json_object_get(json_object_get(list, "metadata"), "resourceVersion"));
+    unsigned long long list_rv = lrv ? rv_number(lrv) : 0;
+    pthread_mutex_lock(&pc->lock);
+    /* Another thread's list or the watch may have got further while this
+     * list was on its way: installed, it would bring back pods deleted and
+     * annotations changed since (an RPC's re-list on a miss races the watch
+     * thread). */
+    unsigned long long at = pc->applied_rv;
+    int stale = list_rv && at >= list_rv;
+    if (!stale)
+        install_locked(pc, items, list_rv);
     pthread_mutex_unlock(&pc->lock);
+    if (stale)
+        kube_log(KUBE_LOG_INFO, "pod list at %s not installed: the cache is at %llu already", lrv, at);
     if (rv)
         snprintf(rv, rvlen, "%s", lrv ? lrv : "");
     json_decref(list);

@@ -238,11 +238,11 @@ int gs_rt_ready(void)
 
 int gs_rt_dev_of_ordinal(CUdevice ordinal)
 {
-    /* past the tables a limit could not be applied: refused where one is
-     * set (fail closed), left alone where nothing is limited */
-    if (ordinal >= GS_MAX_DEVICES && !gs_rt.cfg.any_limit && gs_rt.cfg.compute_mode != GS_COMPUTE_SHARE)
-        return -1;
     if (ordinal >= GS_MAX_DEVICES) {
+        /* past the tables a limit could not be applied: refused where one
+         * is set (fail closed), left alone where nothing is limited */
+        if (!gs_rt.cfg.any_limit && gs_rt.cfg.compute_mode != GS_COMPUTE_SHARE)
+            return -1;
         static int logged;
         if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
             gs_log(GS_LOG_ERROR,
