@@ -287,22 +287,3 @@ SIM_API cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
     return primary_release(dev, 1);
 }
-
-SIM_API cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
-{
-    if (!flags || !active)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct sim_call c;
-    CUresult rc = sim_enter(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    dev = sim_dev_phys(dev);
-    if (dev < 0) {
-        rc = CUDA_ERROR_INVALID_DEVICE;
-    } else {
-        *flags = sim_ctxs[dev].flags;
-        *active = sim_ctxs[dev].in_use;
-    }
-    sim_leave(&c);
-    return rc;
-}

@@ -41,7 +41,6 @@ SIM_API cuDevicePrimaryCtxRelease(CUdevice dev);
 SIM_API cuDevicePrimaryCtxRelease_v2(CUdevice dev);
 SIM_API cuDevicePrimaryCtxReset(CUdevice dev);
 SIM_API cuDevicePrimaryCtxReset_v2(CUdevice dev);
-SIM_API cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active);
 
 /* Linear device memory. */
 SIM_API cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize);

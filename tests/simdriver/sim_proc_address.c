@@ -57,7 +57,6 @@ static const struct proc_entry k_entries[] = {
     E("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),
     E("cuDevicePrimaryCtxReset", 7000, cuDevicePrimaryCtxReset),
     E("cuDevicePrimaryCtxReset", 11000, cuDevicePrimaryCtxReset_v2),
-    E("cuDevicePrimaryCtxGetState", 7000, cuDevicePrimaryCtxGetState),
 
     E("cuMemAlloc", 2000, cuMemAlloc),
     E("cuMemAlloc", 3020, cuMemAlloc_v2),
