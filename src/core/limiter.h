@@ -357,6 +357,13 @@ int gs_lim_alone_reading(int64_t our_ppm, int64_t others_ppm, int64_t dev_ppm);
  * from before its reading). */
 int gs_lim_nobody_else(int64_t our_ppm, int64_t others_ppm, int64_t dev_ppm);
 
+/* Whether a device reading (dev_ppm) of a run we were busy in (occ_ppm,
+ * our events' measure) is from before our work: the device read under
+ * GS_LIM_BUSY_PPM while we occupied it four times that. NVML's
+ * utilisation sample covers a period that ended before it is read, and at
+ * a new container's first launches it still covers the idle before them. */
+int gs_lim_device_reading_stale(uint64_t dev_ppm, uint64_t occ_ppm);
+
 /* Outer loop without per-process data (NVML returns no samples, or none
  * with our pids: a container without hostPID): c from the device-level
  * busy fraction dev_ppm (nvmlDeviceGetUtilizationRates) and our occupancy.

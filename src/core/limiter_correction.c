@@ -70,6 +70,11 @@ uint32_t gs_lim_correction(uint32_t old_corr, int64_t our_ppm, uint64_t occ_ppm,
     return corr_step(old_corr, c);
 }
 
+int gs_lim_device_reading_stale(uint64_t dev_ppm, uint64_t occ_ppm)
+{
+    return dev_ppm < GS_LIM_BUSY_PPM && occ_ppm >= 4 * GS_LIM_BUSY_PPM;
+}
+
 uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t occ_ppm)
 {
     if (occ_ppm > GS_LIM_PPM)
@@ -78,11 +83,9 @@ uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t 
         dev_ppm = GS_LIM_PPM;
     if (occ_ppm < GS_LIM_BUSY_PPM)
         return old_corr; /* we barely ran: nothing to learn */
-    /* busy, on a device NVML saw idle: its reading covers a period before
-     * we ran (at the first launch, the outer run's first look), not a
-     * measure. Taken as one it set c to 1 as learnt, and the first real
-     * measure then came half-way, not whole (gs_lim_correction) */
-    if (dev_ppm < GS_LIM_BUSY_PPM && occ_ppm >= 4 * GS_LIM_BUSY_PPM)
+    /* taken as a measure, a stale reading set c to 1 as learnt, and the
+     * first real measure then came half-way, not whole (gs_lim_correction) */
+    if (gs_lim_device_reading_stale(dev_ppm, occ_ppm))
         return old_corr;
     uint64_t idle = GS_LIM_PPM - occ_ppm;
     if (idle < GS_LIM_BUSY_PPM) /* cannot see the others: relax towards 1 (as an unlearnt c is) */

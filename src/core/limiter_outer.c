@@ -406,9 +406,11 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
 uint32_t gs_lim_outer_look_only(struct gs_lim_account *a, const struct gs_outer_in *in)
 {
     /* our occupancy counts the CPU gaps the learning probes found
-     * (gs_lim_learning): the device's busy time is the run's, where read */
+     * (gs_lim_learning): the device's busy time is the run's, where read
+     * and not from before our work */
+    int measured = in->dev_ppm >= 0 && !gs_lim_device_reading_stale((uint64_t)in->dev_ppm, in->occ_ppm);
     struct gs_outer_out o = { 0 };
-    outer_speed(a, in, in->dev_ppm >= 0 ? (uint64_t)in->dev_ppm : in->occ_ppm, &o);
+    outer_speed(a, in, measured ? (uint64_t)in->dev_ppm : in->occ_ppm, &o);
     ST(&a->speed_ppm, o.speed);
     ST(&a->woke_ns, o.woke_ns);
     ST(&a->unused_draw_mw, o.unused_draw_mw);

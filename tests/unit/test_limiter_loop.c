@@ -454,31 +454,28 @@ static void a_new_containers_first_second_learns_s_whole(void **state)
     }
 }
 
-/* H200, a new container's GPU-bound matmul under cap 30, from its first
- * launch (bench/results/compute-2026-12-05.md §1, cap 30 process 0): the
- * first look on the idle device (80 W), the second first look 250 ms
- * later, then the runs that learn c. The card drew 80 W before the
- * container, where s's formula prices idle time at 105 W: the draw of the
- * second the busy fraction's mean holds mostly idle read low, and s stayed
- * 1 at 0.5 s and was 1.12 at 0.75 s (its steady s 1.20-1.21). Returns s at
- * the runs 0.5 s and 0.75 s after the first launch. */
-static void replay_first_second(uint64_t first_draw_mw, uint32_t *at_500ms, uint32_t *at_750ms)
+/* One outer run of a new container's first second, as its log read it. */
+struct first_run {
+    uint64_t occ, waited_us, interval_us;
+    int64_t our, dev, power;
+};
+
+/* Replays a new container's first outer runs under cap p (the first two
+ * are first looks, where NVML's samples from before us end; the rest learn
+ * c) against a 700 W limit at the default exponent, the first look reading
+ * first_draw_mw. Returns s at the third and fourth runs (0.5 s and 0.75 s
+ * after the first launch). */
+static void replay_first_runs(unsigned p, const struct first_run *runs, uint64_t first_draw_mw, uint32_t *at_500ms,
+                              uint32_t *at_750ms)
 {
-    static const struct {
-        uint64_t occ, waited_us, interval_us;
-        int64_t our, dev, power;
-    } runs[] = { { 0, 0, 370, -1, 0, 0 },
-                 { 257681, 108133, 251090, -1, 310000, 137920 },
-                 { 304906, 173383, 251173, 280000, 290000, 196054 },
-                 { 321502, 167663, 251663, 290000, 310000, 289455 } };
     struct gs_lim_account a;
-    account(&a, GS_LIM_CAP, 30, 100);
-    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    account(&a, GS_LIM_CAP, p, 100);
+    for (size_t i = 0; i < 4; i++) {
         struct gs_outer_in in = outer_in(runs[i].occ, runs[i].our, runs[i].our < 0 ? -1 : 0, runs[i].dev, NULL, 0);
         in.interval_ns = runs[i].interval_us * 1000;
         in.waited_ns = runs[i].waited_us * 1000;
         reads_power(&in, i == 0 ? (int64_t)first_draw_mw : runs[i].power, GS_LIM_DEFAULT_POWER_EXP);
-        if (i < 2) { /* the first looks, where NVML's samples from before us end */
+        if (i < 2) {
             gs_lim_outer_look_only(&a, &in);
             continue;
         }
@@ -487,6 +484,22 @@ static void replay_first_second(uint64_t first_draw_mw, uint32_t *at_500ms, uint
         gs_lim_outer_apply(&a, &o, in.now);
         *(i == 2 ? at_500ms : at_750ms) = o.speed;
     }
+}
+
+/* H200, a new container's GPU-bound matmul under cap 30, from its first
+ * launch (bench/results/compute-2026-12-05.md §1, cap 30 process 0): the
+ * first look on the idle device (80 W), the second first look 250 ms
+ * later, then the runs that learn c. The card drew 80 W before the
+ * container, where s's formula prices idle time at 105 W: the draw of the
+ * second the busy fraction's mean holds mostly idle read low, and s stayed
+ * 1 at 0.5 s and was 1.12 at 0.75 s (its steady s 1.20-1.21). */
+static void replay_first_second(uint64_t first_draw_mw, uint32_t *at_500ms, uint32_t *at_750ms)
+{
+    static const struct first_run runs[] = { { 0, 0, 370, -1, 0, 0 },
+                                             { 257681, 108133, 251090, -1, 310000, 137920 },
+                                             { 304906, 173383, 251173, 280000, 290000, 196054 },
+                                             { 321502, 167663, 251663, 290000, 310000, 289455 } };
+    replay_first_runs(30, runs, first_draw_mw, at_500ms, at_750ms);
 }
 
 static void a_new_containers_draw_before_it_is_priced_at_what_the_device_drew_unused(void **state)
@@ -515,6 +528,28 @@ static void a_new_containers_draw_before_it_is_priced_at_what_the_device_drew_un
     assert_int_equal(gs_lim_power_repriced(105000, 200000, 700000, 0), 200000); /* not below busy-idle */
     power_history(&n, 300000, 4);                                               /* 1 s recorded: nothing before it */
     assert_int_equal(gs_lim_power_unused_draw(&n, 0, 90000), 0); /* after its first run, what that run kept */
+}
+
+/* H100, a new container's GPU-bound matmul under cap 70
+ * (bench/results/compute-2026-12-05b-h100.md §2): the second first look,
+ * 250 ms in, read the device 2 % busy while the container's events had
+ * measured it 58 % busy (NVML's utilisation sample still from before its
+ * work). Taken as the run's busy time, that reading made the draw's second
+ * look half as busy as it was: s came out 1.37-1.39 at 0.5 s against a
+ * steady 1.19-1.20, and the container did 0.637-0.651 of alone in its
+ * first second (p / u 0.707). */
+static void a_first_look_that_read_the_device_idle_under_our_work_is_not_its_busy_time(void **state)
+{
+    (void)state;
+    static const struct first_run runs[] = { { 0, 0, 410, -1, 0, 0 },
+                                             { 580000, 102000, 250000, -1, 20000, 188000 },
+                                             { 650000, 85000, 250000, 600000, 620000, 309000 },
+                                             { 610000, 95000, 250000, 600000, 600000, 456000 } };
+    uint32_t s500, s750;
+    replay_first_runs(70, runs, 75000, &s500, &s750);
+    print_message("s at 0.5 s %u, at 0.75 s %u ppm (steady 1.19-1.20)\n", s500, s750);
+    assert_in_range(s500, GS_LIM_PPM, 1250000);
+    assert_in_range(s750, GS_LIM_PPM, 1250000);
 }
 
 static void a_launch_bound_load_is_weighed_by_the_time_it_occupies(void **state)
@@ -1284,6 +1319,7 @@ int main(void)
         cmocka_unit_test(speed_follows_the_power_headroom),
         cmocka_unit_test(a_new_containers_first_second_learns_s_whole),
         cmocka_unit_test(a_new_containers_draw_before_it_is_priced_at_what_the_device_drew_unused),
+        cmocka_unit_test(a_first_look_that_read_the_device_idle_under_our_work_is_not_its_busy_time),
         cmocka_unit_test(a_launch_bound_load_is_weighed_by_the_time_it_occupies),
         cmocka_unit_test(work_with_cpu_gaps_of_its_own_is_priced_at_its_busy_time_alone),
         cmocka_unit_test(the_draw_is_weighed_by_the_busy_time_of_its_own_second),
