@@ -35,8 +35,9 @@ struct coll_key {
 enum slot_state { SLOT_FREE, SLOT_LAUNCHING, SLOT_MEASURED, SLOT_UNMEASURED };
 struct coll_slot {
     CUevent start, end;
-    int key;   /* index in keys[] */
-    int graph; /* a graph's launch: its work is in a window's busy interval */
+    CUcontext ctx; /* the context current when its events were made */
+    int key;       /* index in keys[] */
+    int graph;     /* a graph's launch: its work is in a window's busy interval */
     enum slot_state state;
 };
 
@@ -140,6 +141,17 @@ static CUevent timing_event(CUevent *e)
     if (!*e && create && create(e, 0) != CUDA_SUCCESS)
         *e = NULL;
     return *e;
+}
+
+/* Slot sl's two events, made in the current context where it has none. */
+static int slot_events(struct coll_slot *sl)
+{
+    if (!sl->start && !sl->end) {
+        gs_pfn_cuCtxGetCurrent current = GS_REAL_CU(cuCtxGetCurrent);
+        if (!current || current(&sl->ctx) != CUDA_SUCCESS)
+            sl->ctx = NULL;
+    }
+    return timing_event(&sl->start) && timing_event(&sl->end);
 }
 
 /* The ring of device d, emptied if a fork left the parent's in it. */
@@ -257,7 +269,7 @@ static int bracket(const void *f, unsigned blocks, CUstream s, int graph)
         uint64_t est = gs_coll_est_now(&c->keys[k].est);
         if (!graph)
             gs_lim_charge_collective(a, est, est);
-    } else if (timing_event(&sl->start) && timing_event(&sl->end) && rec(sl->start, s) == CUDA_SUCCESS) {
+    } else if (slot_events(sl) && rec(sl->start, s) == CUDA_SUCCESS) {
         sl->key = k;
         sl->graph = graph;
         sl->state = SLOT_LAUNCHING;
@@ -293,13 +305,44 @@ void gs_compute_collective_after(int token, CUstream s, CUresult rc)
     pthread_mutex_lock(&c->lock);
     struct coll_slot *sl = &c->slot[token % RING];
     /* a failed launch or end marker leaves the slot unmeasured: the harvest frees it */
-    int measured = rc == CUDA_SUCCESS && rec && gs_compute_sync_enter();
+    int measured = rc == CUDA_SUCCESS && rec && sl->end && gs_compute_sync_enter();
     if (measured) {
         measured = rec(sl->end, s) == CUDA_SUCCESS;
         gs_compute_sync_leave();
     }
     sl->state = measured ? SLOT_MEASURED : SLOT_UNMEASURED;
     pthread_mutex_unlock(&c->lock);
+}
+
+void gs_compute_collective_forget(CUcontext ctx)
+{
+    struct gs_region *r = gs_rt_region();
+    gs_pfn_cuEventDestroy_v2 destroy = GS_REAL_CU(cuEventDestroy_v2);
+    for (int d = 0; d < GS_REGION_MAX_DEVICES; d++) {
+        struct coll_dev *c = &g_dev[d];
+        pthread_mutex_lock(&c->lock);
+        ring_of(d);
+        for (uint32_t i = 0; i < RING; i++) {
+            struct coll_slot *sl = &c->slot[i];
+            if (sl->ctx != ctx || (!sl->start && !sl->end))
+                continue;
+            /* in flight: its work goes with the context, and its events
+             * can no longer be read. Charged what its kernel takes, as one
+             * too many to measure is */
+            if ((sl->state == SLOT_LAUNCHING || sl->state == SLOT_MEASURED) && !sl->graph && r) {
+                uint64_t est = gs_coll_est_now(&c->keys[sl->key].est);
+                gs_lim_charge_collective(&r->dev[d].lim, est, est);
+            }
+            if (sl->state != SLOT_FREE)
+                sl->state = SLOT_UNMEASURED; /* the harvest frees it unread */
+            if (sl->start && destroy)
+                destroy(sl->start);
+            if (sl->end && destroy)
+                destroy(sl->end);
+            sl->start = sl->end = NULL;
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
 }
 
 int gs_compute_collective_in_flight(int d)

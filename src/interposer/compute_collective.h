@@ -44,6 +44,11 @@ uint64_t gs_compute_collective_spin(int d, CUevent from, uint64_t len_ns);
  * (compute_ledger.h) even if its account is not held back. */
 int gs_compute_collective_spun(int d, uint64_t now);
 
+/* Context ctx is about to be destroyed: the ring's events made in it are
+ * destroyed while they still can be, and its collectives in flight charged
+ * their estimate, unread (their events go with it). */
+void gs_compute_collective_forget(CUcontext ctx);
+
 /* Whether the process has collectives on device d that have not been
  * harvested (gs_compute_collective_spin still sees them). */
 int gs_compute_collective_in_flight(int d);

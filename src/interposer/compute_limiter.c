@@ -946,6 +946,8 @@ void gs_compute_forget(const CUstream *s, CUcontext ctx)
         return;
     if (!s && t_state)
         end_windows(t_state, ctx); /* ours, while its events still live */
+    if (!s)
+        gs_compute_collective_forget(ctx);
     pthread_mutex_lock(&states_lock);
     for (struct tstate *ts = states; ts; ts = ts->next) {
         pthread_mutex_lock(&ts->lock);

@@ -1733,16 +1733,20 @@ def test_the_paired_launch_rate_times_the_driver_beside_the_interposer(world):
 
 
 @pytest.mark.parametrize("what", ["stream", "ctx", "release", "reset"])
-def test_the_limiter_never_uses_a_destroyed_stream_or_context(world, what):
+@pytest.mark.parametrize("kernel", ["plain", "collective"])
+def test_the_limiter_never_uses_a_destroyed_stream_or_context(world, what, kernel):
     """A thread launches on a stream, the main thread destroys that stream
     (or the context it ran in: one of cuCtxCreate's, or the primary context
     at its last release or a reset), and the thread launches on under a cap
     until its windows close. The limiter held the stream, and events made in
-    the context: the simulated driver aborts on any use of a destroyed handle
+    the context (a window's, and for collectives the ring's that time them):
+    the simulated driver aborts on any use of a destroyed handle
     (GPUSLICE_SIM_STRICT_HANDLES), where the real one's behaviour is undefined
     and the value may already be a new stream's or event's."""
     w = world_env(world, GPUSLICE_CORES=30, GPUSLICE_SIM_STRICT_HANDLES=1)
     c = start(w, 1000)
+    if kernel == "collective":
+        c.ok("kernel 1000 nccl")
     r = c.cmd(f"gone {what} 40")
     err = c.close()
     assert r["rc"] == 0 and "destroyed handle" not in err, (r, err)
