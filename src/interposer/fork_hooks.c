@@ -14,6 +14,7 @@ static const struct {
     { gs_outer_thread_fork_prepare, gs_outer_thread_fork_parent, gs_outer_thread_fork_child },
     { gs_rt_fork_prepare, gs_rt_fork_parent, gs_rt_fork_child },
     { gs_graph_fork_prepare, gs_graph_fork_parent, gs_graph_fork_child },
+    { gs_real_fork_prepare, gs_real_fork_parent, gs_real_fork_child },
     { NULL, NULL, gs_ctx_fork_child },
     { NULL, NULL, gs_compute_fork_child },
     { NULL, NULL, gs_vmm_fork_child },

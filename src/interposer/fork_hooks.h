@@ -18,6 +18,11 @@ void gs_rt_fork_child(void);
 void gs_graph_fork_prepare(void);
 void gs_graph_fork_parent(void);
 void gs_graph_fork_child(void);
+/* real_driver.c: the lock around resolving the real libraries (last: the
+ * others' holders may resolve; a dlopen under way finishes first). */
+void gs_real_fork_prepare(void);
+void gs_real_fork_parent(void);
+void gs_real_fork_child(void);
 /* context_hooks.c: which devices' context overhead was charged. */
 void gs_ctx_fork_child(void);
 /* compute_limiter.c: the list of threads' states, which gone threads may hold. */

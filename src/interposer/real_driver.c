@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "real_driver.h"
+#include "fork_hooks.h"
 #include "libc_dlsym.h"
 #include "log.h"
 
@@ -59,6 +60,21 @@ int gs_real_resolve(enum gs_lib lib, int load)
     }
     pthread_mutex_unlock(&resolve_lock);
     return rc;
+}
+
+void gs_real_fork_prepare(void)
+{
+    pthread_mutex_lock(&resolve_lock); /* a dlopen under way finishes first */
+}
+
+void gs_real_fork_parent(void)
+{
+    pthread_mutex_unlock(&resolve_lock);
+}
+
+void gs_real_fork_child(void)
+{
+    pthread_mutex_unlock(&resolve_lock);
 }
 
 void *gs_wrapper_for(void *p)
