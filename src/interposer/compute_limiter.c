@@ -91,6 +91,10 @@ struct tdev {
  * states_lock), so that a destroy in one thread reaches them all. */
 struct tstate {
     pthread_mutex_t lock; /* see struct tdev */
+    /* the owner is ending windows with their events (end_windows): a
+     * destroy of a context waits for it to finish (gs_compute_forget) */
+    int ending;
+    pthread_cond_t ended;
     struct tstate *prev, *next;
     struct tdev dev[GS_REGION_MAX_DEVICES];
 };
@@ -127,12 +131,18 @@ static void end_windows(struct tstate *ts, CUcontext ctx)
     gs_pfn_cuEventDestroy_v2 destroy = GS_REAL_CU(cuEventDestroy_v2);
     for (int d = 0; d < GS_REGION_MAX_DEVICES; d++) {
         struct tdev *t = &ts->dev[d];
-        if (ctx && (t->limited != 1 || t->ctx != ctx))
-            continue;
-        if (t->limited != 1 || !tdev_current(t)) {
+        /* checked and marked under the lock that a destroy of the context
+         * takes first: it then waits until the events are done with */
+        pthread_mutex_lock(&ts->lock);
+        int mine = !ctx || (t->limited == 1 && t->ctx == ctx);
+        int live = mine && t->limited == 1 && tdev_current(t);
+        if (live)
+            ts->ending = 1;
+        else if (mine)
             t->w.open = 0;
+        pthread_mutex_unlock(&ts->lock);
+        if (!live)
             continue;
-        }
         if (t->w.open && r && gs_compute_sync_enter()) {
             close_window(t, r, d, gs_compute_now());
             gs_compute_sync_leave();
@@ -149,6 +159,8 @@ static void end_windows(struct tstate *ts, CUcontext ctx)
                 destroy(events[i]);
         pthread_mutex_lock(&ts->lock);
         t->limited = -1; /* a later launch sets it up afresh */
+        ts->ending = 0;
+        pthread_cond_broadcast(&ts->ended);
         pthread_mutex_unlock(&ts->lock);
     }
 }
@@ -166,6 +178,7 @@ static void thread_exit(void *arg)
         ts->next->prev = ts->prev;
     pthread_mutex_unlock(&states_lock);
     t_state = NULL;
+    pthread_cond_destroy(&ts->ended);
     pthread_mutex_destroy(&ts->lock);
     free(ts);
 }
@@ -588,6 +601,7 @@ static struct tdev *thread_devs(void)
         return NULL;
     }
     pthread_mutex_init(&ts->lock, NULL);
+    pthread_cond_init(&ts->ended, NULL);
     pthread_mutex_lock(&states_lock);
     ts->next = states;
     if (states)
@@ -951,6 +965,8 @@ void gs_compute_forget(const CUstream *s, CUcontext ctx)
     pthread_mutex_lock(&states_lock);
     for (struct tstate *ts = states; ts; ts = ts->next) {
         pthread_mutex_lock(&ts->lock);
+        while (!s && ts->ending) /* an exiting thread still uses its events */
+            pthread_cond_wait(&ts->ended, &ts->lock);
         for (int d = 0; d < GS_REGION_MAX_DEVICES; d++) {
             struct tdev *t = &ts->dev[d];
             if (t->limited != 1)
@@ -977,7 +993,10 @@ void gs_compute_fork_child(void)
     states_lock = fresh;
     states = t_state;
     if (t_state) {
+        pthread_cond_t none = PTHREAD_COND_INITIALIZER;
         t_state->lock = fresh;
+        t_state->ended = none;
+        t_state->ending = 0;
         t_state->prev = t_state->next = NULL;
     }
 }

@@ -9,6 +9,10 @@
  *                 (released from the one retain "init" made, or reset;
  *                 retained again after); then the worker launches N times
  *                 on the primary context's default stream and waits for it.
+ *                 "exit": the worker launches N times in a context of
+ *                 cuCtxCreate's and exits without waiting, and the main
+ *                 thread destroys that context 20 ms later, while the
+ *                 worker's exit may still end its windows.
  *                 rc: the first failure.
  */
 #include "gs_client_contexts.h"
@@ -16,12 +20,13 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct gone_api {
     CUresult (*retain)(CUcontext *, CUdevice);
     CUresult (*release)(CUdevice);
     CUresult (*reset)(CUdevice);
-    CUresult (*create)(CUcontext *, unsigned int, CUdevice);
+    CUresult (*create)(CUcontext *, CUctxCreateParams *, unsigned int, CUdevice); /* CUDA 13's: _v4 */
     CUresult (*destroy)(CUcontext);
     CUresult (*set)(CUcontext);
     CUresult (*stream_create)(CUstream *, unsigned int);
@@ -35,6 +40,7 @@ struct gone {
     const struct gone_api *api;
     CUcontext first, then;
     unsigned n;
+    int exits; /* "exit": the worker ends after its first launches */
     CUstream s;
     int step;
     CUresult rc;
@@ -70,6 +76,8 @@ static void *worker(void *arg)
         rc = a->launch(f, 1, 1, 1, 32, 1, 1, 0, g->s, NULL, NULL);
     g->rc = rc;
     to_step(g, 1);
+    if (g->exits)
+        return NULL;
     wait_step(g, 2);
     /* the default stream: a new one could take the destroyed one's handle */
     rc = g->rc ? g->rc : a->set(g->then);
@@ -89,6 +97,10 @@ static CUresult destroy(const char *what, struct gone *g)
         return a->stream_destroy(g->s);
     if (!strcmp(what, "ctx"))
         return a->destroy(g->first);
+    if (!strcmp(what, "exit")) {
+        usleep(20 * 1000);
+        return a->destroy(g->first);
+    }
     CUresult rc = !strcmp(what, "release") ? a->release(0) : a->reset(0);
     return rc ? rc : a->retain(&g->then, 0);
 }
@@ -99,7 +111,8 @@ static CUresult gone(const char *what, unsigned n, gs_entry_fn entry)
         .retain = (CUresult(*)(CUcontext *, CUdevice))entry("cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 0),
         .release = (CUresult(*)(CUdevice))entry("cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", 0),
         .reset = (CUresult(*)(CUdevice))entry("cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2", 0),
-        .create = (CUresult(*)(CUcontext *, unsigned int, CUdevice))entry("cuCtxCreate", "cuCtxCreate_v2", 0),
+        .create = (CUresult(*)(CUcontext *, CUctxCreateParams *, unsigned int, CUdevice))entry("cuCtxCreate",
+                                                                                               "cuCtxCreate_v4", 0),
         .destroy = (CUresult(*)(CUcontext))entry("cuCtxDestroy", "cuCtxDestroy_v2", 0),
         .set = (CUresult(*)(CUcontext))entry("cuCtxSetCurrent", "cuCtxSetCurrent", 0),
         .stream_create = (CUresult(*)(CUstream *, unsigned int))entry("cuStreamCreate", "cuStreamCreate", 0),
@@ -115,8 +128,9 @@ static CUresult gone(const char *what, unsigned n, gs_entry_fn entry)
     if (!rc)
         rc = a.release(0);
     g.then = g.first;
-    if (!rc && !strcmp(what, "ctx"))
-        rc = a.create(&g.first, 0, 0);
+    g.exits = !strcmp(what, "exit");
+    if (!rc && (!strcmp(what, "ctx") || g.exits))
+        rc = a.create(&g.first, NULL, 0, 0);
     pthread_t t;
     if (rc || pthread_create(&t, NULL, worker, &g) != 0)
         return rc ? rc : CUDA_ERROR_OUT_OF_MEMORY;

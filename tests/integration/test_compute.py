@@ -1750,3 +1750,17 @@ def test_the_limiter_never_uses_a_destroyed_stream_or_context(world, what, kerne
     r = c.cmd(f"gone {what} 40")
     err = c.close()
     assert r["rc"] == 0 and "destroyed handle" not in err, (r, err)
+
+
+def test_a_thread_ending_its_windows_at_exit_keeps_its_context_until_it_is_done(world):
+    """A thread queues 400 ms of work in a context of its own and exits; the
+    main thread destroys that context 20 ms later, while the exiting
+    thread's last window drains (its exit ends its windows with the
+    context's events). The destroy waits for it: on the simulated driver,
+    which aborts on a destroyed handle, the drain otherwise read events the
+    destroy had taken."""
+    w = world_env(world, GPUSLICE_CORES=30, GPUSLICE_SIM_STRICT_HANDLES=1)
+    c = start(w, 200000)
+    r = c.cmd("gone exit 2")
+    err = c.close()
+    assert r["rc"] == 0 and "destroyed handle" not in err, (r, err)
