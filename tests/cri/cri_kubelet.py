@@ -44,6 +44,25 @@ def quantity(q):
     return int(q)
 
 
+def log_held_open(path):
+    """Whether any process holds file path open."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        fds = f"/proc/{pid}/fd"
+        try:
+            names = os.listdir(fds)
+        except OSError:
+            continue
+        for fd in names:
+            try:
+                if os.readlink(os.path.join(fds, fd)) == path:
+                    return True
+            except OSError:
+                pass
+    return False
+
+
 class Pod:
     def __init__(self, name, uid, spec, ns="default"):
         self.name, self.uid, self.spec, self.ns = name, uid, spec, ns
@@ -245,7 +264,19 @@ class CriKubelet:
             time.sleep(0.05)
 
     def wait_exited(self, cid, timeout=60):
-        return self.wait_state(cid, cri.CONTAINER_EXITED, timeout)
+        """Waits until the container has exited and containerd has written
+        all its output: containerd reports EXITED once the copies from the
+        container's pipes end, while its log writer may still hold the last
+        lines, and closes the log file only after them (read at once, a
+        pod's log came back empty)."""
+        end = time.time() + timeout
+        st = self.wait_state(cid, cri.CONTAINER_EXITED, timeout)
+        path = os.path.realpath(st.log_path)
+        while st.log_path and log_held_open(path):
+            if time.time() > end:
+                raise AssertionError(f"container {cid} exited, its log {path} still open after {timeout} s")
+            time.sleep(0.05)
+        return st
 
     def kill(self, cid):
         """The container's process killed, as a liveness failure or an OOM
@@ -257,11 +288,20 @@ class CriKubelet:
         (lines: time, stream, tag, text)."""
         path = os.path.join(pod.sandbox_config.log_directory, pod.container["name"],
                             f"{pod.attempt if attempt is None else attempt}.log")
-        lines = []
+        lines, partial = [], {}
         for line in open(path, encoding="utf-8", errors="replace"):
             parts = line.rstrip("\n").split(" ", 3)
-            lines.append(parts[3] if len(parts) == 4 else "")
-        return lines
+            if len(parts) < 3:
+                continue
+            stream, tag, text = parts[1], parts[2], parts[3] if len(parts) == 4 else ""
+            # a line longer than containerd's buffer comes in P(artial)
+            # pieces, then its F(ull) end
+            text = partial.pop(stream, "") + text
+            if tag == "P":
+                partial[stream] = text
+            else:
+                lines.append(text)
+        return lines + list(partial.values())
 
     def wait_output(self, pod, pred, timeout=60):
         end = time.time() + timeout

@@ -68,10 +68,10 @@ def start_limited(node, pod):
     """One start of the tenant's container: it sees its limit, gets most of
     it and is refused past it."""
     cid = start_tenant(node, pod, ("init 0", "info", f"alloc {(LIMIT_MIB - 100) * MIB}", f"alloc {200 * MIB}"))
-    node.cri.wait_exited(cid)
+    st = node.cri.wait_exited(cid)
     out = node.cri.output(pod)
     r = results(out)
-    assert len(r) == 4 and r[0].endswith("rc=0") and r[2].endswith("rc=0"), out
+    assert len(r) == 4 and r[0].endswith("rc=0") and r[2].endswith("rc=0"), (st.exit_code, st.reason, out)
     assert f"total={LIMIT_MIB * MIB} " in r[1], out
     assert not r[3].endswith("rc=0"), f"allocated past the {LIMIT_MIB} MiB limit:\n{out}"
     return out

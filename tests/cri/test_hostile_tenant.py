@@ -65,9 +65,9 @@ def test_hostile_tenant_cannot_raise_its_limit_hurt_its_neighbour_or_the_agent(b
         ncid = start_script(node, neighbour, neighbour_script())
         node.cri.wait_output(neighbour, lambda lines: len(results(lines)) == 2)
         hostile = run_pod(node, "hostile", gpu=gpu, replica=1, sign=sign, sim_dir=gpu_dir)
-        node.cri.wait_exited(start_script(node, hostile, hostile_script()))
+        st = node.cri.wait_exited(start_script(node, hostile, hostile_script()))
         out = node.cri.output(hostile)
-        assert results(out)[:2] == ["init rc=0", "alloc rc=0"], out
+        assert results(out)[:2] == ["init rc=0", "alloc rc=0"], (st.exit_code, st.reason, out)
         # Read-only mounts: no write, no removal, no swap of the interposer.
         for name in ("conf", "preload", "preload_rm", "lib_mv"):
             assert status(out, name) and status(out, name) != ["0"], (name, out)
