@@ -222,6 +222,7 @@ struct gs_ledger *gs_ledger_open(const char *path, char *err, size_t errlen)
     snprintf(l->path, sizeof l->path, "%s", path);
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
         l->slot_fd[i] = -1;
+    pthread_mutex_init(&l->trust_lock, NULL);
     return l;
 }
 
@@ -235,6 +236,7 @@ void gs_ledger_forget(struct gs_ledger *l)
     gs_map_guard_remove(l->f);
     munmap(l->f, sizeof *l->f);
     close(l->fd);
+    pthread_mutex_destroy(&l->trust_lock);
     free(l);
 }
 
@@ -358,12 +360,21 @@ static uint64_t turn_holder(struct gs_ledger *l, uint64_t now, uint64_t *until)
     return c;
 }
 
-/* Where the frame stands for container me at now, among the live members
- * that asked for the turn lately with a claim (lock held). 0: no frame to
- * follow. */
-static int frame_of(struct gs_ledger *l, uint64_t me, uint64_t now, struct gs_turn_slot *out)
+void gs_ledger_trust(struct gs_ledger *l, const struct gs_turn_claim *trusted, unsigned n)
 {
-    struct gs_turn_claim c[GS_LEDGER_MEMBERS];
+    pthread_mutex_lock(&l->trust_lock);
+    l->ntrusted = trusted && n < GS_LEDGER_MEMBERS ? n : trusted ? GS_LEDGER_MEMBERS : 0;
+    for (unsigned i = 0; i < l->ntrusted; i++)
+        l->trusted[i] = trusted[i];
+    pthread_mutex_unlock(&l->trust_lock);
+}
+
+/* Where the frame stands for container me, claiming my_claim, at now,
+ * among the live members that asked for the turn lately with a claim, as
+ * far as their claims are trusted (lock held). 0: no frame to follow. */
+static int frame_of(struct gs_ledger *l, uint64_t me, uint32_t my_claim, uint64_t now, struct gs_turn_slot *out)
+{
+    struct gs_turn_claim c[GS_LEDGER_MEMBERS + 1];
     unsigned n = 0;
     uint64_t since = now > GS_LEDGER_CONTEND_NS ? now - GS_LEDGER_CONTEND_NS : 0;
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
@@ -373,6 +384,9 @@ static int frame_of(struct gs_ledger *l, uint64_t me, uint64_t now, struct gs_tu
         if (container != 0 && claim != 0 && LD(&m->asked_ns) >= since && alive(l, i))
             c[n++] = (struct gs_turn_claim){ container, claim };
     }
+    pthread_mutex_lock(&l->trust_lock);
+    n = gs_turn_trusted_claims(c, n, me, my_claim, l->trusted, l->ntrusted);
+    pthread_mutex_unlock(&l->trust_lock);
     return gs_turn_frame(c, &n, me, now, out);
 }
 
@@ -400,8 +414,10 @@ uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint
     uint64_t holder = turn_holder(l, now, &holder_until);
     if (holder != 0 && holder != m->container && !container_open(l, holder))
         holder = 0; /* its windows are gone (or never were) */
+    if (holder != 0 && holder == LD(&l->outwaited) && now < LD(&l->outwaited_until))
+        holder = 0;
     struct gs_turn_slot f;
-    int framed = frame_of(l, m->container, now, &f);
+    int framed = frame_of(l, m->container, claim, now, &f);
     uint64_t wait = 0;
     if ((holder == 0 || holder == m->container) && framed && f.owner != 0 && !f.mine) {
         wait = f.mine_ns - now; /* another container's slot: ours comes then */
@@ -429,12 +445,18 @@ uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint
     return wait;
 }
 
+int gs_ledger_outwaited(struct gs_ledger *l, uint64_t holder, uint64_t now)
+{
+    ST(&l->outwaited_until, now + GS_LEDGER_OUTWAITED_NS);
+    return __atomic_exchange_n(&l->outwaited, holder, __ATOMIC_RELAXED) != holder;
+}
+
 int gs_ledger_frame(struct gs_ledger *l, int slot, uint64_t now, uint32_t claim_ppm, struct gs_turn_slot *f)
 {
     struct gs_ledger_member *m = ask(l, slot, now, claim_ppm);
     if (!m)
         return 0;
-    int framed = frame_of(l, m->container, now, f);
+    int framed = frame_of(l, m->container, claim_ppm, now, f);
     unlock(l);
     return framed;
 }

@@ -31,6 +31,7 @@
 #ifndef GPUSLICE_LEDGER_H
 #define GPUSLICE_LEDGER_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,7 @@
 #define GS_LEDGER_MAX_OPEN 4096U                /* more open windows than this in one member is garbage */
 #define GS_LEDGER_CONTEND_NS 100000000ULL       /* a member that asked for the turn this recently contends */
 #define GS_LEDGER_SLOT_GRACE_NS 2000000ULL      /* a turn taken in a slot lasts its end plus this at most */
+#define GS_LEDGER_OUTWAITED_NS 2000000000ULL    /* a holder waited out in full is not waited for this long */
 
 struct gs_ledger_member {
     uint64_t container; /* container id; 0 = free */
@@ -79,6 +81,13 @@ struct gs_ledger {
     int slot_fd[GS_LEDGER_MEMBERS]; /* descriptions holding the slots this handle joined; -1 */
     char path[4096];
     uint64_t patient_after_ns; /* the lock is tried once, not waited for, until then (lock()) */
+    uint64_t outwaited;        /* a turn holder a window waited for in full (gs_ledger_outwaited) ... */
+    uint64_t outwaited_until;  /* ... and until when its turns are not waited for */
+    /* the other containers whose claims were verified, each with the most
+     * it may claim (gs_ledger_trust; gs_turn_trusted_claims) */
+    pthread_mutex_t trust_lock;
+    unsigned ntrusted;
+    struct gs_turn_claim trusted[GS_LEDGER_MEMBERS];
 };
 
 /* A container is its region file: the same (device, inode) for all its
@@ -178,6 +187,21 @@ struct gs_ledger_turn {
  * wait at most before trying again. If the ledger cannot be locked in time
  * the window opens without the turn (returns 0, took = 0). */
 uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint64_t until, struct gs_ledger_turn *t);
+
+/* The containers whose claims were verified (another container's region,
+ * or the node's roster), each with the most it may claim; the frame takes
+ * the others' claims as gs_turn_trusted_claims says. At most
+ * GS_LEDGER_MEMBERS are kept. */
+void gs_ledger_trust(struct gs_ledger *l, const struct gs_turn_claim *trusted, unsigned n);
+
+/* A window of ours waited for holder's turn as long as any window may
+ * (GS_LIM_TURN_WAIT_MAX_NS) and the turn was still its: an honest holder's
+ * windows end sooner, a forged turn (any container can write it, and keep
+ * a member of the holder's open) never does. Its turns are not waited for
+ * until now + GS_LEDGER_OUTWAITED_NS; each window otherwise waited the
+ * whole bound again. Returns whether holder is another than the last one
+ * waited out. */
+int gs_ledger_outwaited(struct gs_ledger *l, uint64_t holder, uint64_t now);
 
 /* Where the member's container stands in the turn frame at now, other
  * containers contending (turn_frame.h): 1 with *f set, 0 when there is no

@@ -34,6 +34,43 @@ static unsigned merge(struct gs_turn_claim *c, unsigned n)
     return k;
 }
 
+/* The most trusted lets container claim; 0: not trusted. */
+static uint32_t trusted_max(const struct gs_turn_claim *trusted, unsigned n, uint64_t container)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (trusted[i].container == container)
+            return trusted[i].claim_ppm;
+    return 0;
+}
+
+unsigned gs_turn_trusted_claims(struct gs_turn_claim *claims, unsigned n, uint64_t me, uint32_t my_claim,
+                                const struct gs_turn_claim *trusted, unsigned ntrusted)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (claims[i].container == me)
+            continue;
+        uint32_t most = trusted_max(trusted, ntrusted, claims[i].container);
+        if (most && claims[i].claim_ppm > most)
+            claims[i].claim_ppm = most;
+        claims[k++] = claims[i];
+    }
+    if (my_claim)
+        claims[k++] = (struct gs_turn_claim){ me, my_claim };
+    k = merge(claims, k);
+    uint64_t verified = 0, unverified = 0;
+    for (unsigned i = 0; i < k; i++)
+        *(claims[i].container == me || trusted_max(trusted, ntrusted, claims[i].container) ? &verified : &unverified) +=
+            claims[i].claim_ppm;
+    uint64_t left = verified < GS_TURN_MAX_CLAIM ? GS_TURN_MAX_CLAIM - verified : 0;
+    if (unverified <= left)
+        return k;
+    for (unsigned i = 0; i < k; i++)
+        if (claims[i].container != me && !trusted_max(trusted, ntrusted, claims[i].container))
+            claims[i].claim_ppm = (uint32_t)(claims[i].claim_ppm * left / unverified);
+    return merge(claims, k); /* clamps a part scaled to 0 to the least claim */
+}
+
 /* Offset of the start of slot i into the frame: slots are as long as
  * their claims' parts of the frame, the frame's rest nobody's; or, claimed
  * past the whole GPU, their parts of the claims' total. */

@@ -42,6 +42,21 @@ struct gs_turn_slot {
     int mine;          /* the slot now is me's */
 };
 
+/* The claims as far as they can be trusted, in place (n: their count;
+ * room for n + 1). Any container can write any member record of a device
+ * ledger, so a record naming us, or a neighbour with a larger claim than
+ * its own, or a container nobody knows, can be forged:
+ * - me's claim is my_claim (0: me takes no slot), whatever records say;
+ * - a container in trusted (its region beside ours, or the node's roster,
+ *   verified it: compute_outer.c) claims at most its entry's claim;
+ * - the others, unverified, share what the trusted claims leave of the
+ *   whole GPU: scaled down together where they claim more.
+ * Verified containers thus keep slots as long as their claims, however
+ * many claims are forged (a forged claim of the whole GPU cut a capped
+ * neighbour's slot, and its cap, by its claim's part of the total). */
+unsigned gs_turn_trusted_claims(struct gs_turn_claim *claims, unsigned n, uint64_t me, uint32_t my_claim,
+                                const struct gs_turn_claim *trusted, unsigned ntrusted);
+
 /* Sorts and merges claims (a container that appears twice counts once, at
  * its larger claim) and places now in the frame. Returns 1 with *out set
  * if at least two containers contend and me is one of them; 0 when there

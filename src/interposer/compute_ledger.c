@@ -154,6 +154,14 @@ unsigned gs_compute_ledger_claims(int d, uint64_t since, uint64_t wants_since, s
     return l ? gs_ledger_claims(l, led_container, since, wants_since, out, max) : 0;
 }
 
+void gs_compute_ledger_trust(int d, const struct gs_turn_claim *trusted, unsigned n)
+{
+    int slot;
+    struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
+    if (l)
+        gs_ledger_trust(l, trusted, n);
+}
+
 int gs_compute_ledger_beside_regions(void)
 {
     return led_beside;

@@ -61,6 +61,10 @@ int gs_compute_contends(int d, const struct gs_lim_account *a, uint64_t now);
  * d too, and its windows there end rather than go on past their length. */
 int gs_compute_held_elsewhere(int d, uint64_t now);
 
+/* The other containers of device d's ledger whose claims were verified,
+ * each with the most it may claim of the turn frame (gs_ledger_trust). */
+void gs_compute_ledger_trust(int d, const struct gs_turn_claim *trusted, unsigned n);
+
 /* What our container claims of the turn frame (turn_frame.h): a capped
  * account its rate; a share-mode one nothing (it takes first-come turns:
  * its target moves with the others' demand every outer run, and slots

@@ -335,8 +335,10 @@ static unsigned trusted_demands(int d, const char *uuid, uint64_t now, int64_t d
     struct gs_lim_claim checked[GS_LIM_MAX_DEMANDS];
     unsigned n =
         gs_compute_ledger_claims(d, now - 2 * GS_LIM_OUTER_NS, now - GS_LIM_THROTTLED_NS, claim, GS_LIM_MAX_DEMANDS);
-    if (n == 0)
+    if (n == 0) {
+        gs_compute_ledger_trust(d, NULL, 0);
         return 0;
+    }
     for (unsigned i = 0; i < n; i++) {
         checked[i] = (struct gs_lim_claim){ claim[i].d, 0, 0 };
         checked[i].d.quiet_ns = now > claim[i].active_ns ? now - claim[i].active_ns : 0;
@@ -347,6 +349,13 @@ static unsigned trusted_demands(int d, const char *uuid, uint64_t now, int64_t d
     if (gs_rt_region_dir(dir, sizeof dir, &self) == 0)
         gs_statedir_each_region(dir, verify_sibling, &cc);
     weigh_by_roster(uuid, claim, checked, n);
+    /* the turn frame's slots: a verified capped container's at most its cap */
+    struct gs_turn_claim trusted[GS_LIM_MAX_DEMANDS];
+    unsigned nt = 0;
+    for (unsigned i = 0; i < n; i++)
+        if (checked[i].verified_weight && checked[i].verified_cap_ppm)
+            trusted[nt++] = (struct gs_turn_claim){ claim[i].container, checked[i].verified_cap_ppm };
+    gs_compute_ledger_trust(d, trusted, nt);
     return gs_lim_trusted_demands(checked, n, gs_compute_ledger_beside_regions(), dev_ppm, dem);
 }
 

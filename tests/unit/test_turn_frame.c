@@ -94,6 +94,41 @@ static void repeats_merge_and_forged_claims_are_bounded(void **state)
     assert_int_equal(s.end_ns, 1000 * MS + GS_TURN_FRAME_NS * 200000 / 1200001);
 }
 
+/* Me (11, cap 30) beside a verified neighbour (22, cap 20) and two
+ * containers nobody verified, one claiming the whole GPU. */
+static void forged_claims_share_only_what_the_verified_ones_leave(void **state)
+{
+    (void)state;
+    const struct gs_turn_claim trusted[] = { { 22, 200000 } };
+    /* records: someone wrote one under our id claiming the GPU, one under
+     * 22's claiming more than its cap, and two unknown ids */
+    struct gs_turn_claim c[6] = {
+        { 11, GS_TURN_MAX_CLAIM }, { 22, 900000 }, { 22, 200000 }, { 44, GS_TURN_MAX_CLAIM }, { 55, 500000 }
+    };
+    unsigned n = gs_turn_trusted_claims(c, 5, 11, 300000, trusted, 1);
+    assert_int_equal(n, 4);
+    assert_int_equal(c[0].container, 11);
+    assert_int_equal(c[0].claim_ppm, 300000); /* ours, whatever the records say */
+    assert_int_equal(c[1].claim_ppm, 200000); /* 22 at most its verified cap */
+    /* 44 and 55 claimed 1.5 GPUs; they share the 0.5 left, 2 : 1 */
+    assert_int_equal(c[2].claim_ppm, 333333);
+    assert_int_equal(c[3].claim_ppm, 166666);
+    /* our slot is as long as our claim: [0, 15) ms of the frame */
+    struct gs_turn_slot s;
+    assert_int_equal(gs_turn_frame(c, &n, 11, 1000 * MS, &s), 1);
+    assert_true(s.mine);
+    assert_int_equal(s.end_ns, 1015 * MS);
+    /* claims that fit beside the verified ones are left as they are */
+    struct gs_turn_claim d[3] = { { 22, 200000 }, { 44, 400000 } };
+    assert_int_equal(gs_turn_trusted_claims(d, 2, 11, 300000, trusted, 1), 3);
+    assert_int_equal(d[2].claim_ppm, 400000);
+    /* a share container (no claim) takes no slot: no frame for it */
+    struct gs_turn_claim e[3] = { { 11, 300000 }, { 22, 200000 } };
+    n = gs_turn_trusted_claims(e, 2, 11, 0, trusted, 1);
+    assert_int_equal(n, 1);
+    assert_int_equal(gs_turn_frame(e, &n, 11, 1000 * MS, &s), 0);
+}
+
 static void every_gpu_of_a_job_gives_it_the_same_slots(void **state)
 {
     (void)state;
@@ -118,6 +153,7 @@ int main(void)
         cmocka_unit_test(claims_under_the_whole_gpu_leave_the_rest_of_the_frame_to_nobody),
         cmocka_unit_test(claims_past_the_whole_gpu_share_the_frame_in_proportion),
         cmocka_unit_test(repeats_merge_and_forged_claims_are_bounded),
+        cmocka_unit_test(forged_claims_share_only_what_the_verified_ones_leave),
         cmocka_unit_test(every_gpu_of_a_job_gives_it_the_same_slots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
