@@ -69,10 +69,19 @@ static void take_slot(int d, uint64_t now)
     if (!led[d])
         led[d] = gs_ledger_open(led_path[d], err, sizeof err);
     int slot = led[d] ? gs_ledger_join(led[d], (int32_t)getpid(), led_container, led_weight[d]) : -1;
-    int busy = !led[d] || (slot < 0 && errno == EAGAIN);
+    int full = led[d] && slot < 0 && errno != EAGAIN;
+    /* a full ledger is tried again too: a tenant that took every free
+     * member slot as we joined kept us out for good */
+    int busy = !led[d] || slot < 0;
     gs_cost_add(GS_COST_ASK, gs_compute_now() - now);
     int retried = __atomic_load_n(&led_retry_ns[d], __ATOMIC_RELAXED) != 0;
-    if (busy) {
+    if (full) {
+        if (!retried)
+            gs_log(GS_LOG_INFO,
+                   "device ledger %s is full; this process tries to join again at later launches, and until then "
+                   "corrects for other containers from NVML only",
+                   led_path[d]);
+    } else if (busy) {
         if (!retried && led[d])
             gs_log(GS_LOG_INFO,
                    "device ledger %s: its lock is held by another process; this process joins at a later launch, "
@@ -81,8 +90,6 @@ static void take_slot(int d, uint64_t now)
         else if (!retried)
             gs_log(GS_LOG_INFO,
                    "%s; this process joins at a later launch, and until then the other containers do not see it", err);
-    } else if (slot < 0) {
-        gs_log(GS_LOG_INFO, "device ledger %s is full; corrections for other containers from NVML only", led_path[d]);
     } else if (retried) {
         gs_log(GS_LOG_INFO, "device ledger %s: joined, as member %d", led_path[d], slot);
     } else {

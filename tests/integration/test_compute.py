@@ -21,7 +21,7 @@ import time
 
 import pytest
 from conftest import SIM_CLOCK, SIM_UUID, pid_namespace
-from ledger_ids import LEDGER_SIZE, MEMBERS, ledger_id, member_at, member_offsets
+from ledger_ids import LEDGER_MAGIC, LEDGER_SIZE, LEDGER_VERSION, MEMBERS, ledger_id, member_at, member_offsets
 
 TOL = 0.05
 # The tenants' clock runs this many times slower than the wall (conftest,
@@ -450,6 +450,36 @@ def hold_ledger_lock(tmp_path):
     fd = os.open(tmp_path / "ledgers" / (SIM_UUID.format(0) + ".ledger"), os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 1 << 20, 0)  # the lock byte (ledger.c, LOCK_OFF)
     return fd
+
+
+def test_two_containers_sharing_30_70_split_30_70_when_the_ledger_was_full_as_they_joined(world, tmp_path):
+    """A tenant that can write the agent's shared ledger directory lays out
+    device 0's ledger before anyone and takes every member slot, then lets
+    them go 0.5 s later. Each process of the share pair finds it full, says
+    so, and joins at a later launch. A process that found the ledger full
+    stayed out of it for good: neither saw the other, and both ran free."""
+    ledgers = tmp_path / "ledgers"
+    ledgers.mkdir()
+    header = struct.pack("<QII", LEDGER_MAGIC, LEDGER_VERSION, LEDGER_SIZE)
+    (ledgers / (SIM_UUID.format(0) + ".ledger")).write_bytes(header + bytes(LEDGER_SIZE - len(header)))
+    held = []
+    assert forge_members(ledgers, MEMBERS, held) == MEMBERS
+
+    def let_go(_):
+        sim_sleep(0.5)
+        for fd in held:
+            os.close(fd)
+
+    share = {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_LOG_LEVEL": "2"}
+    ra, rb, ea, eb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
+                                    {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, "agent", secs=5.0, warm=3.0,
+                                    hostile=let_go, logs=True, GPUSLICE_SIM_SWITCH_LOSS=30)
+    print(f"shares 30:70 after a full ledger: {ra:.3f} / {rb:.3f}")
+    for e in (ea, eb):
+        assert "is full; this process tries to join again" in e, e[-2000:]
+        assert re.search(r"ledger: joined, as member \d+", e), e[-2000:]
+    assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
+    assert ra + rb >= 0.93, (ra, rb)
 
 
 def test_two_containers_sharing_30_70_split_30_70_when_the_ledger_was_locked_as_they_joined(world, tmp_path):
