@@ -133,6 +133,19 @@ static struct gs_ledger_file *map_laid_out(int fd, const char *path, int locked,
     return NULL;
 }
 
+/* Whether fd begins as another layout version's ledger. A file of the
+ * wrong size that does not (cut short or grown by a tenant: any container
+ * can write it) is sized back under the init lock; its layout, where the
+ * header survived, is kept. */
+static int another_version(int fd)
+{
+    uint64_t magic = 0;
+    uint32_t version = 0;
+    return pread(fd, &magic, sizeof magic, 0) == (ssize_t)sizeof magic && magic == GS_LEDGER_MAGIC &&
+           pread(fd, &version, sizeof version, offsetof(struct gs_ledger_file, version)) == (ssize_t)sizeof version &&
+           version != GS_LEDGER_VERSION;
+}
+
 /* The file's mapping, laid out by whoever comes first under flock. A file
  * of the right size needs no lock: one held past GS_LEDGER_OPEN_WAIT_NS
  * only keeps an empty file from being laid out (the node agent lays its
@@ -149,14 +162,15 @@ static struct gs_ledger_file *map_file(int fd, const char *path, char *err, size
     } else if (!S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "device ledger %s is not a regular file", path);
         e = EINVAL;
-    } else if (st.st_size != 0 && (size_t)st.st_size != sizeof *f) {
-        snprintf(err, errlen, "device ledger %s has size %lld, expected %zu: another gpuslice version?", path,
+    } else if (st.st_size != 0 && (size_t)st.st_size != sizeof *f && another_version(fd)) {
+        snprintf(err, errlen, "device ledger %s has size %lld, expected %zu: another gpuslice version's", path,
                  (long long)st.st_size, sizeof *f);
         e = EINVAL;
-    } else if (st.st_size == 0 && !locked) {
-        snprintf(err, errlen, "device ledger %s is not laid out, and another process holds its lock", path);
+    } else if ((size_t)st.st_size != sizeof *f && !locked) {
+        snprintf(err, errlen, "device ledger %s is %s, and another process holds its lock", path,
+                 st.st_size ? "of the wrong size" : "not laid out");
         e = EAGAIN;
-    } else if (st.st_size == 0 && ftruncate(fd, (off_t)sizeof *f) != 0) {
+    } else if ((size_t)st.st_size != sizeof *f && ftruncate(fd, (off_t)sizeof *f) != 0) {
         snprintf(err, errlen, "cannot size device ledger %s: %s", path, strerror(errno));
         e = EINVAL;
     } else {
@@ -178,6 +192,8 @@ int gs_ledger_lay_out(int fd)
     uint64_t magic = 0;
     uint32_t version = 0;
     int rc = fstat(fd, &st) == 0 ? 0 : -1;
+    if (rc == 0 && st.st_size != 0 && (size_t)st.st_size != sizeof fresh && !another_version(fd))
+        rc = ftruncate(fd, (off_t)sizeof fresh) == 0 ? fstat(fd, &st) : -1; /* cut short or grown: sized back */
     int sized = rc == 0 && (size_t)st.st_size == sizeof fresh;
     if (sized &&
         (pread(fd, &magic, sizeof magic, 0) != (ssize_t)sizeof magic ||
@@ -238,6 +254,21 @@ void gs_ledger_forget(struct gs_ledger *l)
     close(l->fd);
     pthread_mutex_destroy(&l->trust_lock);
     free(l);
+}
+
+int gs_ledger_cut_short(const struct gs_ledger *l)
+{
+    return gs_map_guard_tripped(l->f);
+}
+
+void gs_ledger_abandon(struct gs_ledger *l)
+{
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
+        int fd = __atomic_exchange_n(&l->slot_fd[i], -1, __ATOMIC_RELAXED);
+        if (fd >= 0)
+            close(fd);
+    }
+    gs_map_guard_remove(l->f);
 }
 
 void gs_ledger_close(struct gs_ledger *l)
@@ -564,8 +595,8 @@ int gs_ledger_has_pid(struct gs_ledger *l, uint64_t container, int32_t pid)
 {
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
         uint64_t c = LD(&l->f->m[i].container);
-        if (c != 0 && c != container && LD(&l->f->m[i].pid) == pid)
-            return 1;
+        if (c != 0 && c != container && LD(&l->f->m[i].pid) == pid && alive(l, i))
+            return 1; /* a dead member's pid may be anyone's now */
     }
     return 0;
 }

@@ -114,6 +114,15 @@ void gs_ledger_close(struct gs_ledger *l);
  * slots (closes the inherited descriptors and unmaps). */
 void gs_ledger_forget(struct gs_ledger *l);
 
+/* Whether the file was cut short under l's mapping (another process
+ * truncated it: the SIGBUS guard gave the mapping zeroed private pages,
+ * map_guard.h). l no longer sees the other members, nor they it. */
+int gs_ledger_cut_short(const struct gs_ledger *l);
+/* Gives up a ledger cut short: l's member slots (their byte locks, so the
+ * file's next opener may reuse them) and its guard. l and its mapping stay
+ * valid, never freed, for threads still inside them. */
+void gs_ledger_abandon(struct gs_ledger *l);
+
 /* Takes a member slot for a process of container (pid: for people only;
  * weight: see the member). Returns it, or -1 with errno ENOSPC (every slot
  * is a live member's), EAGAIN (the ledger's lock was held past

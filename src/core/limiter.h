@@ -636,7 +636,10 @@ uint64_t gs_lim_device_busy(uint64_t dev_ppm, uint64_t our_use_ppm, const struct
  * wanting more if any does), or not at all where every honest member is
  * verifiable (drop_unverified: the ledger lies beside the regions). So no
  * tenant, however many members it forges, weighs more than one default
- * container. Returns the entries written to out (at most n). */
+ * container. n may be any count (a ledger's every member); past
+ * GS_LIM_MAX_DEMANDS - 1 verified ones the rest count as unverified.
+ * Returns the entries written to out (at most n, at most
+ * GS_LIM_MAX_DEMANDS). */
 struct gs_lim_claim {
     struct gs_lim_demand d;    /* as its member wrote it (cap_ppm: ignored) */
     uint32_t verified_weight;  /* its weight from its limits; 0: not verified */

@@ -134,7 +134,7 @@ unsigned gs_lim_trusted_demands(const struct gs_lim_claim *c, unsigned n, int dr
     uint64_t rest_use = 0;
     unsigned k = 0, unverified = 0;
     for (unsigned i = 0; i < n; i++) {
-        if (c[i].verified_weight) {
+        if (c[i].verified_weight && k < GS_LIM_MAX_DEMANDS - 1) {
             out[k] = c[i].d;
             out[k].cap_ppm = c[i].verified_cap_ppm;
             out[k++].weight = c[i].verified_weight;

@@ -331,10 +331,12 @@ static void weigh_by_roster(const char *uuid, const struct gs_ledger_claim *clai
  * as their claims can be trusted, into dem. */
 static unsigned trusted_demands(int d, const char *uuid, uint64_t now, int64_t dev_ppm, struct gs_lim_demand *dem)
 {
-    struct gs_ledger_claim claim[GS_LIM_MAX_DEMANDS];
-    struct gs_lim_claim checked[GS_LIM_MAX_DEMANDS];
+    /* every member's claim, not the first GS_LIM_MAX_DEMANDS containers':
+     * forged ones in the low slots hid the honest ones behind them */
+    static struct gs_ledger_claim claim[GS_LEDGER_MEMBERS];
+    static struct gs_lim_claim checked[GS_LEDGER_MEMBERS];
     unsigned n =
-        gs_compute_ledger_claims(d, now - 2 * GS_LIM_OUTER_NS, now - GS_LIM_THROTTLED_NS, claim, GS_LIM_MAX_DEMANDS);
+        gs_compute_ledger_claims(d, now - 2 * GS_LIM_OUTER_NS, now - GS_LIM_THROTTLED_NS, claim, GS_LEDGER_MEMBERS);
     if (n == 0) {
         gs_compute_ledger_trust(d, NULL, 0);
         return 0;
@@ -350,7 +352,7 @@ static unsigned trusted_demands(int d, const char *uuid, uint64_t now, int64_t d
         gs_statedir_each_region(dir, verify_sibling, &cc);
     weigh_by_roster(uuid, claim, checked, n);
     /* the turn frame's slots: a verified capped container's at most its cap */
-    struct gs_turn_claim trusted[GS_LIM_MAX_DEMANDS];
+    struct gs_turn_claim trusted[GS_LEDGER_MEMBERS];
     unsigned nt = 0;
     for (unsigned i = 0; i < n; i++)
         if (checked[i].verified_weight && checked[i].verified_cap_ppm)

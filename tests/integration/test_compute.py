@@ -482,6 +482,40 @@ def test_two_containers_sharing_30_70_split_30_70_when_the_ledger_was_full_as_th
     assert ra + rb >= 0.93, (ra, rb)
 
 
+@pytest.mark.parametrize("size", [0, 1000])
+def test_a_ledger_cut_short_under_a_share_pair_is_joined_again(world, size):
+    """A tenant that can write the agent's shared ledger directory cuts the
+    device ledger short (to `size` bytes) 0.5 s after a share pair 30 : 70
+    joined it. Every member's mapping lost the pages past the end: the
+    SIGBUS guard gives a process zeroed private pages instead of a crash,
+    yet where the outer thread touched them first the fault came with every
+    signal blocked there and the kernel killed the process (both tenants,
+    cut to 1000 bytes); and each went on with a ledger nobody else saw
+    (0.35 / 0.35, both running free). Each member that finds its mapping cut
+    short now leaves it and joins again; the next opener sizes the file
+    back (its layout kept, or laid out afresh where the header is gone), and
+    the pair splits 30 : 70 again."""
+    done = []
+
+    def resize(ledgers):
+        sim_sleep(0.5)
+        for f in ledgers.glob("*.ledger"):
+            os.truncate(f, size)
+            done.append(f)
+
+    share = {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_LOG_LEVEL": "2"}
+    ra, rb, ea, eb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
+                                    {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, "agent", secs=5.0, warm=3.0,
+                                    hostile=resize, logs=True, GPUSLICE_SIM_SWITCH_LOSS=30)
+    print(f"shares 30:70 after the ledger was cut to {size} bytes: {ra:.3f} / {rb:.3f}")
+    assert len(done) == 1, done
+    assert os.path.getsize(done[0]) == LEDGER_SIZE
+    assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
+    assert ra + rb >= 0.93, (ra, rb)
+    for e in (ea, eb):
+        assert "was cut short under this process" in e, e[-2000:]
+
+
 def test_two_containers_sharing_30_70_split_30_70_when_the_ledger_was_locked_as_they_joined(world, tmp_path):
     """A process holds the device ledger's lock (a stalled one, or a tenant
     that can write the agent's shared ledger directory) while the share
@@ -857,7 +891,7 @@ def test_a_cap_taking_its_turn_after_a_capped_neighbour_of_its_ledger_keeps_its_
     assert least >= steady - 60_000, (steady, s_after)
 
 
-def forge_members(ledgers, count, held, claim=0):
+def forge_members(ledgers, count, held, claim=0, low=False):
     """Takes `count` free member slots of each device ledger as a live
     process would (a lock on the slot's byte, 1 MiB + 1 + slot: ledger.c's
     SLOT_OFF, held through a descriptor kept in `held`) and writes each a
@@ -865,13 +899,14 @@ def forge_members(ledgers, count, held, claim=0):
     wanting more for ever, and with a claim, asking for the turn frame's
     slots for ever (struct gs_ledger_member, ledger.h: container at +0,
     active_ns +8, wants_ns +16, asked_ns +24, pid +32, open +36, weight +40,
-    use +44, claim +48; 56 bytes). Returns how many it forged."""
+    use +44, claim +48; 56 bytes), from the highest slot down, or with low
+    from slot 0 up. Returns how many it forged."""
     n = 0
     for f in ledgers.glob("*.ledger"):
         fd = os.open(f, os.O_RDWR)
         held.append(fd)
         b = os.pread(fd, LEDGER_SIZE, 0)
-        for slot in range(MEMBERS - 1, -1, -1):
+        for slot in range(MEMBERS) if low else range(MEMBERS - 1, -1, -1):
             if n == count or len(b) != LEDGER_SIZE:
                 break
             if struct.unpack_from("<Q", b, member_at(slot))[0]:
@@ -923,6 +958,29 @@ def test_forged_ledger_members_cost_two_share_tenants_at_most_one_default_contai
         assert ra + rb >= 0.93, (ra, rb)
     else:
         assert ra >= 0.15 - TOL and rb >= 0.35 - TOL, (ra, rb)
+
+
+def test_a_hundred_forged_members_before_them_hide_no_share_tenant_from_the_other(world, tmp_path):
+    """A tenant lays out device 0's ledger in the flat layout's directory
+    before anyone and fills its first 100 member slots with members of 100
+    containers. The outer loop read the first 64 containers only: the share
+    pair 30 : 70, in slots past them, never saw each other and both ran
+    free (0.35 / 0.35). Every member is read now; the forged ones, nothing
+    verifies, count for nothing beside the regions, and the pair splits."""
+    header = struct.pack("<QII", LEDGER_MAGIC, LEDGER_VERSION, LEDGER_SIZE)
+    (tmp_path / (SIM_UUID.format(0) + ".ledger")).write_bytes(header + bytes(LEDGER_SIZE - len(header)))
+    held = []
+    try:
+        assert forge_members(tmp_path, 100, held, low=True) == 100
+        share = {"GPUSLICE_COMPUTE_MODE": "share"}
+        ra, rb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
+                                {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, "flat", secs=4.0, warm=2.0,
+                                GPUSLICE_SIM_SWITCH_LOSS=30)
+    finally:
+        for fd in held:
+            os.close(fd)
+    print(f"shares 30:70 behind 100 forged members: {ra:.3f} / {rb:.3f}")
+    assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
 
 
 @pytest.mark.parametrize("layout", ["flat", "agent"])

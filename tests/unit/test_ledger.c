@@ -14,6 +14,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -381,18 +382,59 @@ static void share_mode_sees_the_others_demand_and_weights(void **state)
     unlink(path);
 }
 
-static void a_file_of_another_layout_is_refused(void **state)
+/* Writes len bytes of a ledger file at path: the header of layout
+ * version `version`, zeros after it. */
+static void ledger_file(const char *path, uint32_t version, size_t len)
+{
+    struct gs_ledger_file head = { .magic = GS_LEDGER_MAGIC, .version = version, .size = sizeof head };
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (size_t i = 0; i < len; i++)
+        fputc(i < sizeof head ? ((const unsigned char *)&head)[i] : 0, f);
+    fclose(f);
+}
+
+static off_t size_of(const char *path)
+{
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return st.st_size;
+}
+
+static void a_file_of_another_layout_is_refused_and_one_cut_short_or_grown_sized_back(void **state)
 {
     (void)state;
-    char path[128];
+    char path[128], err[256] = "";
     snprintf(path, sizeof path, "/tmp/gs-ledger-bad-%d", (int)getpid());
+    ledger_file(path, GS_LEDGER_VERSION - 1, 4000);
+    assert_null(gs_ledger_open(path, err, sizeof err));
+    assert_non_null(strstr(err, "another gpuslice version"));
+    assert_int_equal(size_of(path), 4000); /* left as it is */
+    int fd = open(path, O_RDWR);
+    assert_int_equal(gs_ledger_lay_out(fd), -1);
+    close(fd);
+    assert_int_equal(size_of(path), 4000);
+    /* ours, cut short or grown by a tenant: sized back, its layout kept */
+    for (size_t len = 100; len <= sizeof(struct gs_ledger_file) * 2; len += sizeof(struct gs_ledger_file)) {
+        ledger_file(path, GS_LEDGER_VERSION, len);
+        struct gs_ledger *l = gs_ledger_open(path, err, sizeof err);
+        assert_non_null(l);
+        assert_int_equal(size_of(path), (off_t)sizeof(struct gs_ledger_file));
+        assert_true(gs_ledger_join(l, 100, 11, 100) >= 0);
+        gs_ledger_close(l);
+    }
+    /* garbage of any size: laid out afresh, by an opener or the node agent */
     FILE *f = fopen(path, "w");
     assert_non_null(f);
     fputs("not a ledger", f);
     fclose(f);
-    char err[256] = "";
-    assert_null(gs_ledger_open(path, err, sizeof err));
-    assert_non_null(strstr(err, "another gpuslice version"));
+    fd = open(path, O_RDWR);
+    assert_int_equal(gs_ledger_lay_out(fd), 0);
+    close(fd);
+    assert_int_equal(size_of(path), (off_t)sizeof(struct gs_ledger_file));
+    struct gs_ledger *l = gs_ledger_open(path, err, sizeof err);
+    assert_non_null(l);
+    gs_ledger_close(l);
     unlink(path);
 }
 
@@ -555,7 +597,7 @@ int main(void)
         cmocka_unit_test(a_member_restores_what_was_written_over_it),
         cmocka_unit_test(a_waiter_wakes_when_the_turn_is_released),
         cmocka_unit_test(share_mode_sees_the_others_demand_and_weights),
-        cmocka_unit_test(a_file_of_another_layout_is_refused),
+        cmocka_unit_test(a_file_of_another_layout_is_refused_and_one_cut_short_or_grown_sized_back),
         cmocka_unit_test(contending_containers_take_the_turn_in_their_slots_only),
         cmocka_unit_test(a_holder_waited_out_in_full_is_not_waited_for_a_while),
     };

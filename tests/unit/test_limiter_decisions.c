@@ -486,6 +486,15 @@ static void forged_ledger_members_weigh_no_more_than_one_default_container(void 
     assert_int_equal(gs_lim_trusted_demands(two, 2, 0, -1, d), 1);
     assert_int_equal(d[0].use_ppm, GS_LIM_PPM);
     assert_int_equal(gs_lim_trusted_demands(two, 2, 1, -1, d), 0);
+    /* a whole ledger's members, all verified: the out table holds
+     * GS_LIM_MAX_DEMANDS, the ones past it counting as one more */
+    struct gs_lim_claim many[128];
+    for (unsigned i = 0; i < 128; i++)
+        many[i] = (struct gs_lim_claim){ { 100, 1000, 0, 0, 0 }, 100, 0 };
+    struct gs_lim_demand out[GS_LIM_MAX_DEMANDS];
+    assert_int_equal(gs_lim_trusted_demands(many, 128, 0, -1, out), GS_LIM_MAX_DEMANDS);
+    assert_int_equal(out[GS_LIM_MAX_DEMANDS - 1].use_ppm, (128 - GS_LIM_MAX_DEMANDS + 1) * 1000);
+    assert_int_equal(gs_lim_trusted_demands(many, 128, 1, -1, out), GS_LIM_MAX_DEMANDS - 1);
 }
 
 static int pid_is_ours(uint32_t pid, void *ctx)
