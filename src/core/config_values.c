@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "region_layout.h"
 #include "size_parse.h"
 
 /* lo..hi as a decimal integer, no sign or blanks. */
@@ -62,6 +63,11 @@ int gs_cfg_parse_mem_limit(const char *v, const struct gs_cfg_key *k, void *dst,
     if (bytes == 0) {
         /* HAMi-core reads 0 as "no limit"; a typo must not become unlimited. */
         snprintf(why, whylen, "a memory limit of 0 is not allowed (unset the variable for no limit)");
+        return -1;
+    }
+    if (bytes > GS_REGION_MAX_BYTES) {
+        /* the region refuses more as corrupt (gs_region_check) */
+        snprintf(why, whylen, "a memory limit past 1024TiB, the most gpuslice accounts, is not allowed");
         return -1;
     }
     memcpy(dst, &bytes, sizeof bytes);

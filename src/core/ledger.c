@@ -192,8 +192,6 @@ int gs_ledger_lay_out(int fd)
     uint64_t magic = 0;
     uint32_t version = 0;
     int rc = fstat(fd, &st) == 0 ? 0 : -1;
-    if (rc == 0 && st.st_size != 0 && (size_t)st.st_size != sizeof fresh && !another_version(fd))
-        rc = ftruncate(fd, (off_t)sizeof fresh) == 0 ? fstat(fd, &st) : -1; /* cut short or grown: sized back */
     int sized = rc == 0 && (size_t)st.st_size == sizeof fresh;
     if (sized &&
         (pread(fd, &magic, sizeof magic, 0) != (ssize_t)sizeof magic ||

@@ -64,7 +64,8 @@ int gs_region_check(const struct gs_region *r, char *err, size_t errlen)
     for (uint32_t d = 0; d < nd; d++) {
         const struct gs_region_device *dv = &r->dev[d];
         if (!terminated(dv->uuid, sizeof dv->uuid) || dv->sm_limit > 100 || dv->flags != 0 ||
-            __atomic_load_n(&dv->mem_used, __ATOMIC_RELAXED) > GS_REGION_MAX_BYTES) {
+            __atomic_load_n(&dv->mem_used, __ATOMIC_RELAXED) > GS_REGION_MAX_BYTES ||
+            __atomic_load_n(&dv->mem_limit, __ATOMIC_RELAXED) > GS_REGION_MAX_BYTES) {
             snprintf(err, errlen, "has a corrupt entry for device %u", d);
             return -1;
         }

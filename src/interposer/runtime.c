@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -60,6 +62,13 @@ void gs_rt_report_broken(void)
 
 unsigned gs_rt_fork_generation;
 
+/* Whether fd is a descriptor of the region file we opened (region_id). */
+static int is_region_fd(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && st.st_dev == region_id.st_dev && st.st_ino == region_id.st_ino;
+}
+
 /* fork(): the child is a new process with no allocations and no slot. */
 void gs_rt_fork_prepare(void)
 {
@@ -79,8 +88,10 @@ void gs_rt_fork_child(void)
     gs_alloc_clear();
     /* The inherited descriptor shares the parent's open file description,
      * and with it the parent's slot lock: the child takes its own of both
-     * (gs_rt_slot). close() is safe in a fork handler. */
-    if (region_fd >= 0)
+     * (gs_rt_slot). close() is safe in a fork handler; the number is closed
+     * only while it is still the region's (the program may have closed it
+     * and given the number to a file of its own). */
+    if (region_fd >= 0 && is_region_fd(region_fd))
         close(region_fd);
     region_fd = -1;
     slot = -1;
@@ -171,9 +182,57 @@ struct gs_region *gs_rt_region(void)
     return r;
 }
 
+/* A descriptor of our own of the file our mapping shows: the same inode,
+ * or none (a region replaced since it was opened). */
+static int reopen_own_fd(void)
+{
+    int fd = open(gs_rt.cfg.region_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd >= 0 && !is_region_fd(fd)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* A descriptor and mapping of the region of our own, for a forked child
+ * or a program that closed ours: the slot lock is taken through the
+ * descriptor, and held while the mapping made through it lasts. Through a
+ * descriptor no mapping held (a child's mapping is the parent's), the
+ * child's lock went when the program closed it, a sibling took the slot
+ * for dead and dropped its charges; and a killed parent's slot stayed
+ * locked while its child lived. Mapped over the old mapping at the same
+ * address: the same pages, the same robust mutex. -1, nothing changed,
+ * where it cannot be. */
+static int own_fd_and_mapping(struct gs_region *r)
+{
+    int fd = reopen_own_fd();
+    if (fd >= 0 && mmap(r, sizeof *r, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
 int gs_rt_region_fd(void)
 {
-    return region_fd;
+    int fd = __atomic_load_n(&region_fd, __ATOMIC_ACQUIRE);
+    if (GS_LIKELY(fd >= 0 && is_region_fd(fd)))
+        return fd;
+    /* closed by the program (many close every descriptor above 2 as they
+     * start), and its number perhaps another file's: liveness asked
+     * through it took that file's word that every other slot was dead, and
+     * their charges were dropped. A descriptor of our own again; the old
+     * description, pinned by the mapping, still holds our slot's lock. */
+    pthread_mutex_lock(&setup_lock);
+    if (region_fd == fd) {
+        int again = reopen_own_fd();
+        gs_log(GS_LOG_INFO, "the region's descriptor %d was closed or replaced by the program; %s", fd,
+               again >= 0 ? "opened the region again" : "the region is gone: its slots are taken as alive");
+        __atomic_store_n(&region_fd, again, __ATOMIC_RELEASE);
+    }
+    fd = region_fd;
+    pthread_mutex_unlock(&setup_lock);
+    return fd;
 }
 
 int gs_rt_region_dir(char *dir, size_t len, struct stat *self)
@@ -181,19 +240,6 @@ int gs_rt_region_dir(char *dir, size_t len, struct stat *self)
     if (gs_statedir_parent(dir, len, gs_rt.cfg.region_path) != 0 || stat(gs_rt.cfg.region_path, self) != 0)
         return -1;
     return 0;
-}
-
-/* A forked child's own descriptor of the file its mapping shows: the same
- * inode, or none (a region replaced since the parent opened it). */
-static int reopen_own_fd(void)
-{
-    int fd = open(gs_rt.cfg.region_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    struct stat st;
-    if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != region_id.st_dev || st.st_ino != region_id.st_ino)) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
 }
 
 int gs_rt_slot(void)
@@ -206,8 +252,10 @@ int gs_rt_slot(void)
         return -1;
     pthread_mutex_lock(&setup_lock);
     if (slot < 0 && !finished) {
-        if (region_fd < 0)
-            region_fd = reopen_own_fd();
+        /* a forked child's, or one the program closed before its first
+         * allocation (the number may be another file's now: left alone) */
+        if (region_fd < 0 || !is_region_fd(region_fd))
+            region_fd = own_fd_and_mapping(r);
         s = region_fd < 0 ? -1 : gs_region_attach(r, region_fd);
         if (s < 0) {
             char why[sizeof gs_rt.cfg.region_path + 128];

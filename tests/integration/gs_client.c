@@ -19,6 +19,7 @@
 #include "gs_client_paths.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,14 @@ static void *entry(const char *base, const char *vname, int per_thread)
 static void *entry_any(const char *base, const char *vname, int per_thread)
 {
     return base ? entry(base, vname, per_thread) : dlsym(cuda, vname);
+}
+
+/* Closes every descriptor above 2 but keep. */
+static void close_fds_but(int keep)
+{
+    for (int fd = 3; fd < 1024; fd++)
+        if (fd != keep)
+            close(fd);
 }
 
 enum kind { K_PTR, K_VMM, K_ARRAY, K_MIPMAP, K_IPC, K_ASYNC };
@@ -324,10 +333,19 @@ static CUresult run(char *line)
             raise(SIGKILL);
         }
         printf("lockdie failed: %s ", err);
+    } else if (!strcmp(c, "closefds")) {
+        /* As programs that close every descriptor above 2 as they start,
+         * then open files of their own (taking the lowest numbers). */
+        close_fds_but(-1);
+        rc = CUDA_SUCCESS;
+        for (int i = 0; i < 8; i++)
+            if (open("/dev/null", O_RDONLY) < 0)
+                rc = CUDA_ERROR_UNKNOWN;
     } else if (!strcmp(c, "forkhold")) {
         /* A forked child runs "init" and "alloc N", reports its result
          * through a pipe and stays: its usage must sit in a slot of its own
-         * (test_liveness.py). */
+         * (test_liveness.py). "forkhold N close": the child closes every
+         * other descriptor above 2 before it reports. */
         char init[] = "init", alloc[64];
         snprintf(alloc, sizeof alloc, "alloc %s", argc > 1 ? argv[1] : "0");
         int pfd[2];
@@ -342,6 +360,8 @@ static CUresult run(char *line)
                 CUresult crc = run(init);
                 if (!crc)
                     crc = run(alloc);
+                if (argc > 2 && !strcmp(argv[2], "close"))
+                    close_fds_but(pfd[1]);
                 int v = (int)crc;
                 if (write(pfd[1], &v, sizeof v) != sizeof v)
                     _exit(1);

@@ -69,3 +69,50 @@ def test_a_forked_child_holds_a_slot_of_its_own(world):
     assert a.cmd(f"fill {64 * MiB}")["count"] == (GiB - CTX - 128 * MiB) // (64 * MiB)
     a.close()
     assert w.usage()[0] == 0
+
+
+def test_a_forked_child_that_closes_its_descriptors_keeps_its_charges(world):
+    """Many programs close every descriptor above 2 as they start. A forked
+    child took its slot's lock through a descriptor of its own that no
+    mapping held (its mapping was the parent's), so closing it dropped the
+    lock: the next process of the container to reach the limit took the
+    child's slot for dead, dropped its 256 MiB, and allocated past the
+    limit."""
+    w = world(limit="2GiB")
+    a = w.client()
+    a.ok("init")
+    a.ok(f"alloc {128 * MiB}")
+    child = a.ok(f"forkhold {256 * MiB} close")["child"]
+    try:
+        b = w.client()
+        b.ok("init")
+        n = b.cmd(f"fill {64 * MiB}")["count"]
+        assert n == (2 * GiB - 3 * CTX - 384 * MiB) // (64 * MiB), n
+        assert w.usage()[0] <= 2 * GiB
+        b.close()
+    finally:
+        os.kill(child, signal.SIGKILL)
+        wait_gone(child)
+    a.close()
+
+
+def test_a_process_that_closes_its_descriptors_and_reuses_their_numbers_drops_no_other_charges(world):
+    """A process closes every descriptor above 2 and opens files of its own,
+    which take the lowest numbers, its region descriptor's among them. At
+    the limit, the liveness of the other slots was asked through that
+    number, of a file nobody locks: every other process of the container
+    was taken for dead, its charges dropped, and the allocation went past
+    the limit."""
+    w = world(limit="2GiB")
+    b = w.client()
+    b.ok("init")
+    b.ok(f"alloc {512 * MiB}")
+    a = w.client()
+    a.ok("init")
+    a.ok(f"alloc {64 * MiB}")
+    a.ok("closefds")
+    n = a.cmd(f"fill {64 * MiB}")["count"]
+    assert n == (2 * GiB - 2 * CTX - 576 * MiB) // (64 * MiB), n
+    assert w.usage()[0] <= 2 * GiB
+    a.close()
+    b.close()

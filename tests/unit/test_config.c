@@ -359,6 +359,9 @@ static void test_reject_memory(void **state)
     expect_reject("CUDA_DEVICE_MEMORY_LIMIT_15", "", "gpuslice: CUDA_DEVICE_MEMORY_LIMIT_15='': empty value");
     expect_reject("CUDA_DEVICE_MEMORY_LIMIT", "99999999999T",
                   "gpuslice: CUDA_DEVICE_MEMORY_LIMIT='99999999999T': too large (more than 2^64-1 bytes)");
+    expect_reject("GPUSLICE_MEMORY_LIMIT", "1025TiB",
+                  "gpuslice: GPUSLICE_MEMORY_LIMIT='1025TiB': a memory limit past 1024TiB, the most gpuslice "
+                  "accounts, is not allowed");
     /* HAMi's variable: a bare number is neither guessed as bytes nor as MiB */
     expect_reject("CUDA_DEVICE_MEMORY_LIMIT", "4",
                   "gpuslice: CUDA_DEVICE_MEMORY_LIMIT='4': a number without a unit is ambiguous here (bytes or "

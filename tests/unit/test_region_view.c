@@ -186,6 +186,11 @@ static void test_lying_header_and_garbage(void **state)
     expect_refused("corrupt entry for device 0");
 
     make_region();
+    uint64_t limit = UINT64_MAX - 5; /* would wrap `gpuslice top`'s sum of the limits on a GPU */
+    patch(offsetof(struct gs_region, dev[0].mem_limit), &limit, sizeof limit);
+    expect_refused("corrupt entry for device 0");
+
+    make_region();
     int32_t pid = -7;
     patch(offsetof(struct gs_region, proc[3].pid), &pid, sizeof pid);
     expect_refused("corrupt process slot 3");
