@@ -225,6 +225,11 @@ struct gs_ledger *gs_ledger_open(const char *path, char *err, size_t errlen)
         free(l);
         return NULL;
     }
+    struct stat st;
+    if (fstat(l->fd, &st) == 0) {
+        l->file_dev = (uint64_t)st.st_dev;
+        l->file_ino = (uint64_t)st.st_ino;
+    }
     l->f = map_file(l->fd, path, err, errlen);
     if (!l->f) {
         int e = errno;
@@ -259,12 +264,31 @@ int gs_ledger_cut_short(const struct gs_ledger *l)
     return gs_map_guard_tripped(l->f);
 }
 
+/* Whether fd is a descriptor of l's file. */
+static int ours(const struct gs_ledger *l, int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && (uint64_t)st.st_dev == l->file_dev && (uint64_t)st.st_ino == l->file_ino;
+}
+
+int gs_ledger_descriptors_ours(const struct gs_ledger *l)
+{
+    if (!ours(l, l->fd))
+        return 0;
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
+        int fd = __atomic_load_n(&l->slot_fd[i], __ATOMIC_RELAXED);
+        if (fd >= 0 && !ours(l, fd))
+            return 0;
+    }
+    return 1;
+}
+
 void gs_ledger_abandon(struct gs_ledger *l)
 {
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
         int fd = __atomic_exchange_n(&l->slot_fd[i], -1, __ATOMIC_RELAXED);
-        if (fd >= 0)
-            close(fd);
+        if (fd >= 0 && ours(l, fd))
+            close(fd); /* a number the program reused is its own */
     }
     gs_map_guard_remove(l->f);
 }

@@ -79,6 +79,7 @@ struct gs_ledger {
     struct gs_ledger_file *f;       /* the shared mapping */
     int fd;                         /* this handle's description: the ledger's lock, liveness queries */
     int slot_fd[GS_LEDGER_MEMBERS]; /* descriptions holding the slots this handle joined; -1 */
+    uint64_t file_dev, file_ino;    /* the file fd and slot_fd are descriptors of (gs_ledger_descriptors_ours) */
     char path[4096];
     uint64_t patient_after_ns; /* the lock is tried once, not waited for, until then (lock()) */
     uint64_t outwaited;        /* a turn holder a window waited for in full (gs_ledger_outwaited) ... */
@@ -118,6 +119,13 @@ void gs_ledger_forget(struct gs_ledger *l);
  * truncated it: the SIGBUS guard gave the mapping zeroed private pages,
  * map_guard.h). l no longer sees the other members, nor they it. */
 int gs_ledger_cut_short(const struct gs_ledger *l);
+/* Whether l's descriptors are still the ledger file's: the program may
+ * close them (many close every descriptor above 2 as they start) and give
+ * their numbers to files of its own. Through such a number the ledger's
+ * lock excludes no one and every other member looks dead (the reap then
+ * frees them all), and a member slot's lock is gone. */
+int gs_ledger_descriptors_ours(const struct gs_ledger *l);
+
 /* Gives up a ledger cut short: l's member slots (their byte locks, so the
  * file's next opener may reuse them) and its guard. l and its mapping stay
  * valid, never freed, for threads still inside them. */

@@ -36,7 +36,7 @@ static uint64_t led_container;
 static int led_beside; /* the ledger directory is the region's (gs_compute_ledger_beside_regions) */
 
 #define REJOIN_NS 100000000ULL /* a try costs up to GS_LEDGER_LOCK_WAIT_NS while the lock is held */
-#define MAX_CUT_SHORT 8        /* ledgers cut short a process leaves and joins again (leave_cut_short) */
+#define MAX_REJOINS 8          /* ledgers a process leaves and joins again (leave_and_rejoin) */
 
 uint64_t gs_compute_ledger_container_id(const struct stat *st)
 {
@@ -198,29 +198,27 @@ int gs_compute_ledger_has_pid(int d, uint32_t pid)
     return l && gs_ledger_has_pid(l, led_container, (int32_t)pid);
 }
 
-/* A ledger cut short under our mapping (gs_ledger_cut_short) is left and
- * joined afresh at a later launch, whose open sizes the file back: the
- * member went on with a ledger nobody else saw, and a share pair of the
- * agent's layout ran free (0.35 / 0.35 of a simulated device that loses
- * 30 % to switches). Each handle left stays allocated (a launching thread
- * may still be in it): a process leaves at most MAX_CUT_SHORT. */
-static void leave_cut_short(int d, struct gs_ledger *l)
+/* A ledger cut short under our mapping (gs_ledger_cut_short), or whose
+ * descriptors the program closed (gs_ledger_descriptors_ours), is left and
+ * joined afresh at a later launch, whose open sizes the file back: cut
+ * short, the member went on with a ledger nobody else saw, and a share
+ * pair of the agent's layout ran free (0.35 / 0.35 of a simulated device
+ * that loses 30 % to switches). Each handle left stays allocated (a
+ * launching thread may still be in it): a process leaves at most
+ * MAX_REJOINS. */
+static void leave_and_rejoin(int d, struct gs_ledger *l, const char *why)
 {
     static unsigned left;
     pthread_mutex_lock(&led_lock);
-    if (led[d] == l && led_slot[d] >= 0 && left <= MAX_CUT_SHORT) {
-        if (left++ < MAX_CUT_SHORT) {
+    if (led[d] == l && led_slot[d] >= 0 && left <= MAX_REJOINS) {
+        if (left++ < MAX_REJOINS) {
             gs_ledger_abandon(l);
             led[d] = NULL;
             __atomic_store_n(&led_slot[d], -1, __ATOMIC_RELEASE);
             __atomic_store_n(&led_retry_ns[d], gs_compute_now(), __ATOMIC_RELAXED);
-            gs_log(GS_LOG_INFO,
-                   "device ledger %s was cut short under this process (another process truncated it); "
-                   "this process joins it again",
-                   led_path[d]);
+            gs_log(GS_LOG_INFO, "device ledger %s %s; this process joins it again", led_path[d], why);
         } else {
-            gs_log(GS_LOG_INFO, "device ledger %s was cut short again; this process stays with what it mapped",
-                   led_path[d]);
+            gs_log(GS_LOG_INFO, "device ledger %s %s again; this process stays with what it has", led_path[d], why);
         }
     }
     pthread_mutex_unlock(&led_lock);
@@ -233,7 +231,11 @@ void gs_compute_ledger_reap(int d)
     if (!l)
         return;
     if (gs_ledger_cut_short(l)) {
-        leave_cut_short(d, l);
+        leave_and_rejoin(d, l, "was cut short under this process (another process truncated it)");
+        return;
+    }
+    if (!gs_ledger_descriptors_ours(l)) {
+        leave_and_rejoin(d, l, "lost its descriptors (the program closed them)");
         return;
     }
     gs_ledger_heal(l, slot, led_container, (int32_t)getpid(), led_weight[d]);

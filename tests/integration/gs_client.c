@@ -61,6 +61,22 @@ static void close_fds_but(int keep)
             close(fd);
 }
 
+/* Closes every descriptor above 2 of a file whose name ends in suffix. */
+static void close_fds_named(const char *suffix)
+{
+    for (int fd = 3; fd < 1024; fd++) {
+        char link[64], name[4096];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, name, sizeof name - 1);
+        if (n <= 0)
+            continue;
+        name[n] = '\0';
+        size_t len = strlen(suffix);
+        if ((size_t)n >= len && !strcmp(name + n - len, suffix))
+            close(fd);
+    }
+}
+
 enum kind { K_PTR, K_VMM, K_ARRAY, K_MIPMAP, K_IPC, K_ASYNC };
 struct held {
     enum kind kind;
@@ -335,8 +351,13 @@ static CUresult run(char *line)
         printf("lockdie failed: %s ", err);
     } else if (!strcmp(c, "closefds")) {
         /* As programs that close every descriptor above 2 as they start,
-         * then open files of their own (taking the lowest numbers). */
-        close_fds_but(-1);
+         * then open files of their own (taking the lowest numbers).
+         * "closefds SUFFIX": only those of files whose names end so (a
+         * tenant that keeps the driver's own). */
+        if (argc > 1)
+            close_fds_named(argv[1]);
+        else
+            close_fds_but(-1);
         rc = CUDA_SUCCESS;
         for (int i = 0; i < 8; i++)
             if (open("/dev/null", O_RDONLY) < 0)

@@ -516,6 +516,27 @@ def test_a_ledger_cut_short_under_a_share_pair_is_joined_again(world, size):
         assert "was cut short under this process" in e, e[-2000:]
 
 
+def test_a_share_tenant_that_closes_its_descriptors_still_sees_and_is_seen_by_its_neighbour(world):
+    """The 30 side of a share pair 30 : 70 (the agent's layout) closes its
+    descriptors of the device ledger after it joined it and opens files of
+    its own, which take their numbers. Through them its
+    ledger lock excluded no one, every other member looked dead to its
+    reap, and its own member's lock was gone. It leaves that handle and
+    joins afresh, and the pair splits 30 : 70."""
+    w = world_env(world, GPUSLICE_SIM_SWITCH_LOSS=30)
+    wrap, places = lay_out(w, "ab", "agent")
+    share = {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_LOG_LEVEL": "2"}
+    a, b = (start(w, 1000, env={**p, **share, "GPUSLICE_SHARE_WEIGHT": wt}, wrap=wrap)
+            for p, wt in zip(places, ("30", "70")))
+    together((a, "kernel", 0.5, 0.0, 8), (b, "kernel", 0.5, 0.0, 8))  # both joined
+    a.ok("closefds .ledger")
+    ra, rb = together((a, "kernel", 5.0, 3.0, 8), (b, "kernel", 5.0, 3.0, 8))
+    ea, _ = a.close(), b.close()
+    print(f"shares 30:70, the 30 side's descriptors closed: {ra:.3f} / {rb:.3f}")
+    assert "lost its descriptors (the program closed them)" in ea, ea[-2000:]
+    assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
+
+
 def test_two_containers_sharing_30_70_split_30_70_when_the_ledger_was_locked_as_they_joined(world, tmp_path):
     """A process holds the device ledger's lock (a stalled one, or a tenant
     that can write the agent's shared ledger directory) while the share
