@@ -467,8 +467,6 @@ uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint
     uint64_t holder = turn_holder(l, now, &holder_until);
     if (holder != 0 && holder != m->container && !container_open(l, holder))
         holder = 0; /* its windows are gone (or never were) */
-    if (holder != 0 && holder == LD(&l->outwaited) && now < LD(&l->outwaited_until))
-        holder = 0;
     struct gs_turn_slot f;
     int framed = frame_of(l, m->container, claim, now, &f);
     uint64_t wait = 0;
@@ -496,12 +494,6 @@ uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint
     }
     unlock(l);
     return wait;
-}
-
-int gs_ledger_outwaited(struct gs_ledger *l, uint64_t holder, uint64_t now)
-{
-    ST(&l->outwaited_until, now + GS_LEDGER_OUTWAITED_NS);
-    return __atomic_exchange_n(&l->outwaited, holder, __ATOMIC_RELAXED) != holder;
 }
 
 int gs_ledger_frame(struct gs_ledger *l, int slot, uint64_t now, uint32_t claim_ppm, struct gs_turn_slot *f)

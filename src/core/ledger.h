@@ -48,7 +48,6 @@
 #define GS_LEDGER_MAX_OPEN 4096U                /* more open windows than this in one member is garbage */
 #define GS_LEDGER_CONTEND_NS 100000000ULL       /* a member that asked for the turn this recently contends */
 #define GS_LEDGER_SLOT_GRACE_NS 2000000ULL      /* a turn taken in a slot lasts its end plus this at most */
-#define GS_LEDGER_OUTWAITED_NS 2000000000ULL    /* a holder waited out in full is not waited for this long */
 
 struct gs_ledger_member {
     uint64_t container; /* container id; 0 = free */
@@ -82,8 +81,6 @@ struct gs_ledger {
     uint64_t file_dev, file_ino;    /* the file fd and slot_fd are descriptors of (gs_ledger_descriptors_ours) */
     char path[4096];
     uint64_t patient_after_ns; /* the lock is tried once, not waited for, until then (lock()) */
-    uint64_t outwaited;        /* a turn holder a window waited for in full (gs_ledger_outwaited) ... */
-    uint64_t outwaited_until;  /* ... and until when its turns are not waited for */
     /* the other containers whose claims were verified, each with the most
      * it may claim (gs_ledger_trust; gs_turn_trusted_claims) */
     pthread_mutex_t trust_lock;
@@ -210,15 +207,6 @@ uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint
  * the others' claims as gs_turn_trusted_claims says. At most
  * GS_LEDGER_MEMBERS are kept. */
 void gs_ledger_trust(struct gs_ledger *l, const struct gs_turn_claim *trusted, unsigned n);
-
-/* A window of ours waited for holder's turn as long as any window may
- * (GS_LIM_TURN_WAIT_MAX_NS) and the turn was still its: an honest holder's
- * windows end sooner, a forged turn (any container can write it, and keep
- * a member of the holder's open) never does. Its turns are not waited for
- * until now + GS_LEDGER_OUTWAITED_NS; each window otherwise waited the
- * whole bound again. Returns whether holder is another than the last one
- * waited out. */
-int gs_ledger_outwaited(struct gs_ledger *l, uint64_t holder, uint64_t now);
 
 /* Where the member's container stands in the turn frame at now, other
  * containers contending (turn_frame.h): 1 with *f set, 0 when there is no

@@ -521,7 +521,7 @@ static void log_turn_wait(uint64_t holder, uint64_t wait_ns)
  * in its container's slot of the turn frame ends with the slot. Returns 0,
  * or the ns to wait at most while the turn is another container's (seq for
  * gs_ledger_wait). */
-static uint64_t ledger_open(struct tdev *t, int d, const struct gs_lim_account *a, uint32_t *seq, uint64_t *holder)
+static uint64_t ledger_open(struct tdev *t, int d, const struct gs_lim_account *a, uint32_t *seq)
 {
     int slot;
     struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
@@ -541,7 +541,6 @@ static uint64_t ledger_open(struct tdev *t, int d, const struct gs_lim_account *
     if (turn.took)
         t->slot_end_ns = turn.slot_end;
     *seq = turn.seq;
-    *holder = turn.holder;
     if (wait)
         log_turn_wait(turn.holder, wait);
     if (turn.took && turn.slot_end && turn.slot_end < t->w.end_ns) {
@@ -555,19 +554,6 @@ static uint64_t ledger_open(struct tdev *t, int d, const struct gs_lim_account *
         }
     }
     return wait;
-}
-
-/* A window waited for holder's turn in full (gs_ledger_outwaited). */
-static void outwaited(int d, uint64_t holder, uint64_t now)
-{
-    int slot;
-    struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
-    if (l && gs_ledger_outwaited(l, holder, now))
-        gs_log(GS_LOG_INFO,
-               "device %d: waited %llu ms for container %016llx's turn, which held on; its turns are not waited for "
-               "in the next %llu s (the turn may be forged)",
-               d, GS_LIM_TURN_WAIT_MAX_NS / 1000000ULL, (unsigned long long)holder,
-               GS_LEDGER_OUTWAITED_NS / 1000000000ULL);
 }
 
 /* The cost report counts each window's wait for turns once, whole. */
@@ -740,7 +726,7 @@ int gs_compute_before(CUstream s, int graph)
     gs_compute_collective_harvest(d); /* the collectives of the window that closed are charged before it waits */
     gs_compute_outer(r, d, now);
     unsigned bank = 1;
-    uint64_t turn_waited = 0, holder = 0;
+    uint64_t turn_waited = 0;
     for (;;) {
         uint64_t t0 = gs_compute_now();
         uint32_t seq = 0;
@@ -767,13 +753,10 @@ int gs_compute_before(CUstream s, int graph)
             /* only containers that contend take turns (gs_compute_contends);
              * and no window waits for turns longer than another's window can
              * last (the turn may be forged) */
-            if ((wait = ledger_open(t, d, a, &seq, &holder)) != 0) {
+            if ((wait = ledger_open(t, d, a, &seq)) != 0) {
                 t->w.open = 0; /* another container holds the turn */
                 turn = 1;
             }
-        } else if (!wait && turn_waited >= GS_LIM_TURN_WAIT_MAX_NS && holder) {
-            outwaited(d, holder, t0);
-            touch_ledger(d, t0);
         } else if (!wait) {
             touch_ledger(d, t0);
         }

@@ -383,10 +383,7 @@ def test_what_a_tenant_writes_into_the_shared_ledger_holds_no_window_back_longer
     Before that bound a turn forged for the live 70 side held the 30 side's
     windows until it no longer counted as throttled (~0.5 s): 0.06 of the
     device. What it still costs: the attacked turns no longer keep the two
-    apart, and they time-slice (here with a 30 % switch loss). A holder
-    waited out in full is not waited for again for 2 s
-    (GS_LEDGER_OUTWAITED_NS): when each window waited the bound, the forged
-    turn held the 30 side to 0.13; now 0.28-0.29."""
+    apart, and they time-slice (here with a 30 % switch loss)."""
     hits = []
 
     def attacker(ledgers):
@@ -404,9 +401,7 @@ def test_what_a_tenant_writes_into_the_shared_ledger_holds_no_window_back_longer
     assert sum(hits) >= len(hits) // 2, hits  # the attack reached the ledger
     assert ra <= 0.30 + TOL and rb <= 0.70 + TOL, (ra, rb)
     assert longest <= 150 + 100, ea[-2000:]
-    assert ra >= (0.22 if attack is forge_turn else 0.05) and rb >= 0.35, (ra, rb)
-    if attack is forge_turn:
-        assert "its turns are not waited for" in ea, ea[-2000:]
+    assert ra >= 0.05 and rb >= 0.35, (ra, rb)
 
 
 @pytest.mark.parametrize("layout,yield_us", [("flat", 0), ("flat", 250), ("agent", 0)])

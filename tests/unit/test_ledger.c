@@ -561,30 +561,6 @@ static void contending_containers_take_the_turn_in_their_slots_only(void **state
     unlink(path);
 }
 
-static void a_holder_waited_out_in_full_is_not_waited_for_a_while(void **state)
-{
-    (void)state;
-    char path[128];
-    struct gs_ledger *l = fresh(path, sizeof path);
-    int a = gs_ledger_join(l, 100, 11, 100), b = gs_ledger_join(l, 200, 22, 100);
-    struct gs_ledger_turn t;
-    assert_int_equal(claim_open(l, b, 0, 1000 * MS, &t), 0); /* 22 holds the turn to 1100 ms */
-    assert_int_equal(claim_open(l, a, 0, 1010 * MS, &t), 90 * MS);
-    assert_int_equal(t.holder, 22);
-    /* a window of 11 waited the whole bound and 22 held on */
-    assert_true(gs_ledger_outwaited(l, 22, 1010 * MS));
-    assert_false(gs_ledger_outwaited(l, 22, 1010 * MS)); /* the same holder again: nothing new to say */
-    assert_int_equal(claim_open(l, a, 0, 1020 * MS, &t), 0);
-    assert_true(t.took);
-    gs_ledger_close_window(l, a);
-    /* once the spell is over, 22's turns are waited for again */
-    uint64_t later = 1010 * MS + GS_LEDGER_OUTWAITED_NS;
-    assert_int_equal(claim_open(l, b, 0, later, &t), 0);
-    assert_int_equal(claim_open(l, a, 0, later + 10 * MS, &t), 90 * MS);
-    gs_ledger_close(l);
-    unlink(path);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -601,7 +577,6 @@ int main(void)
         cmocka_unit_test(share_mode_sees_the_others_demand_and_weights),
         cmocka_unit_test(a_file_of_another_layout_is_refused_and_one_cut_short_or_grown_sized_back),
         cmocka_unit_test(contending_containers_take_the_turn_in_their_slots_only),
-        cmocka_unit_test(a_holder_waited_out_in_full_is_not_waited_for_a_while),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
