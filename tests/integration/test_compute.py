@@ -436,6 +436,14 @@ def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, snapsho
     assert ra + rb >= 0.93, (ra, rb)
 
 
+def lay_out_ledger(directory):
+    """Device 0's ledger in directory, laid out as the interposer lays one
+    out (struct gs_ledger_file: its header, every member empty), before any
+    tenant opened it."""
+    header = struct.pack("<QII", LEDGER_MAGIC, LEDGER_VERSION, LEDGER_SIZE)
+    (directory / (SIM_UUID.format(0) + ".ledger")).write_bytes(header + bytes(LEDGER_SIZE - len(header)))
+
+
 def hold_ledger_lock(tmp_path):
     """Takes the lock of device 0's ledger in the agent's layout (lay_out:
     tmp_path is the world's tmp) before any tenant has opened it, as a
@@ -455,8 +463,7 @@ def test_two_containers_sharing_30_70_split_30_70_when_the_ledger_was_full_as_th
     stayed out of it for good: neither saw the other, and both ran free."""
     ledgers = tmp_path / "ledgers"
     ledgers.mkdir()
-    header = struct.pack("<QII", LEDGER_MAGIC, LEDGER_VERSION, LEDGER_SIZE)
-    (ledgers / (SIM_UUID.format(0) + ".ledger")).write_bytes(header + bytes(LEDGER_SIZE - len(header)))
+    lay_out_ledger(ledgers)
     held = []
     assert forge_members(ledgers, MEMBERS, held) == MEMBERS
 
@@ -983,8 +990,7 @@ def test_a_hundred_forged_members_before_them_hide_no_share_tenant_from_the_othe
     pair 30 : 70, in slots past them, never saw each other and both ran
     free (0.35 / 0.35). Every member is read now; the forged ones, nothing
     verifies, count for nothing beside the regions, and the pair splits."""
-    header = struct.pack("<QII", LEDGER_MAGIC, LEDGER_VERSION, LEDGER_SIZE)
-    (tmp_path / (SIM_UUID.format(0) + ".ledger")).write_bytes(header + bytes(LEDGER_SIZE - len(header)))
+    lay_out_ledger(tmp_path)
     held = []
     try:
         assert forge_members(tmp_path, 100, held, low=True) == 100
