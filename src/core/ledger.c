@@ -416,7 +416,7 @@ static uint64_t turn_holder(struct gs_ledger *l, uint64_t now, uint64_t *until)
 void gs_ledger_trust(struct gs_ledger *l, const struct gs_turn_claim *trusted, unsigned n)
 {
     pthread_mutex_lock(&l->trust_lock);
-    l->ntrusted = trusted && n < GS_LEDGER_MEMBERS ? n : trusted ? GS_LEDGER_MEMBERS : 0;
+    l->ntrusted = !trusted ? 0 : n < GS_LEDGER_MEMBERS ? n : GS_LEDGER_MEMBERS;
     for (unsigned i = 0; i < l->ntrusted; i++)
         l->trusted[i] = trusted[i];
     pthread_mutex_unlock(&l->trust_lock);
