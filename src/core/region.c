@@ -323,16 +323,23 @@ static int in_range(int slot, int dev)
 
 /* Reserves bytes for slot on dev if they fit; overhead: they are a
  * context's, also counted in the slot's ctx_overhead. */
-static int reserve(struct gs_region *r, int fd, int slot, int dev, uint64_t bytes, int overhead)
+static int reserve(struct gs_region *r, gs_region_fd_fn fd_of, int slot, int dev, uint64_t bytes, int overhead)
 {
     if (!in_range(slot, dev) || gs_region_lock(r) != 0)
         return -1;
     struct gs_region_device *dv = &r->dev[dev];
-    /* Only when the limit is in the way do we pay for a scan of dead
-     * processes: usage left by a killed process is returned here at once. */
-    if (!fits(dv, bytes))
-        gs_region_reclaim_locked(r, fd, slot);
     int ok = fits(dv, bytes);
+    /* Only when the limit is in the way do we pay for a scan of dead
+     * processes (and for checking our descriptor is still the region's):
+     * usage left by a killed process is returned here at once. */
+    if (!ok) {
+        gs_region_unlock(r);
+        int fd = fd_of();
+        if (gs_region_lock(r) != 0)
+            return -1;
+        gs_region_reclaim_locked(r, fd, slot);
+        ok = fits(dv, bytes);
+    }
     if (ok) {
         r->proc[slot].mem_used[dev] += bytes;
         if (overhead)
@@ -366,9 +373,9 @@ static int release(struct gs_region *r, int slot, int dev, uint64_t bytes, int o
     return rc;
 }
 
-int gs_region_reserve(struct gs_region *r, int fd, int slot, int dev, uint64_t bytes)
+int gs_region_reserve(struct gs_region *r, gs_region_fd_fn fd_of, int slot, int dev, uint64_t bytes)
 {
-    return reserve(r, fd, slot, dev, bytes, 0);
+    return reserve(r, fd_of, slot, dev, bytes, 0);
 }
 
 int gs_region_release(struct gs_region *r, int slot, int dev, uint64_t bytes)
@@ -376,9 +383,9 @@ int gs_region_release(struct gs_region *r, int slot, int dev, uint64_t bytes)
     return release(r, slot, dev, bytes, 0);
 }
 
-int gs_region_reserve_overhead(struct gs_region *r, int fd, int slot, int dev, uint64_t bytes)
+int gs_region_reserve_overhead(struct gs_region *r, gs_region_fd_fn fd_of, int slot, int dev, uint64_t bytes)
 {
-    return reserve(r, fd, slot, dev, bytes, 1);
+    return reserve(r, fd_of, slot, dev, bytes, 1);
 }
 
 int gs_region_release_overhead(struct gs_region *r, int slot, int dev, uint64_t bytes)

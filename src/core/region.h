@@ -84,11 +84,17 @@ int gs_region_attach(struct gs_region *r, int fd);
  * empty, never another process's that took it meanwhile. */
 void gs_region_detach(struct gs_region *r, int slot);
 
+/* Gives the caller's own descriptor of the region (as for
+ * gs_region_attach), or -1. Asked for only when dead slots are to be
+ * reclaimed, and never with the region's lock held: finding it may need to
+ * open the file again. */
+typedef int (*gs_region_fd_fn)(void);
+
 /* Reserves bytes on device dev for slot before the real allocation is made,
- * so that concurrent processes can never overshoot the limit together; fd
- * as for gs_region_attach, to reclaim dead slots when the limit is in the
- * way. Returns 0 if reserved, -1 if it would exceed the limit. */
-int gs_region_reserve(struct gs_region *r, int fd, int slot, int dev, uint64_t bytes);
+ * so that concurrent processes can never overshoot the limit together; when
+ * the limit is in the way, dead slots are reclaimed through fd_of's
+ * descriptor first. Returns 0 if reserved, -1 if it would exceed the limit. */
+int gs_region_reserve(struct gs_region *r, gs_region_fd_fn fd_of, int slot, int dev, uint64_t bytes);
 /* Returns bytes to the pool (after a free, or a failed allocation). Clamps
  * at zero: releasing more than the slot holds is a caller bug, reported by
  * the return value -1, never an underflow. */
@@ -98,7 +104,7 @@ int gs_region_release(struct gs_region *r, int slot, int dev, uint64_t bytes);
  * the bytes are also counted in the slot's ctx_overhead. A context is
  * reserved before it is created, and refused past the limit like any
  * allocation. */
-int gs_region_reserve_overhead(struct gs_region *r, int fd, int slot, int dev, uint64_t bytes);
+int gs_region_reserve_overhead(struct gs_region *r, gs_region_fd_fn fd_of, int slot, int dev, uint64_t bytes);
 int gs_region_release_overhead(struct gs_region *r, int slot, int dev, uint64_t bytes);
 
 /* Adds overhead bytes already spent (a measured context overhead above

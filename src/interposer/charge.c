@@ -17,7 +17,7 @@ CUresult gs_charge_reserve(struct gs_charge *c, int dev, uint64_t bytes)
     int s = gs_rt_slot();
     if (!r || s < 0)
         return CUDA_ERROR_OUT_OF_MEMORY; /* cannot account for it, so refuse it */
-    if (gs_region_reserve(r, gs_rt_region_fd(), s, dev, bytes) != 0) {
+    if (gs_region_reserve(r, gs_rt_region_fd, s, dev, bytes) != 0) {
         gs_log(GS_LOG_INFO, "allocation of %llu bytes refused: %llu of %llu bytes in use on %s",
                (unsigned long long)bytes, (unsigned long long)r->dev[dev].mem_used,
                (unsigned long long)r->dev[dev].mem_limit, r->dev[dev].uuid);

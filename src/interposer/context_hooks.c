@@ -135,7 +135,7 @@ static CUresult ctx_reserve(struct ctx_charge *c, CUdevice ordinal, int primary)
     uint64_t bytes = expected_overhead(ordinal);
     if (!r || slot < 0)
         return CUDA_ERROR_OUT_OF_MEMORY; /* cannot account for it, so refuse it */
-    if (gs_region_reserve_overhead(r, gs_rt_region_fd(), slot, dev, bytes) != 0) {
+    if (gs_region_reserve_overhead(r, gs_rt_region_fd, slot, dev, bytes) != 0) {
         gs_log(GS_LOG_INFO, "context of %llu bytes refused: %llu of %llu bytes in use on %s", (unsigned long long)bytes,
                (unsigned long long)r->dev[dev].mem_used, (unsigned long long)r->dev[dev].mem_limit, r->dev[dev].uuid);
         return CUDA_ERROR_OUT_OF_MEMORY;

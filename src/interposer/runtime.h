@@ -38,7 +38,9 @@ static inline int gs_mode(void)
 struct gs_region *gs_rt_region(void);
 
 /* This process's own descriptor of the region file, for gs_region_*
- * calls that judge liveness; -1 before the region is open. */
+ * calls that judge liveness (gs_region_reserve's getter): checked to be
+ * the region's still, and opened again where the program closed it or
+ * gave its number to another file; -1 before the region is open. */
 int gs_rt_region_fd(void);
 
 /* This process's region slot, attached on first use. -1 on failure, which

@@ -68,6 +68,23 @@ static void patch(off_t at, const void *data, size_t len)
     close(fd);
 }
 
+/* Descriptor getters for gs_region_reserve, counting how often the
+ * region asks. */
+static int fd_asks;
+static int own_fd = -1;
+
+static int counted_fd(void)
+{
+    fd_asks++;
+    return own_fd;
+}
+
+static int no_fd(void)
+{
+    fd_asks++;
+    return -1;
+}
+
 static void test_valid_region_and_liveness(void **state)
 {
     (void)state;
@@ -81,7 +98,7 @@ static void test_valid_region_and_liveness(void **state)
         int fd = -1;
         struct gs_region *r = gs_region_open(path, 0, &fd, err, sizeof err);
         int slot = r ? gs_region_attach(r, fd) : -1;
-        char c = slot >= 0 && gs_region_reserve(r, fd, slot, 0, 4096) == 0 ? 'y' : 'n';
+        char c = slot >= 0 && gs_region_reserve(r, no_fd, slot, 0, 4096) == 0 ? 'y' : 'n';
         if (write(ready[1], &c, 1) != 1)
             _exit(1);
         pause();
@@ -106,6 +123,48 @@ static void test_valid_region_and_liveness(void **state)
     gs_region_view_free(v);
     close(ready[0]);
     close(ready[1]);
+}
+
+/* A reservation that fits never asks for the descriptor (no syscall on an
+ * allocation's way); one that does not reclaims a dead process's slot
+ * through it, and with no descriptor takes every slot for alive. */
+static void test_a_dead_slot_is_reclaimed_only_when_the_limit_is_in_the_way(void **state)
+{
+    (void)state;
+    make_region();
+    const uint64_t mib = 1 << 20;
+    char err[256];
+    struct gs_region *r = gs_region_open(path, 0, &own_fd, err, sizeof err);
+    assert_non_null(r);
+    int slot = gs_region_attach(r, own_fd);
+    assert_true(slot >= 0);
+    /* a process that dies holding 768 MiB after we attached (attaching
+     * reclaims the dead already gone) */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = -1;
+        struct gs_region *mine = gs_region_open(path, 0, &fd, err, sizeof err);
+        int s = mine ? gs_region_attach(mine, fd) : -1;
+        _exit(s >= 0 && gs_region_reserve(mine, no_fd, s, 0, 768 * mib) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    fd_asks = 0;
+    assert_int_equal(gs_region_reserve(r, counted_fd, slot, 0, 128 * mib), 0);
+    assert_int_equal(fd_asks, 0);
+    assert_int_equal(gs_region_reserve(r, no_fd, slot, 0, 512 * mib), -1);
+    assert_int_equal(fd_asks, 1);
+    assert_int_equal(r->dev[0].mem_used, 896 * mib);
+    assert_int_equal(gs_region_reserve_overhead(r, counted_fd, slot, 0, 512 * mib), 0);
+    assert_int_equal(fd_asks, 2);
+    assert_int_equal(r->dev[0].mem_used, 640 * mib);
+    assert_int_equal(gs_region_reserve(r, counted_fd, slot, 0, 512 * mib), -1);
+    assert_int_equal(fd_asks, 3);
+    gs_region_close(r, own_fd);
+    own_fd = -1;
 }
 
 static void test_size_flips_while_read(void **state)
@@ -215,6 +274,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_region_and_liveness),
+        cmocka_unit_test(test_a_dead_slot_is_reclaimed_only_when_the_limit_is_in_the_way),
         cmocka_unit_test(test_size_flips_while_read),
         cmocka_unit_test(test_fifo_symlink_directory),
         cmocka_unit_test(test_lying_header_and_garbage),
