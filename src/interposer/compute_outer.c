@@ -14,8 +14,8 @@
  * - in share mode, the weights of the busy GPU users outside the ledger:
  *   a busy pid that belongs to a sibling region (another container's state
  *   file in the same directory, read as a private snapshot) counts with that
- *   container's weight, any other busy pid (an MPS server excepted) with the
- *   default weight 100.
+ *   container's weight, all other busy pids (an MPS server excepted)
+ *   together with the default weight 100.
  * NVML reports pids of the namespace it runs in (the host's): where those do
  * not match our region's pids, nothing here learns anything and c stays 1
  * (docs/compute.md, "Limitations").
@@ -397,12 +397,12 @@ static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t 
     char dir[sizeof gs_rt.cfg.region_path];
     if (gs_rt_region_dir(dir, sizeof dir, &sc.self) == 0)
         gs_statedir_each_region(dir, weigh_sibling, &sc);
-    int *found = sc.found;
-    uint64_t total = sc.total;
+    /* Pids no region names cannot be told apart by container: together
+     * they weigh one, or a party would multiply its weight by forking. */
     for (int b = 0; b < nb; b++)
-        if (!found[b])
-            total += GS_LIM_DEFAULT_WEIGHT; /* not one of ours */
-    return total;
+        if (!sc.found[b])
+            return sc.total + GS_LIM_DEFAULT_WEIGHT;
+    return sc.total;
 }
 
 /* What the last outer run decided for the launch path, per device. */

@@ -1191,6 +1191,31 @@ def test_a_share_tenant_running_free_and_launching_rarely_counts_a_gpu_user_outs
     assert "and outside the ledger" in err, err[-3000:]
 
 
+def test_busy_gpu_users_outside_the_ledger_weigh_one_container_however_many_processes_they_are(world):
+    """Pids outside the ledger that no region beside ours names cannot be
+    told apart by container: counted one default container each, a party
+    that ran its work as three processes without the interposer held a
+    share container of weight 100 to a target of 100 / 400 of the GPU
+    (and one that forked 64 to 100 / 6500). They weigh one container of
+    weight 100 together."""
+    w = world_env(world, GPUSLICE_COMPUTE_MODE="share", GPUSLICE_SHARE_WEIGHT=100, GPUSLICE_LOG_LEVEL=3)
+    tenant = start(w, 1000)
+    others = [start(w, 1000, env={"LD_PRELOAD": SIM_CLOCK}) for _ in range(3)]  # no interposer: outside the ledger
+    busy = [threading.Thread(target=run, args=(o, "kernel", 3.0, 0.0, 8)) for o in others]
+    for t in busy:
+        t.start()
+    run(tenant, "kernel", 2.5, 0.0, 8)
+    for t in busy:
+        t.join()
+    err = tenant.close()
+    for o in others:
+        o.close()
+    targets = [int(m) for m in re.findall(r"share mode on \S+: target (\d+) ppm .*and outside the ledger", err)]
+    print(f"targets beside the outside users: {targets}")
+    assert targets, err[-3000:]
+    assert min(targets) >= 400000, targets
+
+
 def test_node_view_shows_compute_use_against_the_limit(world):
     import json
     import subprocess
