@@ -269,6 +269,13 @@ void gs_lim_refill(struct gs_lim_account *a, uint64_t now, unsigned periods);
  * the simulated driver, waiting until it no longer counted as throttled. */
 #define GS_LIM_TURN_WAIT_MAX_NS (3 * GS_LIM_DEFAULT_PERIOD_NS)
 
+/* A window waiting for the turn looks at the ledger again at most this
+ * often, however often it is woken: anyone who can write the ledger can
+ * bump its futex word and wake every waiter, and would have them spin on
+ * the ledger's lock for the whole wait. An honest release is seen at most
+ * this late after the look before it. */
+#define GS_LIM_TURN_LOOK_NS 100000ULL
+
 /* Fast path: may this thread launch now without closing its window? */
 static inline int gs_lim_in_window(const struct gs_lim_window *w, uint64_t now)
 {

@@ -782,6 +782,11 @@ int gs_compute_before(CUstream s, int graph)
             if (wait > left)
                 wait = left;
             gs_ledger_wait(l, seq, wait < MAX_SLEEP_NS ? wait : MAX_SLEEP_NS);
+            uint64_t woke = gs_compute_now() - t0;
+            uint64_t least = wait < GS_LIM_TURN_LOOK_NS ? wait : GS_LIM_TURN_LOOK_NS;
+            if (woke < least)
+                sleep_ns(least - woke);
+            gs_cost_add(GS_COST_TURN_LOOK, gs_compute_now() - t0);
             bank = GS_LIM_TURN_BANK;
         } else
             sleep_ns(wait < MAX_SLEEP_NS ? wait : MAX_SLEEP_NS);

@@ -999,6 +999,55 @@ def test_a_hundred_forged_members_before_them_hide_no_share_tenant_from_the_othe
     assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
 
 
+def wake_storm(ledgers, until, wakes):
+    """Bumps device 0's ledger's turn word (struct gs_ledger_file, ledger.h:
+    byte 16) and wakes every process waiting on it, as fast as it can,
+    until the monotonic clock reads until; counts its wakes into wakes."""
+    import ctypes
+    import mmap
+    libc = ctypes.CDLL(None, use_errno=True)
+    path = ledgers / (SIM_UUID.format(0) + ".ledger")
+    while not path.exists() and time.monotonic() < until:
+        time.sleep(0.01)
+    with open(path, "r+b") as fh:
+        mm = mmap.mmap(fh.fileno(), LEDGER_SIZE)
+        word = ctypes.c_uint32.from_buffer(mm, 16)
+        n = 0
+        while time.monotonic() < until:
+            word.value += 1
+            libc.syscall(202, ctypes.addressof(word), 1, 0x7FFFFFFF, None, None, 0)  # futex(FUTEX_WAKE)
+            n += 1
+        del word
+        mm.close()
+    wakes.append(n)
+
+
+def test_a_tenant_that_wakes_the_turn_waiters_for_ever_gets_each_no_more_than_a_look_a_tenth_of_a_ms(world):
+    """Any tenant that can write a GPU's ledger can bump its turn word and
+    wake every window waiting for the turn, as often as it likes: each wake
+    was a look at the ledger under its lock, so a pair capped 30 / 70
+    spun through its waits. A waiting window looks again at most every
+    GS_LIM_TURN_LOOK_NS (0.1 ms) now, however often it is woken."""
+    wakes = []
+    share = {"GPUSLICE_LOG_LEVEL": "3"}
+    ra, rb, ea, eb = two_containers(world, {**share, "GPUSLICE_CORES": "30"}, {**share, "GPUSLICE_CORES": "70"},
+                                    "agent", secs=2.0, warm=1.0, logs=True, GPUSLICE_SIM_SWITCH_LOSS=30,
+                                    hostile=lambda d: wake_storm(d, time.monotonic() + 3.0 * SLOW, wakes))
+    looks = [re.search(r"compute limiter cost: (\d+) waits for the turn between two looks.*?, ([\d.]+) ms in all", e)
+             for e in (ea, eb)]
+    turns = [re.search(r"compute limiter cost: (\d+) windows that waited for another container's turn", e)
+             for e in (ea, eb)]
+    print(f"caps 30 / 70 beside {wakes} wakes: {ra:.3f} / {rb:.3f}; looks "
+          f"{[(m.group(1), m.group(2)) if m else None for m in looks]}, windows that waited "
+          f"{[m.group(1) if m else None for m in turns]}")
+    assert wakes and wakes[0] > 10000, wakes
+    assert all(looks) and all(turns), (ea[-3000:], eb[-3000:])
+    for m, t in zip(looks, turns):
+        n, ms = int(m.group(1)), float(m.group(2))
+        # at most one look per 0.1 ms waited, and each window's last one may be sooner
+        assert n <= ms / 0.1 + int(t.group(1)), (n, ms, t.group(1))
+
+
 @pytest.mark.parametrize("layout", ["flat", "agent"])
 def test_forged_turn_claims_leave_two_capped_tenants_their_slots(world, layout):
     """A third tenant takes free member slots of the device ledger and
