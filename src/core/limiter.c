@@ -95,6 +95,13 @@ static uint64_t marked_end(const struct gs_lim_close_facts *f)
 
 uint64_t gs_lim_window_end(const struct gs_lim_close_facts *f, int *measured)
 {
+    if (f->undrained) {
+        /* its end is unknown (the work may wait for a flag the host writes
+         * after this launch): fail closed, busy until the drain gave up,
+         * and no GPU time per launch learnt from it */
+        *measured = 0;
+        return f->drained_ns > f->close_ns ? f->drained_ns : f->close_ns;
+    }
     *measured = 1;
     int known = f->mark_ns >= 0 || f->per_launch_ns;
     /* a completed marker whose work, and that of the launches after it,

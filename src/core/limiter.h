@@ -215,6 +215,7 @@ struct gs_lim_close_facts {
     uint64_t start_ns, planned_end_ns; /* the window */
     uint64_t close_ns;                 /* when the closing launch came */
     uint64_t drained_ns;               /* when its work drained, if it was pending; else 0 */
+    int undrained;                     /* ... or when the drain gave up on it, still pending (its bound) */
     uint64_t last_launch_ns;           /* its last launch */
     int64_t mark_ns;                   /* GPU time from its start event to its last marker; -1: none */
     uint32_t after_mark;               /* launches after that marker (or after the start, if none) */
@@ -233,7 +234,10 @@ struct gs_lim_close_facts {
  * the host waited 1.45 ms for them beside a GPU-bound process). A drain
  * that took longer than GS_LIM_DRAIN_SLACK_NS ends the window, unless a
  * completed marker says our work ended before the close and the close came
- * after a CPU gap longer than the window. */
+ * after a CPU gap longer than the window. An undrained window (its work
+ * still pending when the drain's bound passed: it may wait for the host)
+ * ended no earlier than drained_ns, unmeasured: busy until then, whatever
+ * the markers say. */
 uint64_t gs_lim_window_end(const struct gs_lim_close_facts *f, int *measured);
 
 /* Adds the tokens accrued since the last refill, capped at `periods`

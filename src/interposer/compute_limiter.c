@@ -23,6 +23,7 @@
 #include "compute_clock.h"
 #include "compute_collective.h"
 #include "compute_cost.h"
+#include "compute_drain.h"
 #include "compute_ledger.h"
 #include "compute_outer.h"
 #include "fork_hooks.h"
@@ -95,6 +96,7 @@ struct tstate {
      * destroy of a context waits for it to finish (gs_compute_forget) */
     int ending;
     pthread_cond_t ended;
+    struct gs_drainer *drainer; /* the owner's: its windows' drains (compute_drain.h) */
     struct tstate *prev, *next;
     struct tdev dev[GS_REGION_MAX_DEVICES];
 };
@@ -178,6 +180,7 @@ static void thread_exit(void *arg)
         ts->next->prev = ts->prev;
     pthread_mutex_unlock(&states_lock);
     t_state = NULL;
+    gs_drainer_release(ts->drainer);
     pthread_cond_destroy(&ts->ended);
     pthread_mutex_destroy(&ts->lock);
     free(ts);
@@ -425,7 +428,6 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
 {
     gs_pfn_cuEventRecord rec = GS_REAL_CU(cuEventRecord);
     gs_pfn_cuEventQuery query = GS_REAL_CU(cuEventQuery);
-    gs_pfn_cuEventSynchronize esync = GS_REAL_CU(cuEventSynchronize);
     gs_pfn_cuEventElapsedTime elapsed = GS_REAL_CU(cuEventElapsedTime);
     /* past the streams we track, or with one destroyed (then gone from the
      * list), the whole context is drained below */
@@ -454,25 +456,36 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
             gs_ledger_extend(l, slot, close_ns, close_ns + DRAIN_HOLD_NS);
         }
     }
-    if (overflow) {
-        gs_pfn_cuCtxSynchronize cs = GS_REAL_CU(cuCtxSynchronize);
-        if (cs)
-            cs();
-        pending = 1;
-    }
+    pending |= overflow; /* the drain waits for the whole context */
     uint64_t drained = 0;
+    int undrained = 0;
     if (pending) {
         uint64_t from = gs_compute_now();
+        CUevent events[MAX_STREAMS];
+        int ne = 0;
         for (int i = 0; i < n; i++)
-            if (recorded[i] && esync)
-                esync(t->drain[i]);
-        drained = gs_compute_now();
-        gs_cost_add(GS_COST_DRAIN, drained - from);
+            if (recorded[i])
+                events[ne++] = t->drain[i];
+        if (gs_drain(&t_state->drainer, t->ctx, events, ne, overflow, DRAIN_HOLD_NS, &drained) == GS_DRAIN_GAVE_UP) {
+            /* the work may wait for its host, which acts only once this
+             * launch returns; the drainer keeps the events */
+            undrained = 1;
+            drained = gs_compute_now();
+            gs_log(GS_LOG_INFO, "a window's work was not done %llu ms after it closed: charged as busy until now",
+                   (unsigned long long)((drained - close_ns) / 1000000));
+            pthread_mutex_lock(&t_state->lock);
+            for (int i = 0; i < n; i++)
+                if (recorded[i])
+                    t->drain[i] = make_event(0x2); /* CU_EVENT_DISABLE_TIMING */
+            pthread_mutex_unlock(&t_state->lock);
+        }
+        gs_cost_add(GS_COST_DRAIN, gs_compute_now() - from);
     }
     struct gs_lim_close_facts f = interval_facts(t, r, d, elapsed);
     f.planned_end_ns = t->w.end_ns;
     f.close_ns = close_ns;
     f.drained_ns = drained;
+    f.undrained = undrained;
     uint64_t end = less_collective_spin(t, d, gs_lim_window_end(&f, &pending));
     uint64_t start = t->w.start_ns, wend = t->w.end_ns;
     uint32_t nl = t->w.launches;
@@ -965,8 +978,10 @@ void gs_compute_forget(const CUstream *s, CUcontext ctx)
         return;
     if (!s && t_state)
         end_windows(t_state, ctx); /* ours, while its events still live */
-    if (!s)
+    if (!s) {
         gs_compute_collective_forget(ctx);
+        gs_drain_forget_ctx(ctx);
+    }
     pthread_mutex_lock(&states_lock);
     for (struct tstate *ts = states; ts; ts = ts->next) {
         pthread_mutex_lock(&ts->lock);
@@ -996,12 +1011,14 @@ void gs_compute_fork_child(void)
     /* the other threads are gone, and may have held these */
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     states_lock = fresh;
+    gs_drain_fork_child();
     states = t_state;
     if (t_state) {
         pthread_cond_t none = PTHREAD_COND_INITIALIZER;
         t_state->lock = fresh;
         t_state->ended = none;
         t_state->ending = 0;
+        t_state->drainer = NULL; /* its thread stayed in the parent */
         t_state->prev = t_state->next = NULL;
     }
 }

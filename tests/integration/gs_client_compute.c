@@ -15,6 +15,11 @@
  *                        the wall time, the work's share of it, and whether the
  *                        program can still create an event (event_rc)
  *   idle SECS            sleep (a tenant that stops launching)
+ *   hostwait SECS        a tenant whose queue waits for its host: cuStreamWaitValue32
+ *                        on the stream for a flag, then launches of the current
+ *                        function for SECS seconds, all queued behind the wait; only
+ *                        then does it write the flag and synchronise. Reports the
+ *                        launches and the wall time
  *   burst N THINK_US SECS
  *                        a light tenant: N launches of the current function, a
  *                        stream synchronisation, THINK_US of sleep, for SECS;
@@ -337,6 +342,31 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
     }
     if (!strcmp(c, "threads") && argc > 1) {
         *rc = thread_per_launch(entry, (unsigned)strtoul(argv[1], NULL, 0));
+        return 1;
+    }
+    if (!strcmp(c, "hostwait") && argc > 1) {
+        static volatile uint32_t flag; /* host memory the stream waits on (unified addressing) */
+        CUresult (*wait)(CUstream, CUdeviceptr, uint32_t, unsigned) =
+            (CUresult(*)(CUstream, CUdeviceptr, uint32_t, unsigned))entry("cuStreamWaitValue32",
+                                                                          "cuStreamWaitValue32_v2", 0);
+        gs_launch_fn launch = (gs_launch_fn)entry("cuLaunchKernel", "cuLaunchKernel", 0);
+        CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
+        if (!wait || !launch || !sync || !func) {
+            *rc = CUDA_ERROR_NOT_FOUND;
+            return 1;
+        }
+        double secs = atof(argv[1]), t0 = gs_now_s();
+        unsigned long long n = 0;
+        flag = 0;
+        *rc = wait(NULL, (CUdeviceptr)(uintptr_t)&flag, 1, 0); /* CU_STREAM_WAIT_VALUE_GEQ */
+        while (!*rc && gs_now_s() - t0 < secs) {
+            *rc = launch(func, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+            n++;
+        }
+        flag = 1; /* what the queue waited for: written only once the launches returned */
+        if (!*rc)
+            *rc = sync(NULL);
+        printf("launches=%llu elapsed_us=%llu ", n, (unsigned long long)((gs_now_s() - t0) * 1e6));
         return 1;
     }
     if (!strcmp(c, "idle") && argc > 1) {

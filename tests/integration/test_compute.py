@@ -359,6 +359,34 @@ def test_a_tenant_that_holds_the_shared_ledger_files_flock_hangs_no_launch(world
     assert asks is not None and asks <= 0.015 * 2.5e3, (asks, err[-2000:])
 
 
+def test_a_capped_tenant_whose_queue_waits_for_its_host_is_not_hung_by_a_drain(world):
+    """A capped tenant's stream waits (cuStreamWaitValue32) for a flag its
+    host writes only after its launches return, as a kernel spinning on a
+    host flag or a persistent kernel does. A window's drain waited for
+    that work without a bound, inside the launch: the program hung for
+    good. The drain waits on a thread of its own now; the launch stops
+    waiting at the bound (1 s), goes on, and the window is charged as busy
+    until then, not forgiven."""
+    w = world_env(world, GPUSLICE_CORES=30, GPUSLICE_LOG_LEVEL=2)
+    c = start(w, 1000)
+    out = {}
+    th = threading.Thread(target=lambda: out.update(r=c.cmd("hostwait 0.5")), daemon=True)
+    th.start()
+    th.join(timeout=120)  # a hang detector, not a timing bound
+    hung = th.is_alive()
+    if hung:
+        c.kill()
+    assert not hung, "a capped tenant whose queue waits for its host hung in a window's drain"
+    assert out["r"]["rc"] == 0, out
+    procs = [p for ct in top(w.region)["containers"] for p in ct["processes"]]
+    err = c.close()
+    charged = sum(p["compute_charged_ns"] for p in procs) / 1e9
+    print(f"queue waiting for its host: {out['r']}, charged {charged:.3f} s")
+    assert "charged as busy until now" in err, err[-2000:]
+    # the drain's bound (1 s) at c = 1 (not learnt yet); forgiven, it was a few ms
+    assert charged >= 0.5, (charged, procs)
+
+
 def cost_ms(err, what):
     """The time the limiter spent on `what` in all, in ms, from its cost
     report at exit; None where the report has no such line."""

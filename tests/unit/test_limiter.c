@@ -167,6 +167,52 @@ static void window_end_follows_the_drain_else_the_marker_else_the_plan(void **st
     assert_false(measured);
 }
 
+/* A drain that gave up at its bound, the window's work still pending (it
+ * may wait for a flag the host writes only after the launch that closes
+ * the window returns): the window is busy until then, whatever its
+ * markers say, and the whole of it is charged. */
+static void an_undrained_window_is_charged_busy_until_the_drain_gave_up(void **state)
+{
+    (void)state;
+    int measured;
+    /* a completed marker long before a close after a long CPU gap: drained,
+     * that would be work queued after ours (the 81 s case above) */
+    struct gs_lim_close_facts f = { .start_ns = 100 * MS,
+                                    .planned_end_ns = 110 * MS,
+                                    .close_ns = 5000 * MS,
+                                    .drained_ns = 6000 * MS,
+                                    .undrained = 1,
+                                    .last_launch_ns = 109 * MS,
+                                    .mark_ns = 8 * MS };
+    assert_int_equal(gs_lim_window_end(&f, &measured), 6000 * MS);
+    assert_false(measured); /* nothing learnt of the GPU time per launch */
+    f.mark_ns = -1;
+    f.per_launch_ns = 1 * MS;
+    f.after_mark = 3;
+    assert_int_equal(gs_lim_window_end(&f, &measured), 6000 * MS);
+    f.drained_ns = 0; /* no bound passed yet: never before the close */
+    assert_int_equal(gs_lim_window_end(&f, &measured), 5000 * MS);
+
+    struct gs_lim_account a;
+    struct gs_lim_window w = { 0 };
+    account(&a, GS_LIM_CAP, 30, 100);
+    uint64_t t = 1000 * MS;
+    assert_int_equal(gs_lim_open(&w, &a, t, 1), 0);
+    w.launches = 2;
+    f = (struct gs_lim_close_facts){ .start_ns = t,
+                                     .planned_end_ns = w.end_ns,
+                                     .close_ns = t + 2 * MS,
+                                     .drained_ns = t + 2 * MS + 1000 * MS,
+                                     .undrained = 1,
+                                     .last_launch_ns = t + 1 * MS,
+                                     .mark_ns = 100 * US };
+    uint64_t end = gs_lim_window_end(&f, &measured);
+    int64_t tokens = a.tokens;
+    assert_int_equal(gs_lim_close(&w, &a, end, measured), 1002 * MS);
+    assert_int_equal(tokens - a.tokens, (int64_t)(1002 * MS)); /* owed, at c = s = 1 */
+    assert_int_equal(w.est_ns, 0);
+}
+
 /* A window well in credit goes on and may never close: its measured
  * intervals teach it the GPU time per launch, which sets how many launches
  * the window holds (gs_lim_extend) and how often they get a marker. */
@@ -244,6 +290,7 @@ int main(void)
         cmocka_unit_test(an_account_left_by_gone_processes_keeps_its_debt),
         cmocka_unit_test(weight_is_the_share_weight_or_the_cap),
         cmocka_unit_test(window_end_follows_the_drain_else_the_marker_else_the_plan),
+        cmocka_unit_test(an_undrained_window_is_charged_busy_until_the_drain_gave_up),
         cmocka_unit_test(an_interval_is_idled_where_the_loop_slept_and_our_pids_were_not_busy),
         cmocka_unit_test(overlapping_windows_of_one_container_are_charged_once),
         cmocka_unit_test(a_gap_found_while_learning_counts_as_occupancy_not_as_charge),
