@@ -423,6 +423,57 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
     gs_cost_add(GS_COST_PROBE, gs_compute_now() - from);
 }
 
+/* Whether the process queued work that waits for its host
+ * (gs_compute_note_host_waits). */
+static int host_waits;
+
+void gs_compute_note_host_waits(void)
+{
+    if (!__atomic_load_n(&host_waits, __ATOMIC_RELAXED))
+        __atomic_store_n(&host_waits, 1, __ATOMIC_RELAXED);
+}
+
+/* Waits for the window's work on the events recorded (with whole_ctx, the
+ * context's first) as the driver waits: unbounded, one wake-up. The clock
+ * when it is done. */
+static uint64_t drain(const int *recorded, int n, int whole_ctx, const CUevent *events)
+{
+    gs_pfn_cuCtxSynchronize cs = GS_REAL_CU(cuCtxSynchronize);
+    gs_pfn_cuEventSynchronize esync = GS_REAL_CU(cuEventSynchronize);
+    if (whole_ctx && cs)
+        cs();
+    for (int i = 0; i < n; i++)
+        if (recorded[i] && esync)
+            esync(events[i]);
+    return gs_compute_now();
+}
+
+/* The same on the thread's drainer, for at most DRAIN_HOLD_NS: 1 where it
+ * gave up (*drained is then the clock at the bound). A given-up drainer
+ * keeps the events; the window gets new ones. */
+static int drain_bounded(struct tdev *t, const int *recorded, int n, int whole_ctx, uint64_t close_ns,
+                         uint64_t *drained)
+{
+    CUevent events[MAX_STREAMS];
+    int ne = 0;
+    for (int i = 0; i < n; i++)
+        if (recorded[i])
+            events[ne++] = t->drain[i];
+    if (gs_drain(&t_state->drainer, t->ctx, events, ne, whole_ctx, DRAIN_HOLD_NS, drained) != GS_DRAIN_GAVE_UP)
+        return 0;
+    /* the work may wait for its host, which acts only once this launch
+     * returns */
+    *drained = gs_compute_now();
+    gs_log(GS_LOG_INFO, "a window's work was not done %llu ms after it closed: charged as busy until now",
+           (unsigned long long)((*drained - close_ns) / 1000000));
+    pthread_mutex_lock(&t_state->lock);
+    for (int i = 0; i < n; i++)
+        if (recorded[i])
+            t->drain[i] = make_event(0x2); /* CU_EVENT_DISABLE_TIMING */
+    pthread_mutex_unlock(&t_state->lock);
+    return 1;
+}
+
 /* Drains the window's work and charges it. */
 static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t close_ns)
 {
@@ -461,24 +512,10 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     int undrained = 0;
     if (pending) {
         uint64_t from = gs_compute_now();
-        CUevent events[MAX_STREAMS];
-        int ne = 0;
-        for (int i = 0; i < n; i++)
-            if (recorded[i])
-                events[ne++] = t->drain[i];
-        if (gs_drain(&t_state->drainer, t->ctx, events, ne, overflow, DRAIN_HOLD_NS, &drained) == GS_DRAIN_GAVE_UP) {
-            /* the work may wait for its host, which acts only once this
-             * launch returns; the drainer keeps the events */
-            undrained = 1;
-            drained = gs_compute_now();
-            gs_log(GS_LOG_INFO, "a window's work was not done %llu ms after it closed: charged as busy until now",
-                   (unsigned long long)((drained - close_ns) / 1000000));
-            pthread_mutex_lock(&t_state->lock);
-            for (int i = 0; i < n; i++)
-                if (recorded[i])
-                    t->drain[i] = make_event(0x2); /* CU_EVENT_DISABLE_TIMING */
-            pthread_mutex_unlock(&t_state->lock);
-        }
+        if (__atomic_load_n(&host_waits, __ATOMIC_RELAXED))
+            undrained = drain_bounded(t, recorded, n, overflow, close_ns, &drained);
+        else
+            drained = drain(recorded, n, overflow, t->drain);
         gs_cost_add(GS_COST_DRAIN, gs_compute_now() - from);
     }
     struct gs_lim_close_facts f = interval_facts(t, r, d, elapsed);

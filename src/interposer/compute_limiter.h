@@ -33,6 +33,10 @@ int gs_compute_collective_hold(void);
  * may end there, and gets a marker. */
 void gs_compute_tenant_sync(CUstream s, int whole_context);
 
+/* The process queues work that waits for its host (host_wait_hooks.c): its
+ * windows' drains are bounded from now on. */
+void gs_compute_note_host_waits(void);
+
 /* Before the program's destroy of stream *s, or (s NULL) of context ctx (a
  * primary context's release, which may destroy it, too): no thread hands the
  * driver a handle of it from the limiter's state afterwards, and this

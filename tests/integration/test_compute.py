@@ -366,9 +366,18 @@ def test_a_capped_tenant_whose_queue_waits_for_its_host_is_not_hung_by_a_drain(w
     that work without a bound, inside the launch: the program hung for
     good. The drain waits on a thread of its own now; the launch stops
     waiting at the bound (1 s), goes on, and the window is charged as busy
-    until then, not forgiven."""
+    until then, not forgiven. Only a process that queued such a wait
+    drains on a helper thread: the others keep the driver's own wait, one
+    wake-up sooner."""
     w = world_env(world, GPUSLICE_CORES=30, GPUSLICE_LOG_LEVEL=2)
     c = start(w, 1000)
+
+    def drain_threads():
+        tasks = f"/proc/{c.p.pid}/task"
+        return sum(open(f"{tasks}/{t}/comm").read().strip() == "gpuslice-drain" for t in os.listdir(tasks))
+
+    run(c, "kernel", 0.3, 0.0, 8)  # windows drained, on the launching thread
+    assert drain_threads() == 0
     out = {}
     th = threading.Thread(target=lambda: out.update(r=c.cmd("hostwait 0.5")), daemon=True)
     th.start()

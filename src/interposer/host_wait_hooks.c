@@ -1,0 +1,79 @@
+/* Work a stream queues to wait for the host (cuStreamWaitValue32/64, a
+ * batch of memory operations, which may hold such waits): passed through,
+ * once it is noted that the process queues such work. From then on its
+ * windows' drains wait with a bound (compute_drain.h): the value may be
+ * written only after a later launch returns, and an unbounded drain in that
+ * launch would wait for good. Other processes keep the driver's own wait,
+ * one wake-up sooner. */
+#include "compute_limiter.h"
+#include "real_driver.h"
+
+#define NOTE_AND_PASS(name, call)                                                                                      \
+    do {                                                                                                               \
+        GS_REAL_CU_OR_NOT_FOUND(real, name);                                                                           \
+        gs_compute_note_host_waits();                                                                                  \
+        return call;                                                                                                   \
+    } while (0)
+
+CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+    NOTE_AND_PASS(cuStreamWaitValue32, real(stream, addr, value, flags));
+}
+
+CUresult cuStreamWaitValue32_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+    NOTE_AND_PASS(cuStreamWaitValue32_ptsz, real(stream, addr, value, flags));
+}
+
+CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+    NOTE_AND_PASS(cuStreamWaitValue32_v2, real(stream, addr, value, flags));
+}
+
+CUresult cuStreamWaitValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+    NOTE_AND_PASS(cuStreamWaitValue32_v2_ptsz, real(stream, addr, value, flags));
+}
+
+CUresult cuStreamWaitValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+    NOTE_AND_PASS(cuStreamWaitValue64, real(stream, addr, value, flags));
+}
+
+CUresult cuStreamWaitValue64_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+    NOTE_AND_PASS(cuStreamWaitValue64_ptsz, real(stream, addr, value, flags));
+}
+
+CUresult cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+    NOTE_AND_PASS(cuStreamWaitValue64_v2, real(stream, addr, value, flags));
+}
+
+CUresult cuStreamWaitValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+    NOTE_AND_PASS(cuStreamWaitValue64_v2_ptsz, real(stream, addr, value, flags));
+}
+
+CUresult cuStreamBatchMemOp(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *params, unsigned int flags)
+{
+    NOTE_AND_PASS(cuStreamBatchMemOp, real(stream, count, params, flags));
+}
+
+CUresult cuStreamBatchMemOp_ptsz(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *params,
+                                 unsigned int flags)
+{
+    NOTE_AND_PASS(cuStreamBatchMemOp_ptsz, real(stream, count, params, flags));
+}
+
+CUresult cuStreamBatchMemOp_v2(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *params,
+                               unsigned int flags)
+{
+    NOTE_AND_PASS(cuStreamBatchMemOp_v2, real(stream, count, params, flags));
+}
+
+CUresult cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *params,
+                                    unsigned int flags)
+{
+    NOTE_AND_PASS(cuStreamBatchMemOp_v2_ptsz, real(stream, count, params, flags));
+}
