@@ -273,11 +273,13 @@ void gs_lim_refill(struct gs_lim_account *a, uint64_t now, unsigned periods);
  * the simulated driver, waiting until it no longer counted as throttled. */
 #define GS_LIM_TURN_WAIT_MAX_NS (3 * GS_LIM_DEFAULT_PERIOD_NS)
 
-/* A window waiting for the turn looks at the ledger again at most this
- * often, however often it is woken: anyone who can write the ledger can
- * bump its futex word and wake every waiter, and would have them spin on
- * the ledger's lock for the whole wait. An honest release is seen at most
- * this late after the look before it. */
+/* A window waiting for the turn that was woken early and found the turn
+ * still another's looks at the ledger again at most this often, however
+ * often it is woken: anyone who can write the ledger can bump its futex word
+ * and wake every waiter, and would have them spin on the ledger's lock for
+ * the whole wait. The first early wake is looked at at once: an honest
+ * release is taken without a sleep, whose late wake on a loaded host would
+ * idle the GPU. */
 #define GS_LIM_TURN_LOOK_NS 100000ULL
 
 /* Fast path: may this thread launch now without closing its window? */

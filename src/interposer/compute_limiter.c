@@ -777,6 +777,7 @@ int gs_compute_before(CUstream s, int graph)
     gs_compute_outer(r, d, now);
     unsigned bank = 1;
     uint64_t turn_waited = 0;
+    int woken_early = 0;
     for (;;) {
         uint64_t t0 = gs_compute_now();
         uint32_t seq = 0;
@@ -832,10 +833,14 @@ int gs_compute_before(CUstream s, int graph)
             if (wait > left)
                 wait = left;
             gs_ledger_wait(l, seq, wait < MAX_SLEEP_NS ? wait : MAX_SLEEP_NS);
+            /* woken early twice in a row with the turn still another's: a
+             * storm of wakes, not a release; an honest release is taken at
+             * once */
             uint64_t woke = gs_compute_now() - t0;
             uint64_t least = wait < GS_LIM_TURN_LOOK_NS ? wait : GS_LIM_TURN_LOOK_NS;
-            if (woke < least)
+            if (woke < least && woken_early)
                 sleep_ns(least - woke);
+            woken_early = woke < least;
             gs_cost_add(GS_COST_TURN_LOOK, gs_compute_now() - t0);
             bank = GS_LIM_TURN_BANK;
         } else

@@ -1081,8 +1081,9 @@ def test_a_tenant_that_wakes_the_turn_waiters_for_ever_gets_each_no_more_than_a_
     assert all(looks) and all(turns), (ea[-3000:], eb[-3000:])
     for m, t in zip(looks, turns):
         n, ms = int(m.group(1)), float(m.group(2))
-        # at most one look per 0.1 ms waited, and each window's last one may be sooner
-        assert n <= ms / 0.1 + int(t.group(1)), (n, ms, t.group(1))
+        # at most one look per 0.1 ms waited; a window's first early wake and
+        # its last look may come sooner
+        assert n <= ms / 0.1 + 2 * int(t.group(1)), (n, ms, t.group(1))
 
 
 @pytest.mark.parametrize("layout", ["flat", "agent"])
