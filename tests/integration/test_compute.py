@@ -1063,7 +1063,8 @@ def test_a_tenant_that_wakes_the_turn_waiters_for_ever_gets_each_no_more_than_a_
     """Any tenant that can write a GPU's ledger can bump its turn word and
     wake every window waiting for the turn, as often as it likes: each wake
     was a look at the ledger under its lock, so a pair capped 30 / 70
-    spun through its waits. A waiting window looks again at most every
+    spun through its waits. A waiting window woken early twice in a row
+    with the turn still another's looks again at most every
     GS_LIM_TURN_LOOK_NS (0.1 ms) now, however often it is woken."""
     wakes = []
     share = {"GPUSLICE_LOG_LEVEL": "3"}
