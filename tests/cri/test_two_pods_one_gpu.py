@@ -18,7 +18,12 @@ from cri_kubelet import SIM_DIR
 from images import TENANT_SIM_CLOCK
 from tenants import CLIENT, run_pod, start_script
 
-SLOW = 5
+# 8, not the integration tests' 5: on a 2-core CI machine running the
+# fuzzers and three slow test groups beside them, a pair capped 30 / 70 read
+# 0.088 / 0.197 once at 5 (their parts kept, the time lost: both held off
+# their CPUs, the slowed clock running on); it failed once in two of three
+# fresh-clone CI runs on 2026-12-06, passing when run again.
+SLOW = 8
 TOL = 0.03
 PAIR_ENV = {"GPUSLICE_SIM_SWITCH_LOSS": "30", "LD_PRELOAD": TENANT_SIM_CLOCK,
             "GPUSLICE_SIM_CLOCK_SLOWDOWN": str(SLOW)}
