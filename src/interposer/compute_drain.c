@@ -168,17 +168,23 @@ static int room_to_abandon(void)
     return room;
 }
 
+uint64_t gs_drain_unbounded(const CUevent *events, int n, int whole_ctx)
+{
+    wait_for_work(NULL, events, n, whole_ctx);
+    return gs_compute_now();
+}
+
 enum gs_drain_result gs_drain(struct gs_drainer **drp, CUcontext ctx, const CUevent *events, int n, int whole_ctx,
                               uint64_t bound_ns, uint64_t *done_ns)
 {
     if (n > GS_DRAIN_MAX_EVENTS)
         n = GS_DRAIN_MAX_EVENTS;
     struct gs_drainer *dr = *drp;
-    if (!dr && room_to_abandon())
+    int room = room_to_abandon();
+    if (!dr && room)
         dr = *drp = start();
-    if (!dr || !room_to_abandon()) {
-        wait_for_work(NULL, events, n, whole_ctx);
-        *done_ns = gs_compute_now();
+    if (!dr || !room) {
+        *done_ns = gs_drain_unbounded(events, n, whole_ctx);
         return GS_DRAIN_UNBOUNDED;
     }
     dr->ctx = ctx;

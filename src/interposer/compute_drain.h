@@ -23,6 +23,11 @@ enum gs_drain_result {
                          * thread, unbounded, as the driver would; *done_ns set */
 };
 
+/* Waits on the calling thread, in its current context, as the driver
+ * waits: with whole_ctx for all of the context's work, then for
+ * events[0..n); unbounded. The compute clock when the work is done. */
+uint64_t gs_drain_unbounded(const CUevent *events, int n, int whole_ctx);
+
 /* Waits until events[0..n) have completed, with whole_ctx all of ctx's work
  * first, for at most bound_ns of the compute clock. *dr is the calling
  * thread's drainer, made at its first use (NULL again after it gave up:

@@ -433,32 +433,13 @@ void gs_compute_note_host_waits(void)
         __atomic_store_n(&host_waits, 1, __ATOMIC_RELAXED);
 }
 
-/* Waits for the window's work on the events recorded (with whole_ctx, the
- * context's first) as the driver waits: unbounded, one wake-up. The clock
- * when it is done. */
-static uint64_t drain(const int *recorded, int n, int whole_ctx, const CUevent *events)
-{
-    gs_pfn_cuCtxSynchronize cs = GS_REAL_CU(cuCtxSynchronize);
-    gs_pfn_cuEventSynchronize esync = GS_REAL_CU(cuEventSynchronize);
-    if (whole_ctx && cs)
-        cs();
-    for (int i = 0; i < n; i++)
-        if (recorded[i] && esync)
-            esync(events[i]);
-    return gs_compute_now();
-}
-
-/* The same on the thread's drainer, for at most DRAIN_HOLD_NS: 1 where it
+/* Waits for the window's recorded events (with whole_ctx, the context's
+ * work first) on the thread's drainer, for at most DRAIN_HOLD_NS: 1 where it
  * gave up (*drained is then the clock at the bound). A given-up drainer
  * keeps the events; the window gets new ones. */
-static int drain_bounded(struct tdev *t, const int *recorded, int n, int whole_ctx, uint64_t close_ns,
-                         uint64_t *drained)
+static int drain_bounded(struct tdev *t, const int *recorded, int n, const CUevent *events, int ne, int whole_ctx,
+                         uint64_t close_ns, uint64_t *drained)
 {
-    CUevent events[MAX_STREAMS];
-    int ne = 0;
-    for (int i = 0; i < n; i++)
-        if (recorded[i])
-            events[ne++] = t->drain[i];
     if (gs_drain(&t_state->drainer, t->ctx, events, ne, whole_ctx, DRAIN_HOLD_NS, drained) != GS_DRAIN_GAVE_UP)
         return 0;
     /* the work may wait for its host, which acts only once this launch
@@ -512,10 +493,15 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     int undrained = 0;
     if (pending) {
         uint64_t from = gs_compute_now();
+        CUevent events[MAX_STREAMS];
+        int ne = 0;
+        for (int i = 0; i < n; i++)
+            if (recorded[i])
+                events[ne++] = t->drain[i];
         if (__atomic_load_n(&host_waits, __ATOMIC_RELAXED))
-            undrained = drain_bounded(t, recorded, n, overflow, close_ns, &drained);
+            undrained = drain_bounded(t, recorded, n, events, ne, overflow, close_ns, &drained);
         else
-            drained = drain(recorded, n, overflow, t->drain);
+            drained = gs_drain_unbounded(events, ne, overflow); /* as the driver waits: one wake-up */
         gs_cost_add(GS_COST_DRAIN, gs_compute_now() - from);
     }
     struct gs_lim_close_facts f = interval_facts(t, r, d, elapsed);
