@@ -3,8 +3,8 @@
  * NVIDIA's CUDA Driver API reference. We do not include the toolkit's cuda.h:
  * it #defines cuMemAlloc to cuMemAlloc_v2 (and similar), which would rename
  * the very symbols we must define, and CI must build without a toolkit.
- * tests/unit/test_abi_matches_toolkit.c checks these values against cuda.h
- * wherever a toolkit is installed.
+ * tests/abi/abi_check.sh checks every value and layout here against NVIDIA's
+ * cuda.h (CTest: abi_matches_nvidia_headers).
  */
 #ifndef GPUSLICE_CUDA_ABI_H
 #define GPUSLICE_CUDA_ABI_H
@@ -218,7 +218,13 @@ typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphNode_st *CUgraphNode;
 typedef struct CUDA_GRAPH_INSTANTIATE_PARAMS_st CUDA_GRAPH_INSTANTIATE_PARAMS;
 typedef int CUgraphNodeType;
-enum { CU_GRAPH_NODE_TYPE_GRAPH = 1, CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10, CU_GRAPH_NODE_TYPE_MEM_FREE = 11 };
+enum {
+    CU_GRAPH_NODE_TYPE_HOST = 3,
+    CU_GRAPH_NODE_TYPE_GRAPH = 4,
+    CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10,
+    CU_GRAPH_NODE_TYPE_MEM_FREE = 11,
+    CU_GRAPH_NODE_TYPE_BATCH_MEM_OP = 12
+};
 /* A child graph node (CUDA 12.9): cloned into its parent, or moved there,
  * memory nodes and all (only a moved child may hold them). */
 enum { CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE = 0, CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE = 1 };

@@ -1,6 +1,7 @@
 /*
  * The subset of the NVML ABI that gpuslice touches, re-typed from NVIDIA's
- * NVML API reference (nvml.h is not part of the CUDA toolkit install here).
+ * NVML API reference; tests/abi/abi_check.sh checks it against NVIDIA's
+ * nvml.h.
  */
 #ifndef GPUSLICE_NVML_ABI_H
 #define GPUSLICE_NVML_ABI_H

@@ -1,0 +1,21 @@
+#!/bin/sh
+# Puts NVIDIA's cuda.h and nvml.h under DIR/include for abi_check.sh, from
+# their PyPI wheels (the CUDA runtime's and NVML's development files), so a
+# machine without a CUDA toolkit checks our re-typed ABI too. Pinned; skipped
+# when the stamp says these exact versions are there already.
+set -eu
+dir=$1
+pkgs="nvidia-cuda-runtime-cu12==12.9.79 nvidia-nvml-dev-cu12==12.9.79"
+if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$pkgs" ]; then
+    exit 0
+fi
+rm -rf "$dir"
+mkdir -p "$dir/wheels" "$dir/unpacked" "$dir/include"
+# shellcheck disable=SC2086 # the list is split on purpose
+python3 -m pip download -q --disable-pip-version-check --no-deps -d "$dir/wheels" $pkgs
+for w in "$dir"/wheels/*.whl; do
+    python3 -m zipfile -e "$w" "$dir/unpacked"
+done
+cp "$dir/unpacked/nvidia/cuda_runtime/include/cuda.h" "$dir/unpacked/nvidia/nvml_dev/include/nvml.h" "$dir/include/"
+rm -rf "$dir/wheels" "$dir/unpacked"
+printf '%s' "$pkgs" >"$dir/.stamp"
