@@ -45,6 +45,7 @@ typedef struct CUexecAffinityParam_st CUexecAffinityParam;
 typedef struct CUctxCreateParams_st CUctxCreateParams;
 typedef struct CUlaunchAttribute_st CUlaunchAttribute;
 typedef void (*CUhostFn)(void *userData);
+typedef void (*CUstreamCallback)(CUstream hStream, CUresult status, void *userData);
 typedef uint32_t cuuint32_t;
 /* Only passed through: its layout is the driver's. */
 typedef union CUstreamBatchMemOpParams_union CUstreamBatchMemOpParams;

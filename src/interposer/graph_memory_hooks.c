@@ -27,6 +27,7 @@
 #include "../core/accounting.h"
 #include "charge.h"
 #include "compute_graphs.h"
+#include "compute_limiter.h"
 #include "graph_memory.h"
 #include "fork_hooks.h"
 #include "log.h"
@@ -130,8 +131,9 @@ static int add_nodes(CUgraph g, int depth, CUgraphNode **nodes, size_t *n, size_
 }
 
 /* The allocation nodes of g and its child graphs, with whether the graph
- * frees each one. Returns the count (0 when it has none or cannot be read:
- * the real call then decides), or -1 when out of host memory. */
+ * frees each one; notes a host or memory-operation node. Returns the count
+ * (0 when it has none or cannot be read: the real call then decides), or -1
+ * when out of host memory. */
 static long graph_allocs(CUgraph g, struct graph_alloc **out)
 {
     *out = NULL;
@@ -159,8 +161,11 @@ static long graph_allocs(CUgraph g, struct graph_alloc **out)
     for (size_t i = 0; i < n; i++) {
         CUgraphNodeType t;
         CUDA_MEM_ALLOC_NODE_PARAMS p;
-        if (get_type(nodes[i], &t) != CUDA_SUCCESS || t != CU_GRAPH_NODE_TYPE_MEM_ALLOC ||
-            alloc_params(nodes[i], &p) != CUDA_SUCCESS)
+        if (get_type(nodes[i], &t) != CUDA_SUCCESS)
+            continue;
+        if (t == CU_GRAPH_NODE_TYPE_HOST || t == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
+            gs_compute_note_host_waits(); /* read here, on the one walk of the graph (host_wait_hooks.c) */
+        if (t != CU_GRAPH_NODE_TYPE_MEM_ALLOC || alloc_params(nodes[i], &p) != CUDA_SUCCESS)
             continue;
         int on_device = p.poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE;
         a[na++] = (struct graph_alloc){ .dptr = p.dptr,

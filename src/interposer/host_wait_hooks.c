@@ -1,10 +1,13 @@
 /* Work a stream queues to wait for the host (cuStreamWaitValue32/64, a
- * batch of memory operations, which may hold such waits): passed through,
- * once it is noted that the process queues such work. From then on its
- * windows' drains wait with a bound (compute_drain.h): the value may be
- * written only after a later launch returns, and an unbounded drain in that
+ * batch of memory operations, which may hold such waits, a host function or
+ * callback, which may wait for the program's other threads or its next
+ * steps): passed through, once it is noted that the process queues such
+ * work. From then on its windows' drains wait with a bound
+ * (compute_drain.h): the value may be written, or the host function's wait
+ * end, only after a later launch returns, and an unbounded drain in that
  * launch would wait for good. Other processes keep the driver's own wait,
- * one wake-up sooner. */
+ * one wake-up sooner. A graph's host and memory-operation nodes are noted
+ * as it is instantiated (graph_memory_hooks.c). */
 #include "compute_limiter.h"
 #include "real_driver.h"
 
@@ -76,4 +79,24 @@ CUresult cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count, CUstrea
                                     unsigned int flags)
 {
     NOTE_AND_PASS(cuStreamBatchMemOp_v2_ptsz, real(stream, count, params, flags));
+}
+
+CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+    NOTE_AND_PASS(cuLaunchHostFunc, real(hStream, fn, userData));
+}
+
+CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
+{
+    NOTE_AND_PASS(cuLaunchHostFunc_ptsz, real(hStream, fn, userData));
+}
+
+CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags)
+{
+    NOTE_AND_PASS(cuStreamAddCallback, real(hStream, callback, userData, flags));
+}
+
+CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags)
+{
+    NOTE_AND_PASS(cuStreamAddCallback_ptsz, real(hStream, callback, userData, flags));
 }

@@ -20,6 +20,10 @@
  *                        function for SECS seconds, all queued behind the wait; only
  *                        then does it write the flag and synchronise. Reports the
  *                        launches and the wall time
+ *   hostfunc SECS        the same with a host function (cuLaunchHostFunc) that waits
+ *                        for the flag, as one waiting for the program's next step
+ *   hostnode             instantiate a graph holding a host node (cuGraphAddNode),
+ *                        which is never launched; reports its rc
  *   burst N THINK_US SECS
  *                        a light tenant: N launches of the current function, a
  *                        stream synchronisation, THINK_US of sleep, for SECS;
@@ -302,6 +306,70 @@ CUfunction gs_client_func(void)
     return func;
 }
 
+/* The flag a queue waits for (host memory, unified addressing): written
+ * only once the launches behind the wait returned. */
+static volatile uint32_t host_flag;
+
+static void wait_for_host_flag(void *arg)
+{
+    (void)arg;
+    struct timespec ts = { 0, 100000 };
+    while (!__atomic_load_n(&host_flag, __ATOMIC_ACQUIRE))
+        nanosleep(&ts, NULL);
+}
+
+/* hostwait / hostfunc SECS (with_func: a host function waits for the flag). */
+static CUresult host_waits(gs_entry_fn entry, int with_func, double secs)
+{
+    CUresult (*wait)(CUstream, CUdeviceptr, uint32_t, unsigned) =
+        (CUresult(*)(CUstream, CUdeviceptr, uint32_t, unsigned))entry("cuStreamWaitValue32", "cuStreamWaitValue32_v2",
+                                                                      0);
+    CUresult (*host_func)(CUstream, CUhostFn, void *) =
+        (CUresult(*)(CUstream, CUhostFn, void *))entry("cuLaunchHostFunc", "cuLaunchHostFunc", 0);
+    gs_launch_fn launch = (gs_launch_fn)entry("cuLaunchKernel", "cuLaunchKernel", 0);
+    CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
+    if (!(with_func ? (void *)host_func : (void *)wait) || !launch || !sync || !func)
+        return CUDA_ERROR_NOT_FOUND;
+    double t0 = gs_now_s();
+    unsigned long long n = 0;
+    __atomic_store_n(&host_flag, 0, __ATOMIC_RELEASE);
+    CUresult rc = with_func ? host_func(NULL, wait_for_host_flag, NULL)
+                            : wait(NULL, (CUdeviceptr)(uintptr_t)&host_flag, 1, 0); /* CU_STREAM_WAIT_VALUE_GEQ */
+    while (!rc && gs_now_s() - t0 < secs) {
+        rc = launch(func, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+        n++;
+    }
+    __atomic_store_n(&host_flag, 1, __ATOMIC_RELEASE);
+    if (!rc)
+        rc = sync(NULL);
+    printf("launches=%llu elapsed_us=%llu ", n, (unsigned long long)((gs_now_s() - t0) * 1e6));
+    return rc;
+}
+
+/* hostnode: a graph with a host node, instantiated (never launched). */
+static CUresult graph_with_host_node(gs_entry_fn entry)
+{
+    CUresult (*create)(CUgraph *, unsigned) =
+        (CUresult(*)(CUgraph *, unsigned))entry("cuGraphCreate", "cuGraphCreate", 0);
+    CUresult (*add)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraphNodeParams *) = (CUresult(*)(
+        CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraphNodeParams *))entry(NULL, "cuGraphAddNode", 0);
+    CUresult (*instantiate)(CUgraphExec *, CUgraph, unsigned long long) =
+        (CUresult(*)(CUgraphExec *, CUgraph, unsigned long long))entry("cuGraphInstantiateWithFlags",
+                                                                       "cuGraphInstantiateWithFlags", 0);
+    if (!create || !add || !instantiate)
+        return CUDA_ERROR_NOT_FOUND;
+    CUgraph g;
+    CUgraphNode node;
+    CUgraphExec exec;
+    CUgraphNodeParams p = { .type = CU_GRAPH_NODE_TYPE_HOST }; /* the sim never runs it: no function needed */
+    CUresult rc = create(&g, 0);
+    if (!rc)
+        rc = add(&node, g, NULL, 0, &p);
+    if (!rc)
+        rc = instantiate(&exec, g, 0);
+    return rc;
+}
+
 int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
 {
     const char *c = argv[0];
@@ -344,29 +412,12 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         *rc = thread_per_launch(entry, (unsigned)strtoul(argv[1], NULL, 0));
         return 1;
     }
-    if (!strcmp(c, "hostwait") && argc > 1) {
-        static volatile uint32_t flag; /* host memory the stream waits on (unified addressing) */
-        CUresult (*wait)(CUstream, CUdeviceptr, uint32_t, unsigned) =
-            (CUresult(*)(CUstream, CUdeviceptr, uint32_t, unsigned))entry("cuStreamWaitValue32",
-                                                                          "cuStreamWaitValue32_v2", 0);
-        gs_launch_fn launch = (gs_launch_fn)entry("cuLaunchKernel", "cuLaunchKernel", 0);
-        CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
-        if (!wait || !launch || !sync || !func) {
-            *rc = CUDA_ERROR_NOT_FOUND;
-            return 1;
-        }
-        double secs = atof(argv[1]), t0 = gs_now_s();
-        unsigned long long n = 0;
-        flag = 0;
-        *rc = wait(NULL, (CUdeviceptr)(uintptr_t)&flag, 1, 0); /* CU_STREAM_WAIT_VALUE_GEQ */
-        while (!*rc && gs_now_s() - t0 < secs) {
-            *rc = launch(func, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
-            n++;
-        }
-        flag = 1; /* what the queue waited for: written only once the launches returned */
-        if (!*rc)
-            *rc = sync(NULL);
-        printf("launches=%llu elapsed_us=%llu ", n, (unsigned long long)((gs_now_s() - t0) * 1e6));
+    if ((!strcmp(c, "hostwait") || !strcmp(c, "hostfunc")) && argc > 1) {
+        *rc = host_waits(entry, !strcmp(c, "hostfunc"), atof(argv[1]));
+        return 1;
+    }
+    if (!strcmp(c, "hostnode")) {
+        *rc = graph_with_host_node(entry);
         return 1;
     }
     if (!strcmp(c, "idle") && argc > 1) {

@@ -359,27 +359,30 @@ def test_a_tenant_that_holds_the_shared_ledger_files_flock_hangs_no_launch(world
     assert asks is not None and asks <= 0.015 * 2.5e3, (asks, err[-2000:])
 
 
-def test_a_capped_tenant_whose_queue_waits_for_its_host_is_not_hung_by_a_drain(world):
-    """A capped tenant's stream waits (cuStreamWaitValue32) for a flag its
-    host writes only after its launches return, as a kernel spinning on a
-    host flag or a persistent kernel does. A window's drain waited for
-    that work without a bound, inside the launch: the program hung for
-    good. The drain waits on a thread of its own now; the launch stops
-    waiting at the bound (1 s), goes on, and the window is charged as busy
-    until then, not forgiven. Only a process that queued such a wait
-    drains on a helper thread: the others keep the driver's own wait, one
-    wake-up sooner."""
+def drain_threads(c):
+    """The limiter's drain threads in gs_client c."""
+    tasks = f"/proc/{c.p.pid}/task"
+    return sum(open(f"{tasks}/{t}/comm").read().strip() == "gpuslice-drain" for t in os.listdir(tasks))
+
+
+@pytest.mark.parametrize("how", ["hostwait", "hostfunc"])
+def test_a_capped_tenant_whose_queue_waits_for_its_host_is_not_hung_by_a_drain(world, how):
+    """A capped tenant's stream waits for its host, which goes on only
+    after the launches behind that wait return: a cuStreamWaitValue32 on a
+    flag (as a kernel spinning on a host flag or a persistent kernel does),
+    or a host function waiting for the program's next step. A window's
+    drain waited for that work without a bound, inside the launch: the
+    program hung for good. The drain waits on a thread of its own now; the
+    launch stops waiting at the bound (1 s), goes on, and the window is
+    charged as busy until then, not forgiven. Only a process that queued
+    such work drains on a helper thread: the others keep the driver's own
+    wait, one wake-up sooner."""
     w = world_env(world, GPUSLICE_CORES=30, GPUSLICE_LOG_LEVEL=2)
     c = start(w, 1000)
-
-    def drain_threads():
-        tasks = f"/proc/{c.p.pid}/task"
-        return sum(open(f"{tasks}/{t}/comm").read().strip() == "gpuslice-drain" for t in os.listdir(tasks))
-
     run(c, "kernel", 0.3, 0.0, 8)  # windows drained, on the launching thread
-    assert drain_threads() == 0
+    assert drain_threads(c) == 0
     out = {}
-    th = threading.Thread(target=lambda: out.update(r=c.cmd("hostwait 0.5")), daemon=True)
+    th = threading.Thread(target=lambda: out.update(r=c.cmd(f"{how} 0.5")), daemon=True)
     th.start()
     th.join(timeout=120)  # a hang detector, not a timing bound
     hung = th.is_alive()
@@ -394,6 +397,20 @@ def test_a_capped_tenant_whose_queue_waits_for_its_host_is_not_hung_by_a_drain(w
     assert "charged as busy until now" in err, err[-2000:]
     # the drain's bound (1 s) at c = 1 (not learnt yet); forgiven, it was a few ms
     assert charged >= 0.5, (charged, procs)
+
+
+def test_a_graph_with_a_host_node_makes_its_process_drain_with_a_bound(world):
+    """A host node in a graph waits for the host as a host function queued
+    on a stream does: the graph's instantiation notes it, and the process's
+    windows drain on a helper thread from then on."""
+    w = world_env(world, GPUSLICE_CORES=30)
+    c = start(w, 1000)
+    run(c, "kernel", 0.3, 0.0, 8)
+    assert drain_threads(c) == 0
+    assert c.cmd("hostnode")["rc"] == 0
+    run(c, "kernel", 0.3, 0.0, 8)
+    assert drain_threads(c) >= 1
+    c.close()
 
 
 def cost_ms(err, what):

@@ -257,7 +257,8 @@ static int holds(const struct gm_graph *outer, const struct gm_graph *inner, int
 }
 
 /* The sim's subset of the tagged-union API: a child graph moved into its
- * parent, memory nodes and all (CUDA 12.9). */
+ * parent, memory nodes and all (CUDA 12.9), and a host node, which the
+ * sim's graphs never run. */
 SIM_API cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
                        size_t numDependencies, CUgraphNodeParams *nodeParams)
 {
@@ -265,15 +266,19 @@ SIM_API cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNo
     (void)numDependencies;
     if (!phGraphNode || !nodeParams)
         return CUDA_ERROR_INVALID_VALUE;
-    if (nodeParams->type != CU_GRAPH_NODE_TYPE_GRAPH ||
-        nodeParams->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)
+    int host = nodeParams->type == CU_GRAPH_NODE_TYPE_HOST;
+    if (!host && (nodeParams->type != CU_GRAPH_NODE_TYPE_GRAPH ||
+                  nodeParams->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE))
         return CUDA_ERROR_NOT_SUPPORTED;
     struct sim_call c;
     CUresult rc = sim_enter(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    struct gm_graph *parent = graph_of(hGraph), *child = graph_of(nodeParams->graph.graph);
-    if (!parent || !child || child->moved || child->has_exec || holds(child, parent, 0)) {
+    struct gm_graph *parent = graph_of(hGraph), *child = host ? NULL : graph_of(nodeParams->graph.graph);
+    if (host) {
+        rc = parent ? add_node(parent, (struct gm_node){ .type = CU_GRAPH_NODE_TYPE_HOST }, phGraphNode)
+                    : CUDA_ERROR_INVALID_VALUE;
+    } else if (!parent || !child || child->moved || child->has_exec || holds(child, parent, 0)) {
         rc = CUDA_ERROR_INVALID_VALUE;
     } else {
         rc = add_node(parent, (struct gm_node){ .type = CU_GRAPH_NODE_TYPE_GRAPH, .child = (int)(child - graphs) },

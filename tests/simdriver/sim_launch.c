@@ -7,7 +7,8 @@
  * processes that waits on the device for its peers, then runs N microseconds
  * (sim_timeline.h); any other name takes no time. cuStreamWaitValue32 holds
  * back what is queued after it until host memory holds the value (see
- * host_waits_hold). Launches go onto the device
+ * host_waits_hold), and a host function (cuLaunchHostFunc) what is queued
+ * after it until it returns, on a thread of its own. Launches go onto the device
  * timeline (sim_timeline.c): they return at once and the work completes
  * later, time-sliced with other processes' work. Events complete when the work before them has; their
  * timestamps are the timeline's. Synchronisation really waits.
@@ -190,6 +191,7 @@ struct host_wait {
     const volatile uint32_t *addr;
     uint32_t value;
     unsigned cmp; /* CU_STREAM_WAIT_VALUE_GEQ 0, EQ 1, AND 2, NOR 3 */
+    void *owned;  /* freed with the wait: a host function's call (addr is in it) */
 };
 static struct host_wait g_host_waits[MAX_HOST_WAITS];
 static int g_nhost_waits;
@@ -214,6 +216,7 @@ static int host_waits_hold(int dev, uint64_t target)
     for (int i = 0; i < g_nhost_waits;) {
         struct host_wait *h = &g_host_waits[i];
         if (h->dev == dev && h->at < target && host_value_holds(h)) {
+            free(h->owned);
             *h = g_host_waits[--g_nhost_waits];
             continue;
         }
@@ -929,6 +932,28 @@ SIM_API cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
     return graph_launch(hGraphExec, hStream);
 }
 
+/* A host function queued on dev: it runs on a thread of its own once the
+ * work before it (up to `before`) is done, as on a driver's thread, and what
+ * is queued after it waits for it through a host wait on `done`. So a host
+ * function that waits for its own launching thread holds that thread's
+ * synchronisation until it returns, as on a GPU. */
+struct host_call {
+    CUhostFn fn;
+    void *data;
+    int dev;
+    uint64_t before;
+    volatile uint32_t done;
+};
+
+static void *host_call_run(void *arg)
+{
+    struct host_call *h = arg;
+    work_wait(h->dev, h->before, NULL);
+    h->fn(h->data);
+    __atomic_store_n(&h->done, 1, __ATOMIC_RELEASE); /* the last touch: the wait that owns h may free it now */
+    return NULL;
+}
+
 static CUresult host_func(CUstream s, CUhostFn fn, void *data)
 {
     if (!fn)
@@ -939,11 +964,40 @@ static CUresult host_func(CUstream s, CUhostFn fn, void *data)
     if (!sim_stream_valid(s))
         return CUDA_ERROR_INVALID_HANDLE;
     if (sim_capture_launch(s, 0, NULL, &rc))
-        return rc;            /* a host node of the graph: the sim's graphs do not run it */
-    rc = sim_drain_current(); /* runs once the work before it is done */
-    if (rc != CUDA_SUCCESS)
+        return rc; /* a host node of the graph: the sim's graphs do not run it */
+    struct host_call *h = calloc(1, sizeof *h);
+    if (!h)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *h = (struct host_call){ .fn = fn, .data = data };
+    int dev = -1, done = 0;
+    uint64_t at = 0;
+    rc = work_mark(&h->dev, &h->before, &done, 0);
+    if (rc == CUDA_SUCCESS)
+        rc = submit(1, NULL); /* a point of its own, as a stream wait's */
+    if (rc == CUDA_SUCCESS)
+        rc = work_mark(&dev, &at, &done, 0);
+    if (rc != CUDA_SUCCESS || dev < 0) {
+        free(h);
+        return rc != CUDA_SUCCESS ? rc : CUDA_ERROR_INVALID_CONTEXT;
+    }
+    pthread_mutex_lock(&g_lock);
+    if (g_nhost_waits < MAX_HOST_WAITS)
+        g_host_waits[g_nhost_waits++] =
+            (struct host_wait){ .dev = dev, .at = at - 1, .addr = &h->done, .value = 1, .cmp = 0, .owned = h };
+    else
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&g_lock);
+    if (rc != CUDA_SUCCESS) {
+        free(h);
         return rc;
-    fn(data);
+    }
+    pthread_attr_t attr;
+    pthread_t t;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, host_call_run, h) != 0)
+        host_call_run(h); /* no thread to be had: in the caller, late rather than never */
+    pthread_attr_destroy(&attr);
     return CUDA_SUCCESS;
 }
 

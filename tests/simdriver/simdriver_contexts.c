@@ -1,7 +1,10 @@
 /* Contexts: overhead charged per context, primary context refcounting, the
  * current context, and memory freed with its context; streams, events and
  * launches, and a stream's wait for host memory. */
+#include <pthread.h>
+#include <sched.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "simtest.h"
 
@@ -158,7 +161,22 @@ static void devices_identity(void **state)
 
 static void host_func(void *p)
 {
-    (*(int *)p)++;
+    __atomic_add_fetch((int *)p, 1, __ATOMIC_SEQ_CST);
+}
+
+/* A host function that waits for its launching thread: runs off that
+ * thread, and holds back what is queued after it until it returns. */
+struct gated_call {
+    pthread_t caller, ran_on;
+    volatile int gate;
+};
+
+static void gated_func(void *p)
+{
+    struct gated_call *g = p;
+    g->ran_on = pthread_self();
+    while (!__atomic_load_n(&g->gate, __ATOMIC_ACQUIRE))
+        sched_yield();
 }
 
 static void streams_events_launches(void **state)
@@ -194,9 +212,17 @@ static void streams_events_launches(void **state)
     int calls = 0;
     assert_int_equal(cuLaunchHostFunc(s, host_func, &calls), CUDA_SUCCESS);
     assert_int_equal(cuLaunchHostFunc_ptsz(s, host_func, &calls), CUDA_SUCCESS);
-    assert_int_equal(calls, 2);
+    struct gated_call gc = { .caller = pthread_self() };
+    assert_int_equal(cuLaunchHostFunc(s, gated_func, &gc), CUDA_SUCCESS);
     assert_int_equal(cuEventRecord(e1, s), CUDA_SUCCESS);
+    for (int i = 0; i < 20; i++) { /* the call has not returned: the event stays pending */
+        assert_int_equal(cuEventQuery(e1), CUDA_ERROR_NOT_READY);
+        usleep(1000);
+    }
+    __atomic_store_n(&gc.gate, 1, __ATOMIC_RELEASE);
     assert_int_equal(cuEventSynchronize(e1), CUDA_SUCCESS);
+    assert_int_equal(__atomic_load_n(&calls, __ATOMIC_SEQ_CST), 2);
+    assert_false(pthread_equal(gc.ran_on, gc.caller));
     float ms = -1;
     assert_int_equal(cuEventElapsedTime(&ms, e0, e1), CUDA_SUCCESS);
     assert_true(ms >= 0);
