@@ -83,7 +83,11 @@ struct tdev {
     CUevent drain[MAX_STREAMS];
     CUevent ev_start, ev_mark;
     CUcontext ctx; /* the context its events were made in */
+    /* another thread's destroy of ctx ended the open window unclosed: when
+     * that destroy returned (LOST_PENDING while it runs); 0: none */
+    uint64_t lost_ns;
 };
+#define LOST_PENDING UINT64_MAX
 /* Each thread's devices, on the heap behind one pointer in the initial-exec
  * TLS model: a library's TLS in the default (dynamic) model costs a
  * __tls_get_addr call per access, several per launch on the gate's fast
@@ -112,6 +116,41 @@ static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
 static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t close_ns);
+static void count_charge(struct gs_region *r, uint64_t charge, int window);
+
+/* Charges t's window that another thread's destroy of its context ended
+ * (gs_compute_forget) as busy from its start until that destroy returned,
+ * unmeasured: its events went with the context, and the destroy waited for
+ * its work. Dropped with the state, the window's work ran uncharged (a
+ * thread's 40 ms of queued work under a cap of 30 on the simulated driver). */
+static void charge_lost_window(struct tstate *ts, struct tdev *t, struct gs_region *r, int d)
+{
+    pthread_mutex_lock(&ts->lock);
+    uint64_t lost = t->lost_ns;
+    t->lost_ns = 0;
+    pthread_mutex_unlock(&ts->lock);
+    if (!lost || !t->w.open || t->limited != 1 || !r)
+        return;
+    uint64_t now = gs_compute_now();
+    struct gs_lim_close_facts f = { .start_ns = t->w.start_ns,
+                                    .planned_end_ns = t->w.end_ns,
+                                    .close_ns = lost == LOST_PENDING ? now : lost,
+                                    .drained_ns = lost == LOST_PENDING ? now : lost,
+                                    .undrained = 1,
+                                    .last_launch_ns = t->last_launch_ns,
+                                    .mark_ns = -1 };
+    int measured;
+    uint64_t end = gs_lim_window_end(&f, &measured);
+    int slot;
+    struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
+    if (l && t->turn)
+        gs_ledger_close_window(l, slot);
+    t->turn = 0;
+    uint64_t charge = gs_lim_close(&t->w, &r->dev[d].lim, end, measured);
+    count_charge(r, charge, 1);
+    gs_log(GS_LOG_INFO, "another thread destroyed the context of an open window: charged as busy until then (%llu us)",
+           (unsigned long long)(charge / 1000));
+}
 
 /* Whether t was set up in this process and its context still lives. */
 static int tdev_current(const struct tdev *t)
@@ -140,9 +179,11 @@ static void end_windows(struct tstate *ts, CUcontext ctx)
         int live = mine && t->limited == 1 && tdev_current(t);
         if (live)
             ts->ending = 1;
-        else if (mine)
-            t->w.open = 0;
         pthread_mutex_unlock(&ts->lock);
+        if (mine && !live) {
+            charge_lost_window(ts, t, r, d);
+            t->w.open = 0;
+        }
         if (!live)
             continue;
         if (t->w.open && r && gs_compute_sync_enter()) {
@@ -674,8 +715,10 @@ static struct tdev *current_tdev(struct gs_region **r, int *d, int *refused)
         return NULL;
     }
     struct tdev *t = &td[*d];
-    if (GS_UNLIKELY(t->limited < 0 || !tdev_current(t)))
+    if (GS_UNLIKELY(t->limited < 0 || !tdev_current(t))) {
+        charge_lost_window(t_state, t, *r, *d);
         setup(t, *r, *d, ord);
+    }
     return t->limited ? t : NULL;
 }
 
@@ -1023,12 +1066,30 @@ void gs_compute_forget(const CUstream *s, CUcontext ctx)
                 forget_stream(t, *s);
             } else if (t->ctx == ctx) {
                 /* events made in a context go with it: the state is set up
-                 * afresh at its thread's next launch, and its window's turn
-                 * in the device ledger lapses at its deadline */
+                 * afresh at its thread's next launch, which charges its
+                 * open window (charge_lost_window) */
                 t->nstreams = 0;
+                if (ts != t_state && tdev_current(t))
+                    t->lost_ns = LOST_PENDING;
                 __atomic_store_n(&t->gen, 0, __ATOMIC_RELAXED);
             }
         }
+        pthread_mutex_unlock(&ts->lock);
+    }
+    pthread_mutex_unlock(&states_lock);
+}
+
+void gs_compute_forgotten(CUcontext ctx)
+{
+    if (__atomic_load_n(&gs_compute_state, __ATOMIC_RELAXED) != GS_COMPUTE_ON || !ctx)
+        return;
+    uint64_t now = gs_compute_now();
+    pthread_mutex_lock(&states_lock);
+    for (struct tstate *ts = states; ts; ts = ts->next) {
+        pthread_mutex_lock(&ts->lock);
+        for (int d = 0; d < GS_REGION_MAX_DEVICES; d++)
+            if (ts->dev[d].ctx == ctx && ts->dev[d].lost_ns == LOST_PENDING)
+                ts->dev[d].lost_ns = now;
         pthread_mutex_unlock(&ts->lock);
     }
     pthread_mutex_unlock(&states_lock);
@@ -1048,5 +1109,7 @@ void gs_compute_fork_child(void)
         t_state->ending = 0;
         t_state->drainer = NULL; /* its thread stayed in the parent */
         t_state->prev = t_state->next = NULL;
+        for (int d = 0; d < GS_REGION_MAX_DEVICES; d++)
+            t_state->dev[d].lost_ns = 0; /* the parent's window: the parent charges it */
     }
 }

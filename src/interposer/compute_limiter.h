@@ -46,4 +46,9 @@ void gs_compute_note_host_waits(void);
  * counted busy until drained, or a state set up afresh. */
 void gs_compute_forget(const CUstream *s, CUcontext ctx);
 
+/* After the real destroy (or release, or reset) of context ctx returned:
+ * other threads' windows it ended are charged as busy until now, at their
+ * thread's next launch or exit. */
+void gs_compute_forgotten(CUcontext ctx);
+
 #endif

@@ -284,6 +284,7 @@ static CUresult destroy_context(CUresult (*real)(CUcontext), CUcontext ctx)
     pthread_mutex_lock(&ctx_lock);
     gs_compute_forget(NULL, ctx);
     CUresult rc = real(ctx);
+    gs_compute_forgotten(ctx);
     struct gs_alloc_rec rec;
     if (rc == CUDA_SUCCESS && gs_alloc_take(GS_ALLOC_CTX, (uint64_t)(uintptr_t)ctx, &rec) == 0) {
         struct gs_region *r = gs_rt_region();
@@ -314,7 +315,9 @@ static CUresult end_primary(CUresult (*real)(CUdevice), CUdevice dev)
 {
     CUcontext ctx = dev >= 0 && dev < GS_MAX_DEVICES ? __atomic_load_n(&primary_ctx[dev], __ATOMIC_RELAXED) : NULL;
     gs_compute_forget(NULL, ctx);
-    return real(dev);
+    CUresult rc = real(dev);
+    gs_compute_forgotten(ctx);
+    return rc;
 }
 
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev)

@@ -2023,6 +2023,27 @@ def test_the_limiter_never_uses_a_destroyed_stream_or_context(world, what, kerne
     assert r["rc"] == 0 and "destroyed handle" not in err, (r, err)
 
 
+@pytest.mark.parametrize("what", ["ctx", "release"])
+def test_a_window_whose_context_another_thread_destroys_is_charged(world, what):
+    """A thread queues 40 ms of work under a cap of 30 (one window, still
+    open), and the main thread destroys the context it ran in (one of
+    cuCtxCreate's, or the primary context at its last release), which waits
+    for that work; the thread then queues 40 ms more in the primary
+    context. The first window's events went with the context, and it was
+    dropped with the thread's state: 0.040 s charged in all. It is charged
+    now as busy until the destroy returned: at least the 40 ms it waited."""
+    w = world_env(world, GPUSLICE_CORES=30, GPUSLICE_SIM_STRICT_HANDLES=1, GPUSLICE_LOG_LEVEL=2)
+    c = start(w, 1000)
+    r = c.cmd(f"gone {what} 40")
+    procs = [p for ct in top(w.region)["containers"] for p in ct["processes"]]
+    err = c.close()
+    charged = sum(p["compute_charged_ns"] for p in procs) / 1e9
+    print(f"a window whose context went ({what}): charged {charged:.3f} s")
+    assert r["rc"] == 0, r
+    assert "destroyed the context of an open window" in err, err[-2000:]
+    assert charged >= 0.078, (charged, procs)
+
+
 def test_a_thread_ending_its_windows_at_exit_keeps_its_context_until_it_is_done(world):
     """A thread queues 400 ms of work in a context of its own and exits; the
     main thread destroys that context 20 ms later, while the exiting

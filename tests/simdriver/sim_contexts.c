@@ -133,8 +133,23 @@ SIM_API cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsi
     return create_ctx(pctx, flags, dev);
 }
 
+/* The device of context idx (valid or not: the caller checks again), after
+ * its work is done: a context's destroy waits for it, as the driver's does
+ * (all of the process's work on the device, in the sim). */
+static void wait_for_ctx_work(int idx)
+{
+    struct sim_call c;
+    if (idx < 0 || sim_enter(&c) != CUDA_SUCCESS)
+        return;
+    int dev = sim_ctxs[idx].in_use ? sim_ctxs[idx].dev : -1;
+    sim_leave(&c);
+    if (dev >= 0)
+        (void)sim_drain_dev(dev);
+}
+
 static CUresult destroy_ctx(CUcontext ctx)
 {
+    wait_for_ctx_work(sim_ctx_index(ctx));
     struct sim_call c;
     CUresult rc = sim_enter(&c);
     if (rc != CUDA_SUCCESS)
@@ -253,6 +268,9 @@ out:
 /* reset: the context goes whatever its refcount. */
 static CUresult primary_release(CUdevice dev, int reset)
 {
+    int phys = sim_dev_phys(dev);
+    if (phys >= 0 && (reset || sim_ctxs[phys].refcount == 1))
+        wait_for_ctx_work(phys); /* its last reference: destroyed */
     struct sim_call c;
     CUresult rc = sim_enter(&c);
     if (rc != CUDA_SUCCESS)

@@ -56,6 +56,8 @@ struct sim_state *sim_initialized_state(void);
 /* Waits for all of the process's work on the current device (its streams
  * form one queue); takes the lock itself. */
 CUresult sim_drain_current(void);
+/* Waits for the process's work on physical device dev (a context's destroy does). */
+CUresult sim_drain_dev(int dev);
 
 /* Context handles <-> table indices; -1 if not a live context. */
 int sim_ctx_index(CUcontext ctx);

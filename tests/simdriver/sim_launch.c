@@ -300,6 +300,18 @@ CUresult sim_drain_current(void)
     return work_wait(dev, target, NULL);
 }
 
+CUresult sim_drain_dev(int dev)
+{
+    struct sim_call c;
+    CUresult rc = sim_enter(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    sim_tl_advance(c.st, dev, sim_now_ns());
+    uint64_t target = c.st->procs[c.proc].work[dev].submitted;
+    sim_leave(&c);
+    return work_wait(dev, target, NULL);
+}
+
 int sim_stream_valid(CUstream s)
 {
     /* 0x1 is CU_STREAM_LEGACY, 0x2 CU_STREAM_PER_THREAD. */
