@@ -26,6 +26,7 @@
 #include "compute_cost.h"
 #include "compute_ledger.h"
 #include "log.h"
+#include "nvml_procs.h"
 #include "real_driver.h"
 #include "region_view.h"
 #include "roster.h"
@@ -82,13 +83,13 @@ struct devinfo {
  * devinfo's lists_ours); -1 without ours to look for. nvml_lock held. */
 static int lists_ours(nvmlDevice_t h, const struct pidset *ours)
 {
-    static nvmlProcessInfo_t infos[GS_REGION_MAX_PROCS];
-    gs_pfn_nvmlDeviceGetComputeRunningProcesses_v3 list = GS_REAL_NVML(nvmlDeviceGetComputeRunningProcesses_v3);
-    unsigned int n = GS_REGION_MAX_PROCS;
-    if (!ours || !list || list(h, &n, infos) != NVML_SUCCESS || n == 0)
+    static unsigned int pids[GS_REGION_MAX_PROCS];
+    static unsigned long long used[GS_REGION_MAX_PROCS];
+    int n = ours ? gs_nvml_compute_procs(h, pids, used, GS_REGION_MAX_PROCS) : -1;
+    if (n <= 0)
         return -1;
-    for (unsigned int i = 0; i < n && i < GS_REGION_MAX_PROCS; i++)
-        if (in_set(infos[i].pid, (void *)ours))
+    for (int i = 0; i < n; i++)
+        if (in_set(pids[i], (void *)ours))
             return 1;
     return 0;
 }

@@ -18,6 +18,7 @@
 #include "compute_limiter.h"
 #include "fork_hooks.h"
 #include "log.h"
+#include "nvml_procs.h"
 #include "real_driver.h"
 #include "runtime.h"
 
@@ -78,15 +79,13 @@ static int device_used(nvmlDevice_t h, unsigned long long *used)
  * container NVML reports host pids and this finds nothing. */
 static int own_usage(nvmlDevice_t h, unsigned long long *used)
 {
-    gs_pfn_nvmlDeviceGetComputeRunningProcesses_v3 list = GS_REAL_NVML(nvmlDeviceGetComputeRunningProcesses_v3);
-    nvmlProcessInfo_t infos[64];
-    unsigned int n = 64;
-    if (!h || !list || list(h, &n, infos) != NVML_SUCCESS)
-        return -1;
+    unsigned int pids[64];
+    unsigned long long mem[64];
+    int n = gs_nvml_compute_procs(h, pids, mem, 64);
     unsigned int me = (unsigned int)getpid();
-    for (unsigned int i = 0; i < n && i < 64; i++) {
-        if (infos[i].pid == me && infos[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL) {
-            *used = infos[i].usedGpuMemory;
+    for (int i = 0; i < n; i++) {
+        if (pids[i] == me && mem[i] != NVML_VALUE_NOT_AVAILABLE_ULL) {
+            *used = mem[i];
             return 0;
         }
     }

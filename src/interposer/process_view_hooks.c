@@ -5,6 +5,7 @@
  * every tenant's processes (which are none of its business).
  */
 #include "log.h"
+#include "nvml_procs.h"
 #include "real_driver.h"
 #include "runtime.h"
 
@@ -85,12 +86,10 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsign
             .pid = e_[i_].pid, .usedGpuMemory = e_[i_].used, .gpuInstanceId = NOT_MIG, .computeInstanceId = NOT_MIG }));
 }
 
+/* In the driver's layout: 32-byte entries on the 535 branch (nvml_procs.h). */
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                      nvmlProcessInfo_t *infos)
 {
     GS_REAL_NVML_OR_NOT_FOUND(real, nvmlDeviceGetComputeRunningProcesses_v3);
-    FILL_PROCESS_LIST(
-        real, device, infoCount, infos,
-        infos[i_] = ((nvmlProcessInfo_t){
-            .pid = e_[i_].pid, .usedGpuMemory = e_[i_].used, .gpuInstanceId = NOT_MIG, .computeInstanceId = NOT_MIG }));
+    FILL_PROCESS_LIST(real, device, infoCount, infos, gs_nvml_v3_put(infos, i_, e_[i_].pid, e_[i_].used));
 }

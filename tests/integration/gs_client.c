@@ -300,19 +300,33 @@ static CUresult run(char *line)
             (nvmlReturn_t(*)(unsigned, nvmlDevice_t *))dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2");
         nvmlReturn_t (*v1)(nvmlDevice_t, unsigned *, nvmlProcessInfo_v1_t *) = (nvmlReturn_t(*)(
             nvmlDevice_t, unsigned *, nvmlProcessInfo_v1_t *))dlsym(nvml, "nvmlDeviceGetComputeRunningProcesses");
-        nvmlReturn_t (*v3)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *) = (nvmlReturn_t(*)(
-            nvmlDevice_t, unsigned *, nvmlProcessInfo_t *))dlsym(nvml, "nvmlDeviceGetComputeRunningProcesses_v3");
+        nvmlReturn_t (*v3)(nvmlDevice_t, unsigned *, void *) =
+            (nvmlReturn_t(*)(nvmlDevice_t, unsigned *, void *))dlsym(nvml, "nvmlDeviceGetComputeRunningProcesses_v3");
+        /* procs r535: read v3 as a program built for a 535-branch driver
+         * does, 32-byte entries (their fifth field must be 0 here) */
+        struct {
+            nvmlProcessInfo_t info;
+            unsigned long long cc_protected;
+        } p3[64];
+        size_t size = argc > 1 && !strcmp(argv[1], "r535") ? sizeof p3[0] : sizeof(nvmlProcessInfo_t);
+        unsigned char *raw = (unsigned char *)p3;
         nvmlDevice_t d;
-        nvmlProcessInfo_t p3[64];
         nvmlProcessInfo_v1_t p1[64];
         unsigned n0 = 0, n1 = 64, n3 = 64;
+        memset(p3, 0xab, sizeof p3);
         int r = init() || get(0, &d);
         nvmlReturn_t sz = r ? 0 : v3(d, &n0, NULL);
         r = r || v1(d, &n1, p1) || v3(d, &n3, p3);
         rc = r ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
         printf("sizing_rc=%d needed=%u n1=%u n3=%u ", (int)sz, n0, n1, n3);
-        for (unsigned i = 0; !r && i < n3 && i < 64; i++)
-            printf("p%u=%u:%llu:%llu ", i, p3[i].pid, p3[i].usedGpuMemory, i < n1 ? p1[i].usedGpuMemory : 0ULL);
+        for (unsigned i = 0; !r && i < n3 && i < 64; i++) {
+            nvmlProcessInfo_t e;
+            unsigned long long extra = 0;
+            memcpy(&e, raw + i * size, sizeof e);
+            if (size > sizeof e)
+                memcpy(&extra, raw + i * size + sizeof e, sizeof extra);
+            printf("p%u=%u:%llu:%llu:%llu ", i, e.pid, e.usedGpuMemory, i < n1 ? p1[i].usedGpuMemory : 0ULL, extra);
+        }
     } else if (!strcmp(c, "future")) {
         int out = 0;
         CUresult (*f)(int, int *) = CU("cuSimFutureFeature", "cuSimFutureFeature", 0, CUresult(*)(int, int *));

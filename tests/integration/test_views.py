@@ -1,6 +1,7 @@
 """What a tenant sees: the limit as total, free = limit - used, clamped at
 zero, through the CUDA and NVML views alike."""
-from conftest import GiB, MiB
+import pytest
+from conftest import SIMDIR, GiB, MiB
 
 
 def test_cuda_and_nvml_views_show_the_limit(world):
@@ -55,15 +56,22 @@ def test_per_device_limit_applies_to_its_device_only(world):
     c1.close()
 
 
-def test_process_list_shows_this_container_with_charged_usage(world):
-    w = world(limit="4GiB")
+@pytest.mark.parametrize("driver", ["current", "r535"])
+def test_process_list_shows_this_container_with_charged_usage(world, driver):
+    """The process list through v1 and v3. r535: the NVML of a 535-branch
+    driver (the simulated one's variant), whose v3 entries are 32 bytes:
+    written at 24, the second entry was read from the middle of the first
+    and the 0xab the program filled its buffer with."""
+    extra = {"LD_LIBRARY_PATH": f"{SIMDIR}-r535:{SIMDIR}"} if driver == "r535" else {}
+    w = world(limit="4GiB", extra=extra)
     a, b = w.client(), w.client()
     a.ok("init")
     a.ok("alloc 268435456")
     b.ok("init")
-    r = b.ok("procs")
+    r = b.ok("procs r535" if driver == "r535" else "procs")
     assert r["needed"] == 2 and r["sizing_rc"] == 7  # NVML_ERROR_INSUFFICIENT_SIZE with 0 capacity
     assert r["n1"] == r["n3"] == 2
+    assert all(v.split(":")[3] == "0" for k, v in r.items() if k.startswith("p") and ":" in str(v)), r
     seen = {int(v.split(":")[0]): (int(v.split(":")[1]), int(v.split(":")[2]))
             for k, v in r.items() if k.startswith("p") and ":" in str(v)}
     assert seen == {a.p.pid: (256 * MiB + 256 * MiB, 256 * MiB + 256 * MiB),

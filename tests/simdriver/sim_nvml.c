@@ -355,10 +355,40 @@ SIM_NVML nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned i
     return processes_v2(device, infoCount, infos);
 }
 
+#ifdef SIM_NVML_R535
+/* The library of a 535-branch driver (simdriver-r535/): its _v3 entries
+ * carry a fifth field, and it has nvmlDeviceGetConfComputeMemSizeInfo but
+ * not nvmlDeviceGetRunningProcessDetailList. */
+struct proc_info_r535 {
+    nvmlProcessInfo_t info;
+    unsigned long long usedGpuCcProtectedMemory;
+};
+
+SIM_NVML nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos)
+{
+    nvmlProcessInfo_t got[SIM_MAX_PROCS];
+    unsigned int cap = infoCount ? *infoCount : 0, n = cap > SIM_MAX_PROCS ? SIM_MAX_PROCS : cap;
+    nvmlReturn_t rc = processes_v2(device, infoCount ? &n : NULL, infos ? got : NULL);
+    if (infoCount)
+        *infoCount = n;
+    if (rc == NVML_SUCCESS)
+        for (unsigned int i = 0; i < n; i++)
+            ((struct proc_info_r535 *)(void *)infos)[i] = (struct proc_info_r535){ .info = got[i] };
+    return rc;
+}
+
+SIM_NVML nvmlDeviceGetConfComputeMemSizeInfo(nvmlDevice_t device, void *memInfo)
+{
+    (void)device;
+    (void)memInfo;
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+#else
 SIM_NVML nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount, nvmlProcessInfo_t *infos)
 {
     return processes_v2(device, infoCount, infos);
 }
+#endif
 
 /* What the last full sample period says into *out: the device's utilisation
  * (percent), or with want_power the power the model draws, a mean over the

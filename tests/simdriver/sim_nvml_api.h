@@ -30,6 +30,9 @@ SIM_NVML nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned i
                                                  nvmlProcessInfo_t *infos);
 SIM_NVML nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                  nvmlProcessInfo_t *infos);
+#ifdef SIM_NVML_R535
+SIM_NVML nvmlDeviceGetConfComputeMemSizeInfo(nvmlDevice_t device, void *memInfo);
+#endif
 SIM_NVML nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization);
 SIM_NVML nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power);
 SIM_NVML nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit);
