@@ -106,7 +106,10 @@ static CUresult graph_with_alloc(size_t bytes, int free_in_graph, int in_child, 
         CUgraphNode c;
         rc = F(CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraphNodeParams *),
                "cuGraphAddNode")(&c, parent, NULL, 0, &child);
-        *g = parent; /* the moved child is the parent's now */
+        if (!rc)
+            *g = parent; /* the moved child is the parent's now */
+        else
+            F(CUresult(*)(CUgraph), "cuGraphDestroy")(parent);
     }
     if (!rc)
         rc = F(CUresult(*)(CUgraphExec *, CUgraph, unsigned long long), "cuGraphInstantiateWithFlags")(e, *g, 0);

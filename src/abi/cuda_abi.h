@@ -47,8 +47,10 @@ typedef struct CUlaunchAttribute_st CUlaunchAttribute;
 typedef void (*CUhostFn)(void *userData);
 typedef void (*CUstreamCallback)(CUstream hStream, CUresult status, void *userData);
 typedef uint32_t cuuint32_t;
-/* Only passed through: its layout is the driver's. */
+/* Only passed through: their layouts are the driver's. */
 typedef union CUstreamBatchMemOpParams_union CUstreamBatchMemOpParams;
+typedef struct CUextSemaphore_st *CUexternalSemaphore;
+typedef struct CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS;
 
 typedef struct CUuuid_st {
     char bytes[16];
@@ -222,6 +224,7 @@ typedef int CUgraphNodeType;
 enum {
     CU_GRAPH_NODE_TYPE_HOST = 3,
     CU_GRAPH_NODE_TYPE_GRAPH = 4,
+    CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT = 9,
     CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10,
     CU_GRAPH_NODE_TYPE_MEM_FREE = 11,
     CU_GRAPH_NODE_TYPE_BATCH_MEM_OP = 12

@@ -118,44 +118,49 @@ static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t close_ns);
 static void count_charge(struct gs_region *r, uint64_t charge, int window);
 
-/* Charges t's window that another thread's destroy of its context ended
- * (gs_compute_forget) as busy from its start until that destroy returned,
- * unmeasured: its events went with the context, and the destroy waited for
- * its work. Dropped with the state, the window's work ran uncharged (a
- * thread's 40 ms of queued work under a cap of 30 on the simulated driver). */
+/* Whether t was set up in this process and its context still lives. */
+static int tdev_current(const struct tdev *t)
+{
+    return __atomic_load_n(&t->gen, __ATOMIC_RELAXED) == __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1;
+}
+
+/* Charges t's window that another thread's destroy (or release, or reset)
+ * of its context ended (gs_compute_forget) as busy from its start until that
+ * call returned, unmeasured: its events went with the context, and a
+ * destroy waits for its work. Dropped with the state, the window's work ran
+ * uncharged (a thread's 40 ms of queued work under a cap of 30 on the
+ * simulated driver). Under ts's lock throughout: at exit another thread may
+ * charge it (process_exit), and the owner's set-up afresh publishes under
+ * that lock, so neither sees the window half charged. */
 static void charge_lost_window(struct tstate *ts, struct tdev *t, struct gs_region *r, int d)
 {
     pthread_mutex_lock(&ts->lock);
     uint64_t lost = t->lost_ns;
     t->lost_ns = 0;
+    if (lost && t->w.open && t->limited == 1 && !tdev_current(t) && r) {
+        uint64_t at = lost == LOST_PENDING ? gs_compute_now() : lost;
+        struct gs_lim_close_facts f = { .start_ns = t->w.start_ns,
+                                        .planned_end_ns = t->w.end_ns,
+                                        .close_ns = at,
+                                        .drained_ns = at,
+                                        .undrained = 1,
+                                        .last_launch_ns = t->last_launch_ns,
+                                        .mark_ns = -1 };
+        int measured;
+        uint64_t end = gs_lim_window_end(&f, &measured);
+        int slot;
+        struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
+        if (l && t->turn)
+            gs_ledger_close_window(l, slot);
+        t->turn = 0;
+        uint64_t charge = gs_lim_close(&t->w, &r->dev[d].lim, end, measured);
+        count_charge(r, charge, 1);
+        gs_log(GS_LOG_INFO,
+               "another thread destroyed or released the context of an open window: charged as busy until then "
+               "(%llu us)",
+               (unsigned long long)(charge / 1000));
+    }
     pthread_mutex_unlock(&ts->lock);
-    if (!lost || !t->w.open || t->limited != 1 || !r)
-        return;
-    uint64_t now = gs_compute_now();
-    struct gs_lim_close_facts f = { .start_ns = t->w.start_ns,
-                                    .planned_end_ns = t->w.end_ns,
-                                    .close_ns = lost == LOST_PENDING ? now : lost,
-                                    .drained_ns = lost == LOST_PENDING ? now : lost,
-                                    .undrained = 1,
-                                    .last_launch_ns = t->last_launch_ns,
-                                    .mark_ns = -1 };
-    int measured;
-    uint64_t end = gs_lim_window_end(&f, &measured);
-    int slot;
-    struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
-    if (l && t->turn)
-        gs_ledger_close_window(l, slot);
-    t->turn = 0;
-    uint64_t charge = gs_lim_close(&t->w, &r->dev[d].lim, end, measured);
-    count_charge(r, charge, 1);
-    gs_log(GS_LOG_INFO, "another thread destroyed the context of an open window: charged as busy until then (%llu us)",
-           (unsigned long long)(charge / 1000));
-}
-
-/* Whether t was set up in this process and its context still lives. */
-static int tdev_current(const struct tdev *t)
-{
-    return __atomic_load_n(&t->gen, __ATOMIC_RELAXED) == __atomic_load_n(&gs_rt_fork_generation, __ATOMIC_RELAXED) + 1;
 }
 
 /* Ends the open windows of ts (those whose events are ctx's; NULL: all) as
@@ -231,6 +236,16 @@ static void process_exit(void)
 {
     if (t_state)
         end_windows(t_state, NULL);
+    /* other threads' windows that a destroy ended: an exit runs no other
+     * thread's destructor (not waited for: a destroy under way in another
+     * thread holds the list) */
+    struct gs_region *r = gs_rt_region();
+    if (pthread_mutex_trylock(&states_lock) != 0)
+        return;
+    for (struct tstate *ts = states; ts; ts = ts->next)
+        for (int d = 0; ts != t_state && d < GS_REGION_MAX_DEVICES; d++)
+            charge_lost_window(ts, &ts->dev[d], r, d);
+    pthread_mutex_unlock(&states_lock);
 }
 
 static void make_exit_key(void)

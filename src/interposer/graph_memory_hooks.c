@@ -131,7 +131,7 @@ static int add_nodes(CUgraph g, int depth, CUgraphNode **nodes, size_t *n, size_
 }
 
 /* The allocation nodes of g and its child graphs, with whether the graph
- * frees each one; notes a host or memory-operation node. Returns the count
+ * frees each one; notes a host, memory-operation or semaphore-wait node. Returns the count
  * (0 when it has none or cannot be read: the real call then decides), or -1
  * when out of host memory. */
 static long graph_allocs(CUgraph g, struct graph_alloc **out)
@@ -163,7 +163,8 @@ static long graph_allocs(CUgraph g, struct graph_alloc **out)
         CUDA_MEM_ALLOC_NODE_PARAMS p;
         if (get_type(nodes[i], &t) != CUDA_SUCCESS)
             continue;
-        if (t == CU_GRAPH_NODE_TYPE_HOST || t == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP)
+        if (t == CU_GRAPH_NODE_TYPE_HOST || t == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP ||
+            t == CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT)
             gs_compute_note_host_waits(); /* read here, on the one walk of the graph (host_wait_hooks.c) */
         if (t != CU_GRAPH_NODE_TYPE_MEM_ALLOC || alloc_params(nodes[i], &p) != CUDA_SUCCESS)
             continue;

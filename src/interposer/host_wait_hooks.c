@@ -1,13 +1,14 @@
 /* Work a stream queues to wait for the host (cuStreamWaitValue32/64, a
  * batch of memory operations, which may hold such waits, a host function or
  * callback, which may wait for the program's other threads or its next
- * steps): passed through, once it is noted that the process queues such
+ * steps, a wait for an external semaphore, which the host may signal):
+ * passed through, once it is noted that the process queues such
  * work. From then on its windows' drains wait with a bound
  * (compute_drain.h): the value may be written, or the host function's wait
  * end, only after a later launch returns, and an unbounded drain in that
  * launch would wait for good. Other processes keep the driver's own wait,
- * one wake-up sooner. A graph's host and memory-operation nodes are noted
- * as it is instantiated (graph_memory_hooks.c). */
+ * one wake-up sooner. A graph's host, memory-operation and semaphore-wait
+ * nodes are noted as it is instantiated (graph_memory_hooks.c). */
 #include "compute_limiter.h"
 #include "real_driver.h"
 
@@ -99,4 +100,18 @@ CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *
 CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags)
 {
     NOTE_AND_PASS(cuStreamAddCallback_ptsz, real(hStream, callback, userData, flags));
+}
+
+CUresult cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *extSemArray,
+                                       const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray, unsigned int numExtSems,
+                                       CUstream stream)
+{
+    NOTE_AND_PASS(cuWaitExternalSemaphoresAsync, real(extSemArray, paramsArray, numExtSems, stream));
+}
+
+CUresult cuWaitExternalSemaphoresAsync_ptsz(const CUexternalSemaphore *extSemArray,
+                                            const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray,
+                                            unsigned int numExtSems, CUstream stream)
+{
+    NOTE_AND_PASS(cuWaitExternalSemaphoresAsync_ptsz, real(extSemArray, paramsArray, numExtSems, stream));
 }

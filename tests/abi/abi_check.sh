@@ -18,7 +18,8 @@ nvml=()
 headers=(src/abi/cuda_abi.h)
 [ ${#nvml[@]} -gt 0 ] && headers+=(src/abi/nvml_abi.h)
 # enum members and object-like #defines of the CU/CUDA/NVML families
-grep -hoE '^\s*(CU|CUDA|NVML)_[A-Z0-9_]+\s*=' "${headers[@]}" | tr -d ' =\t' >"$tmp/names"
+# (every one, also those of an enum written on one line)
+grep -hoE '\b(CU|CUDA|NVML)_[A-Z0-9_]+\s*=[^=]' "${headers[@]}" | sed -E 's/\s*=.*//' >"$tmp/names"
 grep -hoE '^#define (CU|CUDA|NVML)_[A-Z0-9_]+ ' "${headers[@]}" | awk '{print $2}' >>"$tmp/names"
 sort -u "$tmp/names" -o "$tmp/names"
 build() { # $1: output; the rest: compiler flags

@@ -133,15 +133,19 @@ SIM_API cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsi
     return create_ctx(pctx, flags, dev);
 }
 
-/* The device of context idx (valid or not: the caller checks again), after
- * its work is done: a context's destroy waits for it, as the driver's does
- * (all of the process's work on the device, in the sim). */
-static void wait_for_ctx_work(int idx)
+/* Before a call that frees context idx (a destroy of one of cuCtxCreate's;
+ * with primary, the release that drops the last reference, or a reset):
+ * waits for its work, as the driver's destroy does (all of the process's
+ * work on the device, in the sim). A call that will fail or free nothing
+ * does not wait; the caller checks again under the lock. */
+static void wait_for_ctx_work(int idx, int primary, int reset)
 {
     struct sim_call c;
     if (idx < 0 || sim_enter(&c) != CUDA_SUCCESS)
         return;
-    int dev = sim_ctxs[idx].in_use ? sim_ctxs[idx].dev : -1;
+    const struct sim_ctx *x = &sim_ctxs[idx];
+    int goes = x->in_use && x->primary == primary && (!primary || reset || x->refcount == 1);
+    int dev = goes ? x->dev : -1;
     sim_leave(&c);
     if (dev >= 0)
         (void)sim_drain_dev(dev);
@@ -149,7 +153,7 @@ static void wait_for_ctx_work(int idx)
 
 static CUresult destroy_ctx(CUcontext ctx)
 {
-    wait_for_ctx_work(sim_ctx_index(ctx));
+    wait_for_ctx_work(sim_ctx_index(ctx), 0, 0);
     struct sim_call c;
     CUresult rc = sim_enter(&c);
     if (rc != CUDA_SUCCESS)
@@ -269,8 +273,8 @@ out:
 static CUresult primary_release(CUdevice dev, int reset)
 {
     int phys = sim_dev_phys(dev);
-    if (phys >= 0 && (reset || sim_ctxs[phys].refcount == 1))
-        wait_for_ctx_work(phys); /* its last reference: destroyed */
+    if (phys >= 0)
+        wait_for_ctx_work(phys, 1, reset); /* the primary context's slot is its device's */
     struct sim_call c;
     CUresult rc = sim_enter(&c);
     if (rc != CUDA_SUCCESS)

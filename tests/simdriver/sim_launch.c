@@ -992,14 +992,18 @@ static CUresult host_func(CUstream s, CUhostFn fn, void *data)
         free(h);
         return rc != CUDA_SUCCESS ? rc : CUDA_ERROR_INVALID_CONTEXT;
     }
+    int queued = 0;
     pthread_mutex_lock(&g_lock);
-    if (g_nhost_waits < MAX_HOST_WAITS)
+    if (g_nhost_waits < MAX_HOST_WAITS) {
         g_host_waits[g_nhost_waits++] =
             (struct host_wait){ .dev = dev, .at = at - 1, .addr = &h->done, .value = 1, .cmp = 0, .owned = h };
-    else
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        queued = 1;
+    }
     pthread_mutex_unlock(&g_lock);
-    if (rc != CUDA_SUCCESS) {
+    if (!queued) { /* the table is full: run it here once the work before it is done, late rather than refused */
+        rc = sim_drain_current();
+        if (rc == CUDA_SUCCESS)
+            fn(data);
         free(h);
         return rc;
     }
