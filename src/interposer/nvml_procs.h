@@ -7,7 +7,9 @@
  * A library that has nvmlDeviceGetConfComputeMemSizeInfo (new in 535) but
  * not the detail list (new after it) is of that branch. Read or written at
  * 24 bytes there, a list's second entry is misread, and a buffer sized for
- * 24-byte entries overflows.
+ * 24-byte entries overflows. tests/abi/nvml_v3_rule.sh holds this rule to
+ * NVIDIA's nvml.h of releases 12.1 to 12.9 (the 535 branch's 12.2.81 and
+ * 12.2.128: 32 bytes).
  */
 #ifndef GPUSLICE_NVML_PROCS_H
 #define GPUSLICE_NVML_PROCS_H

@@ -6,7 +6,10 @@
 set -eu
 dir=$1
 pkgs="nvidia-cuda-runtime-cu12==12.9.79 nvidia-nvml-dev-cu12==12.9.79"
-if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$pkgs" ]; then
+# NVML's headers across the 535 branch's change of the _v3 process entry
+# (nvml_v3_rule.sh): before it, its two releases, after it
+older_nvml="12.1.105 12.2.81 12.2.128 12.2.140"
+if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$pkgs $older_nvml" ]; then
     exit 0
 fi
 rm -rf "$dir"
@@ -17,5 +20,12 @@ for w in "$dir"/wheels/*.whl; do
     python3 -m zipfile -e "$w" "$dir/unpacked"
 done
 cp "$dir/unpacked/nvidia/cuda_runtime/include/cuda.h" "$dir/unpacked/nvidia/nvml_dev/include/nvml.h" "$dir/include/"
+for v in $older_nvml; do
+    rm -rf "$dir/wheels" "$dir/unpacked"
+    python3 -m pip download -q --disable-pip-version-check --no-deps -d "$dir/wheels" "nvidia-nvml-dev-cu12==$v"
+    python3 -m zipfile -e "$dir"/wheels/*.whl "$dir/unpacked"
+    mkdir -p "$dir/nvml-$v"
+    cp "$dir/unpacked/nvidia/nvml_dev/include/nvml.h" "$dir/nvml-$v/"
+done
 rm -rf "$dir/wheels" "$dir/unpacked"
-printf '%s' "$pkgs" >"$dir/.stamp"
+printf '%s' "$pkgs $older_nvml" >"$dir/.stamp"
