@@ -134,6 +134,7 @@ static int tdev_current(const struct tdev *t)
  * that lock, so neither sees the window half charged. */
 static void charge_lost_window(struct tstate *ts, struct tdev *t, struct gs_region *r, int d)
 {
+    uint64_t charge = 0;
     pthread_mutex_lock(&ts->lock);
     uint64_t lost = t->lost_ns;
     t->lost_ns = 0;
@@ -153,14 +154,15 @@ static void charge_lost_window(struct tstate *ts, struct tdev *t, struct gs_regi
         if (l && t->turn)
             gs_ledger_close_window(l, slot);
         t->turn = 0;
-        uint64_t charge = gs_lim_close(&t->w, &r->dev[d].lim, end, measured);
+        charge = gs_lim_close(&t->w, &r->dev[d].lim, end, measured);
         count_charge(r, charge, 1);
+    }
+    pthread_mutex_unlock(&ts->lock);
+    if (charge) /* logged unlocked: a full stderr must not hold the state's lock */
         gs_log(GS_LOG_INFO,
                "another thread destroyed or released the context of an open window: charged as busy until then "
                "(%llu us)",
                (unsigned long long)(charge / 1000));
-    }
-    pthread_mutex_unlock(&ts->lock);
 }
 
 /* Ends the open windows of ts (those whose events are ctx's; NULL: all) as
