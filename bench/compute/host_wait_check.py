@@ -4,10 +4,13 @@ queued behind a host function that waits for the program's next step
 SECS seconds; only then does the program open the gate and synchronise.
 Under a cap, a window's drain waits for that work: without a bound it hung
 for good. Prints one JSON line: the mode, launches, wall seconds, rc.
-Run by host_wait_gpu.sh, under the interposer and without it.
-  python3 host_wait_check.py hostfunc|hostwait SECS"""
+Run by host_wait_gpu.sh, under the interposer and without it. The host
+function is host_wait_gate.c's (GATE_LIB, built by the script): a Python
+callback needs the GIL, and hung natively on an H100.
+  GATE_LIB=libgate.so python3 host_wait_check.py hostfunc|hostwait SECS"""
 import ctypes
 import json
+import os
 import sys
 import time
 
@@ -19,19 +22,11 @@ a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
 b = a.clone()
 torch.cuda.synchronize()
 stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-gate = {"open": False}
+gate_lib = ctypes.CDLL(os.environ["GATE_LIB"])
+gate = ctypes.c_int.in_dll(gate_lib, "gs_host_gate")
 flag = torch.zeros(1, dtype=torch.int32, pin_memory=True)  # host memory, a device address under UVA
-
-
-def wait_for_gate(_):
-    while not gate["open"]:
-        time.sleep(0.0005)
-
-
-HOSTFN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-keep = HOSTFN(wait_for_gate)
 if how == "hostfunc":
-    rc = cuda.cuLaunchHostFunc(stream, keep, None)
+    rc = cuda.cuLaunchHostFunc(stream, gate_lib.gs_wait_for_gate, None)
 else:
     rc = cuda.cuStreamWaitValue32_v2(stream, ctypes.c_uint64(flag.data_ptr()), ctypes.c_uint32(1),
                                      ctypes.c_uint(0))  # CU_STREAM_WAIT_VALUE_GEQ
@@ -40,7 +35,7 @@ n = 0
 while rc == 0 and time.time() - t0 < secs and n < 256:  # bounded: a full launch queue blocks natively too
     c = a @ b
     n += 1
-gate["open"] = True
+gate.value = 1
 flag[0] = 1
 torch.cuda.synchronize()
 print(json.dumps({"how": how, "rc": rc, "launches": n, "wall_s": round(time.time() - t0, 3)}), flush=True)

@@ -12,6 +12,8 @@ mkdir -p "$OUT"
 cmake -S . -B build-gpu -DBUILD_TESTING=OFF -DGPUSLICE_ONLY_INTERPOSER=ON -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1
 cmake --build build-gpu --target gpuslice -j"$(nproc)" >>"$OUT/cmake.log" 2>&1
 LIB=$(pwd)/build-gpu/lib/libgpuslice.so
+cc -O2 -shared -fPIC -o build-gpu/libhost_wait_gate.so bench/compute/host_wait_gate.c
+export GATE_LIB=$(pwd)/build-gpu/libhost_wait_gate.so
 state=$(mktemp -d)
 for how in hostfunc hostwait; do
     for round in 1 2; do
