@@ -14,18 +14,21 @@ if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$pkgs $older_nvml" ]; the
 fi
 rm -rf "$dir"
 mkdir -p "$dir/wheels" "$dir/unpacked" "$dir/include"
+# pip from a virtualenv of its own: the python3 on PATH may have none
+python3 -m venv "$dir/venv"
+pip="$dir/venv/bin/pip"
 # shellcheck disable=SC2086 # the list is split on purpose
-python3 -m pip download -q --disable-pip-version-check --no-deps -d "$dir/wheels" $pkgs
+"$pip" download -q --disable-pip-version-check --no-deps -d "$dir/wheels" $pkgs
 for w in "$dir"/wheels/*.whl; do
     python3 -m zipfile -e "$w" "$dir/unpacked"
 done
 cp "$dir/unpacked/nvidia/cuda_runtime/include/cuda.h" "$dir/unpacked/nvidia/nvml_dev/include/nvml.h" "$dir/include/"
 for v in $older_nvml; do
     rm -rf "$dir/wheels" "$dir/unpacked"
-    python3 -m pip download -q --disable-pip-version-check --no-deps -d "$dir/wheels" "nvidia-nvml-dev-cu12==$v"
+    "$pip" download -q --disable-pip-version-check --no-deps -d "$dir/wheels" "nvidia-nvml-dev-cu12==$v"
     python3 -m zipfile -e "$dir"/wheels/*.whl "$dir/unpacked"
     mkdir -p "$dir/nvml-$v"
     cp "$dir/unpacked/nvidia/nvml_dev/include/nvml.h" "$dir/nvml-$v/"
 done
-rm -rf "$dir/wheels" "$dir/unpacked"
+rm -rf "$dir/wheels" "$dir/unpacked" "$dir/venv"
 printf '%s' "$pkgs $older_nvml" >"$dir/.stamp"
