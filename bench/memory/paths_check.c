@@ -116,9 +116,21 @@ static CUresult graph_with_alloc(size_t bytes, int free_in_graph, int in_child, 
     return rc;
 }
 
+/* graph_with_alloc, then one launch of it, waited for; prints "result
+ * LABEL" with both results. Returns the instantiation's. */
+static CUresult launched_graph(const char *label, size_t bytes, int free_in_graph, int in_child, CUgraph *g,
+                               CUgraphExec *e, CUdeviceptr *d)
+{
+    CUresult rc = graph_with_alloc(bytes, free_in_graph, in_child, g, e, d);
+    CUresult lrc = rc ? rc : F(CUresult(*)(CUgraphExec, CUstream), "cuGraphLaunch")(*e, NULL);
+    if (!lrc)
+        lrc = sync_ctx();
+    printf("result %s instantiate_rc=%d launch_rc=%d\n", label, (int)rc, (int)lrc);
+    return rc;
+}
+
 static void graphs(void)
 {
-    CUresult (*launch)(CUgraphExec, CUstream) = F(CUresult(*)(CUgraphExec, CUstream), "cuGraphLaunch");
     CUresult (*exec_destroy)(CUgraphExec) = F(CUresult(*)(CUgraphExec), "cuGraphExecDestroy");
     CUresult (*destroy)(CUgraph) = F(CUresult(*)(CUgraph), "cuGraphDestroy");
     CUresult (*range)(CUdeviceptr *, size_t *, CUdeviceptr) =
@@ -130,11 +142,7 @@ static void graphs(void)
     size_t size;
 
     /* 2 GiB, freed inside the graph. */
-    CUresult rc = graph_with_alloc(2048 * MiB, 1, 0, &g, &e, &d);
-    CUresult lrc = rc ? rc : launch(e, NULL);
-    if (!lrc)
-        lrc = sync_ctx();
-    printf("result graph_2GiB_freed_in_graph instantiate_rc=%d launch_rc=%d\n", (int)rc, (int)lrc);
+    CUresult rc = launched_graph("graph_2GiB_freed_in_graph", 2048 * MiB, 1, 0, &g, &e, &d);
     measure("graph_2GiB_after_launch");
     if (!rc)
         exec_destroy(e);
@@ -142,22 +150,14 @@ static void graphs(void)
     measure("graph_2GiB_after_exec_destroy");
 
     /* The same 2 GiB in a child graph moved into its parent. */
-    rc = graph_with_alloc(2048 * MiB, 1, 1, &g, &e, &d);
-    lrc = rc ? rc : launch(e, NULL);
-    if (!lrc)
-        lrc = sync_ctx();
-    printf("result graph_2GiB_in_child_graph instantiate_rc=%d launch_rc=%d\n", (int)rc, (int)lrc);
+    rc = launched_graph("graph_2GiB_in_child_graph", 2048 * MiB, 1, 1, &g, &e, &d);
     measure("graph_2GiB_in_child_after_launch");
     if (!rc)
         exec_destroy(e);
     destroy(g);
 
     /* 256 MiB left live by the graph, freed by the program after the graph goes. */
-    rc = graph_with_alloc(256 * MiB, 0, 0, &g, &e, &d);
-    lrc = rc ? rc : launch(e, NULL);
-    if (!lrc)
-        lrc = sync_ctx();
-    printf("result graph_256MiB_unfreed instantiate_rc=%d launch_rc=%d\n", (int)rc, (int)lrc);
+    rc = launched_graph("graph_256MiB_unfreed", 256 * MiB, 0, 0, &g, &e, &d);
     if (!rc)
         exec_destroy(e);
     destroy(g);
