@@ -9,9 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
-cmake -S . -B build-gpu -DBUILD_TESTING=OFF -DGPUSLICE_ONLY_INTERPOSER=ON -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1
-cmake --build build-gpu --target gpuslice -j"$(nproc)" >>"$OUT/cmake.log" 2>&1
-LIB=$(pwd)/build-gpu/lib/libgpuslice.so
+LIB=$(bash bench/build_interposer.sh "$OUT/cmake.log") || exit 1
 cc -O2 -shared -fPIC -o build-gpu/libhost_wait_gate.so bench/compute/host_wait_gate.c
 export GATE_LIB=$(pwd)/build-gpu/libhost_wait_gate.so
 state=$(mktemp -d)

@@ -30,10 +30,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
-cmake -S . -B build-gpu -DBUILD_TESTING=OFF -DGPUSLICE_ONLY_INTERPOSER=ON -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1
-cmake --build build-gpu --target gpuslice -j"$(nproc)" >>"$OUT/cmake.log" 2>&1
-LIB=$(pwd)/build-gpu/lib/libgpuslice.so
-test -f "$LIB" || { echo "libgpuslice.so not built; see $OUT/cmake.log" >&2; exit 1; }
+LIB=$(bash bench/build_interposer.sh "$OUT/cmake.log") || exit 1
 cc -O2 -Isrc bench/compute/launch_rate.c -ldl -o build-gpu/launch_rate
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader | tee "$OUT/gpu.txt" || true
 LOGDIR=

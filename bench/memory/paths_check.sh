@@ -6,8 +6,7 @@
 set -euo pipefail
 OUT=${OUT:-/tmp/gpuslice-bench}
 mkdir -p "$OUT"
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DGPUSLICE_ONLY_INTERPOSER=ON >/dev/null
-cmake --build build-gpu -j8 --target gpuslice >/dev/null
+LIB=$(bash bench/build_interposer.sh)
 gcc -O2 -Wall -o build-gpu/paths_check bench/memory/paths_check.c -ldl
 STATE=$(mktemp -d)
 {
@@ -16,5 +15,5 @@ STATE=$(mktemp -d)
   echo "device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader -i 0)"
   echo "commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
   echo
-  python3 bench/memory/paths_check.py build-gpu/paths_check "$PWD/build-gpu/lib/libgpuslice.so" "$STATE"
+  python3 bench/memory/paths_check.py build-gpu/paths_check "$LIB" "$STATE"
 } | tee "$OUT/memory-paths.md"

@@ -9,8 +9,7 @@ mkdir -p "$OUT"
 LOG="$OUT/memory.jsonl"
 : > "$LOG"
 export PYTHONUNBUFFERED=1
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DGPUSLICE_ONLY_INTERPOSER=ON >/dev/null && cmake --build build-gpu -j8 --target gpuslice >/dev/null || exit 1
-LIB=$PWD/build-gpu/lib/libgpuslice.so
+LIB=$(bash bench/build_interposer.sh) || exit 1
 REGION_DIR=$(mktemp -d)
 B=bench/memory
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"

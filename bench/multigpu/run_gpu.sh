@@ -18,8 +18,7 @@ LOG="$OUT/multigpu.jsonl"
 # NVLink multicast can take the host's GPUs out of service: keep it off.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 B=bench/multigpu
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DGPUSLICE_ONLY_INTERPOSER=ON >/dev/null &&
-  cmake --build build-gpu -j16 --target gpuslice >/dev/null || exit 1
+bash bench/build_interposer.sh >/dev/null || exit 1
 # exported: gsrun runs in the `bash -c` of tag (unexported, the limited runs
 # had an empty LD_PRELOAD and ran without the interposer: issue 26)
 # BENCH_LIB: another build of the interposer to measure (an A/B in one call)

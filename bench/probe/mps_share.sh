@@ -6,9 +6,7 @@
 set -u
 OUT=${1:?usage: mps_share.sh OUTDIR}
 mkdir -p "$OUT"
-cmake -S . -B build-gpu -DBUILD_TESTING=OFF -DGPUSLICE_ONLY_INTERPOSER=ON -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1
-cmake --build build-gpu --target gpuslice -j"$(nproc)" >>"$OUT/cmake.log" 2>&1
-LIB=$(pwd)/build-gpu/lib/libgpuslice.so
+LIB=$(bash bench/build_interposer.sh "$OUT/cmake.log") || exit 1
 LOOP='import torch,time,sys
 a=torch.randn(4096,4096,device="cuda",dtype=torch.bfloat16); b=a.clone()
 for _ in range(20): c=a@b
