@@ -116,7 +116,8 @@ static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
 static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t close_ns);
-static void count_charge(struct gs_region *r, uint64_t charge, int window);
+static uint64_t charge_window(struct tdev *t, struct gs_region *r, int d, struct gs_ledger *l, int slot, uint64_t end,
+                              int measured);
 
 /* Whether t was set up in this process and its context still lives. */
 static int tdev_current(const struct tdev *t)
@@ -151,11 +152,7 @@ static void charge_lost_window(struct tstate *ts, struct tdev *t, struct gs_regi
         uint64_t end = gs_lim_window_end(&f, &measured);
         int slot;
         struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
-        if (l && t->turn)
-            gs_ledger_close_window(l, slot);
-        t->turn = 0;
-        charge = gs_lim_close(&t->w, &r->dev[d].lim, end, measured);
-        count_charge(r, charge, 1);
+        charge = charge_window(t, r, d, l, slot, end, measured);
     }
     pthread_mutex_unlock(&ts->lock);
     if (charge) /* logged unlocked: a full stderr must not hold the state's lock */
@@ -339,6 +336,20 @@ static void count_charge(struct gs_region *r, uint64_t charge, int window)
         __atomic_add_fetch(&r->proc[s].lim.charged_ns, charge, __ATOMIC_RELAXED);
         __atomic_add_fetch(&r->proc[s].lim.windows, (uint64_t)window, __ATOMIC_RELAXED);
     }
+}
+
+/* Ends t's window, its last busy interval ending at end (measured: that end
+ * was measured): hands on the device ledger's turn it held (l, slot) and
+ * charges the container. The charge. */
+static uint64_t charge_window(struct tdev *t, struct gs_region *r, int d, struct gs_ledger *l, int slot, uint64_t end,
+                              int measured)
+{
+    if (l && t->turn)
+        gs_ledger_close_window(l, slot); /* the next container's turn */
+    t->turn = 0;
+    uint64_t charge = gs_lim_close(&t->w, &r->dev[d].lim, end, measured);
+    count_charge(r, charge, 1);
+    return charge;
 }
 
 /* GPU time from the interval's start event to its last marker, or -1; each
@@ -570,16 +581,12 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
     uint64_t end = less_collective_spin(t, d, gs_lim_window_end(&f, &pending));
     uint64_t start = t->w.start_ns, wend = t->w.end_ns;
     uint32_t nl = t->w.launches;
-    if (l && t->turn)
-        gs_ledger_close_window(l, slot); /* drained: the next container's turn */
-    t->turn = 0;
-    uint64_t charge = gs_lim_close(&t->w, &r->dev[d].lim, end, pending);
+    uint64_t charge = charge_window(t, r, d, l, slot, end, pending);
     gs_log(GS_LOG_DEBUG, "tokens %lld window %llu us (planned %llu, closed at %llu, %u launches, %s): charged %llu us",
            (long long)__atomic_load_n(&r->dev[d].lim.tokens, __ATOMIC_RELAXED),
            (unsigned long long)((end - start) / 1000), (unsigned long long)((wend - start) / 1000),
            (unsigned long long)((close_ns - start) / 1000), nl, pending ? "measured" : "idle",
            (unsigned long long)(charge / 1000));
-    count_charge(r, charge, 1);
     note_interval_end(t);
     pthread_mutex_lock(&t_state->lock);
     t->nstreams = 0;
