@@ -84,8 +84,7 @@ struct devinfo {
 static int lists_ours(nvmlDevice_t h, const struct pidset *ours)
 {
     static unsigned int pids[GS_REGION_MAX_PROCS];
-    static unsigned long long used[GS_REGION_MAX_PROCS];
-    int n = ours ? gs_nvml_compute_procs(h, pids, used, GS_REGION_MAX_PROCS) : -1;
+    int n = ours ? gs_nvml_compute_procs(h, pids, NULL, GS_REGION_MAX_PROCS) : -1;
     if (n <= 0)
         return -1;
     for (int i = 0; i < n; i++)

@@ -131,9 +131,9 @@ static int add_nodes(CUgraph g, int depth, CUgraphNode **nodes, size_t *n, size_
 }
 
 /* The allocation nodes of g and its child graphs, with whether the graph
- * frees each one; notes a host, memory-operation or semaphore-wait node. Returns the count
- * (0 when it has none or cannot be read: the real call then decides), or -1
- * when out of host memory. */
+ * frees each one; notes a host, memory-operation or semaphore-wait node.
+ * Returns the count (0 when it has none or cannot be read: the real call
+ * then decides), or -1 when out of host memory. */
 static long graph_allocs(CUgraph g, struct graph_alloc **out)
 {
     *out = NULL;

@@ -38,18 +38,25 @@ int gs_nvml_compute_procs(nvmlDevice_t h, unsigned int *pids, unsigned long long
             nvmlProcessInfo_t e; /* the first 24 bytes are the same in both layouts */
             memcpy(&e, buf + (size_t)i * size, sizeof e);
             pids[i] = e.pid;
-            used[i] = e.usedGpuMemory;
+            if (used)
+                used[i] = e.usedGpuMemory;
         }
     }
     free(buf);
     return got;
 }
 
+nvmlProcessInfo_t gs_nvml_proc_entry(unsigned int pid, unsigned long long used)
+{
+    return (
+        nvmlProcessInfo_t){ .pid = pid, .usedGpuMemory = used, .gpuInstanceId = NOT_MIG, .computeInstanceId = NOT_MIG };
+}
+
 void gs_nvml_v3_put(void *infos, unsigned int i, unsigned int pid, unsigned long long used)
 {
     size_t size = gs_nvml_v3_entry_size();
     unsigned char *at = (unsigned char *)infos + (size_t)i * size;
-    nvmlProcessInfo_t e = { .pid = pid, .usedGpuMemory = used, .gpuInstanceId = NOT_MIG, .computeInstanceId = NOT_MIG };
+    nvmlProcessInfo_t e = gs_nvml_proc_entry(pid, used);
     memset(at, 0, size);
     memcpy(at, &e, sizeof e);
 }

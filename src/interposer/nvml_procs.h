@@ -22,12 +22,16 @@
 size_t gs_nvml_v3_entry_size(void);
 
 /* Device h's compute processes through the real _v3 query: up to cap pids
- * and their used memory (NVML_VALUE_NOT_AVAILABLE_ULL: unknown). Returns
- * how many (at most cap), or -1 where NVML did not answer. */
+ * and, where used is not NULL, their used memory
+ * (NVML_VALUE_NOT_AVAILABLE_ULL: unknown). Returns how many (at most cap),
+ * or -1 where NVML did not answer. */
 int gs_nvml_compute_procs(nvmlDevice_t h, unsigned int *pids, unsigned long long *used, unsigned int cap);
 
+/* The 24-byte entry of a process: pid and used memory, not a MIG instance. */
+nvmlProcessInfo_t gs_nvml_proc_entry(unsigned int pid, unsigned long long used);
+
 /* Entry i of a _v3 list the program handed NVML, in the driver's layout:
- * pid and used memory, not a MIG instance, no protected memory. */
+ * gs_nvml_proc_entry, and no protected memory. */
 void gs_nvml_v3_put(void *infos, unsigned int i, unsigned int pid, unsigned long long used);
 
 #endif

@@ -11,8 +11,6 @@
 
 #include "../core/procinfo.h"
 
-#define NOT_MIG 0xFFFFFFFFU
-
 struct proc_entry {
     unsigned int pid;
     unsigned long long used;
@@ -80,10 +78,7 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsign
                                                      nvmlProcessInfo_t *infos)
 {
     GS_REAL_NVML_OR_NOT_FOUND(real, nvmlDeviceGetComputeRunningProcesses_v2);
-    FILL_PROCESS_LIST(
-        real, device, infoCount, infos,
-        infos[i_] = ((nvmlProcessInfo_t){
-            .pid = e_[i_].pid, .usedGpuMemory = e_[i_].used, .gpuInstanceId = NOT_MIG, .computeInstanceId = NOT_MIG }));
+    FILL_PROCESS_LIST(real, device, infoCount, infos, infos[i_] = gs_nvml_proc_entry(e_[i_].pid, e_[i_].used));
 }
 
 /* In the driver's layout: 32-byte entries on the 535 branch (nvml_procs.h). */
