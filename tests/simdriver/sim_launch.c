@@ -407,6 +407,31 @@ SIM_API cuStreamQuery(CUstream hStream)
     return rc != CUDA_SUCCESS ? rc : done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
+/* Queues w (its addr, value and cmp; its owned memory, freed with it) on
+ * the current device as a point in the queue of its own: what comes after
+ * it, an event too, is past `at`, and waits until w's value holds. No
+ * device: nothing to wait for. CUDA_ERROR_OUT_OF_MEMORY when the table is
+ * full (nothing queued, w.owned not taken). */
+static CUresult queue_host_wait(struct host_wait w)
+{
+    CUresult rc = submit(1, NULL);
+    int done = 0;
+    uint64_t at = 0;
+    w.dev = -1;
+    if (rc == CUDA_SUCCESS)
+        rc = work_mark(&w.dev, &at, &done, 0);
+    if (rc != CUDA_SUCCESS || w.dev < 0)
+        return rc;
+    w.at = at - 1;
+    pthread_mutex_lock(&g_lock);
+    if (g_nhost_waits < MAX_HOST_WAITS)
+        g_host_waits[g_nhost_waits++] = w;
+    else
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&g_lock);
+    return rc;
+}
+
 static CUresult wait_value(CUstream s, CUdeviceptr addr, uint32_t value, unsigned int flags)
 {
     unsigned cmp = flags & ~(1U << 30); /* CU_STREAM_WAIT_VALUE_FLUSH: nothing to flush here */
@@ -417,22 +442,8 @@ static CUresult wait_value(CUstream s, CUdeviceptr addr, uint32_t value, unsigne
         return CUDA_ERROR_INVALID_VALUE;
     if (sim_capture_status(s) != 0)
         return CUDA_ERROR_NOT_SUPPORTED; /* not modelled in a capture */
-    rc = submit(1, NULL); /* a point in the queue of its own: what comes after it, an event too, is past `at` */
-    int dev = -1, done = 0;
-    uint64_t at = 0;
-    if (rc == CUDA_SUCCESS)
-        rc = work_mark(&dev, &at, &done, 0);
-    if (rc != CUDA_SUCCESS || dev < 0)
-        return rc;
-    pthread_mutex_lock(&g_lock);
-    if (g_nhost_waits < MAX_HOST_WAITS)
-        g_host_waits[g_nhost_waits++] = (struct host_wait){
-            .dev = dev, .at = at - 1, .addr = (const volatile uint32_t *)(uintptr_t)addr, .value = value, .cmp = cmp
-        };
-    else
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-    pthread_mutex_unlock(&g_lock);
-    return rc;
+    return queue_host_wait(
+        (struct host_wait){ .addr = (const volatile uint32_t *)(uintptr_t)addr, .value = value, .cmp = cmp });
 }
 
 SIM_API cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, uint32_t value, unsigned int flags)
@@ -981,26 +992,18 @@ static CUresult host_func(CUstream s, CUhostFn fn, void *data)
     if (!h)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *h = (struct host_call){ .fn = fn, .data = data };
-    int dev = -1, done = 0;
-    uint64_t at = 0;
+    int done = 0;
     rc = work_mark(&h->dev, &h->before, &done, 0);
+    if (rc == CUDA_SUCCESS && h->dev < 0)
+        rc = CUDA_ERROR_INVALID_CONTEXT;
     if (rc == CUDA_SUCCESS)
-        rc = submit(1, NULL); /* a point of its own, as a stream wait's */
-    if (rc == CUDA_SUCCESS)
-        rc = work_mark(&dev, &at, &done, 0);
-    if (rc != CUDA_SUCCESS || dev < 0) {
+        rc = queue_host_wait((struct host_wait){ .addr = &h->done, .value = 1, .cmp = 0, .owned = h });
+    if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_OUT_OF_MEMORY) {
         free(h);
-        return rc != CUDA_SUCCESS ? rc : CUDA_ERROR_INVALID_CONTEXT;
+        return rc;
     }
-    int queued = 0;
-    pthread_mutex_lock(&g_lock);
-    if (g_nhost_waits < MAX_HOST_WAITS) {
-        g_host_waits[g_nhost_waits++] =
-            (struct host_wait){ .dev = dev, .at = at - 1, .addr = &h->done, .value = 1, .cmp = 0, .owned = h };
-        queued = 1;
-    }
-    pthread_mutex_unlock(&g_lock);
-    if (!queued) { /* the table is full: run it here once the work before it is done, late rather than refused */
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY) { /* the table is full: run it here once the work before it is done,
+                                           * late rather than refused */
         rc = sim_drain_current();
         if (rc == CUDA_SUCCESS)
             fn(data);
