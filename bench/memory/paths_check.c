@@ -36,7 +36,19 @@ static void *fn(const char *name, int version)
         return NULL;
     return p;
 }
-#define F(type, name) ((type)fn(name, 12000))
+/* An entry point the run needs, as CUDA `version` declared it; a driver
+ * without it ends the run saying so rather than calling NULL. */
+static void *need(const char *name, int version)
+{
+    void *p = fn(name, version);
+    if (!p) {
+        printf("result %s@%d not found: paths_check stops here\n", name, version);
+        exit(3);
+    }
+    return p;
+}
+#define F_AT(type, name, version) ((type)need(name, version))
+#define F(type, name) F_AT(type, name, 12000)
 
 static void measure(const char *label)
 {
@@ -104,8 +116,9 @@ static CUresult graph_with_alloc(size_t bytes, int free_in_graph, int in_child, 
         CUgraphNodeParams child = { .type = CU_GRAPH_NODE_TYPE_GRAPH,
                                     .graph = { .graph = *g, .ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE } };
         CUgraphNode c;
-        rc = F(CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraphNodeParams *),
-               "cuGraphAddNode")(&c, parent, NULL, 0, &child);
+        /* cuGraphAddNode came with CUDA 12.2: a 12.0 lookup finds nothing. */
+        rc = F_AT(CUresult(*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraphNodeParams *),
+                  "cuGraphAddNode", 12020)(&c, parent, NULL, 0, &child);
         if (!rc)
             *g = parent; /* the moved child is the parent's now */
         else

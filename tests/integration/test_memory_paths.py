@@ -2,9 +2,12 @@
 common ones (docs/memory.md): the pre-3.2 32-bit ABI that cuGetProcAddress
 hands a caller asking for CUDA 2.0, graph allocation nodes, and VMM imports
 -- and with no limit set each passes through untouched."""
+import os
+import subprocess
+
 import pytest
 
-from conftest import GiB, MiB
+from conftest import LIB, GiB, MiB
 
 CTX = 256 * MiB  # GPUSLICE_CTX_OVERHEAD in these tests
 
@@ -173,3 +176,24 @@ def test_no_limit_passes_through_untouched(world, name):
                         for line in SEQUENCES[name]] + [w.gpu_used()])
         c.close()
     assert replies[0] == replies[1]
+
+
+@pytest.mark.parametrize("limited", [True, False], ids=["limit", "native"])
+def test_the_gpu_paths_check_runs_to_its_end(world, limited):
+    """bench/memory/paths_check.c, which only a GPU call runs, on the
+    simulated driver: it looked cuGraphAddNode up as CUDA 12.0, before that
+    entry point existed, and called NULL on every driver. Under a 1 GiB limit
+    its two 2 GiB graphs (one in a child graph) are refused; natively not."""
+    w = world(limit="1GiB")
+    env = dict(w.env)
+    if not limited:
+        env["LD_PRELOAD"] = ":".join(p for p in env["LD_PRELOAD"].split(":") if p != LIB)
+    r = subprocess.run([os.environ["GS_PATHS_CHECK"], "run"], input="\n" * 64, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[-1] == "done"
+    results = dict(line.split(" ", 2)[1:] for line in lines if line.startswith("result graph_2GiB"))
+    want = 2 if limited else 0  # CUDA_ERROR_OUT_OF_MEMORY at instantiation
+    assert results == {"graph_2GiB_freed_in_graph": f"instantiate_rc={want} launch_rc={want}",
+                       "graph_2GiB_in_child_graph": f"instantiate_rc={want} launch_rc={want}"}
