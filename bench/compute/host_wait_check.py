@@ -5,8 +5,11 @@ SECS seconds; only then does the program open the gate and synchronise.
 Under a cap, a window's drain waits for that work: without a bound it hung
 for good. Prints one JSON line: the mode, launches, wall seconds, rc.
 Run by host_wait_gpu.sh, under the interposer and without it. The host
-function is host_wait_gate.c's (GATE_LIB, built by the script): a Python
-callback needs the GIL, and hung natively on an H100.
+function is host_wait_gate.c's (GATE_LIB, built by the script). Nothing
+behind the gate may allocate: cuBLAS's first call and a new output tensor
+can synchronise the device, which then waits for the gate it is to open
+(it hung natively on an H100 that way), so the matmul is warmed up and
+writes into one tensor. Progress goes to stderr, so that a hang says where.
   GATE_LIB=libgate.so python3 host_wait_check.py hostfunc|hostwait SECS"""
 import ctypes
 import json
@@ -20,6 +23,7 @@ how, secs = sys.argv[1], float(sys.argv[2])
 cuda = ctypes.CDLL("libcuda.so.1")
 a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
 b = a.clone()
+c = a @ b  # cuBLAS's handle and workspace, before the gate
 torch.cuda.synchronize()
 stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
 gate_lib = ctypes.CDLL(os.environ["GATE_LIB"])
@@ -30,11 +34,13 @@ if how == "hostfunc":
 else:
     rc = cuda.cuStreamWaitValue32_v2(stream, ctypes.c_uint64(flag.data_ptr()), ctypes.c_uint32(1),
                                      ctypes.c_uint(0))  # CU_STREAM_WAIT_VALUE_GEQ
+print(f"queued the {how} gate: rc={rc}", file=sys.stderr, flush=True)
 t0 = time.time()
 n = 0
 while rc == 0 and time.time() - t0 < secs and n < 256:  # bounded: a full launch queue blocks natively too
-    c = a @ b
+    torch.matmul(a, b, out=c)
     n += 1
+print(f"{n} matmuls queued behind it; opening the gate", file=sys.stderr, flush=True)
 gate.value = 1
 flag[0] = 1
 torch.cuda.synchronize()
