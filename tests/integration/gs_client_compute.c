@@ -484,6 +484,7 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         double t0 = gs_now_s(), tw = t0 + warm, end = t0 + secs, tm = 0;
         unsigned long long n = 0, counted = 0;
         int measuring = warm <= 0;
+        long long delay0 = gs_run_delay_us();
         if (measuring)
             tm = t0;
         *rc = CUDA_SUCCESS;
@@ -499,15 +500,18 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
             else if (t >= tw) {
                 measuring = 1;
                 tm = t;
+                delay0 = gs_run_delay_us();
             }
             if (t >= end)
                 break;
         }
         double el = gs_now_s() - tm;
+        long long delay1 = gs_run_delay_us();
         unsigned long long per = !strncmp(path, "graph", 5) ? func_us * graph_n : func_us;
-        printf("launches=%llu counted=%llu elapsed_us=%llu work_us=%llu ratio_ppm=%llu ", n, counted,
-               (unsigned long long)(el * 1e6), counted * per,
-               el > 0 ? (unsigned long long)((double)(counted * per) / (el * 1e6) * 1e6) : 0ULL);
+        printf("launches=%llu counted=%llu elapsed_us=%llu work_us=%llu ratio_ppm=%llu run_delay_wall_us=%lld ", n,
+               counted, (unsigned long long)(el * 1e6), counted * per,
+               el > 0 ? (unsigned long long)((double)(counted * per) / (el * 1e6) * 1e6) : 0ULL,
+               delay0 < 0 || delay1 < 0 ? -1LL : delay1 - delay0);
         return 1;
     }
     return 0;

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "gs_client_cpu.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -54,4 +55,14 @@ void gs_cpu_work_us(double us)
     }
     while (gs_now_s() < end)
         ;
+}
+
+long long gs_run_delay_us(void)
+{
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    unsigned long long on_cpu_ns, waited_ns;
+    int got = f ? fscanf(f, "%llu %llu", &on_cpu_ns, &waited_ns) : 0;
+    if (f)
+        fclose(f);
+    return got == 2 ? (long long)(waited_ns / 1000) : -1;
 }

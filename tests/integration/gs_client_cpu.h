@@ -8,4 +8,9 @@ double gs_now_s(void);
 /* us microseconds of CPU work on that clock, as Python spends between two
  * launches: the thread holds its core for the last part of it. */
 void gs_cpu_work_us(double us);
+
+/* Wall microseconds this thread has waited on a run queue, runnable but held
+ * off its CPU (/proc/thread-self/schedstat); -1 where the kernel does not
+ * say. What a loaded test machine, not the limiter, took from a tenant. */
+long long gs_run_delay_us(void);
 #endif

@@ -43,6 +43,10 @@ def sim_sleep(secs):
 
 def run(client, path, secs, warm=0.0, depth=8):
     r = client.ok(f"run {path} {secs} {warm} {depth}")
+    # Shown with a failure: how much of the measured time the machine held
+    # the tenant's thread off its CPU (wall, so over SLOW on the tenant's clock).
+    held = r["run_delay_wall_us"] / SLOW / max(r["elapsed_us"], 1) if r["run_delay_wall_us"] >= 0 else float("nan")
+    print(f"run {path}: ratio {r['ratio_ppm'] / 1e6:.3f}, held off its CPU {held:.3f} of the time")
     return r["ratio_ppm"] / 1e6
 
 
