@@ -19,7 +19,12 @@
 # them all, and `python3 bench/compute/fit_exponent.py $OUT` fits the card's power
 # exponent from the single part's sweep.
 # TAG (default: the commit) goes on every line. A part stops its own calls at
-# 570 s in all, so the device call returns what it has.
+# TABLE_BUDGET_S (570 s) in all, so the device call returns what it has: give
+# a device call of under ten minutes a smaller budget, or the call is killed
+# before its files are packed. With PACK=FILE the part packs $OUT into FILE
+# (a .tgz) as it ends: the device tool brings back eight files at most, two
+# folders down, and a part writes more. The device-call pattern:
+#   TABLE_BUDGET_S=330 PACK=$OUT/coloc.tgz OUT=/tmp/coloc bash bench/compute/table.sh coloc
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 part=${1:-}
@@ -27,11 +32,19 @@ tag=${2:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 OUT=${OUT:-$(mktemp -d)}
 start=$(date +%s)
 
-# One run_gpu.sh call with what is left of the part's 570 s.
+budget=${TABLE_BUDGET_S:-570}
+case $budget in
+'' | *[!0-9]*)
+    echo "table.sh: TABLE_BUDGET_S must be whole seconds, not '$budget'" >&2
+    exit 2
+    ;;
+esac
+
+# One run_gpu.sh call with what is left of the part's budget.
 call() {
     local n=$1
     shift
-    local left=$((570 - ($(date +%s) - start)))
+    local left=$((budget - ($(date +%s) - start)))
     if [ "$left" -le 30 ]; then
         echo "table.sh: no time left for $part-$n ($*)" >&2
         return 0
@@ -70,3 +83,6 @@ esac
 # MPS is quit by gputime.py's under_mps; make sure no daemon outlives the call
 echo quit | CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe nvidia-cuda-mps-control >/dev/null 2>&1 || true
 echo "table.sh: $part done in $(($(date +%s) - start)) s; results under $OUT"
+if [ -n "${PACK:-}" ]; then
+    tar czf "$PACK" -C "$OUT" . && echo "table.sh: packed into $PACK"
+fi
