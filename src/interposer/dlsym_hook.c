@@ -2,6 +2,7 @@
  * wrapper if the answer is a driver entry point we wrap. RTLD_NEXT never
  * reaches here (see dlsym_trampoline.S). */
 #define _GNU_SOURCE
+#include "host_wait_hooks.h"
 #include "libc_dlsym.h"
 #include "real_driver.h"
 
@@ -18,9 +19,11 @@ static int is_driver_name(const char *name)
 void *gs_dlsym_handle(void *handle, const char *name)
 {
     void *p = gs_libc_dlsym(handle, name);
-    if (p && is_driver_name(name))
-        p = gs_wrapper_for(p);
-    return p;
+    if (!p || !is_driver_name(name))
+        return p;
+    void *handed = gs_wrapper_for(p);
+    gs_host_wait_note_lookup(name, p, handed);
+    return handed;
 }
 
 __attribute__((constructor)) static void resolve_early(void)

@@ -9,8 +9,46 @@
  * launch would wait for good. Other processes keep the driver's own wait,
  * one wake-up sooner. A graph's host, memory-operation and semaphore-wait
  * nodes are noted as it is instantiated (graph_memory_hooks.c). */
+#include "host_wait_hooks.h"
+
 #include "compute_limiter.h"
+#include "log.h"
 #include "real_driver.h"
+
+#include <string.h>
+
+/* The entry points every variant of which may queue a wait for the host: a
+ * variant newer than this build (say cuLaunchHostFunc_v2) is not wrapped, so
+ * its lookup notes the process instead. */
+static const char *const host_wait_families[] = {
+    "cuStreamWaitValue32", "cuStreamWaitValue64", "cuStreamBatchMemOp",
+    "cuLaunchHostFunc",    "cuStreamAddCallback", "cuWaitExternalSemaphoresAsync",
+};
+
+static int of_host_wait_family(const char *name)
+{
+    for (size_t i = 0; i < sizeof host_wait_families / sizeof host_wait_families[0]; i++) {
+        size_t n = strlen(host_wait_families[i]);
+        if (!strncmp(name, host_wait_families[i], n) && (name[n] == '\0' || name[n] == '_'))
+            return 1;
+    }
+    return 0;
+}
+
+void gs_host_wait_note_lookup(const char *name, const void *found, const void *handed)
+{
+    /* handed == found: not wrapped, unless found is our own export (a lookup
+     * through RTLD_DEFAULT finds the interposer first). */
+    if (!name || !found || handed != found || !of_host_wait_family(name) || gs_is_wrapper(found))
+        return;
+    static int said;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        gs_log(GS_LOG_INFO,
+               "%s: the driver handed out a variant this build does not wrap; this process's drains "
+               "wait with a bound from now on, as for any work that waits for its host",
+               name);
+    gs_compute_note_host_waits();
+}
 
 #define NOTE_AND_PASS(name, call)                                                                                      \
     do {                                                                                                               \

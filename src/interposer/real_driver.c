@@ -77,6 +77,14 @@ void gs_real_fork_child(void)
     pthread_mutex_unlock(&resolve_lock);
 }
 
+int gs_is_wrapper(const void *p)
+{
+    for (int i = 0; i < GS_E_COUNT; i++)
+        if (entry_wrapper[i] == p)
+            return 1;
+    return 0;
+}
+
 void *gs_wrapper_for(void *p)
 {
     if (!p)

@@ -66,5 +66,7 @@ static inline void *gs_real_fn(enum gs_lib lib, int id)
 
 /* If p is a real entry point we wrap, our wrapper; otherwise p itself. */
 void *gs_wrapper_for(void *p);
+/* Whether p is one of our wrappers (an export of the interposer). */
+int gs_is_wrapper(const void *p);
 
 #endif

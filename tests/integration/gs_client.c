@@ -31,6 +31,7 @@ typedef CUresult (*gpa_t)(const char *, void **, int, cuuint64_t, CUdriverProcAd
 
 static void *cuda, *nvml;
 static const char *mode = "getproc";
+static int cuda_version = 13000; /* what getproc lookups ask for ("cudaversion N") */
 
 /* name = base name for cuGetProcAddress; vname = exported versioned name. */
 static void *entry(const char *base, const char *vname, int per_thread)
@@ -39,7 +40,7 @@ static void *entry(const char *base, const char *vname, int per_thread)
     if (!strcmp(mode, "getproc")) {
         gpa_t gpa = (gpa_t)dlsym(cuda, "cuGetProcAddress_v2");
         CUdriverProcAddressQueryResult st;
-        if (!gpa || gpa(base, &p, 13000, per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0, &st))
+        if (!gpa || gpa(base, &p, cuda_version, per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0, &st))
             return NULL;
         return p;
     }
@@ -327,6 +328,12 @@ static CUresult run(char *line)
                 memcpy(&extra, raw + i * size + sizeof e, sizeof extra);
             printf("p%u=%u:%llu:%llu:%llu ", i, e.pid, e.usedGpuMemory, i < n1 ? p1[i].usedGpuMemory : 0ULL, extra);
         }
+    } else if (!strcmp(c, "cudaversion") && argc > 1) {
+        cuda_version = (int)num(argv[1]); /* as a runtime of that CUDA version asks */
+        rc = CUDA_SUCCESS;
+    } else if (!strcmp(c, "lookup") && argc > 1) {
+        /* Looked up as this client's mode does, never called. */
+        rc = entry(argv[1], argv[1], 0) ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
     } else if (!strcmp(c, "future")) {
         int out = 0;
         CUresult (*f)(int, int *) = CU("cuSimFutureFeature", "cuSimFutureFeature", 0, CUresult(*)(int, int *));

@@ -20,8 +20,10 @@
  *                        function for SECS seconds, all queued behind the wait; only
  *                        then does it write the flag and synchronise. Reports the
  *                        launches and the wall time
- *   hostfunc SECS        the same with a host function (cuLaunchHostFunc) that waits
- *                        for the flag, as one waiting for the program's next step
+ *   hostfunc SECS [VNAME]
+ *                        the same with a host function (cuLaunchHostFunc) that waits
+ *                        for the flag, as one waiting for the program's next step;
+ *                        VNAME: the exported name a dlsym lookup takes
  *   hostnode             instantiate a graph holding a host node (cuGraphAddNode),
  *                        which is never launched; reports its rc
  *   burst N THINK_US SECS
@@ -318,14 +320,15 @@ static void wait_for_host_flag(void *arg)
         nanosleep(&ts, NULL);
 }
 
-/* hostwait / hostfunc SECS (with_func: a host function waits for the flag). */
-static CUresult host_waits(gs_entry_fn entry, int with_func, double secs)
+/* hostwait / hostfunc SECS [VNAME] (with_func: a host function waits for
+ * the flag; VNAME: the host function's exported name, for dlsym lookups). */
+static CUresult host_waits(gs_entry_fn entry, int with_func, double secs, const char *vname)
 {
     CUresult (*wait)(CUstream, CUdeviceptr, uint32_t, unsigned) =
         (CUresult(*)(CUstream, CUdeviceptr, uint32_t, unsigned))entry("cuStreamWaitValue32", "cuStreamWaitValue32_v2",
                                                                       0);
     CUresult (*host_func)(CUstream, CUhostFn, void *) =
-        (CUresult(*)(CUstream, CUhostFn, void *))entry("cuLaunchHostFunc", "cuLaunchHostFunc", 0);
+        (CUresult(*)(CUstream, CUhostFn, void *))entry("cuLaunchHostFunc", vname, 0);
     gs_launch_fn launch = (gs_launch_fn)entry("cuLaunchKernel", "cuLaunchKernel", 0);
     CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
     if (!(with_func ? (void *)host_func : (void *)wait) || !launch || !sync || !func)
@@ -413,7 +416,7 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         return 1;
     }
     if ((!strcmp(c, "hostwait") || !strcmp(c, "hostfunc")) && argc > 1) {
-        *rc = host_waits(entry, !strcmp(c, "hostfunc"), atof(argv[1]));
+        *rc = host_waits(entry, !strcmp(c, "hostfunc"), atof(argv[1]), argc > 2 ? argv[2] : "cuLaunchHostFunc");
         return 1;
     }
     if (!strcmp(c, "hostnode")) {

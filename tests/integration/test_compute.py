@@ -369,7 +369,7 @@ def drain_threads(c):
     return sum(open(f"{tasks}/{t}/comm").read().strip() == "gpuslice-drain" for t in os.listdir(tasks))
 
 
-@pytest.mark.parametrize("how", ["hostwait", "hostfunc"])
+@pytest.mark.parametrize("how", ["hostwait", "hostfunc", "hostfunc-newer"])
 def test_a_capped_tenant_whose_queue_waits_for_its_host_is_not_hung_by_a_drain(world, how):
     """A capped tenant's stream waits for its host, which goes on only
     after the launches behind that wait return: a cuStreamWaitValue32 on a
@@ -380,13 +380,17 @@ def test_a_capped_tenant_whose_queue_waits_for_its_host_is_not_hung_by_a_drain(w
     launch stops waiting at the bound (1 s), goes on, and the window is
     charged as busy until then, not forgiven. Only a process that queued
     such work drains on a helper thread: the others keep the driver's own
-    wait, one wake-up sooner."""
+    wait, one wake-up sooner. hostfunc-newer: the host function through a
+    variant newer than the interposer (the simulated driver's
+    cuLaunchHostFunc_v2, for CUDA 13.2), which it cannot wrap."""
     w = world_env(world, GPUSLICE_CORES=30, GPUSLICE_LOG_LEVEL=2)
     c = start(w, 1000)
     run(c, "kernel", 0.3, 0.0, 8)  # windows drained, on the launching thread
     assert drain_threads(c) == 0
+    if how == "hostfunc-newer":
+        c.ok("cudaversion 13020")
     out = {}
-    th = threading.Thread(target=lambda: out.update(r=c.cmd(f"{how} 0.5")), daemon=True)
+    th = threading.Thread(target=lambda: out.update(r=c.cmd(f"{how.split('-')[0]} 0.5")), daemon=True)
     th.start()
     th.join(timeout=120)  # a hang detector, not a timing bound
     hung = th.is_alive()
@@ -401,6 +405,29 @@ def test_a_capped_tenant_whose_queue_waits_for_its_host_is_not_hung_by_a_drain(w
     assert "charged as busy until now" in err, err[-2000:]
     # the drain's bound (1 s) at c = 1 (not learnt yet); forgiven, it was a few ms
     assert charged >= 0.5, (charged, procs)
+
+
+@pytest.mark.parametrize("mode,lookups,noted", [
+    ("getproc", ["cudaversion 13020", "lookup cuLaunchHostFunc"], True),
+    ("dlsym", ["lookup cuLaunchHostFunc_v2"], True),
+    ("getproc", ["lookup cuLaunchHostFunc"], False),
+    ("default", ["lookup cuLaunchHostFunc"], False),
+], ids=["getproc-newer", "dlsym-newer", "getproc-wrapped", "own-export"])
+def test_a_host_wait_variant_newer_than_the_interposer_makes_its_process_drain_with_a_bound(world, mode, lookups,
+                                                                                           noted):
+    """A variant of a host-wait entry point that this build does not know
+    passes through unwrapped, so its calls go unseen: looking it up notes the
+    process (its drains wait with a bound from then on). A variant we wrap,
+    or our own export found through RTLD_DEFAULT, does not."""
+    w = world_env(world, GPUSLICE_CORES=30)
+    c = w.client(mode=mode)
+    c.ok("init")
+    c.ok("kernel 1000")
+    for line in lookups:
+        c.ok(line)
+    run(c, "kernel", 0.3, 0.0, 8)
+    assert (drain_threads(c) >= 1) == noted, (mode, lookups)
+    c.close()
 
 
 def test_a_graph_with_a_host_node_makes_its_process_drain_with_a_bound(world):

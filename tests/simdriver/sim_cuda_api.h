@@ -143,6 +143,7 @@ SIM_API cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
 SIM_API cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
 SIM_API cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData);
 SIM_API cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData);
+SIM_API cuLaunchHostFunc_v2(CUstream hStream, CUhostFn fn, void *userData);
 
 /* Errors, entry points, extras. */
 SIM_API cuGetErrorString(CUresult error, const char **pStr);

@@ -1029,3 +1029,10 @@ SIM_API cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
 {
     return host_func(hStream, fn, userData);
 }
+
+/* A variant newer than the interposer, as a later driver may add: handed
+ * out for CUDA 13.2 and later (sim_proc_address.c), and exported. */
+SIM_API cuLaunchHostFunc_v2(CUstream hStream, CUhostFn fn, void *userData)
+{
+    return host_func(hStream, fn, userData);
+}

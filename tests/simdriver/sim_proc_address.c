@@ -152,6 +152,7 @@ static const struct proc_entry k_entries[] = {
     E("cuDeviceGraphMemTrim", 11040, cuDeviceGraphMemTrim),
     E("cuLaunchHostFunc", 10000, cuLaunchHostFunc),
     P("cuLaunchHostFunc", 10000, cuLaunchHostFunc_ptsz),
+    E("cuLaunchHostFunc", 13020, cuLaunchHostFunc_v2), /* newer than the interposer */
 
     E("cuGetErrorString", 6000, cuGetErrorString),
     E("cuGetErrorName", 6000, cuGetErrorName),
