@@ -24,7 +24,7 @@ def one_run(binary, env, label):
     exporter = subprocess.Popen([binary, "export", str(2048 * MIB)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 text=True, env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
     first = exporter.stdout.readline().split()
-    fields = dict(t.split("=", 1) for t in first[1:])
+    fields = dict(t.split("=", 1) for t in first[1:] if "=" in t)
     print(f"## {label}\n\n{base} MiB in use before the run; then the exporter "
           f"(another container, no limit) holds 2048 MiB for the VMM import (rc={fields.get('rc')})\n")
     print("| step | MiB in use on the GPU | MiB taken since the context existed |\n|---|---|---|")

@@ -18,8 +18,10 @@
 #include <string.h>
 
 /* The entry points every variant of which may queue a wait for the host: a
- * variant newer than this build (say cuLaunchHostFunc_v2) is not wrapped, so
- * its lookup notes the process instead. */
+ * variant newer than this build is not wrapped, so its lookup notes the
+ * process instead. cuda-python looks every entry point up as it loads, so a
+ * driver with such a variant makes all its processes drain with the bound:
+ * safe, and a wake-up dearer a drain, until the variant is wrapped. */
 static const char *const host_wait_families[] = {
     "cuStreamWaitValue32", "cuStreamWaitValue64", "cuStreamBatchMemOp",
     "cuLaunchHostFunc",    "cuStreamAddCallback", "cuWaitExternalSemaphoresAsync",
@@ -41,8 +43,8 @@ void gs_host_wait_note_lookup(const char *name, const void *found, const void *h
      * through RTLD_DEFAULT finds the interposer first). */
     if (!name || !found || handed != found || !of_host_wait_family(name) || gs_is_wrapper(found))
         return;
-    static int said;
-    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+    static int said; /* once said, not once read before the log level was */
+    if (gs_log_threshold >= GS_LOG_INFO && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
         gs_log(GS_LOG_INFO,
                "%s: the driver handed out a variant this build does not wrap; this process's drains "
                "wait with a bound from now on, as for any work that waits for its host",
@@ -128,6 +130,16 @@ CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
 CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
 {
     NOTE_AND_PASS(cuLaunchHostFunc_ptsz, real(hStream, fn, userData));
+}
+
+CUresult cuLaunchHostFunc_v2(CUstream hStream, CUhostFn fn, void *userData, unsigned int syncMode)
+{
+    NOTE_AND_PASS(cuLaunchHostFunc_v2, real(hStream, fn, userData, syncMode));
+}
+
+CUresult cuLaunchHostFunc_v2_ptsz(CUstream hStream, CUhostFn fn, void *userData, unsigned int syncMode)
+{
+    NOTE_AND_PASS(cuLaunchHostFunc_v2_ptsz, real(hStream, fn, userData, syncMode));
 }
 
 CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags)

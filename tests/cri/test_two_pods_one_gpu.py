@@ -56,9 +56,10 @@ def ratios(node, tmp_path, tenants, secs, warm):
         found = [m for m in found if m]
         assert len(found) == 1, (pod.name, lines)
         elapsed_us, ratio_ppm, delay_us = (int(g) for g in found[0].groups())
-        # The time the machine held the tenant's thread off its CPU, as a part
-        # of the measured time (both on the slowed clock): a split missed
-        # beside a large one is the machine's, not the limiter's.
+        # The time the machine held the tenant's thread off its CPU (wall
+        # time, so over SLOW on the tenant's clock), as a part of the measured
+        # time: a split missed beside a large one is the machine's, not the
+        # limiter's.
         held = delay_us / SLOW / max(elapsed_us, 1) if delay_us >= 0 else float("nan")
         print(f"{pod.name}: ratio {ratio_ppm / 1e6:.3f}, held off its CPU {held:.3f} of the time")
         out.append(ratio_ppm / 1e6)

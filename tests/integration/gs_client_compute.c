@@ -24,6 +24,9 @@
  *                        the same with a host function (cuLaunchHostFunc) that waits
  *                        for the flag, as one waiting for the program's next step;
  *                        VNAME: the exported name a dlsym lookup takes
+ *   hostfunc2 SECS [VNAME]
+ *                        the same through the ABI with a sync mode
+ *                        (cuLaunchHostFunc_v2; the sim's from CUDA 13.1)
  *   hostnode             instantiate a graph holding a host node (cuGraphAddNode),
  *                        which is never launched; reports its rc
  *   burst N THINK_US SECS
@@ -320,24 +323,29 @@ static void wait_for_host_flag(void *arg)
         nanosleep(&ts, NULL);
 }
 
-/* hostwait / hostfunc SECS [VNAME] (with_func: a host function waits for
- * the flag; VNAME: the host function's exported name, for dlsym lookups). */
+/* hostwait / hostfunc / hostfunc2 SECS [VNAME] (with_func: a host function
+ * waits for the flag, 2: through the ABI with a sync mode, cuLaunchHostFunc_v2
+ * and later; VNAME: the host function's exported name, for dlsym lookups). */
 static CUresult host_waits(gs_entry_fn entry, int with_func, double secs, const char *vname)
 {
     CUresult (*wait)(CUstream, CUdeviceptr, uint32_t, unsigned) =
         (CUresult(*)(CUstream, CUdeviceptr, uint32_t, unsigned))entry("cuStreamWaitValue32", "cuStreamWaitValue32_v2",
                                                                       0);
-    CUresult (*host_func)(CUstream, CUhostFn, void *) =
-        (CUresult(*)(CUstream, CUhostFn, void *))entry("cuLaunchHostFunc", vname, 0);
+    void *host_func = with_func ? entry("cuLaunchHostFunc", vname, 0) : NULL;
     gs_launch_fn launch = (gs_launch_fn)entry("cuLaunchKernel", "cuLaunchKernel", 0);
     CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
-    if (!(with_func ? (void *)host_func : (void *)wait) || !launch || !sync || !func)
+    if (!(with_func ? host_func : (void *)wait) || !launch || !sync || !func)
         return CUDA_ERROR_NOT_FOUND;
     double t0 = gs_now_s();
     unsigned long long n = 0;
     __atomic_store_n(&host_flag, 0, __ATOMIC_RELEASE);
-    CUresult rc = with_func ? host_func(NULL, wait_for_host_flag, NULL)
-                            : wait(NULL, (CUdeviceptr)(uintptr_t)&host_flag, 1, 0); /* CU_STREAM_WAIT_VALUE_GEQ */
+    CUresult rc;
+    if (with_func == 2) /* CU_HOST_TASK_BLOCKING, 0 */
+        rc = ((CUresult(*)(CUstream, CUhostFn, void *, unsigned))host_func)(NULL, wait_for_host_flag, NULL, 0);
+    else if (with_func)
+        rc = ((CUresult(*)(CUstream, CUhostFn, void *))host_func)(NULL, wait_for_host_flag, NULL);
+    else
+        rc = wait(NULL, (CUdeviceptr)(uintptr_t)&host_flag, 1, 0); /* CU_STREAM_WAIT_VALUE_GEQ */
     while (!rc && gs_now_s() - t0 < secs) {
         rc = launch(func, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
         n++;
@@ -415,8 +423,12 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         *rc = thread_per_launch(entry, (unsigned)strtoul(argv[1], NULL, 0));
         return 1;
     }
-    if ((!strcmp(c, "hostwait") || !strcmp(c, "hostfunc")) && argc > 1) {
-        *rc = host_waits(entry, !strcmp(c, "hostfunc"), atof(argv[1]), argc > 2 ? argv[2] : "cuLaunchHostFunc");
+    if ((!strcmp(c, "hostwait") || !strcmp(c, "hostfunc") || !strcmp(c, "hostfunc2")) && argc > 1) {
+        int with_func = !strcmp(c, "hostfunc2") ? 2 : !strcmp(c, "hostfunc");
+        *rc = host_waits(entry, with_func, atof(argv[1]),
+                         argc > 2         ? argv[2]
+                         : with_func == 2 ? "cuLaunchHostFunc_v2"
+                                          : "cuLaunchHostFunc");
         return 1;
     }
     if (!strcmp(c, "hostnode")) {

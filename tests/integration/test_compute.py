@@ -369,7 +369,7 @@ def drain_threads(c):
     return sum(open(f"{tasks}/{t}/comm").read().strip() == "gpuslice-drain" for t in os.listdir(tasks))
 
 
-@pytest.mark.parametrize("how", ["hostwait", "hostfunc", "hostfunc-newer"])
+@pytest.mark.parametrize("how", ["hostwait", "hostfunc", "hostfunc2", "hostfunc2-newer"])
 def test_a_capped_tenant_whose_queue_waits_for_its_host_is_not_hung_by_a_drain(world, how):
     """A capped tenant's stream waits for its host, which goes on only
     after the launches behind that wait return: a cuStreamWaitValue32 on a
@@ -380,15 +380,16 @@ def test_a_capped_tenant_whose_queue_waits_for_its_host_is_not_hung_by_a_drain(w
     launch stops waiting at the bound (1 s), goes on, and the window is
     charged as busy until then, not forgiven. Only a process that queued
     such work drains on a helper thread: the others keep the driver's own
-    wait, one wake-up sooner. hostfunc-newer: the host function through a
-    variant newer than the interposer (the simulated driver's
-    cuLaunchHostFunc_v2, for CUDA 13.2), which it cannot wrap."""
+    wait, one wake-up sooner. hostfunc2: the host function through CUDA
+    13's cuLaunchHostFunc_v2; -newer: through a variant newer than the
+    interposer (the simulated driver's cuLaunchHostFunc_v99, for "CUDA
+    13.9"), which it cannot wrap."""
     w = world_env(world, GPUSLICE_CORES=30, GPUSLICE_LOG_LEVEL=2)
     c = start(w, 1000)
     run(c, "kernel", 0.3, 0.0, 8)  # windows drained, on the launching thread
     assert drain_threads(c) == 0
-    if how == "hostfunc-newer":
-        c.ok("cudaversion 13020")
+    if how.startswith("hostfunc2"):
+        c.ok("cudaversion 13090" if how.endswith("-newer") else "cudaversion 13010")
     out = {}
     th = threading.Thread(target=lambda: out.update(r=c.cmd(f"{how.split('-')[0]} 0.5")), daemon=True)
     th.start()
@@ -408,17 +409,21 @@ def test_a_capped_tenant_whose_queue_waits_for_its_host_is_not_hung_by_a_drain(w
 
 
 @pytest.mark.parametrize("mode,lookups,noted", [
-    ("getproc", ["cudaversion 13020", "lookup cuLaunchHostFunc"], True),
-    ("dlsym", ["lookup cuLaunchHostFunc_v2"], True),
+    ("getproc", ["cudaversion 13090", "lookup cuLaunchHostFunc"], True),
+    ("dlsym", ["lookup cuLaunchHostFunc_v99"], True),
     ("getproc", ["lookup cuLaunchHostFunc"], False),
+    ("getproc", ["cudaversion 13010", "lookup cuLaunchHostFunc"], False),
+    ("dlsym", ["lookup cuLaunchHostFunc_v2"], False),
     ("default", ["lookup cuLaunchHostFunc"], False),
-], ids=["getproc-newer", "dlsym-newer", "getproc-wrapped", "own-export"])
+], ids=["getproc-newer", "dlsym-newer", "getproc-wrapped", "getproc-v2", "dlsym-v2", "own-export"])
 def test_a_host_wait_variant_newer_than_the_interposer_makes_its_process_drain_with_a_bound(world, mode, lookups,
                                                                                            noted):
     """A variant of a host-wait entry point that this build does not know
     passes through unwrapped, so its calls go unseen: looking it up notes the
-    process (its drains wait with a bound from then on). A variant we wrap,
-    or our own export found through RTLD_DEFAULT, does not."""
+    process (its drains wait with a bound from then on). A variant we wrap
+    (CUDA 13's cuLaunchHostFunc_v2 among them: cuda-python looks every
+    entry point up as it loads), or our own export found through
+    RTLD_DEFAULT, does not: only a call of it does."""
     w = world_env(world, GPUSLICE_CORES=30)
     c = w.client(mode=mode)
     c.ok("init")

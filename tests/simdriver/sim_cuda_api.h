@@ -143,7 +143,9 @@ SIM_API cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
 SIM_API cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
 SIM_API cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData);
 SIM_API cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData);
-SIM_API cuLaunchHostFunc_v2(CUstream hStream, CUhostFn fn, void *userData);
+SIM_API cuLaunchHostFunc_v2(CUstream hStream, CUhostFn fn, void *userData, unsigned int syncMode);
+SIM_API cuLaunchHostFunc_v2_ptsz(CUstream hStream, CUhostFn fn, void *userData, unsigned int syncMode);
+SIM_API cuLaunchHostFunc_v99(CUstream hStream, CUhostFn fn, void *userData, unsigned int syncMode);
 
 /* Errors, entry points, extras. */
 SIM_API cuGetErrorString(CUresult error, const char **pStr);

@@ -1030,9 +1030,24 @@ SIM_API cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
     return host_func(hStream, fn, userData);
 }
 
-/* A variant newer than the interposer, as a later driver may add: handed
- * out for CUDA 13.2 and later (sim_proc_address.c), and exported. */
-SIM_API cuLaunchHostFunc_v2(CUstream hStream, CUhostFn fn, void *userData)
+/* A later CUDA 13's (13.1 here: the version is a guess), with a host-task sync mode, which the sim's host thread
+ * ignores (it sleeps whichever is asked). */
+SIM_API cuLaunchHostFunc_v2(CUstream hStream, CUhostFn fn, void *userData, unsigned int syncMode)
 {
+    (void)syncMode;
+    return host_func(hStream, fn, userData);
+}
+
+SIM_API cuLaunchHostFunc_v2_ptsz(CUstream hStream, CUhostFn fn, void *userData, unsigned int syncMode)
+{
+    (void)syncMode;
+    return host_func(hStream, fn, userData);
+}
+
+/* A variant newer than the interposer, with v2's ABI: a name no driver has,
+ * handed out for "CUDA 13.9" (sim_proc_address.c) and exported. */
+SIM_API cuLaunchHostFunc_v99(CUstream hStream, CUhostFn fn, void *userData, unsigned int syncMode)
+{
+    (void)syncMode;
     return host_func(hStream, fn, userData);
 }

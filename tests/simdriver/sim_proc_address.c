@@ -152,7 +152,9 @@ static const struct proc_entry k_entries[] = {
     E("cuDeviceGraphMemTrim", 11040, cuDeviceGraphMemTrim),
     E("cuLaunchHostFunc", 10000, cuLaunchHostFunc),
     P("cuLaunchHostFunc", 10000, cuLaunchHostFunc_ptsz),
-    E("cuLaunchHostFunc", 13020, cuLaunchHostFunc_v2), /* newer than the interposer */
+    E("cuLaunchHostFunc", 13010, cuLaunchHostFunc_v2),
+    P("cuLaunchHostFunc", 13010, cuLaunchHostFunc_v2_ptsz),
+    E("cuLaunchHostFunc", 13090, cuLaunchHostFunc_v99), /* newer than the interposer */
 
     E("cuGetErrorString", 6000, cuGetErrorString),
     E("cuGetErrorName", 6000, cuGetErrorName),
