@@ -8,12 +8,12 @@
 #           matmul under caps 10-90 in turns, two and four containers, the
 #           paired launch loop                                   (~7 min)
 #   loads   torch.compile training and the decoder under caps 10 / 30 /
-#           50 / 70 / 90 in turns                     (~9.5 min on an H100)
+#           50 / 70 / 90 in turns        (8-9.5 min on an H100; the budget's bound)
 #   graphs  torch.compile CUDA-graph inference the same way      (~5 min)
 #   coloc   the heavy decoder beside matmul training: plain, caps 70 / 30,
-#           shares 70 : 30, MPS 70 % / 30 % threads               (~6 min)
+#           shares 70 : 30, MPS 70 % / 30 % threads  (5-6 min; once over 6 min)
 #   light   the same with the light decoder, and the share pair in the node
-#           agent's layout, in turns                              (~6 min)
+#           agent's layout, in turns                              (~7 min)
 # Each part's run_gpu.sh calls write under $OUT/PART-N/ (gputime.jsonl, the
 # debug logs packed as logs.tgz); `python3 bench/compute/summarize.py $OUT` reads
 # them all, and `python3 bench/compute/fit_exponent.py $OUT` fits the card's power

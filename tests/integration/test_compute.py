@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import re
+import statistics
 import struct
 import subprocess
 import threading
@@ -902,7 +903,9 @@ def test_a_new_cap_learns_s_at_its_first_run(world, tmp_path):
     learnt = [s for o, s in runs if o >= 100_000]
     print(f"work {first:.3f} of the device's in its first second, {then:.3f} in its second; s {learnt}")
     assert len(learnt) >= 6, runs
-    steady = learnt[-1]
+    # the median of the later runs: the last alone moved by up to 4 % (1.17
+    # after 1.19-1.25 once, on a loaded machine), past the 5 % bound
+    steady = int(statistics.median(learnt[1:]))
     assert steady > 1_100_000, learnt  # the clock model boosts a duty-cycled device
     assert abs(learnt[0] - steady) <= steady // 20, learnt
     assert abs(then - 0.30) <= SPLIT_TOL, then
