@@ -457,6 +457,7 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         }
         double t0 = gs_now_s(), sum = 0, worst = 0;
         unsigned long long bursts = 0;
+        long long delay0 = gs_run_delay_us();
         *rc = CUDA_SUCCESS;
         while (!*rc && gs_now_s() - t0 < secs) {
             double b0 = gs_now_s();
@@ -474,9 +475,11 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
             struct timespec ts = { (time_t)think, (long)((think - (double)(time_t)think) * 1e9) };
             nanosleep(&ts, NULL);
         }
-        printf("bursts=%llu elapsed_us=%llu mean_us=%llu worst_us=%llu ", bursts,
+        long long delay1 = gs_run_delay_us();
+        printf("bursts=%llu elapsed_us=%llu mean_us=%llu worst_us=%llu run_delay_wall_us=%lld ", bursts,
                (unsigned long long)((gs_now_s() - t0) * 1e6),
-               bursts ? (unsigned long long)(sum / (double)bursts * 1e6) : 0ULL, (unsigned long long)(worst * 1e6));
+               bursts ? (unsigned long long)(sum / (double)bursts * 1e6) : 0ULL, (unsigned long long)(worst * 1e6),
+               delay0 < 0 || delay1 < 0 ? -1LL : delay1 - delay0);
         return 1;
     }
     if (!strcmp(c, "run") && argc > 2) {
