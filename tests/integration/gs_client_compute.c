@@ -455,9 +455,9 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
             *rc = CUDA_ERROR_NOT_FOUND;
             return 1;
         }
+        long long delay0 = gs_run_delay_us(); /* before the clock: a burst of 1 us ran none, reading it after */
         double t0 = gs_now_s(), sum = 0, worst = 0;
         unsigned long long bursts = 0;
-        long long delay0 = gs_run_delay_us();
         *rc = CUDA_SUCCESS;
         while (!*rc && gs_now_s() - t0 < secs) {
             double b0 = gs_now_s();
@@ -499,10 +499,10 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
             *rc = CUDA_ERROR_NOT_FOUND;
             return 1;
         }
+        long long delay0 = gs_run_delay_us();
         double t0 = gs_now_s(), tw = t0 + warm, end = t0 + secs, tm = 0;
         unsigned long long n = 0, counted = 0;
         int measuring = warm <= 0;
-        long long delay0 = gs_run_delay_us();
         if (measuring)
             tm = t0;
         *rc = CUDA_SUCCESS;
