@@ -823,8 +823,11 @@ def test_a_sync_on_a_duty_cycled_device_returns_when_the_faster_work_is_done(wor
     c = start(w, 1000, env={"LD_PRELOAD": SIM_CLOCK})
     r = c.ok("burst 2 6000 1.0")
     c.close()
-    print(f"{r['bursts']} bursts, {r['mean_us']} us each")
-    assert 2000 / 1.25 <= r["mean_us"] <= 1900, r
+    # What the machine held the thread off its CPU, a burst (on its clock):
+    # a loaded CI machine stretched a burst to 1939 us once.
+    late = r["run_delay_wall_us"] / SLOW / max(r["bursts"], 1) if r["run_delay_wall_us"] >= 0 else 0.0
+    print(f"{r['bursts']} bursts, {r['mean_us']} us each, held off its CPU {late:.0f} us a burst")
+    assert 2000 / 1.25 <= r["mean_us"] and r["mean_us"] - late <= 1900, r
 
 
 def test_a_capped_load_with_cpu_gaps_of_its_own_is_not_charged_a_clock_it_keeps_alone(world):
