@@ -912,10 +912,13 @@ def test_a_new_cap_learns_s_at_its_first_run(world, tmp_path):
     print(f"work {first:.3f} of the device's in its first second, {then:.3f} in its second; s {learnt}")
     assert len(learnt) >= 6, runs
     # the median of the later runs: the last alone moved by up to 4 % (1.17
-    # after 1.19-1.25 once, on a loaded machine), past the 5 % bound
+    # after 1.19-1.25 once, on a loaded machine). Within 10 %, not 5: held
+    # off its CPU 0.04 of the time in a fresh-clone CI run, the runs read
+    # 1.13 / 1.19 / 1.13 / 1.20, the first 5.3 % under their median; the
+    # first s priced at 1.02 (the bug) is 14 % under.
     steady = int(statistics.median(learnt[1:]))
     assert steady > 1_100_000, learnt  # the clock model boosts a duty-cycled device
-    assert abs(learnt[0] - steady) <= steady // 20, learnt
+    assert abs(learnt[0] - steady) <= steady // 10, learnt
     assert abs(then - 0.30) <= SPLIT_TOL, then
 
 
