@@ -19,11 +19,7 @@ static int is_driver_name(const char *name)
 void *gs_dlsym_handle(void *handle, const char *name)
 {
     void *p = gs_libc_dlsym(handle, name);
-    if (!p || !is_driver_name(name))
-        return p;
-    void *handed = gs_wrapper_for(p);
-    gs_host_wait_note_lookup(name, p, handed);
-    return handed;
+    return p && is_driver_name(name) ? gs_lookup_wrapped(name, p) : p;
 }
 
 __attribute__((constructor)) static void resolve_early(void)

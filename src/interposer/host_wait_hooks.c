@@ -37,12 +37,13 @@ static int of_host_wait_family(const char *name)
     return 0;
 }
 
-void gs_host_wait_note_lookup(const char *name, const void *found, const void *handed)
+void *gs_lookup_wrapped(const char *name, void *found)
 {
+    void *handed = gs_wrapper_for(found);
     /* handed == found: not wrapped, unless found is our own export (a lookup
      * through RTLD_DEFAULT finds the interposer first). */
     if (!name || !found || handed != found || !of_host_wait_family(name) || gs_is_wrapper(found))
-        return;
+        return handed;
     static int said; /* once said, not once read before the log level was */
     if (gs_log_threshold >= GS_LOG_INFO && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
         gs_log(GS_LOG_INFO,
@@ -50,6 +51,7 @@ void gs_host_wait_note_lookup(const char *name, const void *found, const void *h
                "wait with a bound from now on, as for any work that waits for its host",
                name);
     gs_compute_note_host_waits();
+    return handed;
 }
 
 #define NOTE_AND_PASS(name, call)                                                                                      \

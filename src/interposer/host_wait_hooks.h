@@ -2,10 +2,11 @@
 #ifndef GS_HOST_WAIT_HOOKS_H
 #define GS_HOST_WAIT_HOOKS_H
 
-/* A lookup of name (a base name through cuGetProcAddress, an exported name
- * through dlsym) found the driver's function found and handed back handed.
- * Where it could not wrap a variant of an entry point that queues host waits
- * (a newer ABI than this build knows), the process is noted as one that
- * queues such work: that variant passes through unseen. */
-void gs_host_wait_note_lookup(const char *name, const void *found, const void *handed);
+/* What a lookup of name (a base name through cuGetProcAddress, an exported
+ * name through dlsym) that found the driver's function found hands back: our
+ * wrapper of it, or found itself. Where it cannot wrap a variant of an entry
+ * point that queues host waits (a newer ABI than this build knows), the
+ * process is noted as one that queues such work: that variant passes
+ * through unseen. */
+void *gs_lookup_wrapped(const char *name, void *found);
 #endif

@@ -15,19 +15,12 @@ CUresult cuInit(unsigned int flags)
 
 /* The real driver picks the ABI variant for (symbol, version, flags); we
  * only ever swap its answer for the wrapper of that very variant. */
-static void *wrapped(const char *symbol, void *found)
-{
-    void *handed = gs_wrapper_for(found);
-    gs_host_wait_note_lookup(symbol, found, handed);
-    return handed;
-}
-
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuGetProcAddress);
     CUresult rc = real(symbol, pfn, cudaVersion, flags);
     if (rc == CUDA_SUCCESS && pfn)
-        *pfn = wrapped(symbol, *pfn);
+        *pfn = gs_lookup_wrapped(symbol, *pfn);
     return rc;
 }
 
@@ -37,6 +30,6 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cu
     GS_REAL_CU_OR_NOT_FOUND(real, cuGetProcAddress_v2);
     CUresult rc = real(symbol, pfn, cudaVersion, flags, symbolStatus);
     if (rc == CUDA_SUCCESS && pfn)
-        *pfn = wrapped(symbol, *pfn);
+        *pfn = gs_lookup_wrapped(symbol, *pfn);
     return rc;
 }
