@@ -93,6 +93,55 @@ static int lists_ours(nvmlDevice_t h, const struct pidset *ours)
     return 0;
 }
 
+/* NVML's per-process samples of device h since seen, the newest
+ * MAX_SAMPLES of them, into out (nvml_lock held); returns how many. A
+ * buffer too small gets NVML_ERROR_INSUFFICIENT_SIZE and no samples. The
+ * count to allocate is documented only for a call without a buffer (the
+ * history since seen can be long): ask it, grow to it, doubling at least
+ * (a driver may say less than it needs), and read again. */
+static unsigned read_process_samples(gs_pfn_nvmlDeviceGetProcessUtilization util, nvmlDevice_t h, uint64_t seen,
+                                     struct gs_lim_sample *out)
+{
+    static nvmlProcessUtilizationSample_t *buf;
+    static unsigned cap;
+    static int logged;
+    nvmlReturn_t rc = NVML_ERROR_INSUFFICIENT_SIZE;
+    unsigned n = 0;
+    for (int tries = 0; tries < 3 && rc == NVML_ERROR_INSUFFICIENT_SIZE; tries++) {
+        if (tries > 0 || !buf) {
+            unsigned need = 0;
+            nvmlReturn_t counted = util(h, NULL, &need, seen);
+            if (counted != NVML_ERROR_INSUFFICIENT_SIZE && counted != NVML_SUCCESS) {
+                rc = counted;
+                break;
+            }
+            unsigned want = need + 64 > 2 * cap ? need + 64 : 2 * cap;
+            want = want > MAX_NVML_SAMPLES ? MAX_NVML_SAMPLES : want;
+            nvmlProcessUtilizationSample_t *grown = want > cap ? realloc(buf, want * sizeof *buf) : buf;
+            if (!grown)
+                break;
+            buf = grown;
+            cap = want > cap ? want : cap;
+        }
+        n = cap;
+        rc = util(h, buf, &n, seen);
+    }
+    if (rc != NVML_SUCCESS) {
+        if (rc != NVML_ERROR_NOT_FOUND && !logged) { /* NOT_FOUND: no samples since seen */
+            logged = 1;
+            gs_log(GS_LOG_DEBUG,
+                   "nvmlDeviceGetProcessUtilization: %d, with room for %u samples; this outer run corrects for "
+                   "contention from device utilisation only (logged once)",
+                   (int)rc, cap);
+        }
+        return 0;
+    }
+    unsigned got = 0;
+    for (unsigned i = n > MAX_SAMPLES ? n - MAX_SAMPLES : 0; i < n; i++)
+        out[got++] = (struct gs_lim_sample){ buf[i].pid, buf[i].smUtil, buf[i].timeStamp };
+    return got;
+}
+
 /* Samples of device uuid since *seen (none where out is NULL); returns how
  * many (0 if none/unusable), the newest MAX_SAMPLES of them if there are
  * more, and fills *di (its lists_ours only where ours is given: share mode
@@ -100,9 +149,6 @@ static int lists_ours(nvmlDevice_t h, const struct pidset *ours)
 static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidset *ours, struct gs_lim_sample *out,
                              struct devinfo *di)
 {
-    static nvmlProcessUtilizationSample_t *buf;
-    static unsigned cap;
-    static int logged;
     unsigned got = 0;
     *di = (struct devinfo){ -1, -1, -1, -1 };
     pthread_mutex_lock(&nvml_lock);
@@ -137,36 +183,8 @@ static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidse
             di->lists_ours = lists_ours(h, ours);
             gs_cost_lap(&t, GS_COST_NVML_LIST);
         }
-        /* A buffer too small gets NVML_ERROR_INSUFFICIENT_SIZE, the count
-         * needed and no samples: grow it (the history since seen can be
-         * long) and ask again. */
-        nvmlReturn_t rc = NVML_ERROR_INSUFFICIENT_SIZE;
-        unsigned n = cap;
-        for (int tries = 0; util && out && tries < 3 && rc == NVML_ERROR_INSUFFICIENT_SIZE; tries++) {
-            if (n > cap) {
-                unsigned want = n + 64 > MAX_NVML_SAMPLES ? MAX_NVML_SAMPLES : n + 64;
-                nvmlProcessUtilizationSample_t *nb = want > cap ? realloc(buf, want * sizeof *buf) : buf;
-                if (!nb)
-                    break;
-                buf = nb;
-                cap = want;
-            }
-            n = cap;
-            rc = buf ? util(h, buf, &n, seen) : NVML_ERROR_INSUFFICIENT_SIZE;
-            if (!buf)
-                n = n > 0 ? n : 64; /* first call: size it */
-        }
-        if (rc == NVML_SUCCESS) {
-            unsigned from = n > MAX_SAMPLES ? n - MAX_SAMPLES : 0;
-            for (unsigned i = from; i < n; i++)
-                out[got++] = (struct gs_lim_sample){ buf[i].pid, buf[i].smUtil, buf[i].timeStamp };
-        } else if (rc != NVML_ERROR_NOT_FOUND && !logged) { /* NOT_FOUND: no samples since seen */
-            logged = 1;
-            gs_log(GS_LOG_DEBUG,
-                   "nvmlDeviceGetProcessUtilization: %d; the compute limiter corrects for contention from "
-                   "device utilisation only",
-                   (int)rc);
-        }
+        if (util && out)
+            got = read_process_samples(util, h, seen, out);
         if (out)
             gs_cost_lap(&t, GS_COST_NVML_SAMPLES);
     }

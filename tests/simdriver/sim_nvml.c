@@ -464,6 +464,7 @@ SIM_NVML nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtiliza
         want++;
     }
     uint32_t read_us = st->nvml_read_us;
+    int short_count = st->nvml_short_count != 0;
     sim_state_unlock(st);
     /* the read takes time, as an H200's took 1.7 ms: its caller's clock
      * reading before it grows old while the caller's other threads run */
@@ -472,6 +473,11 @@ SIM_NVML nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtiliza
         while (nanosleep(&ts, &ts) != 0) {
         }
     }
+    /* NVML documents the count only for a call without a buffer (the
+     * size to allocate); GPUSLICE_SIM_NVML_SHORT_COUNT models a driver
+     * that leaves a short buffer's count as it was given */
+    if (short_count && utilization && want > cap)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
     *processSamplesCount = want;
     if (want == 0)
         return NVML_ERROR_NOT_FOUND;

@@ -125,6 +125,8 @@ static const struct uint_knob {
       offsetof(struct sim_state, nvml_read_us) },
     { "GPUSLICE_SIM_EVENT_NS", 0, 0, 100000, "nanoseconds", offsetof(struct sim_config, event_ns),
       offsetof(struct sim_state, event_ns) },
+    { "GPUSLICE_SIM_NVML_SHORT_COUNT", 0, 0, 1, "a flag", offsetof(struct sim_config, nvml_short_count),
+      offsetof(struct sim_state, nvml_short_count) },
 };
 #define N_UINT_KNOBS (sizeof(uint_knobs) / sizeof(uint_knobs[0]))
 
