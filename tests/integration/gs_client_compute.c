@@ -475,11 +475,10 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
             struct timespec ts = { (time_t)think, (long)((think - (double)(time_t)think) * 1e9) };
             nanosleep(&ts, NULL);
         }
-        long long delay1 = gs_run_delay_us();
         printf("bursts=%llu elapsed_us=%llu mean_us=%llu worst_us=%llu run_delay_wall_us=%lld ", bursts,
                (unsigned long long)((gs_now_s() - t0) * 1e6),
                bursts ? (unsigned long long)(sum / (double)bursts * 1e6) : 0ULL, (unsigned long long)(worst * 1e6),
-               delay0 < 0 || delay1 < 0 ? -1LL : delay1 - delay0);
+               gs_run_delay_since(delay0));
         return 1;
     }
     if (!strcmp(c, "run") && argc > 2) {
@@ -524,12 +523,11 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
                 break;
         }
         double el = gs_now_s() - tm;
-        long long delay1 = gs_run_delay_us();
+        long long delayed = gs_run_delay_since(delay0);
         unsigned long long per = !strncmp(path, "graph", 5) ? func_us * graph_n : func_us;
         printf("launches=%llu counted=%llu elapsed_us=%llu work_us=%llu ratio_ppm=%llu run_delay_wall_us=%lld ", n,
                counted, (unsigned long long)(el * 1e6), counted * per,
-               el > 0 ? (unsigned long long)((double)(counted * per) / (el * 1e6) * 1e6) : 0ULL,
-               delay0 < 0 || delay1 < 0 ? -1LL : delay1 - delay0);
+               el > 0 ? (unsigned long long)((double)(counted * per) / (el * 1e6) * 1e6) : 0ULL, delayed);
         return 1;
     }
     return 0;

@@ -66,3 +66,9 @@ long long gs_run_delay_us(void)
         fclose(f);
     return got == 2 ? (long long)(waited_ns / 1000) : -1;
 }
+
+long long gs_run_delay_since(long long since)
+{
+    long long now = gs_run_delay_us();
+    return since < 0 || now < 0 ? -1 : now - since;
+}

@@ -13,4 +13,8 @@ void gs_cpu_work_us(double us);
  * off its CPU (/proc/thread-self/schedstat); -1 where the kernel does not
  * say. What a loaded test machine, not the limiter, took from a tenant. */
 long long gs_run_delay_us(void);
+
+/* The run delay since gs_run_delay_us() read since; -1 where either read
+ * could not be made. */
+long long gs_run_delay_since(long long since);
 #endif
