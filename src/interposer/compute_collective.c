@@ -10,6 +10,7 @@
 #include "compute_collective.h"
 #include "compute_cost.h"
 #include "../core/collective.h"
+#include "../core/func_class.h"
 #include "../core/limiter.h"
 #include "compute_capture.h"
 #include "compute_clock.h"
@@ -23,7 +24,7 @@
 
 #define RING 64            /* collectives in flight measured per device */
 #define KEYS 32            /* kernels and grids with an estimate of their own per device */
-#define CLASS_WAYS 64      /* a thread's cache of which functions are collectives */
+#define CLASS_BITS 10      /* a thread's cache of which functions are collectives: 1024 ways */
 #define SPUN_NS 1000000ULL /* a span this much past twice its estimate waited for a peer */
 
 struct coll_key {
@@ -57,12 +58,7 @@ static struct coll_dev g_dev[GS_REGION_MAX_DEVICES] = { [0 ... GS_REGION_MAX_DEV
 /* Which functions are collectives: asked of the driver once per function
  * and process, cached per thread (a launch's lookup is a compare). */
 static pthread_mutex_t g_class_lock = PTHREAD_MUTEX_INITIALIZER;
-#define CLASS_TABLE 1024
-static struct {
-    CUfunction f;
-    int coll;
-} g_class[CLASS_TABLE];
-static unsigned g_nclass;
+static struct gs_fclass g_class; /* g_class_lock */
 struct class_way {
     CUfunction f;
     int coll;
@@ -93,7 +89,7 @@ static struct class_way *thread_class(void)
     if (GS_LIKELY(c != NULL))
         return c;
     pthread_once(&class_once, class_key_make);
-    c = calloc(CLASS_WAYS, sizeof *c);
+    c = calloc(1U << CLASS_BITS, sizeof *c);
     if (c)
         (void)pthread_setspecific(class_key, c);
     t_class = c;
@@ -103,20 +99,15 @@ static struct class_way *thread_class(void)
 static int classify(CUfunction f)
 {
     pthread_mutex_lock(&g_class_lock);
-    for (unsigned i = 0; i < g_nclass; i++)
-        if (g_class[i].f == f) {
-            int c = g_class[i].coll;
-            pthread_mutex_unlock(&g_class_lock);
-            return c;
-        }
-    gs_pfn_cuFuncGetName get = GS_REAL_CU(cuFuncGetName);
-    const char *name = NULL;
-    int coll = get && get(&name, f) == CUDA_SUCCESS && gs_collective_name(name);
-    if (coll)
-        gs_log(GS_LOG_DEBUG, "collective kernel %s: charged its time without waiting for peers", name);
-    g_class[g_nclass % CLASS_TABLE].f = f;
-    g_class[g_nclass % CLASS_TABLE].coll = coll;
-    g_nclass++;
+    int coll = gs_fclass_get(&g_class, f);
+    if (coll < 0) {
+        gs_pfn_cuFuncGetName get = GS_REAL_CU(cuFuncGetName);
+        const char *name = NULL;
+        coll = get && get(&name, f) == CUDA_SUCCESS && gs_collective_name(name);
+        if (coll)
+            gs_log(GS_LOG_DEBUG, "collective kernel %s: charged its time without waiting for peers", name);
+        gs_fclass_put(&g_class, f, coll);
+    }
     pthread_mutex_unlock(&g_class_lock);
     return coll;
 }
@@ -124,7 +115,7 @@ static int classify(CUfunction f)
 int gs_compute_is_collective(CUfunction f)
 {
     struct class_way *c = thread_class();
-    unsigned way = (unsigned)(((uintptr_t)f >> 4) % CLASS_WAYS);
+    unsigned way = gs_fclass_hash(f, CLASS_BITS);
     if (GS_LIKELY(c && c[way].f == f && f))
         return c[way].coll;
     int coll = classify(f);
