@@ -3,6 +3,9 @@
  *   kernel US [nccl]     current function = one that runs US microseconds per launch
  *                        (the simulated driver's "sleep_us:US"; nccl: its
  *                        "ncclKernel_sleep_us:US", named as NCCL's kernels are)
+ *   kernels N US         N functions of their own ("sleep_us:US:kI"), each launched
+ *                        once, then a synchronisation (after `kernel`, which loads
+ *                        the module): a program of many kernels
  *   graph N              current graph = N launches of the current function
  *                        (gpusliceSimGraphCreate: the sim has no graph-building API)
  *   run PATH SECS [WARM] [DEPTH]
@@ -381,6 +384,29 @@ static CUresult graph_with_host_node(gs_entry_fn entry)
     return rc;
 }
 
+/* n functions of their own (sleep_us:US:kI, after `kernel` loaded the
+ * module), each launched once, then a sync: a program of many kernels, as
+ * torch.compile makes. */
+static CUresult many_kernels(gs_entry_fn entry, unsigned n, unsigned long long us)
+{
+    CUresult (*get)(CUfunction *, CUmodule, const char *) =
+        (CUresult(*)(CUfunction *, CUmodule, const char *))entry("cuModuleGetFunction", "cuModuleGetFunction", 0);
+    gs_launch_fn launch = (gs_launch_fn)entry("cuLaunchKernel", "cuLaunchKernel", 0);
+    CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
+    if (!module || !get || !launch || !sync)
+        return CUDA_ERROR_NOT_FOUND;
+    CUresult rc = CUDA_SUCCESS;
+    for (unsigned i = 0; i < n && !rc; i++) {
+        char name[96];
+        CUfunction f;
+        snprintf(name, sizeof name, "sleep_us:%llu:k%u", us, i);
+        rc = get(&f, module, name);
+        if (!rc)
+            rc = launch(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+    }
+    return rc ? rc : sync(NULL);
+}
+
 int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
 {
     const char *c = argv[0];
@@ -399,6 +425,10 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         if (!*rc)
             *rc = ((CUresult(*)(CUfunction *, CUmodule, const char *))entry(
                 "cuModuleGetFunction", "cuModuleGetFunction", 0))(&func, module, name);
+        return 1;
+    }
+    if (!strcmp(c, "kernels") && argc > 2) {
+        *rc = many_kernels(entry, (unsigned)strtoul(argv[1], NULL, 0), strtoull(argv[2], NULL, 0));
         return 1;
     }
     if (!strcmp(c, "tp") && argc > 4) {

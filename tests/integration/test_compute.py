@@ -1947,6 +1947,30 @@ def test_a_bursty_tenant_alone_under_a_cap_runs_its_bursts_at_full_speed_once_fr
     assert "nvml ours -1" in err and "nvmlDeviceGetProcessUtilization:" not in err, err[-3000:]
 
 
+def test_every_launch_path_of_a_capped_tenant_with_more_kernels_than_the_collective_table_holds(world, tmp_path):
+    """A capped program launching 2000 kernels of its own (torch.compile
+    makes many) asks the driver whether each is a collective once and keeps
+    the answers in a table of 4096 slots. The table it replaced scanned its
+    1024 entries up to the count of functions ever seen, past its end (the
+    sanitizer build runs this test); a kernel named as NCCL's is still told
+    after them."""
+    w = world_env(world)
+    log = tmp_path / "many.log"
+    c = start_logged(w, 10, log, {"GPUSLICE_REGION": str(w.tmp / "many.region"), "GPUSLICE_CORES": "50"})
+    try:
+        c.ok("kernels 2000 10")
+        c.ok("kernels 2000 10")  # each known now, from the thread's cache or the table
+        c.ok("kernel 10 nccl")
+        c.ok("run kernel 0.2")
+    finally:
+        c.close()
+    text = log.read_text()
+    told = re.findall(r"collective kernel (\S+):", text)
+    dev = top(w.tmp / "many.region")["containers"][0]["devices"][0]
+    assert told == ["ncclKernel_sleep_us:10"], told
+    assert dev["compute_charged_ns"] > 0, dev
+
+
 def test_per_process_samples_are_read_where_a_short_buffer_leaves_their_count_unsaid(world, tmp_path):
     """NVML documents the size to allocate for the per-process samples only
     for a call without a buffer (GPUSLICE_SIM_NVML_SHORT_COUNT: a short

@@ -39,7 +39,7 @@
 #define MAX_STREAMS 1024
 #define MAX_EVENTS 4096
 #define MAX_MODULES 256
-#define MAX_FUNCS 1024
+#define MAX_FUNCS 2048
 #define NAME_LEN 128
 
 struct sim_stream {
