@@ -98,18 +98,32 @@ static struct class_way *thread_class(void)
 
 static int classify(CUfunction f)
 {
+    if (!f)
+        return 0;
     pthread_mutex_lock(&g_class_lock);
     int coll = gs_fclass_get(&g_class, f);
+    const char *name = NULL;
     if (coll < 0) {
+        /* a failed lookup (no current context, say) is not kept: asked again */
         gs_pfn_cuFuncGetName get = GS_REAL_CU(cuFuncGetName);
-        const char *name = NULL;
-        coll = get && get(&name, f) == CUDA_SUCCESS && gs_collective_name(name);
-        if (coll)
-            gs_log(GS_LOG_DEBUG, "collective kernel %s: charged its time without waiting for peers", name);
-        gs_fclass_put(&g_class, f, coll);
+        int named = get && get(&name, f) == CUDA_SUCCESS;
+        coll = named && gs_collective_name(name);
+        if (named)
+            gs_fclass_put(&g_class, f, coll);
     }
     pthread_mutex_unlock(&g_class_lock);
+    if (coll && name) /* logged outside the lock: a blocked stderr stalls no other thread's lookup */
+        gs_log(GS_LOG_DEBUG, "collective kernel %s: charged its time without waiting for peers", name);
     return coll;
+}
+
+void gs_compute_collective_fork_child(void)
+{
+    /* the other threads are gone, and may have held these */
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    g_class_lock = fresh;
+    for (int d = 0; d < GS_REGION_MAX_DEVICES; d++)
+        g_dev[d].lock = fresh;
 }
 
 int gs_compute_is_collective(CUfunction f)

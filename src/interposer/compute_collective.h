@@ -49,6 +49,10 @@ int gs_compute_collective_spun(int d, uint64_t now);
  * their estimate, unread (their events go with it). */
 void gs_compute_collective_forget(CUcontext ctx);
 
+/* In a forked child: the locks another thread of the parent may have held
+ * are made anew (gs_compute_fork_child). */
+void gs_compute_collective_fork_child(void);
+
 /* Whether the process has collectives on device d that have not been
  * harvested (gs_compute_collective_spin still sees them). */
 int gs_compute_collective_in_flight(int d);

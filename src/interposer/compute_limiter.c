@@ -1125,6 +1125,7 @@ void gs_compute_fork_child(void)
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     states_lock = fresh;
     gs_drain_fork_child();
+    gs_compute_collective_fork_child();
     states = t_state;
     if (t_state) {
         pthread_cond_t none = PTHREAD_COND_INITIALIZER;

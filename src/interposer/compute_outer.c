@@ -117,6 +117,8 @@ static unsigned read_process_samples(gs_pfn_nvmlDeviceGetProcessUtilization util
             }
             unsigned want = need + 64 > 2 * cap ? need + 64 : 2 * cap;
             want = want > MAX_NVML_SAMPLES ? MAX_NVML_SAMPLES : want;
+            if (buf && want <= cap)
+                break; /* as large as it may grow: this run goes without */
             nvmlProcessUtilizationSample_t *grown = want > cap ? realloc(buf, want * sizeof *buf) : buf;
             if (!grown)
                 break;
@@ -125,6 +127,7 @@ static unsigned read_process_samples(gs_pfn_nvmlDeviceGetProcessUtilization util
         }
         n = cap;
         rc = util(h, buf, &n, seen);
+        n = n > cap ? cap : n; /* never more than the buffer holds, whatever a driver says */
     }
     if (rc != NVML_SUCCESS) {
         if (rc != NVML_ERROR_NOT_FOUND && !logged) { /* NOT_FOUND: no samples since seen */

@@ -63,8 +63,8 @@ static void more_kernels_than_the_table_holds_are_never_answered_wrong(void **st
 }
 
 /* 256 handles 4 KiB apart land in about as many of a 1024-way cache's ways
- * as random places would (226 expected; 202 here): with the handle's bits
- * 4-13 as the way they all met in one. */
+ * as random places would (226 expected; 202 here). The cache this replaced
+ * took the handle's bits 4-9 as its way (64 ways): they all met in one. */
 static void aligned_handles_spread_over_the_ways(void **state)
 {
     (void)state;
