@@ -5,8 +5,9 @@
 #   OUT=DIR bash bench/compute/table.sh PART [TAG]
 # PART (wall times from the calls of compute-2026-12-05.md, -12-05b-h100.md and earlier):
 #   single  a new container's first second (caps 30 / 70, 8 s runs), GPU-bound
-#           matmul under caps 10-90 in turns, two and four containers, the
-#           paired launch loop                                   (~7 min)
+#           matmul under caps 10-90 in turns, two and four containers
+#                                     (466 s on an H100 with the launch loop)
+#   launch  the paired launch loop (launch_rate.c, no limit and cap 99)
 #   loads   torch.compile training and the decoder under caps 10 / 30 /
 #           50 / 70 / 90 in turns        (8-9.5 min on an H100; the budget's bound)
 #   graphs  torch.compile CUDA-graph inference the same way      (~5 min)
@@ -14,6 +15,10 @@
 #           shares 70 : 30, MPS 70 % / 30 % threads  (5-6 min; once over 6 min)
 #   light   the same with the light decoder, and the share pair in the node
 #           agent's layout, in turns                              (~7 min)
+#   decfree the decoder under cap 90 (running free) and under the interposer
+#           with no limit (cap 100), three processes each, beside two plain
+#           ones in the same turns: whether running free costs the decoder
+#           more than the interposer does
 # Each part's run_gpu.sh calls write under $OUT/PART-N/ (gputime.jsonl, the
 # debug logs packed as logs.tgz); `python3 bench/compute/summarize.py $OUT` reads
 # them all, and `python3 bench/compute/fit_exponent.py $OUT` fits the card's power
@@ -58,7 +63,10 @@ case $part in
 single)
     BENCH_SECS=8 call 1 --only matmul,fresh --caps 30,70 --log "$OUT/$part-1/logs"
     call 2 --only capturns,matmul --caps 10,30,50,70,90 --copies 2 --plain-copies 1 --log "$OUT/$part-2/logs"
-    BENCH_SECS=8 call 3 --only two,four,launchc
+    BENCH_SECS=8 call 3 --only two,four
+    ;;
+launch)
+    call 1 --only launchc
     ;;
 loads)
     call 1 --only capturns,train,decoder --caps 10,30,50,70,90 --copies 2 --plain-copies 1 \
@@ -75,8 +83,11 @@ light)
     call 1 --only coloc,mps --coloc-modes plain,share70/30,cap70/30,mps70/30 --inf-load decoder
     call 2 --only turns --turn-cycles 4
     ;;
+decfree)
+    call 1 --only capturns,decoder --caps 90,100 --copies 3 --plain-copies 2 --log "$OUT/$part-1/logs"
+    ;;
 *)
-    echo "usage: OUT=DIR bash bench/compute/table.sh single|loads|graphs|coloc|light [TAG]" >&2
+    echo "usage: OUT=DIR bash bench/compute/table.sh single|launch|loads|graphs|coloc|light|decfree [TAG]" >&2
     exit 2
     ;;
 esac
