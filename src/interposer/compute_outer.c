@@ -117,13 +117,13 @@ static unsigned read_process_samples(gs_pfn_nvmlDeviceGetProcessUtilization util
             }
             unsigned want = need + 64 > 2 * cap ? need + 64 : 2 * cap;
             want = want > MAX_NVML_SAMPLES ? MAX_NVML_SAMPLES : want;
-            if (buf && want <= cap)
+            if (want <= cap)
                 break; /* as large as it may grow: this run goes without */
-            nvmlProcessUtilizationSample_t *grown = want > cap ? realloc(buf, want * sizeof *buf) : buf;
+            nvmlProcessUtilizationSample_t *grown = realloc(buf, want * sizeof *buf);
             if (!grown)
                 break;
             buf = grown;
-            cap = want > cap ? want : cap;
+            cap = want;
         }
         n = cap;
         rc = util(h, buf, &n, seen);
