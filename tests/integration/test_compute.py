@@ -1712,7 +1712,7 @@ def test_a_decoder_like_tenant_starting_beside_a_capped_one_is_never_held_back(w
     assert out["ratio"] <= 0.30 + TOL, out
 
 
-def test_a_decoder_like_tenant_alone_under_a_cap_above_its_use_never_waits_while_c_is_learnt(world):
+def test_a_decoder_like_tenant_alone_under_a_cap_above_its_use_never_waits_while_c_is_learnt(world, tmp_path):
     """A decoder-like tenant alone (16 launches 40 us apart, then a sync:
     0.25 busy) under cap 30. Until the outer loop first learns c from
     NVML's samples for its pids, a quarter second in, it is charged at
@@ -1726,14 +1726,18 @@ def test_a_decoder_like_tenant_alone_under_a_cap_above_its_use_never_waits_while
     taken as c = 1 learnt, the first measure came half-way, c took 1.25 s
     to come down and the tenant waited 0.56 s."""
     w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1)
-    dec = start(w, 10, env={"GPUSLICE_REGION": str(w.tmp / "dec.region"), "GPUSLICE_CORES": "30"})
+    log = tmp_path / "dec.log"
+    dec = start_logged(w, 10, log, {"GPUSLICE_REGION": str(w.tmp / "dec.region"), "GPUSLICE_CORES": "30"})
     r = dec.ok("burst 16 0 3.0 40")
     dec.close()
     waited = waited_s(w.tmp / "dec.region")
     dev = top(w.tmp / "dec.region")["containers"][0]["devices"][0]
     print(f"waited {waited:.3f} s of {r['elapsed_us'] / 1e6:.2f}, c {dev['compute_correction_ppm']} ppm, "
           f"held off its CPU {held_off(r):.3f} of the time")
-    assert waited <= 0.03 * r["elapsed_us"] / 1e6, r
+    # it has failed twice in fresh-clone CI runs (0.326 and 0.319 s), never
+    # here: its outer runs, shown with a failure, tell when c was learnt
+    outer = [line for line in log.read_text().splitlines() if " outer " in line]
+    assert waited <= 0.03 * r["elapsed_us"] / 1e6, (r, outer[:12])
     assert dev["compute_correction_ppm"] < 400000, dev
 
 
