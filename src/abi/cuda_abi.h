@@ -146,6 +146,7 @@ enum {
 };
 
 typedef struct CUmod_st *CUmodule;
+typedef struct CUlib_st *CUlibrary;
 
 /* The pre-3.2 ABI: 32-bit device pointers and sizes (cuMemAlloc, cuArrayCreate, ...). */
 typedef unsigned int CUdeviceptr_v1;

@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define RING 64            /* collectives in flight measured per device */
 #define KEYS 32            /* kernels and grids with an estimate of their own per device */
@@ -56,24 +57,33 @@ static struct coll_dev g_dev[GS_REGION_MAX_DEVICES] = { [0 ... GS_REGION_MAX_DEV
                                                          1] = { .lock = PTHREAD_MUTEX_INITIALIZER } };
 
 /* Which functions are collectives: asked of the driver once per function
- * and process, cached per thread (a launch's lookup is a compare). */
+ * and process (again after an unload), cached per thread (a launch's
+ * lookup is a compare). */
 static pthread_mutex_t g_class_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gs_fclass g_class; /* g_class_lock */
+/* Moved on where the driver may hand a function's handle out again for
+ * another kernel (gs_compute_collective_unloaded): a thread's cache of an
+ * older generation starts again empty at its next lookup. */
+static unsigned g_class_gen;
 struct class_way {
     CUfunction f;
     int coll;
 };
+struct class_cache {
+    unsigned gen;
+    struct class_way way[1U << CLASS_BITS];
+};
 /* On the heap behind an initial-exec TLS pointer, as compute_limiter.c's
  * per-thread state: looked up on every limited launch, where a dynamic TLS
  * access is a __tls_get_addr call. Freed at the thread's exit. */
-static __thread struct class_way *t_class __attribute__((tls_model("initial-exec")));
+static __thread struct class_cache *t_class __attribute__((tls_model("initial-exec")));
 static pthread_once_t class_once = PTHREAD_ONCE_INIT;
 static pthread_key_t class_key;
 
-static void class_free(void *ways)
+static void class_free(void *cache)
 {
     t_class = NULL;
-    free(ways);
+    free(cache);
 }
 
 static void class_key_make(void)
@@ -83,13 +93,13 @@ static void class_key_make(void)
 
 /* This thread's cache, made at its first lookup; NULL where no memory is
  * left (each lookup then asks the shared table). */
-static struct class_way *thread_class(void)
+static struct class_cache *thread_class(void)
 {
-    struct class_way *c = t_class;
+    struct class_cache *c = t_class;
     if (GS_LIKELY(c != NULL))
         return c;
     pthread_once(&class_once, class_key_make);
-    c = calloc(1U << CLASS_BITS, sizeof *c);
+    c = calloc(1, sizeof *c);
     if (c)
         (void)pthread_setspecific(class_key, c);
     t_class = c;
@@ -128,16 +138,28 @@ void gs_compute_collective_fork_child(void)
 
 int gs_compute_is_collective(CUfunction f)
 {
-    struct class_way *c = thread_class();
+    struct class_cache *c = thread_class();
+    unsigned gen = __atomic_load_n(&g_class_gen, __ATOMIC_ACQUIRE);
     unsigned way = gs_fclass_hash(f, CLASS_BITS);
-    if (GS_LIKELY(c && c[way].f == f && f))
-        return c[way].coll;
+    if (GS_LIKELY(c && c->gen == gen && c->way[way].f == f && f))
+        return c->way[way].coll;
     int coll = classify(f);
     if (c) {
-        c[way].f = f;
-        c[way].coll = coll;
+        if (c->gen != gen) {
+            memset(c->way, 0, sizeof c->way);
+            c->gen = gen;
+        }
+        c->way[way] = (struct class_way){ .f = f, .coll = coll };
     }
     return coll;
+}
+
+void gs_compute_collective_unloaded(void)
+{
+    pthread_mutex_lock(&g_class_lock);
+    memset(&g_class, 0, sizeof g_class);
+    __atomic_add_fetch(&g_class_gen, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g_class_lock);
 }
 
 static CUevent timing_event(CUevent *e)

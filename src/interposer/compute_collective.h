@@ -13,6 +13,11 @@
 /* Whether f is a collective's kernel (its name, asked once per function). */
 int gs_compute_is_collective(CUfunction f);
 
+/* A module, library or context was unloaded: its functions' handles may be
+ * handed out again for other kernels, so every answer is forgotten (each
+ * function is asked again at its next launch). */
+void gs_compute_collective_unloaded(void);
+
 /* Around the real launch of collective f with `blocks` blocks on stream s:
  * before returns a token for after (-1: not measured). */
 int gs_compute_collective_before(CUfunction f, unsigned blocks, CUstream s);

@@ -15,6 +15,7 @@
  * at its last release or a reset.
  */
 #include "charge.h"
+#include "compute_collective.h"
 #include "compute_limiter.h"
 #include "fork_hooks.h"
 #include "log.h"
@@ -284,6 +285,8 @@ static CUresult destroy_context(CUresult (*real)(CUcontext), CUcontext ctx)
     gs_compute_forget(NULL, ctx);
     CUresult rc = real(ctx);
     gs_compute_forgotten(ctx);
+    if (rc == CUDA_SUCCESS)
+        gs_compute_collective_unloaded(); /* its modules went with it */
     struct gs_alloc_rec rec;
     if (rc == CUDA_SUCCESS && gs_alloc_take(GS_ALLOC_CTX, (uint64_t)(uintptr_t)ctx, &rec) == 0) {
         struct gs_region *r = gs_rt_region();
@@ -316,6 +319,8 @@ static CUresult end_primary(CUresult (*real)(CUdevice), CUdevice dev)
     gs_compute_forget(NULL, ctx);
     CUresult rc = real(dev);
     gs_compute_forgotten(ctx);
+    if (rc == CUDA_SUCCESS)
+        gs_compute_collective_unloaded(); /* its modules may have gone with it */
     return rc;
 }
 

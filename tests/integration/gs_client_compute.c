@@ -2,7 +2,10 @@
  * gs_client's compute commands (see gs_client.c for the protocol):
  *   kernel US [nccl]     current function = one that runs US microseconds per launch
  *                        (the simulated driver's "sleep_us:US"; nccl: its
- *                        "ncclKernel_sleep_us:US", named as NCCL's kernels are)
+ *                        "ncclKernel_sleep_us:US", named as NCCL's kernels are);
+ *                        reports the function's handle (func=0x...)
+ *   unload               unload the module (cuModuleUnload): the next `kernel` loads
+ *                        another, whose function may get the old one's handle
  *   kernels N US         N functions of their own ("sleep_us:US:kI"), each launched
  *                        once, then a synchronisation (after `kernel`, which loads
  *                        the module): a program of many kernels
@@ -425,6 +428,16 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         if (!*rc)
             *rc = ((CUresult(*)(CUfunction *, CUmodule, const char *))entry(
                 "cuModuleGetFunction", "cuModuleGetFunction", 0))(&func, module, name);
+        printf("func=%p ", (void *)func);
+        return 1;
+    }
+    if (!strcmp(c, "unload")) {
+        CUresult (*unload)(CUmodule) = (CUresult(*)(CUmodule))entry("cuModuleUnload", "cuModuleUnload", 0);
+        *rc = unload && module ? unload(module) : CUDA_ERROR_NOT_FOUND;
+        if (!*rc) {
+            module = NULL;
+            func = NULL;
+        }
         return 1;
     }
     if (!strcmp(c, "kernels") && argc > 2) {

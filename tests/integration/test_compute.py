@@ -1976,6 +1976,30 @@ def test_a_capped_tenant_launching_more_kernels_than_the_old_collective_table_he
     assert dev["compute_charged_ns"] > 0, dev
 
 
+def test_a_function_handle_reused_after_its_module_is_unloaded_is_asked_about_again(world, tmp_path):
+    """The driver may hand an unloaded module's function handles out again
+    for other kernels (the simulated driver gives the first free slot). A
+    capped tenant launches its kernel, unloads the module and loads one
+    whose kernel is named as NCCL's: the same handle, which must now be told
+    a collective. Without the unload watched, the handle kept its first
+    answer (not a collective) until the lookup's table filled and started
+    again, and the collective was held back at the gate as work."""
+    w = world_env(world)
+    log = tmp_path / "reload.log"
+    c = start_logged(w, 10, log, {"GPUSLICE_REGION": str(w.tmp / "reload.region"), "GPUSLICE_CORES": "50"})
+    try:
+        first = c.ok("kernel 10")["func"]
+        c.ok("run kernel 0.1")
+        c.ok("unload")
+        second = c.ok("kernel 10 nccl")["func"]
+        c.ok("run kernel 0.1")
+    finally:
+        c.close()
+    told = re.findall(r"collective kernel (\S+):", log.read_text())
+    assert first == second, (first, second)
+    assert told == ["ncclKernel_sleep_us:10"], told
+
+
 def test_per_process_samples_are_read_where_a_short_buffer_leaves_their_count_unsaid(world, tmp_path):
     """NVML documents the size to allocate for the per-process samples only
     for a call without a buffer (GPUSLICE_SIM_NVML_SHORT_COUNT: a short
