@@ -147,6 +147,10 @@ enum {
 
 typedef struct CUmod_st *CUmodule;
 typedef struct CUlib_st *CUlibrary;
+typedef struct CUkern_st *CUkernel;
+/* Option enums of cuLibraryLoadData, passed by the sim unread. */
+typedef enum CUjit_option_enum { CU_JIT_MAX_REGISTERS = 0 } CUjit_option;
+typedef enum CUlibraryOption_enum { CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE = 0 } CUlibraryOption;
 
 /* The pre-3.2 ABI: 32-bit device pointers and sizes (cuMemAlloc, cuArrayCreate, ...). */
 typedef unsigned int CUdeviceptr_v1;

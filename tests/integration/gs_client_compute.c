@@ -4,8 +4,11 @@
  *                        (the simulated driver's "sleep_us:US"; nccl: its
  *                        "ncclKernel_sleep_us:US", named as NCCL's kernels are);
  *                        reports the function's handle (func=0x...)
- *   unload               unload the module (cuModuleUnload): the next `kernel` loads
- *                        another, whose function may get the old one's handle
+ *   libkernel US [nccl]  the same from a library (cuLibraryLoadData, cuLibraryGetKernel:
+ *                        the kernel, cast, is the current function)
+ *   unload               unload the library (cuLibraryUnload) or else the module
+ *                        (cuModuleUnload): the next `kernel` loads another, whose
+ *                        function may get the old one's handle
  *   kernels N US         N functions of their own ("sleep_us:US:kI"), each launched
  *                        once, then a synchronisation (after `kernel`, which loads
  *                        the module): a program of many kernels
@@ -75,6 +78,7 @@
 
 static CUfunction func;
 static CUmodule module;
+static CUlibrary library;
 static CUgraphExec graph;
 static unsigned long long func_us;
 static unsigned graph_n;
@@ -410,34 +414,76 @@ static CUresult many_kernels(gs_entry_fn entry, unsigned n, unsigned long long u
     return rc ? rc : sync(NULL);
 }
 
+/* The current function's name from `kernel US [nccl]`'s arguments. */
+static void kernel_name(int argc, char **argv, char *name, size_t size)
+{
+    func_us = strtoull(argv[1], NULL, 0);
+    if (argc > 2 && !strcmp(argv[2], "nccl")) /* named as NCCL's kernels are, yet none */
+        snprintf(name, size, "ncclKernel_sleep_us:%llu", func_us);
+    else
+        snprintf(name, size, "sleep_us:%llu", func_us);
+}
+
+static CUresult module_kernel(gs_entry_fn entry, int argc, char **argv)
+{
+    CUresult rc = CUDA_SUCCESS;
+    if (!module)
+        rc =
+            ((CUresult(*)(CUmodule *, const void *))entry("cuModuleLoadData", "cuModuleLoadData", 0))(&module, "image");
+    char name[96];
+    kernel_name(argc, argv, name, sizeof name);
+    return rc ? rc
+              : ((CUresult(*)(CUfunction *, CUmodule, const char *))entry("cuModuleGetFunction", "cuModuleGetFunction",
+                                                                          0))(&func, module, name);
+}
+
+static CUresult library_kernel(gs_entry_fn entry, int argc, char **argv)
+{
+    CUresult (*load)(CUlibrary *, const void *, CUjit_option *, void **, unsigned, CUlibraryOption *, void **,
+                     unsigned) =
+        (CUresult(*)(CUlibrary *, const void *, CUjit_option *, void **, unsigned, CUlibraryOption *, void **,
+                     unsigned))entry("cuLibraryLoadData", "cuLibraryLoadData", 0);
+    CUresult (*get)(CUkernel *, CUlibrary, const char *) =
+        (CUresult(*)(CUkernel *, CUlibrary, const char *))entry("cuLibraryGetKernel", "cuLibraryGetKernel", 0);
+    if (!load || !get)
+        return CUDA_ERROR_NOT_FOUND;
+    CUresult rc = library ? CUDA_SUCCESS : load(&library, "image", NULL, NULL, 0, NULL, NULL, 0);
+    char name[96];
+    kernel_name(argc, argv, name, sizeof name);
+    CUkernel k = NULL;
+    if (!rc)
+        rc = get(&k, library, name);
+    func = (CUfunction)(void *)k; /* the driver launches a kernel cast to a function */
+    return rc;
+}
+
+/* Unloads the library, or else the module, the current function came from. */
+static CUresult unload(gs_entry_fn entry)
+{
+    CUresult rc;
+    if (library) {
+        CUresult (*lib_unload)(CUlibrary) = (CUresult(*)(CUlibrary))entry("cuLibraryUnload", "cuLibraryUnload", 0);
+        rc = lib_unload ? lib_unload(library) : CUDA_ERROR_NOT_FOUND;
+        library = rc ? library : NULL;
+    } else {
+        CUresult (*mod_unload)(CUmodule) = (CUresult(*)(CUmodule))entry("cuModuleUnload", "cuModuleUnload", 0);
+        rc = mod_unload && module ? mod_unload(module) : CUDA_ERROR_NOT_FOUND;
+        module = rc ? module : NULL;
+    }
+    func = rc ? func : NULL;
+    return rc;
+}
+
 int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
 {
     const char *c = argv[0];
-    if (!strcmp(c, "kernel") && argc > 1) {
-        if (!module)
-            *rc = ((CUresult(*)(CUmodule *, const void *))entry("cuModuleLoadData", "cuModuleLoadData", 0))(&module,
-                                                                                                            "image");
-        else
-            *rc = CUDA_SUCCESS;
-        char name[96];
-        func_us = strtoull(argv[1], NULL, 0);
-        if (argc > 2 && !strcmp(argv[2], "nccl")) /* named as NCCL's kernels are, yet none */
-            snprintf(name, sizeof name, "ncclKernel_sleep_us:%llu", func_us);
-        else
-            snprintf(name, sizeof name, "sleep_us:%llu", func_us);
-        if (!*rc)
-            *rc = ((CUresult(*)(CUfunction *, CUmodule, const char *))entry(
-                "cuModuleGetFunction", "cuModuleGetFunction", 0))(&func, module, name);
+    if ((!strcmp(c, "kernel") || !strcmp(c, "libkernel")) && argc > 1) {
+        *rc = c[0] == 'l' ? library_kernel(entry, argc, argv) : module_kernel(entry, argc, argv);
         printf("func=%p ", (void *)func);
         return 1;
     }
     if (!strcmp(c, "unload")) {
-        CUresult (*unload)(CUmodule) = (CUresult(*)(CUmodule))entry("cuModuleUnload", "cuModuleUnload", 0);
-        *rc = unload && module ? unload(module) : CUDA_ERROR_NOT_FOUND;
-        if (!*rc) {
-            module = NULL;
-            func = NULL;
-        }
+        *rc = unload(entry);
         return 1;
     }
     if (!strcmp(c, "kernels") && argc > 2) {

@@ -123,6 +123,11 @@ SIM_API cuEventDestroy_v2(CUevent hEvent);
 SIM_API cuModuleLoadData(CUmodule *module, const void *image);
 SIM_API cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
 SIM_API cuModuleUnload(CUmodule hmod);
+SIM_API cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions, void **jitOptionsValues,
+                          unsigned int numJitOptions, CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                          unsigned int numLibraryOptions);
+SIM_API cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name);
+SIM_API cuLibraryUnload(CUlibrary library);
 SIM_API cuFuncGetName(const char **name, CUfunction hfunc);
 SIM_API cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,

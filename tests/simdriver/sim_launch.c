@@ -740,6 +740,28 @@ SIM_API cuModuleUnload(CUmodule hmod)
     return m >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+/* A library (CUDA 12's context-independent loading) is a module here, and
+ * its kernel (CUkernel) the function of that name: cuLaunchKernel and
+ * cuFuncGetName take it cast to a CUfunction, as the driver's do. */
+SIM_API cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions, void **jitOptionsValues,
+                          unsigned int numJitOptions, CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                          unsigned int numLibraryOptions)
+{
+    (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
+    (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
+    return cuModuleLoadData((CUmodule *)(void *)library, code);
+}
+
+SIM_API cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
+    return cuModuleGetFunction((CUfunction *)(void *)pKernel, (CUmodule)(void *)library, name);
+}
+
+SIM_API cuLibraryUnload(CUlibrary library)
+{
+    return cuModuleUnload((CUmodule)(void *)library);
+}
+
 SIM_API cuFuncGetName(const char **name, CUfunction hfunc)
 {
     if (!name || !hfunc)

@@ -123,6 +123,9 @@ static const struct proc_entry k_entries[] = {
     E("cuModuleLoadData", 2000, cuModuleLoadData),
     E("cuModuleGetFunction", 2000, cuModuleGetFunction),
     E("cuModuleUnload", 2000, cuModuleUnload),
+    E("cuLibraryLoadData", 12000, cuLibraryLoadData),
+    E("cuLibraryGetKernel", 12000, cuLibraryGetKernel),
+    E("cuLibraryUnload", 12000, cuLibraryUnload),
     E("cuFuncGetName", 12030, cuFuncGetName),
 
     E("cuLaunchKernel", 4000, cuLaunchKernel),

@@ -301,6 +301,34 @@ static void func_get_name_returns_the_name(void **state)
     assert_int_equal(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
 }
 
+/* A library's kernel is launched and named through its handle cast to a
+ * function; its unload frees the handle for the next kernel loaded. */
+static void a_library_kernel_launches_and_its_handle_is_reused_after_the_unload(void **state)
+{
+    (void)state;
+    CUcontext ctx;
+    assert_int_equal(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    static const char image = 0;
+    CUlibrary lib, lib2;
+    CUkernel k, k2;
+    const char *name = NULL;
+    assert_int_equal(cuLibraryLoadData(&lib, &image, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(cuLibraryGetKernel(&k, lib, "sleep_us:5"), CUDA_SUCCESS);
+    assert_int_equal(launch((CUfunction)(void *)k), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    assert_int_equal(cuFuncGetName(&name, (CUfunction)(void *)k), CUDA_SUCCESS);
+    assert_string_equal(name, "sleep_us:5");
+    assert_int_equal(cuLibraryUnload(lib), CUDA_SUCCESS);
+    assert_int_equal(cuLibraryUnload(lib), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cuFuncGetName(&name, (CUfunction)(void *)k), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cuLibraryLoadData(&lib2, &image, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+    assert_int_equal(cuLibraryGetKernel(&k2, lib2, "ncclKernel_sleep_us:5"), CUDA_SUCCESS);
+    assert_ptr_equal(k2, k);
+    assert_int_equal(cuLibraryUnload(lib2), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+}
+
 static void a_collective_name_must_be_whole(void **state)
 {
     static const char *const bad[] = {
@@ -341,6 +369,7 @@ int main(void)
         cmocka_unit_test(an_early_rank_spins_until_the_late_one_arrives),
         cmocka_unit_test(a_lone_rank_spins_and_its_death_ends_the_spin),
         cmocka_unit_test(func_get_name_returns_the_name),
+        cmocka_unit_test(a_library_kernel_launches_and_its_handle_is_reused_after_the_unload),
         cmocka_unit_test(a_collective_name_must_be_whole),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
