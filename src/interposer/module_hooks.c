@@ -8,20 +8,22 @@
 #include "compute_collective.h"
 #include "real_driver.h"
 
-CUresult cuModuleUnload(CUmodule hmod)
+/* rc: the real unload's result; a success freed the handles. */
+static CUresult unloaded(CUresult rc)
 {
-    GS_REAL_CU_OR_NOT_FOUND(real, cuModuleUnload);
-    CUresult rc = real(hmod);
     if (rc == CUDA_SUCCESS)
         gs_compute_collective_unloaded();
     return rc;
 }
 
+CUresult cuModuleUnload(CUmodule hmod)
+{
+    GS_REAL_CU_OR_NOT_FOUND(real, cuModuleUnload);
+    return unloaded(real(hmod));
+}
+
 CUresult cuLibraryUnload(CUlibrary library)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuLibraryUnload);
-    CUresult rc = real(library);
-    if (rc == CUDA_SUCCESS)
-        gs_compute_collective_unloaded();
-    return rc;
+    return unloaded(real(library));
 }
