@@ -116,7 +116,10 @@ static int classify(CUfunction f)
     if (coll < 0) {
         /* a failed lookup (no current context, say) is not kept: asked again */
         gs_pfn_cuFuncGetName get = GS_REAL_CU(cuFuncGetName);
+        gs_pfn_cuKernelGetName get_kernel = GS_REAL_CU(cuKernelGetName);
         int named = get && get(&name, f) == CUDA_SUCCESS;
+        if (!named) /* a library's kernel (CUkernel), which cuLaunchKernel takes cast */
+            named = get_kernel && get_kernel(&name, (CUkernel)(void *)f) == CUDA_SUCCESS;
         coll = named && gs_collective_name(name);
         if (named)
             gs_fclass_put(&g_class, f, coll);
@@ -132,6 +135,9 @@ void gs_compute_collective_fork_child(void)
     /* the other threads are gone, and may have held these */
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     g_class_lock = fresh;
+    /* and may have been clearing the table: the child asks afresh */
+    memset(&g_class, 0, sizeof g_class);
+    __atomic_add_fetch(&g_class_gen, 1, __ATOMIC_RELEASE);
     for (int d = 0; d < GS_REGION_MAX_DEVICES; d++)
         g_dev[d].lock = fresh;
 }

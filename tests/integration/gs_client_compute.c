@@ -6,9 +6,10 @@
  *                        reports the function's handle (func=0x...)
  *   libkernel US [nccl]  the same from a library (cuLibraryLoadData, cuLibraryGetKernel:
  *                        the kernel, cast, is the current function)
- *   unload               unload the library (cuLibraryUnload) or else the module
- *                        (cuModuleUnload): the next `kernel` loads another, whose
- *                        function may get the old one's handle
+ *   unload [thread]      unload the library (cuLibraryUnload) or else the module
+ *                        (cuModuleUnload), from a thread of its own with `thread`:
+ *                        the next `kernel` loads another, whose function may get
+ *                        the old one's handle
  *   kernels N US         N functions of their own ("sleep_us:US:kI"), each launched
  *                        once, then a synchronisation (after `kernel`, which loads
  *                        the module): a program of many kernels
@@ -474,6 +475,30 @@ static CUresult unload(gs_entry_fn entry)
     return rc;
 }
 
+struct unload_call {
+    gs_entry_fn entry;
+    CUresult rc;
+};
+
+static void *unload_thread(void *arg)
+{
+    struct unload_call *u = arg;
+    u->rc = unload(u->entry);
+    return NULL;
+}
+
+/* unload() on a thread of its own, joined: the launching thread's caches
+ * must learn of it. */
+static CUresult unload_elsewhere(gs_entry_fn entry)
+{
+    struct unload_call u = { .entry = entry, .rc = CUDA_ERROR_UNKNOWN };
+    pthread_t t;
+    if (pthread_create(&t, NULL, unload_thread, &u) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_join(t, NULL);
+    return u.rc;
+}
+
 int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
 {
     const char *c = argv[0];
@@ -483,7 +508,7 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
         return 1;
     }
     if (!strcmp(c, "unload")) {
-        *rc = unload(entry);
+        *rc = argc > 1 && !strcmp(argv[1], "thread") ? unload_elsewhere(entry) : unload(entry);
         return 1;
     }
     if (!strcmp(c, "kernels") && argc > 2) {

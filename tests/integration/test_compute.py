@@ -1976,24 +1976,25 @@ def test_a_capped_tenant_launching_more_kernels_than_the_old_collective_table_he
     assert dev["compute_charged_ns"] > 0, dev
 
 
-@pytest.mark.parametrize("load", ["kernel", "libkernel"])
-def test_a_function_handle_reused_after_its_module_is_unloaded_is_asked_about_again(world, tmp_path, load):
+@pytest.mark.parametrize("load,unload", [("kernel", "unload"), ("libkernel", "unload"), ("kernel", "unload thread")])
+def test_a_function_handle_reused_after_its_module_is_unloaded_is_asked_about_again(world, tmp_path, load, unload):
     """The driver may hand an unloaded module's or library's function
     handles out again for other kernels (the simulated driver gives the
     first free slot). A capped tenant launches its kernel, unloads the
-    module (cuModuleUnload) or library (cuLibraryUnload, its kernel launched
-    cast to a function) and loads one whose kernel is named as NCCL's: the
-    same handle, which must now be told a collective. Without the unload
-    watched, the handle kept its first answer (not a collective) until the
-    lookup's table filled and started again, and the collective was held
-    back at the gate as work."""
+    module (cuModuleUnload) or library (cuLibraryUnload; its kernel is
+    launched cast to a function and named by cuKernelGetName), on the
+    launching thread or another, and loads one whose kernel is named as
+    NCCL's: the same handle, which must now be told a collective. Without
+    the unload watched, the handle kept its first answer (not a collective)
+    until the lookup's table filled and started again, and the collective
+    was held back at the gate as work."""
     w = world_env(world)
     log = tmp_path / "reload.log"
     c = start_logged(w, 10, log, {"GPUSLICE_REGION": str(w.tmp / "reload.region"), "GPUSLICE_CORES": "50"})
     try:
         first = c.ok(f"{load} 10")["func"]
         c.ok("run kernel 0.1")
-        c.ok("unload")
+        c.ok(unload)
         second = c.ok(f"{load} 10 nccl")["func"]
         c.ok("run kernel 0.1")
     finally:

@@ -128,6 +128,7 @@ SIM_API cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *ji
                           unsigned int numLibraryOptions);
 SIM_API cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name);
 SIM_API cuLibraryUnload(CUlibrary library);
+SIM_API cuKernelGetName(const char **name, CUkernel hfunc);
 SIM_API cuFuncGetName(const char **name, CUfunction hfunc);
 SIM_API cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,

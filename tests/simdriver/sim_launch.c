@@ -66,6 +66,7 @@ struct sim_graph {
 };
 struct sim_module {
     int in_use;
+    int library; /* loaded by cuLibraryLoadData: its functions are kernels (CUkernel) */
 };
 struct sim_func {
     int in_use;
@@ -642,7 +643,9 @@ SIM_API cuEventDestroy_v2(CUevent hEvent)
 
 /* ---- modules and functions ---- */
 
-SIM_API cuModuleLoadData(CUmodule *module, const void *image)
+/* A module, or a library (CUDA 12's context-independent loading), which is
+ * a module whose functions are kernels (CUkernel). */
+static CUresult module_load(void **module, const void *image, int library)
 {
     if (!module || !image)
         return CUDA_ERROR_INVALID_VALUE;
@@ -653,14 +656,26 @@ SIM_API cuModuleLoadData(CUmodule *module, const void *image)
     pthread_mutex_lock(&g_lock);
     for (int i = 0; i < MAX_MODULES; i++) {
         if (!g_modules[i].in_use) {
-            g_modules[i].in_use = 1;
-            *module = (CUmodule)(void *)&g_modules[i];
+            g_modules[i] = (struct sim_module){ .in_use = 1, .library = library };
+            *module = &g_modules[i];
             rc = CUDA_SUCCESS;
             break;
         }
     }
     pthread_mutex_unlock(&g_lock);
     return rc;
+}
+
+/* A live module of the kind asked for (library or not), or -1. g_lock held. */
+static int module_index(const void *hmod, int library)
+{
+    int m = HANDLE_INDEX(g_modules, MAX_MODULES, hmod);
+    return m >= 0 && g_modules[m].library == library ? m : -1;
+}
+
+SIM_API cuModuleLoadData(CUmodule *module, const void *image)
+{
+    return module_load((void **)module, image, 0);
 }
 
 /* What a function's name says it does. A name that claims to be a
@@ -688,7 +703,7 @@ static CUresult parse_func(struct sim_func *f, const char *name)
     return CUDA_SUCCESS;
 }
 
-SIM_API cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+static CUresult get_function(CUfunction *hfunc, const void *hmod, const char *name, int library)
 {
     struct sim_func parsed = { .in_use = 1 };
     if (!hfunc || !name || strlen(name) >= NAME_LEN || parse_func(&parsed, name) != CUDA_SUCCESS)
@@ -697,7 +712,7 @@ SIM_API cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult rc = CUDA_ERROR_INVALID_HANDLE;
     pthread_mutex_lock(&g_lock);
-    int m = HANDLE_INDEX(g_modules, MAX_MODULES, hmod);
+    int m = module_index(hmod, library);
     if (m >= 0) {
         /* Every name exists: a module's image is not parsed. Same name, same handle. */
         int free_i = -1;
@@ -724,12 +739,17 @@ SIM_API cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
     return rc;
 }
 
-SIM_API cuModuleUnload(CUmodule hmod)
+SIM_API cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+    return get_function(hfunc, hmod, name, 0);
+}
+
+static CUresult module_unload(const void *hmod, int library)
 {
     if (!sim_initialized_state())
         return CUDA_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&g_lock);
-    int m = HANDLE_INDEX(g_modules, MAX_MODULES, hmod);
+    int m = module_index(hmod, library);
     if (m >= 0) {
         g_modules[m].in_use = 0;
         for (int i = 0; i < MAX_FUNCS; i++)
@@ -740,40 +760,58 @@ SIM_API cuModuleUnload(CUmodule hmod)
     return m >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-/* A library (CUDA 12's context-independent loading) is a module here, and
- * its kernel (CUkernel) the function of that name: cuLaunchKernel and
- * cuFuncGetName take it cast to a CUfunction, as the driver's do. */
+SIM_API cuModuleUnload(CUmodule hmod)
+{
+    return module_unload(hmod, 0);
+}
+
+/* A library's kernel launches cast to a CUfunction, as the driver's does;
+ * it is named by cuKernelGetName only (the driver does not document that
+ * cuFuncGetName takes one, so the sim refuses it). Unlike the driver's, a
+ * library needs a current context. */
 SIM_API cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions, void **jitOptionsValues,
                           unsigned int numJitOptions, CUlibraryOption *libraryOptions, void **libraryOptionValues,
                           unsigned int numLibraryOptions)
 {
     (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
     (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
-    return cuModuleLoadData((CUmodule *)(void *)library, code);
+    return module_load((void **)library, code, 1);
 }
 
 SIM_API cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
-    return cuModuleGetFunction((CUfunction *)(void *)pKernel, (CUmodule)(void *)library, name);
+    return get_function((CUfunction *)(void *)pKernel, library, name, 1);
 }
 
 SIM_API cuLibraryUnload(CUlibrary library)
 {
-    return cuModuleUnload((CUmodule)(void *)library);
+    return module_unload(library, 1);
 }
 
-SIM_API cuFuncGetName(const char **name, CUfunction hfunc)
+static CUresult func_name(const char **name, const void *h, int library)
 {
-    if (!name || !hfunc)
+    if (!name || !h)
         return CUDA_ERROR_INVALID_VALUE;
     if (!sim_initialized_state())
         return CUDA_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&g_lock);
-    int fi = HANDLE_INDEX(g_funcs, MAX_FUNCS, hfunc);
+    int fi = HANDLE_INDEX(g_funcs, MAX_FUNCS, h);
+    if (fi >= 0 && g_modules[g_funcs[fi].module].library != library)
+        fi = -1;
     if (fi >= 0)
         *name = g_funcs[fi].name; /* lives in the table until the module is unloaded */
     pthread_mutex_unlock(&g_lock);
     return fi >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+SIM_API cuFuncGetName(const char **name, CUfunction hfunc)
+{
+    return func_name(name, hfunc, 0);
+}
+
+SIM_API cuKernelGetName(const char **name, CUkernel hfunc)
+{
+    return func_name(name, hfunc, 1);
 }
 
 /* ---- launches ---- */

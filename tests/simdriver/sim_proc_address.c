@@ -126,6 +126,7 @@ static const struct proc_entry k_entries[] = {
     E("cuLibraryLoadData", 12000, cuLibraryLoadData),
     E("cuLibraryGetKernel", 12000, cuLibraryGetKernel),
     E("cuLibraryUnload", 12000, cuLibraryUnload),
+    E("cuKernelGetName", 12030, cuKernelGetName),
     E("cuFuncGetName", 12030, cuFuncGetName),
 
     E("cuLaunchKernel", 4000, cuLaunchKernel),

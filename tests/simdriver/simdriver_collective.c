@@ -301,8 +301,9 @@ static void func_get_name_returns_the_name(void **state)
     assert_int_equal(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
 }
 
-/* A library's kernel is launched and named through its handle cast to a
- * function; its unload frees the handle for the next kernel loaded. */
+/* A library's kernel is launched through its handle cast to a function and
+ * named by cuKernelGetName only; its unload frees the handle for the next
+ * kernel loaded. */
 static void a_library_kernel_launches_and_its_handle_is_reused_after_the_unload(void **state)
 {
     (void)state;
@@ -317,11 +318,13 @@ static void a_library_kernel_launches_and_its_handle_is_reused_after_the_unload(
     assert_int_equal(cuLibraryGetKernel(&k, lib, "sleep_us:5"), CUDA_SUCCESS);
     assert_int_equal(launch((CUfunction)(void *)k), CUDA_SUCCESS);
     assert_int_equal(cuStreamSynchronize(NULL), CUDA_SUCCESS);
-    assert_int_equal(cuFuncGetName(&name, (CUfunction)(void *)k), CUDA_SUCCESS);
+    assert_int_equal(cuKernelGetName(&name, k), CUDA_SUCCESS);
     assert_string_equal(name, "sleep_us:5");
+    assert_int_equal(cuFuncGetName(&name, (CUfunction)(void *)k), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cuModuleUnload((CUmodule)(void *)lib), CUDA_ERROR_INVALID_HANDLE);
     assert_int_equal(cuLibraryUnload(lib), CUDA_SUCCESS);
     assert_int_equal(cuLibraryUnload(lib), CUDA_ERROR_INVALID_HANDLE);
-    assert_int_equal(cuFuncGetName(&name, (CUfunction)(void *)k), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cuKernelGetName(&name, k), CUDA_ERROR_INVALID_HANDLE);
     assert_int_equal(cuLibraryLoadData(&lib2, &image, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
     assert_int_equal(cuLibraryGetKernel(&k2, lib2, "ncclKernel_sleep_us:5"), CUDA_SUCCESS);
     assert_ptr_equal(k2, k);
