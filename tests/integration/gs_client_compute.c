@@ -475,6 +475,15 @@ static CUresult unload(gs_entry_fn entry)
     return rc;
 }
 
+void gs_client_compute_ctx_gone(void)
+{
+    if (!module)
+        return;
+    module = NULL;
+    if (!library)
+        func = NULL;
+}
+
 struct unload_call {
     gs_entry_fn entry;
     CUresult rc;

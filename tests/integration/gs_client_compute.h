@@ -24,6 +24,9 @@ int gs_capture_api_of(gs_entry_fn entry, struct gs_capture_api *api);
 /* Runs argv if it is a compute command: sets *rc, may print key=value
  * fields, returns 1; else returns 0. */
 int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry);
+/* A context was destroyed: the module it held is gone, and with it the
+ * current function (unless that is a library's kernel). */
+void gs_client_compute_ctx_gone(void);
 /* The current function ("kernel US"), or NULL. */
 CUfunction gs_client_func(void);
 #endif

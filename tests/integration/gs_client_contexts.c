@@ -80,6 +80,8 @@ static CUresult destroy(int argc, char **argv, gs_entry_fn entry)
         rc = CUDA_ERROR_INVALID_CONTEXT;
     while (f && ncontexts && rc == CUDA_SUCCESS) {
         rc = f(contexts[--ncontexts]);
+        if (rc == CUDA_SUCCESS)
+            gs_client_compute_ctx_gone(); /* a module `kernel` loaded may have been in it */
         if (!all)
             break;
     }

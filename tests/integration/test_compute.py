@@ -2004,6 +2004,31 @@ def test_a_function_handle_reused_after_its_module_is_unloaded_is_asked_about_ag
     assert told == ["ncclKernel_sleep_us:10"], told
 
 
+def test_a_function_handle_reused_after_its_context_is_destroyed_is_asked_about_again(world, tmp_path):
+    """A context's destroy unloads its modules (cuCtxDestroy_v2): a kernel
+    loaded in a context of its own, launched capped, then the context gone
+    and a kernel named as NCCL's loaded in the primary context, which gets
+    the same handle and must be told a collective."""
+    w = world_env(world)
+    log = tmp_path / "ctx.log"
+    c = w.client(env={"GPUSLICE_REGION": str(w.tmp / "ctx.region"), "GPUSLICE_CORES": "50",
+                      "GPUSLICE_LOG_LEVEL": "3"}, wrap=("sh", "-c", f'exec "$@" 2>{log}', "sh"))
+    try:
+        c.ok("init")
+        c.ok("ctxcreate v2 1")
+        first = c.ok("kernel 10")["func"]
+        c.ok("run kernel 0.1")
+        c.ok("ctxdestroy v2")
+        c.ok("init")
+        second = c.ok("kernel 10 nccl")["func"]
+        c.ok("run kernel 0.1")
+    finally:
+        c.close()
+    told = re.findall(r"collective kernel (\S+):", log.read_text())
+    assert first == second, (first, second)
+    assert told == ["ncclKernel_sleep_us:10"], told
+
+
 def test_per_process_samples_are_read_where_a_short_buffer_leaves_their_count_unsaid(world, tmp_path):
     """NVML documents the size to allocate for the per-process samples only
     for a call without a buffer (GPUSLICE_SIM_NVML_SHORT_COUNT: a short

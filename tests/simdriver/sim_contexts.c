@@ -167,6 +167,10 @@ static CUresult destroy_ctx(CUcontext ctx)
             t_current = -1;
     }
     sim_leave(&c);
+    if (rc == CUDA_SUCCESS)
+        sim_modules_ctx_gone(idx); /* its modules go with it; outside the state's lock, so a context
+                                    * another thread makes at idx in between loses its modules too
+                                    * (the tests make contexts on one thread) */
     return rc;
 }
 

@@ -59,6 +59,10 @@ CUresult sim_drain_current(void);
 /* Waits for the process's work on physical device dev (a context's destroy does). */
 CUresult sim_drain_dev(int dev);
 
+/* Unloads the modules loaded in context index ctx, as its destroy does
+ * (sim_launch.c; takes its own lock, never the state's). */
+void sim_modules_ctx_gone(int ctx);
+
 /* Context handles <-> table indices; -1 if not a live context. */
 int sim_ctx_index(CUcontext ctx);
 CUcontext sim_ctx_handle(int index);

@@ -67,6 +67,7 @@ struct sim_graph {
 struct sim_module {
     int in_use;
     int library; /* loaded by cuLibraryLoadData: its functions are kernels (CUkernel) */
+    int ctx;     /* the context index it was loaded in (a library: -1, it has none) */
 };
 struct sim_func {
     int in_use;
@@ -649,14 +650,17 @@ static CUresult module_load(void **module, const void *image, int library)
 {
     if (!module || !image)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = need_ctx();
+    if (!sim_initialized_state())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int ctx = -1;
+    CUresult rc = sim_current_ctx(&ctx);
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&g_lock);
     for (int i = 0; i < MAX_MODULES; i++) {
         if (!g_modules[i].in_use) {
-            g_modules[i] = (struct sim_module){ .in_use = 1, .library = library };
+            g_modules[i] = (struct sim_module){ .in_use = 1, .library = library, .ctx = library ? -1 : ctx };
             *module = &g_modules[i];
             rc = CUDA_SUCCESS;
             break;
@@ -744,20 +748,34 @@ SIM_API cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
     return get_function(hfunc, hmod, name, 0);
 }
 
+/* Module m and its functions go. g_lock held. */
+static void unload_locked(int m)
+{
+    g_modules[m].in_use = 0;
+    for (int i = 0; i < MAX_FUNCS; i++)
+        if (g_funcs[i].in_use && g_funcs[i].module == m)
+            g_funcs[i].in_use = 0;
+}
+
 static CUresult module_unload(const void *hmod, int library)
 {
     if (!sim_initialized_state())
         return CUDA_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&g_lock);
     int m = module_index(hmod, library);
-    if (m >= 0) {
-        g_modules[m].in_use = 0;
-        for (int i = 0; i < MAX_FUNCS; i++)
-            if (g_funcs[i].in_use && g_funcs[i].module == m)
-                g_funcs[i].in_use = 0;
-    }
+    if (m >= 0)
+        unload_locked(m);
     pthread_mutex_unlock(&g_lock);
     return m >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+void sim_modules_ctx_gone(int ctx)
+{
+    pthread_mutex_lock(&g_lock);
+    for (int m = 0; m < MAX_MODULES; m++)
+        if (g_modules[m].in_use && !g_modules[m].library && g_modules[m].ctx == ctx)
+            unload_locked(m);
+    pthread_mutex_unlock(&g_lock);
 }
 
 SIM_API cuModuleUnload(CUmodule hmod)

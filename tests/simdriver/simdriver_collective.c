@@ -332,6 +332,31 @@ static void a_library_kernel_launches_and_its_handle_is_reused_after_the_unload(
     assert_int_equal(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
 }
 
+/* A context's destroy unloads the modules loaded in it, not the others'. */
+static void a_destroyed_context_takes_its_modules_with_it(void **state)
+{
+    (void)state;
+    CUcontext primary, own;
+    static const char image = 0;
+    CUmodule kept, gone;
+    CUfunction f, g;
+    const char *name = NULL;
+    assert_int_equal(cuDevicePrimaryCtxRetain(&primary, 0), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+    assert_int_equal(cuModuleLoadData(&kept, &image), CUDA_SUCCESS);
+    assert_int_equal(cuModuleGetFunction(&f, kept, "sleep_us:1"), CUDA_SUCCESS);
+    assert_int_equal(cuCtxCreate_v2(&own, 0, 0), CUDA_SUCCESS);
+    assert_int_equal(cuModuleLoadData(&gone, &image), CUDA_SUCCESS);
+    assert_int_equal(cuModuleGetFunction(&g, gone, "sleep_us:2"), CUDA_SUCCESS);
+    assert_int_equal(cuCtxDestroy_v2(own), CUDA_SUCCESS);
+    assert_int_equal(cuFuncGetName(&name, g), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cuModuleUnload(gone), CUDA_ERROR_INVALID_HANDLE);
+    assert_int_equal(cuFuncGetName(&name, f), CUDA_SUCCESS);
+    assert_string_equal(name, "sleep_us:1");
+    assert_int_equal(cuModuleUnload(kept), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+}
+
 static void a_collective_name_must_be_whole(void **state)
 {
     static const char *const bad[] = {
@@ -373,6 +398,7 @@ int main(void)
         cmocka_unit_test(a_lone_rank_spins_and_its_death_ends_the_spin),
         cmocka_unit_test(func_get_name_returns_the_name),
         cmocka_unit_test(a_library_kernel_launches_and_its_handle_is_reused_after_the_unload),
+        cmocka_unit_test(a_destroyed_context_takes_its_modules_with_it),
         cmocka_unit_test(a_collective_name_must_be_whole),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
