@@ -1976,6 +1976,29 @@ def test_a_capped_tenant_launching_more_kernels_than_the_old_collective_table_he
     assert dev["compute_charged_ns"] > 0, dev
 
 
+def collectives_told_after_a_reuse(w, log, before, load, free):
+    """A tenant capped at 50 (its debug log in log) runs `init` and the
+    commands before, loads its kernel (`load 10`) and launches it, runs the
+    commands free, then loads a kernel named as NCCL's and launches it.
+    Asserts that the second kernel got the first's handle; returns the
+    kernels the log told collectives."""
+    c = w.client(env={"GPUSLICE_REGION": str(w.tmp / "reuse.region"), "GPUSLICE_CORES": "50",
+                      "GPUSLICE_LOG_LEVEL": "3"}, wrap=("sh", "-c", f'exec "$@" 2>{log}', "sh"))
+    try:
+        for cmd in ["init", *before]:
+            c.ok(cmd)
+        first = c.ok(f"{load} 10")["func"]
+        c.ok("run kernel 0.1")
+        for cmd in free:
+            c.ok(cmd)
+        second = c.ok(f"{load} 10 nccl")["func"]
+        c.ok("run kernel 0.1")
+    finally:
+        c.close()
+    assert first == second, (first, second)
+    return re.findall(r"collective kernel (\S+):", log.read_text())
+
+
 @pytest.mark.parametrize("load,unload", [("kernel", "unload"), ("libkernel", "unload"), ("kernel", "unload thread")])
 def test_a_function_handle_reused_after_its_module_is_unloaded_is_asked_about_again(world, tmp_path, load, unload):
     """The driver may hand an unloaded module's or library's function
@@ -1988,44 +2011,17 @@ def test_a_function_handle_reused_after_its_module_is_unloaded_is_asked_about_ag
     the unload watched, the handle kept its first answer (not a collective)
     until the lookup's table filled and started again, and the collective
     was held back at the gate as work."""
-    w = world_env(world)
-    log = tmp_path / "reload.log"
-    c = start_logged(w, 10, log, {"GPUSLICE_REGION": str(w.tmp / "reload.region"), "GPUSLICE_CORES": "50"})
-    try:
-        first = c.ok(f"{load} 10")["func"]
-        c.ok("run kernel 0.1")
-        c.ok(unload)
-        second = c.ok(f"{load} 10 nccl")["func"]
-        c.ok("run kernel 0.1")
-    finally:
-        c.close()
-    told = re.findall(r"collective kernel (\S+):", log.read_text())
-    assert first == second, (first, second)
+    told = collectives_told_after_a_reuse(world_env(world), tmp_path / "reuse.log", [], load, [unload])
     assert told == ["ncclKernel_sleep_us:10"], told
 
 
 def test_a_function_handle_reused_after_its_context_is_destroyed_is_asked_about_again(world, tmp_path):
     """A context's destroy unloads its modules (cuCtxDestroy_v2): a kernel
-    loaded in a context of its own, launched capped, then the context gone
-    and a kernel named as NCCL's loaded in the primary context, which gets
-    the same handle and must be told a collective."""
-    w = world_env(world)
-    log = tmp_path / "ctx.log"
-    c = w.client(env={"GPUSLICE_REGION": str(w.tmp / "ctx.region"), "GPUSLICE_CORES": "50",
-                      "GPUSLICE_LOG_LEVEL": "3"}, wrap=("sh", "-c", f'exec "$@" 2>{log}', "sh"))
-    try:
-        c.ok("init")
-        c.ok("ctxcreate v2 1")
-        first = c.ok("kernel 10")["func"]
-        c.ok("run kernel 0.1")
-        c.ok("ctxdestroy v2")
-        c.ok("init")
-        second = c.ok("kernel 10 nccl")["func"]
-        c.ok("run kernel 0.1")
-    finally:
-        c.close()
-    told = re.findall(r"collective kernel (\S+):", log.read_text())
-    assert first == second, (first, second)
+    loaded in a context of its own, then the context gone and a kernel named
+    as NCCL's loaded in the primary context, which gets the same handle and
+    must be told a collective."""
+    told = collectives_told_after_a_reuse(world_env(world), tmp_path / "reuse.log", ["ctxcreate v2 1"], "kernel",
+                                          ["ctxdestroy v2", "init"])
     assert told == ["ncclKernel_sleep_us:10"], told
 
 
