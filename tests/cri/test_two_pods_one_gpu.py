@@ -14,6 +14,7 @@ so the delays a loaded 2-core machine adds shrink as much against the
 device and the limiter. The device loses 30 % to context switches while both
 time-slice it, so a limiter that let them overlap is caught."""
 import re
+from collections import namedtuple
 
 from cri_kubelet import SIM_DIR
 from images import TENANT_SIM_CLOCK
@@ -34,16 +35,22 @@ TOL = 0.03
 # the time: the split kept (0.294 of the sum), the time lost the machine's.
 # So each part is judged against its target less what the machine took from
 # the tenant, (1 - held) x target; held reads 0.000-0.001 on a quiet machine.
+# The tenants' last outer runs (GPUSLICE_LOG_LEVEL=3: a line each quarter
+# second of their clock) are printed, so that a failure shows them: the pair
+# still misses now and then in fresh-clone CI runs beyond what the held-off
+# correction explains, cause not found.
 PAIR_ENV = {"GPUSLICE_SIM_SWITCH_LOSS": "30", "LD_PRELOAD": TENANT_SIM_CLOCK,
-            "GPUSLICE_SIM_CLOCK_SLOWDOWN": str(SLOW)}
+            "GPUSLICE_SIM_CLOCK_SLOWDOWN": str(SLOW), "GPUSLICE_LOG_LEVEL": "3"}
+# A tenant's ratio, and the part of the measured time the machine held it
+# off its CPU.
+Part = namedtuple("Part", "ratio held")
 
 
 def ratios(node, tmp_path, tenants, secs, warm):
     """Runs the tenants, (name, assignment, env), as pods on one simulated
     GPU; each loads its kernel, waits for the go file in the GPU's
     directory (made once all are loaded, so they run side by side), then
-    launches for secs after warm (simulated seconds). Their ratios, and
-    the parts of the measured time the machine held each off its CPU."""
+    launches for secs after warm (simulated seconds). Their Parts."""
     gpu = tmp_path / "gpu"
     pods = []
     for name, assignment, env in tenants:
@@ -68,19 +75,20 @@ def ratios(node, tmp_path, tenants, secs, warm):
         # time; unknown (no schedstat) counts as none.
         held = delay_us / SLOW / max(elapsed_us, 1) if delay_us >= 0 else 0.0
         print(f"{pod.name}: ratio {ratio_ppm / 1e6:.3f}, held off its CPU {held:.3f} of the time")
-        out.append((ratio_ppm / 1e6, held))
+        outer = [ln.split(": ", 1)[-1] for ln in lines if " debug: outer " in ln]
+        print("\n".join([f"{pod.name}'s last outer runs:"] + outer[-12:]))
+        out.append(Part(ratio_ppm / 1e6, held))
     return out
 
 
 def near(part, target):
-    """A (ratio, held) part within TOL of its target less what the machine took."""
-    ratio, held = part
-    return abs(ratio - target * (1 - held)) <= TOL
+    """A part within TOL of its target less what the machine took."""
+    return abs(part.ratio - target * (1 - part.held)) <= TOL
 
 
 def test_two_pods_capped_30_and_70_get_30_and_70(node, tmp_path):
     a, b = ratios(node, tmp_path, [("cap30", {"cores": 30}, {}), ("cap70", {"cores": 70}, {})], 4, 2)
-    print(f"two capped pods 30/70: {a[0]:.3f} / {b[0]:.3f}")
+    print(f"two capped pods 30/70: {a.ratio:.3f} / {b.ratio:.3f}")
     assert near(a, 0.30) and near(b, 0.70), (a, b)
 
 
@@ -91,6 +99,6 @@ def test_two_pods_sharing_30_70_split_30_70(node, tmp_path):
     processes included, they held the pair to 0.10 / 0.23."""
     a, b = ratios(node, tmp_path, [("share30", {"mode": "share"}, {"GPUSLICE_SHARE_WEIGHT": "30"}),
                                    ("share70", {"mode": "share"}, {"GPUSLICE_SHARE_WEIGHT": "70"})], 5, 3)
-    print(f"two share pods 30:70: {a[0]:.3f} / {b[0]:.3f}")
+    print(f"two share pods 30:70: {a.ratio:.3f} / {b.ratio:.3f}")
     assert near(a, 0.30) and near(b, 0.70), (a, b)
-    assert a[0] + b[0] >= 0.93 * (1 - max(a[1], b[1])), (a, b)
+    assert a.ratio + b.ratio >= 0.93 * (1 - max(a.held, b.held)), (a, b)
