@@ -27,6 +27,11 @@ int gs_fclass_get(const struct gs_fclass *t, const void *f)
     return e->f ? e->coll : -1;
 }
 
+void gs_fclass_clear(struct gs_fclass *t)
+{
+    memset(t, 0, sizeof *t);
+}
+
 void gs_fclass_put(struct gs_fclass *t, const void *f, int coll)
 {
     if (!f)
@@ -34,7 +39,7 @@ void gs_fclass_put(struct gs_fclass *t, const void *f, int coll)
     unsigned i = find(t, f);
     if (!t->slot[i].f) {
         if (t->n + 1 > GS_FCLASS_SLOTS / 4 * 3) {
-            memset(t, 0, sizeof *t); /* full enough: start again (a free slot always remains for find) */
+            gs_fclass_clear(t); /* full enough: start again (a free slot always remains for find) */
             i = find(t, f);
         }
         t->n++;

@@ -29,6 +29,9 @@ int gs_fclass_get(const struct gs_fclass *t, const void *f);
 /* Records f's answer (a NULL f is not recorded). */
 void gs_fclass_put(struct gs_fclass *t, const void *f, int coll);
 
+/* Forgets every answer. */
+void gs_fclass_clear(struct gs_fclass *t);
+
 /* f's place in a table of 2^bits slots (1..32 bits): the handle's bits
  * mixed, since the driver's handles share their low bits (alignment). */
 unsigned gs_fclass_hash(const void *f, unsigned bits);

@@ -130,14 +130,20 @@ static int classify(CUfunction f)
     return coll;
 }
 
+/* Every answer, the threads' cached ones too, is asked again. g_class_lock
+ * held, or no other thread. */
+static void forget_answers(void)
+{
+    gs_fclass_clear(&g_class);
+    __atomic_add_fetch(&g_class_gen, 1, __ATOMIC_RELEASE);
+}
+
 void gs_compute_collective_fork_child(void)
 {
     /* the other threads are gone, and may have held these */
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     g_class_lock = fresh;
-    /* and may have been clearing the table: the child asks afresh */
-    memset(&g_class, 0, sizeof g_class);
-    __atomic_add_fetch(&g_class_gen, 1, __ATOMIC_RELEASE);
+    forget_answers(); /* and may have been clearing the table */
     for (int d = 0; d < GS_REGION_MAX_DEVICES; d++)
         g_dev[d].lock = fresh;
 }
@@ -162,9 +168,10 @@ int gs_compute_is_collective(CUfunction f)
 
 void gs_compute_collective_unloaded(void)
 {
+    if (gs_mode() == GS_MODE_PASSTHROUGH)
+        return; /* nothing is asked, so nothing to forget */
     pthread_mutex_lock(&g_class_lock);
-    memset(&g_class, 0, sizeof g_class);
-    __atomic_add_fetch(&g_class_gen, 1, __ATOMIC_RELEASE);
+    forget_answers();
     pthread_mutex_unlock(&g_class_lock);
 }
 

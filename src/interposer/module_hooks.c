@@ -7,12 +7,11 @@
  */
 #include "compute_collective.h"
 #include "real_driver.h"
-#include "runtime.h"
 
 /* rc: the real unload's result; a success freed the handles. */
 static CUresult unloaded(CUresult rc)
 {
-    if (rc == CUDA_SUCCESS && gs_mode() != GS_MODE_PASSTHROUGH)
+    if (rc == CUDA_SUCCESS)
         gs_compute_collective_unloaded();
     return rc;
 }

@@ -109,13 +109,18 @@ static int live_index(const void *h, const void *table, size_t n, size_t elem)
 }
 #define HANDLE_INDEX(table, n, h) live_index((const void *)(h), (table), (n), sizeof((table)[0]))
 
-/* Checks cuInit and a current context (launches need one). */
-static CUresult need_ctx(void)
+/* Checks cuInit and a current context (launches need one); *ctx: its index. */
+static CUresult need_ctx_at(int *ctx)
 {
     if (!sim_initialized_state())
         return CUDA_ERROR_NOT_INITIALIZED;
+    return sim_current_ctx(ctx);
+}
+
+static CUresult need_ctx(void)
+{
     int ctx = -1;
-    return sim_current_ctx(&ctx);
+    return need_ctx_at(&ctx);
 }
 
 /* Device of the calling thread's current context, or -1. */
@@ -650,10 +655,8 @@ static CUresult module_load(void **module, const void *image, int library)
 {
     if (!module || !image)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!sim_initialized_state())
-        return CUDA_ERROR_NOT_INITIALIZED;
     int ctx = -1;
-    CUresult rc = sim_current_ctx(&ctx);
+    CUresult rc = need_ctx_at(&ctx);
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = CUDA_ERROR_OUT_OF_MEMORY;

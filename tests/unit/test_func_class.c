@@ -31,6 +31,10 @@ static void answers_are_kept_and_unknown_ones_are_unknown(void **state)
     gs_fclass_put(t, NULL, 1);
     assert_int_equal(gs_fclass_get(t, NULL), -1);
     assert_int_equal(t->n, 2);
+    gs_fclass_clear(t); /* an unload: every answer is asked again */
+    assert_int_equal(gs_fclass_get(t, handle(1)), -1);
+    assert_int_equal(gs_fclass_get(t, handle(2)), -1);
+    assert_int_equal(t->n, 0);
     free(t);
 }
 
