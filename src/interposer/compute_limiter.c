@@ -291,6 +291,30 @@ static void publish(struct tdev *t, const struct tdev *n)
     pthread_mutex_unlock(&t_state->lock);
 }
 
+/* Whether the process queued work that waits for its host
+ * (gs_compute_note_host_waits). */
+static int host_waits;
+
+void gs_compute_note_host_waits(void)
+{
+    if (!__atomic_load_n(&host_waits, __ATOMIC_RELAXED))
+        __atomic_store_n(&host_waits, 1, __ATOMIC_RELAXED);
+}
+
+/* A device that reaches pageable host memory (HMM, ATS) lets a kernel spin
+ * on a flag anywhere in the host's memory, which no API call shows: the
+ * process drains with the bound there. */
+static void note_pageable_access(CUdevice ord)
+{
+    gs_pfn_cuDeviceGetAttribute get = GS_REAL_CU(cuDeviceGetAttribute);
+    int reaches = 0;
+    if (__atomic_load_n(&host_waits, __ATOMIC_RELAXED) || !get ||
+        get(&reaches, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, ord) != CUDA_SUCCESS || !reaches)
+        return;
+    gs_log(GS_LOG_INFO, "device %d reaches pageable host memory: this process's drains wait with a bound", ord);
+    gs_compute_note_host_waits();
+}
+
 /* Sets up this thread's view of device d (ordinal ord). */
 static void setup(struct tdev *t, struct gs_region *r, int d, CUdevice ord)
 {
@@ -301,6 +325,7 @@ static void setup(struct tdev *t, struct gs_region *r, int d, CUdevice ord)
         publish(t, &n);
         return;
     }
+    note_pageable_access(ord);
     enum gs_lim_mode mode = share ? GS_LIM_SHARE : GS_LIM_CAP;
     struct gs_lim_account *a = &r->dev[d].lim;
     uint64_t since = gs_compute_now();
@@ -490,16 +515,6 @@ static void probe_gap(struct tdev *t, struct gs_region *r, int d, CUstream s, ui
     }
     gs_compute_sync_leave();
     gs_cost_add(GS_COST_PROBE, gs_compute_now() - from);
-}
-
-/* Whether the process queued work that waits for its host
- * (gs_compute_note_host_waits). */
-static int host_waits;
-
-void gs_compute_note_host_waits(void)
-{
-    if (!__atomic_load_n(&host_waits, __ATOMIC_RELAXED))
-        __atomic_store_n(&host_waits, 1, __ATOMIC_RELAXED);
 }
 
 /* Waits for the window's recorded events (with whole_ctx, the context's

@@ -8,7 +8,13 @@
  * end, only after a later launch returns, and an unbounded drain in that
  * launch would wait for good. Other processes keep the driver's own wait,
  * one wake-up sooner. A graph's host, memory-operation and semaphore-wait
- * nodes are noted as it is instantiated (graph_memory_hooks.c). */
+ * nodes are noted as it is instantiated (graph_memory_hooks.c).
+ *
+ * So is host memory the device reaches, once it is had (pinned or
+ * registered here; managed, or host-located VMM or pool memory, where those
+ * are wrapped; any host memory on a device with pageable access, at the
+ * limiter's set-up): a kernel may spin on a flag there, and no API call
+ * shows that wait. */
 #include "host_wait_hooks.h"
 
 #include "compute_limiter.h"
@@ -25,6 +31,8 @@
 static const char *const host_wait_families[] = {
     "cuStreamWaitValue32", "cuStreamWaitValue64", "cuStreamBatchMemOp",
     "cuLaunchHostFunc",    "cuStreamAddCallback", "cuWaitExternalSemaphoresAsync",
+    "cuMemAllocHost",      "cuMemHostAlloc",      "cuMemHostRegister",
+    "cuMemAllocManaged",
 };
 
 static int of_host_wait_family(const char *name)
@@ -166,4 +174,39 @@ CUresult cuWaitExternalSemaphoresAsync_ptsz(const CUexternalSemaphore *extSemArr
                                             unsigned int numExtSems, CUstream stream)
 {
     NOTE_AND_PASS(cuWaitExternalSemaphoresAsync_ptsz, real(extSemArray, paramsArray, numExtSems, stream));
+}
+
+/* Host memory the device reaches: noted once the driver gave it. */
+#define PASS_AND_NOTE(name, call)                                                                                      \
+    do {                                                                                                               \
+        GS_REAL_CU_OR_NOT_FOUND(real, name);                                                                           \
+        CUresult rc_ = call;                                                                                           \
+        if (rc_ == CUDA_SUCCESS)                                                                                       \
+            gs_compute_note_host_waits();                                                                              \
+        return rc_;                                                                                                    \
+    } while (0)
+
+CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
+{
+    PASS_AND_NOTE(cuMemAllocHost, real(pp, bytesize));
+}
+
+CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    PASS_AND_NOTE(cuMemAllocHost_v2, real(pp, bytesize));
+}
+
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    PASS_AND_NOTE(cuMemHostAlloc, real(pp, bytesize, Flags));
+}
+
+CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
+{
+    PASS_AND_NOTE(cuMemHostRegister, real(p, bytesize, Flags));
+}
+
+CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+    PASS_AND_NOTE(cuMemHostRegister_v2, real(p, bytesize, Flags));
 }

@@ -2,6 +2,7 @@
  * call and released exactly after a successful free. */
 #include "../core/accounting.h"
 #include "charge.h"
+#include "compute_limiter.h"
 #include "graph_memory.h"
 #include "log.h"
 #include "pool_hooks.h"
@@ -71,6 +72,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuMemAllocManaged);
+    gs_compute_note_host_waits(); /* the host reaches it too: a kernel may spin on it (host_wait_hooks.c) */
     if (gs_rt.cfg.managed_policy == GS_MANAGED_IGNORE)
         return real(dptr, bytesize, flags);
     CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize, flags));

@@ -22,6 +22,7 @@
 #include "../core/accounting.h"
 #include "../core/vmm_maps.h"
 #include "charge.h"
+#include "compute_limiter.h"
 #include "fork_hooks.h"
 #include "log.h"
 #include "real_driver.h"
@@ -45,8 +46,15 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuMemCreate);
     /* Physical memory lands where prop says, not on the current device;
-     * host-located (pinned host) handles take no device memory. */
-    if (gs_mode() == GS_MODE_PASSTHROUGH || (prop && prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE))
+     * host-located (pinned host) handles take no device memory, but a kernel
+     * may spin on them (host_wait_hooks.c). */
+    if (prop && prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+        CUresult rc = real(handle, size, prop, flags);
+        if (rc == CUDA_SUCCESS)
+            gs_compute_note_host_waits();
+        return rc;
+    }
+    if (gs_mode() == GS_MODE_PASSTHROUGH)
         return real(handle, size, prop, flags);
     struct gs_charge c;
     CUresult rc = gs_charge_reserve(&c, prop ? gs_rt_dev_of_ordinal(prop->location.id) : -1, size);
@@ -141,9 +149,11 @@ static CUresult import_recorded(CUmemGenericAllocationHandle handle, void *osHan
     /* The device the memory lives on; the current one if the driver cannot say. */
     gs_pfn_cuMemGetAllocationPropertiesFromHandle props = GS_REAL_CU(cuMemGetAllocationPropertiesFromHandle);
     CUmemAllocationProp prop = { 0 };
-    int dev = props && props(&prop, handle) == CUDA_SUCCESS && prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE
-                  ? gs_rt_dev_of_ordinal(prop.location.id)
-                  : gs_rt_dev_current(NULL);
+    int known = props && props(&prop, handle) == CUDA_SUCCESS;
+    if (known && prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        gs_compute_note_host_waits(); /* host memory a kernel may spin on (host_wait_hooks.c) */
+    int dev = known && prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? gs_rt_dev_of_ordinal(prop.location.id)
+                                                                         : gs_rt_dev_current(NULL);
     struct gs_alloc_rec marker = { .bytes = 0, .dev = dev, .slot = -1 };
     if (gs_alloc_put(GS_ALLOC_VMM_IMPORT, handle, marker, NULL, NULL) == 0)
         return CUDA_SUCCESS;

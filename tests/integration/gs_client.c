@@ -16,6 +16,7 @@
 #include "gs_client_compute.h"
 #include "gs_client_contexts.h"
 #include "gs_client_graphs.h"
+#include "gs_client_hostmem.h"
 #include "gs_client_paths.h"
 
 #include <dlfcn.h>
@@ -444,6 +445,8 @@ static CUresult run(char *line)
         /* a stream or context destroyed under a thread's launches: gs_client_gone.c */
     } else if (gs_client_graphs(argc, argv, &rc, entry_any)) {
         /* a CUDA-graph tenant: gs_client_graphs.c */
+    } else if (gs_client_hostmem(argc, argv, &rc, entry_any)) {
+        /* host memory the device reaches: gs_client_hostmem.c */
     }
     printf("%s rc=%d\n", c, (int)rc);
     fflush(stdout);

@@ -414,6 +414,53 @@ def test_a_capped_tenant_whose_queue_waits_for_its_host_is_not_hung_by_a_drain(w
     assert charged >= 0.5, (charged, procs)
 
 
+@pytest.mark.parametrize("kind", ["alloc", "hostalloc", "register", "plain"])
+def test_a_capped_tenant_whose_kernel_spins_on_a_host_flag_is_not_hung_by_a_drain(world, kind):
+    """A capped tenant's kernel spins on a flag in host memory the device
+    reaches, which its host sets only after its next launches returned (a
+    persistent kernel released by the host). No API call shows that wait, so
+    the drain waited for it without a bound: the program hung. Having such
+    memory (cuMemAllocHost, cuMemHostAlloc, cuMemHostRegister; any host
+    memory where the device has pageable access, as HMM gives one: plain)
+    makes the process drain with the bound, as a queued host wait does."""
+    extra = {"GPUSLICE_SIM_PAGEABLE_ACCESS": 1} if kind == "plain" else {}
+    w = world_env(world, GPUSLICE_CORES=30, GPUSLICE_LOG_LEVEL=2, **extra)
+    c = start(w, 1000)
+    out = {}
+    th = threading.Thread(target=lambda: out.update(r=c.cmd(f"spinflag {kind} 0.5")), daemon=True)
+    th.start()
+    th.join(timeout=120)  # a hang detector, not a timing bound
+    hung = th.is_alive()
+    if hung:
+        c.kill()
+    assert not hung, f"a capped tenant whose kernel spins on a host flag ({kind}) hung in a window's drain"
+    assert out["r"]["rc"] == 0, out
+    procs = [p for ct in top(w.region)["containers"] for p in ct["processes"]]
+    err = c.close()
+    charged = sum(p["compute_charged_ns"] for p in procs) / 1e9
+    print(f"kernel spinning on a host flag ({kind}): {out['r']}, charged {charged:.3f} s")
+    assert "charged as busy until now" in err, err[-2000:]
+    assert charged >= 0.5, (charged, procs)
+
+
+@pytest.mark.parametrize("kind,pageable,bounded", [
+    ("alloc", 0, True), ("managed", 0, True), ("plain", 1, True), ("plain", 0, False),
+], ids=["pinned", "managed", "pageable-access", "neither"])
+def test_host_memory_the_device_reaches_makes_a_capped_process_drain_with_a_bound(world, kind, pageable, bounded):
+    """Whether a capped process's drains wait on a helper thread, with the
+    bound: once it holds host memory the device reaches (a kernel may spin
+    on it), yes; holding only its own unregistered memory on a device
+    without pageable access, no (the driver's own wait, one wake-up
+    sooner)."""
+    w = world_env(world, GPUSLICE_CORES=30, GPUSLICE_SIM_PAGEABLE_ACCESS=pageable)
+    c = start(w, 1000)
+    c.ok(f"hostmem {kind}")
+    run(c, "kernel", 0.3, 0.0, 8)  # windows close and drain
+    threads = drain_threads(c)
+    c.close()
+    assert threads == (1 if bounded else 0), (kind, pageable, threads)
+
+
 @pytest.mark.parametrize("mode,lookups,noted", [
     ("getproc", ["cudaversion 13090", "lookup cuLaunchHostFunc"], True),
     ("dlsym", ["lookup cuLaunchHostFunc_v99"], True),

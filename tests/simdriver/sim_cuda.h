@@ -98,6 +98,10 @@ int sim_graph_mem_launch(CUgraphExec g, CUresult *rc);
 int sim_graph_mem_owns(CUgraph g);
 CUresult sim_graph_mem_instantiate(CUgraphExec *out, CUgraph g);
 
+/* Whether the device reaches len bytes of host memory at p: pinned or
+ * registered there, or any with pageable access on (sim_host_memory.c). */
+int sim_host_reachable(const void *p, size_t len);
+
 /* Resets process-local objects (a forked child starts without contexts). */
 void sim_ctx_reset_local(void);
 void sim_pool_reset_local(void);

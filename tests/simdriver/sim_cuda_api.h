@@ -56,6 +56,13 @@ SIM_API cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByte
 SIM_API cuMemGetAddressRange(CUdeviceptr_v1 *pbase, unsigned int *psize, CUdeviceptr_v1 dptr);
 SIM_API cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr);
 SIM_API cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
+SIM_API cuMemAllocHost(void **pp, unsigned int bytesize);
+SIM_API cuMemAllocHost_v2(void **pp, size_t bytesize);
+SIM_API cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags);
+SIM_API cuMemFreeHost(void *p);
+SIM_API cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags);
+SIM_API cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags);
+SIM_API cuMemHostUnregister(void *p);
 
 /* Arrays. */
 SIM_API cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *pAllocateArray);

@@ -257,11 +257,16 @@ SIM_API cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
     if (!pi)
         return CUDA_ERROR_INVALID_VALUE;
     int phys = -1;
-    CUresult rc = check_device(dev, NULL, &phys);
+    struct sim_state *st = NULL;
+    CUresult rc = check_device(dev, &st, &phys);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (attrib == CU_DEVICE_ATTRIBUTE_PCI_BUS_ID) {
         *pi = 0x18 + phys; /* distinct bus per device, stable */
+        return CUDA_SUCCESS;
+    }
+    if (attrib == CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS) {
+        *pi = st->pageable_access != 0; /* GPUSLICE_SIM_PAGEABLE_ACCESS */
         return CUDA_SUCCESS;
     }
     for (size_t i = 0; i < sizeof(k_attrs) / sizeof(k_attrs[0]); i++) {

@@ -5,7 +5,11 @@
  * "wave_us:N" for N microseconds per wave of SIM_SMS blocks;
  * "ncclDevKernel_AllReduce_sim:N:R:G" is a collective of group G among R
  * processes that waits on the device for its peers, then runs N microseconds
- * (sim_timeline.h); any other name takes no time. cuStreamWaitValue32 holds
+ * (sim_timeline.h); "spin_flag" spins on a host flag (its first parameter,
+ * a uint32's address in host memory the device reaches: sim_host_memory.c)
+ * until the host sets it, holding back what is queued after it as
+ * cuStreamWaitValue32 does, with no API call that says so; any other name
+ * takes no time. cuStreamWaitValue32 holds
  * back what is queued after it until host memory holds the value (see
  * host_waits_hold), and a host function (cuLaunchHostFunc) what is queued
  * after it until it returns, on a thread of its own. Launches go onto the device
@@ -78,6 +82,7 @@ struct sim_func {
     int coll;       /* a collective of ... */
     unsigned ranks; /* ... this many processes */
     unsigned group; /* ... in this group */
+    int spin_flag;  /* spins until the host flag its first parameter points at is set */
 };
 
 #define COLL_PREFIX "ncclDevKernel_AllReduce_sim:"
@@ -703,6 +708,8 @@ static CUresult parse_func(struct sim_func *f, const char *name)
         f->dur_ns = us * 1000ULL;
     } else if (sscanf(name, "sleep_us:%llu", &us) == 1 || sscanf(name, "ncclKernel_sleep_us:%llu", &us) == 1) {
         f->dur_ns = us * 1000ULL; /* the second: a tenant's kernel that borrowed NCCL's name */
+    } else if (strcmp(name, "spin_flag") == 0) {
+        f->spin_flag = 1;
     } else if (sscanf(name, "wave_us:%llu", &us) == 1) {
         f->dur_ns = us * 1000ULL;
         f->per_wave = 1;
@@ -837,8 +844,22 @@ SIM_API cuKernelGetName(const char **name, CUkernel hfunc)
 
 /* ---- launches ---- */
 
+/* A spin_flag kernel's launch: the flag its parameters point at must lie in
+ * host memory the device reaches (elsewhere the device would fault: the sim
+ * refuses the launch instead). Not modelled in a capture. */
+static CUresult spin_on_flag(CUstream s, void **params)
+{
+    const CUdeviceptr *arg = params ? (const CUdeviceptr *)params[0] : NULL;
+    const volatile uint32_t *flag = arg ? (const volatile uint32_t *)(uintptr_t)*arg : NULL;
+    if (!flag || ((uintptr_t)flag & 3) || !sim_host_reachable((const void *)(uintptr_t)flag, sizeof *flag))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (sim_capture_status(s) != 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return queue_host_wait((struct host_wait){ .addr = flag, .value = 1, .cmp = 0 });
+}
+
 static CUresult check_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                             unsigned int by, unsigned int bz, CUstream s)
+                             unsigned int by, unsigned int bz, CUstream s, void **params)
 {
     CUresult rc = need_ctx();
     if (rc != CUDA_SUCCESS)
@@ -854,6 +875,8 @@ static CUresult check_launch(CUfunction f, unsigned int gx, unsigned int gy, uns
         return CUDA_ERROR_INVALID_HANDLE;
     if (!gx || !gy || !gz || !bx || !by || !bz || (uint64_t)bx * by * bz > 1024)
         return CUDA_ERROR_INVALID_VALUE;
+    if (fn.spin_flag)
+        return spin_on_flag(s, params);
     if (fn.per_wave)
         dur *= ((uint64_t)gx * gy * gz + SIM_SMS - 1) / SIM_SMS;
     struct sim_graph_part coll = { .ranks = fn.ranks, .group = fn.group };
@@ -866,39 +889,39 @@ SIM_API cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDim
                        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                        unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)
 {
-    return check_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream);
+    return check_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams);
 }
 
 SIM_API cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                             unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                             unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)
 {
-    return check_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream);
+    return check_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams);
 }
 
-static CUresult launch_ex(const CUlaunchConfig *cfg, CUfunction f)
+static CUresult launch_ex(const CUlaunchConfig *cfg, CUfunction f, void **params)
 {
     if (!cfg)
         return CUDA_ERROR_INVALID_VALUE;
     return check_launch(f, cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ, cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ,
-                        cfg->hStream);
+                        cfg->hStream, params);
 }
 
 SIM_API cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
 {
-    return launch_ex(config, f);
+    return launch_ex(config, f, kernelParams);
 }
 
 SIM_API cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
 {
-    return launch_ex(config, f);
+    return launch_ex(config, f, kernelParams);
 }
 
 SIM_API cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                   unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                   unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
 {
-    return check_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream);
+    return check_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams);
 }
 
 SIM_API cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -906,7 +929,7 @@ SIM_API cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsi
                                        unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                        void **kernelParams)
 {
-    return check_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream);
+    return check_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, kernelParams);
 }
 
 /* All the work of a captured graph's parts. */

@@ -69,6 +69,13 @@ static const struct proc_entry k_entries[] = {
     E("cuMemGetAddressRange", 2000, cuMemGetAddressRange),
     E("cuMemGetAddressRange", 3020, cuMemGetAddressRange_v2),
     E("cuMemAllocManaged", 6000, cuMemAllocManaged),
+    E("cuMemAllocHost", 2000, cuMemAllocHost),
+    E("cuMemAllocHost", 3020, cuMemAllocHost_v2),
+    E("cuMemHostAlloc", 2020, cuMemHostAlloc),
+    E("cuMemFreeHost", 2000, cuMemFreeHost),
+    E("cuMemHostRegister", 4000, cuMemHostRegister),
+    E("cuMemHostRegister", 6050, cuMemHostRegister_v2),
+    E("cuMemHostUnregister", 4000, cuMemHostUnregister),
 
     E("cuArrayCreate", 2000, cuArrayCreate),
     E("cuArrayCreate", 3020, cuArrayCreate_v2),

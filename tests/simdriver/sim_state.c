@@ -127,6 +127,8 @@ static const struct uint_knob {
       offsetof(struct sim_state, event_ns) },
     { "GPUSLICE_SIM_NVML_SHORT_COUNT", 0, 0, 1, "a flag", offsetof(struct sim_config, nvml_short_count),
       offsetof(struct sim_state, nvml_short_count) },
+    { "GPUSLICE_SIM_PAGEABLE_ACCESS", 0, 0, 1, "a flag", offsetof(struct sim_config, pageable_access),
+      offsetof(struct sim_state, pageable_access) },
 };
 #define N_UINT_KNOBS (sizeof(uint_knobs) / sizeof(uint_knobs[0]))
 
