@@ -375,6 +375,28 @@ def drain_threads(c):
     return sum(open(f"{tasks}/{t}/comm").read().strip() == "gpuslice-drain" for t in os.listdir(tasks))
 
 
+def not_hung_by_a_drain(w, c, line, what):
+    """Runs line, whose work waits for the host until after its next
+    launches: it must end (a hang detector, not a timing bound), its window
+    given up on at the drain's bound and charged as busy until then (1 s at
+    c = 1, not learnt yet; forgiven, it was a few ms)."""
+    out = {}
+    th = threading.Thread(target=lambda: out.update(r=c.cmd(line)), daemon=True)
+    th.start()
+    th.join(timeout=120)
+    hung = th.is_alive()
+    if hung:
+        c.kill()
+    assert not hung, f"a capped tenant whose {what} hung in a window's drain"
+    assert out["r"]["rc"] == 0, out
+    procs = [p for ct in top(w.region)["containers"] for p in ct["processes"]]
+    err = c.close()
+    charged = sum(p["compute_charged_ns"] for p in procs) / 1e9
+    print(f"{what}: {out['r']}, charged {charged:.3f} s")
+    assert "charged as busy until now" in err, err[-2000:]
+    assert charged >= 0.5, (charged, procs)
+
+
 @pytest.mark.parametrize("how", ["hostwait", "hostfunc", "hostfunc2", "hostfunc2-newer"])
 def test_a_capped_tenant_whose_queue_waits_for_its_host_is_not_hung_by_a_drain(world, how):
     """A capped tenant's stream waits for its host, which goes on only
@@ -396,22 +418,7 @@ def test_a_capped_tenant_whose_queue_waits_for_its_host_is_not_hung_by_a_drain(w
     assert drain_threads(c) == 0
     if how.startswith("hostfunc2"):
         c.ok("cudaversion 13090" if how.endswith("-newer") else "cudaversion 13010")
-    out = {}
-    th = threading.Thread(target=lambda: out.update(r=c.cmd(f"{how.split('-')[0]} 0.5")), daemon=True)
-    th.start()
-    th.join(timeout=120)  # a hang detector, not a timing bound
-    hung = th.is_alive()
-    if hung:
-        c.kill()
-    assert not hung, "a capped tenant whose queue waits for its host hung in a window's drain"
-    assert out["r"]["rc"] == 0, out
-    procs = [p for ct in top(w.region)["containers"] for p in ct["processes"]]
-    err = c.close()
-    charged = sum(p["compute_charged_ns"] for p in procs) / 1e9
-    print(f"queue waiting for its host: {out['r']}, charged {charged:.3f} s")
-    assert "charged as busy until now" in err, err[-2000:]
-    # the drain's bound (1 s) at c = 1 (not learnt yet); forgiven, it was a few ms
-    assert charged >= 0.5, (charged, procs)
+    not_hung_by_a_drain(w, c, f"{how.split('-')[0]} 0.5", "queue waits for its host")
 
 
 @pytest.mark.parametrize("kind", ["alloc", "hostalloc", "register", "plain"])
@@ -426,21 +433,7 @@ def test_a_capped_tenant_whose_kernel_spins_on_a_host_flag_is_not_hung_by_a_drai
     extra = {"GPUSLICE_SIM_PAGEABLE_ACCESS": 1} if kind == "plain" else {}
     w = world_env(world, GPUSLICE_CORES=30, GPUSLICE_LOG_LEVEL=2, **extra)
     c = start(w, 1000)
-    out = {}
-    th = threading.Thread(target=lambda: out.update(r=c.cmd(f"spinflag {kind} 0.5")), daemon=True)
-    th.start()
-    th.join(timeout=120)  # a hang detector, not a timing bound
-    hung = th.is_alive()
-    if hung:
-        c.kill()
-    assert not hung, f"a capped tenant whose kernel spins on a host flag ({kind}) hung in a window's drain"
-    assert out["r"]["rc"] == 0, out
-    procs = [p for ct in top(w.region)["containers"] for p in ct["processes"]]
-    err = c.close()
-    charged = sum(p["compute_charged_ns"] for p in procs) / 1e9
-    print(f"kernel spinning on a host flag ({kind}): {out['r']}, charged {charged:.3f} s")
-    assert "charged as busy until now" in err, err[-2000:]
-    assert charged >= 0.5, (charged, procs)
+    not_hung_by_a_drain(w, c, f"spinflag {kind} 0.5", f"kernel spins on a host flag ({kind})")
 
 
 @pytest.mark.parametrize("kind,pageable,bounded", [
