@@ -176,37 +176,39 @@ CUresult cuWaitExternalSemaphoresAsync_ptsz(const CUexternalSemaphore *extSemArr
     NOTE_AND_PASS(cuWaitExternalSemaphoresAsync_ptsz, real(extSemArray, paramsArray, numExtSems, stream));
 }
 
-/* Host memory the device reaches: noted once the driver gave it. */
-#define PASS_AND_NOTE(name, call)                                                                                      \
-    do {                                                                                                               \
-        GS_REAL_CU_OR_NOT_FOUND(real, name);                                                                           \
-        CUresult rc_ = call;                                                                                           \
-        if (rc_ == CUDA_SUCCESS)                                                                                       \
-            gs_compute_note_host_waits();                                                                              \
-        return rc_;                                                                                                    \
-    } while (0)
+CUresult gs_host_memory_had(CUresult rc)
+{
+    if (rc == CUDA_SUCCESS)
+        gs_compute_note_host_waits();
+    return rc;
+}
 
 CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
 {
-    PASS_AND_NOTE(cuMemAllocHost, real(pp, bytesize));
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemAllocHost);
+    return gs_host_memory_had(real(pp, bytesize));
 }
 
 CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
-    PASS_AND_NOTE(cuMemAllocHost_v2, real(pp, bytesize));
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemAllocHost_v2);
+    return gs_host_memory_had(real(pp, bytesize));
 }
 
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
-    PASS_AND_NOTE(cuMemHostAlloc, real(pp, bytesize, Flags));
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemHostAlloc);
+    return gs_host_memory_had(real(pp, bytesize, Flags));
 }
 
 CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
 {
-    PASS_AND_NOTE(cuMemHostRegister, real(p, bytesize, Flags));
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemHostRegister);
+    return gs_host_memory_had(real(p, bytesize, Flags));
 }
 
 CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
-    PASS_AND_NOTE(cuMemHostRegister_v2, real(p, bytesize, Flags));
+    GS_REAL_CU_OR_NOT_FOUND(real, cuMemHostRegister_v2);
+    return gs_host_memory_had(real(p, bytesize, Flags));
 }

@@ -2,8 +2,8 @@
  * call and released exactly after a successful free. */
 #include "../core/accounting.h"
 #include "charge.h"
-#include "compute_limiter.h"
 #include "graph_memory.h"
+#include "host_wait_hooks.h"
 #include "log.h"
 #include "pool_hooks.h"
 #include "real_driver.h"
@@ -72,10 +72,10 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuMemAllocManaged);
-    gs_compute_note_host_waits(); /* the host reaches it too: a kernel may spin on it (host_wait_hooks.c) */
+    /* the host reaches it too: a kernel may spin on it (gs_host_memory_had) */
     if (gs_rt.cfg.managed_policy == GS_MANAGED_IGNORE)
-        return real(dptr, bytesize, flags);
-    CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, real(dptr, bytesize, flags));
+        return gs_host_memory_had(real(dptr, bytesize, flags));
+    CHARGED_CALL(gs_charge_linear(bytesize), GS_ALLOC_PTR, *dptr, gs_host_memory_had(real(dptr, bytesize, flags)));
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr)

@@ -7,7 +7,7 @@
  * (a pool on the host, or imported) is charged to the current device.
  */
 #include "../core/alloc_table.h"
-#include "compute_limiter.h"
+#include "host_wait_hooks.h"
 #include "log.h"
 #include "pool_hooks.h"
 #include "real_driver.h"
@@ -38,8 +38,8 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
 {
     GS_REAL_CU_OR_NOT_FOUND(real, cuMemPoolCreate);
     CUresult rc = real(pool, props);
-    if (rc == CUDA_SUCCESS && props && props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-        gs_compute_note_host_waits(); /* host memory a kernel may spin on (host_wait_hooks.c) */
+    if (props && props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        rc = gs_host_memory_had(rc); /* host or managed memory a kernel may spin on */
     if (rc != CUDA_SUCCESS || gs_mode() == GS_MODE_PASSTHROUGH || !props ||
         props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || record(*pool, props->location.id) == 0)
         return rc;

@@ -22,8 +22,8 @@
 #include "../core/accounting.h"
 #include "../core/vmm_maps.h"
 #include "charge.h"
-#include "compute_limiter.h"
 #include "fork_hooks.h"
+#include "host_wait_hooks.h"
 #include "log.h"
 #include "real_driver.h"
 #include "runtime.h"
@@ -48,12 +48,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
     /* Physical memory lands where prop says, not on the current device;
      * host-located (pinned host) handles take no device memory, but a kernel
      * may spin on them (host_wait_hooks.c). */
-    if (prop && prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
-        CUresult rc = real(handle, size, prop, flags);
-        if (rc == CUDA_SUCCESS)
-            gs_compute_note_host_waits();
-        return rc;
-    }
+    if (prop && prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return gs_host_memory_had(real(handle, size, prop, flags));
     if (gs_mode() == GS_MODE_PASSTHROUGH)
         return real(handle, size, prop, flags);
     struct gs_charge c;
@@ -150,13 +146,12 @@ static CUresult import_recorded(CUmemGenericAllocationHandle handle, void *osHan
     gs_pfn_cuMemGetAllocationPropertiesFromHandle props = GS_REAL_CU(cuMemGetAllocationPropertiesFromHandle);
     CUmemAllocationProp prop = { 0 };
     int known = props && props(&prop, handle) == CUDA_SUCCESS;
-    if (known && prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-        gs_compute_note_host_waits(); /* host memory a kernel may spin on (host_wait_hooks.c) */
     int dev = known && prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? gs_rt_dev_of_ordinal(prop.location.id)
                                                                          : gs_rt_dev_current(NULL);
     struct gs_alloc_rec marker = { .bytes = 0, .dev = dev, .slot = -1 };
     if (gs_alloc_put(GS_ALLOC_VMM_IMPORT, handle, marker, NULL, NULL) == 0)
-        return CUDA_SUCCESS;
+        return known && prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE ? gs_host_memory_had(CUDA_SUCCESS)
+                                                                          : CUDA_SUCCESS;
     /* Cannot remember it, so it could never be charged: refuse it. */
     gs_log(GS_LOG_ERROR, "out of host memory tracking an imported VMM handle; the import is refused");
     gs_pfn_cuMemRelease release = GS_REAL_CU(cuMemRelease);

@@ -421,7 +421,7 @@ def test_a_capped_tenant_whose_queue_waits_for_its_host_is_not_hung_by_a_drain(w
     not_hung_by_a_drain(w, c, f"{how.split('-')[0]} 0.5", "queue waits for its host")
 
 
-@pytest.mark.parametrize("kind", ["alloc", "hostalloc", "register", "plain"])
+@pytest.mark.parametrize("kind", ["alloc", "plain"])
 def test_a_capped_tenant_whose_kernel_spins_on_a_host_flag_is_not_hung_by_a_drain(world, kind):
     """A capped tenant's kernel spins on a flag in host memory the device
     reaches, which its host sets only after its next launches returned (a
@@ -429,7 +429,8 @@ def test_a_capped_tenant_whose_kernel_spins_on_a_host_flag_is_not_hung_by_a_drai
     the drain waited for it without a bound: the program hung. Having such
     memory (cuMemAllocHost, cuMemHostAlloc, cuMemHostRegister; any host
     memory where the device has pageable access, as HMM gives one: plain)
-    makes the process drain with the bound, as a queued host wait does."""
+    makes the process drain with the bound, as a queued host wait does
+    (which memory does: the test after this one)."""
     extra = {"GPUSLICE_SIM_PAGEABLE_ACCESS": 1} if kind == "plain" else {}
     w = world_env(world, GPUSLICE_CORES=30, GPUSLICE_LOG_LEVEL=2, **extra)
     c = start(w, 1000)
@@ -437,8 +438,9 @@ def test_a_capped_tenant_whose_kernel_spins_on_a_host_flag_is_not_hung_by_a_drai
 
 
 @pytest.mark.parametrize("kind,pageable,bounded", [
-    ("alloc", 0, True), ("managed", 0, True), ("plain", 1, True), ("plain", 0, False),
-], ids=["pinned", "managed", "pageable-access", "neither"])
+    ("alloc", 0, True), ("hostalloc", 0, True), ("register", 0, True), ("managed", 0, True), ("plain", 1, True),
+    ("plain", 0, False),
+], ids=["pinned", "mapped", "registered", "managed", "pageable-access", "neither"])
 def test_host_memory_the_device_reaches_makes_a_capped_process_drain_with_a_bound(world, kind, pageable, bounded):
     """Whether a capped process's drains wait on a helper thread, with the
     bound: once it holds host memory the device reaches (a kernel may spin
@@ -461,7 +463,11 @@ def test_host_memory_the_device_reaches_makes_a_capped_process_drain_with_a_boun
     ("getproc", ["cudaversion 13010", "lookup cuLaunchHostFunc"], False),
     ("dlsym", ["lookup cuLaunchHostFunc_v2"], False),
     ("default", ["lookup cuLaunchHostFunc"], False),
-], ids=["getproc-newer", "dlsym-newer", "getproc-wrapped", "getproc-v2", "dlsym-v2", "own-export"])
+    ("getproc", ["lookup cuMemAllocHost", "lookup cuMemHostAlloc", "lookup cuMemHostRegister", "lookup cuMemAllocManaged"],
+     False),
+    ("dlsym", ["lookup cuMemAllocHost_v2", "lookup cuMemHostRegister_v2"], False),
+], ids=["getproc-newer", "dlsym-newer", "getproc-wrapped", "getproc-v2", "dlsym-v2", "own-export", "getproc-host-memory",
+        "dlsym-host-memory"])
 def test_a_host_wait_variant_newer_than_the_interposer_makes_its_process_drain_with_a_bound(world, mode, lookups,
                                                                                            noted):
     """A variant of a host-wait entry point that this build does not know
