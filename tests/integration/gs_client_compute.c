@@ -136,6 +136,16 @@ int gs_capture_api_of(gs_entry_fn entry, struct gs_capture_api *api)
     return api->stream_create && api->begin && api->end && api->instantiate && api->launch ? 0 : -1;
 }
 
+int gs_module_api_of(gs_entry_fn entry, struct gs_module_api *api)
+{
+    api->load = (CUresult(*)(CUmodule *, const void *))entry("cuModuleLoadData", "cuModuleLoadData", 0);
+    api->get =
+        (CUresult(*)(CUfunction *, CUmodule, const char *))entry("cuModuleGetFunction", "cuModuleGetFunction", 0);
+    api->launch = (gs_launch_fn)entry("cuLaunchKernel", "cuLaunchKernel", 0);
+    api->sync = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
+    return api->load && api->get && api->launch && api->sync ? 0 : -1;
+}
+
 static CUresult capture(gs_entry_fn entry, unsigned n, unsigned gap_us, int mode, int with_bg)
 {
     struct gs_capture_api api;
@@ -213,23 +223,18 @@ static int cmp_double(const void *a, const void *b)
 static CUresult tp_steps(gs_entry_fn entry, unsigned long long us, unsigned long long coll_us, unsigned ranks,
                          unsigned long long steps, unsigned long long warm, unsigned group, int as_graph)
 {
-    CUresult (*load)(CUmodule *, const void *) =
-        (CUresult(*)(CUmodule *, const void *))entry("cuModuleLoadData", "cuModuleLoadData", 0);
-    CUresult (*get)(CUfunction *, CUmodule, const char *) =
-        (CUresult(*)(CUfunction *, CUmodule, const char *))entry("cuModuleGetFunction", "cuModuleGetFunction", 0);
-    gs_launch_fn launch = (gs_launch_fn)entry("cuLaunchKernel", "cuLaunchKernel", 0);
-    CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
+    struct gs_module_api api;
     CUfunction work = NULL, coll = NULL;
     char name[96];
-    CUresult rc = load && get && launch && sync ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+    CUresult rc = gs_module_api_of(entry, &api) == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
     if (!rc && !module)
-        rc = load(&module, "image");
+        rc = api.load(&module, "image");
     snprintf(name, sizeof name, "sleep_us:%llu", us);
     if (!rc)
-        rc = get(&work, module, name);
+        rc = api.get(&work, module, name);
     snprintf(name, sizeof name, "ncclDevKernel_AllReduce_sim:%llu:%u:%u", coll_us, ranks, group);
     if (!rc)
-        rc = get(&coll, module, name);
+        rc = api.get(&coll, module, name);
     CUstream gs = NULL;
     CUgraphExec step = NULL;
     graph_t glaunch = as_graph ? (graph_t)entry(NULL, "cuGraphLaunch", 0) : NULL;
@@ -247,12 +252,12 @@ static CUresult tp_steps(gs_entry_fn entry, unsigned long long us, unsigned long
         if (as_graph) {
             rc = glaunch(step, gs);
         } else {
-            rc = launch(work, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+            rc = api.launch(work, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
             if (!rc)
-                rc = launch(coll, 8, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+                rc = api.launch(coll, 8, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
         }
         if (!rc)
-            rc = sync(gs);
+            rc = api.sync(gs);
         if (k >= warm)
             took[n++] = gs_now_s() - s0;
     }

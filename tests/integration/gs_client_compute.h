@@ -21,6 +21,16 @@ struct gs_capture_api {
 };
 int gs_capture_api_of(gs_entry_fn entry, struct gs_capture_api *api);
 
+/* What loading a module and running its kernels calls, looked up once
+ * through entry (gs_module_api_of: 0 when all were found). */
+struct gs_module_api {
+    CUresult (*load)(CUmodule *, const void *);
+    CUresult (*get)(CUfunction *, CUmodule, const char *);
+    gs_launch_fn launch;
+    CUresult (*sync)(CUstream);
+};
+int gs_module_api_of(gs_entry_fn entry, struct gs_module_api *api);
+
 /* Runs argv if it is a compute command: sets *rc, may print key=value
  * fields, returns 1; else returns 0. */
 int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry);

@@ -64,14 +64,9 @@ static volatile uint32_t *host_memory(gs_entry_fn entry, const char *kind, CUres
 
 static CUresult spin_on_flag(gs_entry_fn entry, const char *kind, double secs)
 {
-    CUresult (*load)(CUmodule *, const void *) =
-        (CUresult(*)(CUmodule *, const void *))entry("cuModuleLoadData", "cuModuleLoadData", 0);
-    CUresult (*get)(CUfunction *, CUmodule, const char *) =
-        (CUresult(*)(CUfunction *, CUmodule, const char *))entry("cuModuleGetFunction", "cuModuleGetFunction", 0);
-    gs_launch_fn launch = (gs_launch_fn)entry("cuLaunchKernel", "cuLaunchKernel", 0);
-    CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0);
+    struct gs_module_api api;
     CUfunction work = gs_client_func();
-    if (!load || !get || !launch || !sync || !work)
+    if (gs_module_api_of(entry, &api) != 0 || !work)
         return CUDA_ERROR_NOT_FOUND;
     CUresult rc;
     volatile uint32_t *flag = host_memory(entry, kind, &rc);
@@ -80,22 +75,22 @@ static CUresult spin_on_flag(gs_entry_fn entry, const char *kind, double secs)
     *flag = 0;
     CUmodule module;
     CUfunction spin;
-    rc = load(&module, "image");
+    rc = api.load(&module, "image");
     if (!rc)
-        rc = get(&spin, module, "spin_flag");
+        rc = api.get(&spin, module, "spin_flag");
     CUdeviceptr arg = (CUdeviceptr)(uintptr_t)flag;
     void *params[] = { &arg };
     if (!rc)
-        rc = launch(spin, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL);
+        rc = api.launch(spin, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL);
     double t0 = gs_now_s();
     unsigned long long n = 0;
     while (!rc && gs_now_s() - t0 < secs) {
-        rc = launch(work, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+        rc = api.launch(work, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
         n++;
     }
     __atomic_store_n(flag, 1, __ATOMIC_RELEASE);
     if (!rc)
-        rc = sync(NULL);
+        rc = api.sync(NULL);
     printf("launches=%llu elapsed_us=%llu ", n, (unsigned long long)((gs_now_s() - t0) * 1e6));
     return rc;
 }
