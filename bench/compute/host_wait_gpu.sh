@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Programs whose queue waits for their host (host_wait_check.py: a host
-# function, a stream wait on a pinned flag) on a real GPU, without the
+# function, a stream wait on a pinned flag, a kernel spinning on that flag,
+# which needs CuPy) on a real GPU, without the
 # interposer and capped at 30 under it; each under a 60 s hang detector.
 # Prints one JSON line a run and whether the limiter gave up a drain
 # ("charged as busy until now" in its log). From the repo root, on a GPU
@@ -13,7 +14,7 @@ LIB=$(bash bench/build_interposer.sh "$OUT/cmake.log") || exit 1
 cc -O2 -shared -fPIC -o build-gpu/libhost_wait_gate.so bench/compute/host_wait_gate.c
 export GATE_LIB=$(pwd)/build-gpu/libhost_wait_gate.so
 state=$(mktemp -d)
-for how in hostfunc hostwait; do
+for how in hostfunc hostwait spin; do
     for round in 1 2; do
         echo "native $how round $round: $(timeout 60 python3 bench/compute/host_wait_check.py "$how" 3 2>&1 | tail -1) rc=$?"
         log=$OUT/$how-$round.log
