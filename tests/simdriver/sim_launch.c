@@ -197,6 +197,9 @@ static CUresult submit(uint64_t ns, const struct sim_func *coll)
  * holds; the timeline runs on meanwhile (a simplification: the device is
  * not held, and events behind the wait keep the timeline's stamps). */
 #define MAX_HOST_WAITS 64
+/* How often a wait for work that a host wait holds back looks again: a
+ * poll every 20 us of a waiter spinning a core would crowd a 2-core machine. */
+#define HOST_WAIT_POLL_NS 1000000ULL
 struct host_wait {
     int dev;
     uint64_t at;
@@ -280,8 +283,11 @@ static CUresult work_poll(int dev, uint64_t target, int *done, uint64_t *when, u
     if (!*done && eta)
         *eta = sim_tl_eta(c.st, dev, target - w->done);
     sim_leave(&c);
-    if (*done)
-        *done = !host_waits_hold(dev, target);
+    if (*done && host_waits_hold(dev, target)) {
+        *done = 0;
+        if (eta)
+            *eta = HOST_WAIT_POLL_NS; /* the host acts when it will: no timeline to wait out */
+    }
     return CUDA_SUCCESS;
 }
 
