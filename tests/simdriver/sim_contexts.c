@@ -53,6 +53,13 @@ CUresult sim_current_ctx(int *ctx)
     return CUDA_SUCCESS;
 }
 
+CUresult sim_need_ctx(int *ctx)
+{
+    if (!sim_initialized_state())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return sim_current_ctx(ctx);
+}
+
 static CUresult charge_overhead(struct sim_call *c, int dev)
 {
     struct sim_state *st = c->st;

@@ -46,6 +46,9 @@ CUresult sim_enter(struct sim_call *c);
 void sim_leave(struct sim_call *c);
 /* The calling thread's current context index, checked alive; lock held. */
 CUresult sim_current_ctx(int *ctx);
+/* cuInit checked, then the current context as sim_current_ctx gives it (what
+ * a launch, a module or pinned host memory needs). */
+CUresult sim_need_ctx(int *ctx);
 /* The state after cuInit, or NULL (for calls that need no lock). */
 /* CUDA_VISIBLE_DEVICES, read at cuInit: a CUDA ordinal's physical device
  * (-1 if none), and a physical device's ordinal (-1 if not visible). */

@@ -95,9 +95,7 @@ static CUresult host_alloc(void **pp, size_t bytes, unsigned int flags)
     if (!pp || !bytes || (flags & ~HOST_ALLOC_FLAGS) || bytes > SIZE_MAX - HOST_PAGE)
         return CUDA_ERROR_INVALID_VALUE;
     int ctx = -1;
-    if (!sim_initialized_state())
-        return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult rc = sim_current_ctx(&ctx);
+    CUresult rc = sim_need_ctx(&ctx);
     if (rc != CUDA_SUCCESS)
         return rc;
     size_t size = (bytes + HOST_PAGE - 1) / HOST_PAGE * HOST_PAGE;
@@ -143,10 +141,8 @@ static CUresult host_register(void *p, size_t bytes, unsigned int flags)
 {
     if (!p || !bytes || (flags & ~HOST_REGISTER_FLAGS) || (uintptr_t)p + bytes < (uintptr_t)p)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!sim_initialized_state())
-        return CUDA_ERROR_NOT_INITIALIZED;
     int ctx = -1;
-    CUresult rc = sim_current_ctx(&ctx);
+    CUresult rc = sim_need_ctx(&ctx);
     return rc != CUDA_SUCCESS ? rc : add_range(p, bytes, 0);
 }
 

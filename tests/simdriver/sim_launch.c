@@ -114,18 +114,11 @@ static int live_index(const void *h, const void *table, size_t n, size_t elem)
 }
 #define HANDLE_INDEX(table, n, h) live_index((const void *)(h), (table), (n), sizeof((table)[0]))
 
-/* Checks cuInit and a current context (launches need one); *ctx: its index. */
-static CUresult need_ctx_at(int *ctx)
-{
-    if (!sim_initialized_state())
-        return CUDA_ERROR_NOT_INITIALIZED;
-    return sim_current_ctx(ctx);
-}
-
+/* Checks cuInit and a current context (launches need one). */
 static CUresult need_ctx(void)
 {
     int ctx = -1;
-    return need_ctx_at(&ctx);
+    return sim_need_ctx(&ctx);
 }
 
 /* Device of the calling thread's current context, or -1. */
@@ -667,7 +660,7 @@ static CUresult module_load(void **module, const void *image, int library)
     if (!module || !image)
         return CUDA_ERROR_INVALID_VALUE;
     int ctx = -1;
-    CUresult rc = need_ctx_at(&ctx);
+    CUresult rc = sim_need_ctx(&ctx);
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = CUDA_ERROR_OUT_OF_MEMORY;
