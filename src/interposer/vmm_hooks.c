@@ -22,6 +22,7 @@
 #include "../core/accounting.h"
 #include "../core/vmm_maps.h"
 #include "charge.h"
+#include "compute_limiter.h"
 #include "fork_hooks.h"
 #include "host_wait_hooks.h"
 #include "log.h"
@@ -149,9 +150,11 @@ static CUresult import_recorded(CUmemGenericAllocationHandle handle, void *osHan
     int dev = known && prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? gs_rt_dev_of_ordinal(prop.location.id)
                                                                          : gs_rt_dev_current(NULL);
     struct gs_alloc_rec marker = { .bytes = 0, .dev = dev, .slot = -1 };
-    if (gs_alloc_put(GS_ALLOC_VMM_IMPORT, handle, marker, NULL, NULL) == 0)
-        return known && prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE ? gs_host_memory_had(CUDA_SUCCESS)
-                                                                          : CUDA_SUCCESS;
+    if (gs_alloc_put(GS_ALLOC_VMM_IMPORT, handle, marker, NULL, NULL) == 0) {
+        if (known && prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+            gs_compute_note_host_waits(); /* host memory a kernel may spin on (host_wait_hooks.h) */
+        return CUDA_SUCCESS;
+    }
     /* Cannot remember it, so it could never be charged: refuse it. */
     gs_log(GS_LOG_ERROR, "out of host memory tracking an imported VMM handle; the import is refused");
     gs_pfn_cuMemRelease release = GS_REAL_CU(cuMemRelease);
