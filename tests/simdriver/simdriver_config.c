@@ -92,6 +92,8 @@ static void invalid_values_fail_closed(void **state)
     expect_invalid("GPUSLICE_SIM_TIMESLICE_US", "100001");
     expect_invalid("GPUSLICE_SIM_MPS", "2");
     expect_invalid("GPUSLICE_SIM_MPS", "yes");
+    expect_invalid("GPUSLICE_SIM_PAGEABLE_ACCESS", "2");
+    expect_invalid("GPUSLICE_SIM_PAGEABLE_ACCESS", "on");
     expect_invalid("GPUSLICE_SIM_NVML_PERIOD_MS", "5");
     expect_invalid("GPUSLICE_SIM_NVML_PERIOD_MS", "2001");
     expect_invalid("GPUSLICE_SIM_NVML_PERIOD_MS", "1s");
