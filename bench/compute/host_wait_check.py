@@ -27,7 +27,8 @@ a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
 b = a.clone()
 c = a @ b  # cuBLAS's handle and workspace, before the gate
 torch.cuda.synchronize()
-stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+stream_handle = torch.cuda.current_stream().cuda_stream  # 0: the legacy default stream
+stream = ctypes.c_void_p(stream_handle)
 gate_lib = ctypes.CDLL(os.environ["GATE_LIB"])
 gate = ctypes.c_int.in_dll(gate_lib, "gs_host_gate")
 flag = torch.zeros(1, dtype=torch.int32, pin_memory=True)  # host memory, a device address under UVA
@@ -36,7 +37,7 @@ if how == "spin":
 
     spin = cupy.RawKernel(r"""
 extern "C" __global__ void gs_spin(volatile int *flag) { while (*flag == 0) __nanosleep(1000); }""", "gs_spin")
-    with cupy.cuda.ExternalStream(stream.value):
+    with cupy.cuda.ExternalStream(stream_handle):
         flag[0] = 1  # warm-up: compiled and loaded before the gate, where loading could synchronise
         spin((1,), (1,), (cupy.uint64(flag.data_ptr()),))
         torch.cuda.synchronize()

@@ -6,6 +6,7 @@
 # Prints one JSON line a run and whether the limiter gave up a drain
 # ("charged as busy until now" in its log). From the repo root, on a GPU
 # machine with PyTorch: OUT=DIR bash bench/compute/host_wait_gpu.sh
+# (HOST_WAIT_MODES="spin" runs only the modes named).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$(mktemp -d)}
@@ -14,7 +15,7 @@ LIB=$(bash bench/build_interposer.sh "$OUT/cmake.log") || exit 1
 cc -O2 -shared -fPIC -o build-gpu/libhost_wait_gate.so bench/compute/host_wait_gate.c
 export GATE_LIB=$(pwd)/build-gpu/libhost_wait_gate.so
 state=$(mktemp -d)
-for how in hostfunc hostwait spin; do
+for how in ${HOST_WAIT_MODES:-hostfunc hostwait spin}; do
     for round in 1 2; do
         echo "native $how round $round: $(timeout 60 python3 bench/compute/host_wait_check.py "$how" 3 2>&1 | tail -1) rc=$?"
         log=$OUT/$how-$round.log
