@@ -525,18 +525,24 @@ def test_what_a_tenant_writes_into_the_shared_ledger_holds_no_window_back_longer
     Before that bound a turn forged for the live 70 side held the 30 side's
     windows until it no longer counted as throttled (~0.5 s): 0.06 of the
     device. What it still costs: the attacked turns no longer keep the two
-    apart, and they time-slice (here with a 30 % switch loss)."""
+    apart, and they time-slice (here with a 30 % switch loss).
+
+    Measured over 2.5 s: a container may spend the tokens it banked while
+    it waited for turns (GS_LIM_TURN_BANK) and run into debt. Over the
+    1.5 s this measured before, the 70 side read 0.757 in 1 of 12 runs
+    here (0.632-0.734 in the rest) and 0.765 in a CI run; over 2.5 s,
+    0.659-0.711 in 12."""
     hits = []
 
     def attacker(ledgers):
-        end = time.monotonic() + 3.0 * SLOW  # as long as the tenants run
+        end = time.monotonic() + 3.5 * SLOW  # as long as the tenants run
         sim_sleep(1.0)
         while time.monotonic() < end:
             hits.append(attack(ledgers))
             sim_sleep(0.005)
 
     ra, rb, ea, _ = two_containers(world, {"GPUSLICE_CORES": "30", "GPUSLICE_LOG_LEVEL": "3"},
-                                   {"GPUSLICE_CORES": "70"}, "agent", secs=3.0, warm=1.5, hostile=attacker,
+                                   {"GPUSLICE_CORES": "70"}, "agent", secs=3.5, warm=1.0, hostile=attacker,
                                    logs=True, GPUSLICE_SIM_SWITCH_LOSS=30)
     longest = cost_longest_ms(ea, "windows that waited for another container's turn")
     print(f"attack: {ra:.3f} / {rb:.3f}, longest wait for turns {longest:.1f} ms, {sum(hits)} of {len(hits)} hit")
