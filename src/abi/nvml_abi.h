@@ -72,6 +72,31 @@ typedef struct nvmlUtilization_st {
     unsigned int memory;
 } nvmlUtilization_t;
 
+/* Field values (nvmlDeviceGetFieldValues): the caller sets fieldId (and
+ * scopeId), NVML fills in the rest, each value's own nvmlReturn among them. */
+#define NVML_FI_DEV_POWER_AVERAGE 185
+#define NVML_FI_DEV_POWER_INSTANT 186
+
+typedef union nvmlValue_st {
+    double dVal;
+    int siVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    signed long long sllVal;
+    unsigned short usVal;
+} nvmlValue_t;
+
+typedef struct nvmlFieldValue_st {
+    unsigned int fieldId;
+    unsigned int scopeId;
+    long long timestamp;
+    long long latencyUsec;
+    int valueType; /* nvmlValueType_t */
+    nvmlReturn_t nvmlReturn;
+    nvmlValue_t value;
+} nvmlFieldValue_t;
+
 /* ---- Added for the simulated driver (tests/simdriver); values from nvml.h. ---- */
 enum { NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25 };
 #define NVML_DEVICE_UUID_BUFFER_SIZE 80

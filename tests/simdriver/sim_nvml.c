@@ -423,6 +423,40 @@ SIM_NVML nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
     return last_period(device, 1, power);
 }
 
+/* The power fields only: the one-second mean (185) and the instantaneous
+ * draw (186, unless GPUSLICE_SIM_POWER_INSTANT is 0); any other field is
+ * NVML_ERROR_NOT_SUPPORTED in its own nvmlReturn, as NVML answers for a
+ * field the device lacks. */
+SIM_NVML nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values)
+{
+    struct sim_state *st;
+    int i;
+    nvmlReturn_t rc = device_index(device, &st, &i);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (valuesCount < 0 || (valuesCount > 0 && !values))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (sim_state_lock(st) != 0)
+        return NVML_ERROR_UNKNOWN;
+    uint64_t now = sim_now_ns();
+    sim_tl_advance(st, i, now);
+    for (int k = 0; k < valuesCount; k++) {
+        nvmlFieldValue_t *v = &values[k];
+        v->timestamp = (long long)(now / 1000);
+        v->latencyUsec = 0;
+        v->valueType = 1; /* NVML_VALUE_TYPE_UNSIGNED_INT */
+        v->nvmlReturn = NVML_SUCCESS;
+        if (v->fieldId == NVML_FI_DEV_POWER_INSTANT && st->power_instant)
+            v->value.uiVal = sim_power_now(st, i);
+        else if (v->fieldId == NVML_FI_DEV_POWER_AVERAGE)
+            v->value.uiVal = sim_power_over_span(st, i);
+        else
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    }
+    sim_state_unlock(st);
+    return NVML_SUCCESS;
+}
+
 SIM_NVML nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit)
 {
     struct sim_state *st;

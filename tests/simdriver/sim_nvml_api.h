@@ -36,6 +36,7 @@ SIM_NVML nvmlDeviceGetConfComputeMemSizeInfo(nvmlDevice_t device, void *memInfo)
 SIM_NVML nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization);
 SIM_NVML nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power);
 SIM_NVML nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit);
+SIM_NVML nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values);
 SIM_NVML nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
                                          unsigned int *processSamplesCount, unsigned long long lastSeenTimeStamp);
 

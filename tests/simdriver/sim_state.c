@@ -129,6 +129,8 @@ static const struct uint_knob {
       offsetof(struct sim_state, nvml_short_count) },
     { "GPUSLICE_SIM_PAGEABLE_ACCESS", 0, 0, 1, "a flag", offsetof(struct sim_config, pageable_access),
       offsetof(struct sim_state, pageable_access) },
+    { "GPUSLICE_SIM_POWER_INSTANT", 1, 0, 1, "a flag", offsetof(struct sim_config, power_instant),
+      offsetof(struct sim_state, power_instant) },
 };
 #define N_UINT_KNOBS (sizeof(uint_knobs) / sizeof(uint_knobs[0]))
 

@@ -18,7 +18,7 @@
 /* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots; 4: time slices; 5: MPS; 6: collectives;
  * 7: idle gaps inside graphs; 8: processes told apart across pid namespaces; 12: power over the last second;
  * 14: 17 devices; 15: the short-count flag (NVML_SHORT_COUNT); 16: pageable host memory access */
-#define SIM_STATE_VERSION 16U
+#define SIM_STATE_VERSION 17U
 
 /* One more than gpuslice accounts for in a process (GS_MAX_DEVICES), so
  * that its refusal past them is tested */
@@ -202,6 +202,7 @@ struct sim_state {
     uint32_t event_ns;         /* device time an event record takes on its stream (sim_launch.c) */
     uint32_t nvml_short_count; /* a buffer too small for the samples leaves their count unsaid (sim_nvml.c) */
     uint32_t pageable_access;  /* the device reaches any host memory, as HMM lets it (sim_host_memory.c) */
+    uint32_t power_instant;    /* NVML has the instantaneous power field (sim_nvml.c) */
     uint64_t ctx_overhead;
     uint64_t power_dyn_mw; /* power drawn above idle while busy (NVML power model) */
     uint64_t next_id;
@@ -226,6 +227,7 @@ struct sim_config {
     uint32_t event_ns;
     uint32_t nvml_short_count;
     uint32_t pageable_access;
+    uint32_t power_instant;
 };
 
 /* The NVML power model: a device draws SIM_IDLE_POWER_MW plus power_dyn_mw x

@@ -74,6 +74,13 @@ static double power_at(const struct sim_state *st, uint32_t util)
     return SIM_IDLE_POWER_MW + (double)st->power_dyn_mw * util / 100 * pow(sim_clock(st, util), SIM_CLOCK_K);
 }
 
+unsigned int sim_power_now(const struct sim_state *st, int dev)
+{
+    const struct sim_device *d = &st->dev[dev];
+    return (unsigned int)(d->tl_util_head ? power_at(st, d->tl_util_hist[(d->tl_util_head - 1) % SIM_POWER_PERIODS])
+                                          : (double)SIM_UNUSED_POWER_MW);
+}
+
 unsigned int sim_power_over_span(const struct sim_state *st, int dev)
 {
     const struct sim_device *d = &st->dev[dev];

@@ -65,6 +65,11 @@ uint32_t sim_clock_speed_ppm(const struct sim_state *st, uint32_t util);
  * of its start-up burst. */
 unsigned int sim_power_over_span(const struct sim_state *st, int dev);
 
+/* NVML's instantaneous draw (NVML_FI_DEV_POWER_INSTANT), mW: the last full
+ * sample period's, as an H100's refreshed about every 110 ms
+ * (bench/results/compute-2026-12-06f-h100-power.md). */
+unsigned int sim_power_now(const struct sim_state *st, int dev);
+
 /* Starts device dev's timeline if it has none yet, and computes every
  * started device's up to now. */
 void sim_tl_advance(struct sim_state *st, int dev, uint64_t now);

@@ -22,6 +22,7 @@ static void clear_env(void)
     unsetenv("GPUSLICE_SIM_CTX_OVERHEAD");
     unsetenv("GPUSLICE_SIM_NVML_READ_US");
     unsetenv("GPUSLICE_SIM_EVENT_NS");
+    unsetenv("GPUSLICE_SIM_POWER_INSTANT");
 }
 
 static void parse_bytes(void **state)
@@ -94,6 +95,8 @@ static void invalid_values_fail_closed(void **state)
     expect_invalid("GPUSLICE_SIM_MPS", "yes");
     expect_invalid("GPUSLICE_SIM_PAGEABLE_ACCESS", "2");
     expect_invalid("GPUSLICE_SIM_PAGEABLE_ACCESS", "on");
+    expect_invalid("GPUSLICE_SIM_POWER_INSTANT", "2");
+    expect_invalid("GPUSLICE_SIM_POWER_INSTANT", "yes");
     expect_invalid("GPUSLICE_SIM_NVML_PERIOD_MS", "5");
     expect_invalid("GPUSLICE_SIM_NVML_PERIOD_MS", "2001");
     expect_invalid("GPUSLICE_SIM_NVML_PERIOD_MS", "1s");
@@ -205,6 +208,30 @@ static void event_records_take_the_device_time_configured(void **state)
     unlink(g_path);
 }
 
+/* GPUSLICE_SIM_POWER_INSTANT=0: an NVML without the instantaneous power
+ * field, whose own nvmlReturn says NOT_SUPPORTED; the mean still answers. */
+static void child_no_instantaneous_power(void)
+{
+    clear_env();
+    setenv("GPUSLICE_SIM_STATE", g_path, 1);
+    setenv("GPUSLICE_SIM_POWER_INSTANT", "0", 1);
+    nvmlDevice_t d;
+    nvmlFieldValue_t v[2] = { { .fieldId = NVML_FI_DEV_POWER_INSTANT }, { .fieldId = NVML_FI_DEV_POWER_AVERAGE } };
+    CHILD_CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    CHILD_CHECK(nvmlDeviceGetHandleByIndex_v2(0, &d) == NVML_SUCCESS);
+    CHILD_CHECK(nvmlDeviceGetFieldValues(d, 2, v) == NVML_SUCCESS);
+    CHILD_CHECK(v[0].nvmlReturn == NVML_ERROR_NOT_SUPPORTED);
+    CHILD_CHECK(v[1].nvmlReturn == NVML_SUCCESS && v[1].value.uiVal == 80000);
+}
+
+static void the_instantaneous_power_field_can_be_absent(void **state)
+{
+    snprintf(g_path, sizeof(g_path), "/tmp/gpuslice-simtest-config-power-%d", (int)getpid());
+    unlink(g_path);
+    assert_int_equal(run_child(child_no_instantaneous_power), 0);
+    unlink(g_path);
+}
+
 static void config_is_read_when_the_state_is_created(void **state)
 {
     snprintf(g_path, sizeof(g_path), "/tmp/gpuslice-simtest-config-%d", (int)getpid());
@@ -309,6 +336,7 @@ int main(void)
         cmocka_unit_test(config_is_read_when_the_state_is_created),
         cmocka_unit_test(sample_reads_take_the_time_configured),
         cmocka_unit_test(event_records_take_the_device_time_configured),
+        cmocka_unit_test(the_instantaneous_power_field_can_be_absent),
         cmocka_unit_test(foreign_state_file_is_replaced_only_when_unused),
         cmocka_unit_test(private_state_is_shared_by_both_libraries),
     };

@@ -1,5 +1,6 @@
 /* NVML: init nesting, identity matching CUDA, memory v1/v2, process lists
- * (v1, v2, v3) with NVML's capacity/INSUFFICIENT_SIZE contract. */
+ * (v1, v2, v3) with NVML's capacity/INSUFFICIENT_SIZE contract, the power
+ * fields. */
 #include <string.h>
 #include <sys/wait.h>
 
@@ -182,12 +183,33 @@ static void utilization_is_empty_for_now(void **state)
     assert_int_equal(n, 0);
 }
 
+/* The power fields: the one-second mean as nvmlDeviceGetPowerUsage gives it
+ * and the instantaneous draw (a device not yet used: 80 W); any other field
+ * answers NOT_SUPPORTED in its own nvmlReturn, the call itself succeeding. */
+static void power_fields(void **state)
+{
+    nvmlFieldValue_t v[3] = { { .fieldId = NVML_FI_DEV_POWER_AVERAGE },
+                              { .fieldId = NVML_FI_DEV_POWER_INSTANT },
+                              { .fieldId = 1 } };
+    unsigned int mean = 0;
+    assert_int_equal(nvmlDeviceGetFieldValues(g_dev, 3, v), NVML_SUCCESS);
+    assert_int_equal(nvmlDeviceGetPowerUsage(g_dev, &mean), NVML_SUCCESS);
+    assert_int_equal(v[0].nvmlReturn, NVML_SUCCESS);
+    assert_int_equal(v[0].value.uiVal, mean);
+    assert_int_equal(v[1].nvmlReturn, NVML_SUCCESS);
+    assert_int_equal(v[1].value.uiVal, 80000);
+    assert_int_equal(v[2].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nvmlDeviceGetFieldValues(g_dev, 1, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(nvmlDeviceGetFieldValues(g_dev, -1, v), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(nvmlDeviceGetFieldValues(NULL, 1, v), NVML_ERROR_INVALID_ARGUMENT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(init_nests_and_guards_calls),  cmocka_unit_test(identity_matches_cuda),
         cmocka_unit_test(memory_info_v1_and_v2),        cmocka_unit_test(process_lists_and_capacity),
-        cmocka_unit_test(utilization_is_empty_for_now),
+        cmocka_unit_test(utilization_is_empty_for_now), cmocka_unit_test(power_fields),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -357,6 +357,26 @@ static void the_draw_of_a_new_device_counts_its_idle_before(void **state)
     free(st);
 }
 
+/* The instantaneous draw is the last full sample period's: 80 W (a device
+ * not yet used) before any, then 700 W after a period fully busy at the
+ * limit, where the one-second mean still reads 142 W; back to 100 W (idle)
+ * after an idle period, where the mean still holds the busy one. */
+static void the_instantaneous_draw_is_the_last_periods(void **state)
+{
+    (void)state;
+    struct sim_state *st = procs_ab(0);
+    st->power_dyn_mw = 900000;
+    assert_int_equal(sim_power_now(st, 0), 80000);
+    sim_tl_submit(st, 0, 0, 100 * MS, T0);
+    sim_tl_advance(st, 0, T0 + 150 * MS);
+    assert_in_range(sim_power_now(st, 0), 699999, 700001);
+    assert_in_range(sim_power_over_span(st, 0), 141999, 142001);
+    sim_tl_advance(st, 0, T0 + 250 * MS);
+    assert_int_equal(sim_power_now(st, 0), 100000);
+    assert_true(sim_power_over_span(st, 0) > 140000);
+    free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -377,6 +397,7 @@ int main(void)
         cmocka_unit_test(the_gap_queue_is_bounded),
         cmocka_unit_test(a_duty_cycled_device_runs_faster_than_a_full_one),
         cmocka_unit_test(the_draw_of_a_new_device_counts_its_idle_before),
+        cmocka_unit_test(the_instantaneous_draw_is_the_last_periods),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
