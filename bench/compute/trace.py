@@ -22,7 +22,7 @@ import bench  # noqa: E402
 
 WIN = re.compile(r"window (\d+) us \(planned (\d+), closed at (\d+), (\d+) launches, (\w+)\): charged (\d+) us")
 OUTER = re.compile(r"outer \S+: occupancy (\d+) ppm, (?:waited \d+ us of \d+, )?nvml ours (-?\d+) others (-?\d+) device (-?\d+) ppm, "
-                   r"(?:\d+ active in the ledger, )?power (-?\d+)/(-?\d+) mW -> c (\d+)(?: \(not learnt\))? s (\d+)")
+                   r"(?:\d+ active in the ledger, )?power (-?\d+)(?: \(now -?\d+\))?/(-?\d+) mW -> c (\d+)(?: \(not learnt\))? s (\d+)")
 
 
 def run(specs, secs, warm=2):

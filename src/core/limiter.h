@@ -676,6 +676,7 @@ struct gs_outer_in {
     uint64_t waited_ns;                  /* what our threads waited for tokens and turns in it */
     int64_t our_ppm, others_ppm;         /* NVML's per-process split; -1: unknown */
     int64_t dev_ppm, power_mw, limit_mw; /* NVML's device readings; -1: unknown */
+    int64_t power_now_mw;                /* NVML's instantaneous draw; 0 or less: unknown */
     unsigned power_exp_milli;            /* gs_lim_speed's exponent */
     int yield_on;                        /* GPUSLICE_SHARE_YIELD_US is set */
     const struct gs_lim_demand *dem;     /* the other containers of the ledger active lately */

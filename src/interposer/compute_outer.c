@@ -70,12 +70,13 @@ static void live_pids(const struct gs_region *r, struct pidset *s)
     }
 }
 
-/* What NVML says of the whole device: busy fraction, power draw and limit;
- * -1 where unknown. lists_ours: whether its list of processes with a
+/* What NVML says of the whole device: busy fraction, power draw (the mean
+ * over the last second, and the instantaneous reading where NVML has one)
+ * and limit; -1 where unknown. lists_ours: whether its list of processes with a
  * context names one of ours (0: it names others only, so its pids are of
  * another pid namespace; -1: unknown). */
 struct devinfo {
-    int64_t busy_ppm, power_mw, limit_mw;
+    int64_t busy_ppm, power_mw, power_now_mw, limit_mw;
     int lists_ours;
 };
 
@@ -153,7 +154,7 @@ static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidse
                              struct devinfo *di)
 {
     unsigned got = 0;
-    *di = (struct devinfo){ -1, -1, -1, -1 };
+    *di = (struct devinfo){ -1, -1, -1, -1, -1 };
     pthread_mutex_lock(&nvml_lock);
     if (nvml_state == 0) {
         nvml_state = -1;
@@ -181,6 +182,10 @@ static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidse
             di->power_mw = mw;
         if (plimit && plimit(h, &mw) == NVML_SUCCESS)
             di->limit_mw = mw;
+        gs_pfn_nvmlDeviceGetFieldValues fields = GS_REAL_NVML(nvmlDeviceGetFieldValues);
+        nvmlFieldValue_t now = { .fieldId = NVML_FI_DEV_POWER_INSTANT };
+        if (fields && fields(h, 1, &now) == NVML_SUCCESS && now.nvmlReturn == NVML_SUCCESS && now.value.uiVal > 0)
+            di->power_now_mw = now.value.uiVal;
         gs_cost_lap(&t, GS_COST_NVML_DEVICE);
         if (ours) {
             di->lists_ours = lists_ours(h, ours);
@@ -516,6 +521,7 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
     g->look_only = (seen == 0 && n > 0) || (from != seen && newest == from);
     in->dev_ppm = di.busy_ppm;
     in->power_mw = di.power_mw;
+    in->power_now_mw = di.power_now_mw;
     in->limit_mw = di.limit_mw;
     in->power_exp_milli = gs_rt.cfg.power_exp_milli;
     if (g->look_only)
@@ -557,11 +563,12 @@ static void outer_publish(struct gs_region *r, int d, const struct outer_gathere
         snprintf(wanted, sizeof wanted, "%lld ms ago", (long long)(in->now - o->wants_ns) / 1000000);
     gs_log(GS_LOG_DEBUG,
            "outer %s: occupancy %llu ppm, waited %llu us of %llu, nvml ours %lld others %lld device %lld ppm, "
-           "%u active in the ledger, power %lld/%lld mW -> c %u%s s %u, use %u ppm, wanted %s",
+           "%u active in the ledger, power %lld (now %lld)/%lld mW -> c %u%s s %u, use %u ppm, wanted %s",
            g->uuid, (unsigned long long)in->occ_ppm, (unsigned long long)in->waited_ns / 1000,
            (unsigned long long)in->interval_ns / 1000, (long long)in->our_ppm, (long long)in->others_ppm,
-           (long long)in->dev_ppm, in->ndem, (long long)in->power_mw, (long long)in->limit_mw, gs_lim_corr_of(o->corr),
-           o->corr ? "" : " (not learnt)", gs_lim_speed_of(o->speed), o->use_ppm, wanted);
+           (long long)in->dev_ppm, in->ndem, (long long)in->power_mw, (long long)in->power_now_mw,
+           (long long)in->limit_mw, gs_lim_corr_of(o->corr), o->corr ? "" : " (not learnt)", gs_lim_speed_of(o->speed),
+           o->use_ppm, wanted);
     gs_compute_ledger_publish(d, o->use_ppm, o->wants_ns);
     __atomic_store_n(&yield_queue[d], (uint8_t)o->yield, __ATOMIC_RELAXED);
     if (a->mode == GS_LIM_CAP && (old >= GS_LIM_PPM) != (o->target >= GS_LIM_PPM))
@@ -593,10 +600,10 @@ void gs_compute_outer_run(struct gs_region *r, int d)
             uint32_t s = gs_lim_outer_look_only(&r->dev[d].lim, in);
             gs_log(GS_LOG_DEBUG,
                    "outer %s: a first look at NVML's samples (no c from it): occupancy %llu ppm, waited %llu us of "
-                   "%llu, device %lld ppm, power %lld/%lld mW -> s %u%s",
+                   "%llu, device %lld ppm, power %lld (now %lld)/%lld mW -> s %u%s",
                    gathered.uuid, (unsigned long long)in->occ_ppm, (unsigned long long)in->waited_ns / 1000,
                    (unsigned long long)in->interval_ns / 1000, (long long)in->dev_ppm, (long long)in->power_mw,
-                   (long long)in->limit_mw, gs_lim_speed_of(s), s ? "" : " (not learnt)");
+                   (long long)in->power_now_mw, (long long)in->limit_mw, gs_lim_speed_of(s), s ? "" : " (not learnt)");
         } else {
             struct gs_outer_out o;
             gs_lim_outer_decide(&r->dev[d].lim, &gathered.in, &o);

@@ -941,9 +941,11 @@ def capped_around_a_free_neighbour(world, tmp_path, cap, secs):
 def test_a_new_cap_learns_s_at_its_first_run(world, tmp_path):
     """A new GPU-bound tenant capped at 30 on the clock model
     (GPUSLICE_SIM_POWER_DYN 900, where its duty cycle runs 1.21 x as fast
-    as fully busy) is charged s 1 until its first outer run, 250 ms after
-    its first launch, which only looks where NVML's per-process samples
-    end. That run learns s too, against the busy fraction of the draw's
+    as fully busy), with NVML's one-second mean draw only (no instantaneous
+    field, GPUSLICE_SIM_POWER_INSTANT 0), is charged s 1 until its first
+    outer run, 250 ms after its first launch, which only looks where NVML's
+    per-process samples end. That run learns s too, against the busy
+    fraction of the draw's
     whole second, the idle before the tenant included, and each measure is
     taken whole until its runs cover that second (1.19-1.22 at 250 ms, then
     1.25-1.27, 1.19-1.20, 1.22-1.24, 1.21); the tenant does 0.319-0.325 of
@@ -952,7 +954,7 @@ def test_a_new_cap_learns_s_at_its_first_run(world, tmp_path):
     105 W s's formula prices idle time at: priced so, the first s was 1.02
     and the first second 0.337; the draw's part from before the record is
     repriced at what the first look read (gs_lim_power_repriced)."""
-    w = world_env(world, GPUSLICE_SIM_POWER_DYN=900)
+    w = world_env(world, GPUSLICE_SIM_POWER_DYN=900, GPUSLICE_SIM_POWER_INSTANT=0)
     log = tmp_path / "capped.log"
     capped = start_logged(w, 1000, log, {"GPUSLICE_CORES": "30"})
     first = run(capped, "kernel", 1.0, 0.0, 4)
@@ -996,6 +998,35 @@ def test_a_cap_taking_its_turn_after_a_gpu_bound_neighbour_is_not_charged_the_ne
     assert max(s_first) > 1_100_000, s_first  # the clock model boosts a duty-cycled device
     assert s_after and max(s_after) <= max(s_first) + 20_000, (s_first, s_after)
     assert abs(first - 0.30) <= SPLIT_TOL and abs(after - first) <= SPLIT_TOL, (first, after)
+
+
+def first_look_speed(log_text):
+    """s as a tenant's first look at NVML learnt it (ppm); None without one."""
+    m = re.search(r"a first look at NVML's samples .*-> s (\d+)", log_text)
+    return int(m.group(1)) if m else None
+
+
+def test_a_new_cap_takes_its_first_seconds_s_from_the_instantaneous_draw(world, tmp_path):
+    """A new GPU-bound tenant capped at 70 on the clock model. NVML's
+    one-second mean draw still holds the idle before it through its first
+    second (an H100's took 1.0-1.3 s to reach a new load's draw), so learnt
+    from it s read 1.03 at the first look, 250 ms in, against a steady
+    1.19-1.21, and the tenant did 0.781 of the device's work in its first
+    second, 0.070 over the 0.711 of its next. The instantaneous draw
+    (NVML_FI_DEV_POWER_INSTANT, which on that H100 reached the draw within
+    one 250 ms run), against the run's own busy fraction, gives the first
+    look s 1.16 and the first second 0.743 (what is left: the token bank
+    it starts with, and the first look's 250 ms charged at s 1)."""
+    w = world_env(world, GPUSLICE_SIM_POWER_DYN=900)
+    log = tmp_path / "capped.log"
+    capped = start_logged(w, 1000, log, {"GPUSLICE_CORES": "70"})
+    first = run(capped, "kernel", 1.0, 0.0, 4)
+    then = run(capped, "kernel", 1.0, 0.0, 4)
+    capped.close()
+    s = first_look_speed(log.read_text())
+    print(f"work {first:.3f} of the device's in its first second, {then:.3f} in its second; first look's s {s}")
+    assert s is not None and s >= 1_100_000, s
+    assert first - then <= 0.055, (first, then)
 
 
 def test_a_cap_taking_its_turn_after_a_neighbour_at_the_power_limit_keeps_the_s_it_learnt(world, tmp_path):
