@@ -87,6 +87,9 @@ typedef union nvmlValue_st {
     unsigned short usVal;
 } nvmlValue_t;
 
+/* nvmlValueType_t: which member of a field's value NVML filled in. */
+enum { NVML_VALUE_TYPE_UNSIGNED_INT = 1, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3 };
+
 typedef struct nvmlFieldValue_st {
     unsigned int fieldId;
     unsigned int scopeId;

@@ -391,7 +391,9 @@ uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t 
 /* Outer loop, the power correction s (ppm, >= GS_LIM_PPM). power_mw: the
  * device's power draw, a mean over the last second (nvmlDeviceGetPowerUsage
  * since Ampere), limit_mw its enforced power limit, busy_ppm the busy
- * fraction over the same second (gs_lim_power_busy). The draw beyond what
+ * fraction over the same second (gs_lim_power_busy); in a new container's
+ * first two seconds, NVML's instantaneous draw and the run's busy fraction
+ * (limiter_outer.c). The draw beyond what
  * the busy-idle GPU draws (GS_LIM_IDLE_POWER_PPM of the limit), per unit of
  * that busy fraction,
  *     e = (power - idle) / busy,

@@ -152,6 +152,17 @@ uint64_t gs_lim_power_recorded_ns(const struct gs_lim_account *a)
     return t;
 }
 
+int gs_lim_power_record_younger(const struct gs_lim_account *a, uint64_t span_ns)
+{
+    uint32_t n = LD(&a->power_runs_n);
+    if (n >= GS_LIM_POWER_RUNS)
+        return 0; /* the oldest runs are gone: older than the record */
+    uint64_t t = 0;
+    for (uint32_t k = 0; k < n; k++)
+        t += run_ns(run_back(a, n, k));
+    return t < span_ns;
+}
+
 uint32_t gs_lim_power_busy(const struct gs_lim_account *a, uint64_t busy_ppm, uint64_t interval_ns)
 {
     unsigned __int128 sum = 0;

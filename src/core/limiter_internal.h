@@ -27,6 +27,10 @@ static inline uint64_t gs_lim_uses_of(const struct gs_lim_demand *others, unsign
 void gs_lim_power_record(struct gs_lim_account *a, uint64_t run);
 uint64_t gs_lim_power_recorded_ns(const struct gs_lim_account *a);
 
+/* Whether the record still holds every run since the account began and
+ * they cover less than span_ns: the account is younger than that. */
+int gs_lim_power_record_younger(const struct gs_lim_account *a, uint64_t span_ns);
+
 /* One period's allowance at rate: what idle time banks. */
 static inline int64_t gs_lim_burst_of(uint32_t rate)
 {

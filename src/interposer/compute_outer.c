@@ -80,6 +80,20 @@ struct devinfo {
     int lists_ours;
 };
 
+/* NVML's instantaneous draw of device h in mW, or -1: where the field is
+ * missing, or reads past twice the limit (a value no draw reaches). */
+static int64_t power_now(nvmlDevice_t h, int64_t limit_mw)
+{
+    gs_pfn_nvmlDeviceGetFieldValues fields = GS_REAL_NVML(nvmlDeviceGetFieldValues);
+    nvmlFieldValue_t f = { .fieldId = NVML_FI_DEV_POWER_INSTANT };
+    if (!fields || fields(h, 1, &f) != NVML_SUCCESS || f.nvmlReturn != NVML_SUCCESS)
+        return -1;
+    int64_t mw = f.valueType == NVML_VALUE_TYPE_UNSIGNED_INT         ? (int64_t)f.value.uiVal
+                 : f.valueType == NVML_VALUE_TYPE_UNSIGNED_LONG_LONG ? (int64_t)(f.value.ullVal & INT64_MAX)
+                                                                     : -1;
+    return mw > 0 && limit_mw > 0 && mw <= 2 * limit_mw ? mw : -1;
+}
+
 /* Whether NVML's processes on device h include one of ours (struct
  * devinfo's lists_ours); -1 without ours to look for. nvml_lock held. */
 static int lists_ours(nvmlDevice_t h, const struct pidset *ours)
@@ -182,10 +196,7 @@ static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidse
             di->power_mw = mw;
         if (plimit && plimit(h, &mw) == NVML_SUCCESS)
             di->limit_mw = mw;
-        gs_pfn_nvmlDeviceGetFieldValues fields = GS_REAL_NVML(nvmlDeviceGetFieldValues);
-        nvmlFieldValue_t now = { .fieldId = NVML_FI_DEV_POWER_INSTANT };
-        if (fields && fields(h, 1, &now) == NVML_SUCCESS && now.nvmlReturn == NVML_SUCCESS && now.value.uiVal > 0)
-            di->power_now_mw = now.value.uiVal;
+        di->power_now_mw = power_now(h, di->limit_mw);
         gs_cost_lap(&t, GS_COST_NVML_DEVICE);
         if (ours) {
             di->lists_ours = lists_ours(h, ours);

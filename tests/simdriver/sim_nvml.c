@@ -438,13 +438,14 @@ SIM_NVML nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFiel
         return NVML_ERROR_INVALID_ARGUMENT;
     if (sim_state_lock(st) != 0)
         return NVML_ERROR_UNKNOWN;
-    uint64_t now = sim_now_ns();
-    sim_tl_advance(st, i, now);
+    sim_tl_advance(st, i, sim_now_ns());
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall); /* NVML stamps a field in us since 1970 */
     for (int k = 0; k < valuesCount; k++) {
         nvmlFieldValue_t *v = &values[k];
-        v->timestamp = (long long)(now / 1000);
+        v->timestamp = (long long)wall.tv_sec * 1000000 + wall.tv_nsec / 1000;
         v->latencyUsec = 0;
-        v->valueType = 1; /* NVML_VALUE_TYPE_UNSIGNED_INT */
+        v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
         v->nvmlReturn = NVML_SUCCESS;
         if (v->fieldId == NVML_FI_DEV_POWER_INSTANT && st->power_instant)
             v->value.uiVal = sim_power_now(st, i);

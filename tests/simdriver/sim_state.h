@@ -17,7 +17,8 @@
 #define SIM_STATE_MAGIC 0x314d495345494c53ULL /* "SLIESIM1" */
 /* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots; 4: time slices; 5: MPS; 6: collectives;
  * 7: idle gaps inside graphs; 8: processes told apart across pid namespaces; 12: power over the last second;
- * 14: 17 devices; 15: the short-count flag (NVML_SHORT_COUNT); 16: pageable host memory access */
+ * 14: 17 devices; 15: the short-count flag (NVML_SHORT_COUNT); 16: pageable host memory access;
+ * 17: the instantaneous power field (POWER_INSTANT) */
 #define SIM_STATE_VERSION 17U
 
 /* One more than gpuslice accounts for in a process (GS_MAX_DEVICES), so

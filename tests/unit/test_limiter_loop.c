@@ -454,30 +454,34 @@ static void a_new_containers_first_second_learns_s_whole(void **state)
     }
 }
 
-/* Where NVML has an instantaneous draw, a new container's first second
- * takes s from it against this run's busy fraction, not from the one-second
+/* Where NVML has an instantaneous draw, a new container's first two seconds
+ * take s from it against this run's busy fraction, not from the one-second
  * mean against the record's: that mean still holds the idle before the
  * container (an H100's took 1.0-1.3 s to reach a new load's draw, the
- * instantaneous field one 250 ms run). From the second on, the mean again. */
-static void a_new_containers_first_second_takes_s_from_the_instantaneous_draw(void **state)
+ * instantaneous field one 250 ms run). Whole through the first second, then
+ * half-way; from the third second on, the mean. */
+static void a_new_containers_first_seconds_take_s_from_the_instantaneous_draw(void **state)
 {
     (void)state;
     struct gs_lim_account a;
     account(&a, GS_LIM_CAP, 70, 100);
-    for (int i = 0; i < 6; i++) {
+    static const int64_t mean_mw[] = { 200000, 300000, 400000, 500000, 550000, 600000, 620000, 630000, 640000, 640000 };
+    for (int i = 0; i < 10; i++) {
         struct gs_outer_in in = outer_in(700000, -1, -1, 700000, NULL, 0);
         in.waited_ns = in.interval_ns * 3 / 10;
-        reads_power(&in, 200000 + 50000 * i, 480);
-        in.power_now_mw = 650000;
-        int first_second = i < 4; /* the runs before this one cover less than the second */
+        reads_power(&in, mean_mw[i], 480);
+        in.power_now_mw = 650000 + 5000 * i;
+        /* the runs before this one cover less than one, two seconds */
+        const char *how = i < 4 ? "instantaneous, whole" : i < 8 ? "instantaneous, half-way" : "the mean";
         uint64_t alone = gs_lim_alone_busy(700000, in.waited_ns, in.interval_ns);
-        uint32_t want = first_second ? gs_lim_speed(0, 650000, 700000, 700000, alone, 480)
-                                     : gs_lim_speed(a.speed_ppm, (uint64_t)in.power_mw, 700000,
-                                                    gs_lim_power_busy(&a, 700000, in.interval_ns), alone, 480);
+        uint32_t want =
+            i < 8 ? gs_lim_speed(i < 4 ? 0 : a.speed_ppm, (uint64_t)in.power_now_mw, 700000, 700000, alone, 480)
+                  : gs_lim_speed(a.speed_ppm, (uint64_t)in.power_mw, 700000,
+                                 gs_lim_power_busy(&a, 700000, in.interval_ns), alone, 480);
         struct gs_outer_out o;
         gs_lim_outer_decide(&a, &in, &o);
         gs_lim_outer_apply(&a, &o, in.now);
-        print_message("run %d: s %u (%s)\n", i, o.speed, first_second ? "instantaneous" : "the mean");
+        print_message("run %d: s %u (%s)\n", i, o.speed, how);
         assert_int_equal(o.speed, want);
         if (i == 0) /* the mean, still mostly the idle before, would have given s 1 */
             assert_true(o.speed > 1100000);
@@ -1348,7 +1352,7 @@ int main(void)
         cmocka_unit_test(cap_holds_for_5us_and_50ms_kernels),
         cmocka_unit_test(speed_follows_the_power_headroom),
         cmocka_unit_test(a_new_containers_first_second_learns_s_whole),
-        cmocka_unit_test(a_new_containers_first_second_takes_s_from_the_instantaneous_draw),
+        cmocka_unit_test(a_new_containers_first_seconds_take_s_from_the_instantaneous_draw),
         cmocka_unit_test(a_new_containers_draw_before_it_is_priced_at_what_the_device_drew_unused),
         cmocka_unit_test(a_first_look_that_read_the_device_idle_under_our_work_is_not_its_busy_time),
         cmocka_unit_test(a_launch_bound_load_is_weighed_by_the_time_it_occupies),
