@@ -143,24 +143,19 @@ void gs_lim_power_record(struct gs_lim_account *a, uint64_t run)
     ST(&a->power_runs_n, n + 1);
 }
 
-uint64_t gs_lim_power_recorded_ns(const struct gs_lim_account *a)
+uint64_t gs_lim_power_recorded_ns(const struct gs_lim_account *a, uint64_t bound_ns)
 {
     uint32_t n = LD(&a->power_runs_n);
     uint64_t t = 0;
-    for (uint32_t k = 0; k < GS_LIM_POWER_RUNS && k < n && t < GS_LIM_POWER_SPAN_NS; k++)
+    for (uint32_t k = 0; k < GS_LIM_POWER_RUNS && k < n && t < bound_ns; k++)
         t += run_ns(run_back(a, n, k));
     return t;
 }
 
 int gs_lim_power_record_younger(const struct gs_lim_account *a, uint64_t span_ns)
 {
-    uint32_t n = LD(&a->power_runs_n);
-    if (n >= GS_LIM_POWER_RUNS)
-        return 0; /* the oldest runs are gone: older than the record */
-    uint64_t t = 0;
-    for (uint32_t k = 0; k < n; k++)
-        t += run_ns(run_back(a, n, k));
-    return t < span_ns;
+    /* past GS_LIM_POWER_RUNS the oldest runs are gone: older than the record */
+    return LD(&a->power_runs_n) < GS_LIM_POWER_RUNS && gs_lim_power_recorded_ns(a, span_ns) < span_ns;
 }
 
 uint32_t gs_lim_power_busy(const struct gs_lim_account *a, uint64_t busy_ppm, uint64_t interval_ns)

@@ -22,10 +22,10 @@ static inline uint64_t gs_lim_uses_of(const struct gs_lim_demand *others, unsign
 /* The account's record of its last outer runs (power_runs, packed by
  * gs_lim_power_run), kept in limiter_correction.c beside the mean over it
  * (gs_lim_power_busy): a run appended (the outer loop's runs are one at a
- * time: outer_next_ns is claimed), and the time the record covers, up to
- * GS_LIM_POWER_SPAN_NS. */
+ * time: outer_next_ns is claimed), and the time the record covers, summed
+ * from the newest run until it reaches bound_ns. */
 void gs_lim_power_record(struct gs_lim_account *a, uint64_t run);
-uint64_t gs_lim_power_recorded_ns(const struct gs_lim_account *a);
+uint64_t gs_lim_power_recorded_ns(const struct gs_lim_account *a, uint64_t bound_ns);
 
 /* Whether the record still holds every run since the account began and
  * they cover less than span_ns: the account is younger than that. */

@@ -335,10 +335,9 @@ static void outer_speed(const struct gs_lim_account *a, const struct gs_outer_in
      * taken whole. Stepping half-way from a first one read short of its
      * last, partial sample period, a GPU-bound tenant under cap 70 on the
      * simulated clock model did 0.80 of the device's work in that second */
-    uint64_t recorded = gs_lim_power_recorded_ns(a);
+    uint64_t recorded = gs_lim_power_recorded_ns(a, GS_LIM_POWER_SPAN_NS);
     uint32_t old = recorded < GS_LIM_POWER_SPAN_NS ? 0 : out->speed;
-    uint64_t power = gs_lim_power_repriced(out->unused_draw_mw, (uint64_t)in->power_mw, (uint64_t)in->limit_mw,
-                                           recorded + in->interval_ns);
+    uint64_t power;
     if (in->power_now_mw > 0 && gs_lim_power_record_younger(a, 2 * GS_LIM_POWER_SPAN_NS)) {
         /* the instantaneous draw is this run's, not the second's: read
          * against the run's busy fraction. Through the second second too:
@@ -346,6 +345,9 @@ static void outer_speed(const struct gs_lim_account *a, const struct gs_outer_in
          * after it began */
         power = (uint64_t)in->power_now_mw;
         mean = (uint32_t)(busy > GS_LIM_PPM ? GS_LIM_PPM : busy);
+    } else {
+        power = gs_lim_power_repriced(out->unused_draw_mw, (uint64_t)in->power_mw, (uint64_t)in->limit_mw,
+                                      recorded + in->interval_ns);
     }
     uint32_t s = gs_lim_speed(old, power, (uint64_t)in->limit_mw, mean,
                               gs_lim_alone_busy(in->occ_ppm, in->waited_ns, in->interval_ns), in->power_exp_milli);
