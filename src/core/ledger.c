@@ -358,6 +358,41 @@ static void settle_turn(struct gs_ledger *l)
         release_turn(l);
 }
 
+/* The latest end the holder's open windows took the turn until (lock
+ * held); 0 where none is open. */
+static uint64_t open_hold(struct gs_ledger *l, uint64_t container)
+{
+    uint64_t hold = 0;
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
+        const struct gs_ledger_member *m = &l->f->m[i];
+        uint64_t h = LD(&m->hold_ns);
+        if (LD(&m->container) == container && open_of(m) && h > hold && alive(l, i))
+            hold = h;
+    }
+    return hold;
+}
+
+/* settle_turn at now, and a turn held past its open windows' own ends (a
+ * drain's extension, its drain done) cut back to them: released if they
+ * have passed, its waiters woken to look again if not (lock held). Only
+ * ever shortened, so a forged hold keeps no turn longer. */
+static void settle_turn_at(struct gs_ledger *l, uint64_t now)
+{
+    uint64_t c = LD(&l->f->turn_container);
+    if (c == 0)
+        return;
+    uint64_t hold = open_hold(l, c);
+    if (hold != 0 && hold >= LD(&l->f->turn_until_ns))
+        return;
+    if (hold <= now) {
+        release_turn(l);
+        return;
+    }
+    ST(&l->f->turn_until_ns, hold);
+    __atomic_add_fetch(&l->f->turn_seq, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &l->f->turn_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t container, uint32_t weight)
 {
     if (container == 0) {
@@ -485,6 +520,8 @@ uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint
         if (until > LD(&l->f->turn_until_ns) || holder == 0)
             ST(&l->f->turn_until_ns, until);
         m->open = open_of(m) + 1;
+        if (until > LD(&m->hold_ns))
+            ST(&m->hold_ns, until);
         t->took = 1;
         t->slot_end = framed ? f.end_ns : 0;
     } else {
@@ -517,7 +554,7 @@ void gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t now, uint64_t unti
     unlock(l);
 }
 
-void gs_ledger_close_window(struct gs_ledger *l, int slot)
+void gs_ledger_close_window(struct gs_ledger *l, int slot, uint64_t now)
 {
     if (slot < 0 || slot >= GS_LEDGER_MEMBERS)
         return;
@@ -529,7 +566,7 @@ void gs_ledger_close_window(struct gs_ledger *l, int slot)
     }
     uint32_t o = open_of(&l->f->m[slot]);
     l->f->m[slot].open = o ? o - 1 : 0;
-    settle_turn(l);
+    settle_turn_at(l, now);
     unlock(l);
 }
 

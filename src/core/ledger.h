@@ -39,7 +39,7 @@
 #include "turn_frame.h"
 
 #define GS_LEDGER_MAGIC 0x5245474445475321ULL /* "!GSGDEGER" */
-#define GS_LEDGER_VERSION 6U
+#define GS_LEDGER_VERSION 7U
 #define GS_LEDGER_MEMBERS 128
 #define GS_LEDGER_MAX_HOLD_NS 1200000000ULL     /* a turn never reaches further ahead than this */
 #define GS_LEDGER_LOCK_WAIT_NS 5000000ULL       /* the ledger's lock, at most this long */
@@ -60,6 +60,7 @@ struct gs_ledger_member {
     uint32_t use_ppm;   /* its container's GPU use lately */
     uint32_t claim_ppm; /* the part of the GPU its container is allowed now, when it last asked for the turn */
     uint32_t pad;
+    uint64_t hold_ns; /* the latest end its windows took the turn until as they opened (no drain's extension) */
 };
 
 struct gs_ledger_file {
@@ -216,12 +217,16 @@ int gs_ledger_frame(struct gs_ledger *l, int slot, uint64_t now, uint32_t claim_
 
 /* The member's container, if it holds the turn, holds it until `until` at
  * least (never past now + GS_LEDGER_MAX_HOLD_NS): a closing thread that
- * must wait for its work to drain says so. */
+ * must wait for its work to drain says so, until its window closes. */
 void gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t now, uint64_t until);
 
-/* Closes a window of member slot. The turn is released when the container
- * has no window open. */
-void gs_ledger_close_window(struct gs_ledger *l, int slot);
+/* Closes a window of member slot at now. The turn is released when the
+ * container has no window open; else it is held no longer than its open
+ * windows took it until as they opened: a drain's extension ends with the
+ * drain, though a thread of the container sits idle with a window open (a
+ * training process's autograd thread between steps held its neighbour
+ * back 150 ms a window for a second after each drain). */
+void gs_ledger_close_window(struct gs_ledger *l, int slot, uint64_t now);
 
 /* Sleeps until the turn is released (seq from gs_ledger_open_window is
  * stale) or ns have passed. */

@@ -197,7 +197,8 @@ static void end_windows(struct tstate *ts, CUcontext ctx)
         int slot;
         struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
         if (t->w.open && t->turn && l)
-            gs_ledger_close_window(l, slot); /* a capture kept it open: the others must not see it active */
+            gs_ledger_close_window(l, slot,
+                                   gs_compute_now()); /* a capture kept it open: the others must not see it active */
         t->w.open = 0;
         CUevent events[] = { t->drain[0], t->drain[1], t->drain[2], t->drain[3], t->ev_start, t->ev_mark };
         _Static_assert(MAX_STREAMS == 4, "every drain event is destroyed");
@@ -370,7 +371,7 @@ static uint64_t charge_window(struct tdev *t, struct gs_region *r, int d, struct
                               int measured)
 {
     if (l && t->turn)
-        gs_ledger_close_window(l, slot); /* the next container's turn */
+        gs_ledger_close_window(l, slot, gs_compute_now()); /* the next container's turn */
     t->turn = 0;
     uint64_t charge = gs_lim_close(&t->w, &r->dev[d].lim, end, measured);
     count_charge(r, charge, 1);
@@ -566,7 +567,7 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
              * collective waits for us here: held through the drain, the
              * turns made a cycle that only their bounds broke (two TP jobs
              * capped 30 / 70 on 2 x H200: 2.4 steps/s, steps of 6 s) */
-            gs_ledger_close_window(l, slot);
+            gs_ledger_close_window(l, slot, close_ns);
             t->turn = 0;
         } else {
             gs_ledger_extend(l, slot, close_ns, close_ns + DRAIN_HOLD_NS);

@@ -24,6 +24,8 @@
  *                        current function once, waits for it and exits; reports
  *                        the wall time, the work's share of it, and whether the
  *                        program can still create an event (event_rc)
+ *   park                 a new thread launches the current function once, waits for
+ *                        it, then sits idle until the process exits, its window open
  *   idle SECS            sleep (a tenant that stops launching)
  *   hostwait SECS        a tenant whose queue waits for its host: cuStreamWaitValue32
  *                        on the stream for a flag, then launches of the current
@@ -322,6 +324,40 @@ static CUresult thread_per_launch(gs_entry_fn entry, unsigned n)
     return o.rc;
 }
 
+/* A thread that launches once, waits for it, then sits idle for the rest
+ * of the process without launching again (park): its last window stays
+ * open, as a PyTorch training process's autograd thread leaves one between
+ * steps and for good once the process stops stepping. */
+static struct one_launch parked;
+static int parked_done;
+
+static void *launch_and_park(void *arg)
+{
+    launch_in_thread(arg);
+    __atomic_store_n(&parked_done, 1, __ATOMIC_RELEASE);
+    for (;;)
+        pause();
+    return NULL;
+}
+
+static CUresult park_a_thread(gs_entry_fn entry)
+{
+    CUresult (*get_ctx)(CUcontext *) = (CUresult(*)(CUcontext *))entry(NULL, "cuCtxGetCurrent", 0);
+    parked =
+        (struct one_launch){ .set_ctx = (CUresult(*)(CUcontext))entry(NULL, "cuCtxSetCurrent", 0),
+                             .launch = (gs_launch_fn)entry("cuLaunchKernel", "cuLaunchKernel", 0),
+                             .sync = (CUresult(*)(CUstream))entry("cuStreamSynchronize", "cuStreamSynchronize", 0) };
+    if (!parked.set_ctx || !parked.launch || !parked.sync || !get_ctx || !func || get_ctx(&parked.ctx) != CUDA_SUCCESS)
+        return CUDA_ERROR_NOT_FOUND;
+    pthread_t t;
+    if (pthread_create(&t, NULL, launch_and_park, &parked) != 0)
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    pthread_detach(t);
+    while (!__atomic_load_n(&parked_done, __ATOMIC_ACQUIRE))
+        usleep(1000);
+    return parked.rc;
+}
+
 CUfunction gs_client_func(void)
 {
     return func;
@@ -545,6 +581,10 @@ int gs_client_compute(int argc, char **argv, CUresult *rc, gs_entry_fn entry)
     if (!strcmp(c, "capture") && argc > 2) {
         *rc = capture(entry, (unsigned)strtoul(argv[1], NULL, 0), (unsigned)strtoul(argv[2], NULL, 0),
                       argc > 3 ? atoi(argv[3]) : 0, argc > 4 && atoi(argv[4]) != 0);
+        return 1;
+    }
+    if (!strcmp(c, "park")) {
+        *rc = park_a_thread(entry);
         return 1;
     }
     if (!strcmp(c, "threads") && argc > 1) {

@@ -1095,6 +1095,33 @@ def test_a_cap_taking_its_turn_after_a_capped_neighbour_of_its_ledger_keeps_its_
     assert least >= steady - 60_000, (steady, s_after)
 
 
+def test_a_cap_waits_no_drain_of_a_neighbour_whose_idle_thread_keeps_a_window_open(world, tmp_path):
+    """Two GPU-bound containers capped at 10 in one state directory take
+    turns, as bench/compute's capturns has them: a runs, parks a thread
+    with a window open (a PyTorch training process's autograd thread keeps
+    one between steps, and for good once the process stops stepping), runs
+    on, stops; then b runs. Each of a's windows that closed with work
+    pending held the turn for its drain, up to DRAIN_HOLD_NS (1 s), and
+    the parked window kept the extension alive past the drain: b waited
+    GS_LIM_TURN_WAIT_MAX_NS at each window for a second and did 0.059 of
+    the device's work in its first second (0.112 with no parked thread).
+    The extension now ends with the drain (gs_ledger_close_window)."""
+    w = world_env(world)
+    log = tmp_path / "b.log"
+    a = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "a.region"), "GPUSLICE_CORES": "10"})
+    b = start_logged(w, 1000, log, {"GPUSLICE_REGION": str(w.tmp / "b.region"), "GPUSLICE_CORES": "10"})
+    run(a, "kernel", 1.5, 0.5, 4)
+    a.ok("park")
+    run(a, "kernel", 0.5, 0.0, 4)
+    first = run(b, "kernel", 1.0, 0.0, 4)
+    a.close()
+    b.close()
+    waits = [int(x) for x in re.findall(r"a window waits up to (\d+) us", log.read_text())]
+    print(f"b's first second {first:.3f}; its turn waits (bound, us): {waits[:12]}")
+    assert first >= 0.085, waits
+    assert not [x for x in waits if x > 100_000], waits
+
+
 def forge_members(ledgers, count, held, claim=0, low=False):
     """Takes `count` free member slots of each device ledger as a live
     process would (a lock on the slot's byte, 1 MiB + 1 + slot: ledger.c's
@@ -1103,7 +1130,8 @@ def forge_members(ledgers, count, held, claim=0, low=False):
     wanting more for ever, and with a claim, asking for the turn frame's
     slots for ever (struct gs_ledger_member, ledger.h: container at +0,
     active_ns +8, wants_ns +16, asked_ns +24, pid +32, open +36, weight +40,
-    use +44, claim +48; 56 bytes), from the highest slot down, or with low
+    use +44, claim +48; 64 bytes, hold_ns at +56 left as it was), from the
+    highest slot down, or with low
     from slot 0 up. Returns how many it forged."""
     n = 0
     for f in ledgers.glob("*.ledger"):
