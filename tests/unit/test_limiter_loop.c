@@ -488,6 +488,30 @@ static void a_new_containers_first_seconds_take_s_from_the_instantaneous_draw(vo
     }
 }
 
+/* H100, a new container's GPU-bound matmul under cap 70, its second first
+ * look (bench/results/compute-2026-12-06g-h100.md §2, cap 70 process 0):
+ * NVML's utilisation read the run 0.30 busy where the container occupied
+ * 0.58 of it, and the instantaneous draw was 750 W. Read against the 0.30,
+ * s was 1.54 (the card's steady s 1.22) and the first second did 0.60 of
+ * the device's work (p / u 0.71); against the run's own occupancy, 1.11. */
+static void a_first_look_reads_the_instantaneous_draw_against_at_least_its_occupancy(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 70, 100);
+    struct gs_outer_in in = outer_in(584950, -1, -1, 300000, NULL, 0);
+    in.interval_ns = 251183000;
+    in.waited_ns = 33927000;
+    reads_power(&in, 192106, GS_LIM_DEFAULT_POWER_EXP);
+    in.power_now_mw = 750065;
+    uint32_t s = gs_lim_outer_look_only(&a, &in);
+    uint32_t want = gs_lim_speed(0, 750065, 700000, 584950, gs_lim_alone_busy(584950, in.waited_ns, in.interval_ns),
+                                 GS_LIM_DEFAULT_POWER_EXP);
+    print_message("s %u\n", s);
+    assert_int_equal(s, want);
+    assert_true(s < 1200000);
+}
+
 /* One outer run of a new container's first second, as its log read it. */
 struct first_run {
     uint64_t occ, waited_us, interval_us;
@@ -1353,6 +1377,7 @@ int main(void)
         cmocka_unit_test(speed_follows_the_power_headroom),
         cmocka_unit_test(a_new_containers_first_second_learns_s_whole),
         cmocka_unit_test(a_new_containers_first_seconds_take_s_from_the_instantaneous_draw),
+        cmocka_unit_test(a_first_look_reads_the_instantaneous_draw_against_at_least_its_occupancy),
         cmocka_unit_test(a_new_containers_draw_before_it_is_priced_at_what_the_device_drew_unused),
         cmocka_unit_test(a_first_look_that_read_the_device_idle_under_our_work_is_not_its_busy_time),
         cmocka_unit_test(a_launch_bound_load_is_weighed_by_the_time_it_occupies),
