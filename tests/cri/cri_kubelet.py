@@ -44,6 +44,19 @@ def quantity(q):
     return int(q)
 
 
+# How long an exited container's log may stay empty or still grow before
+# it is read anyway.
+LOG_SETTLE_S = 2.0
+
+
+def log_size(path):
+    """The size of file path; -1 where it cannot be read."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return -1
+
+
 def log_held_open(path):
     """Whether any process holds file path open."""
     for pid in os.listdir("/proc"):
@@ -276,6 +289,18 @@ class CriKubelet:
             if time.time() > end:
                 raise AssertionError(f"container {cid} exited, its log {path} still open after {timeout} s")
             time.sleep(0.05)
+        # nor held open by anyone, a pod's log once still read empty in a
+        # loaded CI run (its script prints at least its exit status): the
+        # size must hold still, and an empty log gets a moment more
+        if st.log_path:
+            settled = time.time() + LOG_SETTLE_S
+            size = log_size(path)
+            while time.time() < min(end, settled):
+                time.sleep(0.1)
+                now = log_size(path)
+                if now == size and now > 0:
+                    break
+                size = now
         return st
 
     def kill(self, cid):
