@@ -358,22 +358,29 @@ static void settle_turn(struct gs_ledger *l)
         release_turn(l);
 }
 
+static uint32_t draining_of(const struct gs_ledger_member *m)
+{
+    uint32_t o = LD(&m->draining);
+    return o > GS_LEDGER_MAX_OPEN ? 0 : o;
+}
+
 /* The latest end the holder's open windows took the turn until (lock
- * held); 0 where none is open. */
+ * held); 0 where none is open, UINT64_MAX while one of them drains. */
 static uint64_t open_hold(struct gs_ledger *l, uint64_t container)
 {
     uint64_t hold = 0;
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
         const struct gs_ledger_member *m = &l->f->m[i];
-        uint64_t h = LD(&m->hold_ns);
-        if (LD(&m->container) == container && open_of(m) && h > hold && alive(l, i))
-            hold = h;
+        if (LD(&m->container) != container || !open_of(m) || !alive(l, i))
+            continue;
+        uint64_t h = draining_of(m) ? UINT64_MAX : LD(&m->hold_ns);
+        hold = h > hold ? h : hold;
     }
     return hold;
 }
 
 /* settle_turn at now, and a turn held past its open windows' own ends (a
- * drain's extension, its drain done) cut back to them: released if they
+ * drain's extension, the drains done) cut back to them: released if they
  * have passed, its waiters woken to look again if not (lock held). Only
  * ever shortened, so a forged hold keeps no turn longer. */
 static void settle_turn_at(struct gs_ledger *l, uint64_t now)
@@ -543,29 +550,41 @@ int gs_ledger_frame(struct gs_ledger *l, int slot, uint64_t now, uint32_t claim_
     return framed;
 }
 
-void gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t now, uint64_t until)
+int gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t now, uint64_t until)
 {
     if (slot < 0 || slot >= GS_LEDGER_MEMBERS || lock(l) != 0)
-        return;
+        return 0;
+    struct gs_ledger_member *m = &l->f->m[slot];
     if (until > now + GS_LEDGER_MAX_HOLD_NS)
         until = now + GS_LEDGER_MAX_HOLD_NS;
-    if (LD(&l->f->turn_container) == l->f->m[slot].container && until > LD(&l->f->turn_until_ns))
-        ST(&l->f->turn_until_ns, until);
+    int ours = LD(&l->f->turn_container) == m->container;
+    if (ours) {
+        if (until > LD(&l->f->turn_until_ns))
+            ST(&l->f->turn_until_ns, until);
+        ST(&m->draining, draining_of(m) + 1);
+    }
     unlock(l);
+    return ours;
 }
 
-void gs_ledger_close_window(struct gs_ledger *l, int slot, uint64_t now)
+/* One fewer of member m's windows open, and draining if drained. */
+static void count_close(struct gs_ledger_member *m, int drained)
+{
+    uint32_t o = open_of(m), d = draining_of(m);
+    ST(&m->open, o ? o - 1 : 0);
+    if (drained)
+        ST(&m->draining, d ? d - 1 : 0);
+}
+
+void gs_ledger_close_window(struct gs_ledger *l, int slot, uint64_t now, int drained)
 {
     if (slot < 0 || slot >= GS_LEDGER_MEMBERS)
         return;
     if (lock(l) != 0) {
-        /* cannot settle the turn now: at least stop counting the window */
-        uint32_t o = open_of(&l->f->m[slot]);
-        ST(&l->f->m[slot].open, o ? o - 1 : 0);
+        count_close(&l->f->m[slot], drained); /* cannot settle the turn now: at least stop counting the window */
         return;
     }
-    uint32_t o = open_of(&l->f->m[slot]);
-    l->f->m[slot].open = o ? o - 1 : 0;
+    count_close(&l->f->m[slot], drained);
     settle_turn_at(l, now);
     unlock(l);
 }

@@ -59,8 +59,8 @@ struct gs_ledger_member {
     uint32_t weight;    /* share weight (a capped container: its cap) */
     uint32_t use_ppm;   /* its container's GPU use lately */
     uint32_t claim_ppm; /* the part of the GPU its container is allowed now, when it last asked for the turn */
-    uint32_t pad;
-    uint64_t hold_ns; /* the latest end its windows took the turn until as they opened (no drain's extension) */
+    uint32_t draining;  /* of its open windows, those that extended the turn to drain (gs_ledger_extend) */
+    uint64_t hold_ns;   /* the latest end its windows took the turn until as they opened (no drain's extension) */
 };
 
 struct gs_ledger_file {
@@ -217,16 +217,19 @@ int gs_ledger_frame(struct gs_ledger *l, int slot, uint64_t now, uint32_t claim_
 
 /* The member's container, if it holds the turn, holds it until `until` at
  * least (never past now + GS_LEDGER_MAX_HOLD_NS): a closing thread that
- * must wait for its work to drain says so, until its window closes. */
-void gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t now, uint64_t until);
+ * must wait for its work to drain says so, until its window closes. Returns
+ * 1 if the window now counts as draining (pass it to
+ * gs_ledger_close_window), 0 if the turn was not its container's. */
+int gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t now, uint64_t until);
 
-/* Closes a window of member slot at now. The turn is released when the
- * container has no window open; else it is held no longer than its open
- * windows took it until as they opened: a drain's extension ends with the
- * drain, though a thread of the container sits idle with a window open (a
- * training process's autograd thread between steps held its neighbour
- * back 150 ms a window for a second after each drain). */
-void gs_ledger_close_window(struct gs_ledger *l, int slot, uint64_t now);
+/* Closes a window of member slot at now (drained: gs_ledger_extend counted
+ * it as draining). The turn is released when the container has no window
+ * open; else, once none of its windows drains, it is held no longer than
+ * its open windows took it until as they opened: a drain's extension ends
+ * with the drains, though a thread of the container sits idle with a window
+ * open (a training process's autograd thread between steps held its
+ * neighbour back 150 ms a window for a second after each drain). */
+void gs_ledger_close_window(struct gs_ledger *l, int slot, uint64_t now, int drained);
 
 /* Sleeps until the turn is released (seq from gs_ledger_open_window is
  * stale) or ns have passed. */

@@ -65,6 +65,7 @@ struct tdev {
     unsigned gen;                                  /* gs_rt_fork_generation + 1 when set up; 0: never, or ctx gone */
     int8_t limited;                                /* -1 unknown, 0 no, 1 yes */
     uint8_t have_start, have_mark, overflow, turn; /* turn: the window holds the ledger's turn */
+    uint8_t draining;                              /* the window extended the turn to drain (gs_ledger_extend) */
     uint8_t graph_last;                            /* the last launch was a CUDA graph's */
     uint8_t graph_marks;                           /* launches after the interval's last graph still marked each */
     uint8_t sync_mark; /* the last marker came at the tenant's wait, after its last launch */
@@ -196,9 +197,9 @@ static void end_windows(struct tstate *ts, CUcontext ctx)
         }
         int slot;
         struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
-        if (t->w.open && t->turn && l)
-            gs_ledger_close_window(l, slot,
-                                   gs_compute_now()); /* a capture kept it open: the others must not see it active */
+        if (t->w.open && t->turn && l) /* a capture kept it open: the others must not see it active */
+            gs_ledger_close_window(l, slot, gs_compute_now(), t->draining);
+        t->draining = 0;
         t->w.open = 0;
         CUevent events[] = { t->drain[0], t->drain[1], t->drain[2], t->drain[3], t->ev_start, t->ev_mark };
         _Static_assert(MAX_STREAMS == 4, "every drain event is destroyed");
@@ -371,8 +372,8 @@ static uint64_t charge_window(struct tdev *t, struct gs_region *r, int d, struct
                               int measured)
 {
     if (l && t->turn)
-        gs_ledger_close_window(l, slot, gs_compute_now()); /* the next container's turn */
-    t->turn = 0;
+        gs_ledger_close_window(l, slot, gs_compute_now(), t->draining); /* the next container's turn */
+    t->turn = t->draining = 0;
     uint64_t charge = gs_lim_close(&t->w, &r->dev[d].lim, end, measured);
     count_charge(r, charge, 1);
     return charge;
@@ -567,10 +568,10 @@ static void close_window(struct tdev *t, struct gs_region *r, int d, uint64_t cl
              * collective waits for us here: held through the drain, the
              * turns made a cycle that only their bounds broke (two TP jobs
              * capped 30 / 70 on 2 x H200: 2.4 steps/s, steps of 6 s) */
-            gs_ledger_close_window(l, slot, close_ns);
+            gs_ledger_close_window(l, slot, close_ns, 0);
             t->turn = 0;
         } else {
-            gs_ledger_extend(l, slot, close_ns, close_ns + DRAIN_HOLD_NS);
+            t->draining = (uint8_t)gs_ledger_extend(l, slot, close_ns, close_ns + DRAIN_HOLD_NS);
         }
     }
     pending |= overflow; /* the drain waits for the whole context */

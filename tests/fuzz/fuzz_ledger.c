@@ -166,11 +166,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 2: {
             /* a close only ever shortens the turn */
             uint64_t until = l->f->turn_until_ns;
-            gs_ledger_close_window((arg & 1) && other ? other : l, (arg & 1) && other ? oslot : slot, now);
+            gs_ledger_close_window((arg & 1) && other ? other : l, (arg & 1) && other ? oslot : slot, now, arg & 2);
             FUZZ_CHECK(l->f->turn_until_ns <= until);
             break;
         }
-        case 3: gs_ledger_extend(l, slot, now, now + (uint64_t)arg * 10000000ULL); break;
+        case 3: (void)gs_ledger_extend(l, slot, now, now + (uint64_t)arg * 10000000ULL); break;
         case 4: check_demands(l, me, now); break;
         case 5: gs_ledger_reap(l); break;
         case 6:

@@ -79,9 +79,9 @@ static void containers_take_turns(void **state)
     assert_int_equal(turn.holder, 11); /* whose turn it waits for (the debug log names it) */
     uint32_t seq_b = turn.seq;
     open_now(l, a2, 1010 * MS, 1070 * MS); /* b contends now: a2's hold ends with 11's slot (+2 ms) */
-    gs_ledger_close_window(l, a, 1010 * MS);
+    gs_ledger_close_window(l, a, 1010 * MS, 0);
     assert_int_equal(try_open(l, b, 1020 * MS, 1060 * MS), 7 * MS); /* a2 still open: to its own hold, 1027 */
-    gs_ledger_close_window(l, a2, 1020 * MS);
+    gs_ledger_close_window(l, a2, 1020 * MS, 0);
     assert_true(l->f->turn_seq != seq_b);                            /* released: waiters wake */
     open_now(l, b, 1025 * MS, 1060 * MS);                            /* 22's slot */
     assert_int_equal(try_open(l, a, 1030 * MS, 1080 * MS), 22 * MS); /* b holds it to its slot's end + 2 ms */
@@ -98,11 +98,11 @@ static void a_draining_holder_keeps_its_turn(void **state)
     struct gs_ledger *l = fresh(path, sizeof path);
     int a = gs_ledger_join(l, 100, 11, 100), b = gs_ledger_join(l, 200, 22, 100);
     open_now(l, a, 1000 * MS, 1020 * MS);
-    gs_ledger_extend(l, b, 1000 * MS, 1500 * MS); /* not b's turn to extend */
+    assert_int_equal(gs_ledger_extend(l, b, 1000 * MS, 1500 * MS), 0); /* not b's turn to extend */
     assert_int_equal(l->f->turn_until_ns, 1020 * MS);
-    gs_ledger_extend(l, a, 1000 * MS, 1100 * MS);                    /* a waits for its work to drain */
-    assert_int_equal(try_open(l, b, 1050 * MS, 1080 * MS), 50 * MS); /* past a's planned expiry */
-    gs_ledger_close_window(l, a, 1050 * MS);
+    assert_int_equal(gs_ledger_extend(l, a, 1000 * MS, 1100 * MS), 1); /* a waits for its work to drain */
+    assert_int_equal(try_open(l, b, 1050 * MS, 1080 * MS), 50 * MS);   /* past a's planned expiry */
+    gs_ledger_close_window(l, a, 1050 * MS, 1);
     assert_int_equal(try_open(l, b, 1060 * MS, 1080 * MS), 15 * MS); /* a contends: 22's slot comes then */
     open_now(l, b, 1075 * MS, 1080 * MS);
     gs_ledger_close(l);
@@ -123,23 +123,32 @@ static void a_drains_extension_ends_with_the_drain(void **state)
     int a = gs_ledger_join(l, 100, 11, 100), b = gs_ledger_join(l, 200, 22, 100);
     open_now(l, a, 1000 * MS, 1002 * MS); /* the idle thread's window, never closed */
     open_now(l, a, 1010 * MS, 1020 * MS);
-    gs_ledger_extend(l, a, 1025 * MS, 2025 * MS); /* it waits for its work to drain */
+    assert_int_equal(gs_ledger_extend(l, a, 1025 * MS, 2025 * MS), 1); /* it waits for its work to drain */
     struct gs_ledger_turn turn = { .claim_ppm = HALF };
     assert_int_equal(gs_ledger_open_window(l, b, 1026 * MS, 1060 * MS, &turn), 999 * MS);
-    gs_ledger_close_window(l, a, 1030 * MS); /* drained */
-    assert_true(l->f->turn_seq != turn.seq); /* released: the waiters wake */
-    open_now(l, b, 1030 * MS, 1035 * MS);    /* at once: 22's slot is [25, 50) of the frame */
-    gs_ledger_close_window(l, b, 1035 * MS);
+    gs_ledger_close_window(l, a, 1030 * MS, 1); /* drained */
+    assert_true(l->f->turn_seq != turn.seq);    /* released: the waiters wake */
+    open_now(l, b, 1030 * MS, 1035 * MS);       /* at once: 22's slot is [25, 50) of the frame */
+    gs_ledger_close_window(l, b, 1035 * MS, 0);
     /* a window of another thread still within its own hold keeps the turn that long */
     open_now(l, a, 1100 * MS, 1150 * MS);
     open_now(l, a, 1105 * MS, 1110 * MS);
-    gs_ledger_extend(l, a, 1110 * MS, 2110 * MS);
+    assert_int_equal(gs_ledger_extend(l, a, 1110 * MS, 2110 * MS), 1);
     assert_true(try_open(l, b, 1111 * MS, 1120 * MS) > 100 * MS);
     uint32_t seq = l->f->turn_seq;
-    gs_ledger_close_window(l, a, 1120 * MS);
+    gs_ledger_close_window(l, a, 1120 * MS, 1);
     assert_true(l->f->turn_seq != seq);               /* shortened: the waiters look again */
     assert_int_equal(l->f->turn_until_ns, 1127 * MS); /* the live window's slot end (1125) + 2 ms */
     assert_int_equal(try_open(l, b, 1121 * MS, 1130 * MS), 6 * MS);
+    /* while one thread drains, another's close keeps the drain's extension */
+    gs_ledger_close_window(l, a, 1130 * MS, 0);
+    open_now(l, a, 1200 * MS, 1210 * MS);
+    open_now(l, a, 1201 * MS, 1210 * MS);
+    assert_int_equal(gs_ledger_extend(l, a, 1215 * MS, 2215 * MS), 1);
+    gs_ledger_close_window(l, a, 1216 * MS, 0); /* the other thread's window, not drained */
+    assert_int_equal(l->f->turn_until_ns, 2215 * MS);
+    gs_ledger_close_window(l, a, 1240 * MS, 1); /* the drain ends: only the idle window is left */
+    assert_int_equal(l->f->turn_container, 0);
     gs_ledger_close(l);
     unlink(path);
 }
@@ -183,13 +192,13 @@ static void a_forged_member_or_turn_blocks_no_one(void **state)
     l->f->turn_until_ns = 1500 * MS;
     open_now(l, a, 1000 * MS, 1010 * MS); /* nobody alive holds 77's windows */
     assert_int_equal(l->f->turn_container, 11);
-    gs_ledger_close_window(l, a, 1000 * MS);
+    gs_ledger_close_window(l, a, 1000 * MS, 0);
     /* a turn that reaches beyond any window's hold is forged, whoever holds it */
     int b = gs_ledger_join(l, 200, 22, 100);
     open_now(l, b, 1025 * MS, 1030 * MS);
     l->f->turn_until_ns = UINT64_MAX - 1;
     open_now(l, a, 1050 * MS, 1060 * MS);
-    gs_ledger_close_window(l, a, 1050 * MS);
+    gs_ledger_close_window(l, a, 1050 * MS, 0);
     /* garbage open counts and weights are bounded where they are read */
     l->f->m[b].open = 0xffffffffU;
     assert_int_equal(gs_ledger_busy_weight(l, 11, 900 * MS), 100 + GS_LIM_MAX_WEIGHT); /* the legal ceiling */
@@ -363,7 +372,7 @@ static void a_waiter_wakes_when_the_turn_is_released(void **state)
     assert_int_equal(pthread_create(&th, NULL, wait_for_turn, &w), 0);
     usleep(50000);
     uint64_t released = mono_ns();
-    gs_ledger_close_window(l, a, 1000 * MS);
+    gs_ledger_close_window(l, a, 1000 * MS, 0);
     pthread_join(th, NULL);
     /* Woken by the release, not timed out. Against the release, not the
      * thread's start: on a loaded machine the thread started 10 ms late. */
@@ -556,19 +565,19 @@ static void contending_containers_take_the_turn_in_their_slots_only(void **state
     assert_int_equal(claim_open(l, b, 700000, 990 * MS, &t), 0);
     assert_true(t.took);
     assert_int_equal(t.slot_end, 0);
-    gs_ledger_close_window(l, b, 990 * MS);
+    gs_ledger_close_window(l, b, 990 * MS, 0);
     /* 11 claims 30 %: [0, 15) ms of each frame is its, the rest 22's */
     assert_int_equal(claim_open(l, a, 300000, 1010 * MS, &t), 0);
     assert_true(t.took);
     assert_int_equal(t.slot_end, 1015 * MS);
     assert_int_equal(l->f->turn_until_ns, 1017 * MS); /* the slot's end and its grace, not 100 ms */
-    gs_ledger_close_window(l, a, 1010 * MS);
+    gs_ledger_close_window(l, a, 1010 * MS, 0);
     /* the turn is free, but it is 11's slot: b waits for its own */
     assert_int_equal(claim_open(l, b, 700000, 1012 * MS, &t), 3 * MS);
     assert_false(t.took);
     assert_int_equal(claim_open(l, b, 700000, 1016 * MS, &t), 0);
     assert_int_equal(t.slot_end, 1050 * MS);
-    gs_ledger_close_window(l, b, 1016 * MS);
+    gs_ledger_close_window(l, b, 1016 * MS, 0);
     assert_int_equal(claim_open(l, a, 300000, 1020 * MS, &t), 30 * MS);
     /* asking where one stands counts as asking: a in debt still contends */
     assert_int_equal(gs_ledger_frame(l, a, 1100 * MS, 300000, &f), 1);
@@ -576,21 +585,21 @@ static void contending_containers_take_the_turn_in_their_slots_only(void **state
     /* b stopped asking 100 ms ago: a takes the turn whenever it wants */
     assert_int_equal(claim_open(l, a, 300000, 1120 * MS, &t), 0);
     assert_int_equal(t.slot_end, 0);
-    gs_ledger_close_window(l, a, 1120 * MS);
+    gs_ledger_close_window(l, a, 1120 * MS, 0);
     /* nor does a dead member claim a slot */
     assert_int_equal(claim_open(l, b, 700000, 1130 * MS, &t), 0);
-    gs_ledger_close_window(l, b, 1130 * MS);
+    gs_ledger_close_window(l, b, 1130 * MS, 0);
     die(l, b);
     assert_int_equal(claim_open(l, a, 300000, 1135 * MS, &t), 0);
     assert_true(t.took);
     assert_int_equal(t.slot_end, 0);
-    gs_ledger_close_window(l, a, 1135 * MS);
+    gs_ledger_close_window(l, a, 1135 * MS, 0);
     /* a share-mode container claims nothing: its turns are first come, and
      * it puts no one else into a frame */
     int c = gs_ledger_join(l, 300, 33, 100);
     assert_int_equal(claim_open(l, c, 0, 1140 * MS, &t), 0);
     assert_int_equal(t.slot_end, 0);
-    gs_ledger_close_window(l, c, 1140 * MS);
+    gs_ledger_close_window(l, c, 1140 * MS, 0);
     assert_int_equal(gs_ledger_frame(l, a, 1141 * MS, 300000, &f), 0);
     gs_ledger_close(l);
     unlink(path);
