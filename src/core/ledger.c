@@ -344,6 +344,11 @@ static int container_open(struct gs_ledger *l, uint64_t container)
 
 static void release_turn(struct gs_ledger *l)
 {
+    /* the holds were of this turn: the container's next one starts afresh */
+    uint64_t c = LD(&l->f->turn_container);
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
+        if (LD(&l->f->m[i].container) == c)
+            ST(&l->f->m[i].hold_ns, (uint64_t)0);
     ST(&l->f->turn_container, (uint64_t)0);
     ST(&l->f->turn_until_ns, (uint64_t)0);
     __atomic_add_fetch(&l->f->turn_seq, 1, __ATOMIC_RELEASE);
@@ -358,14 +363,27 @@ static void settle_turn(struct gs_ledger *l)
         release_turn(l);
 }
 
+/* Adds step (+1 or -1) to a count of windows, garbage (past
+ * GS_LEDGER_MAX_OPEN) read as 0 and never below 0; atomically, since a
+ * close that could not take the ledger's lock counts without it. */
+static void count_step(uint32_t *count, int step)
+{
+    uint32_t o = LD(count), n;
+    do {
+        uint32_t v = o > GS_LEDGER_MAX_OPEN ? 0 : o;
+        n = step > 0 ? v + 1 : v ? v - 1 : 0;
+    } while (!__atomic_compare_exchange_n(count, &o, n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+
 static uint32_t draining_of(const struct gs_ledger_member *m)
 {
     uint32_t o = LD(&m->draining);
     return o > GS_LEDGER_MAX_OPEN ? 0 : o;
 }
 
-/* The latest end the holder's open windows took the turn until (lock
- * held); 0 where none is open, UINT64_MAX while one of them drains. */
+/* The latest end the windows of the holder's members with a window open
+ * took this turn until (lock held); 0 where none is open, UINT64_MAX while
+ * one of them drains. */
 static uint64_t open_hold(struct gs_ledger *l, uint64_t container)
 {
     uint64_t hold = 0;
@@ -373,13 +391,15 @@ static uint64_t open_hold(struct gs_ledger *l, uint64_t container)
         const struct gs_ledger_member *m = &l->f->m[i];
         if (LD(&m->container) != container || !open_of(m) || !alive(l, i))
             continue;
-        uint64_t h = draining_of(m) ? UINT64_MAX : LD(&m->hold_ns);
+        if (draining_of(m))
+            return UINT64_MAX;
+        uint64_t h = LD(&m->hold_ns);
         hold = h > hold ? h : hold;
     }
     return hold;
 }
 
-/* settle_turn at now, and a turn held past its open windows' own ends (a
+/* settle_turn at now, and a turn held past its windows' own ends (a
  * drain's extension, the drains done) cut back to them: released if they
  * have passed, its waiters woken to look again if not (lock held). Only
  * ever shortened, so a forged hold keeps no turn longer. */
@@ -526,7 +546,7 @@ uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint
             until = now + GS_LEDGER_MAX_HOLD_NS;
         if (until > LD(&l->f->turn_until_ns) || holder == 0)
             ST(&l->f->turn_until_ns, until);
-        m->open = open_of(m) + 1;
+        count_step(&m->open, 1);
         if (until > LD(&m->hold_ns))
             ST(&m->hold_ns, until);
         t->took = 1;
@@ -561,7 +581,7 @@ int gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t now, uint64_t until
     if (ours) {
         if (until > LD(&l->f->turn_until_ns))
             ST(&l->f->turn_until_ns, until);
-        ST(&m->draining, draining_of(m) + 1);
+        count_step(&m->draining, 1);
     }
     unlock(l);
     return ours;
@@ -570,10 +590,9 @@ int gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t now, uint64_t until
 /* One fewer of member m's windows open, and draining if drained. */
 static void count_close(struct gs_ledger_member *m, int drained)
 {
-    uint32_t o = open_of(m), d = draining_of(m);
-    ST(&m->open, o ? o - 1 : 0);
+    count_step(&m->open, -1);
     if (drained)
-        ST(&m->draining, d ? d - 1 : 0);
+        count_step(&m->draining, -1);
 }
 
 void gs_ledger_close_window(struct gs_ledger *l, int slot, uint64_t now, int drained)

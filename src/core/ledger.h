@@ -60,7 +60,7 @@ struct gs_ledger_member {
     uint32_t use_ppm;   /* its container's GPU use lately */
     uint32_t claim_ppm; /* the part of the GPU its container is allowed now, when it last asked for the turn */
     uint32_t draining;  /* of its open windows, those that extended the turn to drain (gs_ledger_extend) */
-    uint64_t hold_ns;   /* the latest end its windows took the turn until as they opened (no drain's extension) */
+    uint64_t hold_ns;   /* the latest end its windows took this turn until as they opened (no drain's extension) */
 };
 
 struct gs_ledger_file {
@@ -225,7 +225,8 @@ int gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t now, uint64_t until
 /* Closes a window of member slot at now (drained: gs_ledger_extend counted
  * it as draining). The turn is released when the container has no window
  * open; else, once none of its windows drains, it is held no longer than
- * its open windows took it until as they opened: a drain's extension ends
+ * its members' windows took this turn until as they opened (closed ones
+ * too, which end within a window's length): a drain's extension ends
  * with the drains, though a thread of the container sits idle with a window
  * open (a training process's autograd thread between steps held its
  * neighbour back 150 ms a window for a second after each drain). */

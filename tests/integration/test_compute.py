@@ -1136,8 +1136,8 @@ def forge_members(ledgers, count, held, claim=0, low=False):
     wanting more for ever, and with a claim, asking for the turn frame's
     slots for ever (struct gs_ledger_member, ledger.h: container at +0,
     active_ns +8, wants_ns +16, asked_ns +24, pid +32, open +36, weight +40,
-    use +44, claim +48; 64 bytes, hold_ns at +56 left as it was), from the
-    highest slot down, or with low
+    use +44, claim +48, draining +52 (0); 64 bytes, hold_ns at +56 left as it
+    was), from the highest slot down, or with low
     from slot 0 up. Returns how many it forged."""
     n = 0
     for f in ledgers.glob("*.ledger"):

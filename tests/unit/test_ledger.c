@@ -153,6 +153,27 @@ static void a_drains_extension_ends_with_the_drain(void **state)
     unlink(path);
 }
 
+/* A hold belongs to its turn: a window of an earlier turn that took the turn
+ * far ahead and closed early keeps no later turn of its container held
+ * past that turn's own windows. */
+static void a_hold_of_an_earlier_turn_holds_no_later_one(void **state)
+{
+    (void)state;
+    char path[128];
+    struct gs_ledger *l = fresh(path, sizeof path);
+    int a = gs_ledger_join(l, 100, 11, 100);
+    open_now(l, a, 1000 * MS, 2000 * MS);
+    gs_ledger_close_window(l, a, 1010 * MS, 0); /* early: the turn is released */
+    assert_int_equal(l->f->turn_container, 0);
+    open_now(l, a, 1020 * MS, 1022 * MS); /* an idle thread's window, never closed */
+    open_now(l, a, 1025 * MS, 1030 * MS);
+    assert_int_equal(gs_ledger_extend(l, a, 1031 * MS, 2031 * MS), 1);
+    gs_ledger_close_window(l, a, 1040 * MS, 1);
+    assert_int_equal(l->f->turn_container, 0); /* not held to 2000 */
+    gs_ledger_close(l);
+    unlink(path);
+}
+
 /* What a member's death looks like to the others: its slot's description
  * closes (the kernel does that when a process dies, in any pid namespace). */
 static void die(struct gs_ledger *l, int slot)
@@ -611,6 +632,7 @@ int main(void)
         cmocka_unit_test(containers_take_turns),
         cmocka_unit_test(a_draining_holder_keeps_its_turn),
         cmocka_unit_test(a_drains_extension_ends_with_the_drain),
+        cmocka_unit_test(a_hold_of_an_earlier_turn_holds_no_later_one),
         cmocka_unit_test(an_expired_or_dead_holder_loses_the_turn),
         cmocka_unit_test(a_forged_member_or_turn_blocks_no_one),
         cmocka_unit_test(a_member_in_another_pid_namespace_is_alive_until_it_dies),
