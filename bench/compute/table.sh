@@ -7,6 +7,9 @@
 #   single  a new container's first second (caps 30 / 70, 8 s runs), GPU-bound
 #           matmul under caps 10-90 in turns, two and four containers
 #                                     (466 s on an H100 with the launch loop)
+#   fresh   the single part's first call alone: a new container's first second
+#           (caps 30 / 70, 8 s runs) after 8 s runs alone and capped (about
+#           85 s on an H100, the interposer's build included)
 #   launch  the paired launch loop (launch_rate.c, no limit and cap 99)
 #   loads   torch.compile training and the decoder under caps 10 / 30 /
 #           50 / 70 / 90 in turns        (8-9.5 min on an H100; the budget's bound)
@@ -65,6 +68,9 @@ single)
     call 2 --only capturns,matmul --caps 10,30,50,70,90 --copies 2 --plain-copies 1 --log "$OUT/$part-2/logs"
     BENCH_SECS=8 call 3 --only two,four
     ;;
+fresh)
+    BENCH_SECS=8 call 1 --only matmul,fresh --caps 30,70 --log "$OUT/$part-1/logs"
+    ;;
 launch)
     call 1 --only launchc
     ;;
@@ -87,7 +93,7 @@ decfree)
     call 1 --only capturns,decoder --caps 90,100 --copies 3 --plain-copies 2 --log "$OUT/$part-1/logs"
     ;;
 *)
-    echo "usage: OUT=DIR bash bench/compute/table.sh single|launch|loads|graphs|coloc|light|decfree [TAG]" >&2
+    echo "usage: OUT=DIR bash bench/compute/table.sh single|fresh|launch|loads|graphs|coloc|light|decfree [TAG]" >&2
     exit 2
     ;;
 esac
