@@ -327,10 +327,21 @@ static int alive(struct gs_ledger *l, int i)
     return l->slot_fd[i] >= 0 || gs_ofd_held(l->fd, SLOT_OFF(i)) == 1;
 }
 
+/* A count of windows (a member's open or draining ones) as read: garbage,
+ * past GS_LEDGER_MAX_OPEN, is 0. */
+static uint32_t valid_count(uint32_t o)
+{
+    return o > GS_LEDGER_MAX_OPEN ? 0 : o;
+}
+
 static uint32_t open_of(const struct gs_ledger_member *m)
 {
-    uint32_t o = LD(&m->open);
-    return o > GS_LEDGER_MAX_OPEN ? 0 : o;
+    return valid_count(LD(&m->open));
+}
+
+static uint32_t draining_of(const struct gs_ledger_member *m)
+{
+    return valid_count(LD(&m->draining));
 }
 
 /* Whether container has a live member with a window open (lock held). */
@@ -342,6 +353,13 @@ static int container_open(struct gs_ledger *l, uint64_t container)
     return 0;
 }
 
+/* Wakes the turn's waiters to look again (lock held). */
+static void wake_waiters(struct gs_ledger *l)
+{
+    __atomic_add_fetch(&l->f->turn_seq, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &l->f->turn_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 static void release_turn(struct gs_ledger *l)
 {
     /* the holds were of this turn: the container's next one starts afresh */
@@ -351,8 +369,7 @@ static void release_turn(struct gs_ledger *l)
             ST(&l->f->m[i].hold_ns, (uint64_t)0);
     ST(&l->f->turn_container, (uint64_t)0);
     ST(&l->f->turn_until_ns, (uint64_t)0);
-    __atomic_add_fetch(&l->f->turn_seq, 1, __ATOMIC_RELEASE);
-    syscall(SYS_futex, &l->f->turn_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    wake_waiters(l);
 }
 
 /* Frees the turn if its container has no live window open (lock held). */
@@ -363,22 +380,16 @@ static void settle_turn(struct gs_ledger *l)
         release_turn(l);
 }
 
-/* Adds step (+1 or -1) to a count of windows, garbage (past
- * GS_LEDGER_MAX_OPEN) read as 0 and never below 0; atomically, since a
- * close that could not take the ledger's lock counts without it. */
+/* Adds step (+1 or -1) to a count of windows (valid_count), never below
+ * 0; atomically, since a close that could not take the ledger's lock
+ * counts without it. */
 static void count_step(uint32_t *count, int step)
 {
     uint32_t o = LD(count), n;
     do {
-        uint32_t v = o > GS_LEDGER_MAX_OPEN ? 0 : o;
+        uint32_t v = valid_count(o);
         n = step > 0 ? v + 1 : v ? v - 1 : 0;
     } while (!__atomic_compare_exchange_n(count, &o, n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-}
-
-static uint32_t draining_of(const struct gs_ledger_member *m)
-{
-    uint32_t o = LD(&m->draining);
-    return o > GS_LEDGER_MAX_OPEN ? 0 : o;
 }
 
 /* The latest end the windows of the holder's members with a window open
@@ -416,8 +427,7 @@ static void settle_turn_at(struct gs_ledger *l, uint64_t now)
         return;
     }
     ST(&l->f->turn_until_ns, hold);
-    __atomic_add_fetch(&l->f->turn_seq, 1, __ATOMIC_RELEASE);
-    syscall(SYS_futex, &l->f->turn_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    wake_waiters(l);
 }
 
 int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t container, uint32_t weight)
