@@ -187,7 +187,11 @@ static int64_t free_beside(const struct gs_outer_in *in, const struct outer_view
 }
 
 /* A capped container running free, or starting to (gs_lim_outer_decide):
- * it starts on a quiet device (two readings under the device bound) and
+ * it starts where the whole device read under the device bound twice in a
+ * row, busy neighbours or not (its GPU time is at most the device's, so it
+ * cannot reach its cap: under windows beside training capped at 30, an
+ * H100's decoder capped at 70 did 0.835 of alone where it did 0.948
+ * without the interposer), and
  * stays while its tokens, run on NVML's readings, stay above -free_slack:
  * over a run or two it may pass its cap by what it then owes, and a single
  * reading that credits it someone else's slices ends no free run. The gap
@@ -198,8 +202,20 @@ static int64_t free_beside(const struct gs_outer_in *in, const struct outer_view
  * most of a decoder's free runs. Nor does a run back from an idle: its
  * samples and the ledger's members active lately say who used the GPU while
  * we idled (a graph inference load under cap 70 ended its free run at each
- * turn start for them). Beside someone the samples no longer measure us,
+ * turn start for them). Nor does anyone beside it while the whole device,
+ * at s, read under the cap at this reading or the last: only two readings
+ * over it in a row end it there (not over the bound: a decoder capped at
+ * 70, 0.19-0.24 busy alone on an H100, beside training capped at 30 keeps
+ * the device about 0.5 busy, near the bound of 0.56, and each end costs it
+ * c learnt afresh under fine probes).
+ * Beside someone the samples no longer measure us,
  * but its tokens still take what they say, or the device's busy time. */
+/* Whether a device busy dev_ppm of the time, at s, was under a's cap. */
+static int device_under_cap(const struct gs_lim_account *a, uint64_t dev_ppm, uint32_t speed)
+{
+    return dev_ppm * gs_lim_speed_of(speed) / GS_LIM_PPM < gs_lim_cap_rate(a->limit_pct);
+}
+
 static int cap_runs_free(const struct gs_lim_account *a, const struct gs_outer_in *in, const struct outer_view *v,
                          int64_t delta, uint32_t speed)
 {
@@ -210,10 +226,11 @@ static int cap_runs_free(const struct gs_lim_account *a, const struct gs_outer_i
             return 0;
         if (gs_lim_outer_slept(in->interval_ns))
             return 1;
-        return free_beside(in, v) < GS_LIM_BUSY_PPM || LD(&a->others_ppm) < GS_LIM_BUSY_PPM;
+        return free_beside(in, v) < GS_LIM_BUSY_PPM || LD(&a->others_ppm) < GS_LIM_BUSY_PPM ||
+               device_under_cap(a, (uint64_t)in->dev_ppm, speed) || device_under_cap(a, LD(&a->dev_ppm), speed);
     }
-    return v->nb == 0 && in->others_ppm < GS_LIM_BUSY_PPM && gs_lim_bound_holds((uint64_t)in->dev_ppm, a->limit_pct) &&
-           LD(&a->corr_ppm) != 0 && !gs_lim_outer_slept(in->interval_ns) && !gs_lim_throttled(a, in->now) &&
+    return gs_lim_bound_holds((uint64_t)in->dev_ppm, a->limit_pct) && LD(&a->corr_ppm) != 0 &&
+           !gs_lim_outer_slept(in->interval_ns) && !gs_lim_throttled(a, in->now) &&
            gs_lim_bound_holds(LD(&a->dev_ppm), a->limit_pct);
 }
 
@@ -283,15 +300,25 @@ static uint32_t outer_correction(const struct gs_lim_account *a, const struct gs
     return gs_lim_correction_device(old, (uint64_t)seen_busy, in->occ_ppm);
 }
 
-/* The use we publish: NVML's figure where it measures us, the device's
- * busy time while we run free (the most we can have used), else what we
- * were charged. */
+/* What a cap running free publishes as its use: the device's busy time
+ * (the most it can have used), less what busy members beside it published
+ * (theirs is in the device's busy time too: the whole of it, claimed by a
+ * decoder running free beside training capped at 30, would be read as a
+ * busy neighbour's use twice over). */
+static uint64_t free_published(const struct gs_outer_in *in, const struct outer_view *v)
+{
+    uint64_t dev = (uint64_t)(in->dev_ppm > 0 ? in->dev_ppm : 0);
+    return v->nb > 0 ? gs_lim_bound_use(dev, dev, in->dem, in->ndem) : dev;
+}
+
+/* The use we publish: NVML's figure where it measures us, free_published
+ * while we run free, else what we were charged. */
 static uint64_t outer_use(const struct gs_lim_account *a, const struct gs_outer_in *in, const struct outer_view *v,
                           uint32_t corr)
 {
     uint64_t charged = in->occ_ppm * gs_lim_corr_of(corr) / GS_LIM_PPM;
     uint64_t use = v->per_process          ? (uint64_t)in->our_ppm
-                   : gs_lim_unthrottled(a) ? (uint64_t)(in->dev_ppm > 0 ? in->dev_ppm : 0)
+                   : gs_lim_unthrottled(a) ? free_published(in, v)
                    : v->bounded            ? gs_lim_bound_use(charged, (uint64_t)in->dev_ppm, in->dem, in->ndem)
                                            : charged;
     return use > GS_LIM_PPM ? GS_LIM_PPM : use;

@@ -1736,31 +1736,33 @@ def test_the_outer_loop_runs_on_a_thread_of_its_own(world):
     assert runs and runs >= 2, err[-2000:]
 
 
-def test_a_decoder_like_tenant_far_under_its_cap_beside_a_capped_one_probes_as_if_alone(world):
+def test_a_decoder_like_tenant_far_under_its_cap_beside_a_capped_one_runs_free(world):
     """A decoder-like tenant capped at 80 beside a GPU-bound container capped
     at 30, on a device that time-slices in 2 ms slices: the device is busy
-    about half the time, well under the decoder's cap, so the decoder cannot
-    reach its cap whatever its events count. It probes as if alone (after
-    100 us gaps), not after every 20 us CPU gap (13 probes a burst before: on
-    an H100 a transformers decoder capped at 70 there spent 1.6 s of 20 in
-    probes and ran at 0.85 of alone, 1.02 without the interposer), is never
-    held back once its first half second has learnt c, and the GPU-bound one
-    still gets no more than its cap. The probe count comes from the
-    limiter's cost report at exit."""
+    about half the time, well under 0.8 of the decoder's cap, so the decoder
+    cannot reach its cap whatever it does. Once c is learnt it runs free
+    beside the busy neighbour and stays free: no windows, probes nor
+    markers. Under windows there it paid the coarse probe and about four
+    markers a burst (on an H100 a transformers decoder capped at 70 beside
+    training capped at 30 did 0.835 of alone, 0.948 without the interposer;
+    with 8888294's library here: 3.8 markers a burst, 11 199 in all, no free
+    run: red).
+    It is never held back, and the GPU-bound one still gets no more than
+    its cap. Counts from the limiter's cost report at exit, which holds the
+    half-second warm-up and the first runs under windows too."""
     w = world_env(world, GPUSLICE_SIM_NVML_SNAPSHOT=1, GPUSLICE_SIM_TIMESLICE_US=2000)
     heavy = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "heavy.region"), "GPUSLICE_CORES": "30"})
     r, err, ratio, waited = decoder_beside(w, heavy, lambda c: run(c, "kernel", 4.5, 0.5, 8), 0.8, 80,
                                            "burst 16 0 2.5 40", warm="burst 16 0 0.5 40")
-    probes = cost_count(err, "gap probes")
-    print(f"probes {probes} in {r['bursts']} bursts")
-    assert probes is not None, err[-2000:]
-    assert probes <= 3 * r["bursts"], (probes, r)
+    probes, markers = cost_count(err, "gap probes") or 0, cost_count(err, "progress markers") or 0
+    print(f"{r['bursts']} bursts: probes {probes}, markers {markers}; free runs begun {err.count('running free')}")
+    assert "running free" in err and "back to windows" not in err, err[-3000:]
+    assert probes <= 3 * r["bursts"] and markers <= 3 * r["bursts"], (probes, markers, r)
     # the report also times the gate's fast path (one launch in 64), the
     # markers and the outer loop's NVML reads: the host costs a GPU run has
-    # to account for
-    assert (cost_count(err, "launches through the open-window fast path") or 0) >= r["bursts"] * 16 // 64 // 2, err[-2000:]
-    assert (cost_count(err, "progress markers") or 0) >= r["bursts"], err[-2000:]
-    assert (cost_count(err, "NVML reads") or 0) >= 1, err[-2000:]
+    # to account for (the warm-up's windows made the first two)
+    assert (cost_count(err, "launches through the open-window fast path") or 0) >= 1, err[-2000:]
+    assert markers >= 1 and (cost_count(err, "NVML reads") or 0) >= 1, err[-2000:]
     assert waited <= 0.05 * r["elapsed_us"] / 1e6, (waited, r)
     print(f"heavy {ratio:.3f}")
     assert ratio <= 0.30 + TOL, ratio

@@ -373,7 +373,8 @@ static void a_member_quiet_all_the_interval_blurs_nothing(void **state)
  * (the device 0.46 busy, the samples 0.05 of others, none of us) ended
  * the free run at two of a decoder's turn starts (compute-2026-12-03f.md),
  * nor does a neighbour beside us before the idle count as lately. Only a
- * second reading of someone beside us ends it. */
+ * second reading of someone beside us ends it, and only where the device
+ * read busy past the bound both times. */
 static void a_free_run_outlives_the_tenant_of_the_turn_before(void **state)
 {
     (void)state;
@@ -405,9 +406,11 @@ static void a_free_run_outlives_the_tenant_of_the_turn_before(void **state)
         assert_true(o.others_ppm >= GS_LIM_BUSY_PPM);
         struct gs_lim_account then = a;
         gs_lim_outer_apply(&then, &o, back.now);
-        gs_lim_outer_decide(&then, &first, &o); /* a second reading of it */
-        assert_int_equal(o.target, 300000);
-        assert_int_equal(o.corr, 0);
+        gs_lim_outer_decide(&then, i ? &tail : &first, &o); /* a second reading of it */
+        /* on a device busy under the bound it is no end: the cap cannot be
+         * reached whoever is beside it */
+        assert_int_equal(o.target, i ? 300000 : GS_LIM_PPM);
+        assert_int_equal(o.corr, i ? 0 : 158719);
     }
 }
 
@@ -534,13 +537,14 @@ static void nvml_samples_are_averaged_over_timestamps(void **state)
     assert_int_equal(gs_lim_recent_from(s, 0, 100, 150), 100);
 }
 
-/* A capped container on a device busy under 0.8 of its cap, nobody else
- * busy, runs free (no windows, probes nor markers): after two readings in a
- * row under the bound, with c learnt and no recent wait for tokens. It
- * keeps c meanwhile, its tokens run on the outer loop's readings, and it
- * goes back to windows once they fall past what one reading can wrongly
- * take, or at a second reading lately of someone else busy, owing what they
- * say, with c to learn afresh. */
+/* A capped container on a device busy under 0.8 of its cap runs free (no
+ * windows, probes nor markers): after two readings in a row under the
+ * bound, with c learnt and no recent wait for tokens, busy neighbours or
+ * not. It keeps c meanwhile, its tokens run on the outer loop's readings,
+ * and it goes back to windows once they fall past what one reading can
+ * wrongly take, or at a second reading lately of someone else busy on a
+ * device busy past its cap (at s) twice in a row, owing what they say, with
+ * c to learn afresh. */
 static void a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not(void **state)
 {
     (void)state;
@@ -559,13 +563,15 @@ static void a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not(void
     gs_lim_outer_decide(&a, &light, &o);
     assert_int_equal(o.target, 300000);
     a.throttled_ns = 0;
-    struct gs_lim_demand busy = { 100, 200000, 0, 0, 0 };
+    /* busy neighbours, in the ledger or outside it, on a device busy under
+     * the bound: its GPU time is at most the device's, under the cap */
+    struct gs_lim_demand busy = { 100, 100000, 0, 0, 0 };
     struct gs_outer_in beside = outer_in(400000, 150000, 0, 160000, &busy, 1);
     gs_lim_outer_decide(&a, &beside, &o);
-    assert_int_equal(o.target, 300000);
+    assert_int_equal(o.target, GS_LIM_PPM);
     struct gs_outer_in outside = outer_in(400000, 150000, 60000, 160000, NULL, 0);
     gs_lim_outer_decide(&a, &outside, &o);
-    assert_int_equal(o.target, 300000);
+    assert_int_equal(o.target, GS_LIM_PPM);
     struct gs_outer_in blind = outer_in(400000, 150000, 0, -1, NULL, 0);
     gs_lim_outer_decide(&a, &blind, &o);
     assert_int_equal(o.target, 300000); /* no device reading: fail closed */
@@ -601,11 +607,31 @@ static void a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not(void
     /* nobody refilled its tokens but these readings: the cap's allowance
      * over each run less its use, at most one period's (15 ms at 30 %) */
     assert_int_equal(a.tokens, 15 * (int64_t)MS);
-    /* someone else busy ends it at the second reading of them lately: a
-     * turn's first reading may still hold the last tenant's work */
+    /* beside someone busy on a device busy under the bound it stays, and
+     * publishes the device's busy time less what busy members published
+     * (the device's time holds theirs too) */
+    struct gs_outer_in under[] = {
+        outer_in(0, 150000, 0, 220000, &busy, 1),    /* a busy ledger member */
+        outer_in(0, 150000, 60000, 220000, NULL, 0), /* someone busy outside the ledger */
+        outer_in(0, 150000, 0, 290000, &busy, 1),    /* past the bound, under the cap */
+    };
+    for (unsigned i = 0; i < sizeof under / sizeof under[0]; i++) {
+        struct gs_lim_account then = a;
+        for (int run = 0; run < 3; run++) {
+            gs_lim_outer_decide(&then, &under[i], &o);
+            assert_int_equal(o.target, GS_LIM_PPM);
+            assert_true(o.others_ppm >= GS_LIM_BUSY_PPM);
+            /* the device's time less the member's, or the samples where they measure it */
+            assert_int_equal(o.use_ppm, i == 1 ? 150000 : under[i].dev_ppm - 100000);
+            gs_lim_outer_apply(&then, &o, light.now);
+        }
+    }
+    /* someone else busy on a device busy past the cap ends it at the
+     * second reading of them lately: a turn's first reading may still hold
+     * the last tenant's work */
     struct gs_outer_in beside_us[] = {
         outer_in(0, 150000, 0, 400000, &busy, 1),    /* a busy ledger member */
-        outer_in(0, 150000, 60000, 220000, NULL, 0), /* someone busy outside the ledger */
+        outer_in(0, 150000, 60000, 320000, NULL, 0), /* someone busy outside the ledger */
     };
     for (unsigned i = 0; i < sizeof beside_us / sizeof beside_us[0]; i++) {
         gs_lim_outer_decide(&a, &beside_us[i], &o);
