@@ -300,15 +300,16 @@ static uint32_t outer_correction(const struct gs_lim_account *a, const struct gs
     return gs_lim_correction_device(old, (uint64_t)seen_busy, in->occ_ppm);
 }
 
-/* What a cap running free publishes as its use: the device's busy time
- * (the most it can have used), less what busy members beside it published
- * (theirs is in the device's busy time too: the whole of it, claimed by a
- * decoder running free beside training capped at 30, would be read as a
- * busy neighbour's use twice over). */
-static uint64_t free_published(const struct gs_outer_in *in, const struct outer_view *v)
+/* What a container running free publishes as its use: the device's busy
+ * time (the most it can have used); a cap beside busy members less what
+ * they published (theirs is in the device's busy time too: the whole of it,
+ * claimed by a decoder running free beside training capped at 30, would be
+ * read as a busy neighbour's use twice over). A share container runs free
+ * only alone, and keeps to that rule at the run that finds a neighbour. */
+static uint64_t free_published(const struct gs_lim_account *a, const struct gs_outer_in *in, const struct outer_view *v)
 {
     uint64_t dev = (uint64_t)(in->dev_ppm > 0 ? in->dev_ppm : 0);
-    return v->nb > 0 ? gs_lim_bound_use(dev, dev, in->dem, in->ndem) : dev;
+    return a->mode == GS_LIM_CAP && v->nb > 0 ? gs_lim_bound_use(dev, dev, in->dem, in->ndem) : dev;
 }
 
 /* The use we publish: NVML's figure where it measures us, free_published
@@ -318,7 +319,7 @@ static uint64_t outer_use(const struct gs_lim_account *a, const struct gs_outer_
 {
     uint64_t charged = in->occ_ppm * gs_lim_corr_of(corr) / GS_LIM_PPM;
     uint64_t use = v->per_process          ? (uint64_t)in->our_ppm
-                   : gs_lim_unthrottled(a) ? free_published(in, v)
+                   : gs_lim_unthrottled(a) ? free_published(a, in, v)
                    : v->bounded            ? gs_lim_bound_use(charged, (uint64_t)in->dev_ppm, in->dem, in->ndem)
                                            : charged;
     return use > GS_LIM_PPM ? GS_LIM_PPM : use;
