@@ -186,6 +186,12 @@ static int64_t free_beside(const struct gs_outer_in *in, const struct outer_view
     return beside;
 }
 
+/* Whether a device busy dev_ppm of the time, at s, was under a's cap. */
+static int device_under_cap(const struct gs_lim_account *a, uint64_t dev_ppm, uint32_t speed)
+{
+    return dev_ppm * gs_lim_speed_of(speed) / GS_LIM_PPM < gs_lim_cap_rate(a->limit_pct);
+}
+
 /* A capped container running free, or starting to (gs_lim_outer_decide):
  * it starts where the whole device read under the device bound twice in a
  * row, busy neighbours or not (its GPU time is at most the device's, so it
@@ -210,12 +216,6 @@ static int64_t free_beside(const struct gs_outer_in *in, const struct outer_view
  * c learnt afresh under fine probes).
  * Beside someone the samples no longer measure us,
  * but its tokens still take what they say, or the device's busy time. */
-/* Whether a device busy dev_ppm of the time, at s, was under a's cap. */
-static int device_under_cap(const struct gs_lim_account *a, uint64_t dev_ppm, uint32_t speed)
-{
-    return dev_ppm * gs_lim_speed_of(speed) / GS_LIM_PPM < gs_lim_cap_rate(a->limit_pct);
-}
-
 static int cap_runs_free(const struct gs_lim_account *a, const struct gs_outer_in *in, const struct outer_view *v,
                          int64_t delta, uint32_t speed)
 {
