@@ -17,7 +17,7 @@
 #   coloc   the heavy decoder beside matmul training: plain, caps 70 / 30,
 #           shares 70 : 30, MPS 70 % / 30 % threads  (5-6 min; once over 6 min)
 #   light   the same with the light decoder, and the share pair in the node
-#           agent's layout, in turns                              (~7 min)
+#           agent's layout and yielding every 250 / 500 us, in turns (~7 min)
 #   decfree the decoder under cap 90 (running free) and under the interposer
 #           with no limit (cap 100), three processes each, beside two plain
 #           ones in the same turns: whether running free costs the decoder
@@ -87,7 +87,7 @@ coloc)
     ;;
 light)
     call 1 --only coloc,mps --coloc-modes plain,share70/30,cap70/30,mps70/30 --inf-load decoder
-    call 2 --only turns --turn-cycles 4
+    call 2 --only turns --turn-cycles 4 --turn-yield 250,500
     ;;
 decfree)
     call 1 --only capturns,decoder --caps 90,100 --copies 3 --plain-copies 2 --log "$OUT/$part-1/logs"
