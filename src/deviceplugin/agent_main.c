@@ -67,6 +67,10 @@ static void usage(FILE *f)
           "  --power-exponent X      the compute limiter's power exponent pinned in every pod,\n"
           "                          0..1 (default: GPUSLICE_POWER_EXPONENT's, docs/compute.md); the\n"
           "                          node's label gpuslice.io/power-exponent, read at start, wins\n"
+          "  --share-yield-us N      pinned in every pod: a share container borrowing a light\n"
+          "                          neighbour's part keeps at most N us of GPU work queued, so\n"
+          "                          the neighbour's kernels do not wait behind it; 0..100000,\n"
+          "                          0 = off (default: GPUSLICE_SHARE_YIELD_US's, docs/compute.md)\n"
           "  --log-level L           error|warn|info|debug (default info)\n"
           "  --version\n"
           "  --help\n",
@@ -150,25 +154,28 @@ static int flag_text(const char *flag, const char *val, char *buf, size_t len)
     return 0;
 }
 
-/* A power exponent, checked by the interposer's own parser for
- * GPUSLICE_POWER_EXPONENT, into buf in the form it is written to
- * limits.conf. 0, or -1 with why set. */
-static int power_exponent_text(const char *val, char *buf, size_t len, char *why, size_t whylen)
+/* A node-wide value of the interposer's key (GS_KEY_POWER_EXP or
+ * GS_KEY_SHARE_YIELD), checked by the interposer's own parser, into buf in
+ * the form it is written to limits.conf. 0, or -1 with why set. */
+static int node_pin_text(int key, const char *val, char *buf, size_t len, char *why, size_t whylen)
 {
     int dev;
-    const struct gs_cfg_key *k = gs_key_of_slot(GS_KEY_POWER_EXP, &dev);
-    unsigned milli;
-    if (k->parse(val, k, &milli, why, whylen) != 0)
+    const struct gs_cfg_key *k = gs_key_of_slot(key, &dev);
+    unsigned n;
+    if (k->parse(val, k, &n, why, whylen) != 0)
         return -1;
-    snprintf(buf, len, "%u.%03u", milli / 1000 % 10, milli % 1000); /* milli <= 1000: one digit */
+    if (key == GS_KEY_POWER_EXP)
+        snprintf(buf, len, "%u.%03u", n / 1000 % 10, n % 1000); /* milli <= 1000: one digit */
+    else
+        snprintf(buf, len, "%u", n);
     return 0;
 }
 
-static int power_exponent_flag(const char *val, char *buf, size_t len)
+static int node_pin_flag(int key, const char *flag, const char *val, char *buf, size_t len)
 {
     char why[128];
-    if (power_exponent_text(val, buf, len, why, sizeof why) != 0) {
-        fprintf(stderr, "gpuslice-node-agent: --power-exponent '%.60s': %s\n", val, why);
+    if (node_pin_text(key, val, buf, len, why, sizeof why) != 0) {
+        fprintf(stderr, "gpuslice-node-agent: --%s '%.60s': %s\n", flag, val, why);
         return -1;
     }
     return 0;
@@ -194,7 +201,7 @@ static void node_power_exponent(struct gs_plugin *p)
     char buf[sizeof p->power_exp], why[128], shown[GS_ESCAPE_BUF];
     if (!val) {
         /* nothing to say: the flag's value, or the default */
-    } else if (power_exponent_text(val, buf, sizeof buf, why, sizeof why) != 0) {
+    } else if (node_pin_text(GS_KEY_POWER_EXP, val, buf, sizeof buf, why, sizeof why) != 0) {
         kube_log(KUBE_LOG_ERROR, "node %s: label %s='%s': %s; power exponent %s", p->node, GS_LABEL_POWER_EXP,
                  gs_escape_shown(shown, val), why, now);
     } else {
@@ -325,6 +332,7 @@ int main(int argc, char **argv)
                                           { "ignore-xids", 1, 0, 'x' },
                                           { "log-level", 1, 0, 'v' },
                                           { "power-exponent", 1, 0, 'W' },
+                                          { "share-yield-us", 1, 0, 'Y' },
                                           { "pod-resources-socket", 1, 0, 'P' },
                                           { "assignment-key", 1, 0, 'K' },
                                           { "dra", 0, 0, 'D' },
@@ -388,7 +396,12 @@ int main(int argc, char **argv)
                 return 2;
             break;
         case 'W':
-            if (power_exponent_flag(optarg, p->power_exp, sizeof p->power_exp))
+            if (node_pin_flag(GS_KEY_POWER_EXP, "power-exponent", optarg, p->power_exp, sizeof p->power_exp))
+                return 2;
+            break;
+        case 'Y':
+            if (node_pin_flag(GS_KEY_SHARE_YIELD, "share-yield-us", optarg, p->share_yield_us,
+                              sizeof p->share_yield_us))
                 return 2;
             break;
         case 'v': {

@@ -490,15 +490,22 @@ int gs_k8s_name_ok(const char *s, size_t max)
  * limit each) or set GPUSLICE_CTX_OVERHEAD=0 (contexts charged nothing). */
 static int limits_pins(const struct gs_node_view *v, char *out, size_t len)
 {
-    /* Pinned at their defaults (config_keys.def), the power exponent at the
-     * node's where the agent was given one (--power-exponent). */
-    static const int pinned[] = { GS_KEY_CTX_OVERHEAD, GS_KEY_WEIGHT, GS_KEY_POWER_EXP, GS_KEY_SHARE_YIELD };
+    /* Pinned at the node's value where the agent was given one
+     * (--power-exponent, --share-yield-us), else at their defaults
+     * (config_keys.def). */
+    const struct {
+        int key;
+        const char *node;
+    } pinned[] = { { GS_KEY_CTX_OVERHEAD, NULL },
+                   { GS_KEY_WEIGHT, NULL },
+                   { GS_KEY_POWER_EXP, v->power_exp },
+                   { GS_KEY_SHARE_YIELD, v->share_yield_us } };
     int l = snprintf(out, len, "GPUSLICE_REGION=%s\nGPUSLICE_LEDGER_DIR=%s\nGPUSLICE_ROSTER_DIR=%s\n",
                      GS_STATEDIR_CONTAINER_REGION, GS_STATEDIR_CONTAINER_LEDGER, GS_STATEDIR_CONTAINER_ROSTER);
     for (size_t i = 0; i < sizeof pinned / sizeof pinned[0] && l > 0 && (size_t)l < len; i++) {
         char name[GS_KEY_NAME_MAX];
-        gs_key_name(pinned[i], name, sizeof name);
-        const char *value = pinned[i] == GS_KEY_POWER_EXP && v->power_exp ? v->power_exp : gs_key_default(pinned[i]);
+        gs_key_name(pinned[i].key, name, sizeof name);
+        const char *value = pinned[i].node ? pinned[i].node : gs_key_default(pinned[i].key);
         l += snprintf(out + l, len - (size_t)l, "%s=%s\n", name, value);
     }
     return l;

@@ -31,8 +31,9 @@ struct gs_view_gpu {
 };
 struct gs_node_view {
     const char *node;
-    const char *power_exp; /* GPUSLICE_POWER_EXPONENT to pin in limits.conf; NULL: the default */
-    int replicas;          /* per GPU */
+    const char *power_exp;      /* GPUSLICE_POWER_EXPONENT to pin in limits.conf; NULL: the default */
+    const char *share_yield_us; /* GPUSLICE_SHARE_YIELD_US to pin there; NULL: the default */
+    int replicas;               /* per GPU */
     int ngpus;
     struct gs_view_gpu gpus[GS_ASSIGN_MAX_GPUS];
 };

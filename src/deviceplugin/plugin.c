@@ -97,6 +97,7 @@ void gs_plugin_view(struct gs_plugin *p, struct gs_node_view *v)
     memset(v, 0, sizeof *v);
     v->node = p->node;
     v->power_exp = p->power_exp[0] ? p->power_exp : NULL;
+    v->share_yield_us = p->share_yield_us[0] ? p->share_yield_us : NULL;
     v->replicas = p->replicas;
     pthread_mutex_lock(&p->inv->lock);
     for (int g = 0; g < p->inv->ngpus && g < GS_ASSIGN_MAX_GPUS; g++) {

@@ -23,6 +23,7 @@ struct gs_plugin {
     char podres_socket[512];         /* kubelet's pod-resources API (PreStartContainer) */
     int cdi;                         /* answer with CDI device names */
     char power_exp[8];               /* GPUSLICE_POWER_EXPONENT to pin; "": the default */
+    char share_yield_us[8];          /* GPUSLICE_SHARE_YIELD_US to pin; "": the default */
     const struct gs_sig_key *sigkey; /* NULL: assignments are not signed */
     int test_allocate_delay_ms;      /* test hook: sleep inside Allocate */
     pthread_mutex_t lock;

@@ -396,3 +396,14 @@ def test_a_nodes_power_exponent_reaches_the_agent():
         return args_of(c)
     assert agent_args("nodeAgent.powerExponent=0.42")["power-exponent"] == "0.42"
     assert "power-exponent" not in agent_args()
+
+
+def test_a_nodes_share_yield_reaches_the_agent():
+    """nodeAgent.shareYieldUs becomes --share-yield-us (the agent pins it in
+    every pod's limits.conf); at its default 0 the flag is left out and the
+    agent pins the interposer's default, off."""
+    def agent_args(*sets):
+        (c,) = one(chart(*sets), "DaemonSet", "gpuslice-node")["spec"]["template"]["spec"]["containers"]
+        return args_of(c)
+    assert agent_args("nodeAgent.shareYieldUs=300")["share-yield-us"] == "300"
+    assert "share-yield-us" not in agent_args()

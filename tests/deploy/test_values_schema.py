@@ -109,6 +109,8 @@ def test_wrong_type_is_refused_at_every_key(path):
     (("namespace=GPU_Slice",), "/namespace"),
     (("nodeAgent.image.tag=v1:2",), "/nodeAgent/image/tag"),
     (("nodeAgent.powerExponent=1.5",), "/nodeAgent/powerExponent"),
+    (("nodeAgent.shareYieldUs=200000",), "/nodeAgent/shareYieldUs"),
+    (("nodeAgent.shareYieldUs=-1",), "/nodeAgent/shareYieldUs"),
     (("image.repository=reg.example.com/control:v1",), "/image/repository"),
     (("networkPolicy.monitoring.podSelector.matchLabels.app=1",), "/networkPolicy/monitoring/podSelector/matchLabels/app"),
     (("webhook.gpuVisibilityExemptNamespaces={Not A Namespace}",), "/webhook/gpuVisibilityExemptNamespaces/0"),

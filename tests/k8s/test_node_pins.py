@@ -92,6 +92,33 @@ def test_a_nodes_power_exponent_is_pinned_in_every_pod(tmp_path):
         n.close()
 
 
+def test_a_nodes_share_yield_is_pinned_in_every_pod(tmp_path):
+    """--share-yield-us: the operator's choice for this node (a share
+    container borrowing a light neighbour's part keeps at most that much GPU
+    work queued; docs/compute.md, "Yielding to a light neighbour") replaces
+    the default 0 in each limits.conf, where it beats the pod's environment
+    (the borrower would otherwise turn it off); a value the interposer would
+    refuse stops the agent with the interposer's reason."""
+    n = GpuNode(tmp_path)
+    try:
+        n.start_agent()
+        n.add_pod("ydef", assignment(n.uuids()[0], 0, 1000, 50, mode="share"))
+        _, resp = n.kubelet.admit("ydef")
+        assert n.limits(resp, pins=True)["GPUSLICE_SHARE_YIELD_US"] == "0"
+        n.stop_agent()
+        n.agent_args = ["--share-yield-us", "0300"]
+        n.start_agent()
+        n.add_pod("yset", assignment(n.uuids()[0], 1, 1000, 50, mode="share"))
+        _, resp = n.kubelet.admit("yset")
+        assert n.limits(resp, pins=True)["GPUSLICE_SHARE_YIELD_US"] == "300"
+        n.stop_agent()
+        for bad, why in (("200000", "out of range"), ("-5", ""), ("5ms", "")):
+            assert n.failed_start(["--share-yield-us", bad]) == 2, bad
+            assert f"--share-yield-us '{bad}': {why}" in n.logtext(), bad
+    finally:
+        n.close()
+
+
 def test_a_nodes_label_sets_its_power_exponent(tmp_path):
     """The label gpuslice.io/power-exponent on the agent's Node (the cluster
     admin's value for that node's cards, bench/compute/fit_exponent.py)

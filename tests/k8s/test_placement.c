@@ -179,6 +179,12 @@ int main(void)
     gs_limits_text(&v, &h, "uid-p", &two_a, gpu, order, 2, text, sizeof text);
     CHECK(strstr(text, "\nGPUSLICE_POWER_EXPONENT=0.400\n") && !strstr(text, "0.480"));
     v.power_exp = NULL;
+    /* And a node's share yield (--share-yield-us) its default. */
+    v.share_yield_us = "300";
+    gs_limits_text(&v, &h, "uid-p", &two_a, gpu, order, 2, text, sizeof text);
+    CHECK(strstr(text, "\nGPUSLICE_SHARE_YIELD_US=300\n") && !strstr(text, "YIELD_US=0\n"));
+    CHECK(strstr(text, "\nGPUSLICE_POWER_EXPONENT=0.480\n"));
+    v.share_yield_us = NULL;
     CHECK(!gs_k8s_name_ok("a\nb", 10) && !gs_k8s_name_ok("", 10) && gs_k8s_name_ok("a-b.c", 10));
 
     /* The region's owner: the container's uid over the pod's, fsGroup
