@@ -209,11 +209,15 @@ static int device_under_cap(const struct gs_lim_account *a, uint64_t dev_ppm, ui
  * samples and the ledger's members active lately say who used the GPU while
  * we idled (a graph inference load under cap 70 ended its free run at each
  * turn start for them). Nor does anyone beside it while the whole device,
- * at s, read under the cap at this reading or the last: only two readings
- * over it in a row end it there (not over the bound: a decoder capped at
+ * at s, read under the cap over this reading and the last: their mean,
+ * not either one, so that a load busy past its cap every other run, whose
+ * samples NVML credits to someone else (host pids in a pod), cannot stay
+ * free on the quiet runs between (not over the bound: a decoder capped at
  * 70, 0.19-0.24 busy alone on an H100, beside training capped at 30 keeps
  * the device about 0.5 busy, near the bound of 0.56, and each end costs it
- * c learnt afresh under fine probes).
+ * c learnt afresh under fine probes). It starts only where the device at s
+ * reads under the cap too: past s 1.25 the bound alone would start free
+ * runs that the next reading ends.
  * Beside someone the samples no longer measure us,
  * but its tokens still take what they say, or the device's busy time. */
 static int cap_runs_free(const struct gs_lim_account *a, const struct gs_outer_in *in, const struct outer_view *v,
@@ -227,11 +231,11 @@ static int cap_runs_free(const struct gs_lim_account *a, const struct gs_outer_i
         if (gs_lim_outer_slept(in->interval_ns))
             return 1;
         return free_beside(in, v) < GS_LIM_BUSY_PPM || LD(&a->others_ppm) < GS_LIM_BUSY_PPM ||
-               device_under_cap(a, (uint64_t)in->dev_ppm, speed) || device_under_cap(a, LD(&a->dev_ppm), speed);
+               device_under_cap(a, ((uint64_t)in->dev_ppm + LD(&a->dev_ppm)) / 2, speed);
     }
     return gs_lim_bound_holds((uint64_t)in->dev_ppm, a->limit_pct) && LD(&a->corr_ppm) != 0 &&
            !gs_lim_outer_slept(in->interval_ns) && !gs_lim_throttled(a, in->now) &&
-           gs_lim_bound_holds(LD(&a->dev_ppm), a->limit_pct);
+           gs_lim_bound_holds(LD(&a->dev_ppm), a->limit_pct) && device_under_cap(a, (uint64_t)in->dev_ppm, speed);
 }
 
 int gs_lim_free_far_under(const struct gs_lim_account *a)

@@ -374,7 +374,7 @@ static void a_member_quiet_all_the_interval_blurs_nothing(void **state)
  * the free run at two of a decoder's turn starts (compute-2026-12-03f.md),
  * nor does a neighbour beside us before the idle count as lately. Only a
  * second reading of someone beside us ends it, and only where the device
- * read busy past the bound both times. */
+ * read busy past the cap at s over the two. */
 static void a_free_run_outlives_the_tenant_of_the_turn_before(void **state)
 {
     (void)state;
@@ -543,14 +543,28 @@ static void nvml_samples_are_averaged_over_timestamps(void **state)
  * not. It keeps c meanwhile, its tokens run on the outer loop's readings,
  * and it goes back to windows once they fall past what one reading can
  * wrongly take, or at a second reading lately of someone else busy on a
- * device busy past its cap (at s) twice in a row, owing what they say, with
- * c to learn afresh. */
+ * device busy past its cap (at s) over its last two readings, owing what
+ * they say, with c to learn afresh. */
 static void a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not(void **state)
 {
     (void)state;
     struct gs_lim_account a;
     account(&a, GS_LIM_CAP, 30, 100);
     struct gs_outer_out o;
+    /* at s 1.3 a device busy 0.55 of the time is under the bound of a cap
+     * of 70 (0.56) but past the cap in what its time is charged: no free
+     * run to end at the next reading; at 0.52 (0.676 charged) one starts */
+    struct gs_lim_account fast;
+    account(&fast, GS_LIM_CAP, 70, 100);
+    fast.corr_ppm = 400000;
+    fast.dev_ppm = 520000;
+    fast.speed_ppm = 1300000;
+    struct gs_outer_in past_at_s = outer_in(400000, 150000, 0, 550000, NULL, 0);
+    gs_lim_outer_decide(&fast, &past_at_s, &o);
+    assert_int_equal(o.target, 700000);
+    struct gs_outer_in under_at_s = outer_in(400000, 150000, 0, 520000, NULL, 0);
+    gs_lim_outer_decide(&fast, &under_at_s, &o);
+    assert_int_equal(o.target, GS_LIM_PPM);
     struct gs_outer_in light = outer_in(400000, 150000, 0, 160000, NULL, 0);
     gs_lim_outer_decide(&a, &light, &o);
     assert_int_equal(o.target, 300000); /* c not learnt yet */
@@ -607,6 +621,19 @@ static void a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not(void
     /* nobody refilled its tokens but these readings: the cap's allowance
      * over each run less its use, at most one period's (15 ms at 30 %) */
     assert_int_equal(a.tokens, 15 * (int64_t)MS);
+    /* a load busy past its cap every other run, whose samples NVML credits
+     * to someone else (host pids in a pod: its tokens see no use of it),
+     * leaves at the first quiet run after a busy one, where the mean of the
+     * two readings is past its cap: on either reading alone it stayed free,
+     * 0.55 busy under a cap of 30 */
+    struct gs_outer_in burst = outer_in(0, 0, 900000, 900000, NULL, 0);
+    struct gs_outer_in lull = outer_in(0, 0, 200000, 200000, NULL, 0);
+    struct gs_lim_account alt = a;
+    gs_lim_outer_decide(&alt, &burst, &o);
+    assert_int_equal(o.target, GS_LIM_PPM); /* a first reading of someone */
+    gs_lim_outer_apply(&alt, &o, burst.now);
+    gs_lim_outer_decide(&alt, &lull, &o);
+    assert_int_equal(o.target, 300000);
     /* beside someone busy on a device busy under the bound it stays, and
      * publishes the device's busy time less what busy members published
      * (the device's time holds theirs too) */
