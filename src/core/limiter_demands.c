@@ -63,10 +63,7 @@ uint64_t gs_lim_bound_use(uint64_t charged_ppm, uint64_t dev_ppm, const struct g
 uint64_t gs_lim_device_busy(uint64_t dev_ppm, uint64_t our_use_ppm, const struct gs_lim_demand *others, unsigned n,
                             uint64_t interval_ns)
 {
-    uint64_t sum = our_use_ppm;
-    for (unsigned i = 0; i < n && interval_ns; i++)
-        if (others[i].quiet_ns < interval_ns)
-            sum += (uint64_t)((unsigned __int128)others[i].use_ppm * (interval_ns - others[i].quiet_ns) / interval_ns);
+    uint64_t sum = our_use_ppm + gs_lim_active_uses_of(others, n, interval_ns);
     if (sum > GS_LIM_PPM)
         sum = GS_LIM_PPM;
     return sum > dev_ppm ? sum : dev_ppm;

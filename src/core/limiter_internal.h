@@ -19,6 +19,18 @@ static inline uint64_t gs_lim_uses_of(const struct gs_lim_demand *others, unsign
     return sum;
 }
 
+/* The same, each for the part of an interval of interval_ns it was active
+ * in, up to its last demand (quiet_ns before now): a quiet member's use is
+ * the one it published before it went quiet. */
+static inline uint64_t gs_lim_active_uses_of(const struct gs_lim_demand *others, unsigned n, uint64_t interval_ns)
+{
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < n && interval_ns; i++)
+        if (others[i].quiet_ns < interval_ns)
+            sum += (uint64_t)((unsigned __int128)others[i].use_ppm * (interval_ns - others[i].quiet_ns) / interval_ns);
+    return sum;
+}
+
 /* The account's record of its last outer runs (power_runs, packed by
  * gs_lim_power_run), kept in limiter_correction.c beside the mean over it
  * (gs_lim_power_busy): a run appended (the outer loop's runs are one at a

@@ -306,14 +306,20 @@ static uint32_t outer_correction(const struct gs_lim_account *a, const struct gs
 
 /* What a container running free publishes as its use: the device's busy
  * time (the most it can have used); a cap beside busy members less what
- * they published (theirs is in the device's busy time too: the whole of it,
- * claimed by a decoder running free beside training capped at 30, would be
- * read as a busy neighbour's use twice over). A share container runs free
- * only alone, and keeps to that rule at the run that finds a neighbour. */
+ * they published, each for the part of the run it was active in (theirs is
+ * in the device's busy time too: the whole of it, claimed by a decoder
+ * running free beside training capped at 30, would be read as a busy
+ * neighbour's use twice over; a member gone quiet keeps the use it last
+ * published, which the device's time no longer holds). A share container
+ * runs free only alone, and keeps to that rule at the run that finds a
+ * neighbour. */
 static uint64_t free_published(const struct gs_lim_account *a, const struct gs_outer_in *in, const struct outer_view *v)
 {
     uint64_t dev = (uint64_t)(in->dev_ppm > 0 ? in->dev_ppm : 0);
-    return a->mode == GS_LIM_CAP && v->nb > 0 ? gs_lim_bound_use(dev, dev, in->dem, in->ndem) : dev;
+    if (a->mode != GS_LIM_CAP || v->nb == 0)
+        return dev;
+    uint64_t theirs = gs_lim_active_uses_of(in->dem, in->ndem, in->interval_ns);
+    return dev > theirs ? dev - theirs : 0;
 }
 
 /* The use we publish: NVML's figure where it measures us, free_published

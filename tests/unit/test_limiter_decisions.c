@@ -653,6 +653,14 @@ static void a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not(void
             gs_lim_outer_apply(&then, &o, light.now);
         }
     }
+    /* a member gone quiet keeps the use it last published, which the
+     * device's busy time no longer holds: not taken from ours */
+    struct gs_lim_demand gone[] = { { 100, 100000, 0, 0, 0 }, { 100, 500000, 0, 0, 2 * GS_LIM_OUTER_NS } };
+    struct gs_outer_in beside_gone = outer_in(0, 150000, 0, 220000, gone, 2);
+    struct gs_lim_account after_gone = a;
+    gs_lim_outer_decide(&after_gone, &beside_gone, &o);
+    assert_int_equal(o.target, GS_LIM_PPM);
+    assert_int_equal(o.use_ppm, 120000);
     /* someone else busy on a device busy past the cap ends it at the
      * second reading of them lately: a turn's first reading may still hold
      * the last tenant's work */
