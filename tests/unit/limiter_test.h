@@ -23,6 +23,16 @@ static inline void account(struct gs_lim_account *a, enum gs_lim_mode mode, unsi
     gs_lim_account_init(a, mode, pct, weight, 1000 * MS);
 }
 
+/* A capped account (weight 100) that has learnt c and s and read the
+ * device busy dev at its last outer run. */
+static inline void learnt_cap(struct gs_lim_account *a, unsigned pct, uint32_t corr, uint32_t speed, uint32_t dev)
+{
+    account(a, GS_LIM_CAP, pct, 100);
+    a->corr_ppm = corr;
+    a->speed_ppm = speed;
+    a->dev_ppm = dev;
+}
+
 /* One outer run's input, a run after the last at 1 s: occupancy occ and
  * NVML's readings in ppm (-1: none), no power reading, beside the n ledger
  * members of dem. */

@@ -555,10 +555,7 @@ static void a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not(void
      * of 70 (0.56) but past the cap in what its time is charged: no free
      * run to end at the next reading; at 0.52 (0.676 charged) one starts */
     struct gs_lim_account fast;
-    account(&fast, GS_LIM_CAP, 70, 100);
-    fast.corr_ppm = 400000;
-    fast.dev_ppm = 520000;
-    fast.speed_ppm = 1300000;
+    learnt_cap(&fast, 70, 400000, 1300000, 520000);
     struct gs_outer_in past_at_s = outer_in(400000, 150000, 0, 550000, NULL, 0);
     gs_lim_outer_decide(&fast, &past_at_s, &o);
     assert_int_equal(o.target, 700000);
@@ -775,10 +772,7 @@ static void a_wait_stamped_after_the_outer_runs_clock_holds_the_cap(void **state
 {
     (void)state;
     struct gs_lim_account a;
-    account(&a, GS_LIM_CAP, 10, 100);
-    a.corr_ppm = 891833;
-    a.speed_ppm = 1368170;
-    a.dev_ppm = 60000;
+    learnt_cap(&a, 10, 891833, 1368170, 60000);
     struct gs_outer_in in = outer_in(79544, 70000, 0, 70000, NULL, 0);
     struct gs_outer_out o;
     a.throttled_ns = in.now + 2 * MS;
