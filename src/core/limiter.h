@@ -710,22 +710,21 @@ struct gs_outer_out {
  * decoder capped at 70 beside training capped at 30 on an H100 12 %. It
  * starts after two readings in a row of the whole device under the device
  * bound of its cap (gs_lim_bound_holds), the second under the cap at s,
- * busy neighbours or not, with c
- * learnt and no wait for tokens within GS_LIM_THROTTLED_NS (the cap did not
- * hold it back: under windows a held load reads low). Its token account
+ * busy neighbours or not, with c learnt and no wait for tokens within
+ * GS_LIM_THROTTLED_NS (the cap did not hold it back: under windows a held
+ * load reads low). Its token account
  * then runs on the outer loop's readings: each adds the cap's allowance over
  * the run and takes its use (NVML's samples, else the device's busy time)
  * at s (free_tokens_ns). It stops once its tokens fall more than one
  * reading can wrongly take below zero (free_slack), or at the second
  * reading lately of someone else busy (others in the samples, a busy ledger
  * member while NVML sees someone else busy; not in a run back from an
- * idle) where the whole device, at s, read busy past the cap over the
- * two (their mean),
- * owing what its tokens say; without a device reading it never runs
- * free. A single reading of either may still hold a turn's previous tenant
- * (an H200 ended most of a decoder's free runs on them). c stays as it was learnt
- * under windows while free, and is learnt afresh after (gs_lim_learning):
- * the load changed. */
+ * idle) where the whole device, at s, read busy past the cap over the two
+ * (their mean), owing what its tokens say; without a device reading it
+ * never runs free. A single reading of either may still hold a turn's
+ * previous tenant (an H200 ended most of a decoder's free runs on them). c
+ * stays as it was learnt under windows while free, and is learnt afresh
+ * after (gs_lim_learning): the load changed. */
 void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_in *in, struct gs_outer_out *out);
 
 /* Whether a cap running free read the device under the device bound of its

@@ -217,9 +217,9 @@ static int device_under_cap(const struct gs_lim_account *a, uint64_t dev_ppm, ui
  * the device about 0.5 busy, near the bound of 0.56, and each end costs it
  * c learnt afresh under fine probes). It starts only where the device at s
  * reads under the cap too: past s 1.25 the bound alone would start free
- * runs that the next reading ends.
- * Beside someone the samples no longer measure us,
- * but its tokens still take what they say, or the device's busy time. */
+ * runs that the next reading ends. Beside someone the samples no longer
+ * measure us, but its tokens still take what they say, or the device's busy
+ * time. */
 static int cap_runs_free(const struct gs_lim_account *a, const struct gs_outer_in *in, const struct outer_view *v,
                          int64_t delta, uint32_t speed)
 {
