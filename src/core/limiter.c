@@ -18,6 +18,7 @@ static void setup_account(struct gs_lim_account *a, enum gs_lim_mode mode, unsig
     a->weight = (uint16_t)(weight > 65535 ? 65535 : weight);
     a->corr_ppm = 0;  /* not learnt yet: charged as 1 */
     a->speed_ppm = 0; /* not learnt yet: charged as 1 */
+    ST(&a->dev_ppm, GS_LIM_DEV_UNREAD);
     uint32_t rate = start_rate(mode, limit_pct);
     ST(&a->rate_ppm, rate);
     /* a new container was idle until now: it starts with what idle time
@@ -59,6 +60,7 @@ int gs_lim_account_init(struct gs_lim_account *a, enum gs_lim_mode mode, unsigne
         ST(&a->outer_last_ns, now);
         ST(&a->outer_next_ns, now);
         ST(&a->nvml_seen_us, (uint64_t)0);
+        ST(&a->dev_ppm, GS_LIM_DEV_UNREAD);
     }
     return 0;
 }

@@ -48,6 +48,7 @@
 #define GS_LIM_OUTER_NS 250000000ULL  /* outer (NVML) loop every 250 ms */
 #define GS_LIM_MIN_CORR 50000U        /* c never below 0.05 */
 #define GS_LIM_MAX_CORR 1500000U      /* ... nor above 1.5 (events missed a tail of work) */
+#define GS_LIM_DEV_UNREAD UINT32_MAX  /* dev_ppm of a run that read no device busy time */
 #define GS_LIM_BUSY_PPM 50000U        /* others above 5 % count as busy (share mode) */
 #define GS_LIM_MAX_SPEED 2000000U     /* s never above 2 */
 #define GS_LIM_IDLE_POWER_PPM 150000U /* power drawn busy-idle: 15 % of the limit */
@@ -82,7 +83,7 @@ struct gs_lim_account {
     uint32_t others_ppm;     /* others' use of the device (NVML), fading by a quarter an outer run */
     uint64_t throttled_ns;   /* clock when a thread last waited for tokens */
     uint32_t speed_ppm;      /* s; 0 until first learnt, charged as 1 (gs_lim_speed_of) */
-    uint32_t dev_ppm;        /* device busy fraction at the last outer run (NVML) */
+    uint32_t dev_ppm;        /* device busy fraction at the last outer run (NVML); GS_LIM_DEV_UNREAD: none read */
     uint32_t power_runs_n;   /* outer runs recorded in power_runs, ever (the ring's next slot: n % its size) */
     uint32_t wait_mark;      /* wait_ns at the last outer run, its low 32 bits (gs_lim_alone_busy) */
     uint64_t woke_ns; /* clock the outer loop last woke from a slept interval, 0 before (gs_lim_power_span_ours) */

@@ -95,6 +95,22 @@ static struct outer_view outer_view_of(const struct gs_lim_account *a, const str
     return v;
 }
 
+/* The device's busy fraction at the last outer run, or -1 where it read
+ * none: a missing reading stored as 0 counted as a device far under every
+ * cap, and one real reading after it started a free run. */
+static int64_t last_device_reading(const struct gs_lim_account *a)
+{
+    uint32_t dev = LD(&a->dev_ppm);
+    return dev <= GS_LIM_PPM ? (int64_t)dev : -1;
+}
+
+/* Whether the last outer run read the device busy under a's bound. */
+static int last_reading_bound_holds(const struct gs_lim_account *a)
+{
+    int64_t dev = last_device_reading(a);
+    return dev >= 0 && gs_lim_bound_holds((uint64_t)dev, a->limit_pct);
+}
+
 /* Whether the last outer run saw us busy and the device busier than our
  * use by more than GS_LIM_BUSY_PPM: others were busy beside us. A run that
  * read others while we idled (back from an idle) says nothing of our c: a
@@ -103,7 +119,7 @@ static struct outer_view outer_view_of(const struct gs_lim_account *a, const str
 static int was_beside_others(const struct gs_lim_account *a)
 {
     uint32_t use = LD(&a->use_ppm);
-    return use >= GS_LIM_BUSY_PPM && LD(&a->dev_ppm) > use + GS_LIM_BUSY_PPM;
+    return use >= GS_LIM_BUSY_PPM && last_device_reading(a) > (int64_t)use + GS_LIM_BUSY_PPM;
 }
 
 /* Our use as a cap running free sees it: the device's busy time less the
@@ -230,17 +246,18 @@ static int cap_runs_free(const struct gs_lim_account *a, const struct gs_outer_i
             return 0;
         if (gs_lim_outer_slept(in->interval_ns))
             return 1;
+        int64_t last = last_device_reading(a);
         return free_beside(in, v) < GS_LIM_BUSY_PPM || LD(&a->others_ppm) < GS_LIM_BUSY_PPM ||
-               device_under_cap(a, ((uint64_t)in->dev_ppm + LD(&a->dev_ppm)) / 2, speed);
+               (last >= 0 && device_under_cap(a, ((uint64_t)in->dev_ppm + (uint64_t)last) / 2, speed));
     }
     return gs_lim_bound_holds((uint64_t)in->dev_ppm, a->limit_pct) && LD(&a->corr_ppm) != 0 &&
-           !gs_lim_outer_slept(in->interval_ns) && !gs_lim_throttled(a, in->now) &&
-           gs_lim_bound_holds(LD(&a->dev_ppm), a->limit_pct) && device_under_cap(a, (uint64_t)in->dev_ppm, speed);
+           !gs_lim_outer_slept(in->interval_ns) && !gs_lim_throttled(a, in->now) && last_reading_bound_holds(a) &&
+           device_under_cap(a, (uint64_t)in->dev_ppm, speed);
 }
 
 int gs_lim_free_far_under(const struct gs_lim_account *a)
 {
-    return cap_was_free(a) && gs_lim_bound_holds(LD(&a->dev_ppm), a->limit_pct) && LD(&a->others_ppm) < GS_LIM_BUSY_PPM;
+    return cap_was_free(a) && last_reading_bound_holds(a) && LD(&a->others_ppm) < GS_LIM_BUSY_PPM;
 }
 
 /* c, and the others' use where only the device's busy time tells it. */
@@ -425,7 +442,7 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
     if (cap_was_free(a))
         others = free_back ? 0 : free_beside(in, &v);
     out->others_ppm = (uint32_t)(others > (int64_t)faded ? others : (int64_t)faded);
-    out->dev_ppm = (uint32_t)(dev < 0 ? 0 : dev);
+    out->dev_ppm = dev < 0 ? GS_LIM_DEV_UNREAD : (uint32_t)dev;
     uint64_t busy = dev >= 0 ? gs_lim_device_busy((uint64_t)dev, use, in->dem, in->ndem, in->interval_ns) : 0;
     outer_speed(a, in, busy > in->occ_ppm ? busy : in->occ_ppm, out);
     int share = a->mode == GS_LIM_SHARE;

@@ -586,6 +586,16 @@ static void a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not(void
     struct gs_outer_in blind = outer_in(400000, 150000, 0, -1, NULL, 0);
     gs_lim_outer_decide(&a, &blind, &o);
     assert_int_equal(o.target, 300000); /* no device reading: fail closed */
+    /* nor at the next real reading: one under the bound alone starts none */
+    struct gs_lim_account after_blind = a;
+    gs_lim_outer_apply(&after_blind, &o, blind.now);
+    assert_int_not_equal(after_blind.corr_ppm, 0);
+    after_blind.throttled_ns = 0;
+    gs_lim_outer_decide(&after_blind, &light, &o);
+    assert_int_equal(o.target, 300000);
+    gs_lim_outer_apply(&after_blind, &o, light.now);
+    gs_lim_outer_decide(&after_blind, &light, &o);
+    assert_int_equal(o.target, GS_LIM_PPM); /* two readings in a row */
     gs_lim_outer_decide(&a, &light, &o);
     assert_int_equal(o.target, GS_LIM_PPM);
     gs_lim_outer_apply(&a, &o, light.now);
