@@ -88,8 +88,13 @@ uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t 
     if (gs_lim_device_reading_stale(dev_ppm, occ_ppm))
         return old_corr;
     uint64_t idle = GS_LIM_PPM - occ_ppm;
-    if (idle < GS_LIM_BUSY_PPM) /* cannot see the others: relax towards 1 (as an unlearnt c is) */
-        return old_corr ? (uint32_t)(old_corr + (GS_LIM_PPM - old_corr) / 16) : 0;
+    /* cannot see the others: relax towards 1 (as an unlearnt c is), from
+     * above too (a c learnt alone past 1 wrapped to hundreds) */
+    if (idle < GS_LIM_BUSY_PPM) {
+        if (old_corr > GS_LIM_PPM)
+            return old_corr - (old_corr - GS_LIM_PPM) / 16;
+        return old_corr ? old_corr + (GS_LIM_PPM - old_corr) / 16 : 0;
+    }
     uint64_t alone = dev_ppm > occ_ppm ? dev_ppm - occ_ppm : 0;
     uint64_t q = alone * GS_LIM_PPM / idle;
     if (q > GS_LIM_PPM)

@@ -41,6 +41,10 @@ static void correction_is_nvml_kernel_time_over_event_busy_time(void **state)
     /* ... and a device read idle while we were busy (NVML's first look,
      * before it sampled us) teaches nothing: c stays unlearnt */
     assert_int_equal(gs_lim_correction_device(0, 0, 900000), 0);
+    /* busy all the time it cannot see the others: c relaxes towards 1,
+     * from either side */
+    assert_int_equal(gs_lim_correction_device(600000, 1000000, 980000), 625000);
+    assert_int_equal(gs_lim_correction_device(1320000, 1000000, 980000), 1300000);
     assert_true(gs_lim_learning(&a));
     /* never below the floor, nor above the ceiling */
     c = GS_LIM_PPM;
