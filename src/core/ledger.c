@@ -242,6 +242,7 @@ struct gs_ledger *gs_ledger_open(const char *path, char *err, size_t errlen)
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
         l->slot_fd[i] = -1;
     pthread_mutex_init(&l->trust_lock, NULL);
+    pthread_mutex_init(&l->lock_mutex, NULL);
     return l;
 }
 
@@ -254,8 +255,10 @@ void gs_ledger_forget(struct gs_ledger *l)
             close(l->slot_fd[i]); /* the parent's description stays open in the parent */
     gs_map_guard_remove(l->f);
     munmap(l->f, sizeof *l->f);
-    close(l->fd);
+    if (l->fd >= 0)
+        close(l->fd);
     pthread_mutex_destroy(&l->trust_lock);
+    pthread_mutex_destroy(&l->lock_mutex);
     free(l);
 }
 
@@ -283,6 +286,25 @@ int gs_ledger_descriptors_ours(const struct gs_ledger *l)
     return 1;
 }
 
+void gs_ledger_fork_child(struct gs_ledger *l)
+{
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
+        if (l->slot_fd[i] >= 0 && ours(l, l->slot_fd[i]))
+            close(l->slot_fd[i]);
+        l->slot_fd[i] = -1;
+    }
+    if (l->fd >= 0 && ours(l, l->fd))
+        close(l->fd);
+    l->fd = -1;
+    /* the mapping pins the description it was made through, and with it
+     * the ledger's lock where the parent held it: zeroed private pages in
+     * its place (on failure the mapping stays, pinning it as before) */
+    (void)!mmap(l->f, sizeof *l->f, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    l->trust_lock = fresh;
+    l->lock_mutex = fresh;
+}
+
 void gs_ledger_abandon(struct gs_ledger *l)
 {
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
@@ -308,16 +330,34 @@ static int try_ledger_lock(int fd)
     return gs_ofd_lock_byte(fd, LOCK_OFF);
 }
 
-/* The ledger's lock, bounded as the init lock is (bounded_lock), the
- * handle's own back-off. */
-static int lock(struct gs_ledger *l)
+/* First among this process's threads (the handle's mutex, whose holder is
+ * one of ours, in a bounded section), then among processes, bounded as the
+ * init lock is (bounded_lock), with the handle's own back-off. Without the
+ * mutex a second thread took the OFD lock its sibling held, and either
+ * one's unlock let another process in. */
+int gs_ledger_lock(struct gs_ledger *l)
 {
-    return bounded_lock(try_ledger_lock, l->fd, GS_LEDGER_LOCK_WAIT_NS, &l->patient_after_ns);
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    uint64_t ns = (uint64_t)until.tv_nsec + GS_LEDGER_LOCK_WAIT_NS;
+    until.tv_sec += (time_t)(ns / 1000000000ULL);
+    until.tv_nsec = (long)(ns % 1000000000ULL);
+    if (pthread_mutex_clocklock(&l->lock_mutex, CLOCK_MONOTONIC, &until) != 0) {
+        errno = EAGAIN;
+        return -1;
+    }
+    if (bounded_lock(try_ledger_lock, l->fd, GS_LEDGER_LOCK_WAIT_NS, &l->patient_after_ns) == 0)
+        return 0;
+    int e = errno;
+    pthread_mutex_unlock(&l->lock_mutex);
+    errno = e;
+    return -1;
 }
 
-static void unlock(struct gs_ledger *l)
+void gs_ledger_unlock(struct gs_ledger *l)
 {
     gs_ofd_unlock_byte(l->fd, LOCK_OFF);
+    pthread_mutex_unlock(&l->lock_mutex);
 }
 
 /* Whether member i is alive: its byte is held by some description (ours,
@@ -442,7 +482,7 @@ int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t container, uint32_
         int fd = gs_ofd_hold(l->path, SLOT_OFF(i));
         if (fd < 0)
             continue; /* a live member's */
-        if (lock(l) != 0) {
+        if (gs_ledger_lock(l) != 0) {
             close(fd);
             errno = EAGAIN; /* held past GS_LEDGER_LOCK_WAIT_NS: worth a later try */
             return -1;
@@ -450,7 +490,7 @@ int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t container, uint32_
         l->slot_fd[i] = fd;
         l->f->m[i] = (struct gs_ledger_member){ .container = container, .pid = pid, .weight = weight };
         settle_turn(l); /* whatever the dead owner held */
-        unlock(l);
+        gs_ledger_unlock(l);
         return i;
     }
     errno = ENOSPC;
@@ -519,7 +559,7 @@ static int frame_of(struct gs_ledger *l, uint64_t me, uint32_t my_claim, uint64_
  * member marked active and asking. NULL (nothing locked) when it cannot. */
 static struct gs_ledger_member *ask(struct gs_ledger *l, int slot, uint64_t now, uint32_t claim_ppm)
 {
-    if (slot < 0 || slot >= GS_LEDGER_MEMBERS || lock(l) != 0)
+    if (slot < 0 || slot >= GS_LEDGER_MEMBERS || gs_ledger_lock(l) != 0)
         return NULL;
     struct gs_ledger_member *m = &l->f->m[slot];
     ST(&m->active_ns, now);
@@ -566,7 +606,7 @@ uint64_t gs_ledger_open_window(struct gs_ledger *l, int slot, uint64_t now, uint
         t->seq = __atomic_load_n(&l->f->turn_seq, __ATOMIC_ACQUIRE);
         t->holder = holder;
     }
-    unlock(l);
+    gs_ledger_unlock(l);
     return wait;
 }
 
@@ -576,13 +616,13 @@ int gs_ledger_frame(struct gs_ledger *l, int slot, uint64_t now, uint32_t claim_
     if (!m)
         return 0;
     int framed = frame_of(l, m->container, claim_ppm, now, f);
-    unlock(l);
+    gs_ledger_unlock(l);
     return framed;
 }
 
 int gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t now, uint64_t until)
 {
-    if (slot < 0 || slot >= GS_LEDGER_MEMBERS || lock(l) != 0)
+    if (slot < 0 || slot >= GS_LEDGER_MEMBERS || gs_ledger_lock(l) != 0)
         return 0;
     struct gs_ledger_member *m = &l->f->m[slot];
     if (until > now + GS_LEDGER_MAX_HOLD_NS)
@@ -593,7 +633,7 @@ int gs_ledger_extend(struct gs_ledger *l, int slot, uint64_t now, uint64_t until
             ST(&l->f->turn_until_ns, until);
         count_step(&m->draining, 1);
     }
-    unlock(l);
+    gs_ledger_unlock(l);
     return ours;
 }
 
@@ -609,13 +649,13 @@ void gs_ledger_close_window(struct gs_ledger *l, int slot, uint64_t now, int dra
 {
     if (slot < 0 || slot >= GS_LEDGER_MEMBERS)
         return;
-    if (lock(l) != 0) {
+    if (gs_ledger_lock(l) != 0) {
         count_close(&l->f->m[slot], drained); /* cannot settle the turn now: at least stop counting the window */
         return;
     }
     count_close(&l->f->m[slot], drained);
     settle_turn_at(l, now);
-    unlock(l);
+    gs_ledger_unlock(l);
 }
 
 void gs_ledger_touch(struct gs_ledger *l, int slot, uint64_t now)
@@ -719,13 +759,13 @@ int gs_ledger_others(struct gs_ledger *l, uint64_t container)
 
 void gs_ledger_reap(struct gs_ledger *l)
 {
-    if (lock(l) != 0)
+    if (gs_ledger_lock(l) != 0)
         return;
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
         if (LD(&l->f->m[i].container) != 0 && !alive(l, i))
             l->f->m[i] = (struct gs_ledger_member){ 0 };
     settle_turn(l);
-    unlock(l);
+    gs_ledger_unlock(l);
 }
 
 uint64_t gs_ledger_container_id(uint64_t dev, uint64_t ino)

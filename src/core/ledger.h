@@ -82,6 +82,10 @@ struct gs_ledger {
     uint64_t file_dev, file_ino;    /* the file fd and slot_fd are descriptors of (gs_ledger_descriptors_ours) */
     char path[4096];
     uint64_t patient_after_ns; /* the lock is tried once, not waited for, until then (lock()) */
+    /* the ledger's lock among this process's threads: an OFD lock belongs
+     * to the description, which they all share, so it excludes other
+     * processes only */
+    pthread_mutex_t lock_mutex;
     /* the other containers whose claims were verified, each with the most
      * it may claim (gs_ledger_trust; gs_turn_trusted_claims) */
     pthread_mutex_t trust_lock;
@@ -112,6 +116,20 @@ void gs_ledger_close(struct gs_ledger *l);
 /* In a forked child: forgets the handle without touching the parent's
  * slots (closes the inherited descriptors and unmaps). */
 void gs_ledger_forget(struct gs_ledger *l);
+/* In a forked child, from its fork handler: closes the descriptors it
+ * inherited and replaces the mapping it inherited (they share or pin the
+ * parent's descriptions, and with them the parent's slot locks and, if the
+ * parent held it, the ledger's lock, for as long as the child lives), and
+ * resets the handle's mutexes (a parent thread may have held them). The
+ * handle is then only fit for gs_ledger_forget. */
+void gs_ledger_fork_child(struct gs_ledger *l);
+
+/* The ledger's lock, which every change of the turn or the members is
+ * made under: 0, or -1 with errno EAGAIN where another thread or process
+ * held it past GS_LEDGER_LOCK_WAIT_NS (or it was, lately: then only
+ * tried). */
+int gs_ledger_lock(struct gs_ledger *l);
+void gs_ledger_unlock(struct gs_ledger *l);
 
 /* Whether the file was cut short under l's mapping (another process
  * truncated it: the SIGBUS guard gave the mapping zeroed private pages,

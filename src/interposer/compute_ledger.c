@@ -6,6 +6,7 @@
 #include "compute_clock.h"
 #include "compute_collective.h"
 #include "compute_cost.h"
+#include "fork_hooks.h"
 #include "log.h"
 #include "real_driver.h"
 #include "runtime.h"
@@ -130,6 +131,20 @@ void gs_compute_ledger_join(struct gs_region *r, int d)
         }
     }
     pthread_mutex_unlock(&led_lock);
+}
+
+void gs_compute_ledger_fork_child(void)
+{
+    /* the other threads are gone, and may have held it */
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    led_lock = fresh;
+    for (int d = 0; d < GS_REGION_MAX_DEVICES; d++) {
+        /* the parent's slots are not the child's to use; it joins with a
+         * handle of its own at its first limited launch */
+        if (led[d])
+            gs_ledger_fork_child(led[d]);
+        led_slot[d] = -1;
+    }
 }
 
 /* An open or join put off while a lock of the ledger was held, tried again

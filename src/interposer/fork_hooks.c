@@ -17,6 +17,7 @@ static const struct {
     { gs_real_fork_prepare, gs_real_fork_parent, gs_real_fork_child },
     { NULL, NULL, gs_ctx_fork_child },
     { NULL, NULL, gs_compute_fork_child },
+    { NULL, NULL, gs_compute_ledger_fork_child },
     { NULL, NULL, gs_vmm_fork_child },
     { NULL, NULL, gs_vmm_share_fork_child },
 };

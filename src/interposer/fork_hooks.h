@@ -27,6 +27,9 @@ void gs_real_fork_child(void);
 void gs_ctx_fork_child(void);
 /* compute_limiter.c: the list of threads' states, which gone threads may hold. */
 void gs_compute_fork_child(void);
+/* compute_ledger.c: the ledger descriptors the child inherited, which
+ * would keep the parent's slots and lock held while the child lives. */
+void gs_compute_ledger_fork_child(void);
 /* vmm_hooks.c: the mappings that keep released VMM handles charged. */
 void gs_vmm_fork_child(void);
 /* vmm_share.c: the export records this process holds (the parent's). */

@@ -274,6 +274,79 @@ static void a_process_that_holds_the_lock_or_dies_in_it_stalls_no_one(void **sta
     unlink(path);
 }
 
+static void *lock_and_release(void *arg)
+{
+    struct gs_ledger *l = arg;
+    int rc = gs_ledger_lock(l);
+    if (rc == 0)
+        gs_ledger_unlock(l);
+    return (void *)(intptr_t)rc;
+}
+
+/* The ledger's lock is an OFD lock, which the process's threads share
+ * through its one description: another thread of the holder waits too. */
+static void another_thread_of_the_holder_waits_for_the_lock(void **state)
+{
+    (void)state;
+    char path[128];
+    struct gs_ledger *l = fresh(path, sizeof path);
+    assert_int_equal(gs_ledger_lock(l), 0);
+    pthread_t t;
+    void *rc = NULL;
+    assert_int_equal(pthread_create(&t, NULL, lock_and_release, l), 0);
+    assert_int_equal(pthread_join(t, &rc), 0);
+    assert_int_equal((intptr_t)rc, -1);
+    gs_ledger_unlock(l);
+    assert_int_equal(pthread_create(&t, NULL, lock_and_release, l), 0);
+    assert_int_equal(pthread_join(t, &rc), 0);
+    assert_int_equal((intptr_t)rc, 0);
+    gs_ledger_close(l);
+    unlink(path);
+}
+
+/* A process dies holding the ledger's lock and a member slot, and leaves a
+ * forked child running (a data loader's worker): the child's descriptors,
+ * inherited, shared the parent's descriptions and kept both held for as
+ * long as it lived. */
+static void a_forked_child_keeps_neither_its_dead_parents_slot_nor_lock(void **state)
+{
+    (void)state;
+    char path[128];
+    struct gs_ledger *l = fresh(path, sizeof path);
+    int go[2];
+    assert_int_equal(pipe(go), 0);
+    pid_t parent = fork();
+    if (parent == 0) {
+        char err[256];
+        struct gs_ledger *h = gs_ledger_open(path, err, sizeof err);
+        if (!h || gs_ledger_join(h, 100, 11, 100) < 0 || gs_ledger_lock(h) != 0)
+            _exit(1);
+        pid_t kid = fork();
+        if (kid == 0) {
+            gs_ledger_fork_child(h); /* the interposer's fork handler */
+            kid = getpid();
+            (void)!write(go[1], &kid, sizeof kid);
+            pause();
+            _exit(0);
+        }
+        _exit(kid > 0 ? 0 : 1); /* dies holding both */
+    }
+    int st = 0;
+    assert_int_equal(waitpid(parent, &st, 0), parent);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    pid_t kid = 0;
+    assert_int_equal(read(go[0], &kid, sizeof kid), sizeof kid);
+    assert_true(kid > 0);
+    gs_ledger_reap(l); /* takes the lock, frees the dead slot */
+    assert_int_equal(gs_ledger_others(l, 22), 0);
+    assert_true(gs_ledger_join(l, 200, 22, 100) >= 0);
+    kill(kid, SIGKILL);
+    close(go[0]);
+    close(go[1]);
+    gs_ledger_close(l);
+    unlink(path);
+}
+
 static void a_full_ledger_says_so(void **state)
 {
     (void)state;
@@ -637,6 +710,8 @@ int main(void)
         cmocka_unit_test(a_forged_member_or_turn_blocks_no_one),
         cmocka_unit_test(a_member_in_another_pid_namespace_is_alive_until_it_dies),
         cmocka_unit_test(a_process_that_holds_the_lock_or_dies_in_it_stalls_no_one),
+        cmocka_unit_test(another_thread_of_the_holder_waits_for_the_lock),
+        cmocka_unit_test(a_forked_child_keeps_neither_its_dead_parents_slot_nor_lock),
         cmocka_unit_test(a_full_ledger_says_so),
         cmocka_unit_test(a_held_layout_lock_keeps_out_only_an_empty_ledger),
         cmocka_unit_test(a_member_restores_what_was_written_over_it),
