@@ -69,6 +69,8 @@ static int is_region_fd(int fd)
     return fstat(fd, &st) == 0 && st.st_dev == region_id.st_dev && st.st_ino == region_id.st_ino;
 }
 
+static int own_fd_and_mapping(struct gs_region *r);
+
 /* fork(): the child is a new process with no allocations and no slot. */
 void gs_rt_fork_prepare(void)
 {
@@ -93,7 +95,12 @@ void gs_rt_fork_child(void)
      * and given the number to a file of its own). */
     if (region_fd >= 0 && is_region_fd(region_fd))
         close(region_fd);
-    region_fd = -1;
+    /* the inherited mapping pins the parent's description, and with it the
+     * parent's slot lock: a killed parent's charges stayed while a worker
+     * that never allocated lived. Mapped again at once through a
+     * descriptor of the child's own (-1 where it cannot be: then at its
+     * first allocation, gs_rt_slot) */
+    region_fd = region ? own_fd_and_mapping(region) : -1;
     slot = -1;
     finished = 0;
     __atomic_add_fetch(&gs_rt_fork_generation, 1, __ATOMIC_RELAXED);

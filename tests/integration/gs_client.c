@@ -388,7 +388,8 @@ static CUresult run(char *line)
         /* A forked child runs "init" and "alloc N", reports its result
          * through a pipe and stays: its usage must sit in a slot of its own
          * (test_liveness.py). "forkhold N close": the child closes every
-         * other descriptor above 2 before it reports. */
+         * other descriptor above 2 before it reports; "forkhold 0 idle":
+         * it touches no GPU (a data loader's worker). */
         char init[] = "init", alloc[64];
         snprintf(alloc, sizeof alloc, "alloc %s", argc > 1 ? argv[1] : "0");
         int pfd[2];
@@ -400,8 +401,9 @@ static CUresult run(char *line)
                 close(pfd[0]);
                 if (!freopen("/dev/null", "w", stdout))
                     _exit(1);
-                CUresult crc = run(init);
-                if (!crc)
+                int idle = argc > 2 && !strcmp(argv[2], "idle");
+                CUresult crc = idle ? CUDA_SUCCESS : run(init);
+                if (!crc && !idle)
                     crc = run(alloc);
                 if (argc > 2 && !strcmp(argv[2], "close"))
                     close_fds_but(pfd[1]);

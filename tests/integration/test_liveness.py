@@ -71,6 +71,25 @@ def test_a_forked_child_holds_a_slot_of_its_own(world):
     assert w.usage()[0] == 0
 
 
+def test_a_killed_parents_charges_come_back_while_its_idle_child_lives(world):
+    """A data loader's worker, forked, never touches the GPU. Its mapping of
+    the region, inherited, pinned the description the parent had locked
+    its slot through: killed, the parent's charges stayed while the worker
+    lived."""
+    w = world(limit="1GiB")
+    a = w.client()
+    a.ok("init")
+    a.ok(f"alloc {128 * MiB}")
+    child = a.ok("forkhold 0 idle")["child"]
+    try:
+        assert w.usage()[0] == CTX + 128 * MiB
+        a.kill()
+        assert w.usage()[0] == 0
+    finally:
+        os.kill(child, signal.SIGKILL)
+        wait_gone(child)
+
+
 def test_a_forked_child_that_closes_its_descriptors_keeps_its_charges(world):
     """Many programs close every descriptor above 2 as they start. A forked
     child took its slot's lock through a descriptor of its own that no
