@@ -48,7 +48,18 @@ int gs_lim_account_init(struct gs_lim_account *a, enum gs_lim_mode mode, unsigne
     if (zero == 2)
         return 1; /* another process is setting it up (or died doing so) */
     uint64_t last = LD(&a->outer_last_ns);
-    if (now > last + 4 * GS_LIM_OUTER_NS) {
+    /* clocks ahead of ours by more than a run's lag are from an earlier
+     * boot (a state directory on disk): each stamp would wait for a clock
+     * this boot has not reached, with no outer run, no charge of a busy
+     * span and no refill meanwhile. As long gone as can be */
+    int earlier_boot = last > now + 4 * GS_LIM_OUTER_NS;
+    if (earlier_boot) {
+        ST(&a->refill_ns, (uint64_t)0);
+        ST(&a->union_end_ns, (uint64_t)0);
+        ST(&a->throttled_ns, (uint64_t)0);
+        ST(&a->woke_ns, (uint64_t)0);
+    }
+    if (earlier_boot || now > last + 4 * GS_LIM_OUTER_NS) {
         /* left over from processes long gone: start afresh (a share-mode
          * target learnt then says nothing about now, nor a cap's running
          * free), but what the container owes stays owed, refilled at the

@@ -72,8 +72,9 @@ static void an_abandoned_set_up_claim_is_taken_over(void **state)
     assert_int_equal(a.mode, GS_LIM_CAP); /* nothing to take over once set up */
 }
 
-/* An account whose processes are long gone starts afresh, but keeps what
- * it owes, less what its start rate refilled since. */
+/* An account whose processes are long gone (or from an earlier boot)
+ * starts afresh, but keeps what it owes, less what its start rate refilled
+ * since. */
 static void an_account_left_by_gone_processes_keeps_its_debt(void **state)
 {
     (void)state;
@@ -90,6 +91,19 @@ static void an_account_left_by_gone_processes_keeps_its_debt(void **state)
     /* long enough later, a full burst and no more */
     assert_int_equal(gs_lim_account_init(&a, GS_LIM_CAP, 10, 100, later + 60000 * MS), 0);
     assert_int_equal(a.tokens, (int64_t)(5 * MS)); /* a period (50 ms) at 10 % */
+    /* left from an earlier boot, its clocks ahead of this one's: as long
+     * gone, not waiting for them */
+    uint64_t ahead = 900000 * MS, boot = 2000 * MS;
+    a.outer_last_ns = a.outer_next_ns = a.refill_ns = a.union_end_ns = a.throttled_ns = a.woke_ns = ahead;
+    a.rate_ppm = GS_LIM_PPM;
+    a.tokens = -(int64_t)(100 * MS); /* refilled for this boot's 2 s at 10 % */
+    assert_int_equal(gs_lim_account_init(&a, GS_LIM_CAP, 10, 100, boot), 0);
+    assert_int_equal(a.rate_ppm, 100000);
+    assert_int_equal(a.outer_next_ns, boot);
+    assert_int_equal(a.refill_ns, boot);
+    assert_int_equal(a.union_end_ns, 0);
+    assert_int_equal(a.throttled_ns, 0);
+    assert_int_equal(a.tokens, (int64_t)(5 * MS));
 }
 
 static void weight_is_the_share_weight_or_the_cap(void **state)
