@@ -176,8 +176,11 @@ static uint64_t open_window(struct gs_lim_window *w, struct gs_lim_account *a, u
     int64_t t = LD(&a->tokens);
     if (t < 0 && rate >= GS_LIM_SHARE_MEASURED) {
         /* held back by nobody, only measured: a debt is the charge's error
-         * (the power correction, time-sliced overlap), never a wait */
-        __atomic_store_n(&a->tokens, (int64_t)0, __ATOMIC_RELAXED);
+         * (the power correction, time-sliced overlap), never a wait. A cap
+         * that starts to run free as this window opens keeps what it owes:
+         * its free run's tokens start from it */
+        if (a->mode == GS_LIM_SHARE)
+            __atomic_store_n(&a->tokens, (int64_t)0, __ATOMIC_RELAXED);
         t = 0;
     }
     if (t < 0 && !in_slot) {

@@ -55,6 +55,26 @@ static void debt_makes_open_wait_exactly_until_paid(void **state)
     assert_int_equal(w.max_launches, 2);
 }
 
+/* Unthrottled, a share container's debt (the charge's error) is forgiven;
+ * a cap that starts to run free as its window opens keeps what it owes,
+ * without waiting for it. */
+static void an_unthrottled_cap_keeps_its_debt_and_a_share_does_not(void **state)
+{
+    (void)state;
+    struct gs_lim_window w = { 0 };
+    struct gs_lim_account cap, share;
+    account(&cap, GS_LIM_CAP, 30, 100);
+    account(&share, GS_LIM_SHARE, 0, 50);
+    uint64_t now = 1000 * MS;
+    cap.tokens = share.tokens = -(int64_t)(10 * MS);
+    cap.rate_ppm = share.rate_ppm = GS_LIM_PPM;
+    assert_int_equal(gs_lim_open(&w, &cap, now, 1), 0);
+    assert_int_equal(cap.tokens, -(int64_t)(10 * MS));
+    w.open = 0;
+    assert_int_equal(gs_lim_open(&w, &share, now, 1), 0);
+    assert_int_equal(share.tokens, 0);
+}
+
 static void an_abandoned_set_up_claim_is_taken_over(void **state)
 {
     (void)state;
@@ -300,6 +320,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(refill_is_capped_at_one_period),
         cmocka_unit_test(debt_makes_open_wait_exactly_until_paid),
+        cmocka_unit_test(an_unthrottled_cap_keeps_its_debt_and_a_share_does_not),
         cmocka_unit_test(an_abandoned_set_up_claim_is_taken_over),
         cmocka_unit_test(an_account_left_by_gone_processes_keeps_its_debt),
         cmocka_unit_test(weight_is_the_share_weight_or_the_cap),
