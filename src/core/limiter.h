@@ -773,6 +773,10 @@ uint64_t gs_lim_oldest_after(const struct gs_lim_sample *s, unsigned n, uint64_t
  * since_us lie (since_us if they span less): a run after runs that read no
  * samples takes only its own span of the history they left. */
 uint64_t gs_lim_recent_from(const struct gs_lim_sample *s, unsigned n, uint64_t since_us, uint64_t span_us);
+/* Keeps the newest max of the n samples in s[0..max) (sorted newest first
+ * where there are more; NVML does not say in what order it lists them);
+ * returns how many are kept. */
+unsigned gs_lim_keep_newest(struct gs_lim_sample *s, unsigned n, unsigned max);
 /* Whether s[i] is the first of s[0..i] with its timestamp: the samples of
  * one period share a stamp, and averages count periods, not samples. */
 int gs_lim_new_stamp(const struct gs_lim_sample *s, unsigned i);

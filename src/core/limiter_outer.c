@@ -3,6 +3,8 @@
  * from what a run gathered (docs/compute.md, "The outer loop"). */
 #include "limiter_internal.h"
 
+#include <stdlib.h>
+
 uint64_t gs_lim_oldest_after(const struct gs_lim_sample *s, unsigned n, uint64_t since_us)
 {
     uint64_t oldest = UINT64_MAX;
@@ -19,6 +21,20 @@ uint64_t gs_lim_recent_from(const struct gs_lim_sample *s, unsigned n, uint64_t 
         if (s[i].ts_us > newest)
             newest = s[i].ts_us;
     return newest - since_us > span_us ? newest - span_us : since_us;
+}
+
+static int newest_first(const void *a, const void *b)
+{
+    uint64_t x = ((const struct gs_lim_sample *)a)->ts_us, y = ((const struct gs_lim_sample *)b)->ts_us;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+unsigned gs_lim_keep_newest(struct gs_lim_sample *s, unsigned n, unsigned max)
+{
+    if (n <= max)
+        return n;
+    qsort(s, n, sizeof *s, newest_first);
+    return max;
 }
 
 int gs_lim_new_stamp(const struct gs_lim_sample *s, unsigned i)

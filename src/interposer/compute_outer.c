@@ -154,9 +154,11 @@ static unsigned read_process_samples(gs_pfn_nvmlDeviceGetProcessUtilization util
         }
         return 0;
     }
-    unsigned got = 0;
-    for (unsigned i = n > MAX_SAMPLES ? n - MAX_SAMPLES : 0; i < n; i++)
-        out[got++] = (struct gs_lim_sample){ buf[i].pid, buf[i].smUtil, buf[i].timeStamp };
+    static struct gs_lim_sample all[MAX_NVML_SAMPLES];
+    for (unsigned i = 0; i < n; i++)
+        all[i] = (struct gs_lim_sample){ buf[i].pid, buf[i].smUtil, buf[i].timeStamp };
+    unsigned got = gs_lim_keep_newest(all, n, MAX_SAMPLES);
+    memcpy(out, all, got * sizeof *out);
     return got;
 }
 

@@ -539,6 +539,16 @@ static void nvml_samples_are_averaged_over_timestamps(void **state)
     assert_int_equal(gs_lim_recent_from(s, 6, 0, 150), 50);
     assert_int_equal(gs_lim_recent_from(s, 6, 100, 150), 100);
     assert_int_equal(gs_lim_recent_from(s, 0, 100, 150), 100);
+    /* of more samples than are kept, the newest, in whatever order NVML
+     * lists them (here by process) */
+    struct gs_lim_sample by_pid[] = { { 1, 10, 300 }, { 1, 10, 600 }, { 1, 10, 200 },
+                                      { 2, 10, 100 }, { 2, 10, 500 }, { 2, 10, 400 } };
+    assert_int_equal(gs_lim_keep_newest(by_pid, 6, 6), 6);
+    assert_int_equal(by_pid[0].ts_us, 300); /* all kept: left as listed */
+    assert_int_equal(gs_lim_keep_newest(by_pid, 6, 3), 3);
+    assert_int_equal(by_pid[0].ts_us, 600);
+    assert_int_equal(by_pid[1].ts_us, 500);
+    assert_int_equal(by_pid[2].ts_us, 400);
 }
 
 /* A capped container on a device busy under 0.8 of its cap runs free (no
