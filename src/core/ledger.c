@@ -286,6 +286,27 @@ int gs_ledger_descriptors_ours(const struct gs_ledger *l)
     return 1;
 }
 
+int gs_ledger_map_again(struct gs_ledger *l)
+{
+    if (init_lock(l->fd) != 0)
+        return -1;
+    struct stat st;
+    int rc = fstat(l->fd, &st);
+    if (rc == 0 && (uint64_t)st.st_size != sizeof *l->f)
+        rc = ftruncate(l->fd, (off_t)sizeof *l->f);
+    int e = errno;
+    flock(l->fd, LOCK_UN);
+    if (rc != 0) {
+        errno = e;
+        return -1;
+    }
+    /* rearmed first: a fault of a cut after the mapping trips it again */
+    gs_map_guard_rearm(l->f);
+    if (mmap(l->f, sizeof *l->f, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, l->fd, 0) == MAP_FAILED)
+        return -1;
+    return 0;
+}
+
 void gs_ledger_fork_child(struct gs_ledger *l)
 {
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {

@@ -142,6 +142,12 @@ int gs_ledger_cut_short(const struct gs_ledger *l);
  * frees them all), and a member slot's lock is gone. */
 int gs_ledger_descriptors_ours(const struct gs_ledger *l);
 
+/* Sizes the file of a ledger cut short back and maps it again in place,
+ * shared, under the same address (threads may be inside it): the members'
+ * slot locks lie past the file's end and survive it, and each restores its
+ * own record (gs_ledger_heal). 0, or -1 with errno where the file's lock
+ * was held past GS_LEDGER_OPEN_WAIT_NS or it cannot be sized or mapped. */
+int gs_ledger_map_again(struct gs_ledger *l);
 /* Gives up a ledger cut short: l's member slots (their byte locks, so the
  * file's next opener may reuse them) and its guard. l and its mapping stay
  * valid, never freed, for threads still inside them. */

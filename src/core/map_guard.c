@@ -88,6 +88,13 @@ void gs_map_guard_remove(const void *base)
         __atomic_store_n(&g->base, 0, __ATOMIC_RELEASE);
 }
 
+void gs_map_guard_rearm(const void *base)
+{
+    struct guard *g = find(base);
+    if (g)
+        __atomic_store_n(&g->tripped, 0, __ATOMIC_RELEASE);
+}
+
 int gs_map_guard_tripped(const void *base)
 {
     const struct guard *g = find(base);

@@ -21,5 +21,7 @@ int gs_map_guard_add(void *base, size_t len);
 void gs_map_guard_remove(const void *base);
 /* 1 once a fault in the range starting at base was absorbed. */
 int gs_map_guard_tripped(const void *base);
+/* Clears that mark, before the range is mapped again. */
+void gs_map_guard_rearm(const void *base);
 
 #endif

@@ -213,10 +213,11 @@ int gs_compute_ledger_has_pid(int d, uint32_t pid)
     return l && gs_ledger_has_pid(l, led_container, (int32_t)pid);
 }
 
-/* A ledger cut short under our mapping (gs_ledger_cut_short), or whose
- * descriptors the program closed (gs_ledger_descriptors_ours), is left and
- * joined afresh at a later launch, whose open sizes the file back: cut
- * short, the member went on with a ledger nobody else saw, and a share
+/* A ledger cut short under our mapping (gs_ledger_cut_short) that cannot be
+ * mapped again in place, or whose descriptors the program closed
+ * (gs_ledger_descriptors_ours), is left and joined afresh at a later
+ * launch, whose open sizes the file back: cut short, the member went on
+ * with a ledger nobody else saw, and a share
  * pair of the agent's layout ran free (0.35 / 0.35 of a simulated device
  * that loses 30 % to switches). Each handle left stays allocated (a
  * launching thread may still be in it): a process leaves at most
@@ -246,8 +247,18 @@ void gs_compute_ledger_reap(int d)
     if (!l)
         return;
     if (gs_ledger_cut_short(l)) {
-        leave_and_rejoin(d, l, "was cut short under this process (another process truncated it)");
-        return;
+        static unsigned cuts;
+        const char *why = "was cut short under this process (another process truncated it)";
+        /* sized back and mapped again in place: no handle is left behind,
+         * however often a tenant cuts it (joining afresh each time, a
+         * process stayed out after MAX_REJOINS cuts, its neighbours unseen) */
+        if (!gs_ledger_descriptors_ours(l) || gs_ledger_map_again(l) != 0) {
+            leave_and_rejoin(d, l, why);
+            return;
+        }
+        cuts++;
+        gs_log(cuts == 1 ? GS_LOG_INFO : GS_LOG_DEBUG, "device ledger %s %s; sized back and mapped again (%u times)",
+               led_path[d], why, cuts);
     }
     if (!gs_ledger_descriptors_ours(l)) {
         leave_and_rejoin(d, l, "lost its descriptors (the program closed them)");

@@ -526,7 +526,13 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
                                   (in->interval_ns < GS_LIM_OUTER_NS ? in->interval_ns : GS_LIM_OUTER_NS) / 1000);
     skipped_samples[d] = (uint8_t)skip;
     uint64_t newest = gs_lim_aggregate(samples, n, from, in_set, &ours, &in->our_ppm, &in->others_ppm);
-    __atomic_store_n(&a->nvml_seen_us, newest, __ATOMIC_RELAXED);
+    /* forward only: another process's run that overlapped this one (one
+     * that took past an interval: NVML's first init, a stall) may have read
+     * further, and taking it back would count its samples again */
+    uint64_t stored = seen;
+    while (newest > stored &&
+           !__atomic_compare_exchange_n(&a->nvml_seen_us, &stored, newest, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
     if (seen == 0 && n > 0)
         looked_at_us[d] = newest;
     else if (newest != seen)

@@ -584,13 +584,13 @@ def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, snapsho
     assert ra + rb >= 0.93, (ra, rb)
 
 
-def share_pair_beside(world, hostile, what):
+def share_pair_beside(world, hostile, what, secs=5.0, warm=3.0):
     """A share pair 30 : 70 of the agent's layout (logging, a 30 % switch
-    loss, measured from 3 s to 5 s) beside hostile (containers()); asserts
+    loss, measured from warm to secs) beside hostile (containers()); asserts
     it splits 30 : 70 and keeps the GPU busy. Their logs."""
     share = {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_LOG_LEVEL": "2"}
     ra, rb, ea, eb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
-                                    {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, "agent", secs=5.0, warm=3.0,
+                                    {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, "agent", secs=secs, warm=warm,
                                     hostile=hostile, logs=True, GPUSLICE_SIM_SWITCH_LOSS=30)
     print(f"shares 30:70 after {what}: {ra:.3f} / {rb:.3f}")
     assert abs(ra - 0.30) <= TOL and abs(rb - 0.70) <= TOL, (ra, rb)
@@ -649,9 +649,9 @@ def test_a_ledger_cut_short_under_a_share_pair_is_joined_again(world, size):
     signal blocked there and the kernel killed the process (both tenants,
     cut to 1000 bytes); and each went on with a ledger nobody else saw
     (0.35 / 0.35, both running free). Each member that finds its mapping cut
-    short now leaves it and joins again; the next opener sizes the file
-    back (its layout kept, or laid out afresh where the header is gone), and
-    the pair splits 30 : 70 again."""
+    short now sizes the file back and maps it again in place (its header
+    restored by the members where it is gone), and the pair splits 30 : 70
+    again."""
     done = []
 
     def resize(ledgers):
@@ -665,6 +665,30 @@ def test_a_ledger_cut_short_under_a_share_pair_is_joined_again(world, size):
     assert os.path.getsize(done[0]) == LEDGER_SIZE
     for e in logs:
         assert "was cut short under this process" in e, e[-2000:]
+
+
+def test_a_ledger_cut_short_again_and_again_keeps_its_members(world):
+    """The tenant cuts the ledger to nothing every 0.1 s from 0.3 s to 2.8 s,
+    more often than the pair's outer runs look (measured from 4 s to 6 s).
+    Each member that found its mapping cut short left its handle and joined
+    afresh, at most eight times (each handle stays allocated): past that it
+    stayed with its zeroed pages, and the pair ran free. A member now sizes
+    the file back and maps it again in place, however often."""
+    cuts = []
+
+    def cut_again(ledgers):
+        sim_sleep(0.3)
+        for _ in range(25):
+            for f in ledgers.glob("*.ledger"):
+                os.truncate(f, 0)
+                cuts.append(f)
+            sim_sleep(0.1)
+
+    logs = share_pair_beside(world, cut_again, "25 cuts of the ledger", secs=6.0, warm=4.0)
+    assert len(cuts) == 25, len(cuts)
+    for e in logs:
+        assert "sized back and mapped again" in e, e[-2000:]
+        assert "stays with what it has" not in e, e[-2000:]
 
 
 def test_a_share_tenant_that_closes_its_descriptors_still_sees_and_is_seen_by_its_neighbour(world):
