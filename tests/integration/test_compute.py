@@ -1020,7 +1020,11 @@ def test_a_cap_taking_its_turn_after_a_gpu_bound_neighbour_is_not_charged_the_ne
     s_after = [int(x) for x in speed.findall(log_all)][len(s_first):]
     print(f"work {first:.3f} of the device's, {after:.3f} after the neighbour; s {s_first} then {s_after}")
     assert max(s_first) > 1_100_000, s_first  # the clock model boosts a duty-cycled device
-    assert s_after and max(s_after) <= max(s_first) + 20_000, (s_first, s_after)
+    # the first reading after the neighbour, at most a second's draw off the
+    # tenant's own, reads 1.19-1.21 where the run before it held 1.17-1.20
+    # (a loaded CI machine's: 1.211 against 1.187); the fault this guards
+    # against read 1.28-1.53
+    assert s_after and max(s_after) <= max(s_first) + 35_000, (s_first, s_after)
     assert abs(first - 0.30) <= SPLIT_TOL and abs(after - first) <= SPLIT_TOL, (first, after)
 
 
