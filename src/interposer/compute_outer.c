@@ -45,6 +45,11 @@
 
 static pthread_mutex_t nvml_lock = PTHREAD_MUTEX_INITIALIZER;
 static int nvml_state; /* 0 untried, 1 ready, -1 unusable */
+/* An NVML that would not start (not loaded yet, a driver still coming up)
+ * is tried again this often: once given up for good, a share container
+ * never again counted a busy user outside the ledger (nvml_lock) */
+#define NVML_RETRY_NS 2000000000ULL
+static uint64_t nvml_retry_ns;
 
 struct pidset {
     int n;
@@ -172,15 +177,22 @@ static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidse
     unsigned got = 0;
     *di = (struct devinfo){ -1, -1, -1, -1, -1 };
     pthread_mutex_lock(&nvml_lock);
-    if (nvml_state == 0) {
+    if (nvml_state != 1 && gs_compute_now() >= nvml_retry_ns) {
+        int first = nvml_state == 0;
         nvml_state = -1;
         if (gs_real_resolve(GS_LIB_NVML, 1) == 0) {
             gs_pfn_nvmlInit_v2 init = GS_REAL_NVML(nvmlInit_v2);
             if (init && init() == NVML_SUCCESS)
                 nvml_state = 1;
         }
-        if (nvml_state < 0)
-            gs_log(GS_LOG_INFO, "NVML unavailable: the compute limiter runs without its contention correction");
+        if (nvml_state < 0) {
+            nvml_retry_ns = gs_compute_now() + NVML_RETRY_NS;
+            if (first)
+                gs_log(GS_LOG_INFO, "NVML unavailable: the compute limiter runs without its contention correction "
+                                    "(tried again every 2 s)");
+        } else if (!first) {
+            gs_log(GS_LOG_INFO, "NVML available: the compute limiter corrects for contention again");
+        }
     }
     gs_pfn_nvmlDeviceGetHandleByUUID by_uuid = GS_REAL_NVML(nvmlDeviceGetHandleByUUID);
     gs_pfn_nvmlDeviceGetProcessUtilization util = GS_REAL_NVML(nvmlDeviceGetProcessUtilization);

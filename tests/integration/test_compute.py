@@ -1516,6 +1516,25 @@ def test_busy_gpu_users_outside_the_ledger_weigh_one_container_however_many_proc
     assert min(targets) >= 400000, targets
 
 
+def test_an_nvml_that_failed_to_start_is_tried_again(world):
+    """The tenant's first nvmlInit fails (GPUSLICE_SIM_NVML_INIT_FAILS=1): a
+    process that gave NVML up at once never counted a busy user outside the
+    ledger, and a share container ran free beside it. Tried again 2 s
+    later, it counts one."""
+    w = world_env(world, GPUSLICE_COMPUTE_MODE="share", GPUSLICE_SHARE_WEIGHT=100, GPUSLICE_LOG_LEVEL=3)
+    tenant = start(w, 1000, env={"GPUSLICE_SIM_NVML_INIT_FAILS": "1"})
+    other = start(w, 1000, env={"LD_PRELOAD": SIM_CLOCK})  # no interposer: outside the ledger
+    busy = threading.Thread(target=run, args=(other, "kernel", 4.5, 0.0, 8))
+    busy.start()
+    run(tenant, "kernel", 4.0, 0.0, 8)
+    busy.join()
+    err = tenant.close()
+    other.close()
+    assert "NVML unavailable" in err, err[-3000:]
+    assert "NVML available: " in err, err[-3000:]
+    assert "and outside the ledger" in err, err[-3000:]
+
+
 def test_node_view_shows_compute_use_against_the_limit(world):
     import json
     import subprocess

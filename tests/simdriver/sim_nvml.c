@@ -4,7 +4,10 @@
  * overhead included) and the process list names every live process with a
  * context or memory on the device, each with its own usage.
  */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -22,10 +25,37 @@ struct sim_nvml_device {
 };
 static struct sim_nvml_device g_devices[SIM_MAX_DEVICES];
 
+/* This process's nvmlInit calls left to fail (GPUSLICE_SIM_NVML_INIT_FAILS,
+ * read at the first; -1 before): a driver whose NVML did not start yet. */
+static long g_init_fails = -1;
+
+static long init_fails_from_env(void)
+{
+    const char *v = getenv("GPUSLICE_SIM_NVML_INIT_FAILS");
+    if (!v)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || end == v || *end || v[0] < '0' || v[0] > '9' || n > 1000) {
+        fprintf(stderr, "gpuslice-sim: invalid GPUSLICE_SIM_NVML_INIT_FAILS='%s': expected a count 0..1000\n", v);
+        return LONG_MAX; /* every init fails: the test sees why */
+    }
+    return n;
+}
+
 static nvmlReturn_t init(void)
 {
     nvmlReturn_t rc = NVML_SUCCESS;
     pthread_mutex_lock(&g_lock);
+    if (g_init_fails < 0)
+        g_init_fails = init_fails_from_env();
+    if (g_init_fails > 0) {
+        if (g_init_fails != LONG_MAX)
+            g_init_fails--;
+        pthread_mutex_unlock(&g_lock);
+        return NVML_ERROR_UNKNOWN;
+    }
     if (!g_st)
         g_st = sim_state_attach();
     if (g_st)
