@@ -286,10 +286,22 @@ int gs_ledger_descriptors_ours(const struct gs_ledger *l)
     return 1;
 }
 
+/* Whether l's path still names the file l has open: one removed or
+ * replaced since is followed by joining afresh, not mapped again. */
+static int path_still_ours(const struct gs_ledger *l)
+{
+    struct stat st;
+    return lstat(l->path, &st) == 0 && (uint64_t)st.st_dev == l->file_dev && (uint64_t)st.st_ino == l->file_ino;
+}
+
 int gs_ledger_map_again(struct gs_ledger *l)
 {
-    if (init_lock(l->fd) != 0)
+    if (!path_still_ours(l)) {
+        errno = ESTALE;
         return -1;
+    }
+    if (init_lock(l->fd) != 0)
+        return -1; /* EAGAIN: tried again at the next run */
     struct stat st;
     int rc = fstat(l->fd, &st);
     if (rc == 0 && (uint64_t)st.st_size != sizeof *l->f)
@@ -297,14 +309,29 @@ int gs_ledger_map_again(struct gs_ledger *l)
     int e = errno;
     flock(l->fd, LOCK_UN);
     if (rc != 0) {
-        errno = e;
+        errno = e == EAGAIN ? EIO : e;
+        return -1;
+    }
+    /* not under a sibling thread's change of the turn, which may have read
+     * the zeroed pages and would write into the file's */
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    uint64_t ns = (uint64_t)until.tv_nsec + GS_LEDGER_LOCK_WAIT_NS;
+    until.tv_sec += (time_t)(ns / 1000000000ULL);
+    until.tv_nsec = (long)(ns % 1000000000ULL);
+    if (pthread_mutex_clocklock(&l->lock_mutex, CLOCK_MONOTONIC, &until) != 0) {
+        errno = EAGAIN;
         return -1;
     }
     /* rearmed first: a fault of a cut after the mapping trips it again */
     gs_map_guard_rearm(l->f);
-    if (mmap(l->f, sizeof *l->f, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, l->fd, 0) == MAP_FAILED)
-        return -1;
-    return 0;
+    rc = mmap(l->f, sizeof *l->f, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, l->fd, 0) == MAP_FAILED ? -1 : 0;
+    e = errno;
+    if (rc != 0)
+        gs_map_guard_trip(l->f); /* still the private pages */
+    pthread_mutex_unlock(&l->lock_mutex);
+    errno = rc != 0 && e == EAGAIN ? ENOMEM : e;
+    return rc;
 }
 
 void gs_ledger_fork_child(struct gs_ledger *l)

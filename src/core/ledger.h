@@ -145,8 +145,10 @@ int gs_ledger_descriptors_ours(const struct gs_ledger *l);
 /* Sizes the file of a ledger cut short back and maps it again in place,
  * shared, under the same address (threads may be inside it): the members'
  * slot locks lie past the file's end and survive it, and each restores its
- * own record (gs_ledger_heal). 0, or -1 with errno where the file's lock
- * was held past GS_LEDGER_OPEN_WAIT_NS or it cannot be sized or mapped. */
+ * own record (gs_ledger_heal). 0, or -1 with errno: EAGAIN where the
+ * file's lock or the handle's was held past its wait (try again later),
+ * ESTALE where the path names another file now, another where it cannot
+ * be sized or mapped. */
 int gs_ledger_map_again(struct gs_ledger *l);
 /* Gives up a ledger cut short: l's member slots (their byte locks, so the
  * file's next opener may reuse them) and its guard. l and its mapping stay

@@ -88,11 +88,21 @@ void gs_map_guard_remove(const void *base)
         __atomic_store_n(&g->base, 0, __ATOMIC_RELEASE);
 }
 
-void gs_map_guard_rearm(const void *base)
+static void set_tripped(const void *base, int tripped)
 {
     struct guard *g = find(base);
     if (g)
-        __atomic_store_n(&g->tripped, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&g->tripped, tripped, __ATOMIC_RELEASE);
+}
+
+void gs_map_guard_rearm(const void *base)
+{
+    set_tripped(base, 0);
+}
+
+void gs_map_guard_trip(const void *base)
+{
+    set_tripped(base, 1);
 }
 
 int gs_map_guard_tripped(const void *base)

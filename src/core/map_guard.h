@@ -21,7 +21,9 @@ int gs_map_guard_add(void *base, size_t len);
 void gs_map_guard_remove(const void *base);
 /* 1 once a fault in the range starting at base was absorbed. */
 int gs_map_guard_tripped(const void *base);
-/* Clears that mark, before the range is mapped again. */
+/* Clears that mark, before the range is mapped again; sets it again where
+ * that failed. */
 void gs_map_guard_rearm(const void *base);
+void gs_map_guard_trip(const void *base);
 
 #endif

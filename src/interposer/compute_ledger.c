@@ -36,8 +36,9 @@ static char led_path[GS_REGION_MAX_DEVICES][sizeof gs_rt.cfg.region_path + GS_RE
 static uint64_t led_container;
 static int led_beside; /* the ledger directory is the region's (gs_compute_ledger_beside_regions) */
 
-#define REJOIN_NS 100000000ULL /* a try costs up to GS_LEDGER_LOCK_WAIT_NS while the lock is held */
-#define MAX_REJOINS 8          /* ledgers a process leaves and joins again (leave_and_rejoin) */
+#define REJOIN_NS 100000000ULL                   /* a try costs up to GS_LEDGER_LOCK_WAIT_NS while the lock is held */
+#define MAX_REJOINS 8                            /* ledgers a process leaves and joins again (leave_and_rejoin) */
+static struct gs_ledger *abandoned[MAX_REJOINS]; /* led_lock: the handles left (gs_compute_ledger_fork_child) */
 
 uint64_t gs_compute_ledger_container_id(const struct stat *st)
 {
@@ -145,6 +146,11 @@ void gs_compute_ledger_fork_child(void)
             gs_ledger_fork_child(led[d]);
         led_slot[d] = -1;
     }
+    /* the handles left keep a description and a mapping each, and a thread
+     * of the parent may have been inside one, holding its lock */
+    for (int i = 0; i < MAX_REJOINS; i++)
+        if (abandoned[i])
+            gs_ledger_fork_child(abandoned[i]);
 }
 
 /* An open or join put off while a lock of the ledger was held, tried again
@@ -227,13 +233,15 @@ static void leave_and_rejoin(int d, struct gs_ledger *l, const char *why)
     static unsigned left;
     pthread_mutex_lock(&led_lock);
     if (led[d] == l && led_slot[d] >= 0 && left <= MAX_REJOINS) {
-        if (left++ < MAX_REJOINS) {
+        if (left < MAX_REJOINS) {
+            abandoned[left++] = l;
             gs_ledger_abandon(l);
             led[d] = NULL;
             __atomic_store_n(&led_slot[d], -1, __ATOMIC_RELEASE);
             __atomic_store_n(&led_retry_ns[d], gs_compute_now(), __ATOMIC_RELAXED);
             gs_log(GS_LOG_INFO, "device ledger %s %s; this process joins it again", led_path[d], why);
         } else {
+            left++;
             gs_log(GS_LOG_INFO, "device ledger %s %s again; this process stays with what it has", led_path[d], why);
         }
     }
@@ -252,8 +260,10 @@ void gs_compute_ledger_reap(int d)
         /* sized back and mapped again in place: no handle is left behind,
          * however often a tenant cuts it (joining afresh each time, a
          * process stayed out after MAX_REJOINS cuts, its neighbours unseen) */
-        if (!gs_ledger_descriptors_ours(l) || gs_ledger_map_again(l) != 0) {
-            leave_and_rejoin(d, l, why);
+        int ours = gs_ledger_descriptors_ours(l);
+        if (!ours || gs_ledger_map_again(l) != 0) {
+            if (!ours || errno != EAGAIN) /* a lock held: the guard stays tripped, the next run tries again */
+                leave_and_rejoin(d, l, why);
             return;
         }
         cuts++;

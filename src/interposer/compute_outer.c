@@ -45,9 +45,10 @@
 
 static pthread_mutex_t nvml_lock = PTHREAD_MUTEX_INITIALIZER;
 static int nvml_state; /* 0 untried, 1 ready, -1 unusable */
-/* An NVML that would not start (not loaded yet, a driver still coming up)
- * is tried again this often: once given up for good, a share container
- * never again counted a busy user outside the ledger (nvml_lock) */
+/* An NVML whose init failed (a driver still coming up) is tried again this
+ * often: once given up for good, a share container never again counted a
+ * busy user outside the ledger (nvml_lock). A library that would not load
+ * stays unloaded (gs_real_resolve). */
 #define NVML_RETRY_NS 2000000000ULL
 static uint64_t nvml_retry_ns;
 

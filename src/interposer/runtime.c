@@ -190,10 +190,17 @@ struct gs_region *gs_rt_region(void)
 }
 
 /* A descriptor of our own of the file our mapping shows: the same inode,
- * or none (a region replaced since it was opened). */
+ * or none (a region replaced since it was opened). Never 0-2: a program
+ * that runs with its stdio closed (a daemon) forks children that fill them
+ * with files of their own, and an exec'd child would find one empty. */
 static int reopen_own_fd(void)
 {
     int fd = open(gs_rt.cfg.region_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd >= 0 && fd <= 2) {
+        int high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        close(fd);
+        fd = high;
+    }
     if (fd >= 0 && !is_region_fd(fd)) {
         close(fd);
         fd = -1;

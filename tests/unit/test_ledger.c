@@ -347,6 +347,41 @@ static void a_forked_child_keeps_neither_its_dead_parents_slot_nor_lock(void **s
     unlink(path);
 }
 
+/* A ledger cut short is sized back and mapped again in place; not where
+ * its path names another file now (joined afresh instead), nor while
+ * another process holds its flock (tried again later). */
+static void a_ledger_cut_short_is_mapped_again_unless_replaced_or_locked(void **state)
+{
+    (void)state;
+    char path[128];
+    struct gs_ledger *l = fresh(path, sizeof path);
+    int a = gs_ledger_join(l, 100, 11, 100);
+    assert_true(a >= 0);
+    assert_int_equal(truncate(path, 0), 0);
+    assert_int_equal(gs_ledger_map_again(l), 0);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_size, sizeof *l->f);
+    gs_ledger_heal(l, a, 11, 100, 100);
+    assert_int_equal(l->f->m[a].container, 11); /* the file's pages, shared */
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_EX), 0); /* another process's first lay-out */
+    errno = 0;
+    assert_int_equal(gs_ledger_map_again(l), -1);
+    assert_int_equal(errno, EAGAIN);
+    close(fd);
+    assert_int_equal(unlink(path), 0); /* replaced */
+    fd = open(path, O_RDWR | O_CREAT, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    errno = 0;
+    assert_int_equal(gs_ledger_map_again(l), -1);
+    assert_int_equal(errno, ESTALE);
+    gs_ledger_close(l);
+    unlink(path);
+}
+
 static void a_full_ledger_says_so(void **state)
 {
     (void)state;
@@ -712,6 +747,7 @@ int main(void)
         cmocka_unit_test(a_process_that_holds_the_lock_or_dies_in_it_stalls_no_one),
         cmocka_unit_test(another_thread_of_the_holder_waits_for_the_lock),
         cmocka_unit_test(a_forked_child_keeps_neither_its_dead_parents_slot_nor_lock),
+        cmocka_unit_test(a_ledger_cut_short_is_mapped_again_unless_replaced_or_locked),
         cmocka_unit_test(a_full_ledger_says_so),
         cmocka_unit_test(a_held_layout_lock_keeps_out_only_an_empty_ledger),
         cmocka_unit_test(a_member_restores_what_was_written_over_it),
