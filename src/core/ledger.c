@@ -286,6 +286,24 @@ int gs_ledger_descriptors_ours(const struct gs_ledger *l)
     return 1;
 }
 
+/* The handle's mutex, which keeps this process's other threads out of the
+ * ledger's lock and of a remap: waited for at most GS_LEDGER_LOCK_WAIT_NS
+ * (its holder is one of ours, in a bounded section). 0, or -1 with errno
+ * EAGAIN. */
+static int lock_threads(struct gs_ledger *l)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    uint64_t ns = (uint64_t)until.tv_nsec + GS_LEDGER_LOCK_WAIT_NS;
+    until.tv_sec += (time_t)(ns / 1000000000ULL);
+    until.tv_nsec = (long)(ns % 1000000000ULL);
+    if (pthread_mutex_clocklock(&l->lock_mutex, CLOCK_MONOTONIC, &until) != 0) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return 0;
+}
+
 /* Whether l's path still names the file l has open: one removed or
  * replaced since is followed by joining afresh, not mapped again. */
 static int path_still_ours(const struct gs_ledger *l)
@@ -314,15 +332,8 @@ int gs_ledger_map_again(struct gs_ledger *l)
     }
     /* not under a sibling thread's change of the turn, which may have read
      * the zeroed pages and would write into the file's */
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    uint64_t ns = (uint64_t)until.tv_nsec + GS_LEDGER_LOCK_WAIT_NS;
-    until.tv_sec += (time_t)(ns / 1000000000ULL);
-    until.tv_nsec = (long)(ns % 1000000000ULL);
-    if (pthread_mutex_clocklock(&l->lock_mutex, CLOCK_MONOTONIC, &until) != 0) {
-        errno = EAGAIN;
+    if (lock_threads(l) != 0)
         return -1;
-    }
     /* rearmed first: a fault of a cut after the mapping trips it again */
     gs_map_guard_rearm(l->f);
     rc = mmap(l->f, sizeof *l->f, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, l->fd, 0) == MAP_FAILED ? -1 : 0;
@@ -378,22 +389,14 @@ static int try_ledger_lock(int fd)
     return gs_ofd_lock_byte(fd, LOCK_OFF);
 }
 
-/* First among this process's threads (the handle's mutex, whose holder is
- * one of ours, in a bounded section), then among processes, bounded as the
- * init lock is (bounded_lock), with the handle's own back-off. Without the
- * mutex a second thread took the OFD lock its sibling held, and either
- * one's unlock let another process in. */
+/* First among this process's threads (lock_threads), then among processes,
+ * bounded as the init lock is (bounded_lock), with the handle's own
+ * back-off. Without the mutex a second thread took the OFD lock its sibling
+ * held, and either one's unlock let another process in. */
 int gs_ledger_lock(struct gs_ledger *l)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    uint64_t ns = (uint64_t)until.tv_nsec + GS_LEDGER_LOCK_WAIT_NS;
-    until.tv_sec += (time_t)(ns / 1000000000ULL);
-    until.tv_nsec = (long)(ns % 1000000000ULL);
-    if (pthread_mutex_clocklock(&l->lock_mutex, CLOCK_MONOTONIC, &until) != 0) {
-        errno = EAGAIN;
+    if (lock_threads(l) != 0)
         return -1;
-    }
     if (bounded_lock(try_ledger_lock, l->fd, GS_LEDGER_LOCK_WAIT_NS, &l->patient_after_ns) == 0)
         return 0;
     int e = errno;
