@@ -254,13 +254,13 @@ void gs_compute_ledger_reap(int d)
     struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
     if (!l)
         return;
+    int ours = gs_ledger_descriptors_ours(l);
     if (gs_ledger_cut_short(l)) {
         static unsigned cuts;
         const char *why = "was cut short under this process (another process truncated it)";
         /* sized back and mapped again in place: no handle is left behind,
          * however often a tenant cuts it (joining afresh each time, a
          * process stayed out after MAX_REJOINS cuts, its neighbours unseen) */
-        int ours = gs_ledger_descriptors_ours(l);
         if (!ours || gs_ledger_map_again(l) != 0) {
             if (!ours || errno != EAGAIN) /* a lock held: the guard stays tripped, the next run tries again */
                 leave_and_rejoin(d, l, why);
@@ -270,7 +270,7 @@ void gs_compute_ledger_reap(int d)
         gs_log(cuts == 1 ? GS_LOG_INFO : GS_LOG_DEBUG, "device ledger %s %s; sized back and mapped again (%u times)",
                led_path[d], why, cuts);
     }
-    if (!gs_ledger_descriptors_ours(l)) {
+    if (!ours) {
         leave_and_rejoin(d, l, "lost its descriptors (the program closed them)");
         return;
     }

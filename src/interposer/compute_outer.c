@@ -160,11 +160,14 @@ static unsigned read_process_samples(gs_pfn_nvmlDeviceGetProcessUtilization util
         }
         return 0;
     }
+    /* more than out holds: sorted in a buffer of their size, the newest kept */
     static struct gs_lim_sample all[MAX_NVML_SAMPLES];
+    struct gs_lim_sample *s = n <= MAX_SAMPLES ? out : all;
     for (unsigned i = 0; i < n; i++)
-        all[i] = (struct gs_lim_sample){ buf[i].pid, buf[i].smUtil, buf[i].timeStamp };
-    unsigned got = gs_lim_keep_newest(all, n, MAX_SAMPLES);
-    memcpy(out, all, got * sizeof *out);
+        s[i] = (struct gs_lim_sample){ buf[i].pid, buf[i].smUtil, buf[i].timeStamp };
+    unsigned got = gs_lim_keep_newest(s, n, MAX_SAMPLES);
+    if (s != out)
+        memcpy(out, s, got * sizeof *out);
     return got;
 }
 
