@@ -1470,6 +1470,25 @@ def test_a_share_tenant_back_from_idle_counts_no_gpu_user_that_stopped_while_it_
     assert resumed >= 0.95, resumed
 
 
+def share_tenant_beside_outsiders(world, weight, us, secs, depth, outsiders=1, env=None):
+    """A share container of weight (logging at debug level) launching us
+    kernels for secs at depth, beside `outsiders` processes without the
+    interposer (outside the ledger) busy 0.5 s longer; its log."""
+    w = world_env(world, GPUSLICE_COMPUTE_MODE="share", GPUSLICE_SHARE_WEIGHT=weight, GPUSLICE_LOG_LEVEL=3)
+    tenant = start(w, us, env=env)
+    others = [start(w, 1000, env={"LD_PRELOAD": SIM_CLOCK}) for _ in range(outsiders)]
+    busy = [threading.Thread(target=run, args=(o, "kernel", secs + 0.5, 0.0, 8)) for o in others]
+    for t in busy:
+        t.start()
+    run(tenant, "kernel", secs, 0.0, depth)
+    for t in busy:
+        t.join()
+    err = tenant.close()
+    for o in others:
+        o.close()
+    return err
+
+
 def test_a_share_tenant_running_free_and_launching_rarely_counts_a_gpu_user_outside_the_ledger(world):
     """Running free, a share container runs its outer loop only at a
     launch: one that launches under twice a second (300 ms kernels, one at
@@ -1479,15 +1498,7 @@ def test_a_share_tenant_running_free_and_launching_rarely_counts_a_gpu_user_outs
     (weight 100 against its 70); taken for idles, none ever did and it
     stayed free (so did a tenant of 10 ms kernels when the loop ran every 64
     launches)."""
-    w = world_env(world, GPUSLICE_COMPUTE_MODE="share", GPUSLICE_SHARE_WEIGHT=70, GPUSLICE_LOG_LEVEL=3)
-    tenant = start(w, 300000)
-    other = start(w, 1000, env={"LD_PRELOAD": SIM_CLOCK})  # no interposer: outside the ledger
-    busy = threading.Thread(target=run, args=(other, "kernel", 5.5, 0.0, 8))
-    busy.start()
-    run(tenant, "kernel", 5.0, 0.0, 1)
-    busy.join()
-    err = tenant.close()
-    other.close()
+    err = share_tenant_beside_outsiders(world, 70, 300000, 5.0, 1)
     assert "and outside the ledger" in err, err[-3000:]
 
 
@@ -1498,18 +1509,7 @@ def test_busy_gpu_users_outside_the_ledger_weigh_one_container_however_many_proc
     share container of weight 100 to a target of 100 / 400 of the GPU
     (and one that forked 64 to 100 / 6500). They weigh one container of
     weight 100 together."""
-    w = world_env(world, GPUSLICE_COMPUTE_MODE="share", GPUSLICE_SHARE_WEIGHT=100, GPUSLICE_LOG_LEVEL=3)
-    tenant = start(w, 1000)
-    others = [start(w, 1000, env={"LD_PRELOAD": SIM_CLOCK}) for _ in range(3)]  # no interposer: outside the ledger
-    busy = [threading.Thread(target=run, args=(o, "kernel", 3.0, 0.0, 8)) for o in others]
-    for t in busy:
-        t.start()
-    run(tenant, "kernel", 2.5, 0.0, 8)
-    for t in busy:
-        t.join()
-    err = tenant.close()
-    for o in others:
-        o.close()
+    err = share_tenant_beside_outsiders(world, 100, 1000, 2.5, 8, outsiders=3)
     targets = [int(m) for m in re.findall(r"share mode on \S+: target (\d+) ppm .*and outside the ledger", err)]
     print(f"targets beside the outside users: {targets}")
     assert targets, err[-3000:]
@@ -1521,15 +1521,7 @@ def test_an_nvml_that_failed_to_start_is_tried_again(world):
     process that gave NVML up at once never counted a busy user outside the
     ledger, and a share container ran free beside it. Tried again 2 s
     later, it counts one."""
-    w = world_env(world, GPUSLICE_COMPUTE_MODE="share", GPUSLICE_SHARE_WEIGHT=100, GPUSLICE_LOG_LEVEL=3)
-    tenant = start(w, 1000, env={"GPUSLICE_SIM_NVML_INIT_FAILS": "1"})
-    other = start(w, 1000, env={"LD_PRELOAD": SIM_CLOCK})  # no interposer: outside the ledger
-    busy = threading.Thread(target=run, args=(other, "kernel", 4.5, 0.0, 8))
-    busy.start()
-    run(tenant, "kernel", 4.0, 0.0, 8)
-    busy.join()
-    err = tenant.close()
-    other.close()
+    err = share_tenant_beside_outsiders(world, 100, 1000, 4.0, 8, env={"GPUSLICE_SIM_NVML_INIT_FAILS": "1"})
     assert "NVML unavailable" in err, err[-3000:]
     assert "NVML available: " in err, err[-3000:]
     assert "and outside the ledger" in err, err[-3000:]
