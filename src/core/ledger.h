@@ -184,10 +184,13 @@ void gs_ledger_publish(struct gs_ledger *l, int slot, uint32_t use_ppm, uint64_t
 void gs_ledger_wanted(struct gs_ledger *l, int slot, uint64_t ns);
 
 /* Sum of the weights of the containers other than container that showed
- * demand since `since` (each counted once), and whether pid is a member of
- * one of them (its NVML samples are then covered by this). */
+ * demand since `since` (each counted once). */
 uint64_t gs_ledger_busy_weight(struct gs_ledger *l, uint64_t container, uint64_t since);
-int gs_ledger_has_pid(struct gs_ledger *l, uint64_t container, int32_t pid);
+
+/* The container of a live member of another container than `container`
+ * that names pid, 0 if none: a claim like the rest of the member, so the
+ * caller trusts it only as far as it verified that container. */
+uint64_t gs_ledger_pid_container(struct gs_ledger *l, uint64_t container, int32_t pid);
 
 /* The containers other than container that showed demand since `since`,
  * one entry each (weight, the most recent use, whether any of its members

@@ -212,11 +212,11 @@ void gs_compute_ledger_wanted(int d, uint64_t ns)
         gs_ledger_wanted(l, slot, ns);
 }
 
-int gs_compute_ledger_has_pid(int d, uint32_t pid)
+uint64_t gs_compute_ledger_pid_container(int d, uint32_t pid)
 {
     int slot;
     struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
-    return l && gs_ledger_has_pid(l, led_container, (int32_t)pid);
+    return l ? gs_ledger_pid_container(l, led_container, (int32_t)pid) : 0;
 }
 
 /* A ledger cut short under our mapping (gs_ledger_cut_short) that cannot be

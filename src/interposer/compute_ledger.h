@@ -21,9 +21,9 @@ struct gs_ledger *gs_compute_ledger_of(int d, int *slot);
  * reads the others' demand). */
 void gs_compute_ledger_reap(int d);
 
-/* Whether pid belongs to another container of device d's ledger (its NVML
- * samples are then already counted there). */
-int gs_compute_ledger_has_pid(int d, uint32_t pid);
+/* The other container of device d's ledger whose live member names pid,
+ * 0 if none (gs_ledger_pid_container: a claim). */
+uint64_t gs_compute_ledger_pid_container(int d, uint32_t pid);
 
 /* The other containers of device d's ledger that showed demand since
  * `since` (wants_more: waited for tokens since wants_since), and our own

@@ -382,38 +382,56 @@ static void weigh_by_roster(const char *uuid, const struct gs_ledger_claim *clai
     }
 }
 
+/* The claims of the device's ledger the last trusted_demands read, and how
+ * far each was verified: every member's claim, not the first
+ * GS_LIM_MAX_DEMANDS containers' (forged ones in the low slots hid the
+ * honest ones behind them). */
+static struct gs_ledger_claim ledger_claim[GS_LEDGER_MEMBERS];
+static struct gs_lim_claim ledger_checked[GS_LEDGER_MEMBERS];
+static unsigned nledger_claims;
+
 /* The other containers of device d's ledger active since `since`, as much
  * as their claims can be trusted, into dem. */
 static unsigned trusted_demands(int d, const char *uuid, uint64_t now, int64_t dev_ppm, struct gs_lim_demand *dem)
 {
-    /* every member's claim, not the first GS_LIM_MAX_DEMANDS containers':
-     * forged ones in the low slots hid the honest ones behind them */
-    static struct gs_ledger_claim claim[GS_LEDGER_MEMBERS];
-    static struct gs_lim_claim checked[GS_LEDGER_MEMBERS];
-    unsigned n =
-        gs_compute_ledger_claims(d, now - 2 * GS_LIM_OUTER_NS, now - GS_LIM_THROTTLED_NS, claim, GS_LEDGER_MEMBERS);
+    unsigned n = nledger_claims = gs_compute_ledger_claims(d, now - 2 * GS_LIM_OUTER_NS, now - GS_LIM_THROTTLED_NS,
+                                                           ledger_claim, GS_LEDGER_MEMBERS);
     if (n == 0) {
         gs_compute_ledger_trust(d, NULL, 0);
         return 0;
     }
     for (unsigned i = 0; i < n; i++) {
-        checked[i] = (struct gs_lim_claim){ claim[i].d, 0, 0 };
-        checked[i].d.quiet_ns = now > claim[i].active_ns ? now - claim[i].active_ns : 0;
+        ledger_checked[i] = (struct gs_lim_claim){ ledger_claim[i].d, 0, 0 };
+        ledger_checked[i].d.quiet_ns = now > ledger_claim[i].active_ns ? now - ledger_claim[i].active_ns : 0;
     }
-    struct claim_check cc = { .claim = claim, .out = checked, .n = n, .uuid = uuid };
+    struct claim_check cc = { .claim = ledger_claim, .out = ledger_checked, .n = n, .uuid = uuid };
     char dir[sizeof gs_rt.cfg.region_path];
     struct stat self;
     if (gs_rt_region_dir(dir, sizeof dir, &self) == 0)
         gs_statedir_each_region(dir, verify_sibling, &cc);
-    weigh_by_roster(uuid, claim, checked, n);
+    weigh_by_roster(uuid, ledger_claim, ledger_checked, n);
     /* the turn frame's slots: a verified capped container's at most its cap */
     struct gs_turn_claim trusted[GS_LEDGER_MEMBERS];
     unsigned nt = 0;
     for (unsigned i = 0; i < n; i++)
-        if (checked[i].verified_weight && checked[i].verified_cap_ppm)
-            trusted[nt++] = (struct gs_turn_claim){ claim[i].container, checked[i].verified_cap_ppm };
+        if (ledger_checked[i].verified_weight && ledger_checked[i].verified_cap_ppm)
+            trusted[nt++] = (struct gs_turn_claim){ ledger_claim[i].container, ledger_checked[i].verified_cap_ppm };
     gs_compute_ledger_trust(d, trusted, nt);
-    return gs_lim_trusted_demands(checked, n, gs_compute_ledger_beside_regions(), dev_ppm, dem);
+    return gs_lim_trusted_demands(ledger_checked, n, gs_compute_ledger_beside_regions(), dev_ppm, dem);
+}
+
+/* Whether NVML's samples of pid are counted by device dev's ledger already:
+ * a live member of another container names it, and trusted_demands (run
+ * just before) verified that container's claim. A pid is a claim too: an
+ * unverified member naming a busy process outside the ledger hid it, and
+ * beside the regions unverified members count for nothing. */
+static int counted_in_ledger(int dev, uint32_t pid)
+{
+    uint64_t c = gs_compute_ledger_pid_container(dev, pid);
+    for (unsigned i = 0; c != 0 && i < nledger_claims; i++)
+        if (ledger_claim[i].container == c)
+            return ledger_checked[i].verified_weight != 0;
+    return 0;
 }
 
 /* Sum of the weights of the busy others (share mode) on device dev that
@@ -429,7 +447,7 @@ static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t 
         if (s[i].ts_us <= since)
             continue;
         stamps += (unsigned)gs_lim_new_stamp(s, i);
-        if (in_set(s[i].pid, (void *)ours) || gs_compute_ledger_has_pid(dev, s[i].pid))
+        if (in_set(s[i].pid, (void *)ours) || counted_in_ledger(dev, s[i].pid))
             continue; /* ours, or counted from the device ledger */
         int k = 0;
         while (k < np && pid[k] != s[i].pid)

@@ -175,7 +175,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 5: gs_ledger_reap(l); break;
         case 6:
             (void)gs_ledger_busy_weight(l, me, now > us ? now - us : 0);
-            (void)gs_ledger_has_pid(l, me, arg);
+            FUZZ_CHECK(gs_ledger_pid_container(l, me, arg) != me);
             FUZZ_CHECK(gs_ledger_others(l, me) >= 0);
             break;
         default:

@@ -1156,7 +1156,7 @@ def test_a_cap_waits_no_drain_of_a_neighbour_whose_idle_thread_keeps_a_window_op
     assert not [x for x in waits if x > 100_000], waits
 
 
-def forge_members(ledgers, count, held, claim=0, low=False):
+def forge_members(ledgers, count, held, claim=0, low=False, pid=None):
     """Takes `count` free member slots of each device ledger as a live
     process would (a lock on the slot's byte, 1 MiB + 1 + slot: ledger.c's
     SLOT_OFF, held through a descriptor kept in `held`) and writes each a
@@ -1166,7 +1166,8 @@ def forge_members(ledgers, count, held, claim=0, low=False):
     active_ns +8, wants_ns +16, asked_ns +24, pid +32, open +36, weight +40,
     use +44, claim +48, draining +52 (0); 64 bytes, hold_ns at +56 left as it
     was), from the highest slot down, or with low
-    from slot 0 up. Returns how many it forged."""
+    from slot 0 up; each names pid (this process by default). Returns how
+    many it forged."""
     n = 0
     for f in ledgers.glob("*.ledger"):
         fd = os.open(f, os.O_RDWR)
@@ -1182,7 +1183,7 @@ def forge_members(ledgers, count, held, claim=0, low=False):
             except OSError:
                 continue
             os.pwrite(fd, struct.pack("<QQQQiIIIII", 0xF0F6ED00 + slot, 1 << 62, 1 << 62, (1 << 62) if claim else 0,
-                                      os.getpid(), 0, 65535, 1_000_000, claim, 0), member_at(slot))
+                                      pid or os.getpid(), 0, 65535, 1_000_000, claim, 0), member_at(slot))
             n += 1
     return n
 
@@ -1470,14 +1471,17 @@ def test_a_share_tenant_back_from_idle_counts_no_gpu_user_that_stopped_while_it_
     assert resumed >= 0.95, resumed
 
 
-def share_tenant_beside_outsiders(world, weight, us, secs, depth, outsiders=1, env=None):
+def share_tenant_beside_outsiders(world, weight, us, secs, depth, outsiders=1, env=None, hostile=None):
     """A share container of weight (logging at debug level) launching us
     kernels for secs at depth, beside `outsiders` processes without the
-    interposer (outside the ledger) busy 0.5 s longer; its log."""
+    interposer (outside the ledger) busy 0.5 s longer, and hostile(ledger
+    directory, the outsiders' pids) run beside them; the container's log."""
     w = world_env(world, GPUSLICE_COMPUTE_MODE="share", GPUSLICE_SHARE_WEIGHT=weight, GPUSLICE_LOG_LEVEL=3)
     tenant = start(w, us, env=env)
     others = [start(w, 1000, env={"LD_PRELOAD": SIM_CLOCK}) for _ in range(outsiders)]
     busy = [threading.Thread(target=run, args=(o, "kernel", secs + 0.5, 0.0, 8)) for o in others]
+    if hostile:
+        busy.append(threading.Thread(target=hostile, args=(w.tmp, [o.p.pid for o in others])))
     for t in busy:
         t.start()
     run(tenant, "kernel", secs, 0.0, depth)
@@ -1514,6 +1518,31 @@ def test_busy_gpu_users_outside_the_ledger_weigh_one_container_however_many_proc
     print(f"targets beside the outside users: {targets}")
     assert targets, err[-3000:]
     assert min(targets) >= 400000, targets
+
+
+def test_a_forged_member_naming_a_busy_process_outside_the_ledger_does_not_hide_it(world):
+    """A tenant writes a ledger member that names the pid of a busy process
+    outside the ledger. The share container took NVML's samples of that pid
+    for a ledger member's, counted there, and beside the regions an
+    unverified member counts for nothing: the process was counted nowhere
+    and the container ran free beside it. A pid counts as the ledger's only
+    where its member's container is verified."""
+    forged, held = [], []
+
+    def forger(ledgers, pids):
+        end = time.monotonic() + 3.0 * SLOW
+        while time.monotonic() < end and not forged:
+            if forge_members(ledgers, 1, held, pid=pids[0]):
+                forged.append(pids[0])
+            sim_sleep(0.05)
+
+    try:
+        err = share_tenant_beside_outsiders(world, 70, 1000, 3.0, 8, hostile=forger)
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert forged, "no ledger to forge a member in"
+    assert "and outside the ledger" in err, err[-3000:]
 
 
 def test_an_nvml_that_failed_to_start_is_tried_again(world):

@@ -528,9 +528,9 @@ static void share_mode_sees_the_others_demand_and_weights(void **state)
     assert_int_equal(gs_ledger_busy_weight(l, 11, 900 * MS), 70 + 50); /* b counted once */
     assert_int_equal(gs_ledger_busy_weight(l, 11, 1002 * MS), 50);     /* b's demand is older */
     assert_int_equal(gs_ledger_busy_weight(l, 22, 900 * MS), 50);      /* not its own */
-    assert_true(gs_ledger_has_pid(l, 11, 201));
-    assert_false(gs_ledger_has_pid(l, 22, 201)); /* its own container's pid */
-    assert_false(gs_ledger_has_pid(l, 11, 999));
+    assert_int_equal(gs_ledger_pid_container(l, 11, 201), 22);
+    assert_int_equal(gs_ledger_pid_container(l, 22, 201), 0); /* its own container's pid */
+    assert_int_equal(gs_ledger_pid_container(l, 11, 999), 0);
     /* the same as claims, with whose they are: b once, its most recent
      * use and demand; a member's forged use or weight comes back in the
      * legal range */
