@@ -559,14 +559,10 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
         from = gs_lim_recent_from(samples, n, from,
                                   (in->interval_ns < GS_LIM_OUTER_NS ? in->interval_ns : GS_LIM_OUTER_NS) / 1000);
     skipped_samples[d] = (uint8_t)skip;
-    uint64_t newest = gs_lim_aggregate(samples, n, from, in_set, &ours, &in->our_ppm, &in->others_ppm);
-    /* forward only: another process's run that overlapped this one (one
-     * that took past an interval: NVML's first init, a stall) may have read
-     * further, and taking it back would count its samples again */
-    uint64_t stored = seen;
-    while (newest > stored &&
-           !__atomic_compare_exchange_n(&a->nvml_seen_us, &stored, newest, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        ;
+    /* another process's run that overlapped this one (one that took past
+     * an interval: NVML's first init, a stall) may have read them too */
+    uint64_t newest =
+        gs_lim_take_samples(&a->nvml_seen_us, seen, samples, n, from, in_set, &ours, &in->our_ppm, &in->others_ppm);
     if (seen == 0 && n > 0)
         looked_at_us[d] = newest;
     else if (newest != seen)

@@ -510,6 +510,39 @@ static int pid_is_ours(uint32_t pid, void *ctx)
     return pid == 7 || pid == 8;
 }
 
+/* pid_is_ours, and at its first call another process's run of the
+ * container finishing: it took the samples up to 100 (ctx: the mark). */
+static int ours_while_another_run_ends(uint32_t pid, void *ctx)
+{
+    uint64_t *mark = ctx;
+    if (*mark == 60)
+        *mark = 100;
+    return pid_is_ours(pid, NULL);
+}
+
+static void overlapping_runs_each_count_a_sample_once(void **state)
+{
+    (void)state;
+    const struct gs_lim_sample s[] = { { 7, 20, 100 }, { 9, 80, 100 }, { 7, 60, 200 }, { 9, 40, 200 } };
+    int64_t ours, others;
+    uint64_t mark = 60;
+    /* alone: both periods, the mark moved to the newest */
+    assert_int_equal(gs_lim_take_samples(&mark, 60, s, 4, 60, pid_is_ours, NULL, &ours, &others), 200);
+    assert_int_equal(mark, 200);
+    assert_int_equal(ours, 400000);
+    /* the other run took period 1 meanwhile: this one counts period 2 only */
+    mark = 60;
+    assert_int_equal(gs_lim_take_samples(&mark, 60, s, 4, 60, ours_while_another_run_ends, &mark, &ours, &others), 200);
+    assert_int_equal(mark, 200);
+    assert_int_equal(ours, 600000);
+    assert_int_equal(others, 400000);
+    /* it took them all: nothing left to count, and the mark stays */
+    mark = 200;
+    assert_int_equal(gs_lim_take_samples(&mark, 60, s, 4, 60, pid_is_ours, NULL, &ours, &others), 200);
+    assert_int_equal(mark, 200);
+    assert_int_equal(ours, -1);
+}
+
 static void nvml_samples_are_averaged_over_timestamps(void **state)
 {
     (void)state;
@@ -826,6 +859,7 @@ int main(void)
         cmocka_unit_test(forged_ledger_members_weigh_no_more_than_one_default_container),
         cmocka_unit_test(capped_neighbours_keep_their_caps_and_a_share_one_takes_the_rest),
         cmocka_unit_test(nvml_samples_are_averaged_over_timestamps),
+        cmocka_unit_test(overlapping_runs_each_count_a_sample_once),
         cmocka_unit_test(graphs_are_measured_coarsely_only_where_per_process_samples_correct_it),
         cmocka_unit_test(samples_are_no_measure_beside_a_quiet_member_nvml_sees_busy),
         cmocka_unit_test(a_reading_alone_that_halves_c_is_taken_whole),
