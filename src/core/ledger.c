@@ -781,12 +781,14 @@ uint64_t gs_ledger_busy_weight(struct gs_ledger *l, uint64_t container, uint64_t
     return total;
 }
 
-uint64_t gs_ledger_pid_container(struct gs_ledger *l, uint64_t container, int32_t pid)
+int gs_ledger_pid_named(struct gs_ledger *l, uint64_t container, int32_t pid, int (*counts)(uint64_t c, void *ctx),
+                        void *ctx)
 {
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
         uint64_t c = LD(&l->f->m[i].container);
-        if (c != 0 && c != container && LD(&l->f->m[i].pid) == pid && alive(l, i))
-            return c; /* a dead member's pid may be anyone's now */
+        /* a dead member's pid may be anyone's now */
+        if (c != 0 && c != container && LD(&l->f->m[i].pid) == pid && counts(c, ctx) && alive(l, i))
+            return 1;
     }
     return 0;
 }

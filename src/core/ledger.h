@@ -187,10 +187,11 @@ void gs_ledger_wanted(struct gs_ledger *l, int slot, uint64_t ns);
  * demand since `since` (each counted once). */
 uint64_t gs_ledger_busy_weight(struct gs_ledger *l, uint64_t container, uint64_t since);
 
-/* The container of a live member of another container than `container`
- * that names pid, 0 if none: a claim like the rest of the member, so the
- * caller trusts it only as far as it verified that container. */
-uint64_t gs_ledger_pid_container(struct gs_ledger *l, uint64_t container, int32_t pid);
+/* Whether a live member of a container other than `container` for which
+ * counts(container, ctx) holds names pid. A pid is a claim like the rest of
+ * the member: the caller says whose it takes. */
+int gs_ledger_pid_named(struct gs_ledger *l, uint64_t container, int32_t pid, int (*counts)(uint64_t c, void *ctx),
+                        void *ctx);
 
 /* The containers other than container that showed demand since `since`,
  * one entry each (weight, the most recent use, whether any of its members

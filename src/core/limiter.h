@@ -785,8 +785,8 @@ uint64_t gs_lim_aggregate(const struct gs_lim_sample *s, unsigned n, uint64_t si
 /* gs_lim_aggregate from from_us, and the account's mark of the samples read
  * (*mark, which read `seen` when the run began) moved to the newest. Where
  * another process's run of the container moved the mark meanwhile (its run
- * overlapped this one), only the samples after its mark are taken: each is
- * counted by one run. Returns the newest taken (at least the mark then). */
+ * overlapped this one and counted them), the run measures nothing (-1 and
+ * -1): each sample is counted by one run. Returns the newest sample. */
 uint64_t gs_lim_take_samples(uint64_t *mark, uint64_t seen, const struct gs_lim_sample *s, unsigned n, uint64_t from_us,
                              int (*is_ours)(uint32_t pid, void *ctx), void *ctx, int64_t *our_ppm, int64_t *others_ppm);
 

@@ -212,11 +212,11 @@ void gs_compute_ledger_wanted(int d, uint64_t ns)
         gs_ledger_wanted(l, slot, ns);
 }
 
-uint64_t gs_compute_ledger_pid_container(int d, uint32_t pid)
+int gs_compute_ledger_pid_named(int d, uint32_t pid, int (*counts)(uint64_t c, void *ctx), void *ctx)
 {
     int slot;
     struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
-    return l ? gs_ledger_pid_container(l, led_container, (int32_t)pid) : 0;
+    return l && gs_ledger_pid_named(l, led_container, (int32_t)pid, counts, ctx);
 }
 
 /* A ledger cut short under our mapping (gs_ledger_cut_short) that cannot be

@@ -21,9 +21,9 @@ struct gs_ledger *gs_compute_ledger_of(int d, int *slot);
  * reads the others' demand). */
 void gs_compute_ledger_reap(int d);
 
-/* The other container of device d's ledger whose live member names pid,
- * 0 if none (gs_ledger_pid_container: a claim). */
-uint64_t gs_compute_ledger_pid_container(int d, uint32_t pid);
+/* Whether a live member of another container of device d's ledger for
+ * which counts holds names pid (gs_ledger_pid_named). */
+int gs_compute_ledger_pid_named(int d, uint32_t pid, int (*counts)(uint64_t c, void *ctx), void *ctx);
 
 /* The other containers of device d's ledger that showed demand since
  * `since` (wants_more: waited for tokens since wants_since), and our own

@@ -271,8 +271,33 @@ static uint32_t region_cap(const struct gs_region *o, const char *uuid)
     return a && a->mode == GS_LIM_CAP && a->limit_pct > 0 && a->limit_pct < 100 ? a->limit_pct * 10000U : 0;
 }
 
+/* The claims of the device's ledger the last trusted_demands read, and how
+ * far each was verified: every member's claim, not the first
+ * GS_LIM_MAX_DEMANDS containers' (forged ones in the low slots hid the
+ * honest ones behind them). */
+static struct gs_ledger_claim ledger_claim[GS_LEDGER_MEMBERS];
+static struct gs_lim_claim ledger_checked[GS_LEDGER_MEMBERS];
+static unsigned nledger_claims;
+
+/* Whether container c is among the claims trusted_demands read (the run's,
+ * just before), with verified: only where that claim was verified. */
+static int claimed(uint64_t c, int verified)
+{
+    for (unsigned i = 0; i < nledger_claims; i++)
+        if (ledger_claim[i].container == c)
+            return !verified || ledger_checked[i].verified_weight != 0;
+    return 0;
+}
+
+static int claimed_at_all(uint64_t c, void *ctx)
+{
+    (void)ctx;
+    return claimed(c, 0);
+}
+
 /* One sibling region met by the scan: adds its weight when one of the busy
- * pids belongs to it. */
+ * pids belongs to it, unless its container's verified claim in the ledger
+ * counts it already. */
 struct sibling_scan {
     const uint32_t *pid;
     const int *busy;
@@ -306,7 +331,7 @@ static int weigh_sibling(const char *path, const char *key, void *arg)
                 break;
             }
     }
-    if (hit)
+    if (hit && !claimed(gs_compute_ledger_container_id(&sb), 1))
         sc->total += region_weight(o, sc->uuid);
     gs_region_view_free(v);
     return 0;
@@ -382,14 +407,6 @@ static void weigh_by_roster(const char *uuid, const struct gs_ledger_claim *clai
     }
 }
 
-/* The claims of the device's ledger the last trusted_demands read, and how
- * far each was verified: every member's claim, not the first
- * GS_LIM_MAX_DEMANDS containers' (forged ones in the low slots hid the
- * honest ones behind them). */
-static struct gs_ledger_claim ledger_claim[GS_LEDGER_MEMBERS];
-static struct gs_lim_claim ledger_checked[GS_LEDGER_MEMBERS];
-static unsigned nledger_claims;
-
 /* The other containers of device d's ledger active since `since`, as much
  * as their claims can be trusted, into dem. */
 static unsigned trusted_demands(int d, const char *uuid, uint64_t now, int64_t dev_ppm, struct gs_lim_demand *dem)
@@ -420,20 +437,6 @@ static unsigned trusted_demands(int d, const char *uuid, uint64_t now, int64_t d
     return gs_lim_trusted_demands(ledger_checked, n, gs_compute_ledger_beside_regions(), dev_ppm, dem);
 }
 
-/* Whether NVML's samples of pid are counted by device dev's ledger already:
- * a live member of another container names it, and trusted_demands (run
- * just before) verified that container's claim. A pid is a claim too: an
- * unverified member naming a busy process outside the ledger hid it, and
- * beside the regions unverified members count for nothing. */
-static int counted_in_ledger(int dev, uint32_t pid)
-{
-    uint64_t c = gs_compute_ledger_pid_container(dev, pid);
-    for (unsigned i = 0; c != 0 && i < nledger_claims; i++)
-        if (ledger_claim[i].container == c)
-            return ledger_checked[i].verified_weight != 0;
-    return 0;
-}
-
 /* Sum of the weights of the busy others (share mode) on device dev that
  * are not in its ledger. */
 static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t since, const struct pidset *ours,
@@ -447,8 +450,16 @@ static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t 
         if (s[i].ts_us <= since)
             continue;
         stamps += (unsigned)gs_lim_new_stamp(s, i);
-        if (in_set(s[i].pid, (void *)ours) || counted_in_ledger(dev, s[i].pid))
-            continue; /* ours, or counted from the device ledger */
+        /* ours, or counted from the device ledger. Beside the regions, a
+         * pid is the ledger's where its region is a verified claim's
+         * (weigh_sibling), never because a member names it: a member is a
+         * claim, and one naming a busy process outside the ledger hid it.
+         * Elsewhere the regions cannot be read, and an active claim's
+         * member covers the pid it names: an unverified one counts in the
+         * rest, which weighs what a process outside would */
+        if (in_set(s[i].pid, (void *)ours) ||
+            (!gs_compute_ledger_beside_regions() && gs_compute_ledger_pid_named(dev, s[i].pid, claimed_at_all, NULL)))
+            continue;
         int k = 0;
         while (k < np && pid[k] != s[i].pid)
             k++;

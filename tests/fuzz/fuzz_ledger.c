@@ -54,6 +54,14 @@ static const char *ledger_path(void)
     return ledger_file;
 }
 
+/* gs_ledger_pid_named's test: never asked of the caller's own container
+ * (ctx) or of an empty slot. */
+static int not_mine(uint64_t c, void *ctx)
+{
+    FUZZ_CHECK(c != 0 && c != *(const uint64_t *)ctx);
+    return 1;
+}
+
 static void check_demands(struct gs_ledger *l, uint64_t container, uint64_t now)
 {
     struct gs_lim_demand d[GS_LEDGER_MEMBERS + 1];
@@ -173,11 +181,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 3: (void)gs_ledger_extend(l, slot, now, now + (uint64_t)arg * 10000000ULL); break;
         case 4: check_demands(l, me, now); break;
         case 5: gs_ledger_reap(l); break;
-        case 6:
+        case 6: {
+            uint64_t mine = me;
             (void)gs_ledger_busy_weight(l, me, now > us ? now - us : 0);
-            FUZZ_CHECK(gs_ledger_pid_container(l, me, arg) != me);
+            (void)gs_ledger_pid_named(l, me, arg, not_mine, &mine);
             FUZZ_CHECK(gs_ledger_others(l, me) >= 0);
             break;
+        }
         default:
             if (!other) {
                 other = gs_ledger_open(path, err, sizeof err);

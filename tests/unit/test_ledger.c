@@ -51,6 +51,12 @@ static struct gs_ledger *fresh(char *path, size_t len)
                             * frame and 22 [25, 50) (turn_frame.h) */
 
 /* Opens a window that must not wait. */
+/* gs_ledger_pid_named's test: the container ctx names. */
+static int is_container(uint64_t c, void *ctx)
+{
+    return c == *(const uint64_t *)ctx;
+}
+
 static void open_now(struct gs_ledger *l, int slot, uint64_t now, uint64_t until)
 {
     struct gs_ledger_turn turn = { .claim_ppm = HALF };
@@ -528,9 +534,12 @@ static void share_mode_sees_the_others_demand_and_weights(void **state)
     assert_int_equal(gs_ledger_busy_weight(l, 11, 900 * MS), 70 + 50); /* b counted once */
     assert_int_equal(gs_ledger_busy_weight(l, 11, 1002 * MS), 50);     /* b's demand is older */
     assert_int_equal(gs_ledger_busy_weight(l, 22, 900 * MS), 50);      /* not its own */
-    assert_int_equal(gs_ledger_pid_container(l, 11, 201), 22);
-    assert_int_equal(gs_ledger_pid_container(l, 22, 201), 0); /* its own container's pid */
-    assert_int_equal(gs_ledger_pid_container(l, 11, 999), 0);
+    uint64_t only = 22;
+    assert_true(gs_ledger_pid_named(l, 11, 201, is_container, &only));
+    assert_false(gs_ledger_pid_named(l, 22, 201, is_container, &only)); /* its own container's pid */
+    assert_false(gs_ledger_pid_named(l, 11, 999, is_container, &only));
+    only = 33; /* b's pid, but b's container does not count */
+    assert_false(gs_ledger_pid_named(l, 11, 201, is_container, &only));
     /* the same as claims, with whose they are: b once, its most recent
      * use and demand; a member's forged use or weight comes back in the
      * legal range */

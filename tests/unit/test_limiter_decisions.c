@@ -511,12 +511,13 @@ static int pid_is_ours(uint32_t pid, void *ctx)
 }
 
 /* pid_is_ours, and at its first call another process's run of the
- * container finishing: it took the samples up to 100 (ctx: the mark). */
+ * container ending: it took the samples up to 100, or (ctx's mark at 7)
+ * set the mark back to 0 as it ended a free run (ctx: the mark). */
 static int ours_while_another_run_ends(uint32_t pid, void *ctx)
 {
     uint64_t *mark = ctx;
-    if (*mark == 60)
-        *mark = 100;
+    if (*mark == 60 || *mark == 7)
+        *mark = *mark == 60 ? 100 : 0;
     return pid_is_ours(pid, NULL);
 }
 
@@ -530,16 +531,22 @@ static void overlapping_runs_each_count_a_sample_once(void **state)
     assert_int_equal(gs_lim_take_samples(&mark, 60, s, 4, 60, pid_is_ours, NULL, &ours, &others), 200);
     assert_int_equal(mark, 200);
     assert_int_equal(ours, 400000);
-    /* the other run took period 1 meanwhile: this one counts period 2 only */
+    /* the other run took period 1 meanwhile: this one measures nothing (the
+     * rest began after its interval), and moves the mark on */
     mark = 60;
     assert_int_equal(gs_lim_take_samples(&mark, 60, s, 4, 60, ours_while_another_run_ends, &mark, &ours, &others), 200);
     assert_int_equal(mark, 200);
-    assert_int_equal(ours, 600000);
-    assert_int_equal(others, 400000);
-    /* it took them all: nothing left to count, and the mark stays */
+    assert_int_equal(ours, -1);
+    assert_int_equal(others, -1);
+    /* it took them all: the same, and the mark stays */
     mark = 200;
     assert_int_equal(gs_lim_take_samples(&mark, 60, s, 4, 60, pid_is_ours, NULL, &ours, &others), 200);
     assert_int_equal(mark, 200);
+    assert_int_equal(ours, -1);
+    /* it set the mark back to 0 (ended a free run): it stays 0 */
+    mark = 7;
+    assert_int_equal(gs_lim_take_samples(&mark, 7, s, 4, 7, ours_while_another_run_ends, &mark, &ours, &others), 200);
+    assert_int_equal(mark, 0);
     assert_int_equal(ours, -1);
 }
 
