@@ -292,16 +292,31 @@ int gs_ledger_descriptors_ours(const struct gs_ledger *l)
  * EAGAIN. */
 static int lock_threads(struct gs_ledger *l)
 {
+    /* the holder waits for the ledger's lock, and sleeps and calls the
+     * kernel under it: cancelled at one of those points, it would keep the
+     * mutex, and every other thread would find the ledger locked for good */
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     uint64_t ns = (uint64_t)until.tv_nsec + GS_LEDGER_LOCK_WAIT_NS;
     until.tv_sec += (time_t)(ns / 1000000000ULL);
     until.tv_nsec = (long)(ns % 1000000000ULL);
     if (pthread_mutex_clocklock(&l->lock_mutex, CLOCK_MONOTONIC, &until) != 0) {
+        pthread_setcancelstate(cancel, NULL);
         errno = EAGAIN;
         return -1;
     }
+    l->holder_cancel = cancel;
     return 0;
+}
+
+/* lock_threads' release: the holder may be cancelled again. */
+static void unlock_threads(struct gs_ledger *l)
+{
+    int cancel = l->holder_cancel;
+    pthread_mutex_unlock(&l->lock_mutex);
+    pthread_setcancelstate(cancel, NULL);
 }
 
 /* Whether l's path still names the file l has open: one removed or
@@ -340,7 +355,7 @@ int gs_ledger_map_again(struct gs_ledger *l)
     e = errno;
     if (rc != 0)
         gs_map_guard_trip(l->f); /* still the private pages */
-    pthread_mutex_unlock(&l->lock_mutex);
+    unlock_threads(l);
     errno = rc != 0 && e == EAGAIN ? ENOMEM : e;
     return rc;
 }
@@ -400,7 +415,7 @@ int gs_ledger_lock(struct gs_ledger *l)
     if (bounded_lock(try_ledger_lock, l->fd, GS_LEDGER_LOCK_WAIT_NS, &l->patient_after_ns) == 0)
         return 0;
     int e = errno;
-    pthread_mutex_unlock(&l->lock_mutex);
+    unlock_threads(l);
     errno = e;
     return -1;
 }
@@ -408,7 +423,7 @@ int gs_ledger_lock(struct gs_ledger *l)
 void gs_ledger_unlock(struct gs_ledger *l)
 {
     gs_ofd_unlock_byte(l->fd, LOCK_OFF);
-    pthread_mutex_unlock(&l->lock_mutex);
+    unlock_threads(l);
 }
 
 /* Whether member i is alive: its byte is held by some description (ours,

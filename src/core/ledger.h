@@ -86,6 +86,7 @@ struct gs_ledger {
      * to the description, which they all share, so it excludes other
      * processes only */
     pthread_mutex_t lock_mutex;
+    int holder_cancel; /* lock_mutex's holder's cancel state before it took it */
     /* the other containers whose claims were verified, each with the most
      * it may claim (gs_ledger_trust; gs_turn_trusted_claims) */
     pthread_mutex_t trust_lock;

@@ -310,6 +310,44 @@ static void another_thread_of_the_holder_waits_for_the_lock(void **state)
     unlink(path);
 }
 
+static void *lock_then_end_if_cancelled(void *arg)
+{
+    struct gs_ledger *l = arg;
+    if (gs_ledger_lock(l) == 0)
+        gs_ledger_unlock(l);
+    pthread_testcancel();
+    return NULL;
+}
+
+/* A thread cancelled while it waits for the ledger's lock (another process
+ * holds it) gave up the handle's mutex only at its release: cancelled in
+ * the wait's sleep, it kept it, and the process's other threads found the
+ * ledger locked for good. */
+static void a_thread_cancelled_in_the_lock_leaves_it_to_the_others(void **state)
+{
+    (void)state;
+    char path[128], err[256];
+    struct gs_ledger *l = fresh(path, sizeof path);
+    struct gs_ledger *other = gs_ledger_open(path, err, sizeof err); /* another description: another process's */
+    assert_non_null(other);
+    assert_int_equal(gs_ledger_lock(other), 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, lock_then_end_if_cancelled, l), 0);
+    /* cancelled once it holds the mutex, so the wait is its next cancellation point */
+    while (pthread_mutex_trylock(&l->lock_mutex) == 0)
+        pthread_mutex_unlock(&l->lock_mutex);
+    assert_int_equal(pthread_cancel(t), 0);
+    void *rc = NULL;
+    assert_int_equal(pthread_join(t, &rc), 0);
+    assert_ptr_equal(rc, PTHREAD_CANCELED);
+    gs_ledger_unlock(other);
+    assert_int_equal(gs_ledger_lock(l), 0);
+    gs_ledger_unlock(l);
+    gs_ledger_close(other);
+    gs_ledger_close(l);
+    unlink(path);
+}
+
 /* A process dies holding the ledger's lock and a member slot, and leaves a
  * forked child running (a data loader's worker): the child's descriptors,
  * inherited, shared the parent's descriptions and kept both held for as
@@ -755,6 +793,7 @@ int main(void)
         cmocka_unit_test(a_member_in_another_pid_namespace_is_alive_until_it_dies),
         cmocka_unit_test(a_process_that_holds_the_lock_or_dies_in_it_stalls_no_one),
         cmocka_unit_test(another_thread_of_the_holder_waits_for_the_lock),
+        cmocka_unit_test(a_thread_cancelled_in_the_lock_leaves_it_to_the_others),
         cmocka_unit_test(a_forked_child_keeps_neither_its_dead_parents_slot_nor_lock),
         cmocka_unit_test(a_ledger_cut_short_is_mapped_again_unless_replaced_or_locked),
         cmocka_unit_test(a_full_ledger_says_so),
