@@ -22,10 +22,10 @@ fuzz_secs=${GS_FUZZ_SECONDS:-30}
 # (144-199 s) and the checkers after it ended 16-99 s before the slow tests,
 # which ended the suite (554-564 s; docs/testing.md).
 fuzz_runs=${GS_FUZZ_RUNS:-120000}
-# The slow tests wait on the slowed clock nearly all the time: three at a
+# The slow tests wait on the slowed clock nearly all the time: four at a
 # time, beside the steps after the release build (docs/testing.md, The slow
 # tests).
-slow_jobs=3
+slow_jobs=4
 
 quick=
 case ${1:-} in
