@@ -782,12 +782,15 @@ unsigned gs_lim_keep_newest(struct gs_lim_sample *s, unsigned n, unsigned max);
 int gs_lim_new_stamp(const struct gs_lim_sample *s, unsigned i);
 uint64_t gs_lim_aggregate(const struct gs_lim_sample *s, unsigned n, uint64_t since_us,
                           int (*is_ours)(uint32_t pid, void *ctx), void *ctx, int64_t *our_ppm, int64_t *others_ppm);
-/* gs_lim_aggregate from from_us, and the account's mark of the samples read
- * (*mark, which read `seen` when the run began) moved to the newest. Where
- * another process's run of the container moved the mark meanwhile (its run
- * overlapped this one and counted them), the run measures nothing (-1 and
- * -1): each sample is counted by one run. Returns the newest sample. */
-uint64_t gs_lim_take_samples(uint64_t *mark, uint64_t seen, const struct gs_lim_sample *s, unsigned n, uint64_t from_us,
-                             int (*is_ours)(uint32_t pid, void *ctx), void *ctx, int64_t *our_ppm, int64_t *others_ppm);
+/* gs_lim_aggregate from from_us into our_ppm, others_ppm and *newest, and
+ * the account's mark of the samples read (*mark, which read `seen` when the
+ * run began) moved to the newest. Returns 0 where another process's run of
+ * the container moved the mark meanwhile (its run overlapped this one and
+ * counted them): each sample is counted by one run, and this one should
+ * decide nothing (-1 and -1; the mark moves forward only, so one set back
+ * to 0 stays). */
+int gs_lim_take_samples(uint64_t *mark, uint64_t seen, const struct gs_lim_sample *s, unsigned n, uint64_t from_us,
+                        int (*is_ours)(uint32_t pid, void *ctx), void *ctx, int64_t *our_ppm, int64_t *others_ppm,
+                        uint64_t *newest);
 
 #endif

@@ -74,23 +74,22 @@ uint64_t gs_lim_aggregate(const struct gs_lim_sample *s, unsigned n, uint64_t si
     return newest;
 }
 
-uint64_t gs_lim_take_samples(uint64_t *mark, uint64_t seen, const struct gs_lim_sample *s, unsigned n, uint64_t from_us,
-                             int (*is_ours)(uint32_t pid, void *ctx), void *ctx, int64_t *our_ppm, int64_t *others_ppm)
+int gs_lim_take_samples(uint64_t *mark, uint64_t seen, const struct gs_lim_sample *s, unsigned n, uint64_t from_us,
+                        int (*is_ours)(uint32_t pid, void *ctx), void *ctx, int64_t *our_ppm, int64_t *others_ppm,
+                        uint64_t *newest)
 {
-    uint64_t newest = gs_lim_aggregate(s, n, from_us, is_ours, ctx, our_ppm, others_ppm);
+    *newest = gs_lim_aggregate(s, n, from_us, is_ours, ctx, our_ppm, others_ppm);
     uint64_t expect = seen;
-    if (newest <= seen || __atomic_compare_exchange_n(mark, &expect, newest, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        return newest;
-    /* Another run moved the mark meanwhile. It counted the samples up to
-     * it, and what lies after began past this run's interval: no measure
-     * of it, nor of c. Forward only: a mark set back to 0 (a run that ended
-     * a free run or began afresh) stays, so that the next run only looks */
+    if (*newest <= seen || __atomic_compare_exchange_n(mark, &expect, *newest, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return 1;
+    /* the run that moved it counted the samples up to it, and those after
+     * began past this run's interval */
     *our_ppm = -1;
     *others_ppm = -1;
-    while (expect >= seen && newest > expect &&
-           !__atomic_compare_exchange_n(mark, &expect, newest, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    while (expect >= seen && *newest > expect &&
+           !__atomic_compare_exchange_n(mark, &expect, *newest, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
-    return newest;
+    return 0;
 }
 
 /* How the outer run may learn: what it sees of the device and the others. */

@@ -524,7 +524,9 @@ struct outer_gathered {
     struct gs_outer_in in;
     struct gs_lim_demand dem[GS_LIM_MAX_DEMANDS];
     char uuid[GS_REGION_UUID_LEN];
-    int look_only; /* the run only learns where NVML's samples end: they are history from
+    int overlapped; /* another process's run of the container read this run's samples
+                     * (gs_lim_take_samples): it decides nothing */
+    int look_only;  /* the run only learns where NVML's samples end: they are history from
                     * before we started, or (c not learnt) the one sample began before our last look */
 };
 static struct outer_gathered gathered; /* outer_lock */
@@ -572,8 +574,11 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
     skipped_samples[d] = (uint8_t)skip;
     /* another process's run that overlapped this one (one that took past
      * an interval: NVML's first init, a stall) may have read them too */
-    uint64_t newest =
-        gs_lim_take_samples(&a->nvml_seen_us, seen, samples, n, from, in_set, &ours, &in->our_ppm, &in->others_ppm);
+    uint64_t newest;
+    g->overlapped = !gs_lim_take_samples(&a->nvml_seen_us, seen, samples, n, from, in_set, &ours, &in->our_ppm,
+                                         &in->others_ppm, &newest);
+    if (g->overlapped)
+        return;
     if (seen == 0 && n > 0)
         looked_at_us[d] = newest;
     else if (newest != seen)
@@ -655,7 +660,10 @@ void gs_compute_outer_run(struct gs_region *r, int d)
     if (!stopping) {
         uint64_t now = gs_compute_now();
         outer_gather(r, d, now, &gathered);
-        if (gathered.look_only) {
+        if (gathered.overlapped) {
+            gs_log(GS_LOG_DEBUG, "outer %s: another process's run read NVML's samples first; this one decides nothing",
+                   gathered.uuid);
+        } else if (gathered.look_only) {
             const struct gs_outer_in *in = &gathered.in;
             uint32_t s = gs_lim_outer_look_only(&r->dev[d].lim, in);
             gs_log(GS_LOG_DEBUG,

@@ -310,12 +310,17 @@ static void another_thread_of_the_holder_waits_for_the_lock(void **state)
     unlink(path);
 }
 
-static void *lock_then_end_if_cancelled(void *arg)
+/* Takes and lets go of the ledger's lock until cancelled (each try waits
+ * while another process holds it): however late the cancel comes, it ends
+ * the thread. */
+static void *lock_until_cancelled(void *arg)
 {
     struct gs_ledger *l = arg;
-    if (gs_ledger_lock(l) == 0)
-        gs_ledger_unlock(l);
-    pthread_testcancel();
+    for (;;) {
+        if (gs_ledger_lock(l) == 0)
+            gs_ledger_unlock(l);
+        pthread_testcancel();
+    }
     return NULL;
 }
 
@@ -332,7 +337,7 @@ static void a_thread_cancelled_in_the_lock_leaves_it_to_the_others(void **state)
     assert_non_null(other);
     assert_int_equal(gs_ledger_lock(other), 0);
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, lock_then_end_if_cancelled, l), 0);
+    assert_int_equal(pthread_create(&t, NULL, lock_until_cancelled, l), 0);
     /* cancelled once it holds the mutex, so the wait is its next cancellation point */
     while (pthread_mutex_trylock(&l->lock_mutex) == 0)
         pthread_mutex_unlock(&l->lock_mutex);

@@ -526,28 +526,33 @@ static void overlapping_runs_each_count_a_sample_once(void **state)
     (void)state;
     const struct gs_lim_sample s[] = { { 7, 20, 100 }, { 9, 80, 100 }, { 7, 60, 200 }, { 9, 40, 200 } };
     int64_t ours, others;
-    uint64_t mark = 60;
+    uint64_t mark = 60, newest = 0;
     /* alone: both periods, the mark moved to the newest */
-    assert_int_equal(gs_lim_take_samples(&mark, 60, s, 4, 60, pid_is_ours, NULL, &ours, &others), 200);
+    assert_true(gs_lim_take_samples(&mark, 60, s, 4, 60, pid_is_ours, NULL, &ours, &others, &newest));
+    assert_int_equal(newest, 200);
     assert_int_equal(mark, 200);
     assert_int_equal(ours, 400000);
-    /* the other run took period 1 meanwhile: this one measures nothing (the
-     * rest began after its interval), and moves the mark on */
+    /* the other run took period 1 meanwhile: this one measures and decides
+     * nothing (the rest began after its interval), and moves the mark on */
     mark = 60;
-    assert_int_equal(gs_lim_take_samples(&mark, 60, s, 4, 60, ours_while_another_run_ends, &mark, &ours, &others), 200);
+    assert_false(gs_lim_take_samples(&mark, 60, s, 4, 60, ours_while_another_run_ends, &mark, &ours, &others, &newest));
     assert_int_equal(mark, 200);
     assert_int_equal(ours, -1);
     assert_int_equal(others, -1);
     /* it took them all: the same, and the mark stays */
     mark = 200;
-    assert_int_equal(gs_lim_take_samples(&mark, 60, s, 4, 60, pid_is_ours, NULL, &ours, &others), 200);
+    assert_false(gs_lim_take_samples(&mark, 60, s, 4, 60, pid_is_ours, NULL, &ours, &others, &newest));
     assert_int_equal(mark, 200);
     assert_int_equal(ours, -1);
     /* it set the mark back to 0 (ended a free run): it stays 0 */
     mark = 7;
-    assert_int_equal(gs_lim_take_samples(&mark, 7, s, 4, 7, ours_while_another_run_ends, &mark, &ours, &others), 200);
+    assert_false(gs_lim_take_samples(&mark, 7, s, 4, 7, ours_while_another_run_ends, &mark, &ours, &others, &newest));
     assert_int_equal(mark, 0);
+    /* no sample newer than the mark: nothing to take, nobody to lose to */
+    mark = 200;
+    assert_true(gs_lim_take_samples(&mark, 200, s, 4, 200, pid_is_ours, NULL, &ours, &others, &newest));
     assert_int_equal(ours, -1);
+    assert_int_equal(mark, 200);
 }
 
 static void nvml_samples_are_averaged_over_timestamps(void **state)
