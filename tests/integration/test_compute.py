@@ -184,6 +184,26 @@ def test_two_processes_of_one_container_share_its_cap(world):
     assert min(ra, rb) >= 0.10, (ra, rb)  # neither starves
 
 
+def test_overlapping_outer_runs_of_one_containers_processes_count_each_sample_once(world, tmp_path):
+    """Two processes of one container capped at 40, each read of NVML's
+    per-process samples taking 0.3 s (a stall: an outer run reads them at
+    least twice, so it runs past the next one's due time). One process's run
+    then begins before the other's ends, from the same sample mark, and both
+    counted the same samples. The run that finds the mark moved decides
+    nothing (gs_lim_take_samples), and the pair still holds its cap."""
+    w = world_env(world, GPUSLICE_CORES=40, GPUSLICE_SIM_NVML_READ_US=300000)
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    a, b = (start_logged(w, 1000, log, {}) for log in logs)
+    ra, rb = together((a, "kernel", 2.5, 1.0, 4), (b, "kernel", 2.5, 1.0, 4))
+    a.close()
+    b.close()
+    text = "".join(log.read_text() for log in logs)
+    overlapped = text.count("this one decides nothing")
+    print(f"two processes capped at 40, NVML reads of 0.3 s: {ra:.3f} + {rb:.3f}; {overlapped} runs overlapped")
+    assert overlapped > 0, text[-3000:]
+    assert 0.33 <= ra + rb <= 0.43, (ra, rb)
+
+
 def read_only_roster(roster):
     """The command that runs a client as the node agent runs a container:
     in a pid namespace of its own, with the GPU rosters' directory mounted

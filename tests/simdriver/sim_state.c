@@ -121,7 +121,7 @@ static const struct uint_knob {
     { "GPUSLICE_SIM_MPS", 0, 0, 1, "a flag", offsetof(struct sim_config, mps), offsetof(struct sim_state, mps) },
     { "GPUSLICE_SIM_NVML_PERIOD_MS", SIM_UTIL_PERIOD_NS / 1000000, 10, 2000, "milliseconds",
       offsetof(struct sim_config, nvml_period_ms), offsetof(struct sim_state, nvml_period_ms) },
-    { "GPUSLICE_SIM_NVML_READ_US", 0, 0, 100000, "microseconds", offsetof(struct sim_config, nvml_read_us),
+    { "GPUSLICE_SIM_NVML_READ_US", 0, 0, 1000000, "microseconds", offsetof(struct sim_config, nvml_read_us),
       offsetof(struct sim_state, nvml_read_us) },
     { "GPUSLICE_SIM_EVENT_NS", 0, 0, 100000, "nanoseconds", offsetof(struct sim_config, event_ns),
       offsetof(struct sim_state, event_ns) },

@@ -100,7 +100,7 @@ static void invalid_values_fail_closed(void **state)
     expect_invalid("GPUSLICE_SIM_NVML_PERIOD_MS", "5");
     expect_invalid("GPUSLICE_SIM_NVML_PERIOD_MS", "2001");
     expect_invalid("GPUSLICE_SIM_NVML_PERIOD_MS", "1s");
-    expect_invalid("GPUSLICE_SIM_NVML_READ_US", "100001");
+    expect_invalid("GPUSLICE_SIM_NVML_READ_US", "1000001");
     expect_invalid("GPUSLICE_SIM_NVML_READ_US", "2ms");
     expect_invalid("GPUSLICE_SIM_EVENT_NS", "100001");
     expect_invalid("GPUSLICE_SIM_EVENT_NS", "1.5us");
