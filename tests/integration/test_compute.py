@@ -204,6 +204,29 @@ def test_overlapping_outer_runs_of_one_containers_processes_count_each_sample_on
     assert 0.33 <= ra + rb <= 0.43, (ra, rb)
 
 
+def test_a_debug_log_into_a_full_pipe_never_holds_a_launch(world):
+    """A capped tenant at debug level (a line a window) whose stderr is a
+    pipe of one page that nobody reads, as a container runtime's log shim
+    that lags on a loaded node: once the pipe filled, each write held the
+    launching thread until the reader caught up, here for ever. Lines at
+    info and debug are left out while stderr has no room for them."""
+    w = world_env(world, GPUSLICE_CORES=30, GPUSLICE_LOG_LEVEL=3)
+    c = w.client()
+    fcntl.fcntl(c.p.stderr.fileno(), 1031, 4096)  # F_SETPIPE_SZ: one page
+    c.ok("init")
+    c.ok("kernel 1000")
+    ratio = []
+    t = threading.Thread(target=lambda: ratio.append(run(c, "kernel", 2.0, 0.0, 4)), daemon=True)
+    t.start()
+    t.join(60)
+    if not ratio:
+        c.kill()
+    err = c.close()
+    assert ratio, "the launching thread was held by its log's writes"
+    assert "debug: " in err, err[-2000:]
+    assert abs(ratio[0] - 0.30) <= 0.05, ratio
+
+
 def read_only_roster(roster):
     """The command that runs a client as the node agent runs a container:
     in a pid namespace of its own, with the GPU rosters' directory mounted
