@@ -80,16 +80,17 @@ int gs_lim_take_samples(uint64_t *mark, uint64_t seen, const struct gs_lim_sampl
 {
     *newest = gs_lim_aggregate(s, n, from_us, is_ours, ctx, our_ppm, others_ppm);
     uint64_t expect = seen;
-    if (*newest <= seen || __atomic_compare_exchange_n(mark, &expect, *newest, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        return 1;
-    /* the run that moved it counted the samples up to it, and those after
-     * began past this run's interval */
-    *our_ppm = -1;
-    *others_ppm = -1;
-    while (expect >= seen && *newest > expect &&
+    int alone = 1;
+    /* forward only, and never over a mark set back under seen */
+    while (*newest > expect && expect >= seen &&
            !__atomic_compare_exchange_n(mark, &expect, *newest, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        ;
-    return 0;
+        alone = 0; /* another run moved it: it counted the samples up to it,
+                    * and those after began past this run's interval */
+    if (!alone) {
+        *our_ppm = -1;
+        *others_ppm = -1;
+    }
+    return alone;
 }
 
 /* How the outer run may learn: what it sees of the device and the others. */

@@ -212,7 +212,7 @@ def test_a_debug_log_into_a_full_pipe_never_holds_a_launch(world):
     info and debug are left out while stderr has no room for them."""
     w = world_env(world, GPUSLICE_CORES=30, GPUSLICE_LOG_LEVEL=3)
     c = w.client()
-    fcntl.fcntl(c.p.stderr.fileno(), 1031, 4096)  # F_SETPIPE_SZ: one page
+    fcntl.fcntl(c.p.stderr.fileno(), fcntl.F_SETPIPE_SZ, 4096)  # one page
     c.ok("init")
     c.ok("kernel 1000")
     ratio = []

@@ -4,10 +4,8 @@
  * overhead included) and the process list names every live process with a
  * context or memory on the device, each with its own usage.
  */
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -31,17 +29,10 @@ static long g_init_fails = -1;
 
 static long init_fails_from_env(void)
 {
-    const char *v = getenv("GPUSLICE_SIM_NVML_INIT_FAILS");
-    if (!v)
-        return 0;
-    char *end = NULL;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || end == v || *end || v[0] < '0' || v[0] > '9' || n > 1000) {
-        fprintf(stderr, "gpuslice-sim: invalid GPUSLICE_SIM_NVML_INIT_FAILS='%s': expected a count 0..1000\n", v);
+    uint64_t n;
+    if (sim_env_uint("GPUSLICE_SIM_NVML_INIT_FAILS", 0, 0, 1000, "a count", &n) != 0)
         return LONG_MAX; /* every init fails: the test sees why */
-    }
-    return n;
+    return (long)n;
 }
 
 static nvmlReturn_t init(void)

@@ -86,7 +86,7 @@ static int env_bytes(const char *name, uint64_t dflt, uint64_t min, uint64_t *ou
     return 0;
 }
 
-static int env_uint(const char *name, uint64_t dflt, uint64_t min, uint64_t max, const char *unit, uint64_t *out)
+int sim_env_uint(const char *name, uint64_t dflt, uint64_t min, uint64_t max, const char *unit, uint64_t *out)
 {
     const char *v = getenv(name);
     *out = dflt;
@@ -154,12 +154,12 @@ int sim_config_from_env(struct sim_config *cfg)
     if (env_bytes("GPUSLICE_SIM_CTX_OVERHEAD", SIM_DEFAULT_CTX_OVERHEAD, 0, &cfg->ctx_overhead) != 0)
         return -1;
     uint64_t w = 0;
-    if (env_uint("GPUSLICE_SIM_POWER_DYN", SIM_DEFAULT_POWER_DYN_MW / 1000, 0, 10000, "watts", &w) != 0)
+    if (sim_env_uint("GPUSLICE_SIM_POWER_DYN", SIM_DEFAULT_POWER_DYN_MW / 1000, 0, 10000, "watts", &w) != 0)
         return -1;
     cfg->power_dyn_mw = w * 1000;
     for (size_t i = 0; i < N_UINT_KNOBS; i++) {
         const struct uint_knob *k = &uint_knobs[i];
-        if (env_uint(k->name, k->dflt, k->min, k->max, k->unit, &w) != 0)
+        if (sim_env_uint(k->name, k->dflt, k->min, k->max, k->unit, &w) != 0)
             return -1;
         uint32_t value = (uint32_t)w;
         memcpy((char *)cfg + k->in_config, &value, sizeof(value));

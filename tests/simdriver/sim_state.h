@@ -262,6 +262,10 @@ static inline uint64_t sim_util_period(const struct sim_state *st)
 /* Reads GPUSLICE_SIM_*; prints a message naming the variable and returns -1
  * on an invalid value. */
 int sim_config_from_env(struct sim_config *cfg);
+/* The whole number in environment variable name, dflt where unset: 0, or
+ * -1 after saying on stderr why its value (outside min..max, in unit) was
+ * refused. */
+int sim_env_uint(const char *name, uint64_t dflt, uint64_t min, uint64_t max, const char *unit, uint64_t *out);
 /* Parses "123", "80GiB", "512M", ...; binary units. 0 on success. */
 int sim_parse_bytes(const char *text, uint64_t *out);
 
