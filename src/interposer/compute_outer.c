@@ -585,6 +585,7 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
         looked_at_us[d] = 0; /* the sample after the look has come */
     g->look_only = (seen == 0 && n > 0) || (from != seen && newest == from);
     in->dev_ppm = di.busy_ppm;
+    in->pids_hidden = di.lists_ours == 0;
     in->power_mw = di.power_mw;
     in->power_now_mw = di.power_now_mw;
     in->limit_mw = di.limit_mw;

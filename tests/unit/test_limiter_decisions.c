@@ -287,6 +287,40 @@ static void c_learnt_beside_others_is_forgotten_once_nobody_else_is_busy(void **
     assert_false(gs_lim_nobody_else(-1, 0, 30000));
 }
 
+/* A share pod (a pid namespace of its own: NVML lists host pids, none of
+ * ours, so ours reads 0 and the others the whole device) of weight 70 had
+ * learnt c 0.66 beside its 30 neighbour, then ran on while a tenant cut
+ * their ledger, no member active: the simulated driver's readings. Only the
+ * ledger can tell it is alone there, so c is forgotten as it is where NVML
+ * names us; kept, it charged the pod 0.66 of its occupancy when the two met
+ * again, and the pair split 0.22 / 0.74 for 1.5-2 s. */
+static void a_pods_c_learnt_beside_others_is_forgotten_once_no_member_is_active(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_SHARE, 0, 70);
+    a.corr_ppm = 662374;
+    a.dev_ppm = GS_LIM_PPM; /* the last run: beside the 30 side */
+    a.use_ppm = 700000;
+    struct gs_outer_in in = outer_in(932963, 0, GS_LIM_PPM, GS_LIM_PPM, NULL, 0);
+    in.pids_hidden = 1;
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.corr, 0);
+    /* a member active lately is someone else */
+    struct gs_lim_demand member = { 30, 300000, 1, 0, 0 };
+    in.dem = &member;
+    in.ndem = 1;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_true(o.corr > 0);
+    /* where NVML lists our processes, its split says who was busy */
+    in.dem = NULL;
+    in.ndem = 0;
+    in.pids_hidden = 0;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_true(o.corr > 0);
+}
+
 /* An H200's readings (occupancy, ours, others, device) of a launch-bound
  * load capped at 30 that learnt c 0.41 alone in its turn and idled 12.5 s
  * through others' turns: the run back from the idle read the device 0.31
@@ -876,6 +910,7 @@ int main(void)
         cmocka_unit_test(samples_are_no_measure_beside_a_quiet_member_nvml_sees_busy),
         cmocka_unit_test(a_reading_alone_that_halves_c_is_taken_whole),
         cmocka_unit_test(c_learnt_beside_others_is_forgotten_once_nobody_else_is_busy),
+        cmocka_unit_test(a_pods_c_learnt_beside_others_is_forgotten_once_no_member_is_active),
         cmocka_unit_test(a_c_learnt_alone_outlives_an_idle_while_others_ran),
         cmocka_unit_test(a_free_run_outlives_the_tenant_of_the_turn_before),
         cmocka_unit_test(a_member_quiet_all_the_interval_blurs_nothing),
