@@ -686,7 +686,7 @@ struct gs_outer_in {
     unsigned ndem;                       /* at most GS_LIM_MAX_DEMANDS */
     uint64_t outside_weight;             /* share mode: weights of busy GPU users outside the ledger */
     int pids_hidden;                     /* share mode: NVML lists processes, none of ours (a pid namespace
-                                          * of our own): its per-process split cannot show us alone */
+                                          * of our own): its per-process split is no measure of us */
 };
 
 struct gs_outer_out {

@@ -124,8 +124,13 @@ static struct outer_view outer_view_of(const struct gs_lim_account *a, const str
      * at 30 beside such a decoder took c 0.53 from the samples and ran at
      * 0.36 on the simulated driver */
     int quiet_member_busy = in->ndem > 0 && in->others_ppm >= GS_LIM_BUSY_PPM;
+    /* nor where NVML lists none of our processes (a pod's pid namespace):
+     * its 0 for us was no measure, and a share pod running free (no
+     * windows, so no occupancy to rule it out) published a use of 0, which
+     * its neighbour read as a container that wanted nothing and ran free
+     * beside it for a run */
     v.per_process = our >= 0 && !(our == 0 && in->occ_ppm >= 4 * GS_LIM_BUSY_PPM) && !occupancy_like && v.nb == 0 &&
-                    !quiet_member_busy;
+                    !quiet_member_busy && !in->pids_hidden;
     v.learn = !gs_lim_outer_slept(in->interval_ns) && (v.per_process || dev >= 0 || v.nb > 0);
     return v;
 }

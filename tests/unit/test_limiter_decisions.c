@@ -321,6 +321,25 @@ static void a_pods_c_learnt_beside_others_is_forgotten_once_no_member_is_active(
     assert_true(o.corr > 0);
 }
 
+/* The same pod running free alone (no windows: no occupancy): NVML's 0
+ * for it is no measure, and it publishes the device's busy time, the most
+ * it can have used. It published 0 before, and a neighbour that woke read
+ * a member that used nothing and took the whole device for a run or two. */
+static void a_pod_running_free_publishes_the_devices_busy_time(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_SHARE, 0, 70);
+    a.corr_ppm = GS_LIM_PPM;
+    a.rate_ppm = GS_LIM_PPM; /* running free */
+    struct gs_outer_in in = outer_in(0, 0, 950000, 950000, NULL, 0);
+    in.pids_hidden = 1;
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.target, GS_LIM_PPM); /* alone, it runs on free */
+    assert_int_equal(o.use_ppm, 950000);
+}
+
 /* An H200's readings (occupancy, ours, others, device) of a launch-bound
  * load capped at 30 that learnt c 0.41 alone in its turn and idled 12.5 s
  * through others' turns: the run back from the idle read the device 0.31
@@ -911,6 +930,7 @@ int main(void)
         cmocka_unit_test(a_reading_alone_that_halves_c_is_taken_whole),
         cmocka_unit_test(c_learnt_beside_others_is_forgotten_once_nobody_else_is_busy),
         cmocka_unit_test(a_pods_c_learnt_beside_others_is_forgotten_once_no_member_is_active),
+        cmocka_unit_test(a_pod_running_free_publishes_the_devices_busy_time),
         cmocka_unit_test(a_c_learnt_alone_outlives_an_idle_while_others_ran),
         cmocka_unit_test(a_free_run_outlives_the_tenant_of_the_turn_before),
         cmocka_unit_test(a_member_quiet_all_the_interval_blurs_nothing),
