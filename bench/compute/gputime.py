@@ -116,6 +116,8 @@ def tenant(load, env, secs, cpu=None, sync=None, turns=None, warm=None):
     if LOG["dir"] and "LD_PRELOAD" in env and "GPUSLICE_REGION" in env:
         e["GPUSLICE_LOG_LEVEL"] = "3"
     pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    if e.pop(OWN_PIDNS, None):
+        pin += ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"]
     region = env.get("GPUSLICE_REGION", "free")
     # the agent's layout names the directory, not the region file
     where = os.path.basename(os.path.dirname(region)) if os.path.basename(region) == "region" else os.path.basename(region)
@@ -148,7 +150,7 @@ def turn_cpus(how, n):
 
 
 def wait_ready(d, ps, limit):
-    """Until every tenant of ps has announced in d that it is warm (d/ready-PID)."""
+    """Until every tenant of ps has announced in d that it is warm (d/ready-*)."""
     t0 = time.time()
     while sum(f.startswith("ready-") for f in os.listdir(d)) < len(ps):
         if time.time() - t0 > limit or any(p.poll() is not None for p in ps):
@@ -261,6 +263,11 @@ def agent_layout(lib, root, name, extra):
     os.makedirs(d, exist_ok=True)
     os.makedirs(ledgers, exist_ok=True)
     return {"LD_PRELOAD": lib, "GPUSLICE_REGION": os.path.join(d, "region"), "GPUSLICE_LEDGER_DIR": ledgers, **extra}
+
+
+# tenant() runs a tenant whose env sets this in a pid namespace of its own,
+# as a pod without hostPID runs: NVML names host pids, none of them ours
+OWN_PIDNS = "GS_BENCH_OWN_PIDNS"
 
 
 MPS = {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/mps-pipe", "CUDA_MPS_LOG_DIRECTORY": "/tmp/mps-log"}
@@ -549,8 +556,11 @@ def main():
     if not only or "two" in only:
         base = side_by_side([("matmul", {}, "6-7")], a.secs)[0]
         agent = tempfile.mkdtemp()
-        # "mps": one directory, both tenants clients of an MPS daemon
-        for layout in ["one-dir", "agent"] + (["mps"] if "mps" in only else []):
+        # "mps": one directory, both tenants clients of an MPS daemon;
+        # "pod" (instead of one directory): the agent's layout, each tenant
+        # in a pid namespace of its own
+        layouts = ["agent", "pod"] if "pod" in only else ["one-dir", "agent"]
+        for layout in layouts + (["mps"] if "mps" in only else []):
             for mode, ea, eb in [("caps30/70", {"GPUSLICE_CORES": "30"}, {"GPUSLICE_CORES": "70"}),
                                  ("shares30:70", {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_SHARE_WEIGHT": "30"},
                                   {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_SHARE_WEIGHT": "70"})]:
@@ -561,7 +571,9 @@ def main():
                         if layout == "mps":
                             env.update(MPS)
                     else:
-                        env = agent_layout(a.lib, agent, name + mode[:4], e)
+                        env = agent_layout(a.lib, agent, layout + name + mode[:4], e)
+                        if layout == "pod":
+                            env[OWN_PIDNS] = "1"
                     envs.append(env)
                 pair = [("matmul", envs[0], "6-7"), ("matmul", envs[1], "10-11")]
                 ra, rb = under_mps(lambda: side_by_side(pair, a.secs)) if layout == "mps" else side_by_side(pair, a.secs)

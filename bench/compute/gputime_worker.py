@@ -15,6 +15,12 @@ import torch
 BIN_S = 0.25  # the span of each rate_bins entry
 
 
+def announce_ready(d):
+    """A file of its own in d saying this tenant is warm: named by more than
+    the pid, which is 1 for every tenant in a pid namespace of its own."""
+    open(os.path.join(d, f"ready-{os.getpid()}-{os.urandom(4).hex()}"), "w").close()
+
+
 def decoder(dev, heavy=False):
     """A Llama-style decoder generating 16 tokens a step. heavy: a larger
     model (hidden 2048, 16 layers) on a batch of 32 prompts, busy enough on
@@ -97,7 +103,7 @@ def take_turns(a, step, per, kind, settle=0.3):
     seconds see the same host, whose speed drifted by 20-40 % between
     20-second runs on the device machines."""
     names = set(a.names.split(","))
-    open(os.path.join(a.turns, f"ready-{os.getpid()}"), "w").close()
+    announce_ready(a.turns)
     lat = {n: [] for n in names}
     cur, since = None, time.time()
     while not os.path.exists(os.path.join(a.turns, "stop")):
@@ -195,7 +201,7 @@ def main():
     if a.turns:
         return take_turns(a, step, per, kind)
     if a.sync:
-        open(os.path.join(a.sync, f"ready-{os.getpid()}"), "w").close()
+        announce_ready(a.sync)
         go = os.path.join(a.sync, "go")
         while not os.path.exists(go):
             step()

@@ -5,7 +5,9 @@
 #        [--share-yield 100,250,500] [--inf-load decoder|decoder-heavy] [--turn-cycles N] [--turn-yield 250,500]
 #        [--copies N] [--plain-copies N] [--turn-cpus shared|own] [--base-lib LIB]
 # LOADS: matmul matmul-dense small decoder train graphinf jax cupy; SCENARIOS: coloc mps decoverhead fresh turns capturns two four launch launchc
-# (mps with two: the two containers again, one directory, as clients of an MPS daemon)
+# (mps with two: the two containers again, one directory, as clients of an MPS daemon; pod with two:
+# the agent's layout beside the same with each tenant in a pid namespace of its own, as a pod without
+# hostPID, instead of one directory)
 # (--base-lib LIB, an A/B in the same turns: the device tool's copy of .git may predate recent
 # commits, so build an older library where the commit is, and carry it)
 # (turns: the co-location scenarios in alternating 2.5 s turns, every tenant started once; the share
