@@ -125,10 +125,11 @@ static struct outer_view outer_view_of(const struct gs_lim_account *a, const str
      * 0.36 on the simulated driver */
     int quiet_member_busy = in->ndem > 0 && in->others_ppm >= GS_LIM_BUSY_PPM;
     /* nor where NVML lists none of our processes (a pod's pid namespace):
-     * its 0 for us was no measure, and a share pod running free (no
-     * windows, so no occupancy to rule it out) published a use of 0, which
-     * its neighbour read as a container that wanted nothing and ran free
-     * beside it for a run */
+     * its 0 for us was no measure. A share pod running free (no windows,
+     * so no occupancy to rule it out) published a use of 0, which its
+     * neighbour read as a container that wanted nothing and ran free
+     * beside it for a run; a capped pod under 20 % occupancy published 0
+     * and stepped c towards its floor, undercharged once its load grew */
     v.per_process = our >= 0 && !(our == 0 && in->occ_ppm >= 4 * GS_LIM_BUSY_PPM) && !occupancy_like && v.nb == 0 &&
                     !quiet_member_busy && !in->pids_hidden;
     v.learn = !gs_lim_outer_slept(in->interval_ns) && (v.per_process || dev >= 0 || v.nb > 0);
@@ -329,8 +330,11 @@ static uint32_t outer_correction(const struct gs_lim_account *a, const struct gs
      * agent's layout that ran free while a tenant cut their ledger met again
      * with the 70 side at c 0.62-0.66, charged under its target at any
      * occupancy; it never waited, never took turns, and time-sliced with
-     * the 30 side for 1.5-2 s (0.22 / 0.74) */
-    int nobody_else = gs_lim_nobody_else(in->our_ppm, in->others_ppm, dev) || (in->pids_hidden && in->ndem == 0);
+     * the 30 side for 1.5-2 s (0.22 / 0.74). Not a cap: held alone, it
+     * has occupancy, and c learnt from the device would be forgotten at
+     * every next run */
+    int nobody_else = gs_lim_nobody_else(in->our_ppm, in->others_ppm, dev) ||
+                      (a->mode == GS_LIM_SHARE && in->pids_hidden && in->ndem == 0);
     if (v->nb == 0 && !measures_us && old && old <= GS_LIM_PPM && (old == GS_LIM_PPM || was_beside_others(a)) &&
         nobody_else)
         return 0;

@@ -173,8 +173,7 @@ static unsigned read_process_samples(gs_pfn_nvmlDeviceGetProcessUtilization util
 
 /* Samples of device uuid since *seen (none where out is NULL); returns how
  * many (0 if none/unusable), the newest MAX_SAMPLES of them if there are
- * more, and fills *di (its lists_ours only where ours is given: share mode
- * alone uses it). */
+ * more, and fills *di (its lists_ours only where ours is given). */
 static unsigned read_samples(const char *uuid, uint64_t seen, const struct pidset *ours, struct gs_lim_sample *out,
                              struct devinfo *di)
 {
@@ -438,10 +437,12 @@ static unsigned trusted_demands(int d, const char *uuid, uint64_t now, int64_t d
 }
 
 /* Sum of the weights of the busy others (share mode) on device dev that
- * are not in its ledger. */
+ * are not in its ledger; *mps: whether an MPS server was busy among them
+ * (its samples are its clients' time, which may be ours). */
 static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t since, const struct pidset *ours,
-                            const char *uuid, int dev)
+                            const char *uuid, int dev, int *mps)
 {
+    *mps = 0;
     uint32_t pid[MAX_BUSY];
     uint64_t sum[MAX_BUSY] = { 0 };
     int np = 0;
@@ -471,9 +472,14 @@ static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t 
         sum[k] += s[i].sm_util;
     }
     int busy[MAX_BUSY], nb = 0;
-    for (int k = 0; k < np; k++)
-        if (stamps && sum[k] * 10000U / stamps >= GS_LIM_BUSY_PPM && !is_mps_server(pid[k]))
+    for (int k = 0; k < np; k++) {
+        if (!stamps || sum[k] * 10000U / stamps < GS_LIM_BUSY_PPM)
+            continue;
+        if (is_mps_server(pid[k]))
+            *mps = 1;
+        else
             busy[nb++] = k;
+    }
     if (nb == 0)
         return 0;
     /* Weights from sibling regions (read-only). */
@@ -560,7 +566,7 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
     uint64_t read_from = gs_compute_now();
     live_pids(r, &ours);
     int skip = gs_lim_free_far_under(a);
-    unsigned n = read_samples(g->uuid, seen, a->mode == GS_LIM_SHARE ? &ours : NULL, skip ? NULL : samples, &di);
+    unsigned n = read_samples(g->uuid, seen, &ours, skip ? NULL : samples, &di);
     gs_cost_add(GS_COST_NVML, gs_compute_now() - read_from);
     /* a first measure of c is taken whole: not from the sample that began
      * before the first look (gs_lim_oldest_after), only on the run after
@@ -609,8 +615,13 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
     /* nobody outside the ledger after we idled: a process that had stopped
      * meanwhile cut a share container of weight 70 to 70 / 170 until the
      * next run */
-    if (a->mode == GS_LIM_SHARE && n > 0 && pids_ours && !gs_lim_outer_idled(in->interval_ns, in->our_ppm))
-        in->outside_weight = busy_weight(samples, n, seen, &ours, g->uuid, d);
+    if (a->mode == GS_LIM_SHARE && n > 0 && pids_ours && !gs_lim_outer_idled(in->interval_ns, in->our_ppm)) {
+        int mps;
+        in->outside_weight = busy_weight(samples, n, seen, &ours, g->uuid, d, &mps);
+        /* an MPS client's time is in the server's samples: they no more
+         * measure us than a pod's host pids do */
+        in->pids_hidden |= mps;
+    }
 }
 
 /* Stores the decision where the launch path and the other containers read

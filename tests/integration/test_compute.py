@@ -1388,6 +1388,35 @@ def test_two_share_containers_of_an_mps_daemon_split_30_70(world):
     assert ra + rb >= 0.93, (ra, rb)
 
 
+def test_a_lone_share_client_of_an_mps_daemon_running_free_publishes_its_use(world):
+    """A share container alone runs free (no windows). As a client of an
+    MPS daemon its time is in the server's samples (GPUSLICE_SIM_MPS), so
+    NVML's 0 for its pids is no measure: it publishes the device's busy
+    time. It published 0, and a neighbour that woke read a container that
+    used nothing and took the whole device for a run or two."""
+    w = world_env(world, GPUSLICE_COMPUTE_MODE="share", GPUSLICE_SHARE_WEIGHT=70, GPUSLICE_SIM_MPS=1)
+    c = start(w, 1000)
+    seen = []
+
+    def watch():
+        end = time.monotonic() + 2.0 * SLOW
+        while time.monotonic() < end:
+            dev = top(w.region)["containers"][0]["devices"][0]
+            if dev["compute_allowed_ppm"] == 1000000 and dev["compute_used_ppm"] is not None:
+                seen.append(dev["compute_used_ppm"])
+            time.sleep(0.1 * SLOW)
+
+    th = threading.Thread(target=watch)
+    th.start()
+    ratio = run(c, "kernel", 2.5, 0.0, 8)
+    th.join()
+    c.close()
+    print(f"running free: ratio {ratio:.3f}, uses published {seen}")
+    assert ratio >= 0.95, ratio
+    # the first looks publish nothing yet; its second half has NVML's readings
+    assert len(seen) >= 8 and min(seen[len(seen) // 2:]) >= 800000, seen
+
+
 def test_lone_share_tenant_uses_the_whole_gpu(world):
     c = start(world_env(world, GPUSLICE_COMPUTE_MODE="share", GPUSLICE_SHARE_WEIGHT=10), 1000)
     ratio = run(c, "kernel", 1.0, 0.2, 8)

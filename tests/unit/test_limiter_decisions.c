@@ -340,6 +340,35 @@ static void a_pod_running_free_publishes_the_devices_busy_time(void **state)
     assert_int_equal(o.use_ppm, 950000);
 }
 
+/* A capped pod (NVML names host pids, none of ours) of a light load, its
+ * occupancy under 0.2: NVML's 0 for it is no measure. Taken as one, c
+ * stepped half-way to its floor each run and 0 was published, so a load
+ * that grew ran undercharged until c was learnt again. A cap keeps a c
+ * learnt alone in a pod: held alone it has occupancy, and nobody else
+ * means nothing there. */
+static void a_capped_pods_c_is_not_learnt_from_nvmls_zero_for_it(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 30, 100);
+    a.corr_ppm = 500000;
+    a.dev_ppm = 60000;
+    a.use_ppm = 60000;
+    a.throttled_ns = 1250 * MS; /* held for tokens: no free run */
+    struct gs_outer_in in = outer_in(120000, 0, 60000, 60000, NULL, 0);
+    in.pids_hidden = 1;
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_true(o.corr >= 450000);
+    assert_true(o.use_ppm > 0);
+    /* held alone at c 1, learnt from the device: kept */
+    a.corr_ppm = GS_LIM_PPM;
+    struct gs_outer_in held = outer_in(900000, 0, 900000, 900000, NULL, 0);
+    held.pids_hidden = 1;
+    gs_lim_outer_decide(&a, &held, &o);
+    assert_int_not_equal(o.corr, 0);
+}
+
 /* An H200's readings (occupancy, ours, others, device) of a launch-bound
  * load capped at 30 that learnt c 0.41 alone in its turn and idled 12.5 s
  * through others' turns: the run back from the idle read the device 0.31
@@ -931,6 +960,7 @@ int main(void)
         cmocka_unit_test(c_learnt_beside_others_is_forgotten_once_nobody_else_is_busy),
         cmocka_unit_test(a_pods_c_learnt_beside_others_is_forgotten_once_no_member_is_active),
         cmocka_unit_test(a_pod_running_free_publishes_the_devices_busy_time),
+        cmocka_unit_test(a_capped_pods_c_is_not_learnt_from_nvmls_zero_for_it),
         cmocka_unit_test(a_c_learnt_alone_outlives_an_idle_while_others_ran),
         cmocka_unit_test(a_free_run_outlives_the_tenant_of_the_turn_before),
         cmocka_unit_test(a_member_quiet_all_the_interval_blurs_nothing),
