@@ -244,6 +244,29 @@ static int is_mps_server(uint32_t pid)
     return strcmp(base ? base + 1 : name, "nvidia-cuda-mps-server") == 0;
 }
 
+/* Whether an MPS server is among the pids, none of them ours, that NVML
+ * sampled busy on the device since since: an MPS client's time is in the
+ * server's samples, which then no more measure us than a pod's host pids
+ * do (struct gs_outer_in's pids_hidden). At most MAX_BUSY pids asked. */
+static int mps_in_samples(const struct gs_lim_sample *s, unsigned n, uint64_t since, const struct pidset *ours)
+{
+    uint32_t asked[MAX_BUSY];
+    int na = 0;
+    for (unsigned i = 0; i < n && na < MAX_BUSY; i++) {
+        if (s[i].ts_us <= since || s[i].sm_util == 0 || in_set(s[i].pid, (void *)ours))
+            continue;
+        int k = 0;
+        while (k < na && asked[k] != s[i].pid)
+            k++;
+        if (k < na)
+            continue;
+        asked[na++] = s[i].pid;
+        if (is_mps_server(s[i].pid))
+            return 1;
+    }
+    return 0;
+}
+
 /* Another container's account on device uuid; NULL where it has no limit
  * there. */
 static const struct gs_lim_account *region_account(const struct gs_region *o, const char *uuid)
@@ -437,12 +460,10 @@ static unsigned trusted_demands(int d, const char *uuid, uint64_t now, int64_t d
 }
 
 /* Sum of the weights of the busy others (share mode) on device dev that
- * are not in its ledger; *mps: whether an MPS server was busy among them
- * (its samples are its clients' time, which may be ours). */
+ * are not in its ledger. */
 static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t since, const struct pidset *ours,
-                            const char *uuid, int dev, int *mps)
+                            const char *uuid, int dev)
 {
-    *mps = 0;
     uint32_t pid[MAX_BUSY];
     uint64_t sum[MAX_BUSY] = { 0 };
     int np = 0;
@@ -472,14 +493,9 @@ static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t 
         sum[k] += s[i].sm_util;
     }
     int busy[MAX_BUSY], nb = 0;
-    for (int k = 0; k < np; k++) {
-        if (!stamps || sum[k] * 10000U / stamps < GS_LIM_BUSY_PPM)
-            continue;
-        if (is_mps_server(pid[k]))
-            *mps = 1;
-        else
+    for (int k = 0; k < np; k++)
+        if (stamps && sum[k] * 10000U / stamps >= GS_LIM_BUSY_PPM && !is_mps_server(pid[k]))
             busy[nb++] = k;
-    }
     if (nb == 0)
         return 0;
     /* Weights from sibling regions (read-only). */
@@ -591,7 +607,8 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
         looked_at_us[d] = 0; /* the sample after the look has come */
     g->look_only = (seen == 0 && n > 0) || (from != seen && newest == from);
     in->dev_ppm = di.busy_ppm;
-    in->pids_hidden = di.lists_ours == 0;
+    in->pids_hidden = di.lists_ours == 0 || (in->our_ppm < GS_LIM_BUSY_PPM && in->others_ppm >= GS_LIM_BUSY_PPM &&
+                                             mps_in_samples(samples, n, seen, &ours));
     in->power_mw = di.power_mw;
     in->power_now_mw = di.power_now_mw;
     in->limit_mw = di.limit_mw;
@@ -615,13 +632,8 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
     /* nobody outside the ledger after we idled: a process that had stopped
      * meanwhile cut a share container of weight 70 to 70 / 170 until the
      * next run */
-    if (a->mode == GS_LIM_SHARE && n > 0 && pids_ours && !gs_lim_outer_idled(in->interval_ns, in->our_ppm)) {
-        int mps;
-        in->outside_weight = busy_weight(samples, n, seen, &ours, g->uuid, d, &mps);
-        /* an MPS client's time is in the server's samples: they no more
-         * measure us than a pod's host pids do */
-        in->pids_hidden |= mps;
-    }
+    if (a->mode == GS_LIM_SHARE && n > 0 && pids_ours && !gs_lim_outer_idled(in->interval_ns, in->our_ppm))
+        in->outside_weight = busy_weight(samples, n, seen, &ours, g->uuid, d);
 }
 
 /* Stores the decision where the launch path and the other containers read
