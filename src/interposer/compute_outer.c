@@ -582,7 +582,9 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
     uint64_t read_from = gs_compute_now();
     live_pids(r, &ours);
     int skip = gs_lim_free_far_under(a);
-    unsigned n = read_samples(g->uuid, seen, &ours, skip ? NULL : samples, &di);
+    /* a cap running free far under its bound reads neither samples nor the
+     * list of processes that tells whether they can name us */
+    unsigned n = read_samples(g->uuid, seen, skip ? NULL : &ours, skip ? NULL : samples, &di);
     gs_cost_add(GS_COST_NVML, gs_compute_now() - read_from);
     /* a first measure of c is taken whole: not from the sample that began
      * before the first look (gs_lim_oldest_after), only on the run after
