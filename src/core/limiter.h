@@ -685,8 +685,9 @@ struct gs_outer_in {
     const struct gs_lim_demand *dem;     /* the other containers of the ledger active lately */
     unsigned ndem;                       /* at most GS_LIM_MAX_DEMANDS */
     uint64_t outside_weight;             /* share mode: weights of busy GPU users outside the ledger */
-    int pids_hidden;                     /* NVML lists processes, none of ours (a pid namespace of our
-                                          * own): its per-process split is no measure of us */
+    int pids_hidden;                     /* NVML's samples cannot name us: it lists processes, none of
+                                          * ours (a pid namespace of our own), or an MPS server is busy
+                                          * in them and none of our pids is; its split is no measure */
 };
 
 struct gs_outer_out {
