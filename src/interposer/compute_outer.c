@@ -244,26 +244,59 @@ static int is_mps_server(uint32_t pid)
     return strcmp(base ? base + 1 : name, "nvidia-cuda-mps-server") == 0;
 }
 
-/* Whether an MPS server is among the pids, none of them ours, that NVML
- * sampled busy on the device since since: an MPS client's time is in the
- * server's samples, which then no more measure us than a pod's host pids
- * do (struct gs_outer_in's pids_hidden). At most MAX_BUSY pids asked. */
-static int mps_in_samples(const struct gs_lim_sample *s, unsigned n, uint64_t since, const struct pidset *ours)
+/* The distinct pids, none of them ours, that NVML sampled on the device
+ * since a run's last look, with their summed busy time: gathered once a run
+ * for both the MPS check and the weights of the busy others. At most
+ * MAX_BUSY pids; each asked its name at most once. */
+struct others_sampled {
+    int n;
+    unsigned stamps; /* distinct sample times: the time the sums are of */
+    uint32_t pid[MAX_BUSY];
+    uint64_t sum[MAX_BUSY];
+    int8_t mps[MAX_BUSY]; /* -1 not asked yet, else is_mps_server's answer */
+};
+
+static void gather_others(const struct gs_lim_sample *s, unsigned n, uint64_t since, const struct pidset *ours,
+                          struct others_sampled *o)
 {
-    uint32_t asked[MAX_BUSY];
-    int na = 0;
-    for (unsigned i = 0; i < n && na < MAX_BUSY; i++) {
-        if (s[i].ts_us <= since || s[i].sm_util == 0 || in_set(s[i].pid, (void *)ours))
+    o->n = 0;
+    o->stamps = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (s[i].ts_us <= since)
+            continue;
+        o->stamps += (unsigned)gs_lim_new_stamp(s, i);
+        if (in_set(s[i].pid, (void *)ours))
             continue;
         int k = 0;
-        while (k < na && asked[k] != s[i].pid)
+        while (k < o->n && o->pid[k] != s[i].pid)
             k++;
-        if (k < na)
-            continue;
-        asked[na++] = s[i].pid;
-        if (is_mps_server(s[i].pid))
-            return 1;
+        if (k == o->n) {
+            if (o->n == MAX_BUSY)
+                continue;
+            o->pid[k] = s[i].pid;
+            o->sum[k] = 0;
+            o->mps[k] = -1;
+            o->n++;
+        }
+        o->sum[k] += s[i].sm_util;
     }
+}
+
+static int other_is_mps_server(struct others_sampled *o, int k)
+{
+    if (o->mps[k] < 0)
+        o->mps[k] = (int8_t)is_mps_server(o->pid[k]);
+    return o->mps[k];
+}
+
+/* Whether an MPS server is among the others NVML sampled busy: an MPS
+ * client's time is in the server's samples, which then no more measure us
+ * than a pod's host pids do (struct gs_outer_in's pids_hidden). */
+static int mps_in_samples(struct others_sampled *o)
+{
+    for (int k = 0; k < o->n; k++)
+        if (o->sum[k] > 0 && other_is_mps_server(o, k))
+            return 1;
     return 0;
 }
 
@@ -461,45 +494,26 @@ static unsigned trusted_demands(int d, const char *uuid, uint64_t now, int64_t d
 
 /* Sum of the weights of the busy others (share mode) on device dev that
  * are not in its ledger. */
-static uint64_t busy_weight(const struct gs_lim_sample *s, unsigned n, uint64_t since, const struct pidset *ours,
-                            const char *uuid, int dev)
+static uint64_t busy_weight(struct others_sampled *o, const char *uuid, int dev)
 {
-    uint32_t pid[MAX_BUSY];
-    uint64_t sum[MAX_BUSY] = { 0 };
-    int np = 0;
-    unsigned stamps = 0;
-    for (unsigned i = 0; i < n; i++) {
-        if (s[i].ts_us <= since)
-            continue;
-        stamps += (unsigned)gs_lim_new_stamp(s, i);
-        /* ours, or counted from the device ledger. Beside the regions, a
-         * pid is the ledger's where its region is a verified claim's
-         * (weigh_sibling), never because a member names it: a member is a
-         * claim, and one naming a busy process outside the ledger hid it.
-         * Elsewhere the regions cannot be read, and an active claim's
-         * member covers the pid it names: an unverified one counts in the
-         * rest, which weighs what a process outside would */
-        if (in_set(s[i].pid, (void *)ours) ||
-            (!gs_compute_ledger_beside_regions() && gs_compute_ledger_pid_named(dev, s[i].pid, claimed_at_all, NULL)))
-            continue;
-        int k = 0;
-        while (k < np && pid[k] != s[i].pid)
-            k++;
-        if (k == np) {
-            if (np == MAX_BUSY)
-                continue;
-            pid[np++] = s[i].pid;
-        }
-        sum[k] += s[i].sm_util;
-    }
     int busy[MAX_BUSY], nb = 0;
-    for (int k = 0; k < np; k++)
-        if (stamps && sum[k] * 10000U / stamps >= GS_LIM_BUSY_PPM && !is_mps_server(pid[k]))
+    for (int k = 0; k < o->n; k++) {
+        /* counted from the device ledger. Beside the regions, a pid is the
+         * ledger's where its region is a verified claim's (weigh_sibling),
+         * never because a member names it: a member is a claim, and one
+         * naming a busy process outside the ledger hid it. Elsewhere the
+         * regions cannot be read, and an active claim's member covers the
+         * pid it names: an unverified one counts in the rest, which weighs
+         * what a process outside would */
+        if (!gs_compute_ledger_beside_regions() && gs_compute_ledger_pid_named(dev, o->pid[k], claimed_at_all, NULL))
+            continue;
+        if (o->stamps && o->sum[k] * 10000U / o->stamps >= GS_LIM_BUSY_PPM && !other_is_mps_server(o, k))
             busy[nb++] = k;
+    }
     if (nb == 0)
         return 0;
     /* Weights from sibling regions (read-only). */
-    struct sibling_scan sc = { .pid = pid, .busy = busy, .nb = nb, .uuid = uuid };
+    struct sibling_scan sc = { .pid = o->pid, .busy = busy, .nb = nb, .uuid = uuid };
     char dir[sizeof gs_rt.cfg.region_path];
     if (gs_rt_region_dir(dir, sizeof dir, &sc.self) == 0)
         gs_statedir_each_region(dir, weigh_sibling, &sc);
@@ -540,6 +554,7 @@ int gs_compute_yield(int dev)
 static pthread_mutex_t outer_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gs_lim_sample samples[MAX_SAMPLES];
 static struct pidset ours;
+static struct others_sampled sampled_others;
 
 /* What one run gathers besides its decision's input: where to publish it. */
 struct outer_gathered {
@@ -609,8 +624,9 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
         looked_at_us[d] = 0; /* the sample after the look has come */
     g->look_only = (seen == 0 && n > 0) || (from != seen && newest == from);
     in->dev_ppm = di.busy_ppm;
+    gather_others(samples, n, seen, &ours, &sampled_others);
     in->pids_hidden = di.lists_ours == 0 || (in->our_ppm < GS_LIM_BUSY_PPM && in->others_ppm >= GS_LIM_BUSY_PPM &&
-                                             mps_in_samples(samples, n, seen, &ours));
+                                             mps_in_samples(&sampled_others));
     in->power_mw = di.power_mw;
     in->power_now_mw = di.power_now_mw;
     in->limit_mw = di.limit_mw;
@@ -635,7 +651,7 @@ static void outer_gather(struct gs_region *r, int d, uint64_t now, struct outer_
      * meanwhile cut a share container of weight 70 to 70 / 170 until the
      * next run */
     if (a->mode == GS_LIM_SHARE && n > 0 && pids_ours && !gs_lim_outer_idled(in->interval_ns, in->our_ppm))
-        in->outside_weight = busy_weight(samples, n, seen, &ours, g->uuid, d);
+        in->outside_weight = busy_weight(&sampled_others, g->uuid, d);
 }
 
 /* Stores the decision where the launch path and the other containers read
