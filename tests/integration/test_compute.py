@@ -1417,6 +1417,31 @@ def test_a_lone_share_client_of_an_mps_daemon_running_free_publishes_its_use(wor
     assert len(seen) >= 8 and min(seen[len(seen) // 2:]) >= 800000, seen
 
 
+def test_an_mps_client_capped_at_10_beside_a_busy_neighbour_gets_10(world):
+    """A client of an MPS daemon capped at 10 runs its windows at about a
+    tenth of occupancy, under the fifth that rules NVML's 0 for our pids
+    out as a measure. NVML's samples name only the server
+    (GPUSLICE_SIM_MPS), and their 0 for us was taken as a measure: c was
+    never learnt, and once a busy neighbour time-sliced with it, its waits
+    for the device were charged as use (0.050 here). An MPS server busy in
+    the samples makes them no measure of us in every mode (pids_hidden):
+    c is learnt from the device, 1 alone and about 0.5 beside the
+    neighbour."""
+    w = world_env(world, GPUSLICE_SIM_MPS=1)
+    a = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "a.region"), "GPUSLICE_CORES": "10"})
+    b = start(w, 1000, env={"GPUSLICE_REGION": str(w.tmp / "b.region")})
+    out = {}
+    th = threading.Thread(target=lambda: out.update(a=run(a, "kernel", 3.5, 2.0, 8)))
+    th.start()
+    sim_sleep(1.0)  # alone first
+    rb = run(b, "kernel", 2.5, 1.0, 8)
+    th.join()
+    a.close()
+    b.close()
+    print(f"capped 10 beside a busy neighbour, MPS samples: {out['a']:.3f} / {rb:.3f}")
+    assert abs(out["a"] - 0.10) <= 0.025, out["a"]
+
+
 def test_lone_share_tenant_uses_the_whole_gpu(world):
     c = start(world_env(world, GPUSLICE_COMPUTE_MODE="share", GPUSLICE_SHARE_WEIGHT=10), 1000)
     ratio = run(c, "kernel", 1.0, 0.2, 8)
