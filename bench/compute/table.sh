@@ -22,6 +22,9 @@
 #           with no limit (cap 100), three processes each, beside two plain
 #           ones in the same turns: whether running free costs the decoder
 #           more than the interposer does
+#   pods    two containers (caps 30 / 70, shares 30 : 70) in the node agent's
+#           layout, then each in a pid namespace of its own with its own
+#           /proc, as a pod without hostPID (8 s runs, ~100 s)
 # Each part's run_gpu.sh calls write under $OUT/PART-N/ (gputime.jsonl, the
 # debug logs packed as logs.tgz); `python3 bench/compute/summarize.py $OUT` reads
 # them all, and `python3 bench/compute/fit_exponent.py $OUT` fits the card's power
@@ -92,8 +95,11 @@ light)
 decfree)
     call 1 --only capturns,decoder --caps 90,100 --copies 3 --plain-copies 2 --log "$OUT/$part-1/logs"
     ;;
+pods)
+    BENCH_SECS=8 call 1 --only two,pod --log "$OUT/$part-1/logs"
+    ;;
 *)
-    echo "usage: OUT=DIR bash bench/compute/table.sh single|fresh|launch|loads|graphs|coloc|light|decfree [TAG]" >&2
+    echo "usage: OUT=DIR bash bench/compute/table.sh single|fresh|launch|loads|graphs|coloc|light|decfree|pods [TAG]" >&2
     exit 2
     ;;
 esac
