@@ -52,11 +52,12 @@ def ratios(node, tmp_path, tenants, secs, warm):
     directory (made once all are loaded, so they run side by side), then
     launches for secs after warm (simulated seconds). Their Parts."""
     gpu = tmp_path / "gpu"
+    assignments = {name: assignment for name, assignment, _ in tenants}
     pods = []
     for name, assignment, env in tenants:
         pod = run_pod(node, name, sim_dir=gpu, **assignment)
         script = (f"(printf 'init 0\\nkernel 1000\\n'; while [ ! -e {SIM_DIR}/go ]; do sleep 0.02; done;"
-                  f" printf 'run kernel {secs} {warm} 8\\n') | {CLIENT}")
+                  f" printf 'run kernel {secs} {warm} 8\\n') | {CLIENT}; id")
         pods.append((pod, start_script(node, pod, script, {**PAIR_ENV, **env})))
     for pod, _ in pods:
         node.cri.wait_output(pod, lambda lines: len([ln for ln in lines if ln.endswith(" rc=0")]) == 2)
@@ -75,6 +76,8 @@ def ratios(node, tmp_path, tenants, secs, warm):
         # time; unknown (no schedstat) counts as none.
         held = delay_us / SLOW / max(elapsed_us, 1) if delay_us >= 0 else 0.0
         print(f"{pod.name}: ratio {ratio_ppm / 1e6:.3f}, held off its CPU {held:.3f} of the time")
+        user = assignments[pod.name].get("security", {}).get("runAsUser", 0)
+        assert [ln for ln in lines if ln.startswith(f"uid={user}(") or ln.startswith(f"uid={user} ")], lines
         outer = [ln.split(": ", 1)[-1] for ln in lines if " debug: outer " in ln]
         print("\n".join([f"{pod.name}'s last outer runs:"] + outer[-12:]))
         out.append(Part(ratio_ppm / 1e6, held))
@@ -92,13 +95,21 @@ def test_two_pods_capped_30_and_70_get_30_and_70(node, tmp_path):
     assert near(a, 0.30) and near(b, 0.70), (a, b)
 
 
-def test_two_pods_sharing_30_70_split_30_70(node, tmp_path):
+def non_root(uid):
+    """A pod's securityContext that runs it as uid, in a group of its own."""
+    return {"runAsUser": uid, "runAsGroup": uid, "fsGroup": uid + 2000, "runAsNonRoot": True}
+
+
+def test_two_non_root_pods_sharing_30_70_split_30_70(node, tmp_path):
     """The weights come from each pod's environment, under the agent's
     ceiling (100). NVML reports host pids, which match no pid of either
     pod's region: counted as containers outside the ledger, each side's own
-    processes included, they held the pair to 0.10 / 0.23."""
-    a, b = ratios(node, tmp_path, [("share30", {"mode": "share"}, {"GPUSLICE_SHARE_WEIGHT": "30"}),
-                                   ("share70", {"mode": "share"}, {"GPUSLICE_SHARE_WEIGHT": "70"})], 5, 3)
+    processes included, they held the pair to 0.10 / 0.23. The two run as
+    different non-root users (the capped pair as root), so the GPU's ledger
+    the runtime mounts into both is all they share."""
+    a, b = ratios(node, tmp_path,
+                  [("share30", {"mode": "share", "security": non_root(1000)}, {"GPUSLICE_SHARE_WEIGHT": "30"}),
+                   ("share70", {"mode": "share", "security": non_root(1001)}, {"GPUSLICE_SHARE_WEIGHT": "70"})], 5, 3)
     print(f"two share pods 30:70: {a.ratio:.3f} / {b.ratio:.3f}")
     assert near(a, 0.30) and near(b, 0.70), (a, b)
     assert a.ratio + b.ratio >= 0.93 * (1 - max(a.held, b.held)), (a, b)

@@ -309,6 +309,13 @@ static struct sim_state *attach_file(const char *path, int create)
             fprintf(stderr, "gpuslice-sim: cannot size '%s': %s\n", path, strerror(errno));
             goto out;
         }
+        /* open to every uid, as the device nodes of a GPU are: pods of
+         * different users share one simulated GPU (the umask took the
+         * creator's 0666 down to 0644, and the second user was refused) */
+        if (sb.st_uid == geteuid() && fchmod(fd, 0666) != 0) {
+            fprintf(stderr, "gpuslice-sim: cannot open '%s' to every user: %s\n", path, strerror(errno));
+            goto out;
+        }
     }
     void *p = mmap(NULL, sizeof(struct sim_state), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
