@@ -425,6 +425,12 @@ uint32_t gs_lim_speed(uint32_t old_speed, uint64_t power_mw, uint64_t limit_mw, 
  * busy while we waited, the whole GPU. */
 uint64_t gs_lim_alone_busy(uint64_t occ_ppm, uint64_t waited_ns, uint64_t interval_ns);
 
+/* The part of an outer interval of interval_ns our work was queued on the
+ * device (occupancy occ_ppm) or our threads waited (waited_ns) for tokens
+ * or another container's turn, at most the whole: what a container held
+ * back wants beyond what it ran. */
+uint64_t gs_lim_queued(uint64_t occ_ppm, uint64_t waited_ns, uint64_t interval_ns);
+
 /* The span nvmlDeviceGetPowerUsage averages the draw over (since Ampere). */
 #define GS_LIM_POWER_SPAN_NS 1000000000ULL
 

@@ -206,6 +206,14 @@ int gs_lim_power_tells(uint64_t occ_ppm, uint64_t busy_ppm, uint32_t mean_ppm, u
     return !gs_lim_outer_slept(interval_ns) && occ_ppm >= GS_LIM_BUSY_PPM && busy_ppm * 4 >= (uint64_t)mean_ppm * 3;
 }
 
+uint64_t gs_lim_queued(uint64_t occ_ppm, uint64_t waited_ns, uint64_t interval_ns)
+{
+    if (interval_ns == 0 || waited_ns >= interval_ns)
+        return GS_LIM_PPM;
+    uint64_t q = occ_ppm + (uint64_t)((unsigned __int128)waited_ns * GS_LIM_PPM / interval_ns);
+    return q > GS_LIM_PPM ? GS_LIM_PPM : q;
+}
+
 uint64_t gs_lim_alone_busy(uint64_t occ_ppm, uint64_t waited_ns, uint64_t interval_ns)
 {
     if (interval_ns == 0 || waited_ns >= interval_ns)

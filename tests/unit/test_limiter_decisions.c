@@ -156,6 +156,40 @@ static void a_held_share_container_with_work_queued_all_the_time_wants_more(void
     assert_int_equal(o.wants_ns, 100 * MS);
 }
 
+/* Taking turns with a GPU-bound neighbour of weight 30, a GPU-bound share
+ * container of weight 70 used 0.68 of an H100 and waited for the 30
+ * side's turns the rest of the run, without a wait for tokens: the time it
+ * waited counts as queued, and it wants more. Else the 30 side, seeing
+ * nobody else want more, ran free for a run while the 70 side waited. A
+ * light one that waits a little keeps what its waits for tokens say. */
+static void a_held_share_container_that_waited_for_turns_the_rest_of_the_run_wants_more(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_SHARE, 0, 70);
+    a.rate_ppm = 700000;
+    a.throttled_ns = 100 * MS;
+    struct gs_lim_demand turns30 = { 30, 300000, 1, 0, 0 };
+    struct gs_outer_in in = outer_in(680000, -1, -1, 960000, &turns30, 1);
+    in.waited_ns = GS_LIM_OUTER_NS * 3 / 10;
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.wants_ns, in.now);
+    in.occ_ppm = 200000; /* a light load */
+    in.waited_ns = GS_LIM_OUTER_NS / 10;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.wants_ns, 100 * MS);
+}
+
+static void queued_is_occupancy_and_waits_at_most_the_whole(void **state)
+{
+    (void)state;
+    assert_int_equal(gs_lim_queued(600000, 300 * MS, 1000 * MS), 900000);
+    assert_int_equal(gs_lim_queued(900000, 300 * MS, 1000 * MS), GS_LIM_PPM);
+    assert_int_equal(gs_lim_queued(100000, 2000 * MS, 1000 * MS), GS_LIM_PPM); /* threads waiting at once */
+    assert_int_equal(gs_lim_queued(100000, 0, 0), GS_LIM_PPM);
+}
+
 /* Graph launches are measured coarsely only where NVML's per-process time
  * corrects the measure: capped, alone, with samples that see our time; not
  * without samples, and not beside a busy member of the ledger. */
@@ -965,6 +999,8 @@ int main(void)
         cmocka_unit_test(a_free_run_outlives_the_tenant_of_the_turn_before),
         cmocka_unit_test(a_member_quiet_all_the_interval_blurs_nothing),
         cmocka_unit_test(a_held_share_container_with_work_queued_all_the_time_wants_more),
+        cmocka_unit_test(a_held_share_container_that_waited_for_turns_the_rest_of_the_run_wants_more),
+        cmocka_unit_test(queued_is_occupancy_and_waits_at_most_the_whole),
         cmocka_unit_test(a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not),
         cmocka_unit_test(a_wait_stamped_after_the_outer_runs_clock_holds_the_cap),
     };
