@@ -12,7 +12,10 @@
 #           85 s on an H100, the interposer's build included)
 #   launch  the paired launch loop (launch_rate.c, no limit and cap 99)
 #   loads   torch.compile training and the decoder under caps 10 / 30 /
-#           50 / 70 / 90 in turns        (8-9.5 min on an H100; the budget's bound)
+#           50 / 70 / 90 in turns        (8-9.5 min on an H100; the budget's bound:
+#           at 4123e38 it ran out after the decoder, which runs first)
+#   train   the training alone of the two (~4-5 min)
+#   decoder the decoder alone of the two (~4 min)
 #   graphs  torch.compile CUDA-graph inference the same way      (~5 min)
 #   coloc   the heavy decoder beside matmul training: plain, caps 70 / 30,
 #           shares 70 : 30, MPS 70 % / 30 % threads  (5-6 min; once over 6 min)
@@ -81,6 +84,10 @@ loads)
     call 1 --only capturns,train,decoder --caps 10,30,50,70,90 --copies 2 --plain-copies 1 \
         --log "$OUT/$part-1/logs"
     ;;
+train | decoder)
+    call 1 --only "capturns,$part" --caps 10,30,50,70,90 --copies 2 --plain-copies 1 \
+        --log "$OUT/$part-1/logs"
+    ;;
 graphs)
     call 1 --only capturns,graphinf --caps 10,30,50,70,90 --copies 2 --plain-copies 1 \
         --log "$OUT/$part-1/logs"
@@ -99,7 +106,7 @@ pods)
     BENCH_SECS=8 call 1 --only two,pod --log "$OUT/$part-1/logs"
     ;;
 *)
-    echo "usage: OUT=DIR bash bench/compute/table.sh single|fresh|launch|loads|graphs|coloc|light|decfree|pods [TAG]" >&2
+    echo "usage: OUT=DIR bash bench/compute/table.sh single|fresh|launch|loads|train|decoder|graphs|coloc|light|decfree|pods [TAG]" >&2
     exit 2
     ;;
 esac
