@@ -206,20 +206,27 @@ int gs_lim_power_tells(uint64_t occ_ppm, uint64_t busy_ppm, uint32_t mean_ppm, u
     return !gs_lim_outer_slept(interval_ns) && occ_ppm >= GS_LIM_BUSY_PPM && busy_ppm * 4 >= (uint64_t)mean_ppm * 3;
 }
 
-uint64_t gs_lim_queued(uint64_t occ_ppm, uint64_t waited_ns, uint64_t interval_ns)
+/* The part of an interval our threads waited, in ppm; the whole where the
+ * waits fill it (several threads waiting at once) or it has no length. */
+static uint64_t waited_part(uint64_t waited_ns, uint64_t interval_ns)
 {
     if (interval_ns == 0 || waited_ns >= interval_ns)
         return GS_LIM_PPM;
-    uint64_t q = occ_ppm + (uint64_t)((unsigned __int128)waited_ns * GS_LIM_PPM / interval_ns);
+    return (uint64_t)((unsigned __int128)waited_ns * GS_LIM_PPM / interval_ns);
+}
+
+uint64_t gs_lim_queued(uint64_t occ_ppm, uint64_t waited_ns, uint64_t interval_ns)
+{
+    uint64_t q = occ_ppm + waited_part(waited_ns, interval_ns);
     return q > GS_LIM_PPM ? GS_LIM_PPM : q;
 }
 
 uint64_t gs_lim_alone_busy(uint64_t occ_ppm, uint64_t waited_ns, uint64_t interval_ns)
 {
-    if (interval_ns == 0 || waited_ns >= interval_ns)
+    uint64_t waited = waited_part(waited_ns, interval_ns);
+    if (waited >= GS_LIM_PPM)
         return GS_LIM_PPM;
-    uint64_t ran = GS_LIM_PPM - (uint64_t)((unsigned __int128)waited_ns * GS_LIM_PPM / interval_ns);
-    uint64_t alone = occ_ppm * GS_LIM_PPM / ran;
+    uint64_t alone = occ_ppm * GS_LIM_PPM / (GS_LIM_PPM - waited);
     return alone > GS_LIM_PPM ? GS_LIM_PPM : alone;
 }
 
