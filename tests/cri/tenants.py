@@ -59,6 +59,13 @@ def start_tenant(node, pod, commands):
     return start_script(node, pod, f"printf '{lines}' | {CLIENT}; echo exit=$?; id")
 
 
+def tenant_output(node, pod):
+    """A start_tenant container's output once it has exited, to its ids: the
+    exited container's CRI log once read empty in a loaded CI run, past
+    wait_exited's wait for it to settle, so the last line is waited for."""
+    return node.cri.wait_output(pod, lambda lines: any(ln.startswith("uid=") for ln in lines), timeout=30)
+
+
 def results(lines):
     """gs_client's answers (one per command, ending in rc=N)."""
     return [ln for ln in lines if " rc=" in ln or ln.startswith("rc=")]
@@ -69,7 +76,7 @@ def start_limited(node, pod):
     it and is refused past it."""
     cid = start_tenant(node, pod, ("init 0", "info", f"alloc {(LIMIT_MIB - 100) * MIB}", f"alloc {200 * MIB}"))
     st = node.cri.wait_exited(cid)
-    out = node.cri.output(pod)
+    out = tenant_output(node, pod)
     r = results(out)
     assert len(r) == 4 and r[0].endswith("rc=0") and r[2].endswith("rc=0"), (st.exit_code, st.reason, out)
     assert f"total={LIMIT_MIB * MIB} " in r[1], out

@@ -1,7 +1,7 @@
 """Tenant pods in real containers (containerd + runc, CRI v1), started by
 the CRI kubelet stand-in with what the node agent's Allocate and
 PreStartContainer answered (tenants.py)."""
-from tenants import LIMIT_MIB, MIB, results, run_pod, start_tenant
+from tenants import LIMIT_MIB, MIB, results, run_pod, start_tenant, tenant_output
 
 
 def test_tenant_sees_its_limit_and_is_refused_past_it(node):
@@ -9,7 +9,7 @@ def test_tenant_sees_its_limit_and_is_refused_past_it(node):
     cid = start_tenant(node, pod, ("init 0", "info", "nvml 0", f"alloc {(LIMIT_MIB - 100) * MIB}",
                                    f"alloc {200 * MIB}"))
     st = node.cri.wait_exited(cid)
-    out = node.cri.output(pod)
+    out = tenant_output(node, pod)
     r = results(out)
     assert len(r) == 5, out
     assert f"total={LIMIT_MIB * MIB} " in r[1] and r[1].endswith("rc=0"), out
@@ -28,7 +28,7 @@ def test_non_root_pod_with_fs_group_gets_its_limit(node):
     pod = run_pod(node, "nr", security=sec)
     cid = start_tenant(node, pod, ("init 0", "info", f"alloc {(LIMIT_MIB - 100) * MIB}", f"alloc {200 * MIB}"))
     node.cri.wait_exited(cid)
-    out = node.cri.output(pod)
+    out = tenant_output(node, pod)
     r = results(out)
     ident = [ln for ln in out if ln.startswith("uid=")]
     assert ident and ident[0].startswith("uid=1000 gid=1000 ") and "3000" in ident[0], out
@@ -50,7 +50,7 @@ def test_restart_in_the_same_sandbox_gets_the_whole_limit_back(node):
     second = start_tenant(node, pod, ("init 0", "info", f"alloc {(LIMIT_MIB - 100) * MIB}", f"alloc {200 * MIB}"))
     assert second != first
     node.cri.wait_exited(second)
-    out = node.cri.output(pod)
+    out = tenant_output(node, pod)
     r = results(out)
     assert len(r) == 4, out
     # All of the limit but the new run's own context (64 MiB on this GPU).
@@ -88,7 +88,7 @@ def test_pod_deletion_leaves_no_state(node, runtime):
     assert pod2.ids == pod.ids
     cid = start_tenant(node, pod2, ("init 0", "info"))
     node.cri.wait_exited(cid)
-    out = node.cri.output(pod2)
+    out = tenant_output(node, pod2)
     assert f"free={(LIMIT_MIB - 64) * MIB} total={LIMIT_MIB * MIB} " in results(out)[1], out
 
 
