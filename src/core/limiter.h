@@ -539,7 +539,8 @@ uint32_t gs_lim_weight_part(unsigned weight, const struct gs_lim_demand *others,
 /* Whether a share container that nobody holds back (it never waits for
  * tokens, so its waits cannot say it) wants more than it gets beside the n
  * others: it uses more than its weight's part, or its work was queued for
- * GS_LIM_QUEUED_PPM of the time or more (occupancy) while it used less --
+ * GS_LIM_QUEUED_PPM of the time or more (queued_ppm: its occupancy and its
+ * threads' waits, gs_lim_queued) while it used less --
  * time-sliced below its part, a GPU-bound container of weight 70 beside one
  * of 30 otherwise looked content, and the pair stayed time-sliced (0.46 /
  * 0.47 on the simulated driver). Occupancy counts the time its work was
@@ -547,7 +548,7 @@ uint32_t gs_lim_weight_part(unsigned weight, const struct gs_lim_demand *others,
  * decoder (~0.17 of the GPU) up to 0.90 while its kernels waited for the
  * training's slices. */
 #define GS_LIM_QUEUED_PPM 950000U
-int gs_lim_share_wants_more(unsigned weight, uint64_t use_ppm, uint64_t occ_ppm, const struct gs_lim_demand *others,
+int gs_lim_share_wants_more(unsigned weight, uint64_t use_ppm, uint64_t queued_ppm, const struct gs_lim_demand *others,
                             unsigned n);
 
 /* How many of the n others use a share of the device that can blur ours

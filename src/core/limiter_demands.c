@@ -18,10 +18,10 @@ uint32_t gs_lim_weight_part(unsigned weight, const struct gs_lim_demand *others,
     return (uint32_t)((uint64_t)(weight ? weight : 1) * GS_LIM_PPM / weights_of(weight, others, n));
 }
 
-int gs_lim_share_wants_more(unsigned weight, uint64_t use_ppm, uint64_t occ_ppm, const struct gs_lim_demand *others,
+int gs_lim_share_wants_more(unsigned weight, uint64_t use_ppm, uint64_t queued_ppm, const struct gs_lim_demand *others,
                             unsigned n)
 {
-    return n > 0 && (use_ppm > gs_lim_weight_part(weight, others, n) || occ_ppm >= GS_LIM_QUEUED_PPM);
+    return n > 0 && (use_ppm > gs_lim_weight_part(weight, others, n) || queued_ppm >= GS_LIM_QUEUED_PPM);
 }
 
 unsigned gs_lim_count_busy(const struct gs_lim_demand *others, unsigned n, uint64_t within_ns)

@@ -58,10 +58,11 @@ class Ratio(float):
 
 def run(client, path, secs, warm=0.0, depth=8):
     r = client.ok(f"run {path} {secs} {warm} {depth}")
+    held = held_off(r)
     # shown with a failure: a split missed beside a large part held off is the machine's
-    print(f"run {path}: ratio {r['ratio_ppm'] / 1e6:.3f}, held off its CPU {held_off(r):.3f} of the time")
+    print(f"run {path}: ratio {r['ratio_ppm'] / 1e6:.3f}, held off its CPU {held:.3f} of the time")
     ratio = Ratio(r["ratio_ppm"] / 1e6)
-    ratio.held = 0.0 if math.isnan(held_off(r)) else held_off(r)
+    ratio.held = 0.0 if math.isnan(held) else held
     return ratio
 
 
