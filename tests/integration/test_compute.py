@@ -207,10 +207,18 @@ def test_overlapping_outer_runs_of_one_containers_processes_count_each_sample_on
     least twice, so it runs past the next one's due time). One process's run
     then begins before the other's ends, from the same sample mark, and both
     counted the same samples. The run that finds the mark moved decides
-    nothing (gs_lim_take_samples), and the pair still holds its cap."""
-    w = world_env(world, GPUSLICE_CORES=40, GPUSLICE_SIM_NVML_READ_US=300000)
+    nothing (gs_lim_take_samples), and the pair still holds its cap.
+
+    The first two runs overlap whatever the machine's load: their first
+    reads meet in the simulated driver (GPUSLICE_SIM_NVML_READ_MEET), and a
+    launches alone, then b alone an interval later, so each claims one. Left
+    to the stalls alone, a loaded 2-core machine once saw no run overlap."""
+    w = world_env(world, GPUSLICE_CORES=40, GPUSLICE_SIM_NVML_READ_US=300000, GPUSLICE_SIM_NVML_READ_MEET=2)
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     a, b = (start_logged(w, 1000, log, {}) for log in logs)
+    a.ok("run kernel 0.05 0 4")  # claims the first run, whose read waits for another
+    sim_sleep(0.3)  # past the run's interval (GS_LIM_OUTER_NS, 0.25 s): the next is b's to claim
+    b.ok("run kernel 0.05 0 4")
     ra, rb = together((a, "kernel", 2.5, 1.0, 4), (b, "kernel", 2.5, 1.0, 4))
     a.close()
     b.close()

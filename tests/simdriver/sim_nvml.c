@@ -492,6 +492,53 @@ SIM_NVML nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limi
     return NVML_SUCCESS;
 }
 
+/* How long a read of GPUSLICE_SIM_NVML_READ_MEET's meeting waits at most for
+ * the others, and how often it looks (the simulated clock's ns). */
+#define SIM_MEET_WAIT_NS 5000000000ULL
+#define SIM_MEET_POLL_NS 1000000L
+
+/* The first nvml_read_meet reads of the per-process samples meet: each waits
+ * until all of them are inside at once, so that their callers' runs overlap
+ * however the host schedules them (0.3 s stalls left two processes' runs
+ * apart on a loaded machine). A read that waited SIM_MEET_WAIT_NS in vain
+ * ends the meeting, saying so: no read waits after it. Processes share it
+ * through the state, polled under its lock. */
+static int meet_other_reads(struct sim_state *st)
+{
+    if (sim_state_lock(st) != 0)
+        return -1;
+    int waits = st->nvml_read_meet > 1 && !st->meet_over;
+    if (waits && ++st->meet_in >= st->nvml_read_meet)
+        st->meet_over = 1; /* the last to come: the others go on too */
+    uint64_t give_up = sim_now_ns() + SIM_MEET_WAIT_NS;
+    while (waits && !st->meet_over) {
+        if (sim_now_ns() >= give_up) {
+            st->meet_over = 1;
+            fprintf(stderr,
+                    "gpuslice-sim: a read of the per-process samples met %u of %u (GPUSLICE_SIM_NVML_READ_MEET) "
+                    "in %llu s; none waits now\n",
+                    st->meet_in, st->nvml_read_meet, SIM_MEET_WAIT_NS / 1000000000ULL);
+            break;
+        }
+        sim_state_unlock(st);
+        struct timespec poll = { 0, SIM_MEET_POLL_NS };
+        nanosleep(&poll, NULL);
+        if (sim_state_lock(st) != 0)
+            return -1;
+    }
+    sim_state_unlock(st);
+    return 0;
+}
+
+/* A read takes read_us, as an H200's took 1.7 ms: its caller's clock
+ * reading before it grows old while the caller's other threads run. */
+static void take_read_time(uint32_t read_us)
+{
+    struct timespec ts = { (time_t)(read_us / 1000000U), (long)(read_us % 1000000U) * 1000L };
+    while (read_us && nanosleep(&ts, &ts) != 0) {
+    }
+}
+
 SIM_NVML nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
                                          unsigned int *processSamplesCount, unsigned long long lastSeenTimeStamp)
 {
@@ -502,6 +549,10 @@ SIM_NVML nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtiliza
         return rc;
     if (!processSamplesCount)
         return NVML_ERROR_INVALID_ARGUMENT;
+    /* the samples are taken once the meeting (if any) is over: a read
+     * that waited sees those that came meanwhile */
+    if (meet_other_reads(st) != 0)
+        return NVML_ERROR_UNKNOWN;
     /* Every sample newer than lastSeenTimeStamp still in the ring, oldest
      * first: one per process per period in which its kernels ran. */
     if (sim_state_lock(st) != 0)
@@ -522,13 +573,7 @@ SIM_NVML nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtiliza
     uint32_t read_us = st->nvml_read_us;
     int short_count = st->nvml_short_count != 0;
     sim_state_unlock(st);
-    /* the read takes time, as an H200's took 1.7 ms: its caller's clock
-     * reading before it grows old while the caller's other threads run */
-    if (read_us) {
-        struct timespec ts = { (time_t)(read_us / 1000000U), (long)(read_us % 1000000U) * 1000L };
-        while (nanosleep(&ts, &ts) != 0) {
-        }
-    }
+    take_read_time(read_us);
     /* NVML documents the count only for a call without a buffer (the
      * size to allocate); GPUSLICE_SIM_NVML_SHORT_COUNT models a driver
      * that leaves a short buffer's count as it was given */

@@ -123,6 +123,8 @@ static const struct uint_knob {
       offsetof(struct sim_config, nvml_period_ms), offsetof(struct sim_state, nvml_period_ms) },
     { "GPUSLICE_SIM_NVML_READ_US", 0, 0, 1000000, "microseconds", offsetof(struct sim_config, nvml_read_us),
       offsetof(struct sim_state, nvml_read_us) },
+    { "GPUSLICE_SIM_NVML_READ_MEET", 0, 0, 16, "reads", offsetof(struct sim_config, nvml_read_meet),
+      offsetof(struct sim_state, nvml_read_meet) },
     { "GPUSLICE_SIM_EVENT_NS", 0, 0, 100000, "nanoseconds", offsetof(struct sim_config, event_ns),
       offsetof(struct sim_state, event_ns) },
     { "GPUSLICE_SIM_NVML_SHORT_COUNT", 0, 0, 1, "a flag", offsetof(struct sim_config, nvml_short_count),

@@ -18,8 +18,8 @@
 /* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots; 4: time slices; 5: MPS; 6: collectives;
  * 7: idle gaps inside graphs; 8: processes told apart across pid namespaces; 12: power over the last second;
  * 14: 17 devices; 15: the short-count flag (NVML_SHORT_COUNT); 16: pageable host memory access;
- * 17: the instantaneous power field (POWER_INSTANT) */
-#define SIM_STATE_VERSION 17U
+ * 17: the instantaneous power field (POWER_INSTANT); 18: reads of the samples that meet (NVML_READ_MEET) */
+#define SIM_STATE_VERSION 18U
 
 /* One more than gpuslice accounts for in a process (GS_MAX_DEVICES), so
  * that its refusal past them is tested */
@@ -200,6 +200,9 @@ struct sim_state {
     uint32_t mps;              /* an MPS server owns the samples (sim_timeline.h) */
     uint32_t nvml_period_ms;   /* NVML sample period; 0: SIM_UTIL_PERIOD_NS (sim_util_period) */
     uint32_t nvml_read_us;     /* how long a read of the per-process samples takes (sim_nvml.c) */
+    uint32_t nvml_read_meet;   /* that many such reads meet once, each waiting for the rest (sim_nvml.c) */
+    uint32_t meet_in;          /* reads that came to that meeting */
+    uint32_t meet_over;        /* the meeting took place, or a read gave up waiting for it */
     uint32_t event_ns;         /* device time an event record takes on its stream (sim_launch.c) */
     uint32_t nvml_short_count; /* a buffer too small for the samples leaves their count unsaid (sim_nvml.c) */
     uint32_t pageable_access;  /* the device reaches any host memory, as HMM lets it (sim_host_memory.c) */
@@ -225,6 +228,7 @@ struct sim_config {
     uint32_t mps;
     uint32_t nvml_period_ms;
     uint32_t nvml_read_us;
+    uint32_t nvml_read_meet;
     uint32_t event_ns;
     uint32_t nvml_short_count;
     uint32_t pageable_access;

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE /* F_OFD_SETLK */
 #include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -21,6 +22,7 @@ static void clear_env(void)
     unsetenv("GPUSLICE_SIM_MEM");
     unsetenv("GPUSLICE_SIM_CTX_OVERHEAD");
     unsetenv("GPUSLICE_SIM_NVML_READ_US");
+    unsetenv("GPUSLICE_SIM_NVML_READ_MEET");
     unsetenv("GPUSLICE_SIM_EVENT_NS");
     unsetenv("GPUSLICE_SIM_POWER_INSTANT");
 }
@@ -102,6 +104,8 @@ static void invalid_values_fail_closed(void **state)
     expect_invalid("GPUSLICE_SIM_NVML_PERIOD_MS", "1s");
     expect_invalid("GPUSLICE_SIM_NVML_READ_US", "1000001");
     expect_invalid("GPUSLICE_SIM_NVML_READ_US", "2ms");
+    expect_invalid("GPUSLICE_SIM_NVML_READ_MEET", "17");
+    expect_invalid("GPUSLICE_SIM_NVML_READ_MEET", "two");
     expect_invalid("GPUSLICE_SIM_EVENT_NS", "100001");
     expect_invalid("GPUSLICE_SIM_EVENT_NS", "1.5us");
 }
@@ -175,6 +179,64 @@ static void sample_reads_take_the_time_configured(void **state)
     snprintf(g_path, sizeof(g_path), "/tmp/gpuslice-simtest-config-read-%d", (int)getpid());
     unlink(g_path);
     assert_int_equal(run_child(child_slow_sample_reads), 0);
+    unlink(g_path);
+}
+
+/* One read of the per-process samples; when it returned. */
+static void *read_samples_once(void *out)
+{
+    nvmlDevice_t d;
+    unsigned int n = 0;
+    if (nvmlDeviceGetHandleByIndex_v2(0, &d) == NVML_SUCCESS)
+        nvmlDeviceGetProcessUtilization(d, NULL, &n, 0);
+    *(uint64_t *)out = simtest_now_ns();
+    return NULL;
+}
+
+/* The first GPUSLICE_SIM_NVML_READ_MEET reads meet: the first waits for the
+ * second, then no read waits (threads here; the state is what processes
+ * share too). */
+static void child_reads_meet_once(void)
+{
+    clear_env();
+    setenv("GPUSLICE_SIM_STATE", g_path, 1);
+    setenv("GPUSLICE_SIM_NVML_READ_MEET", "2", 1);
+    CHILD_CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    pthread_t t;
+    uint64_t first_done = 0, second_done = 0, third_done = 0;
+    CHILD_CHECK(pthread_create(&t, NULL, read_samples_once, &first_done) == 0);
+    struct timespec gap = { 0, 200000000L };
+    nanosleep(&gap, NULL);
+    uint64_t second_in = simtest_now_ns();
+    read_samples_once(&second_done);
+    CHILD_CHECK(pthread_join(t, NULL) == 0);
+    CHILD_CHECK(first_done >= second_in); /* it waited for the second */
+    read_samples_once(&third_done);
+    CHILD_CHECK(third_done - second_done < 2500000000ULL); /* well under the 5 s wait */
+}
+
+/* A read whose meeting nobody else comes to gives up after 5 s, and ends the
+ * meeting: the next read goes straight through. */
+static void child_a_read_alone_gives_up(void)
+{
+    clear_env();
+    setenv("GPUSLICE_SIM_STATE", g_path, 1);
+    setenv("GPUSLICE_SIM_NVML_READ_MEET", "2", 1);
+    CHILD_CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    uint64_t t0 = simtest_now_ns(), first_done = 0, second_done = 0;
+    read_samples_once(&first_done);
+    CHILD_CHECK(first_done - t0 >= 5000000000ULL);
+    read_samples_once(&second_done);
+    CHILD_CHECK(second_done - first_done < 2500000000ULL);
+}
+
+static void sample_reads_meet_once(void **state)
+{
+    snprintf(g_path, sizeof(g_path), "/tmp/gpuslice-simtest-config-meet-%d", (int)getpid());
+    unlink(g_path);
+    assert_int_equal(run_child(child_reads_meet_once), 0);
+    unlink(g_path);
+    assert_int_equal(run_child(child_a_read_alone_gives_up), 0);
     unlink(g_path);
 }
 
@@ -335,6 +397,7 @@ int main(void)
         cmocka_unit_test(invalid_values_fail_closed),
         cmocka_unit_test(config_is_read_when_the_state_is_created),
         cmocka_unit_test(sample_reads_take_the_time_configured),
+        cmocka_unit_test(sample_reads_meet_once),
         cmocka_unit_test(event_records_take_the_device_time_configured),
         cmocka_unit_test(the_instantaneous_power_field_can_be_absent),
         cmocka_unit_test(foreign_state_file_is_replaced_only_when_unused),
