@@ -311,7 +311,7 @@ def main():
     ap.add_argument("--turn-cycles", type=int, default=8, help="turns: how often each phase's turns alternate")
     ap.add_argument("--turn-yield", default="", help="turns: GPUSLICE_SHARE_YIELD_US values to run share70/30 with too")
     ap.add_argument("--coloc-modes", default="",
-                    help="plain,plain-shallow,share70/30,share70/30-yieldY,cap70/30,free/cap30,mps70/30 (default: all)")
+                    help="plain,plain-shallow,share70/30,share70/30-yieldY,cap70/30,free/cap30,free/share30,mps70/30 (default: all)")
     ap.add_argument("--share-yield", default="250", help="GPUSLICE_SHARE_YIELD_US values to run share70/30 with")
     ap.add_argument("--launch-rounds", type=int, default=7)
     ap.add_argument("--inf-load", default="decoder", choices=["decoder", "decoder-heavy"],
@@ -411,7 +411,10 @@ def main():
                      # the decoder without the interposer beside the capped
                      # training: what time-slicing with a 30 % neighbour costs
                      # it, apart from the limiter's cost on the decoder itself
-                     ("free/cap30", None, {"GPUSLICE_CORES": "30"})]
+                     ("free/cap30", None, {"GPUSLICE_CORES": "30"}),
+                     # the same beside the training of weight 30: what the
+                     # decoder's own interposer costs it in the share pair
+                     ("free/share30", None, {**share, "GPUSLICE_SHARE_WEIGHT": "30"})]
             if not only or "mps" in only:
                 modes.append(("mps70/30", {**MPS, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "70"},
                               {**MPS, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30"}))

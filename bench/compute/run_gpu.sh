@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU benchmark of the compute limiter (docs/compute.md, issue 12's table). From the repo root:
 #   bash bench/compute/run_gpu.sh [--only LOADS,SCENARIOS] [--caps 10,30,50,70] [--log DIR]
-#        [--rounds N] [--coloc-modes plain,plain-shallow,share70/30,share70/30-yieldY,cap70/30,free/cap30,mps70/30,mps-plain,mps-share70/30]
+#        [--rounds N] [--coloc-modes plain,plain-shallow,share70/30,share70/30-yieldY,cap70/30,free/cap30,free/share30,mps70/30,mps-plain,mps-share70/30]
 #        [--share-yield 100,250,500] [--inf-load decoder|decoder-heavy] [--turn-cycles N] [--turn-yield 250,500]
 #        [--copies N] [--plain-copies N] [--turn-cpus shared|own] [--base-lib LIB]
 # LOADS: matmul matmul-dense small decoder train graphinf jax cupy; SCENARIOS: coloc mps decoverhead fresh turns capturns two four launch launchc
