@@ -376,18 +376,20 @@ static uint32_t outer_correction(const struct gs_lim_account *a, const struct gs
 }
 
 /* What a container running free publishes as its use: the device's busy
- * time (the most it can have used); a cap beside busy members less what
- * they published, each for the part of the run it was active in (theirs is
- * in the device's busy time too: the whole of it, claimed by a decoder
+ * time (the most it can have used); beside busy members, less what they
+ * published, each for the part of the run it was active in (theirs is in
+ * the device's busy time too: the whole of it, claimed by a decoder
  * running free beside training capped at 30, would be read as a busy
  * neighbour's use twice over; a member gone quiet keeps the use it last
  * published, which the device's time no longer holds). A share container
- * runs free only alone, and keeps to that rule at the run that finds a
- * neighbour. */
-static uint64_t free_published(const struct gs_lim_account *a, const struct gs_outer_in *in, const struct outer_view *v)
+ * runs free only alone, until the run that finds a neighbour: claiming the
+ * device's time there, a new decoder of weight 70 beside training of
+ * weight 30 wanted more at its first run and waited for the training's
+ * turns (an H100). */
+static uint64_t free_published(const struct gs_outer_in *in, const struct outer_view *v)
 {
     uint64_t dev = (uint64_t)(in->dev_ppm > 0 ? in->dev_ppm : 0);
-    if (a->mode != GS_LIM_CAP || v->nb == 0)
+    if (v->nb == 0)
         return dev;
     uint64_t theirs = gs_lim_active_uses_of(in->dem, in->ndem, in->interval_ns);
     return dev > theirs ? dev - theirs : 0;
@@ -400,7 +402,7 @@ static uint64_t outer_use(const struct gs_lim_account *a, const struct gs_outer_
 {
     uint64_t charged = in->occ_ppm * gs_lim_corr_of(corr) / GS_LIM_PPM;
     uint64_t use = v->per_process          ? (uint64_t)in->our_ppm
-                   : gs_lim_unthrottled(a) ? free_published(a, in, v)
+                   : gs_lim_unthrottled(a) ? free_published(in, v)
                    : v->bounded            ? gs_lim_bound_use(charged, (uint64_t)in->dev_ppm, in->dem, in->ndem)
                                            : charged;
     return use > GS_LIM_PPM ? GS_LIM_PPM : use;
@@ -408,8 +410,19 @@ static uint64_t outer_use(const struct gs_lim_account *a, const struct gs_outer_
 
 /* Share mode, work-conserving: the others of the ledger by their demand,
  * the GPU users outside it as one more that wants more; beside anyone the
- * container keeps its windows (GS_LIM_SHARE_MEASURED) to measure its use. */
-static uint32_t outer_share_target(const struct gs_lim_account *a, const struct gs_outer_in *in)
+ * container keeps its windows (GS_LIM_SHARE_MEASURED) to measure its use.
+ * One held to its part takes turns with the others held to theirs, and
+ * waits for tokens where its charge outruns the part. So one that wants no
+ * more (wants: now, or held back lately) and uses under three quarters of
+ * its weight's part is not held: a new decoder of weight 70 held to 0.70
+ * beside training of weight 30, charged its kernels' waits for the
+ * training's slices before the overlap split was learnt, waited for
+ * tokens, so wanted more, held the training to 0.30, and waited for its
+ * turns (an H100). A GPU-bound one held to its part uses nearly all of it
+ * (0.28-0.29 of 0.30, 0.68-0.70 of 0.70 on an H100): a run in which it
+ * happens not to want more leaves it held. */
+static uint32_t outer_share_target(const struct gs_lim_account *a, const struct gs_outer_in *in, uint64_t use,
+                                   int wants)
 {
     struct gs_lim_demand all[GS_LIM_MAX_DEMANDS + 1];
     unsigned n = in->ndem < GS_LIM_MAX_DEMANDS ? in->ndem : GS_LIM_MAX_DEMANDS;
@@ -420,6 +433,8 @@ static uint32_t outer_share_target(const struct gs_lim_account *a, const struct 
             (struct gs_lim_demand){ (uint32_t)(in->outside_weight > 65535 ? 65535 : in->outside_weight), 0, 1, 0, 0 };
     if (n == 0)
         return GS_LIM_PPM;
+    if (!wants && use * 4 < (uint64_t)gs_lim_weight_part(a->weight, all, n) * 3)
+        return GS_LIM_SHARE_MEASURED;
     uint32_t target = gs_lim_share_fill(a->weight, all, n);
     return target > GS_LIM_SHARE_MEASURED ? GS_LIM_SHARE_MEASURED : target;
 }
@@ -520,7 +535,7 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
     out->yield = share && in->yield_on && gs_lim_yields(a->weight, use, in->dem, in->ndem);
     out->free_tokens_ns = cap_was_free(a) ? free_tokens(a, in, out->speed) : 0;
     if (share) {
-        out->target = outer_share_target(a, in);
+        out->target = outer_share_target(a, in, use, out->wants_ns == in->now || gs_lim_throttled(a, in->now));
     } else if (cap_runs_free(a, in, &v, out->free_tokens_ns, out->speed)) {
         out->target = GS_LIM_PPM;
     } else {

@@ -124,7 +124,7 @@ static void the_entry_for_users_outside_the_ledger_counts_beside_a_full_ledger(v
     /* the same through the decision the outer loop runs */
     struct gs_lim_account a;
     account(&a, GS_LIM_SHARE, 0, 100);
-    struct gs_outer_in in = outer_in(300000, -1, -1, -1, d, GS_LIM_MAX_DEMANDS);
+    struct gs_outer_in in = outer_in(GS_LIM_PPM, -1, -1, -1, d, GS_LIM_MAX_DEMANDS); /* queued all the run */
     in.outside_weight = 100;
     struct gs_outer_out o;
     gs_lim_outer_decide(&a, &in, &o);
@@ -179,6 +179,56 @@ static void a_held_share_container_that_waited_for_turns_the_rest_of_the_run_wan
     in.waited_ns = GS_LIM_OUTER_NS / 10;
     gs_lim_outer_decide(&a, &in, &o);
     assert_int_equal(o.wants_ns, 100 * MS);
+}
+
+/* A new share container of weight 70 (a decoder loading its model, no
+ * kernel yet) whose first outer run finds a GPU-bound neighbour of weight
+ * 30 that wants more: the device's busy time is the neighbour's. Published
+ * as its own, it read 0.99 and wanted more on an H100, so the neighbour
+ * was held to 0.30 and the decoder waited up to 150 ms for its turns. It
+ * is not held to its part either (outer_share_target): it wants no more
+ * and uses under three quarters of it. */
+static void a_share_container_finding_a_busy_neighbour_publishes_the_devices_time_less_theirs(void **state)
+{
+    (void)state;
+    struct gs_lim_account a;
+    account(&a, GS_LIM_SHARE, 0, 70);
+    struct gs_lim_demand busy30 = { 30, 990000, 1, 0, 0 };
+    struct gs_outer_in in = outer_in(0, 0, 980000, 990000, &busy30, 1);
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.use_ppm, 0);
+    assert_int_equal(o.wants_ns, 0);
+    assert_int_equal(o.target, GS_LIM_SHARE_MEASURED);
+    /* held back lately, it is held to its part */
+    a.throttled_ns = in.now - GS_LIM_THROTTLED_NS / 2;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.target, 700000);
+    a.throttled_ns = 0;
+    /* held and wanting no more this run: at 0.60 (a GPU-bound load near
+     * its part) it stays held, at 0.50 (a medium one) it is let go */
+    a.rate_ppm = 700000;
+    a.corr_ppm = GS_LIM_PPM;
+    in.our_ppm = in.others_ppm = -1;
+    in.dev_ppm = -1;
+    in.occ_ppm = 600000;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.use_ppm, 600000);
+    assert_int_equal(o.wants_ns, 0);
+    assert_int_equal(o.target, 700000);
+    in.occ_ppm = 500000;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.target, GS_LIM_SHARE_MEASURED);
+    a.rate_ppm = GS_LIM_PPM;
+    in.occ_ppm = 0;
+    in.our_ppm = 0;
+    in.others_ppm = 980000;
+    in.dev_ppm = 990000;
+    /* alone, and NVML's samples no measure of us: all the device's busy time */
+    in.ndem = 0;
+    in.our_ppm = in.others_ppm = -1;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.use_ppm, 990000);
 }
 
 static void queued_is_occupancy_and_waits_at_most_the_whole(void **state)
@@ -1000,6 +1050,7 @@ int main(void)
         cmocka_unit_test(a_member_quiet_all_the_interval_blurs_nothing),
         cmocka_unit_test(a_held_share_container_with_work_queued_all_the_time_wants_more),
         cmocka_unit_test(a_held_share_container_that_waited_for_turns_the_rest_of_the_run_wants_more),
+        cmocka_unit_test(a_share_container_finding_a_busy_neighbour_publishes_the_devices_time_less_theirs),
         cmocka_unit_test(queued_is_occupancy_and_waits_at_most_the_whole),
         cmocka_unit_test(a_cap_far_above_the_devices_busy_time_runs_free_until_it_is_not),
         cmocka_unit_test(a_wait_stamped_after_the_outer_runs_clock_holds_the_cap),
