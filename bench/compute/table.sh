@@ -18,9 +18,13 @@
 #   decoder the decoder alone of the two (~4 min)
 #   graphs  torch.compile CUDA-graph inference the same way      (~5 min)
 #   coloc   the heavy decoder beside matmul training: plain, caps 70 / 30,
-#           shares 70 : 30, MPS 70 % / 30 % threads  (5-6 min; once over 6 min)
-#   light   the same with the light decoder, and the share pair in the node
-#           agent's layout and yielding every 250 / 500 us, in turns (~7 min)
+#           shares 70 : 30, MPS 70 % / 30 % threads, with the limited
+#           tenants' debug logs  (5-6 min; once over 6 min)
+#   light   the same with the light decoder (about 5 min at c78301b)
+#   turns   the light decoder's pairs in turns: plain, caps 70 / 30, shares
+#           70 : 30 in one directory and in the node agent's layout, and
+#           yielding every 250 / 500 us (at c78301b the `light` part's
+#           budget ran out before these, when both were one part)
 #   decfree the decoder under cap 90 (running free) and under the interposer
 #           with no limit (cap 100), three processes each, beside two plain
 #           ones in the same turns: whether running free costs the decoder
@@ -93,11 +97,15 @@ graphs)
         --log "$OUT/$part-1/logs"
     ;;
 coloc)
-    call 1 --only coloc,mps --coloc-modes plain,share70/30,cap70/30,mps70/30 --inf-load decoder-heavy
+    call 1 --only coloc,mps --coloc-modes plain,share70/30,cap70/30,mps70/30 --inf-load decoder-heavy \
+        --log "$OUT/$part-1/logs"
     ;;
 light)
-    call 1 --only coloc,mps --coloc-modes plain,share70/30,cap70/30,mps70/30 --inf-load decoder
-    call 2 --only turns --turn-cycles 4 --turn-yield 250,500
+    call 1 --only coloc,mps --coloc-modes plain,share70/30,cap70/30,mps70/30 --inf-load decoder \
+        --log "$OUT/$part-1/logs"
+    ;;
+turns)
+    call 1 --only turns --turn-cycles 4 --turn-yield 250,500 --log "$OUT/$part-1/logs"
     ;;
 decfree)
     call 1 --only capturns,decoder --caps 90,100 --copies 3 --plain-copies 2 --log "$OUT/$part-1/logs"
@@ -106,7 +114,7 @@ pods)
     BENCH_SECS=8 call 1 --only two,pod --log "$OUT/$part-1/logs"
     ;;
 *)
-    echo "usage: OUT=DIR bash bench/compute/table.sh single|fresh|launch|loads|train|decoder|graphs|coloc|light|decfree|pods [TAG]" >&2
+    echo "usage: OUT=DIR bash bench/compute/table.sh single|fresh|launch|loads|train|decoder|graphs|coloc|light|turns|decfree|pods [TAG]" >&2
     exit 2
     ;;
 esac
