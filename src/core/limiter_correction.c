@@ -87,6 +87,14 @@ uint32_t gs_lim_correction_device(uint32_t old_corr, uint64_t dev_ppm, uint64_t 
      * first real measure then came half-way, not whole (gs_lim_correction) */
     if (gs_lim_device_reading_stale(dev_ppm, occ_ppm))
         return old_corr;
+    /* nor does a reading under GS_LIM_BUSY_PPM teach a c not yet learnt:
+     * it cannot tell our CPU gaps from our kernels (c 1 at best). A capped
+     * decoder's first outer run, late on a loaded 2-core CI machine, read
+     * the device idle before NVML's first sample with 0.05-0.2 occupancy
+     * counted, took c 1 as learnt, and charged its 40 us gaps at 1 until
+     * NVML measured it two runs later: 0.29-0.33 s of waits under cap 30 */
+    if (old_corr == 0 && dev_ppm < GS_LIM_BUSY_PPM)
+        return old_corr;
     uint64_t idle = GS_LIM_PPM - occ_ppm;
     /* cannot see the others: relax towards 1 (as an unlearnt c is), from
      * above too (a c learnt alone past 1 wrapped to hundreds) */

@@ -56,6 +56,33 @@ static void correction_is_nvml_kernel_time_over_event_busy_time(void **state)
     assert_true(c <= GS_LIM_MAX_CORR);
 }
 
+/* A capped container's first outer run came a few hundred us after its
+ * first launch, its outer thread held off its CPU on a loaded 2-core CI
+ * machine: NVML had no samples yet and the device read idle (its last
+ * period, before our work), and the occupancy counted so far was 0.05-0.2
+ * of the interval (under the 0.2 that makes the reading stale). Taken as a
+ * measure, c became 1 learnt: the learning probes stopped and a decoder's
+ * 40 us CPU gaps were charged at c = 1 until NVML measured it two runs
+ * later (it waited 0.29-0.33 s of 3 s for tokens under cap 30). A device
+ * reading under GS_LIM_BUSY_PPM teaches a c not yet learnt nothing. */
+static void a_first_run_before_nvml_samples_with_little_occupancy_learns_no_c(void **state)
+{
+    (void)state;
+    assert_int_equal(gs_lim_correction_device(0, 0, 100000), 0);
+    assert_int_equal(gs_lim_correction_device(0, 40000, 150000), 0);
+    struct gs_lim_account a;
+    account(&a, GS_LIM_CAP, 30, 100);
+    struct gs_outer_in in = outer_in(120000, -1, -1, 0, NULL, 0);
+    in.interval_ns = 600 * US;
+    struct gs_outer_out o;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.corr, 0);
+    gs_lim_outer_apply(&a, &o, in.now);
+    assert_true(gs_lim_learning(&a));
+    /* a real reading of the device still teaches one (half-way from 1) */
+    assert_int_equal(gs_lim_correction_device(0, 1000000, 352000), 750000);
+}
+
 static void water_filling_gives_the_unused_share_away(void **state)
 {
     (void)state;
@@ -1031,6 +1058,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(correction_is_nvml_kernel_time_over_event_busy_time),
+        cmocka_unit_test(a_first_run_before_nvml_samples_with_little_occupancy_learns_no_c),
         cmocka_unit_test(water_filling_gives_the_unused_share_away),
         cmocka_unit_test(share_target_is_weight_over_busy_weights),
         cmocka_unit_test(the_entry_for_users_outside_the_ledger_counts_beside_a_full_ledger),
