@@ -246,14 +246,12 @@ static void a_share_container_finding_a_busy_neighbour_publishes_the_devices_tim
     in.occ_ppm = 500000;
     gs_lim_outer_decide(&a, &in, &o);
     assert_int_equal(o.target, GS_LIM_SHARE_MEASURED);
+    /* running free alone, and NVML's samples no measure of us: all the
+     * device's busy time */
     a.rate_ppm = GS_LIM_PPM;
     in.occ_ppm = 0;
-    in.our_ppm = 0;
-    in.others_ppm = 980000;
     in.dev_ppm = 990000;
-    /* alone, and NVML's samples no measure of us: all the device's busy time */
     in.ndem = 0;
-    in.our_ppm = in.others_ppm = -1;
     gs_lim_outer_decide(&a, &in, &o);
     assert_int_equal(o.use_ppm, 990000);
 }
