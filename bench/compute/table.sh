@@ -22,9 +22,10 @@
 #           tenants' debug logs  (5-6 min; once over 6 min)
 #   light   the same with the light decoder (about 5 min at c78301b)
 #   turns   the light decoder's pairs in turns: plain, caps 70 / 30, shares
-#           70 : 30 in one directory and in the node agent's layout, and
-#           yielding every 250 / 500 us (at c78301b the `light` part's
-#           budget ran out before these, when both were one part)
+#           70 : 30 in one directory and in the node agent's layout, the
+#           decoder of weight 70 beside the training without the interposer,
+#           and yielding every 250 / 500 us (164 s on an H100 at 818cc92,
+#           before the pair beside the plain training was added)
 #   decfree the decoder under cap 90 (running free) and under the interposer
 #           with no limit (cap 100), three processes each, beside two plain
 #           ones in the same turns: whether running free costs the decoder
