@@ -31,6 +31,12 @@ static void correction_is_nvml_kernel_time_over_event_busy_time(void **state)
     c = gs_lim_correction(0, 240000, 960000, 0);
     assert_int_equal(c, 250000);
     assert_int_equal(gs_lim_correction(c, 480000, 960000, 0), 375000);
+    /* ... save a first measure above 1, taken half-way from 1: NVML's
+     * period and our interval need not line up in a load's first runs (an
+     * H100's matmul under cap 70 read 0.66 against 0.61 counted) */
+    assert_int_equal(gs_lim_correction(0, 660000, 600000, 0), 1050000);
+    assert_int_equal(gs_lim_correction(0, 660000, 600000, 1), 1050000);
+    assert_int_equal(gs_lim_correction(1050000, 660000, 600000, 0), 1075000);
     /* ... but none from under 5 % of our time (NVML's samples lag a start,
      * 0 % on an H200): c stays unlearnt */
     assert_int_equal(gs_lim_correction(0, 0, 179000, 0), 0);
