@@ -529,13 +529,21 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
     out->wants_ns = LD(&a->throttled_ns);
     int held = LD(&a->rate_ppm) < GS_LIM_SHARE_MEASURED;
     uint64_t queued = gs_lim_queued(in->occ_ppm, in->waited_ns, in->interval_ns);
+    /* what a container running free publishes from the device's busy time
+     * (free_published) is the most it can have used, not a measure of it:
+     * it claims nothing on it, and its next run, in windows, measures it.
+     * Back from an idle beside a neighbour that had just woken too and
+     * published no use yet, a decoder of weight 70 published the device's
+     * 1.0 as its own, wanted more, and held the training of weight 30 to
+     * 0.30 for a run (an H100, compute-2026-12-07g-h100.md §4) */
+    uint64_t claimed = share && gs_lim_unthrottled(a) && !v.per_process ? 0 : use;
     if (share && (!held || queued >= GS_LIM_QUEUED_PPM) &&
-        gs_lim_share_wants_more(a->weight, use, queued, in->dem, in->ndem))
+        gs_lim_share_wants_more(a->weight, claimed, queued, in->dem, in->ndem))
         out->wants_ns = in->now;
     out->yield = share && in->yield_on && gs_lim_yields(a->weight, use, in->dem, in->ndem);
     out->free_tokens_ns = cap_was_free(a) ? free_tokens(a, in, out->speed) : 0;
     if (share) {
-        out->target = outer_share_target(a, in, use, out->wants_ns == in->now || gs_lim_throttled(a, in->now));
+        out->target = outer_share_target(a, in, claimed, out->wants_ns == in->now || gs_lim_throttled(a, in->now));
     } else if (cap_runs_free(a, in, &v, out->free_tokens_ns, out->speed)) {
         out->target = GS_LIM_PPM;
     } else {

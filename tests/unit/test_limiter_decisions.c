@@ -233,6 +233,15 @@ static void a_share_container_finding_a_busy_neighbour_publishes_the_devices_tim
     assert_int_equal(o.use_ppm, 0);
     assert_int_equal(o.wants_ns, 0);
     assert_int_equal(o.target, GS_LIM_SHARE_MEASURED);
+    /* beside a neighbour that has just woken too and published no use yet,
+     * the device's busy time is the most it can have used: published, but
+     * it claims nothing on it (neither wanting more nor held) */
+    busy30.use_ppm = 0;
+    gs_lim_outer_decide(&a, &in, &o);
+    assert_int_equal(o.use_ppm, 990000);
+    assert_int_equal(o.wants_ns, 0);
+    assert_int_equal(o.target, GS_LIM_SHARE_MEASURED);
+    busy30.use_ppm = 990000;
     /* held back lately, it is held to its part */
     a.throttled_ns = in.now - GS_LIM_THROTTLED_NS / 2;
     gs_lim_outer_decide(&a, &in, &o);
