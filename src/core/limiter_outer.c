@@ -395,16 +395,23 @@ static uint64_t free_published(const struct gs_outer_in *in, const struct outer_
     return dev > theirs ? dev - theirs : 0;
 }
 
+/* Whether the use we publish is free_published's, the most we can have
+ * used rather than a measure: running free, with no figure from NVML. */
+static int use_is_an_upper_bound(const struct gs_lim_account *a, const struct outer_view *v)
+{
+    return !v->per_process && gs_lim_unthrottled(a);
+}
+
 /* The use we publish: NVML's figure where it measures us, free_published
  * while we run free, else what we were charged. */
 static uint64_t outer_use(const struct gs_lim_account *a, const struct gs_outer_in *in, const struct outer_view *v,
                           uint32_t corr)
 {
     uint64_t charged = in->occ_ppm * gs_lim_corr_of(corr) / GS_LIM_PPM;
-    uint64_t use = v->per_process          ? (uint64_t)in->our_ppm
-                   : gs_lim_unthrottled(a) ? free_published(in, v)
-                   : v->bounded            ? gs_lim_bound_use(charged, (uint64_t)in->dev_ppm, in->dem, in->ndem)
-                                           : charged;
+    uint64_t use = v->per_process                ? (uint64_t)in->our_ppm
+                   : use_is_an_upper_bound(a, v) ? free_published(in, v)
+                   : v->bounded                  ? gs_lim_bound_use(charged, (uint64_t)in->dev_ppm, in->dem, in->ndem)
+                                                 : charged;
     return use > GS_LIM_PPM ? GS_LIM_PPM : use;
 }
 
@@ -536,7 +543,7 @@ void gs_lim_outer_decide(const struct gs_lim_account *a, const struct gs_outer_i
      * published no use yet, a decoder of weight 70 published the device's
      * 1.0 as its own, wanted more, and held the training of weight 30 to
      * 0.30 for a run (an H100, compute-2026-12-07g-h100.md §4) */
-    uint64_t claimed = share && gs_lim_unthrottled(a) && !v.per_process ? 0 : use;
+    uint64_t claimed = share && use_is_an_upper_bound(a, &v) ? 0 : use;
     if (share && (!held || queued >= GS_LIM_QUEUED_PPM) &&
         gs_lim_share_wants_more(a->weight, claimed, queued, in->dem, in->ndem))
         out->wants_ns = in->now;
