@@ -479,24 +479,24 @@ def main():
         agent = tempfile.mkdtemp()
         s70, s30 = {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, {**share, "GPUSLICE_SHARE_WEIGHT": "30"}
         yields = [y for y in a.turn_yield.split(",") if y]
-        tenants = [(a.inf_load, {}, INF, ["A-free", "B-free", "C-plain"]),
+        tenants = [(a.inf_load, {}, INF, ["A-free", "B-free", "C-plain", "G-free-share"]),
                    (a.inf_load, lim("dec-share70-free", s70), INF, ["F-share-free"]),
                    (a.inf_load, lim("dec-cap70", {"GPUSLICE_CORES": "70"}), INF, ["A-cap", "B-cap"]),
                    (a.inf_load, lim("dec-share70", s70), INF, ["C-share"]),
                    ("matmul", {}, TR, ["T-alone", "C-plain", "F-share-free"]),
                    ("matmul", lim("tr-cap30", {"GPUSLICE_CORES": "30"}), TR, ["B-free", "B-cap"]),
-                   ("matmul", lim("tr-share30", s30), TR, ["C-share"]),
+                   ("matmul", lim("tr-share30", s30), TR, ["C-share", "G-free-share"]),
                    (a.inf_load, agent_layout(a.lib, agent, "turns-dec-share70", s70), INF, ["D-share"]),
                    ("matmul", agent_layout(a.lib, agent, "turns-tr-share30", s30), TR, ["D-share"])]
         for y in yields:
             tenants += [(a.inf_load, lim(f"dec-share70-y{y}", s70), INF, [f"E-yield{y}"]),
                         ("matmul", lim(f"tr-share30-y{y}", {**s30, "GPUSLICE_SHARE_YIELD_US": y}), TR, [f"E-yield{y}"])]
         phases = [["A-free", "A-cap", "T-alone"], ["B-free", "B-cap"],
-                  ["C-plain", "C-share", "D-share", "F-share-free", *[f"E-yield{y}" for y in yields]]]
+                  ["C-plain", "C-share", "D-share", "F-share-free", "G-free-share", *[f"E-yield{y}" for y in yields]]]
         # each row: its name and the turn whose decoder and training it compares with theirs alone
         rows = [("decoder-cap70-alone", "A-cap"), ("free/cap30", "B-free"), ("cap70/30", "B-cap"),
                 ("plain", "C-plain"), ("share70/30", "C-share"), ("share70/30-agent", "D-share"),
-                ("share70/free", "F-share-free"),
+                ("share70/free", "F-share-free"), ("free/share30", "G-free-share"),
                 *[(f"share70/30-yield{y}", f"E-yield{y}") for y in yields]]
         r = in_turns(tenants, phases, seg=2.5, cycles=a.turn_cycles)
         if any("error" in x for x in r):
