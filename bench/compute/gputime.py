@@ -471,19 +471,23 @@ def main():
         # D-share: the share pair again, each in its own state directory as
         # the node agent lays them out (issue 28: one code path for both);
         # E-yieldY: the pair in one directory, the training yielding its
-        # queue every Y us (--turn-yield); F-share-free: the decoder of
-        # weight 70 beside the training without the interposer, measured in
-        # its windows but held by nobody: what the windows cost it (at
-        # 818cc92 its tokens took 2.4-3.8 ms longer beside a share 30
-        # training than plain, never held, compute-2026-12-07g-h100.md §4)
+        # queue every Y us (--turn-yield). F, G and H split the share pair's
+        # loss to plain (at 818cc92 the decoder's tokens took 2.4-3.8 ms
+        # longer, never held, compute-2026-12-07g-h100.md section 4): F the
+        # C-share decoder beside the plain training (what its own windows
+        # cost it), G the plain decoder beside the C-share training (what
+        # the training's windows cost it); each decoder process is in two
+        # turns, since identical host-bound processes differ by up to 0.3 of
+        # alone (compute-2026-12-07c-h100.md section 4); H a second decoder
+        # of weight 70 beside the plain training, that spread among them
         agent = tempfile.mkdtemp()
         s70, s30 = {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, {**share, "GPUSLICE_SHARE_WEIGHT": "30"}
         yields = [y for y in a.turn_yield.split(",") if y]
         tenants = [(a.inf_load, {}, INF, ["A-free", "B-free", "C-plain", "G-free-share"]),
-                   (a.inf_load, lim("dec-share70-free", s70), INF, ["F-share-free"]),
+                   (a.inf_load, lim("dec-share70-free", s70), INF, ["H-share-free"]),
                    (a.inf_load, lim("dec-cap70", {"GPUSLICE_CORES": "70"}), INF, ["A-cap", "B-cap"]),
-                   (a.inf_load, lim("dec-share70", s70), INF, ["C-share"]),
-                   ("matmul", {}, TR, ["T-alone", "C-plain", "F-share-free"]),
+                   (a.inf_load, lim("dec-share70", s70), INF, ["C-share", "F-share-free"]),
+                   ("matmul", {}, TR, ["T-alone", "C-plain", "F-share-free", "H-share-free"]),
                    ("matmul", lim("tr-cap30", {"GPUSLICE_CORES": "30"}), TR, ["B-free", "B-cap"]),
                    ("matmul", lim("tr-share30", s30), TR, ["C-share", "G-free-share"]),
                    (a.inf_load, agent_layout(a.lib, agent, "turns-dec-share70", s70), INF, ["D-share"]),
@@ -492,11 +496,13 @@ def main():
             tenants += [(a.inf_load, lim(f"dec-share70-y{y}", s70), INF, [f"E-yield{y}"]),
                         ("matmul", lim(f"tr-share30-y{y}", {**s30, "GPUSLICE_SHARE_YIELD_US": y}), TR, [f"E-yield{y}"])]
         phases = [["A-free", "A-cap", "T-alone"], ["B-free", "B-cap"],
-                  ["C-plain", "C-share", "D-share", "F-share-free", "G-free-share", *[f"E-yield{y}" for y in yields]]]
+                  ["C-plain", "C-share", "D-share", "F-share-free", "G-free-share", "H-share-free",
+                   *[f"E-yield{y}" for y in yields]]]
         # each row: its name and the turn whose decoder and training it compares with theirs alone
         rows = [("decoder-cap70-alone", "A-cap"), ("free/cap30", "B-free"), ("cap70/30", "B-cap"),
                 ("plain", "C-plain"), ("share70/30", "C-share"), ("share70/30-agent", "D-share"),
                 ("share70/free", "F-share-free"), ("free/share30", "G-free-share"),
+                ("share70/free-other", "H-share-free"),
                 *[(f"share70/30-yield{y}", f"E-yield{y}") for y in yields]]
         r = in_turns(tenants, phases, seg=2.5, cycles=a.turn_cycles)
         if any("error" in x for x in r):

@@ -23,9 +23,11 @@
 #   light   the same with the light decoder (about 5 min at c78301b)
 #   turns   the light decoder's pairs in turns: plain, caps 70 / 30, shares
 #           70 : 30 in one directory and in the node agent's layout, the
-#           decoder of weight 70 beside the training without the interposer,
-#           the plain decoder beside the training of weight 30, and yielding every 250 / 500 us (164 s on an H100 at 818cc92,
-#           before the pairs with one tenant plain were added)
+#           share decoder beside the plain training and the plain decoder
+#           beside the share training (each decoder also in a turn above),
+#           a second share decoder beside the plain training, and yielding
+#           every 250 / 500 us (164 s on an H100 at 818cc92, before the pairs
+#           with one tenant plain were added)
 #   decfree the decoder under cap 90 (running free) and under the interposer
 #           with no limit (cap 100), three processes each, beside two plain
 #           ones in the same turns: whether running free costs the decoder
