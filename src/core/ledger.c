@@ -219,6 +219,7 @@ struct gs_ledger *gs_ledger_open(const char *path, char *err, size_t errlen)
         free(l);
         return NULL;
     }
+    l->pidns = gs_ledger_pidns();
     l->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (l->fd < 0) {
         snprintf(err, errlen, "cannot open device ledger %s: %s", path, strerror(errno));
@@ -554,7 +555,8 @@ int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t container, uint32_
             return -1;
         }
         l->slot_fd[i] = fd;
-        l->f->m[i] = (struct gs_ledger_member){ .container = container, .pid = pid, .weight = weight };
+        l->f->m[i] =
+            (struct gs_ledger_member){ .container = container, .pid = pid, .weight = weight, .pidns = l->pidns };
         settle_turn(l); /* whatever the dead owner held */
         gs_ledger_unlock(l);
         return i;
@@ -575,6 +577,8 @@ void gs_ledger_heal(struct gs_ledger *l, int slot, uint64_t container, int32_t p
         ST(&m->container, container);
     if (LD(&m->pid) != pid)
         ST(&m->pid, pid);
+    if (LD(&m->pidns) != l->pidns)
+        ST(&m->pidns, l->pidns);
     if (LD(&m->weight) != weight)
         ST(&m->weight, weight);
 }
@@ -806,6 +810,23 @@ int gs_ledger_pid_named(struct gs_ledger *l, uint64_t container, int32_t pid, in
             return 1;
     }
     return 0;
+}
+
+int gs_ledger_pidns_other(struct gs_ledger *l, uint64_t container, uint64_t pidns, int (*counts)(uint64_t c, void *ctx),
+                          void *ctx)
+{
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
+        uint64_t c = LD(&l->f->m[i].container), ns = LD(&l->f->m[i].pidns);
+        if (c != 0 && c != container && (ns == 0 || ns != pidns) && counts(c, ctx) && alive(l, i))
+            return 1;
+    }
+    return 0;
+}
+
+uint64_t gs_ledger_pidns(void)
+{
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
 void gs_ledger_wait(struct gs_ledger *l, uint32_t seq, uint64_t ns)

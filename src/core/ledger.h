@@ -39,7 +39,7 @@
 #include "turn_frame.h"
 
 #define GS_LEDGER_MAGIC 0x5245474445475321ULL /* "!GSGDEGER" */
-#define GS_LEDGER_VERSION 7U
+#define GS_LEDGER_VERSION 8U
 #define GS_LEDGER_MEMBERS 128
 #define GS_LEDGER_MAX_HOLD_NS 1200000000ULL     /* a turn never reaches further ahead than this */
 #define GS_LEDGER_LOCK_WAIT_NS 5000000ULL       /* the ledger's lock, at most this long */
@@ -61,6 +61,7 @@ struct gs_ledger_member {
     uint32_t claim_ppm; /* the part of the GPU its container is allowed now, when it last asked for the turn */
     uint32_t draining;  /* of its open windows, those that extended the turn to drain (gs_ledger_extend) */
     uint64_t hold_ns;   /* the latest end its windows took this turn until as they opened (no drain's extension) */
+    uint64_t pidns;     /* the inode of its pid namespace, whose numbering pid is in; 0: unknown */
 };
 
 struct gs_ledger_file {
@@ -80,6 +81,7 @@ struct gs_ledger {
     int fd;                         /* this handle's description: the ledger's lock, liveness queries */
     int slot_fd[GS_LEDGER_MEMBERS]; /* descriptions holding the slots this handle joined; -1 */
     uint64_t file_dev, file_ino;    /* the file fd and slot_fd are descriptors of (gs_ledger_descriptors_ours) */
+    uint64_t pidns;                 /* this process's pid namespace (gs_ledger_pidns), written with its pid */
     char path[4096];
     uint64_t patient_after_ns; /* the lock is tried once, not waited for, until then (lock()) */
     /* the ledger's lock among this process's threads: an OFD lock belongs
@@ -193,6 +195,18 @@ uint64_t gs_ledger_busy_weight(struct gs_ledger *l, uint64_t container, uint64_t
  * the member: the caller says whose it takes. */
 int gs_ledger_pid_named(struct gs_ledger *l, uint64_t container, int32_t pid, int (*counts)(uint64_t c, void *ctx),
                         void *ctx);
+
+/* Whether a live member of a container other than `container` for which
+ * counts(container, ctx) holds numbers its pid in a pid namespace other
+ * than pidns, or did not say in which: NVML names such a member's
+ * processes by pids that no member names (the host's, where it translates
+ * only those of the caller's namespace, as driver 580 does), and a busy pid
+ * nobody names may be its. */
+int gs_ledger_pidns_other(struct gs_ledger *l, uint64_t container, uint64_t pidns, int (*counts)(uint64_t c, void *ctx),
+                          void *ctx);
+
+/* The inode of the calling process's pid namespace, 0 if /proc cannot say. */
+uint64_t gs_ledger_pidns(void);
 
 /* The containers other than container that showed demand since `since`,
  * one entry each (weight, the most recent use, whether any of its members

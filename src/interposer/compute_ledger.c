@@ -219,6 +219,13 @@ int gs_compute_ledger_pid_named(int d, uint32_t pid, int (*counts)(uint64_t c, v
     return l && gs_ledger_pid_named(l, led_container, (int32_t)pid, counts, ctx);
 }
 
+int gs_compute_ledger_pidns_other(int d, int (*counts)(uint64_t c, void *ctx), void *ctx)
+{
+    int slot;
+    struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
+    return l && gs_ledger_pidns_other(l, led_container, l->pidns, counts, ctx);
+}
+
 /* A ledger cut short under our mapping (gs_ledger_cut_short) that cannot be
  * mapped again in place, or whose descriptors the program closed
  * (gs_ledger_descriptors_ours), is left and joined afresh at a later

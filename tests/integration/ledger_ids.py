@@ -20,9 +20,9 @@ def ledger_id(path):
 # 40-byte header (magic, version, size: GS_LEDGER_MAGIC, GS_LEDGER_VERSION),
 # then MEMBERS members of MEMBER_SIZE bytes (container at +0, active_ns +8,
 # wants_ns +16, asked_ns +24, pid +32, open +36, weight +40, use +44, claim
-# +48, draining +52, hold_ns +56).
-HEADER, MEMBER_SIZE, MEMBERS = 40, 64, 128
-LEDGER_MAGIC, LEDGER_VERSION = 0x5245474445475321, 7
+# +48, draining +52, hold_ns +56, pidns +64).
+HEADER, MEMBER_SIZE, MEMBERS = 40, 72, 128
+LEDGER_MAGIC, LEDGER_VERSION = 0x5245474445475321, 8
 LEDGER_SIZE = HEADER + MEMBER_SIZE * MEMBERS
 
 

@@ -326,7 +326,7 @@ static nvmlReturn_t processes(nvmlDevice_t device, unsigned int *count, unsigned
         if (!pr->pid || (!pr->contexts[d] && !pr->used[d]))
             continue;
         if (n < *count && pids) {
-            pids[n] = (unsigned int)pr->pid;
+            pids[n] = (unsigned int)sim_proc_pid_seen(st, pr->pid);
             usage[n] = pr->used[d];
         }
         n++;
@@ -566,8 +566,9 @@ SIM_NVML nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtiliza
         if (s->ts_us <= lastSeenTimeStamp)
             continue;
         if (utilization && want < cap)
-            utilization[want] =
-                (nvmlProcessUtilizationSample_t){ .pid = s->pid, .timeStamp = s->ts_us, .smUtil = s->sm_util };
+            utilization[want] = (nvmlProcessUtilizationSample_t){
+                .pid = (unsigned int)sim_proc_pid_seen(st, (int32_t)s->pid), .timeStamp = s->ts_us, .smUtil = s->sm_util
+            };
         want++;
     }
     uint32_t read_us = st->nvml_read_us;

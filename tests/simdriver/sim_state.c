@@ -133,6 +133,8 @@ static const struct uint_knob {
       offsetof(struct sim_state, pageable_access) },
     { "GPUSLICE_SIM_POWER_INSTANT", 1, 0, 1, "a flag", offsetof(struct sim_config, power_instant),
       offsetof(struct sim_state, power_instant) },
+    { "GPUSLICE_SIM_NVML_HOST_PIDS", 0, 0, 1, "a flag", offsetof(struct sim_config, nvml_host_pids),
+      offsetof(struct sim_state, nvml_host_pids) },
 };
 #define N_UINT_KNOBS (sizeof(uint_knobs) / sizeof(uint_knobs[0]))
 
@@ -485,6 +487,17 @@ static int32_t nvml_pid(int slot)
     if (f)
         fclose(f);
     return levels == 2 ? (int32_t)outer : SIM_FOREIGN_PID_BASE + slot;
+}
+
+int32_t sim_proc_pid_seen(const struct sim_state *st, int32_t pid)
+{
+    const struct sim_self *me = self_identity();
+    if (st->nvml_host_pids || me->pidns == SIM_INIT_PIDNS)
+        return pid;
+    for (int p = 0; p < SIM_MAX_PROCS; p++)
+        if (st->procs[p].pid == pid)
+            return st->procs[p].pidns == me->pidns ? st->procs[p].ns_pid : pid;
+    return pid;
 }
 
 /* The descriptor holding our slot's liveness byte, opened by this process

@@ -18,8 +18,9 @@
 /* 2: kernel timeline (sim_timeline.h); 3: NVML snapshots; 4: time slices; 5: MPS; 6: collectives;
  * 7: idle gaps inside graphs; 8: processes told apart across pid namespaces; 12: power over the last second;
  * 14: 17 devices; 15: the short-count flag (NVML_SHORT_COUNT); 16: pageable host memory access;
- * 17: the instantaneous power field (POWER_INSTANT); 18: reads of the samples that meet (NVML_READ_MEET) */
-#define SIM_STATE_VERSION 18U
+ * 17: the instantaneous power field (POWER_INSTANT); 18: reads of the samples that meet (NVML_READ_MEET);
+ * 19: pids named in the caller's pid namespace (NVML_HOST_PIDS) */
+#define SIM_STATE_VERSION 19U
 
 /* One more than gpuslice accounts for in a process (GS_MAX_DEVICES), so
  * that its refusal past them is tested */
@@ -207,6 +208,7 @@ struct sim_state {
     uint32_t nvml_short_count; /* a buffer too small for the samples leaves their count unsaid (sim_nvml.c) */
     uint32_t pageable_access;  /* the device reaches any host memory, as HMM lets it (sim_host_memory.c) */
     uint32_t power_instant;    /* NVML has the instantaneous power field (sim_nvml.c) */
+    uint32_t nvml_host_pids;   /* NVML names every process by its host pid (sim_proc_pid_seen) */
     uint64_t ctx_overhead;
     uint64_t power_dyn_mw; /* power drawn above idle while busy (NVML power model) */
     uint64_t next_id;
@@ -233,6 +235,7 @@ struct sim_config {
     uint32_t nvml_short_count;
     uint32_t pageable_access;
     uint32_t power_instant;
+    uint32_t nvml_host_pids;
 };
 
 /* The NVML power model: a device draws SIM_IDLE_POWER_MW plus power_dyn_mw x
@@ -295,6 +298,11 @@ void sim_state_unlock(struct sim_state *st);
 /* The calling process's slot (registered on first use), or -1 when full.
  * Call with the lock held. */
 int sim_proc_self(struct sim_state *st);
+/* The pid NVML gives the calling process for the process whose host pid
+ * (struct sim_proc's pid) is pid: a process of the caller's pid namespace
+ * by its pid there, as driver 580 does; another's, or any with
+ * GPUSLICE_SIM_NVML_HOST_PIDS (older drivers), by the host's. Lock held. */
+int32_t sim_proc_pid_seen(const struct sim_state *st, int32_t pid);
 /* Frees everything a process slot holds. Lock held. */
 void sim_proc_release(struct sim_state *st, int slot);
 

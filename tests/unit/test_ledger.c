@@ -508,6 +508,7 @@ static void a_member_restores_what_was_written_over_it(void **state)
     gs_ledger_heal(l, a, 11, 100, 30);
     assert_int_equal(l->f->m[a].container, 11);
     assert_int_equal(l->f->m[a].weight, 30);
+    assert_int_equal(l->f->m[a].pidns, gs_ledger_pidns());
     struct gs_ledger *later = gs_ledger_open(path, err, sizeof err); /* the header is ours again */
     assert_non_null(later);
     struct gs_ledger_claim cl[GS_LEDGER_MEMBERS];
@@ -603,6 +604,38 @@ static void share_mode_sees_the_others_demand_and_weights(void **state)
     assert_int_equal(cl[1].d.use_ppm, GS_LIM_PPM);
     assert_true(cl[1].d.wants_more);
     assert_int_equal(gs_ledger_claims(l, 11, 900 * MS, 1002 * MS, cl, 1), 1); /* at most max */
+    gs_ledger_close(l);
+    unlink(path);
+}
+
+/* NVML names a process of another pid namespace by its host pid, which no
+ * member names: whether any member numbers its pids elsewhere says whether
+ * such a pid may be a member's. */
+static void a_member_numbering_its_pids_in_another_namespace_is_told(void **state)
+{
+    (void)state;
+    char path[128], err[256];
+    struct gs_ledger *l = fresh(path, sizeof path);
+    assert_int_not_equal(l->pidns, 0); /* /proc says ours */
+    int a = gs_ledger_join(l, 1, 11, 30);
+    struct gs_ledger *pod = gs_ledger_open(path, err, sizeof err);
+    assert_non_null(pod);
+    int b = gs_ledger_join(pod, 1, 22, 70); /* the neighbour, in our namespace first */
+    assert_true(a >= 0 && b >= 0);
+    assert_int_equal(l->f->m[a].pidns, l->pidns);
+    uint64_t any = 22;
+    assert_false(gs_ledger_pidns_other(l, 11, l->pidns, is_container, &any));
+    pod->pidns = l->pidns + 1; /* a pod's own pid namespace */
+    gs_ledger_heal(pod, b, 22, 1, 70);
+    assert_true(gs_ledger_pidns_other(l, 11, l->pidns, is_container, &any));
+    assert_false(gs_ledger_pidns_other(l, 22, l->pidns, is_container, &any)); /* its own container */
+    any = 33;                                                                 /* a container that does not count */
+    assert_false(gs_ledger_pidns_other(l, 11, l->pidns, is_container, &any));
+    any = 22;
+    l->f->m[b].pidns = 0; /* one that does not say counts as elsewhere, ours unknown too */
+    assert_true(gs_ledger_pidns_other(l, 11, 0, is_container, &any));
+    gs_ledger_close(pod); /* gone: its pids are nobody's */
+    assert_false(gs_ledger_pidns_other(l, 11, l->pidns, is_container, &any));
     gs_ledger_close(l);
     unlink(path);
 }
@@ -806,6 +839,7 @@ int main(void)
         cmocka_unit_test(a_member_restores_what_was_written_over_it),
         cmocka_unit_test(a_waiter_wakes_when_the_turn_is_released),
         cmocka_unit_test(share_mode_sees_the_others_demand_and_weights),
+        cmocka_unit_test(a_member_numbering_its_pids_in_another_namespace_is_told),
         cmocka_unit_test(a_file_of_another_layout_is_refused_and_one_cut_short_or_grown_sized_back),
         cmocka_unit_test(contending_containers_take_the_turn_in_their_slots_only),
     };
