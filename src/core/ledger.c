@@ -3,6 +3,7 @@
 #include "ledger.h"
 #include "map_guard.h"
 #include "ofdlock.h"
+#include "procinfo.h"
 #include "turn_frame.h"
 
 #include <errno.h>
@@ -219,7 +220,7 @@ struct gs_ledger *gs_ledger_open(const char *path, char *err, size_t errlen)
         free(l);
         return NULL;
     }
-    l->pidns = gs_ledger_pidns();
+    l->pidns = gs_proc_pidns();
     l->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (l->fd < 0) {
         snprintf(err, errlen, "cannot open device ledger %s: %s", path, strerror(errno));
@@ -821,12 +822,6 @@ int gs_ledger_pidns_other(struct gs_ledger *l, uint64_t container, uint64_t pidn
             return 1;
     }
     return 0;
-}
-
-uint64_t gs_ledger_pidns(void)
-{
-    struct stat st;
-    return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
 void gs_ledger_wait(struct gs_ledger *l, uint32_t seq, uint64_t ns)

@@ -81,7 +81,7 @@ struct gs_ledger {
     int fd;                         /* this handle's description: the ledger's lock, liveness queries */
     int slot_fd[GS_LEDGER_MEMBERS]; /* descriptions holding the slots this handle joined; -1 */
     uint64_t file_dev, file_ino;    /* the file fd and slot_fd are descriptors of (gs_ledger_descriptors_ours) */
-    uint64_t pidns;                 /* this process's pid namespace (gs_ledger_pidns), written with its pid */
+    uint64_t pidns;                 /* this process's pid namespace (gs_proc_pidns), written with its pid */
     char path[4096];
     uint64_t patient_after_ns; /* the lock is tried once, not waited for, until then (lock()) */
     /* the ledger's lock among this process's threads: an OFD lock belongs
@@ -204,9 +204,6 @@ int gs_ledger_pid_named(struct gs_ledger *l, uint64_t container, int32_t pid, in
  * nobody names may be its. */
 int gs_ledger_pidns_other(struct gs_ledger *l, uint64_t container, uint64_t pidns, int (*counts)(uint64_t c, void *ctx),
                           void *ctx);
-
-/* The inode of the calling process's pid namespace, 0 if /proc cannot say. */
-uint64_t gs_ledger_pidns(void);
 
 /* The containers other than container that showed demand since `since`,
  * one entry each (weight, the most recent use, whether any of its members

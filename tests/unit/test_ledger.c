@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "ledger.h"
+#include "procinfo.h"
 
 #define MS 1000000ULL
 
@@ -508,7 +509,7 @@ static void a_member_restores_what_was_written_over_it(void **state)
     gs_ledger_heal(l, a, 11, 100, 30);
     assert_int_equal(l->f->m[a].container, 11);
     assert_int_equal(l->f->m[a].weight, 30);
-    assert_int_equal(l->f->m[a].pidns, gs_ledger_pidns());
+    assert_int_equal(l->f->m[a].pidns, gs_proc_pidns());
     struct gs_ledger *later = gs_ledger_open(path, err, sizeof err); /* the header is ours again */
     assert_non_null(later);
     struct gs_ledger_claim cl[GS_LEDGER_MEMBERS];
