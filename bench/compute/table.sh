@@ -26,8 +26,7 @@
 #           share decoder beside the plain training and the plain decoder
 #           beside the share training (each decoder also in a turn above),
 #           a second share decoder beside the plain training, and yielding
-#           every 250 / 500 us (164 s on an H100 at 818cc92, before the pairs
-#           with one tenant plain were added)
+#           every 250 / 500 us (209 s on an H100 at 9111205)
 #   decfree the decoder under cap 90 (running free) and under the interposer
 #           with no limit (cap 100), three processes each, beside two plain
 #           ones in the same turns: whether running free costs the decoder
