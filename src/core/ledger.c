@@ -220,7 +220,6 @@ struct gs_ledger *gs_ledger_open(const char *path, char *err, size_t errlen)
         free(l);
         return NULL;
     }
-    l->pidns = gs_proc_pidns();
     l->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (l->fd < 0) {
         snprintf(err, errlen, "cannot open device ledger %s: %s", path, strerror(errno));
@@ -556,6 +555,7 @@ int gs_ledger_join(struct gs_ledger *l, int32_t pid, uint64_t container, uint32_
             return -1;
         }
         l->slot_fd[i] = fd;
+        l->pidns = gs_proc_pidns(); /* the joiner's: a forked child may be in another */
         l->f->m[i] =
             (struct gs_ledger_member){ .container = container, .pid = pid, .weight = weight, .pidns = l->pidns };
         settle_turn(l); /* whatever the dead owner held */

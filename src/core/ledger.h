@@ -81,7 +81,7 @@ struct gs_ledger {
     int fd;                         /* this handle's description: the ledger's lock, liveness queries */
     int slot_fd[GS_LEDGER_MEMBERS]; /* descriptions holding the slots this handle joined; -1 */
     uint64_t file_dev, file_ino;    /* the file fd and slot_fd are descriptors of (gs_ledger_descriptors_ours) */
-    uint64_t pidns;                 /* this process's pid namespace (gs_proc_pidns), written with its pid */
+    uint64_t pidns;                 /* the pid namespace of the process that joined last (gs_proc_pidns) */
     char path[4096];
     uint64_t patient_after_ns; /* the lock is tried once, not waited for, until then (lock()) */
     /* the ledger's lock among this process's threads: an OFD lock belongs

@@ -617,8 +617,8 @@ static void a_member_numbering_its_pids_in_another_namespace_is_told(void **stat
     (void)state;
     char path[128], err[256];
     struct gs_ledger *l = fresh(path, sizeof path);
-    assert_int_not_equal(l->pidns, 0); /* /proc says ours */
     int a = gs_ledger_join(l, 1, 11, 30);
+    assert_int_not_equal(l->pidns, 0); /* /proc says the joiner's */
     struct gs_ledger *pod = gs_ledger_open(path, err, sizeof err);
     assert_non_null(pod);
     int b = gs_ledger_join(pod, 1, 22, 70); /* the neighbour, in our namespace first */
@@ -705,9 +705,13 @@ static void a_file_of_another_layout_is_refused_and_one_cut_short_or_grown_sized
 static void a_member_in_another_pid_namespace_is_alive_until_it_dies(void **state)
 {
     (void)state;
-    char path[128];
+    char path[128], err[256];
     struct gs_ledger *l = fresh(path, sizeof path);
     int a = gs_ledger_join(l, 100, 11, 100);
+    /* opened here, joined in the namespace below: the member says the
+     * joiner's namespace, not the opener's */
+    struct gs_ledger *h = gs_ledger_open(path, err, sizeof err);
+    assert_non_null(h);
     int up[2], hold[2];
     assert_int_equal(pipe(up), 0);
     assert_int_equal(pipe(hold), 0);
@@ -717,10 +721,9 @@ static void a_member_in_another_pid_namespace_is_alive_until_it_dies(void **stat
             _exit(2);
         pid_t inner = fork();
         if (inner == 0) {
-            char err[256], c;
+            char c;
             struct gs_ledger_turn turn;
-            struct gs_ledger *h = gs_ledger_open(path, err, sizeof err);
-            int s = h ? gs_ledger_join(h, getpid(), 22, 100) : -1;
+            int s = gs_ledger_join(h, getpid(), 22, 100);
             if (s < 0 || gs_ledger_open_window(h, s, 1000 * MS, 1500 * MS, &turn) != 0 || !turn.took || getpid() != 1)
                 _exit(1);
             close(hold[1]);
@@ -744,11 +747,14 @@ static void a_member_in_another_pid_namespace_is_alive_until_it_dies(void **stat
         close(up[0]);
         close(hold[0]);
         close(hold[1]);
+        gs_ledger_close(h);
         gs_ledger_close(l);
         unlink(path);
         skip();
     }
     assert_true(try_open(l, a, 1001 * MS, 1100 * MS) > 0); /* 22 holds the turn and lives */
+    uint64_t any = 22;
+    assert_true(gs_ledger_pidns_other(l, 11, l->pidns, is_container, &any)); /* its pid 1 is not ours */
     close(hold[1]);
     int st = 0;
     waitpid(mid, &st, 0);
@@ -757,6 +763,7 @@ static void a_member_in_another_pid_namespace_is_alive_until_it_dies(void **stat
     gs_ledger_reap(l);
     assert_int_equal(gs_ledger_others(l, 11), 0);
     close(up[0]);
+    gs_ledger_close(h);
     gs_ledger_close(l);
     unlink(path);
 }
