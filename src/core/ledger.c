@@ -801,15 +801,23 @@ uint64_t gs_ledger_busy_weight(struct gs_ledger *l, uint64_t container, uint64_t
     return total;
 }
 
+/* Whether slot i is a live member of a container other than `container`
+ * for which counts holds (callers test the cheap fields first: alive asks
+ * the kernel). */
+static int counted_other(struct gs_ledger *l, int i, uint64_t container, int (*counts)(uint64_t c, void *ctx),
+                         void *ctx)
+{
+    uint64_t c = LD(&l->f->m[i].container);
+    return c != 0 && c != container && counts(c, ctx) && alive(l, i);
+}
+
 int gs_ledger_pid_named(struct gs_ledger *l, uint64_t container, int32_t pid, int (*counts)(uint64_t c, void *ctx),
                         void *ctx)
 {
-    for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
-        uint64_t c = LD(&l->f->m[i].container);
+    for (int i = 0; i < GS_LEDGER_MEMBERS; i++)
         /* a dead member's pid may be anyone's now */
-        if (c != 0 && c != container && LD(&l->f->m[i].pid) == pid && counts(c, ctx) && alive(l, i))
+        if (LD(&l->f->m[i].pid) == pid && counted_other(l, i, container, counts, ctx))
             return 1;
-    }
     return 0;
 }
 
@@ -817,8 +825,8 @@ int gs_ledger_pidns_other(struct gs_ledger *l, uint64_t container, uint64_t pidn
                           void *ctx)
 {
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
-        uint64_t c = LD(&l->f->m[i].container), ns = LD(&l->f->m[i].pidns);
-        if (c != 0 && c != container && (ns == 0 || ns != pidns) && counts(c, ctx) && alive(l, i))
+        uint64_t ns = LD(&l->f->m[i].pidns);
+        if ((ns == 0 || ns != pidns) && counted_other(l, i, container, counts, ctx))
             return 1;
     }
     return 0;
