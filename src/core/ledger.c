@@ -821,15 +821,16 @@ int gs_ledger_pid_named(struct gs_ledger *l, uint64_t container, int32_t pid, in
     return 0;
 }
 
-int gs_ledger_pidns_other(struct gs_ledger *l, uint64_t container, uint64_t pidns, int (*counts)(uint64_t c, void *ctx),
-                          void *ctx)
+unsigned gs_ledger_pidns_others(struct gs_ledger *l, uint64_t container, uint64_t pidns,
+                                int (*counts)(uint64_t c, void *ctx), void *ctx)
 {
+    unsigned n = 0;
     for (int i = 0; i < GS_LEDGER_MEMBERS; i++) {
         uint64_t ns = LD(&l->f->m[i].pidns);
         if ((ns == 0 || ns != pidns) && counted_other(l, i, container, counts, ctx))
-            return 1;
+            n++;
     }
-    return 0;
+    return n;
 }
 
 void gs_ledger_wait(struct gs_ledger *l, uint32_t seq, uint64_t ns)

@@ -196,14 +196,14 @@ uint64_t gs_ledger_busy_weight(struct gs_ledger *l, uint64_t container, uint64_t
 int gs_ledger_pid_named(struct gs_ledger *l, uint64_t container, int32_t pid, int (*counts)(uint64_t c, void *ctx),
                         void *ctx);
 
-/* Whether a live member of a container other than `container` for which
- * counts(container, ctx) holds numbers its pid in a pid namespace other
- * than pidns, or did not say in which: NVML names such a member's
- * processes by pids that no member names (the host's, where it translates
- * only those of the caller's namespace, as driver 580 does), and a busy pid
- * nobody names may be its. */
-int gs_ledger_pidns_other(struct gs_ledger *l, uint64_t container, uint64_t pidns, int (*counts)(uint64_t c, void *ctx),
-                          void *ctx);
+/* How many live members of containers other than `container` for which
+ * counts(container, ctx) holds number their pids in a pid namespace other
+ * than pidns, or did not say in which: NVML names such a member's process
+ * by a pid that no member names (the host's, where it translates only those
+ * of the caller's namespace, as driver 580 does), so as many busy pids
+ * nobody names may be theirs. */
+unsigned gs_ledger_pidns_others(struct gs_ledger *l, uint64_t container, uint64_t pidns,
+                                int (*counts)(uint64_t c, void *ctx), void *ctx);
 
 /* The containers other than container that showed demand since `since`,
  * one entry each (weight, the most recent use, whether any of its members

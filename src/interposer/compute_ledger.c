@@ -219,11 +219,11 @@ int gs_compute_ledger_pid_named(int d, uint32_t pid, int (*counts)(uint64_t c, v
     return l && gs_ledger_pid_named(l, led_container, (int32_t)pid, counts, ctx);
 }
 
-int gs_compute_ledger_pidns_other(int d, int (*counts)(uint64_t c, void *ctx), void *ctx)
+unsigned gs_compute_ledger_pidns_others(int d, int (*counts)(uint64_t c, void *ctx), void *ctx)
 {
     int slot;
     struct gs_ledger *l = gs_compute_ledger_of(d, &slot);
-    return l && gs_ledger_pidns_other(l, led_container, l->pidns, counts, ctx);
+    return l ? gs_ledger_pidns_others(l, led_container, l->pidns, counts, ctx) : 0;
 }
 
 /* A ledger cut short under our mapping (gs_ledger_cut_short) that cannot be

@@ -25,9 +25,10 @@ void gs_compute_ledger_reap(int d);
  * which counts holds names pid (gs_ledger_pid_named). */
 int gs_compute_ledger_pid_named(int d, uint32_t pid, int (*counts)(uint64_t c, void *ctx), void *ctx);
 
-/* Whether another container's live member on device d for which counts holds
- * numbers its pids in another pid namespace than ours (gs_ledger_pidns_other). */
-int gs_compute_ledger_pidns_other(int d, int (*counts)(uint64_t c, void *ctx), void *ctx);
+/* How many other containers' live members on device d for which counts
+ * holds number their pids in another pid namespace than ours
+ * (gs_ledger_pidns_others). */
+unsigned gs_compute_ledger_pidns_others(int d, int (*counts)(uint64_t c, void *ctx), void *ctx);
 
 /* The other containers of device d's ledger that showed demand since
  * `since` (wants_more: waited for tokens since wants_since), and our own

@@ -515,8 +515,10 @@ static uint64_t busy_weight(struct others_sampled *o, const char *uuid, int dev)
     /* NVML names another pid namespace's processes by host pids, which no
      * member names where it translates ours (driver 580: share pods 30 : 70
      * each counted the other as outside too, and ran at 0.281 / 0.644 on an
-     * H100); such a pid may be a member's: nobody outside is counted */
-    if (!gs_compute_ledger_beside_regions() && gs_compute_ledger_pidns_other(dev, claimed_at_all, NULL))
+     * H100). As many busy pids as live members number theirs elsewhere may
+     * be theirs; only more than that are someone outside the ledger */
+    if (!gs_compute_ledger_beside_regions() &&
+        (unsigned)nb <= gs_compute_ledger_pidns_others(dev, claimed_at_all, NULL))
         return 0;
     /* Weights from sibling regions (read-only). */
     struct sibling_scan sc = { .pid = o->pid, .busy = busy, .nb = nb, .uuid = uuid };

@@ -658,6 +658,28 @@ def test_two_containers_sharing_30_70_split_30_70_and_use_the_gpu(world, snapsho
     assert ra + rb >= 0.93, (ra, rb)
 
 
+def test_share_pods_in_pid_namespaces_of_their_own_count_a_busy_process_outside_the_ledger(world):
+    """A share pair 30 : 70 in the agent's layout (a pid namespace each,
+    driver 580's pids) beside a busy process without the interposer in the
+    host's namespace. Each pod sees two busy pids no member names: the
+    neighbour's, and the outsider's. While any pid nobody names was taken
+    for a member's whenever a member numbered its pids elsewhere, the
+    outsider was counted by neither pod, and both ran as if alone with the
+    other. One member elsewhere accounts for one such pid: the second is
+    counted outside the ledger."""
+    def outsider(_):
+        o = start(world_env(world, GPUSLICE_SIM_SWITCH_LOSS=30), 1000, env={"LD_PRELOAD": SIM_CLOCK})
+        run(o, "kernel", 3.5, 0.0, 8)
+        o.close()
+
+    share = {"GPUSLICE_COMPUTE_MODE": "share", "GPUSLICE_LOG_LEVEL": "3"}
+    *_, ea, eb = two_containers(world, {**share, "GPUSLICE_SHARE_WEIGHT": "30"},
+                                {**share, "GPUSLICE_SHARE_WEIGHT": "70"}, "agent", secs=3.0, warm=1.0,
+                                hostile=outsider, logs=True, GPUSLICE_SIM_SWITCH_LOSS=30)
+    for e in (ea, eb):
+        assert re.search(r"share mode on \S+: target \d+ ppm .*and outside the ledger", e), e[-3000:]
+
+
 def share_pair_beside(world, hostile, what, secs=5.0, warm=3.0):
     """A share pair 30 : 70 of the agent's layout (logging, a 30 % switch
     loss, measured from warm to secs) beside hostile (containers()); asserts

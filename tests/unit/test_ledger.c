@@ -610,9 +610,9 @@ static void share_mode_sees_the_others_demand_and_weights(void **state)
 }
 
 /* NVML names a process of another pid namespace by its host pid, which no
- * member names: whether any member numbers its pids elsewhere says whether
- * such a pid may be a member's. */
-static void a_member_numbering_its_pids_in_another_namespace_is_told(void **state)
+ * member names: how many members number their pids elsewhere says how many
+ * such pids may be members'. */
+static void members_numbering_their_pids_in_another_namespace_are_counted(void **state)
 {
     (void)state;
     char path[128], err[256];
@@ -625,18 +625,26 @@ static void a_member_numbering_its_pids_in_another_namespace_is_told(void **stat
     assert_true(a >= 0 && b >= 0);
     assert_int_equal(l->f->m[a].pidns, l->pidns);
     uint64_t any = 22;
-    assert_false(gs_ledger_pidns_other(l, 11, l->pidns, is_container, &any));
+    assert_int_equal(gs_ledger_pidns_others(l, 11, l->pidns, is_container, &any), 0);
     pod->pidns = l->pidns + 1; /* a pod's own pid namespace */
     gs_ledger_heal(pod, b, 22, 1, 70);
-    assert_true(gs_ledger_pidns_other(l, 11, l->pidns, is_container, &any));
-    assert_false(gs_ledger_pidns_other(l, 22, l->pidns, is_container, &any)); /* its own container */
-    any = 33;                                                                 /* a container that does not count */
-    assert_false(gs_ledger_pidns_other(l, 11, l->pidns, is_container, &any));
+    assert_int_equal(gs_ledger_pidns_others(l, 11, l->pidns, is_container, &any), 1);
+    struct gs_ledger *second = gs_ledger_open(path, err, sizeof err); /* a second process of that pod */
+    assert_non_null(second);
+    int c = gs_ledger_join(second, 2, 22, 70);
+    assert_true(c >= 0);
+    second->pidns = pod->pidns;
+    gs_ledger_heal(second, c, 22, 2, 70);
+    assert_int_equal(gs_ledger_pidns_others(l, 11, l->pidns, is_container, &any), 2);
+    assert_int_equal(gs_ledger_pidns_others(l, 22, l->pidns, is_container, &any), 0); /* its own container */
+    any = 33; /* a container that does not count */
+    assert_int_equal(gs_ledger_pidns_others(l, 11, l->pidns, is_container, &any), 0);
     any = 22;
-    l->f->m[b].pidns = 0; /* one that does not say counts as elsewhere, ours unknown too */
-    assert_true(gs_ledger_pidns_other(l, 11, 0, is_container, &any));
-    gs_ledger_close(pod); /* gone: its pids are nobody's */
-    assert_false(gs_ledger_pidns_other(l, 11, l->pidns, is_container, &any));
+    gs_ledger_close(second); /* gone: its pid is nobody's */
+    l->f->m[b].pidns = 0;    /* one that does not say counts as elsewhere, ours unknown too */
+    assert_int_equal(gs_ledger_pidns_others(l, 11, 0, is_container, &any), 1);
+    gs_ledger_close(pod);
+    assert_int_equal(gs_ledger_pidns_others(l, 11, l->pidns, is_container, &any), 0);
     gs_ledger_close(l);
     unlink(path);
 }
@@ -754,7 +762,7 @@ static void a_member_in_another_pid_namespace_is_alive_until_it_dies(void **stat
     }
     assert_true(try_open(l, a, 1001 * MS, 1100 * MS) > 0); /* 22 holds the turn and lives */
     uint64_t any = 22;
-    assert_true(gs_ledger_pidns_other(l, 11, l->pidns, is_container, &any)); /* its pid 1 is not ours */
+    assert_int_equal(gs_ledger_pidns_others(l, 11, l->pidns, is_container, &any), 1); /* its pid 1 is not ours */
     close(hold[1]);
     int st = 0;
     waitpid(mid, &st, 0);
@@ -847,7 +855,7 @@ int main(void)
         cmocka_unit_test(a_member_restores_what_was_written_over_it),
         cmocka_unit_test(a_waiter_wakes_when_the_turn_is_released),
         cmocka_unit_test(share_mode_sees_the_others_demand_and_weights),
-        cmocka_unit_test(a_member_numbering_its_pids_in_another_namespace_is_told),
+        cmocka_unit_test(members_numbering_their_pids_in_another_namespace_are_counted),
         cmocka_unit_test(a_file_of_another_layout_is_refused_and_one_cut_short_or_grown_sized_back),
         cmocka_unit_test(contending_containers_take_the_turn_in_their_slots_only),
     };
