@@ -38,13 +38,15 @@
 # debug logs packed as logs.tgz); `python3 bench/compute/summarize.py $OUT` reads
 # them all, and `python3 bench/compute/fit_exponent.py $OUT` fits the card's power
 # exponent from the single part's sweep.
-# TAG (default: the commit) goes on every line. A part stops its own calls at
+# TAG (default: the commit git names) goes on every line: name it on the device,
+# whose copy's git metadata may be older than its sources (41f365d's call
+# said 117295c). A part stops its own calls at
 # TABLE_BUDGET_S (570 s) in all, so the device call returns what it has: give
 # a device call of under ten minutes a smaller budget, or the call is killed
 # before its files are packed. With PACK=FILE the part packs $OUT into FILE
 # (a .tgz) as it ends: the device tool brings back eight files at most, two
 # folders down, and a part writes more. The device-call pattern:
-#   TABLE_BUDGET_S=330 PACK=$OUT/coloc.tgz OUT=/tmp/coloc bash bench/compute/table.sh coloc
+#   TABLE_BUDGET_S=330 PACK=$OUT/coloc.tgz OUT=/tmp/coloc bash bench/compute/table.sh coloc 41f365d   # the commit, read here
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 part=${1:-}
